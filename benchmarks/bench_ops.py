@@ -1,0 +1,217 @@
+"""Benchmark the emulator's device-op kernels: C++ (tttv2._native) vs numpy reference vs torch CPU.
+
+Run from the project root:  python benchmarks/bench_ops.py
+Prints the machine, the command and a table, and writes the same into docs/performance.md under
+"## Device-op kernels (benchmarks/bench_ops.py)" (other sections of that file are kept).
+Times are medians of several runs of the full Python call (native includes the dispatcher and output
+allocation); GB/s is bytes read + written divided by the native time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tttv2.ttnn import _kernels  # noqa: E402
+from tttv2.ttnn._kernels import reference  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover
+    torch = None
+
+SHAPES = [(32, 4096), (1024, 4096), (2048, 8192)]
+SECTION = "## Device-op kernels (benchmarks/bench_ops.py)"
+DOC = ROOT / "docs" / "performance.md"
+EPS = 1e-5
+
+
+def median_time(fn: Callable[[], object], budget: float, max_repeats: int) -> float:
+    """Median wall time of fn() over up to max_repeats runs (at least 3) within ~budget seconds."""
+    fn()  # warm-up
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    repeats = int(min(max_repeats, max(3, budget / max(once, 1e-9))))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def make_cases(shape: tuple[int, int]) -> list[tuple[str, dict[str, Callable[[], object] | None], int]]:
+    """(op name, {"native"/"reference"/"torch": callable or None}, bytes read + written) for a shape."""
+    rows, d = shape
+    n = rows * d
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    y = rng.standard_normal(shape, dtype=np.float32)
+    w = rng.standard_normal(d, dtype=np.float32)
+    b = rng.standard_normal(d, dtype=np.float32)
+    angles = rng.uniform(0, 2 * np.pi, size=shape).astype(np.float32)
+    cos, sin = np.cos(angles), np.sin(angles)
+
+    def both(name: str, *args: object) -> dict[str, Callable[[], object]]:
+        native, ref = getattr(_kernels, name), getattr(reference, name)
+        return {"native": lambda: native(*args), "reference": lambda: ref(*args)}
+
+    def bfp8_roundtrip(mod: object) -> Callable[[], object]:
+        return lambda: mod.bfp_unpack(*mod.bfp_pack(x, 7), 7)
+
+    cases = [
+        ("rms_norm", both("rms_norm", x, w, EPS), 2 * n * 4 + d * 4),
+        ("layer_norm", both("layer_norm", x, w, b, EPS), 2 * n * 4 + 2 * d * 4),
+        ("softmax", both("softmax", x), 2 * n * 4),
+        ("silu_mul", both("silu_mul", x, y), 3 * n * 4),
+        ("rotary (interleaved)", both("rotary_interleaved", x, cos, sin, 1), 4 * n * 4),
+        ("bfloat16 rounding", both("round_bfloat16", x), 2 * n * 4),
+        # pack reads 4n and writes n + n/16 bytes; unpack reads n + n/16 and writes 4n
+        ("bfp8 pack+unpack", {"native": bfp8_roundtrip(_kernels), "reference": bfp8_roundtrip(reference)},
+         10 * n + n // 8),
+        ("bfp8 quantize (fused)", both("bfp_quantize", x, 7), 2 * n * 4),
+    ]
+    if torch is not None:
+        tx, ty, tw, tb = (torch.from_numpy(a) for a in (x, y, w, b))
+        tcos, tsin = torch.from_numpy(cos), torch.from_numpy(sin)
+
+        def torch_rotary() -> object:
+            pairs = tx.view(rows, d // 2, 2)
+            swapped = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).view(rows, d)
+            return tx * tcos + swapped * tsin
+
+        torch_ops = {
+            "rms_norm": lambda: F.rms_norm(tx, (d,), tw, EPS),
+            "layer_norm": lambda: F.layer_norm(tx, (d,), tw, tb, EPS),
+            "softmax": lambda: F.softmax(tx, dim=-1),
+            "silu_mul": lambda: F.silu(tx) * ty,
+            "rotary (interleaved)": torch_rotary,
+            "bfloat16 rounding": lambda: tx.to(torch.bfloat16).float(),
+        }
+        for name, impls, _ in cases:
+            impls["torch"] = torch_ops.get(name)
+    return cases
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def machine_info() -> tuple[str, int]:
+    model = platform.processor() or platform.machine()
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        match = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+        if match:
+            model = match.group(1).strip()
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return model, os.cpu_count() or 1
+
+
+def run(budget: float, max_repeats: int) -> list[list[str]]:
+    table = []
+    for shape in SHAPES:
+        for name, impls, nbytes in make_cases(shape):
+            times = {
+                key: (median_time(fn, budget, max_repeats) if fn is not None else None)
+                for key in ("native", "reference", "torch")
+                for fn in [impls.get(key)]
+            }
+            native, torch_time = times["native"], times["torch"]
+            speedup = f"{torch_time / native:.2f}×" if torch_time is not None else "n/a"
+            row = [
+                name,
+                f"{shape[0]}×{shape[1]}",
+                fmt_time(native),
+                fmt_time(times["reference"]),
+                fmt_time(torch_time),
+                speedup,
+                f"{nbytes / native / 1e9:.1f}",
+            ]
+            table.append(row)
+            print("  ".join(row), flush=True)
+    return table
+
+
+HEADER = ["op", "shape", "native", "numpy reference", "torch CPU", "torch / native", "native GB/s"]
+
+
+def markdown_table(table: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in table]
+    return "\n".join(lines)
+
+
+def write_doc(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Performance\n\nMeasured numbers for the emulator.\n"
+    start = text.find(SECTION)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        nxt = re.search(r"^## ", text[start + len(SECTION) :], re.M)
+        end = start + len(SECTION) + nxt.start() if nxt else len(text)
+        text = text[:start] + section + ("\n" + text[end:] if nxt else "")
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(text.rstrip("\n") + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--budget", type=float, default=0.4, help="seconds per measurement (default 0.4)")
+    parser.add_argument("--max-repeats", type=int, default=50, help="repeats per measurement at most")
+    parser.add_argument("--no-doc", action="store_true", help="do not update docs/performance.md")
+    args = parser.parse_args()
+
+    if torch is not None:
+        torch.set_num_threads(2)
+    model, cores = machine_info()
+    command = "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+    versions = f"numpy {np.__version__}, torch {torch.__version__ if torch is not None else 'not installed'}"
+    print(f"machine: {model}, {cores} cores (torch threads: 2); {versions}; kernels: {_kernels.BACKEND}")
+    print(f"command: {command}")
+    if _kernels.BACKEND != "native":
+        sys.exit("unset TTTV2_KERNELS: this benchmark compares the native kernels against the others")
+    table = run(args.budget, args.max_repeats)
+    md = markdown_table(table)
+    print()
+    print(md)
+
+    if not args.no_doc:
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        section = (
+            f"{SECTION}\n\n"
+            f"- machine: {model}, {cores} cores; {platform.python_implementation()} {platform.python_version()}, "
+            f"{versions} (torch.set_num_threads(2))\n"
+            f"- command: `{command}`\n"
+            f"- date: {date}\n\n"
+            "Median wall time of the Python call (native includes the dispatcher and allocating the output; "
+            "bfp8 pack+unpack is two calls). GB/s = bytes read + written / native time. "
+            "torch has no block-float format, hence n/a.\n\n"
+            f"{md}\n"
+        )
+        write_doc(section)
+        print(f"\nwrote {os.path.relpath(DOC, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+// Element-wise kernels: interleaved rotary embedding and the SwiGLU gate silu(a) * b.
+#include "fastmath.hpp"
+#include "kernels.hpp"
+
+namespace tttv2 {
+namespace {
+
+constexpr size_t kChunk = 512;  // even
+
+TTTV2_CLONES void rotary_rows(const float* __restrict x, const float* __restrict cos,
+                              const float* __restrict sin, float* __restrict dst, size_t begin, size_t end,
+                              size_t d, size_t m, size_t inner) {
+  for (size_t r = begin; r < end; ++r) {
+    const size_t t = (r / inner) % m;
+    const float* __restrict xr = x + r * d;
+    const float* __restrict c = cos + t * d;
+    const float* __restrict s = sin + t * d;
+    float* __restrict yr = dst + r * d;
+    // y = x * cos + swapped * sin with swapped = (-x1, x0, -x3, x2, ...): the reference's operations and
+    // rounding (negation is exact). The swapped pairs go through a small buffer so that the multiply-adds
+    // run as plain contiguous loops; written pairwise, GCC 12 turns them into vfmaddsub even with
+    // -ffp-contract=off, which changes the rounding.
+    float swapped[kChunk];
+    for (size_t k0 = 0; k0 < d; k0 += kChunk) {
+      const size_t len = d - k0 < kChunk ? d - k0 : kChunk;
+      for (size_t k = 0; k < len; k += 2) {
+        swapped[k] = -xr[k0 + k + 1];
+        swapped[k + 1] = xr[k0 + k];
+      }
+      for (size_t k = 0; k < len; ++k) {
+        yr[k0 + k] = xr[k0 + k] * c[k0 + k] + swapped[k] * s[k0 + k];
+      }
+    }
+  }
+}
+
+TTTV2_CLONES void silu_mul_range(const float* __restrict a, const float* __restrict b, float* __restrict dst,
+                                 size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = a[i];
+    dst[i] = v / (1.0f + exp_f32(-v)) * b[i];
+  }
+}
+
+}  // namespace
+
+void rotary_interleaved(const float* x, const float* cos, const float* sin, float* dst, size_t n, size_t d,
+                        size_t m, size_t inner) {
+  parallel_rows(n, d, [&](size_t begin, size_t end) { rotary_rows(x, cos, sin, dst, begin, end, d, m, inner); });
+}
+
+void silu_mul(const float* a, const float* b, float* dst, size_t n) {
+  parallel_for(n, kMinElemsPerThread / 2, 16,
+               [&](size_t begin, size_t end) { silu_mul_range(a + begin, b + begin, dst + begin, end - begin); });
+}
+
+}  // namespace tttv2

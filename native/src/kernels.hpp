@@ -1,0 +1,75 @@
+// Pointer-level kernels of tttv2._native. No Python here: module.cpp validates the arrays, releases the
+// GIL and calls these. Every kernel has a numpy twin in tttv2/ttnn/_kernels/reference.py, whose
+// semantics it reproduces (bit-exactly for the number formats, to ~1e-6 relative for the rest).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+// Hot loops are compiled three times (baseline x86-64, AVX2, AVX-512) and the best version for the
+// running CPU is picked once by the dynamic loader (GCC/Clang function multi-versioning), so the
+// extension stays safe to run on any x86-64 machine.
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__) && defined(__linux__) && \
+    !defined(TTTV2_NO_CLONES)
+#define TTTV2_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define TTTV2_CLONES
+#endif
+
+// Helpers called from a TTTV2_CLONES function must be inlined into it to be compiled for its target.
+#if defined(__GNUC__)
+#define TTTV2_INLINE inline __attribute__((always_inline))
+#else
+#define TTTV2_INLINE inline
+#endif
+
+namespace tttv2 {
+
+inline uint32_t f32_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+inline float bits_f32(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// Runs fn(begin, end) over [0, n) on up to max_threads() threads (the calling thread included), giving
+// each thread at least `grain` items and chunk boundaries that are multiples of `align`. Small
+// problems run inline on the calling thread.
+void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn);
+// Number of threads kernels may use: $TTTV2_NUM_THREADS if set, else the hardware concurrency, capped at 8.
+size_t max_threads();
+// Convenience for row kernels: split rows so that each thread gets at least ~kMinElemsPerThread elements.
+constexpr size_t kMinElemsPerThread = size_t(1) << 17;
+inline void parallel_rows(size_t rows, size_t row_elems, const std::function<void(size_t, size_t)>& fn) {
+  const size_t per_row = row_elems ? row_elems : 1;
+  parallel_for(rows, (kMinElemsPerThread + per_row - 1) / per_row, 1, fn);
+}
+
+// numerics.cpp
+void round_bfloat16(const float* src, float* dst, size_t n);
+void bfp_pack(const float* src, uint8_t* exponents, uint8_t* mantissas, size_t rows, size_t cols,
+              int mantissa_bits);
+void bfp_unpack(const uint8_t* exponents, const uint8_t* mantissas, float* dst, size_t rows, size_t cols,
+                int mantissa_bits);
+void bfp_quantize(const float* src, float* dst, size_t rows, size_t cols, int mantissa_bits);
+
+// norms.cpp (x and dst are [rows, d]; weight and bias are [d] or null)
+void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t rows, size_t d);
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
+                size_t d);
+void softmax(const float* x, float* dst, size_t rows, size_t d);
+
+// elementwise.cpp
+// x and dst are [n, d]; cos and sin are [m, d]; row i of x uses row (i / inner) % m of cos/sin.
+void rotary_interleaved(const float* x, const float* cos, const float* sin, float* dst, size_t n, size_t d,
+                        size_t m, size_t inner);
+void silu_mul(const float* a, const float* b, float* dst, size_t n);
+
+}  // namespace tttv2

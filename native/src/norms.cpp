@@ -1,0 +1,189 @@
+// Row reductions over the last dim of a [rows, d] float32 array: rms_norm, layer_norm, softmax.
+//
+// Element-wise steps are evaluated in float32 in the same order as the numpy reference; the row sums
+// are accumulated in double (kLanes independent accumulators so that the loop vectorises without
+// reassociation), which makes them at least as accurate as numpy's pairwise float32 sums.
+#include <cmath>
+#include <limits>
+
+#include "fastmath.hpp"
+#include "kernels.hpp"
+
+namespace tttv2 {
+namespace {
+
+constexpr size_t kLanes = 32;
+
+TTTV2_INLINE double reduce_lanes(const double* acc) {
+  double sum = 0.0;
+  for (size_t j = 0; j < kLanes; ++j) {
+    sum += acc[j];
+  }
+  return sum;
+}
+
+// sum of x[i]^2 (each square rounded to float32 first, like the reference's x * x)
+TTTV2_INLINE double sum_squares(const float* __restrict x, size_t d) {
+  double acc[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= d; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float v = x[i + j];
+      acc[j] += static_cast<double>(v * v);
+    }
+  }
+  for (; i < d; ++i) {
+    acc[0] += static_cast<double>(x[i] * x[i]);
+  }
+  return reduce_lanes(acc);
+}
+
+TTTV2_INLINE double sum_values(const float* __restrict x, size_t d) {
+  double acc[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= d; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      acc[j] += static_cast<double>(x[i + j]);
+    }
+  }
+  for (; i < d; ++i) {
+    acc[0] += static_cast<double>(x[i]);
+  }
+  return reduce_lanes(acc);
+}
+
+// sum of (x[i] - mean)^2 with the difference and the square rounded to float32
+TTTV2_INLINE double sum_centred_squares(const float* __restrict x, float mean, size_t d) {
+  double acc[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= d; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float c = x[i + j] - mean;
+      acc[j] += static_cast<double>(c * c);
+    }
+  }
+  for (; i < d; ++i) {
+    const float c = x[i] - mean;
+    acc[0] += static_cast<double>(c * c);
+  }
+  return reduce_lanes(acc);
+}
+
+TTTV2_INLINE float row_max(const float* __restrict x, size_t d) {
+  float lane[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) {
+    lane[j] = -std::numeric_limits<float>::infinity();
+  }
+  size_t i = 0;
+  for (; i + kLanes <= d; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float v = x[i + j];
+      lane[j] = v > lane[j] ? v : lane[j];
+    }
+  }
+  for (; i < d; ++i) {
+    lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+  }
+  float m = lane[0];
+  for (size_t j = 1; j < kLanes; ++j) {
+    m = lane[j] > m ? lane[j] : m;
+  }
+  // A NaN in the row is skipped here, but it still turns its own exp and hence the row sum into NaN,
+  // so the whole row comes out NaN exactly as with numpy's NaN-propagating max.
+  return m;
+}
+
+template <bool kWeight>
+TTTV2_INLINE void rms_norm_rows(const float* __restrict x, const float* __restrict weight, float eps,
+                   float* __restrict dst, size_t begin, size_t end, size_t d) {
+  for (size_t r = begin; r < end; ++r) {
+    const float* xr = x + r * d;
+    float* yr = dst + r * d;
+    const float mean_sq = static_cast<float>(sum_squares(xr, d) / static_cast<double>(d));
+    const float inv = 1.0f / std::sqrt(mean_sq + eps);
+    for (size_t i = 0; i < d; ++i) {
+      const float y = xr[i] * inv;
+      yr[i] = kWeight ? y * weight[i] : y;
+    }
+  }
+}
+
+template <bool kWeight, bool kBias>
+TTTV2_INLINE void layer_norm_rows(const float* __restrict x, const float* __restrict weight, const float* __restrict bias,
+                     float eps, float* __restrict dst, size_t begin, size_t end, size_t d) {
+  for (size_t r = begin; r < end; ++r) {
+    const float* xr = x + r * d;
+    float* yr = dst + r * d;
+    const float mean = static_cast<float>(sum_values(xr, d) / static_cast<double>(d));
+    const float var = static_cast<float>(sum_centred_squares(xr, mean, d) / static_cast<double>(d));
+    const float inv = 1.0f / std::sqrt(var + eps);
+    for (size_t i = 0; i < d; ++i) {
+      float y = (xr[i] - mean) * inv;
+      if (kWeight) {
+        y = y * weight[i];
+      }
+      if (kBias) {
+        y = y + bias[i];
+      }
+      yr[i] = y;
+    }
+  }
+}
+
+TTTV2_CLONES void rms_norm_range(const float* x, const float* weight, float eps, float* dst, size_t begin,
+                                 size_t end, size_t d) {
+  if (weight) {
+    rms_norm_rows<true>(x, weight, eps, dst, begin, end, d);
+  } else {
+    rms_norm_rows<false>(x, nullptr, eps, dst, begin, end, d);
+  }
+}
+
+TTTV2_CLONES void layer_norm_range(const float* x, const float* weight, const float* bias, float eps,
+                                   float* dst, size_t begin, size_t end, size_t d) {
+  if (weight && bias) {
+    layer_norm_rows<true, true>(x, weight, bias, eps, dst, begin, end, d);
+  } else if (weight) {
+    layer_norm_rows<true, false>(x, weight, nullptr, eps, dst, begin, end, d);
+  } else if (bias) {
+    layer_norm_rows<false, true>(x, nullptr, bias, eps, dst, begin, end, d);
+  } else {
+    layer_norm_rows<false, false>(x, nullptr, nullptr, eps, dst, begin, end, d);
+  }
+}
+
+TTTV2_CLONES void softmax_range(const float* __restrict x, float* __restrict dst, size_t begin, size_t end,
+                                size_t d) {
+  for (size_t r = begin; r < end; ++r) {
+    const float* xr = x + r * d;
+    float* yr = dst + r * d;
+    const float m = row_max(xr, d);
+    for (size_t i = 0; i < d; ++i) {
+      yr[i] = exp_f32(xr[i] - m);
+    }
+    const float inv = static_cast<float>(1.0 / sum_values(yr, d));
+    for (size_t k = 0; k < d; ++k) {
+      yr[k] = yr[k] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t rows, size_t d) {
+  parallel_rows(rows, d, [&](size_t begin, size_t end) { rms_norm_range(x, weight, eps, dst, begin, end, d); });
+}
+
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
+                size_t d) {
+  parallel_rows(rows, d,
+                [&](size_t begin, size_t end) { layer_norm_range(x, weight, bias, eps, dst, begin, end, d); });
+}
+
+void softmax(const float* x, float* dst, size_t rows, size_t d) {
+  // exp makes softmax compute-heavy: worth splitting at a quarter of the usual size
+  parallel_for(rows, (kMinElemsPerThread / 4 + d) / (d ? d : 1), 1,
+               [&](size_t begin, size_t end) { softmax_range(x, dst, begin, end, d); });
+}
+
+}  // namespace tttv2

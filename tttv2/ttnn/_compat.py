@@ -1,0 +1,133 @@
+"""Names that make the emulator importable as ``ttnn``: ``install_as_ttnn``, ``ttnn.cluster``, ``ttnn._ttnn``."""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+
+from .device import MeshDevice
+from .errors import ValidationError
+
+__all__ = ["cluster", "install_as_ttnn", "uninstall_as_ttnn"]
+
+
+class ClusterType(enum.Enum):
+    INVALID = 0
+    N150 = 1
+    N300 = 2
+    T3K = 3
+    GALAXY = 4
+    P100 = 5
+    P150 = 6
+    P150_X2 = 7
+    P150_X4 = 8
+    P150_X8 = 9
+    N300_2x2 = 10
+    BLACKHOLE_GALAXY = 11
+
+
+_cluster_devices = {"count": None, "arch": None}
+
+
+def set_cluster(num_devices: int | None, arch=None) -> None:
+    """Tell ``ttnn.cluster`` which system it emulates (default: the largest mesh opened so far)."""
+    _cluster_devices["count"] = num_devices
+    _cluster_devices["arch"] = arch
+
+
+def _get_cluster_type() -> ClusterType:
+    """The system the emulator stands for: set_cluster(), else the default device, else the last opened mesh."""
+    from . import device as _device
+    from .types import Arch
+
+    count, arch = _cluster_devices["count"], _cluster_devices["arch"]
+    mesh = _device._default_device or _device._last_opened
+    if count is None:
+        count = mesh.get_num_devices() if mesh is not None else 1
+    if arch is None:
+        arch = mesh.arch() if mesh is not None else Arch.WORMHOLE_B0
+    if arch is Arch.BLACKHOLE:
+        table = {
+            1: ClusterType.P150,
+            2: ClusterType.P150_X2,
+            4: ClusterType.P150_X4,
+            8: ClusterType.P150_X8,
+            32: ClusterType.BLACKHOLE_GALAXY,
+        }
+    else:
+        table = {
+            1: ClusterType.N150,
+            2: ClusterType.N300,
+            4: ClusterType.N300_2x2,
+            8: ClusterType.T3K,
+            32: ClusterType.GALAXY,
+        }
+    return table.get(count, ClusterType.INVALID)
+
+
+cluster = types.ModuleType("tttv2.ttnn.cluster", "ttnn.cluster on the emulator")
+cluster.ClusterType = ClusterType
+cluster.get_cluster_type = _get_cluster_type
+cluster.set_cluster = set_cluster
+
+
+def _dump_tensor_flatbuffer(file_name, tensor) -> None:
+    from .distribution import dump_tensor
+
+    dump_tensor(file_name, tensor)
+
+
+def _load_tensor_flatbuffer(file_name, device=None):
+    from .distribution import load_tensor
+
+    return load_tensor(file_name, device=device)
+
+
+_ttnn = types.ModuleType("tttv2.ttnn._ttnn", "ttnn._ttnn on the emulator")
+_ttnn.multi_device = types.ModuleType("tttv2.ttnn._ttnn.multi_device")
+_ttnn.multi_device.MeshDevice = MeshDevice
+_ttnn.tensor = types.ModuleType("tttv2.ttnn._ttnn.tensor")
+_ttnn.tensor.dump_tensor_flatbuffer = _dump_tensor_flatbuffer
+_ttnn.tensor.load_tensor_flatbuffer = _load_tensor_flatbuffer
+
+_previous: dict[str, object] = {}
+
+
+def install_as_ttnn() -> types.ModuleType:
+    """Make ``import ttnn`` (and ``ttnn.experimental``, ``ttnn.transformer``, …) resolve to the emulator."""
+    emulator = sys.modules["tttv2.ttnn"]
+    existing = sys.modules.get("ttnn")
+    if (
+        existing is not None
+        and existing is not emulator
+        and not getattr(existing, "IS_TTTV2_EMULATOR", False)
+    ):
+        raise ValidationError(
+            "install_as_ttnn: a different `ttnn` module is already imported; install the emulator before importing ttnn"
+        )
+    names = {
+        "ttnn": emulator,
+        "ttnn.experimental": emulator.experimental,
+        "ttnn.transformer": emulator.transformer,
+        "ttnn.cluster": cluster,
+        "ttnn.device": sys.modules["tttv2.ttnn.device"],
+        "ttnn._ttnn": _ttnn,
+        "ttnn._ttnn.multi_device": _ttnn.multi_device,
+        "ttnn._ttnn.tensor": _ttnn.tensor,
+    }
+    for name, module in names.items():
+        if name not in _previous:
+            _previous[name] = sys.modules.get(name)
+        sys.modules[name] = module
+    return emulator
+
+
+def uninstall_as_ttnn() -> None:
+    """Undo :func:`install_as_ttnn` (restores whatever ``ttnn`` modules were there before)."""
+    for name, module in _previous.items():
+        if module is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = module
+    _previous.clear()

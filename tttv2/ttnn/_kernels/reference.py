@@ -1,0 +1,137 @@
+"""Numpy reference implementations of the emulator's hot kernels.
+
+Every function here has a C++ twin in ``native/src`` (module ``tttv2._native``); the dispatcher in
+``tttv2.ttnn._kernels`` picks one, and ``tests/ttnn/test_native_kernels.py`` checks that both agree.
+All inputs and outputs are C-contiguous float32 arrays unless stated otherwise.
+
+Block floating point (``bfloat8_b`` / ``bfloat4_b``), as implemented here and in C++:
+
+* values are grouped in blocks of 16 consecutive elements of one row (the 16 values of one row of a
+  16×16 tile face); ``cols`` must be a multiple of 16;
+* each block stores one shared 8-bit exponent ``E``: the largest biased float32 exponent in the block;
+* each value stores a sign bit and an ``m``-bit magnitude ``M`` (``m`` = 7 for bfloat8_b, 3 for
+  bfloat4_b) with the hidden bit made explicit: ``value = ±M · 2^(E − 127 − (m − 1))``;
+* ``M`` is ``|x| / 2^(E − 127 − (m − 1))`` rounded to nearest, ties to even, and saturated at ``2^m − 1``;
+* denormal inputs have exponent 0 and therefore flush towards zero unless the whole block is tiny;
+  infinities and NaNs are not representable and saturate to the largest magnitude of the block.
+
+Error bound: for every value, ``|q(x) − x| ≤ 2^(E − 127 − m) = max|x_block| · 2^(−m)`` at most
+(half a step of the block's grid, plus the saturation step at the very top of the range, which is
+bounded by the same figure).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+BFP_BLOCK = 16
+
+
+def round_bfloat16(x: np.ndarray) -> np.ndarray:
+    """float32 → nearest bfloat16 (ties to even), returned as float32."""
+    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def _check_bfp_input(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] % BFP_BLOCK != 0:
+        raise ValueError(f"bfp kernels need a 2-D array whose last dim is a multiple of 16, got shape {x.shape}")
+    if mantissa_bits not in (3, 7):
+        raise ValueError(f"mantissa_bits must be 7 (bfloat8_b) or 3 (bfloat4_b), got {mantissa_bits}")
+    return x
+
+
+def bfp_pack(x: np.ndarray, mantissa_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pack a [rows, cols] float32 array into (exponents uint8 [rows, cols/16], sign|magnitude uint8 [rows, cols])."""
+    x = _check_bfp_input(x, mantissa_bits)
+    rows, cols = x.shape
+    blocks = x.reshape(rows, cols // BFP_BLOCK, BFP_BLOCK)
+    finite = np.where(np.isfinite(blocks), blocks, 0.0).astype(np.float32)
+    bits = finite.view(np.uint32)
+    exps = ((bits >> 23) & 0xFF).astype(np.int32)
+    shared = exps.max(axis=2)  # [rows, nblocks]
+    # scale so that the block's largest exponent maps onto the top mantissa bit
+    step_exp = shared.astype(np.int32) - 127 - (mantissa_bits - 1)
+    step = np.ldexp(np.float32(1.0), step_exp).astype(np.float32)[..., None]
+    max_mag = (1 << mantissa_bits) - 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        mag = np.rint(np.abs(blocks) / step)
+    mag = np.where(np.isfinite(mag), mag, max_mag)
+    mag = np.minimum(mag, max_mag).astype(np.uint8)
+    sign = (np.signbit(blocks) & (mag > 0)).astype(np.uint8) << 7
+    mant = (sign | mag).reshape(rows, cols)
+    return shared.astype(np.uint8), mant
+
+
+def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int) -> np.ndarray:
+    """Inverse of :func:`bfp_pack`."""
+    rows, cols = mantissas.shape
+    if exponents.shape != (rows, cols // BFP_BLOCK):
+        raise ValueError(f"exponents shape {exponents.shape} does not match mantissas shape {mantissas.shape}")
+    mag = (mantissas & 0x7F).astype(np.float32).reshape(rows, cols // BFP_BLOCK, BFP_BLOCK)
+    step_exp = exponents.astype(np.int32) - 127 - (mantissa_bits - 1)
+    vals = np.ldexp(mag, step_exp[..., None]).astype(np.float32)
+    neg = (mantissas >> 7).astype(bool).reshape(vals.shape)
+    vals = np.where(neg, -vals, vals)
+    return vals.reshape(rows, cols)
+
+
+def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
+    """Round-trip through the block floating point format (what storing a tensor as bfp does to it)."""
+    return bfp_unpack(*bfp_pack(x, mantissa_bits), mantissa_bits)
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    """y = x / sqrt(mean(x², last dim) + eps) · weight, for x [rows, d]."""
+    x = np.asarray(x, dtype=np.float32)
+    inv = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(eps))
+    y = x * inv.astype(np.float32)
+    if weight is not None:
+        y = y * weight
+    return y.astype(np.float32)
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> np.ndarray:
+    """y = (x − mean) / sqrt(var + eps) · weight + bias, for x [rows, d] (biased variance)."""
+    x = np.asarray(x, dtype=np.float32)
+    mean = np.mean(x, axis=-1, keepdims=True)
+    centred = x - mean
+    var = np.mean(centred * centred, axis=-1, keepdims=True)
+    y = centred / np.sqrt(var + np.float32(eps))
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y.astype(np.float32)
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """Numerically stable softmax over the last dim of x [rows, d]."""
+    x = np.asarray(x, dtype=np.float32)
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return (e / np.sum(e, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def rotary_interleaved(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, inner: int) -> np.ndarray:
+    """Rotary embedding on adjacent pairs (Meta layout), as ``rotary_embedding_llama`` computes it.
+
+    x is [n, d]; cos and sin are [m, d]; row i of x uses row ``(i // inner) % m`` of cos/sin.
+    out[2j] = x[2j]·cos[2j] − x[2j+1]·sin[2j];  out[2j+1] = x[2j+1]·cos[2j+1] + x[2j]·sin[2j+1].
+    """
+    x = np.asarray(x, dtype=np.float32)
+    n = x.shape[0]
+    m = cos.shape[0]
+    idx = (np.arange(n) // inner) % m
+    c = cos[idx]
+    s = sin[idx]
+    swapped = np.empty_like(x)
+    swapped[:, 0::2] = -x[:, 1::2]
+    swapped[:, 1::2] = x[:, 0::2]
+    return (x * c + swapped * s).astype(np.float32)
+
+
+def silu_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """silu(a) · b elementwise (the fused gate of a SwiGLU MLP)."""
+    a = np.asarray(a, dtype=np.float32)
+    return (a / (1.0 + np.exp(-a)) * b).astype(np.float32)

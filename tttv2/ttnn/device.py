@@ -1,0 +1,417 @@
+"""Emulated devices: a MeshDevice is a grid of devices, each with its own L1 and DRAM accounting."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from .errors import DeviceMemoryError, ValidationError
+from .memory import CoreCoord
+from .types import Arch, BufferType
+
+__all__ = [
+    "DispatchCoreConfig",
+    "DispatchCoreType",
+    "GetDefaultDevice",
+    "MeshCoordinate",
+    "MeshDevice",
+    "MeshShape",
+    "SetDefaultDevice",
+    "close_device",
+    "close_mesh_device",
+    "get_arch_name",
+    "open_device",
+    "open_mesh_device",
+    "synchronize_device",
+]
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Per-chip facts the emulator needs (sizes as the allocator sees them)."""
+
+    arch: Arch
+    compute_grid: tuple[int, int]
+    dram_grid: tuple[int, int]
+    l1_bytes_per_core: int
+    dram_bytes: int
+
+
+ARCH_SPECS = {
+    # Wormhole n150: 8x8 worker grid, 12 DRAM banks of 1 GiB, 1.5 MiB L1 per Tensix of which ~1.36 MiB is
+    # available to the allocator after firmware and kernel-config reservations.
+    Arch.WORMHOLE_B0: ArchSpec(Arch.WORMHOLE_B0, (8, 8), (12, 1), 1_396_736, 12 * 1024**3),
+    # Blackhole p150: 13x10 worker grid, 8 DRAM banks (32 GiB), 1.5 MiB L1 per Tensix.
+    Arch.BLACKHOLE: ArchSpec(Arch.BLACKHOLE, (13, 10), (8, 1), 1_462_272, 32 * 1024**3),
+}
+
+
+class MeshShape:
+    """The shape of a mesh of devices: ``MeshShape(r, c)``, ``MeshShape([r, c])`` or ``MeshShape([n])``."""
+
+    __slots__ = ("_dims",)
+
+    def __init__(self, *dims) -> None:
+        if len(dims) == 1 and isinstance(dims[0], (list, tuple, MeshShape)):
+            dims = tuple(dims[0])
+        if not dims:
+            raise ValidationError("MeshShape: at least one dimension is needed")
+        for d in dims:
+            if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+                raise ValidationError(f"MeshShape: dimensions must be positive ints, got {dims!r}")
+        self._dims = tuple(int(d) for d in dims)
+
+    def dims(self) -> int:
+        return len(self._dims)
+
+    def mesh_size(self) -> int:
+        n = 1
+        for d in self._dims:
+            n *= d
+        return n
+
+    def as_2d(self) -> tuple[int, int]:
+        if len(self._dims) == 1:
+            return (1, self._dims[0])
+        if len(self._dims) == 2:
+            return self._dims  # type: ignore[return-value]
+        raise ValidationError(f"MeshShape: only 1-D and 2-D meshes are emulated, got {self._dims}")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dims)
+
+    def __len__(self) -> int:
+        return len(self._dims)
+
+    def __getitem__(self, index):
+        return self._dims[index]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, MeshShape):
+            return self._dims == other._dims
+        if isinstance(other, (tuple, list)):
+            return self._dims == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._dims)
+
+    def __repr__(self) -> str:
+        return f"MeshShape([{', '.join(map(str, self._dims))}])"
+
+
+@dataclass(frozen=True)
+class MeshCoordinate:
+    row: int
+    col: int
+
+    def __iter__(self):
+        return iter((self.row, self.col))
+
+
+class DispatchCoreType:
+    WORKER = "WORKER"
+    ETH = "ETH"
+
+
+@dataclass(frozen=True)
+class DispatchCoreConfig:
+    """Accepted for API compatibility; dispatch cores are not emulated."""
+
+    type: object = None
+    axis: object = None
+    fabric_tensix_config: object = None
+
+
+class _Allocator:
+    """Byte accounting of one buffer kind on one device."""
+
+    def __init__(self, kind: BufferType, capacity: int) -> None:
+        self.kind = kind
+        self.capacity = capacity
+        self.used = 0
+        self.peak = 0
+        self.live = 0
+
+    def allocate(self, nbytes: int, what: str, device_id: int) -> None:
+        if self.used + nbytes > self.capacity:
+            raise DeviceMemoryError(
+                f"device {device_id}: out of {self.kind.name} memory allocating {what}: needs {nbytes:,} bytes, "
+                f"{self.capacity - self.used:,} of {self.capacity:,} bytes free"
+            )
+        self.used += nbytes
+        self.live += 1
+        self.peak = max(self.peak, self.used)
+
+    def release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        self.live -= 1
+
+
+class Device:
+    """One emulated chip of a mesh. Tensors allocate per-device bytes here."""
+
+    def __init__(
+        self, device_id: int, spec: ArchSpec, l1_small_size: int = 0, trace_region_size: int = 0
+    ) -> None:
+        self._id = device_id
+        self.spec = spec
+        cores = spec.compute_grid[0] * spec.compute_grid[1]
+        l1_capacity = cores * spec.l1_bytes_per_core - l1_small_size * cores
+        self.allocators = {
+            BufferType.L1: _Allocator(BufferType.L1, l1_capacity),
+            BufferType.DRAM: _Allocator(BufferType.DRAM, spec.dram_bytes - trace_region_size),
+        }
+
+    def id(self) -> int:
+        return self._id
+
+    def arch(self) -> Arch:
+        return self.spec.arch
+
+    def memory_used(self, buffer_type: BufferType) -> int:
+        return self.allocators[buffer_type].used
+
+    def __repr__(self) -> str:
+        return f"Device(id={self._id}, arch={self.spec.arch.name})"
+
+
+_mesh_ids = itertools.count()
+_open_device_ids: set[int] = set()
+_lock = threading.Lock()
+
+
+class MeshDevice:
+    """A rows × cols grid of emulated devices (1×1 is a single chip)."""
+
+    def __init__(
+        self,
+        mesh_shape: MeshShape | Sequence[int],
+        *,
+        arch: Arch = Arch.WORMHOLE_B0,
+        l1_small_size: int = 0,
+        trace_region_size: int = 0,
+        devices: Sequence[Device] | None = None,
+        parent: MeshDevice | None = None,
+    ) -> None:
+        shape = mesh_shape if isinstance(mesh_shape, MeshShape) else MeshShape(*mesh_shape)
+        rows, cols = (
+            shape.as_2d()
+        )  # a 1-D MeshShape([n]) keeps its 1-D shape (cluster_axis 1 is then invalid)
+        if not isinstance(arch, Arch) or arch not in ARCH_SPECS:
+            raise ValidationError(
+                f"open_mesh_device: arch must be one of {sorted(a.name for a in ARCH_SPECS)}, got {arch!r}"
+            )
+        self._shape = shape
+        self._id = next(_mesh_ids)
+        self._spec = ARCH_SPECS[arch]
+        self._parent = parent
+        if devices is None:
+            devices = [Device(i, self._spec, l1_small_size, trace_region_size) for i in range(rows * cols)]
+        self._devices = list(devices)
+        self._open = True
+        self._program_cache_enabled = True
+        self._submeshes: list[MeshDevice] = []
+
+    # --- identity and shape -------------------------------------------------------------------------
+    @property
+    def shape(self) -> MeshShape:
+        return self._shape
+
+    def id(self) -> int:
+        return self._id
+
+    def get_num_devices(self) -> int:
+        return len(self._devices)
+
+    def get_device_ids(self) -> list[int]:
+        return [d.id() for d in self._devices]
+
+    def get_devices(self) -> list[Device]:
+        return list(self._devices)
+
+    def get_device(self, row: int, col: int | None = None) -> Device:
+        if col is None:
+            return self._devices[row]
+        return self._devices[row * self._shape.as_2d()[1] + col]
+
+    def arch(self) -> Arch:
+        return self._spec.arch
+
+    def is_blackhole(self) -> bool:
+        return self._spec.arch is Arch.BLACKHOLE
+
+    def is_wormhole_b0(self) -> bool:
+        return self._spec.arch is Arch.WORMHOLE_B0
+
+    def compute_with_storage_grid_size(self) -> CoreCoord:
+        return CoreCoord(*self._spec.compute_grid)
+
+    def dram_grid_size(self) -> CoreCoord:
+        return CoreCoord(*self._spec.dram_grid)
+
+    def l1_size_per_core(self) -> int:
+        return self._spec.l1_bytes_per_core
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    # --- submeshes ------------------------------------------------------------------------------------
+    def create_submesh(
+        self, submesh_shape: MeshShape | Sequence[int], offset: MeshCoordinate | None = None
+    ) -> MeshDevice:
+        """A view on a sub-rectangle of this mesh; it shares the devices (and their memory)."""
+        shape = submesh_shape if isinstance(submesh_shape, MeshShape) else MeshShape(*submesh_shape)
+        rows, cols = shape.as_2d()
+        r0, c0 = (offset.row, offset.col) if offset is not None else (0, 0)
+        prow, pcol = self._shape.as_2d()
+        if r0 + rows > prow or c0 + cols > pcol:
+            raise ValidationError(
+                f"MeshDevice.create_submesh: a {rows}x{cols} submesh at ({r0}, {c0}) does not fit the {prow}x{pcol} mesh"
+            )
+        devices = [self._devices[(r0 + r) * pcol + (c0 + c)] for r in range(rows) for c in range(cols)]
+        sub = MeshDevice(MeshShape(rows, cols), arch=self._spec.arch, devices=devices, parent=self)
+        self._submeshes.append(sub)
+        return sub
+
+    def create_submeshes(self, submesh_shape: MeshShape | Sequence[int]) -> list[MeshDevice]:
+        """Tile the mesh with submeshes of one shape (data parallelism)."""
+        shape = submesh_shape if isinstance(submesh_shape, MeshShape) else MeshShape(*submesh_shape)
+        rows, cols = shape.as_2d()
+        prow, pcol = self._shape.as_2d()
+        if prow % rows or pcol % cols:
+            raise ValidationError(
+                f"MeshDevice.create_submeshes: {rows}x{cols} submeshes do not tile the {prow}x{pcol} mesh"
+            )
+        return [
+            self.create_submesh(MeshShape(rows, cols), MeshCoordinate(r, c))
+            for r in range(0, prow, rows)
+            for c in range(0, pcol, cols)
+        ]
+
+    def reshape(self, new_shape: MeshShape | Sequence[int]) -> None:
+        shape = new_shape if isinstance(new_shape, MeshShape) else MeshShape(*new_shape)
+        if shape.mesh_size() != len(self._devices):
+            raise ValidationError(
+                f"MeshDevice.reshape: {shape} has {shape.mesh_size()} devices, this mesh has {len(self._devices)}"
+            )
+        self._shape = shape
+
+    # --- memory ---------------------------------------------------------------------------------------
+    def memory_report(self) -> list[dict[str, int]]:
+        """Bytes in use and peak, per device and buffer type."""
+        return [
+            {
+                "device": d.id(),
+                "l1_used": d.allocators[BufferType.L1].used,
+                "l1_peak": d.allocators[BufferType.L1].peak,
+                "dram_used": d.allocators[BufferType.DRAM].used,
+                "dram_peak": d.allocators[BufferType.DRAM].peak,
+            }
+            for d in self._devices
+        ]
+
+    # --- program cache (accepted; the emulator has nothing to cache) ----------------------------------------
+    def enable_program_cache(self) -> None:
+        self._program_cache_enabled = True
+
+    def disable_and_clear_program_cache(self) -> None:
+        self._program_cache_enabled = False
+
+    def clear_program_cache(self) -> None:
+        pass
+
+    def num_program_cache_entries(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        rows, cols = self._shape.as_2d()
+        return f"MeshDevice({rows}x{cols}, arch={self._spec.arch.name}, id={self._id})"
+
+    def __iter__(self) -> Iterable[Device]:
+        return iter(self._devices)
+
+
+_default_device: MeshDevice | None = None
+_last_opened: MeshDevice | None = None
+
+
+def open_mesh_device(
+    mesh_shape: MeshShape | Sequence[int] | None = None,
+    *,
+    arch: Arch | None = None,
+    l1_small_size: int = 0,
+    trace_region_size: int = 0,
+    num_command_queues: int = 1,
+    dispatch_core_config: DispatchCoreConfig | None = None,
+    offset: MeshCoordinate | None = None,
+    physical_device_ids: Sequence[int] | None = None,
+    worker_l1_size: int | None = None,
+) -> MeshDevice:
+    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it)."""
+    import os
+
+    if mesh_shape is None:
+        mesh_shape = MeshShape(1, 1)
+    if arch is None:
+        name = os.environ.get("TTTV2_ARCH", "wormhole_b0").upper()
+        try:
+            arch = Arch[name]
+        except KeyError:
+            raise ValidationError(
+                f"open_mesh_device: TTTV2_ARCH must be wormhole_b0 or blackhole, got {name!r}"
+            ) from None
+    global _last_opened
+    mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
+    with _lock:
+        _open_device_ids.add(mesh.id())
+        _last_opened = mesh
+    return mesh
+
+
+def close_mesh_device(mesh_device: MeshDevice) -> None:
+    """Close a mesh; its tensors become unusable and the default device is cleared if it was this mesh."""
+    global _default_device
+    if not isinstance(mesh_device, MeshDevice):
+        raise ValidationError(f"close_mesh_device: expected a MeshDevice, got {type(mesh_device).__name__}")
+    for sub in mesh_device._submeshes:
+        sub._open = False
+    mesh_device._open = False
+    with _lock:
+        _open_device_ids.discard(mesh_device.id())
+    if _default_device is mesh_device:
+        _default_device = None
+
+
+def open_device(device_id: int = 0, **kwargs) -> MeshDevice:
+    """A single device is a 1×1 mesh."""
+    return open_mesh_device(MeshShape(1, 1), **kwargs)
+
+
+def close_device(device: MeshDevice) -> None:
+    close_mesh_device(device)
+
+
+def GetDefaultDevice() -> MeshDevice | None:
+    return _default_device
+
+
+def SetDefaultDevice(device: MeshDevice | None) -> None:
+    global _default_device
+    if device is not None and not isinstance(device, MeshDevice):
+        raise ValidationError(f"SetDefaultDevice: expected a MeshDevice or None, got {type(device).__name__}")
+    _default_device = device
+
+
+def synchronize_device(device: MeshDevice | None = None, *args, **kwargs) -> None:
+    """The emulator runs ops eagerly; there is nothing to wait for."""
+
+
+def get_arch_name() -> str:
+    """Name of the architecture the emulator opens by default."""
+    import os
+
+    return os.environ.get("TTTV2_ARCH", "wormhole_b0").lower()

@@ -1,0 +1,32 @@
+"""The emulator's ops, one module per family. Each module lists its public names in ``__all__`` (the ``ttnn``
+namespace), ``__experimental__`` (``ttnn.experimental``) and ``__transformer__`` (``ttnn.transformer``)."""
+
+from . import (
+    attention,
+    ccl,
+    creation,
+    data_movement,
+    eltwise,
+    embedding,
+    kv_cache,
+    matmul,
+    normalization,
+    reduction,
+    sdpa,
+)
+
+OP_MODULES = (
+    eltwise,
+    matmul,
+    normalization,
+    data_movement,
+    embedding,
+    reduction,
+    creation,
+    attention,
+    kv_cache,
+    sdpa,
+    ccl,
+)
+
+__all__ = ["OP_MODULES"]

@@ -1,0 +1,298 @@
+"""What every op shares: argument checks with standard messages, the op trace, shard mapping, output building.
+
+Conventions for op implementations:
+
+* validate first (``expect_tensor`` …), then compute per device with :func:`map_shards`, then build the output
+  with :func:`output_like`; never write into an input's arrays (shards are read-only and shared);
+* compute in float32 on the stored (already quantised) values; the output tensor quantises to its dtype;
+* every public op is wrapped with :func:`ttnn_op`, which records it in the op trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..device import MeshDevice
+from ..errors import ValidationError, op_error
+from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
+from ..placement import TensorTopology
+from ..program_configs import WormholeComputeKernelConfig
+from ..tensor import Tensor, resolve_shard_spec
+from ..types import DataType, Layout, MathFidelity, UnaryOpType, UnaryWithParam
+
+__all__ = [
+    "OpTrace",
+    "activation_fn",
+    "default_compute_config",
+    "expect",
+    "expect_tensor",
+    "map_shards",
+    "output_like",
+    "same_mesh",
+    "ttnn_op",
+]
+
+_trace_state = threading.local()
+
+
+class OpTrace:
+    """Records the ops run inside ``with ttnn.OpTrace() as trace:`` as (name, input shapes) entries."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, tuple]] = []
+
+    def __enter__(self) -> OpTrace:
+        stack = getattr(_trace_state, "stack", None)
+        if stack is None:
+            stack = _trace_state.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _trace_state.stack.remove(self)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.entries]
+
+
+def _record(name: str, args: tuple) -> None:
+    stack = getattr(_trace_state, "stack", None)
+    if not stack:
+        return
+    shapes = tuple(tuple(a.shape) for a in args if isinstance(a, Tensor))
+    depth = getattr(_trace_state, "depth", 0)
+    if depth == 0:
+        for trace in stack:
+            trace.entries.append((name, shapes))
+
+
+def ttnn_op(name: str) -> Callable:
+    """Mark a function as the public op ``name`` (e.g. ``ttnn.linear``): it shows up in op traces.
+
+    Ops called from inside other ops are not recorded, so a trace lists what the model called.
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            _record(name, args)
+            _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _trace_state.depth -= 1
+
+        wrapper.op_name = name  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+@contextlib.contextmanager
+def _untraced():
+    _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _trace_state.depth -= 1
+
+
+def expect(condition: bool, op: str, arg: str, expected: str, got: object) -> None:
+    if not condition:
+        raise op_error(op, arg, expected, got)
+
+
+def expect_tensor(
+    op: str,
+    arg: str,
+    value: object,
+    *,
+    dtypes: Iterable[DataType] | None = None,
+    layouts: Iterable[Layout] | None = None,
+    rank: int | Sequence[int] | None = None,
+    on_device: bool = True,
+) -> Tensor:
+    """Check an op input; returns it typed. Deallocated tensors and closed devices are rejected here."""
+    if not isinstance(value, Tensor):
+        raise op_error(op, arg, "a ttnn.Tensor", type(value).__name__)
+    value.shards(f"{op}: {arg}")
+    if on_device and value.device() is None:
+        raise op_error(op, arg, "a tensor on device (use ttnn.to_device)", "a host tensor")
+    if dtypes is not None:
+        dtypes = tuple(dtypes)
+        if value.dtype not in dtypes:
+            raise op_error(
+                op, f"{arg}.dtype", "one of " + ", ".join(d.name for d in dtypes), value.dtype.name
+            )
+    if layouts is not None:
+        layouts = tuple(layouts)
+        if value.layout not in layouts:
+            raise op_error(
+                op, f"{arg}.layout", "one of " + ", ".join(lay.name for lay in layouts), value.layout.name
+            )
+    if rank is not None:
+        ranks = (rank,) if isinstance(rank, int) else tuple(rank)
+        if len(value.shape) not in ranks:
+            raise op_error(
+                op,
+                f"{arg} rank",
+                " or ".join(map(str, ranks)),
+                f"{len(value.shape)} (shape {list(value.shape)})",
+            )
+    return value
+
+
+def same_mesh(op: str, **tensors: Tensor | None) -> MeshDevice | None:
+    """All given tensors must live on one mesh (or all on host); returns that mesh."""
+    items = [(k, v) for k, v in tensors.items() if isinstance(v, Tensor)]
+    if not items:
+        return None
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if t.device() is not first.device():
+            raise op_error(
+                op, name, f"a tensor on the same device as {first_name} ({first.device()})", t.device()
+            )
+    return first.device()
+
+
+def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = True) -> list:
+    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through)."""
+    count = None
+    for t in tensors:
+        if isinstance(t, Tensor):
+            n = len(t.shards())
+            if count is not None and n != count:  # pragma: no cover - same_mesh is checked first
+                raise ValidationError(f"map_shards: tensors have {count} and {n} shards")
+            count = n
+    results = []
+    for i in range(count or 1):
+        args = []
+        for t in tensors:
+            if isinstance(t, Tensor):
+                shard = t.shards()[i]
+                args.append(
+                    shard.astype(np.float32, copy=False) if float_inputs and t.dtype.is_float else shard
+                )
+            else:
+                args.append(t)
+        results.append(fn(*args))
+    return results
+
+
+def output_like(
+    op: str,
+    shards: list[np.ndarray],
+    like: Tensor,
+    *,
+    dtype: DataType | None = None,
+    layout: Layout | None = None,
+    memory_config: MemoryConfig | None = None,
+    topology: TensorTopology | None = None,
+    shard_grid=None,
+    padded_shape=None,
+) -> Tensor:
+    """Build an op's output on the same device as ``like``; dtype/layout/memory default to ``like``'s."""
+    dtype = like.dtype if dtype is None else dtype
+    layout = like.layout if layout is None else layout
+    if not isinstance(dtype, DataType):
+        raise op_error(op, "dtype", "a ttnn.DataType", repr(dtype))
+    if memory_config is not None and not isinstance(memory_config, MemoryConfig):
+        raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
+    device = like.device()
+    if device is None:
+        return Tensor(
+            shards,
+            dtype,
+            layout,
+            None,
+            None,
+            topology or like.tensor_topology(),
+            what=op,
+            padded_shape=padded_shape,
+        )
+    memory_config = memory_config or like.memory_config() or DRAM_MEMORY_CONFIG
+    if memory_config.is_sharded():
+        shape = shards[0].shape
+        keep_spec = memory_config.shard_spec is not None
+        if not keep_spec or (like.memory_config() == memory_config and tuple(like.shape) != tuple(shape)):
+            # an inherited shard spec only fits if the shape is unchanged; otherwise let the op choose
+            base = MemoryConfig(memory_config.memory_layout, memory_config.buffer_type)
+            memory_config = resolve_shard_spec(base, shape, layout, device, op, grid=shard_grid)
+    if dtype.is_block_float and layout is not Layout.TILE:
+        raise op_error(op, "dtype", f"a dtype valid for {layout.name} layout (not {dtype.name})", dtype.name)
+    return Tensor(
+        shards,
+        dtype,
+        layout,
+        device,
+        memory_config,
+        topology or like.tensor_topology(),
+        what=op,
+        padded_shape=padded_shape,
+    )
+
+
+def default_compute_config(
+    config: WormholeComputeKernelConfig | None, op: str
+) -> WormholeComputeKernelConfig:
+    """ttnn's default for matmul-class ops when no compute_kernel_config is passed: LoFi, bf16 accumulation."""
+    if config is None:
+        return WormholeComputeKernelConfig(
+            math_fidelity=MathFidelity.LoFi, math_approx_mode=True, fp32_dest_acc_en=False
+        )
+    if not isinstance(config, WormholeComputeKernelConfig):
+        raise op_error(op, "compute_kernel_config", "a ttnn.WormholeComputeKernelConfig", repr(config))
+    return config
+
+
+def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
+    if approximate:
+        return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x**3)))
+    from math import erf, sqrt
+
+    verf = np.vectorize(erf, otypes=[np.float32])
+    return 0.5 * x * (1.0 + verf(x / np.float32(sqrt(2.0))))
+
+
+def activation_fn(act, op: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Map a UnaryOpType / UnaryWithParam (or a list of them, applied in order) to a numpy function."""
+    if act is None:
+        return lambda x: x
+    if isinstance(act, (list, tuple)) and not isinstance(act, UnaryWithParam):
+        fns = [activation_fn(a, op) for a in act]
+
+        def chain(x):
+            for f in fns:
+                x = f(x)
+            return x
+
+        return chain
+    if isinstance(act, UnaryWithParam):
+        kind, param = act.op_type, act.param
+    elif isinstance(act, UnaryOpType):
+        kind, param = act, None
+    elif isinstance(act, str) and act.upper() in UnaryOpType.__members__:
+        kind, param = UnaryOpType[act.upper()], None
+    else:
+        raise op_error(op, "activation", "a ttnn.UnaryOpType or UnaryWithParam", repr(act))
+    table = {
+        UnaryOpType.SILU: lambda x: x / (1.0 + np.exp(-x)),
+        UnaryOpType.GELU: lambda x: _gelu(x, bool(param)),
+        UnaryOpType.RELU: lambda x: np.maximum(x, 0),
+        UnaryOpType.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)),
+        UnaryOpType.EXP: np.exp,
+        UnaryOpType.TANH: np.tanh,
+        UnaryOpType.IDENTITY: lambda x: x,
+        UnaryOpType.RECIP: lambda x: 1.0 / x,
+        UnaryOpType.RSQRT: lambda x: 1.0 / np.sqrt(x),
+        UnaryOpType.SQRT: np.sqrt,
+        UnaryOpType.NEG: np.negative,
+    }
+    return table[kind]

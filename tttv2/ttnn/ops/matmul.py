@@ -1,0 +1,436 @@
+"""``ttnn.matmul`` / ``ttnn.linear``: batched matmul with program-config validation and the fidelity model.
+
+Program configs are checked the way the hardware kernels require: the grid × per-core block must cover the
+output tiles, ``in0_block_w`` must divide K in tiles, subblocks must divide blocks, DRAM-sharded matmuls need a
+width-sharded L1 activation. The arithmetic follows ``tttv2.ttnn.numerics`` (fidelity truncation, bf16
+accumulation between K blocks unless ``fp32_dest_acc_en``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import op_error
+from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRangeSet, MemoryConfig, num_cores_to_corerangeset
+from ..numerics import apply_fidelity, matmul_accumulate
+from ..program_configs import (
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
+    MatmulMultiCoreReuseMultiCastProgramConfig,
+    MatmulMultiCoreReuseProgramConfig,
+    MinimalMatmulConfig,
+)
+from ..tensor import Tensor
+from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout, UnaryOpType, UnaryWithParam
+from ._common import (
+    activation_fn,
+    default_compute_config,
+    expect,
+    expect_tensor,
+    map_shards,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
+
+__all__ = ["linear", "matmul"]
+__experimental__ = ["minimal_matmul"]
+__transformer__: list[str] = []
+
+_FLOATS = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B)
+_PROGRAM_CONFIGS = (
+    MatmulMultiCoreReuseProgramConfig,
+    MatmulMultiCoreReuseMultiCastProgramConfig,
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
+)
+
+
+def _tiles(n: int) -> int:
+    return -(-n // TILE_SIZE)
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _validate_program_config(
+    op: str, cfg, a: Tensor, m_rows: int, k: int, n: int, batch: int, device
+) -> tuple[int, object]:
+    """Check ``cfg`` against the problem; returns (in0_block_w, output shard grid or None)."""
+    kt, nt = _tiles(k), _tiles(n)
+    grid_limit = device.compute_with_storage_grid_size()
+    if isinstance(cfg, MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig):
+        mem = a.memory_config()
+        expect(
+            mem is not None
+            and mem.memory_layout is TensorMemoryLayout.WIDTH_SHARDED
+            and mem.buffer_type is BufferType.L1,
+            op,
+            "input_tensor_a.memory_config",
+            "an L1 WIDTH_SHARDED activation for MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig",
+            mem,
+        )
+        grid = mem.shard_spec.grid
+        cores = grid.num_cores()
+        mt = _tiles(m_rows) * batch
+        expect(cfg.per_core_M >= mt, op, "program_config.per_core_M", f">= {mt} (M in tiles)", cfg.per_core_M)
+        expect(
+            cfg.per_core_N * cores >= nt,
+            op,
+            "program_config.per_core_N",
+            f"per_core_N × {cores} cores >= {nt} (N in tiles)",
+            cfg.per_core_N,
+        )
+        k_per_core = _tiles(mem.shard_spec.shape[1])
+        expect(
+            k_per_core % cfg.in0_block_w == 0,
+            op,
+            "program_config.in0_block_w",
+            f"a divisor of the {k_per_core} K tiles each core holds",
+            cfg.in0_block_w,
+        )
+        return cfg.in0_block_w, grid
+    # the multicast / reuse family
+    grid = cfg.compute_with_storage_grid_size
+    expect(
+        grid.x <= grid_limit.x and grid.y <= grid_limit.y,
+        op,
+        "program_config.compute_with_storage_grid_size",
+        f"a grid within the device's {grid_limit.x}x{grid_limit.y} cores",
+        f"{grid.x}x{grid.y}",
+    )
+    expect(
+        kt % cfg.in0_block_w == 0,
+        op,
+        "program_config.in0_block_w",
+        f"a divisor of K in tiles ({kt})",
+        cfg.in0_block_w,
+    )
+    fuse_batch = getattr(cfg, "fuse_batch", True)
+    mt = _tiles(m_rows) * (batch if fuse_batch else 1)
+    blocks_m = -(-mt // cfg.per_core_M)
+    blocks_n = -(-nt // cfg.per_core_N)
+    if isinstance(cfg, MatmulMultiCoreReuseMultiCast1DProgramConfig):
+        cores = grid.x * grid.y
+        if cfg.mcast_in0:
+            expect(
+                cfg.per_core_M >= mt,
+                op,
+                "program_config.per_core_M",
+                f">= {mt} (M in tiles; mcast_in0 keeps all of M on every core)",
+                cfg.per_core_M,
+            )
+        else:
+            expect(
+                cfg.per_core_N >= nt,
+                op,
+                "program_config.per_core_N",
+                f">= {nt} (N in tiles; mcast_in1 keeps all of N on every core)",
+                cfg.per_core_N,
+            )
+        expect(
+            blocks_m * blocks_n <= cores,
+            op,
+            "program_config",
+            f"at most {cores} output blocks of {cfg.per_core_M}x{cfg.per_core_N} tiles for a {mt}x{nt}-tile output",
+            f"{blocks_m * blocks_n} blocks",
+        )
+        return cfg.in0_block_w, num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
+    rows, cols = (grid.x, grid.y) if getattr(cfg, "transpose_mcast", False) else (grid.y, grid.x)
+    expect(
+        blocks_m <= rows and blocks_n <= cols,
+        op,
+        "program_config",
+        f"a {cols}x{rows} grid of {cfg.per_core_M}x{cfg.per_core_N}-tile blocks covering the {mt}x{nt}-tile output",
+        f"{blocks_n}x{blocks_m} blocks needed",
+    )
+    return cfg.in0_block_w, CoreGrid(x=max(blocks_n, 1), y=max(blocks_m, 1)) if not getattr(
+        cfg, "transpose_mcast", False
+    ) else CoreGrid(x=max(blocks_m, 1), y=max(blocks_n, 1))
+
+
+def _activation(op: str, activation, cfg):
+    fused = getattr(cfg, "fused_activation", None) if cfg is not None else None
+    if activation is not None and fused is not None:
+        raise op_error(
+            op,
+            "activation",
+            "either activation= or program_config.fused_activation, not both",
+            repr(activation),
+        )
+    act = activation if activation is not None else fused
+    if act is None:
+        return None
+    if isinstance(act, str):
+        name = act.upper()
+        if name not in UnaryOpType.__members__:
+            raise op_error(
+                op, "activation", "one of " + ", ".join(m.lower() for m in UnaryOpType.__members__), repr(act)
+            )
+        act = UnaryWithParam(UnaryOpType[name])
+    return activation_fn(act, op)
+
+
+def _matmul(
+    op: str,
+    a: Tensor,
+    b: Tensor,
+    *,
+    bias: Tensor | None,
+    transpose_a: bool,
+    transpose_b: bool,
+    memory_config: MemoryConfig | None,
+    dtype: DataType | None,
+    program_config,
+    compute_kernel_config,
+    core_grid,
+    activation,
+) -> Tensor:
+    expect_tensor(op, "input_tensor_a", a, dtypes=_FLOATS, layouts=(Layout.TILE,))
+    expect_tensor(op, "input_tensor_b", b, dtypes=_FLOATS, layouts=(Layout.TILE,))
+    if bias is not None:
+        expect_tensor(op, "bias", bias, dtypes=_FLOATS, layouts=(Layout.TILE,))
+    device = same_mesh(op, input_tensor_a=a, input_tensor_b=b, bias=bias)
+    expect(len(a.shape) >= 2, op, "input_tensor_a rank", ">= 2", len(a.shape))
+    expect(len(b.shape) >= 2, op, "input_tensor_b rank", ">= 2", len(b.shape))
+    a_shape = list(a.shape)
+    b_shape = list(b.shape)
+    if transpose_a:
+        a_shape[-1], a_shape[-2] = a_shape[-2], a_shape[-1]
+    if transpose_b:
+        b_shape[-1], b_shape[-2] = b_shape[-2], b_shape[-1]
+    m_rows, k = a_shape[-2], a_shape[-1]
+    n = b_shape[-1]
+    expect(
+        b_shape[-2] == k,
+        op,
+        "input_tensor_b",
+        f"inner dim {k} (input_tensor_a is {list(a.shape)})",
+        f"{list(b.shape)}",
+    )
+    try:
+        batch_shape = np.broadcast_shapes(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+    except ValueError:
+        raise op_error(
+            op, "input_tensor_b", f"batch dims broadcastable with {a_shape[:-2]}", b_shape[:-2]
+        ) from None
+    batch = math.prod(batch_shape) if batch_shape else 1
+    if core_grid is not None:
+        expect(
+            isinstance(core_grid, (CoreGrid, CoreRangeSet)),
+            op,
+            "core_grid",
+            "a ttnn.CoreGrid",
+            repr(core_grid),
+        )
+        limit = device.compute_with_storage_grid_size()
+        if isinstance(core_grid, CoreGrid):
+            expect(
+                core_grid.x <= limit.x and core_grid.y <= limit.y,
+                op,
+                "core_grid",
+                f"a grid within {limit.x}x{limit.y}",
+                f"{core_grid.x}x{core_grid.y}",
+            )
+    shard_grid = None
+    if program_config is not None:
+        expect(
+            isinstance(program_config, _PROGRAM_CONFIGS),
+            op,
+            "program_config",
+            "a matmul program config",
+            type(program_config).__name__,
+        )
+        in0_block_w, shard_grid = _validate_program_config(op, program_config, a, m_rows, k, n, batch, device)
+    else:
+        in0_block_w = _largest_divisor(_tiles(k), 8)
+    compute = default_compute_config(compute_kernel_config, op)
+    act = _activation(op, activation, program_config)
+    if bias is not None:
+        expect(bias.shape[-1] == n, op, "bias", f"last dim {n}", list(bias.shape))
+        expect(
+            all(d == 1 for d in bias.shape[:-2]),
+            op,
+            "bias",
+            "leading dims of 1 ([1, 1, rows, N] or [N])",
+            list(bias.shape),
+        )
+    k_block = in0_block_w * TILE_SIZE
+
+    def run(x, w, *rest):
+        if transpose_a:
+            x = np.swapaxes(x, -1, -2)
+        if transpose_b:
+            w = np.swapaxes(w, -1, -2)
+        x, w = apply_fidelity(np.ascontiguousarray(x), np.ascontiguousarray(w), compute.math_fidelity)
+        out = matmul_accumulate(x, w, k_block, compute.fp32_dest_acc_en)
+        if rest:
+            bias_rows = rest[0].reshape(-1, n)
+            out = out + bias_rows[:1] if bias_rows.shape[0] != out.shape[-2] else out + bias_rows
+        if act is not None:
+            with np.errstate(over="ignore"):
+                out = act(out)
+        return out.astype(np.float32, copy=False)
+
+    shards = map_shards(run, a, b, *([bias] if bias is not None else []))
+    out_dtype = dtype if dtype is not None else a.dtype
+    mem = (
+        memory_config if memory_config is not None else DRAM_MEMORY_CONFIG
+    )  # ttnn's default output placement
+    topology = _output_topology(a, b)
+    return output_like(
+        op,
+        shards,
+        a,
+        dtype=out_dtype,
+        layout=Layout.TILE,
+        memory_config=mem,
+        shard_grid=shard_grid,
+        topology=topology,
+    )
+
+
+def _output_topology(a: Tensor, b: Tensor):
+    """The output is distributed like the activation unless the weight is sharded on its N dim."""
+    from ..placement import PlacementReplicate, PlacementShard, TensorTopology
+
+    ta, tb = a.tensor_topology(), b.tensor_topology()
+    if ta is None or tb is None:
+        return ta
+    placements = list(ta.placements())
+    wp = tb.placements()
+    if len(wp) == len(placements) and tb.distribution_shape == ta.distribution_shape:
+        for i, p in enumerate(wp):
+            if (
+                isinstance(p, PlacementShard)
+                and p.dim in (-1, len(b.shape) - 1)
+                and isinstance(placements[i], PlacementReplicate)
+            ):
+                placements[i] = PlacementShard(-1)
+    return TensorTopology(ta.distribution_shape, tuple(placements))
+
+
+@ttnn_op("ttnn.matmul")
+def matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+    program_config=None,
+    compute_kernel_config=None,
+    core_grid=None,
+    activation=None,
+    output_tile=None,
+    optional_output_tensor=None,
+    global_cb=None,
+    sub_device_id=None,
+    queue_id: int = 0,
+) -> Tensor:
+    """a @ b over the last two dims, broadcasting batch dims. ``global_cb`` / ``sub_device_id`` (prefetcher
+    plumbing) are accepted and do not change the result."""
+    return _matmul(
+        "ttnn.matmul",
+        input_tensor_a,
+        input_tensor_b,
+        bias=None,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        memory_config=memory_config,
+        dtype=dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=core_grid,
+        activation=activation,
+    )
+
+
+@ttnn_op("ttnn.linear")
+def linear(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+    program_config=None,
+    compute_kernel_config=None,
+    core_grid=None,
+    activation=None,
+    output_tile=None,
+    optional_output_tensor=None,
+    global_cb=None,
+    sub_device_id=None,
+    queue_id: int = 0,
+) -> Tensor:
+    """x @ W (+ bias) with W stored [in, out], as TT-NN weights are; the optional activation is fused."""
+    return _matmul(
+        "ttnn.linear",
+        input_tensor_a,
+        input_tensor_b,
+        bias=bias,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        memory_config=memory_config,
+        dtype=dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=core_grid,
+        activation=activation,
+    )
+
+
+@ttnn_op("ttnn.experimental.minimal_matmul")
+def minimal_matmul(
+    input_tensor: Tensor,
+    weight_tensor: Tensor,
+    *,
+    bias_tensor: Tensor | None = None,
+    config: MinimalMatmulConfig | None = None,
+    compute_kernel_config=None,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+) -> Tensor:
+    """The long-prefill matmul of the newer TTTv1 MLP: same math as ``linear``; block sizes must divide K."""
+    op = "ttnn.experimental.minimal_matmul"
+    if config is not None:
+        expect(
+            isinstance(config, MinimalMatmulConfig),
+            op,
+            "config",
+            "a ttnn.MinimalMatmulConfig",
+            type(config).__name__,
+        )
+        expect_tensor(op, "input_tensor", input_tensor)
+        kt = _tiles(input_tensor.shape[-1])
+        expect(
+            kt % config.K_block_size == 0 or config.K_block_size >= kt,
+            op,
+            "config.K_block_size",
+            f"a divisor of K in tiles ({kt})",
+            config.K_block_size,
+        )
+    return _matmul(
+        op,
+        input_tensor,
+        weight_tensor,
+        bias=bias_tensor,
+        transpose_a=False,
+        transpose_b=False,
+        memory_config=memory_config,
+        dtype=dtype,
+        program_config=None,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=None,
+        activation=None,
+    )

@@ -1,0 +1,486 @@
+"""ttnn.Tensor on the emulator: one numpy shard per device of a mesh (or host buffers), plus metadata.
+
+A device tensor's ``shape`` is the shape of each device's shard (as in ttnn). Shards hold the logical
+values only; the tile padding of TILE layout is implied (``padded_shape``) and accounted in device memory.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+
+from .device import MeshDevice
+from .errors import ValidationError
+from .memory import DRAM_MEMORY_CONFIG, MemoryConfig, ShardSpec
+from .numerics import quantize
+from .placement import TensorTopology
+from .types import TILE_SIZE, BufferType, DataType, Layout, StorageType, TensorMemoryLayout
+
+__all__ = ["Shape", "Tensor"]
+
+
+class Shape(tuple):
+    """A tensor shape: a tuple that also compares equal to lists and prints like ttnn's."""
+
+    def __new__(cls, dims: Sequence[int] = ()):
+        return super().__new__(cls, (int(d) for d in dims))
+
+    @property
+    def rank(self) -> int:
+        return len(self)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __ne__(self, other) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = tuple.__hash__
+
+    def __getitem__(self, index):
+        result = super().__getitem__(index)
+        return Shape(result) if isinstance(index, slice) else result
+
+    def with_tile_padding(self) -> Shape:
+        return padded_shape_of(self, Layout.TILE)
+
+    def to_rank(self, rank: int) -> Shape:
+        if rank < len(self):
+            raise ValidationError(f"Shape.to_rank: cannot reduce {self} to rank {rank}")
+        return Shape((1,) * (rank - len(self)) + tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Shape([{', '.join(str(d) for d in self)}])"
+
+    __str__ = __repr__
+
+
+def padded_shape_of(shape: Sequence[int], layout: Layout) -> Shape:
+    """TILE layout pads the last two dims up to multiples of 32; ROW_MAJOR does not pad."""
+    dims = list(shape)
+    if layout is Layout.TILE:
+        for axis in (-1, -2):
+            if len(dims) >= -axis:
+                dims[axis] = -(-dims[axis] // TILE_SIZE) * TILE_SIZE
+    return Shape(dims)
+
+
+def device_bytes(shape: Sequence[int], dtype: DataType, layout: Layout, memory_config: MemoryConfig) -> int:
+    """Bytes one device shard occupies: sharded tensors take a whole shard on every core of the grid."""
+    spec = memory_config.shard_spec
+    if memory_config.is_sharded() and spec is not None:
+        per_core = spec.shape[0] * spec.shape[1]
+        return math.ceil(per_core * dtype.element_bytes(layout)) * spec.num_cores()
+    padded = padded_shape_of(shape, layout)
+    volume = math.prod(padded) if padded else 1
+    if layout is Layout.TILE and len(padded) < 2:
+        volume = TILE_SIZE * (padded[-1] if padded else TILE_SIZE)
+    return math.ceil(volume * dtype.element_bytes(layout))
+
+
+class _Allocation:
+    """Bytes held on each device of a mesh; released once, by deallocate() or garbage collection."""
+
+    __slots__ = ("__weakref__", "buffer_type", "devices", "nbytes", "released")
+
+    def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what: str) -> None:
+        self.devices = mesh.get_devices()
+        self.buffer_type = buffer_type
+        self.nbytes = nbytes
+        self.released = False
+        done = []
+        try:
+            for dev in self.devices:
+                dev.allocators[buffer_type].allocate(nbytes, what, dev.id())
+                done.append(dev)
+        except Exception:
+            for dev in done:
+                dev.allocators[buffer_type].release(nbytes)
+            raise
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            for dev in self.devices:
+                dev.allocators[self.buffer_type].release(self.nbytes)
+
+
+def _release(allocation: _Allocation) -> None:
+    allocation.release()
+
+
+class Tensor:
+    """A ttnn tensor. Build one with ``ttnn.from_torch`` / ``ttnn.from_numpy``; ops return new ones."""
+
+    def __init__(
+        self,
+        shards: Sequence[np.ndarray] | np.ndarray,
+        dtype: DataType,
+        layout: Layout = Layout.ROW_MAJOR,
+        device: MeshDevice | None = None,
+        memory_config: MemoryConfig | None = None,
+        topology: TensorTopology | None = None,
+        *,
+        padded_shape: Sequence[int] | None = None,
+        what: str = "tensor",
+        quantized: bool = False,
+        view_of: Tensor | None = None,
+    ) -> None:
+        if isinstance(shards, np.ndarray):
+            shards = [shards]
+        shards = list(shards)
+        if not shards:
+            raise ValidationError("ttnn.Tensor: at least one shard is needed")
+        if not isinstance(dtype, DataType):
+            raise ValidationError(f"ttnn.Tensor: dtype must be a ttnn.DataType, got {dtype!r}")
+        if not isinstance(layout, Layout):
+            raise ValidationError(f"ttnn.Tensor: layout must be a ttnn.Layout, got {layout!r}")
+        if dtype.is_block_float and layout is not Layout.TILE:
+            raise ValidationError(f"ttnn.Tensor: {dtype} requires TILE layout, got {layout}")
+        shape = shards[0].shape
+        for shard in shards[1:]:
+            if shard.shape != shape:
+                raise ValidationError(
+                    f"ttnn.Tensor: all shards must have one shape, got {shape} and {shard.shape}"
+                )
+        if not quantized:
+            shards = [quantize(s, dtype) for s in shards]
+        for shard in shards:
+            # shards are shared between devices, views and host copies: nobody may write them in place
+            if shard.flags.writeable:
+                shard.flags.writeable = False
+        self._shards: list[np.ndarray] | None = shards
+        self._dtype = dtype
+        self._layout = layout
+        self._device = device
+        self._shape = Shape(shape)
+        self._padded_shape = Shape(padded_shape) if padded_shape is not None else None
+        self._allocation: _Allocation | None = None
+        self._finalizer = None
+        if device is None:
+            self._memory_config = None
+            self._topology = topology
+            if len(shards) > 1 and topology is None:
+                raise ValidationError("ttnn.Tensor: a multi-device host tensor needs a topology")
+        else:
+            if not isinstance(device, MeshDevice):
+                raise ValidationError(
+                    f"ttnn.Tensor: device must be a MeshDevice, got {type(device).__name__}"
+                )
+            if not device.is_open:
+                raise ValidationError(f"ttnn.Tensor: {device} is closed")
+            if len(shards) != device.get_num_devices():
+                raise ValidationError(
+                    f"ttnn.Tensor: {device} has {device.get_num_devices()} devices, got {len(shards)} shards"
+                )
+            memory_config = memory_config if memory_config is not None else DRAM_MEMORY_CONFIG
+            if not isinstance(memory_config, MemoryConfig):
+                raise ValidationError(
+                    f"ttnn.Tensor: memory_config must be a ttnn.MemoryConfig, got {memory_config!r}"
+                )
+            memory_config = resolve_shard_spec(memory_config, self._shape, layout, device, what)
+            validate_memory_config(memory_config, self._shape, layout, dtype, what)
+            self._memory_config = memory_config
+            self._topology = topology or TensorTopology.replicated(device.shape)
+            if view_of is not None:
+                # a view (get_device_tensors) shares the owner's buffers: keep the owner alive, allocate nothing
+                self._view_of = view_of
+            else:
+                nbytes = device_bytes(self._shape, dtype, layout, memory_config)
+                desc = f"{what} {list(self._shape)} {dtype.name} {layout.name}"
+                self._allocation = _Allocation(device, memory_config.buffer_type, nbytes, desc)
+                self._finalizer = weakref.finalize(self, _release, self._allocation)
+
+    # --- metadata -------------------------------------------------------------------------------------
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def padded_shape(self) -> Shape:
+        if self._padded_shape is not None:
+            return self._padded_shape
+        return padded_shape_of(self._shape, self._layout)
+
+    @property
+    def logical_shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def dtype(self) -> DataType:
+        return self._dtype
+
+    def get_dtype(self) -> DataType:
+        return self._dtype
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    def get_layout(self) -> Layout:
+        return self._layout
+
+    @property
+    def volume(self) -> int:
+        return math.prod(self._shape)
+
+    def logical_volume(self) -> int:
+        return math.prod(self._shape)
+
+    def device(self) -> MeshDevice | None:
+        return self._device
+
+    def memory_config(self) -> MemoryConfig | None:
+        return self._memory_config
+
+    def is_sharded(self) -> bool:
+        return self._memory_config is not None and self._memory_config.is_sharded()
+
+    def storage_type(self) -> StorageType:
+        if self._device is not None:
+            return StorageType.DEVICE
+        return StorageType.MULTI_DEVICE_HOST if len(self._shards or ()) > 1 else StorageType.HOST
+
+    def is_allocated(self) -> bool:
+        return self._shards is not None
+
+    def tensor_topology(self) -> TensorTopology | None:
+        return self._topology
+
+    def shard_spec(self) -> ShardSpec | None:
+        return None if self._memory_config is None else self._memory_config.shard_spec
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.shards("Tensor.num_shards"))
+
+    # --- storage --------------------------------------------------------------------------------------
+    def shards(self, op: str = "ttnn op") -> list[np.ndarray]:
+        """The per-device arrays (read-only use); raises if the tensor was deallocated."""
+        if self._shards is None:
+            raise ValidationError(
+                f"{op}: the input tensor {list(self._shape)} {self._dtype.name} was deallocated"
+            )
+        if self._device is not None and not self._device.is_open:
+            raise ValidationError(f"{op}: the input tensor lives on {self._device}, which is closed")
+        return self._shards
+
+    def _writable_shard(self, index: int, op: str) -> np.ndarray:
+        """Shard ``index`` as an array this tensor owns alone, for ops that update in place (KV caches)."""
+        shards = self.shards(op)
+        shard = shards[index]
+        if not shard.flags.writeable:
+            shard = shard.copy()
+            shards[index] = shard
+        return shard
+
+    def deallocate(self, force: bool = True) -> None:
+        """Free the device memory now; any later use raises."""
+        if self._allocation is not None:
+            self._allocation.release()
+        self._shards = None
+
+    # --- movement -------------------------------------------------------------------------------------
+    def to(self, device: MeshDevice, memory_config: MemoryConfig | None = None, cq_id: int = 0) -> Tensor:
+        from .distribution import to_device
+
+        return to_device(self, device, memory_config=memory_config)
+
+    def cpu(self, blocking: bool = True, cq_id: int = 0) -> Tensor:
+        from .distribution import from_device
+
+        return from_device(self)
+
+    def to_layout(self, layout: Layout) -> Tensor:
+        from .ops.data_movement import to_layout
+
+        return to_layout(self, layout)
+
+    def to_torch(self, mesh_composer=None):
+        from .distribution import to_torch
+
+        return to_torch(self, mesh_composer=mesh_composer)
+
+    def to_numpy(self, mesh_composer=None):
+        from .distribution import to_numpy
+
+        return to_numpy(self, mesh_composer=mesh_composer)
+
+    def reshape(self, *shape) -> Tensor:
+        from .ops.data_movement import reshape
+
+        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+            shape = tuple(shape[0])
+        return reshape(self, shape)
+
+    def __getitem__(self, index) -> Tensor:
+        from .ops.data_movement import getitem
+
+        return getitem(self, index)
+
+    # --- arithmetic -------------------------------------------------------------------------------------
+    def __add__(self, other) -> Tensor:
+        from .ops.eltwise import add
+
+        return add(self, other)
+
+    def __radd__(self, other) -> Tensor:
+        from .ops.eltwise import add
+
+        return add(self, other)
+
+    def __sub__(self, other) -> Tensor:
+        from .ops.eltwise import subtract
+
+        return subtract(self, other)
+
+    def __rsub__(self, other) -> Tensor:
+        from .ops.eltwise import rsub
+
+        return rsub(self, other)
+
+    def __mul__(self, other) -> Tensor:
+        from .ops.eltwise import multiply
+
+        return multiply(self, other)
+
+    def __rmul__(self, other) -> Tensor:
+        from .ops.eltwise import multiply
+
+        return multiply(self, other)
+
+    def __neg__(self) -> Tensor:
+        from .ops.eltwise import neg
+
+        return neg(self)
+
+    def __matmul__(self, other) -> Tensor:
+        from .ops.matmul import matmul
+
+        return matmul(self, other)
+
+    def __repr__(self) -> str:
+        where = "host" if self._device is None else repr(self._device)
+        state = "" if self._shards is not None else ", deallocated"
+        mem = (
+            ""
+            if self._memory_config is None
+            else f", {self._memory_config.memory_layout.name}/{self._memory_config.buffer_type.name}"
+        )
+        return f"ttnn.Tensor(shape={list(self._shape)}, dtype={self._dtype.name}, layout={self._layout.name}, {where}{mem}{state})"
+
+
+# --- memory config resolution and validation -------------------------------------------------------------
+
+
+def _height_width(shape: Sequence[int], layout: Layout) -> tuple[int, int]:
+    padded = padded_shape_of(shape, layout)
+    if not padded:
+        return 1, 1
+    width = padded[-1]
+    height = math.prod(padded[:-1]) if len(padded) > 1 else 1
+    return height, width
+
+
+def resolve_shard_spec(
+    memory_config: MemoryConfig,
+    shape: Sequence[int],
+    layout: Layout,
+    device: MeshDevice,
+    what: str,
+    grid=None,
+) -> MemoryConfig:
+    """Give a sharded config without a shard spec (e.g. ``L1_WIDTH_SHARDED_MEMORY_CONFIG``) a concrete spec.
+
+    ttnn lets some ops choose the shard grid; here the choice is: the grid the op passes, else as many
+    cores of the device grid as divide the sharded extent in tiles.
+    """
+    if not memory_config.is_sharded() or memory_config.shard_spec is not None:
+        return memory_config
+    from .memory import CoreGrid, CoreRangeSet, num_cores_to_corerangeset
+
+    height, width = _height_width(shape, layout)
+    full = device.compute_with_storage_grid_size()
+    align = TILE_SIZE if layout is Layout.TILE else 1
+    layout_kind = memory_config.memory_layout
+    if layout_kind is TensorMemoryLayout.BLOCK_SHARDED:
+        if grid is None:
+            grid = CoreGrid(
+                x=_largest_divisor(width // align, full.x), y=_largest_divisor(height // align, full.y)
+            )
+        crs = grid if isinstance(grid, CoreRangeSet) else grid.to_core_range_set()
+        box = crs.bounding_box().grid_size()
+        shard = (height // box.y, width // box.x)
+    else:
+        extent = width if layout_kind is TensorMemoryLayout.WIDTH_SHARDED else height
+        if grid is None:
+            n = _largest_divisor(max(extent // align, 1), full.x * full.y)
+            crs = num_cores_to_corerangeset(n, full, row_wise=True)
+        else:
+            crs = grid if isinstance(grid, CoreRangeSet) else grid.to_core_range_set()
+        n = crs.num_cores()
+        per_core = -(-extent // n)
+        per_core = -(-per_core // align) * align
+        shard = (height, per_core) if layout_kind is TensorMemoryLayout.WIDTH_SHARDED else (per_core, width)
+    return MemoryConfig(layout_kind, memory_config.buffer_type, ShardSpec(crs, shard))
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def validate_memory_config(
+    memory_config: MemoryConfig, shape: Sequence[int], layout: Layout, dtype: DataType, what: str
+) -> None:
+    """Check that a shard spec tiles the tensor the way the hardware requires."""
+    if not memory_config.is_sharded():
+        return
+    spec = memory_config.shard_spec
+    if spec is None:  # pragma: no cover - resolve_shard_spec always runs first
+        raise ValidationError(f"{what}: memory_config: a sharded memory config needs a shard_spec")
+    height, width = _height_width(shape, layout)
+    sh, sw = spec.shape
+    n = spec.num_cores()
+    kind = memory_config.memory_layout
+    if layout is Layout.TILE and (sh % TILE_SIZE or sw % TILE_SIZE):
+        raise ValidationError(
+            f"{what}: memory_config: shard shape {spec.shape} must be a multiple of the 32×32 tile for TILE layout"
+        )
+    if kind is TensorMemoryLayout.HEIGHT_SHARDED:
+        ok = sw == width and sh * n >= height and sh * (n - 1) < height
+        expected = f"shard width {width} and {n} shards of height {sh} covering height {height} (none empty)"
+    elif kind is TensorMemoryLayout.WIDTH_SHARDED:
+        ok = sh == height and sw * n >= width and sw * (n - 1) < width
+        expected = f"shard height {height} and {n} shards of width {sw} covering width {width} (none empty)"
+    else:
+        box = spec.grid.bounding_box().grid_size()
+        cols, rows = (box.x, box.y)
+        if spec.orientation.name == "COL_MAJOR":
+            cols, rows = rows, cols
+        ok = sh * rows >= height and sw * cols >= width and len(spec.grid.ranges) == 1
+        expected = f"a {cols}x{rows} rectangular grid of {sh}x{sw} shards covering {height}x{width}"
+    if not ok:
+        raise ValidationError(
+            f"{what}: memory_config: shard spec does not tile the tensor {list(shape)} ({kind.name}): "
+            f"expected {expected}, got shard {spec.shape} on {n} cores"
+        )
+    if memory_config.buffer_type is BufferType.L1:
+        per_core = sh * sw * dtype.element_bytes(layout)
+        # capacity is checked by the allocator too; this names the per-core limit precisely
+        from .device import ARCH_SPECS
+
+        limit = min(s.l1_bytes_per_core for s in ARCH_SPECS.values())
+        if per_core > limit:
+            raise ValidationError(
+                f"{what}: memory_config: one L1 shard needs {int(per_core):,} bytes per core, more than the "
+                f"{limit:,} bytes a core has"
+            )
