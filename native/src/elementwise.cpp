@@ -7,7 +7,8 @@ namespace {
 
 constexpr size_t kChunk = 512;  // even
 
-TTTV2_CLONES void rotary_rows(const float* __restrict x, const float* __restrict cos,
+template <int W>
+TTTV2_INLINE void rotary_rows(const float* __restrict x, const float* __restrict cos,
                               const float* __restrict sin, float* __restrict dst, size_t begin, size_t end,
                               size_t d, size_t m, size_t inner) {
   for (size_t r = begin; r < end; ++r) {
@@ -34,7 +35,8 @@ TTTV2_CLONES void rotary_rows(const float* __restrict x, const float* __restrict
   }
 }
 
-TTTV2_CLONES void silu_mul_range(const float* __restrict a, const float* __restrict b, float* __restrict dst,
+template <int W>
+TTTV2_INLINE void silu_mul_range(const float* __restrict a, const float* __restrict b, float* __restrict dst,
                                  size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float v = a[i];
@@ -42,16 +44,22 @@ TTTV2_CLONES void silu_mul_range(const float* __restrict a, const float* __restr
   }
 }
 
+TTTV2_DEFINE_MULTIVERSION(rotary_rows,
+                          (const float* x, const float* cos, const float* sin, float* dst, size_t begin,
+                           size_t end, size_t d, size_t m, size_t inner),
+                          (x, cos, sin, dst, begin, end, d, m, inner))
+TTTV2_DEFINE_MULTIVERSION(silu_mul_range, (const float* a, const float* b, float* dst, size_t n), (a, b, dst, n))
+
 }  // namespace
 
 void rotary_interleaved(const float* x, const float* cos, const float* sin, float* dst, size_t n, size_t d,
                         size_t m, size_t inner) {
-  parallel_rows(n, d, [&](size_t begin, size_t end) { rotary_rows(x, cos, sin, dst, begin, end, d, m, inner); });
+  parallel_rows(n, d, [&](size_t begin, size_t end) { rotary_rows_best(x, cos, sin, dst, begin, end, d, m, inner); });
 }
 
 void silu_mul(const float* a, const float* b, float* dst, size_t n) {
   parallel_for(n, kMinElemsPerThread / 2, 16,
-               [&](size_t begin, size_t end) { silu_mul_range(a + begin, b + begin, dst + begin, end - begin); });
+               [&](size_t begin, size_t end) { silu_mul_range_best(a + begin, b + begin, dst + begin, end - begin); });
 }
 
 }  // namespace tttv2

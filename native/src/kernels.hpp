@@ -8,21 +8,52 @@
 #include <cstring>
 #include <functional>
 
-// Hot loops are compiled three times (baseline x86-64, AVX2, AVX-512) and the best version for the
-// running CPU is picked once by the dynamic loader (GCC/Clang function multi-versioning), so the
-// extension stays safe to run on any x86-64 machine.
-#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__) && defined(__linux__) && \
-    !defined(TTTV2_NO_CLONES)
-#define TTTV2_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+// SIMD multi-versioning: each hot kernel is a template over W, the number of 32-bit lanes of the
+// vectors it works with, and is compiled three times: W = 16 with the x86-64-v4 (AVX-512) instruction
+// set, W = 8 with x86-64-v3 (AVX2, FMA) and W = 4 for baseline x86-64 (SSE2). The version to run is
+// chosen at call time from simd_level() (the best level the CPU supports unless lowered with
+// $TTTV2_SIMD or set_simd_level), so the extension runs on any x86-64 machine and the tests can exercise
+// every version on one machine. Kernels written as plain loops ignore W and leave the vector width to the
+// auto-vectoriser. FMA contraction is disabled globally (-ffp-contract=off) so every version rounds like
+// the reference.
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__) && !defined(TTTV2_NO_MULTIVERSION)
+#define TTTV2_MULTIVERSION 1
+#define TTTV2_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
+#define TTTV2_TARGET_AVX2 __attribute__((target("arch=x86-64-v3")))
 #else
-#define TTTV2_CLONES
+#define TTTV2_MULTIVERSION 0
 #endif
 
-// Helpers called from a TTTV2_CLONES function must be inlined into it to be compiled for its target.
+// Helpers called from a multi-versioned kernel must be inlined into it to be compiled for its target.
 #if defined(__GNUC__)
 #define TTTV2_INLINE inline __attribute__((always_inline))
 #else
 #define TTTV2_INLINE inline
+#endif
+
+// TTTV2_DEFINE_MULTIVERSION(name, (params), (args)) defines `void name_best(params)`, which calls the
+// template `name<W>(args)` compiled for the current simd_level().
+#if TTTV2_MULTIVERSION
+#define TTTV2_DEFINE_MULTIVERSION(name, params, args)                \
+  TTTV2_TARGET_AVX512 void name##_avx512 params { name<16> args; } \
+  TTTV2_TARGET_AVX2 void name##_avx2 params { name<8> args; }      \
+  void name##_baseline params { name<4> args; }                    \
+  void name##_best params {                                        \
+    switch (::tttv2::simd_level()) {                               \
+      case ::tttv2::Simd::kAvx512:                                 \
+        name##_avx512 args;                                        \
+        return;                                                    \
+      case ::tttv2::Simd::kAvx2:                                   \
+        name##_avx2 args;                                          \
+        return;                                                    \
+      default:                                                     \
+        name##_baseline args;                                      \
+        return;                                                    \
+    }                                                              \
+  }
+#else
+#define TTTV2_DEFINE_MULTIVERSION(name, params, args) \
+  void name##_best params { name<4> args; }
 #endif
 
 namespace tttv2 {
@@ -39,6 +70,13 @@ inline float bits_f32(uint32_t bits) {
   return value;
 }
 
+enum class Simd : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+// The instruction set the kernels use now / the best one this CPU supports (capped by $TTTV2_SIMD).
+Simd simd_level();
+Simd max_simd_level();
+// Switch the kernels to `level` (<= max_simd_level(), checked by the caller).
+void set_simd_level(Simd level);
+
 // Runs fn(begin, end) over [0, n) on up to max_threads() threads (the calling thread included), giving
 // each thread at least `grain` items and chunk boundaries that are multiples of `align`. Small
 // problems run inline on the calling thread.
@@ -46,7 +84,7 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
 // Number of threads kernels may use: $TTTV2_NUM_THREADS if set, else the hardware concurrency, capped at 8.
 size_t max_threads();
 // Convenience for row kernels: split rows so that each thread gets at least ~kMinElemsPerThread elements.
-constexpr size_t kMinElemsPerThread = size_t(1) << 17;
+constexpr size_t kMinElemsPerThread = size_t(1) << 15;
 inline void parallel_rows(size_t rows, size_t row_elems, const std::function<void(size_t, size_t)>& fn) {
   const size_t per_row = row_elems ? row_elems : 1;
   parallel_for(rows, (kMinElemsPerThread + per_row - 1) / per_row, 1, fn);

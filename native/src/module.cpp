@@ -10,6 +10,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -106,6 +107,17 @@ void expect_disjoint(const char* kernel, const char* out_name, const Out& out, c
   }
 }
 
+const char* simd_name(tttv2::Simd level) {
+  switch (level) {
+    case tttv2::Simd::kAvx512:
+      return "avx512";
+    case tttv2::Simd::kAvx2:
+      return "avx2";
+    default:
+      return "baseline";
+  }
+}
+
 void expect_mantissa_bits(const char* kernel, int mantissa_bits) {
   if (mantissa_bits != 7 && mantissa_bits != 3) {
     fail(kernel, "mantissa_bits must be 7 (bfloat8_b) or 3 (bfloat4_b), got " + std::to_string(mantissa_bits));
@@ -138,6 +150,34 @@ void expect_disjoint_optional(const char* kernel, const Out& out, const char* na
 
 NB_MODULE(_native, m) {
   m.doc() = "C++ kernels of the tttv2.ttnn emulator (see tttv2/ttnn/_kernels/reference.py for semantics)";
+
+  m.def(
+      "simd_level", [] { return simd_name(tttv2::simd_level()); },
+      "The instruction set the kernels run with: 'avx512' (x86-64-v4), 'avx2' (x86-64-v3) or 'baseline'.");
+  m.def(
+      "simd_levels",
+      [] {
+        nb::list levels;
+        for (int i = 0; i <= static_cast<int>(tttv2::max_simd_level()); ++i) {
+          levels.append(simd_name(static_cast<tttv2::Simd>(i)));
+        }
+        return levels;
+      },
+      "The levels this CPU supports (capped by $TTTV2_SIMD), lowest first.");
+  m.def(
+      "set_simd_level",
+      [](const std::string& name) {
+        const char* previous = simd_name(tttv2::simd_level());
+        for (int i = 0; i <= static_cast<int>(tttv2::max_simd_level()); ++i) {
+          if (name == simd_name(static_cast<tttv2::Simd>(i))) {
+            tttv2::set_simd_level(static_cast<tttv2::Simd>(i));
+            return previous;
+          }
+        }
+        fail("set_simd_level", "level must be one of the supported levels (see simd_levels()), got '" + name + "'");
+      },
+      nb::arg("level"), "Run the kernels with another supported SIMD level (for tests); returns the previous one.");
+  m.def("max_threads", &tttv2::max_threads, "Threads a kernel may use ($TTTV2_NUM_THREADS or the core count).");
 
   m.def(
       "round_bfloat16",

@@ -130,7 +130,8 @@ TTTV2_INLINE void layer_norm_rows(const float* __restrict x, const float* __rest
   }
 }
 
-TTTV2_CLONES void rms_norm_range(const float* x, const float* weight, float eps, float* dst, size_t begin,
+template <int W>
+TTTV2_INLINE void rms_norm_range(const float* x, const float* weight, float eps, float* dst, size_t begin,
                                  size_t end, size_t d) {
   if (weight) {
     rms_norm_rows<true>(x, weight, eps, dst, begin, end, d);
@@ -139,7 +140,8 @@ TTTV2_CLONES void rms_norm_range(const float* x, const float* weight, float eps,
   }
 }
 
-TTTV2_CLONES void layer_norm_range(const float* x, const float* weight, const float* bias, float eps,
+template <int W>
+TTTV2_INLINE void layer_norm_range(const float* x, const float* weight, const float* bias, float eps,
                                    float* dst, size_t begin, size_t end, size_t d) {
   if (weight && bias) {
     layer_norm_rows<true, true>(x, weight, bias, eps, dst, begin, end, d);
@@ -152,7 +154,8 @@ TTTV2_CLONES void layer_norm_range(const float* x, const float* weight, const fl
   }
 }
 
-TTTV2_CLONES void softmax_range(const float* __restrict x, float* __restrict dst, size_t begin, size_t end,
+template <int W>
+TTTV2_INLINE void softmax_range(const float* __restrict x, float* __restrict dst, size_t begin, size_t end,
                                 size_t d) {
   for (size_t r = begin; r < end; ++r) {
     const float* xr = x + r * d;
@@ -168,22 +171,33 @@ TTTV2_CLONES void softmax_range(const float* __restrict x, float* __restrict dst
   }
 }
 
+TTTV2_DEFINE_MULTIVERSION(rms_norm_range,
+                          (const float* x, const float* w, float eps, float* dst, size_t begin, size_t end,
+                           size_t d),
+                          (x, w, eps, dst, begin, end, d))
+TTTV2_DEFINE_MULTIVERSION(layer_norm_range,
+                          (const float* x, const float* w, const float* b, float eps, float* dst, size_t begin,
+                           size_t end, size_t d),
+                          (x, w, b, eps, dst, begin, end, d))
+TTTV2_DEFINE_MULTIVERSION(softmax_range, (const float* x, float* dst, size_t begin, size_t end, size_t d),
+                          (x, dst, begin, end, d))
+
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t rows, size_t d) {
-  parallel_rows(rows, d, [&](size_t begin, size_t end) { rms_norm_range(x, weight, eps, dst, begin, end, d); });
+  parallel_rows(rows, d, [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); });
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
                 size_t d) {
   parallel_rows(rows, d,
-                [&](size_t begin, size_t end) { layer_norm_range(x, weight, bias, eps, dst, begin, end, d); });
+                [&](size_t begin, size_t end) { layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d); });
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {
   // exp makes softmax compute-heavy: worth splitting at a quarter of the usual size
   parallel_for(rows, (kMinElemsPerThread / 4 + d) / (d ? d : 1), 1,
-               [&](size_t begin, size_t end) { softmax_range(x, dst, begin, end, d); });
+               [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); });
 }
 
 }  // namespace tttv2

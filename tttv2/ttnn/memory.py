@@ -254,20 +254,27 @@ def create_sharded_memory_config(
     orientation: ShardOrientation | None = None,
     use_height_and_width_as_shard_shape: bool = False,
     halo: bool = False,
-    tile_layout: bool = True,
+    tile_layout: bool = False,
 ) -> MemoryConfig:
-    """Build an L1 sharded memory config.
+    """Build an L1 sharded memory config the way ``ttnn.create_sharded_memory_config`` does.
 
-    ``shape`` is the tensor shape (the last dim is the width, the product of the others the height), or the
-    shard shape itself when ``use_height_and_width_as_shard_shape`` is true.
+    ``shape`` is the tensor shape: the last dim is the width, the product of the others the height, and the
+    shard shape is that 2-D extent divided exactly over the grid (HEIGHT: all cores, WIDTH: all cores, BLOCK:
+    rows × columns, swapped for COL_MAJOR); a grid that does not divide it is rejected, as in ttnn. With
+    ``use_height_and_width_as_shard_shape`` the last two dims of ``shape`` are the shard shape itself
+    ((width, height) for COL_MAJOR, as ttnn does). ``tile_layout=True`` selects the lenient rounding of
+    ttnn's ``create_sharded_memory_config_`` (shards rounded up to whole tiles, the last one padded).
+    ``halo`` is accepted for older callers and has no effect.
     """
     owner = "create_sharded_memory_config"
     if not isinstance(strategy, ShardStrategy):
         raise ValidationError(f"{owner}: strategy must be a ttnn.ShardStrategy, got {strategy!r}")
     orientation = orientation or ShardOrientation.ROW_MAJOR
+    if not isinstance(orientation, ShardOrientation):
+        raise ValidationError(f"{owner}: orientation must be a ttnn.ShardOrientation, got {orientation!r}")
     shape = [int(s) for s in shape]
-    if not shape:
-        raise ValidationError(f"{owner}: shape must not be empty")
+    if len(shape) < 2:
+        raise ValidationError(f"{owner}: shape must have at least 2 dims (height, width), got {shape}")
     grid = _as_core_range_set(owner, core_grid)
     num_cores = grid.num_cores()
     layout = {
@@ -275,27 +282,41 @@ def create_sharded_memory_config(
         ShardStrategy.WIDTH: TensorMemoryLayout.WIDTH_SHARDED,
         ShardStrategy.BLOCK: TensorMemoryLayout.BLOCK_SHARDED,
     }[strategy]
+    col_major = orientation is ShardOrientation.COL_MAJOR
     if use_height_and_width_as_shard_shape:
-        if len(shape) != 2:
-            raise ValidationError(f"{owner}: a shard shape must be (height, width), got {shape}")
-        shard = (shape[0], shape[1])
+        shard = (shape[-1], shape[-2]) if col_major else (shape[-2], shape[-1])
     else:
+        if not tile_layout and not isinstance(core_grid, CoreGrid):
+            raise ValidationError(
+                f"{owner}: a CoreRangeSet grid needs use_height_and_width_as_shard_shape=True "
+                f"(the shard shape cannot be derived from it), got {core_grid!r}"
+            )
         width = shape[-1]
-        height = math.prod(shape[:-1]) if len(shape) > 1 else 1
-        align = TILE_SIZE if tile_layout else 1
-        if strategy is ShardStrategy.HEIGHT:
-            shard = (_round_up(math.ceil(height / num_cores), align), width)
-        elif strategy is ShardStrategy.WIDTH:
-            shard = (height, _round_up(math.ceil(width / num_cores), align))
+        height = math.prod(shape[:-1])
+        box = grid.bounding_box().grid_size()
+        cols, rows = box.x, box.y
+        if col_major:
+            cols, rows = rows, cols
+        parts = {
+            ShardStrategy.HEIGHT: (num_cores, 1),
+            ShardStrategy.WIDTH: (1, num_cores),
+            ShardStrategy.BLOCK: (rows, cols),
+        }[strategy]
+        if tile_layout:
+            split_h = strategy is not ShardStrategy.WIDTH
+            split_w = strategy is not ShardStrategy.HEIGHT
+            shard = (
+                _round_up(math.ceil(height / parts[0]), TILE_SIZE) if split_h else height,
+                _round_up(math.ceil(width / parts[1]), TILE_SIZE) if split_w else width,
+            )
         else:
-            if not isinstance(core_grid, CoreGrid):
-                box = grid.bounding_box().grid_size()
-                cols, rows = box.x, box.y
-            else:
-                cols, rows = core_grid.x, core_grid.y
-            if orientation is ShardOrientation.COL_MAJOR:
-                cols, rows = rows, cols
-            shard = (_round_up(math.ceil(height / rows), align), _round_up(math.ceil(width / cols), align))
+            for extent, count, what in ((height, parts[0], "height"), (width, parts[1], "width")):
+                if extent % count:
+                    raise ValidationError(
+                        f"{owner}: the tensor {what} {extent} (shape {shape}) does not divide over {count} "
+                        f"cores for {strategy.name} sharding on {core_grid!r}"
+                    )
+            shard = (height // parts[0], width // parts[1])
     return MemoryConfig(layout, BufferType.L1, ShardSpec(grid, shard, orientation))
 
 

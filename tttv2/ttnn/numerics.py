@@ -27,14 +27,15 @@ def quantize(values: np.ndarray, dtype: DataType) -> np.ndarray:
     if dtype is DataType.FLOAT32:
         return np.array(values, dtype=np.float32, order="C", copy=True)
     if dtype is DataType.BFLOAT16:
-        return _kernels.round_bfloat16(np.ascontiguousarray(values, dtype=np.float32))
+        # reshape: keeps 0-d (rank-0) values 0-d, which ascontiguousarray / the kernel promote to 1-d
+        return _kernels.round_bfloat16(np.ascontiguousarray(values, dtype=np.float32)).reshape(values.shape)
     if dtype.is_block_float:
         return _quantize_bfp(np.asarray(values, dtype=np.float32), _MANTISSA_BITS[dtype])
     if values.dtype.kind == "f":
         if not np.all(np.isfinite(values)):
             raise ValueError(f"cannot store non-finite values in a {dtype.name} tensor")
         values = np.trunc(values)
-    return np.ascontiguousarray(values.astype(dtype.numpy_dtype))
+    return np.ascontiguousarray(values.astype(dtype.numpy_dtype)).reshape(values.shape)
 
 
 def _quantize_bfp(values: np.ndarray, mantissa_bits: int) -> np.ndarray:
@@ -50,7 +51,7 @@ def _quantize_bfp(values: np.ndarray, mantissa_bits: int) -> np.ndarray:
     out = _kernels.bfp_quantize(np.ascontiguousarray(flat), mantissa_bits)
     if padded_width != width:
         out = out[:, :width]
-    return np.ascontiguousarray(out.reshape(shape))
+    return np.ascontiguousarray(out).reshape(shape)
 
 
 def truncate_mantissa(values: np.ndarray, explicit_bits: int) -> np.ndarray:

@@ -78,7 +78,7 @@ class DataType(_NamedEnum):
             if layout is not Layout.TILE:
                 raise ValueError(f"{self} only exists in TILE layout")
             return _BFP_TILE_BYTES[self] / (TILE_SIZE * TILE_SIZE)
-        return float(self.numpy_dtype.itemsize)
+        return float(_DEVICE_BYTES[self])
 
 
 _STORAGE = {
@@ -90,6 +90,15 @@ _STORAGE = {
     DataType.UINT8: np.uint8,
     DataType.UINT16: np.uint16,
     DataType.INT32: np.int32,
+}
+# bytes per element on device (bfloat16 is stored as float32 on the host but takes 2 bytes on device)
+_DEVICE_BYTES = {
+    DataType.BFLOAT16: 2,
+    DataType.FLOAT32: 4,
+    DataType.UINT32: 4,
+    DataType.UINT8: 1,
+    DataType.UINT16: 2,
+    DataType.INT32: 4,
 }
 # one tile: 1024 sign|mantissa fields (8 or 4 bits) + 64 shared exponents (one per 16-value face row)
 _BFP_TILE_BYTES = {DataType.BFLOAT8_B: 1024 + 64, DataType.BFLOAT4_B: 512 + 64}

@@ -15,9 +15,15 @@ Block floating point (``bfloat8_b`` / ``bfloat4_b``), as implemented here and in
 * denormal inputs have exponent 0 and therefore flush towards zero unless the whole block is tiny;
   infinities and NaNs are not representable and saturate to the largest magnitude of the block.
 
-Error bound: for every value, ``|q(x) − x| ≤ 2^(E − 127 − m) = max|x_block| · 2^(−m)`` at most
-(half a step of the block's grid, plus the saturation step at the very top of the range, which is
-bounded by the same figure).
+* the shared exponent only counts finite values (a non-finite value counts as exponent 0), and a value
+  whose magnitude rounds to 0 is stored without its sign (``-0.0`` and tiny negatives come back ``+0.0``).
+
+Error bound, for every finite value of a block whose values are all finite:
+``|q(x) − x| ≤ max(max|x_block| · 2^(−m), 2^(−126−m))``. Values that do not saturate are within half a
+step, ``2^(E − 127 − m)``, which is ≤ ``max|x_block| · 2^(−m)`` because ``max|x_block| ≥ 2^(E − 127)``
+for ``E ≥ 1``. Values that round past ``2^m − 1`` lose up to a whole step, but they exceed
+``(2^m − ½)`` steps themselves, so ``|x| · 2^(−m)`` still bounds their error. In an all-denormal block
+(``E = 0``) the step is ``2^(−126−m)``, which bounds every error there.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ BFP_BLOCK = 16
 
 def round_bfloat16(x: np.ndarray) -> np.ndarray:
     """float32 → nearest bfloat16 (ties to even), returned as float32."""
-    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    with np.errstate(invalid="ignore"):  # signalling NaNs quieten (as in C++) instead of warning
+        return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def _check_bfp_input(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
@@ -82,10 +89,20 @@ def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
     return bfp_unpack(*bfp_pack(x, mantissa_bits), mantissa_bits)
 
 
+def _row_mean(v: np.ndarray) -> np.ndarray:
+    """Mean over the last dim, accumulated in float64 and rounded to float32 (as the C++ kernels do).
+
+    A float32 accumulator is not enough: summing 64 copies of 1e18 in float32 already rounds, and
+    layer_norm of such a constant row came out as ±1 instead of 0.
+    """
+    return np.mean(v, axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
+
+
 def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
     """y = x / sqrt(mean(x², last dim) + eps) · weight, for x [rows, d]."""
     x = np.asarray(x, dtype=np.float32)
-    inv = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(eps))
+    mean_sq = _row_mean(x * x)
+    inv = 1.0 / np.sqrt(mean_sq + np.float32(eps))
     y = x * inv.astype(np.float32)
     if weight is not None:
         y = y * weight
@@ -95,9 +112,9 @@ def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray
 def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> np.ndarray:
     """y = (x − mean) / sqrt(var + eps) · weight + bias, for x [rows, d] (biased variance)."""
     x = np.asarray(x, dtype=np.float32)
-    mean = np.mean(x, axis=-1, keepdims=True)
+    mean = _row_mean(x)
     centred = x - mean
-    var = np.mean(centred * centred, axis=-1, keepdims=True)
+    var = _row_mean(centred * centred)
     y = centred / np.sqrt(var + np.float32(eps))
     if weight is not None:
         y = y * weight

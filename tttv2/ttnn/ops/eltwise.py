@@ -74,7 +74,11 @@ def _write_output(op: str, result: Tensor, output_tensor: Tensor | None) -> Tens
     """``output_tensor=`` receives the result (ttnn writes in place); its shape and dtype must match."""
     if output_tensor is None:
         return result
-    expect_tensor(op, "output_tensor", output_tensor)
+    expect_tensor(op, "output_tensor", output_tensor, on_device=False)
+    if output_tensor.device() is not result.device():
+        raise op_error(
+            op, "output_tensor", f"a tensor on the inputs' device ({result.device()})", output_tensor.device()
+        )
     if tuple(output_tensor.shape) != tuple(result.shape) or output_tensor.dtype is not result.dtype:
         raise op_error(
             op,

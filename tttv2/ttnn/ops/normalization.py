@@ -1,5 +1,644 @@
-"""(being written)"""
+"""Normalisation ops: rms_norm, layer_norm, their distributed pre/post all-gather halves, and softmax.
 
-__all__: list[str] = []
+Numerics: inputs are read as stored (already quantised), the residual is added in float32, statistics and
+the normalisation are computed in float32 by the ``_kernels`` (``rms_norm`` / ``layer_norm`` / ``softmax``),
+and the output is rounded to the output dtype. The compute kernel config is validated but, unlike matmul,
+does not change the numerics here (the norm kernels accumulate in float32).
+
+Sharding follows the hardware: a sharded input (width or block sharded, never height sharded) runs the
+sharded kernel with a ``LayerNormShardedMultiCoreProgramConfig`` (derived from the shard spec when none is
+given) whose block sizes must match the shard spec; an interleaved input with a sharded program config, or
+an interleaved input asked to produce a sharded output, is an error.
+
+Distributed norms (a tensor whose last dim is split over devices): ``*_pre_all_gather`` returns per-row
+statistics laid out as on hardware — one 32-wide tile column per statistic with the value in column 0 and
+zeros elsewhere: RMSNorm ``[..., S, 32]`` holding Σx²; LayerNorm ``[..., S, 64]`` holding Σx² then Σx.
+After an all-gather along dim 3 each device holds the statistics of every device side by side, and
+``*_post_all_gather`` sums every tile of a kind (all columns, so the zero columns do not matter), divides by
+(padded local width × number of devices) and normalises its local slice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import _kernels
+from ..errors import op_error
+from ..memory import CoreCoord, CoreRange, CoreRangeSet, MemoryConfig, ShardSpec
+from ..program_configs import (
+    LayerNormDefaultProgramConfig,
+    LayerNormShardedMultiCoreProgramConfig,
+    WormholeComputeKernelConfig,
+)
+from ..tensor import Tensor
+from ..types import TILE_SIZE, BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
+from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+
+__all__ = [
+    "layer_norm",
+    "layer_norm_post_all_gather",
+    "layer_norm_pre_all_gather",
+    "rms_norm",
+    "rms_norm_post_all_gather",
+    "rms_norm_pre_all_gather",
+    "softmax",
+]
 __experimental__: list[str] = []
 __transformer__: list[str] = []
+
+_INPUT_DTYPES = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B)
+_PARAM_DTYPES = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B)
+_STATS_DTYPES = (DataType.BFLOAT16, DataType.FLOAT32)
+_RMS, _LAYER = "rms", "layer"
+
+
+# --- argument checks -----------------------------------------------------------------------------------------
+
+
+def _input(op: str, value, *, rank=None) -> Tensor:
+    return expect_tensor(op, "input_tensor", value, dtypes=_INPUT_DTYPES, layouts=(Layout.TILE,), rank=rank)
+
+
+def _epsilon(op: str, epsilon) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or not epsilon >= 0:
+        raise op_error(op, "epsilon", "a non-negative float", repr(epsilon))
+    return float(epsilon)
+
+
+def _compute_config(op: str, config) -> None:
+    if config is not None and not isinstance(config, WormholeComputeKernelConfig):
+        raise op_error(
+            op, "compute_kernel_config", "a ttnn.WormholeComputeKernelConfig or None", repr(config)
+        )
+
+
+def _residual(op: str, residual, x: Tensor) -> Tensor | None:
+    if residual is None:
+        return None
+    r = expect_tensor(op, "residual_input_tensor", residual, dtypes=_INPUT_DTYPES, layouts=(Layout.TILE,))
+    if r.padded_shape != x.padded_shape or r.shape != x.shape:
+        raise op_error(
+            op,
+            "residual_input_tensor",
+            f"the input's shape {list(x.shape)} (padded {list(x.padded_shape)})",
+            list(r.shape),
+        )
+    if x.is_sharded() and r.memory_config() != x.memory_config():
+        raise op_error(
+            op,
+            "residual_input_tensor",
+            f"the input's sharded memory config {x.memory_config()}",
+            r.memory_config(),
+        )
+    return r
+
+
+def _param(op: str, arg: str, value, x: Tensor) -> list[np.ndarray] | None:
+    """Per-device gamma/beta vectors of the input width.
+
+    Accepted forms (as on hardware, plus the plain 1-D form): a TILE or ROW_MAJOR tensor whose last dim is the
+    input width (only its first row is used: ``[dim]``, ``[1, 1, 1, dim]``; a TILE tensor may have up to 32
+    rows, as one tile row), or a ROW_MAJOR tensor of width 32 holding the flattened vector
+    (``[1, 1, dim/32, 32]``, TTTv1's storage form).
+    """
+    if value is None:
+        return None
+    w = expect_tensor(op, arg, value, dtypes=_PARAM_DTYPES)
+    width = x.shape[-1]
+    padded_width = x.padded_shape[-1]
+    shape = list(w.shape)
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    if shape[-1] == width and (
+        rows == 1 or (w.layout is Layout.TILE and w.padded_shape[-2] == TILE_SIZE and rows <= TILE_SIZE)
+    ):
+        return [np.asarray(s, dtype=np.float32).reshape(rows, width)[0] for s in w.shards(op)]
+    if w.layout is Layout.ROW_MAJOR and shape[-1] == TILE_SIZE and w.volume == padded_width:
+        return [np.asarray(s, dtype=np.float32).reshape(-1)[:width] for s in w.shards(op)]
+    raise op_error(
+        op,
+        arg,
+        f"a [{width}] / [1, 1, 1, {width}] tensor (last dim = input width {width}) or a ROW_MAJOR "
+        f"[1, 1, {padded_width // TILE_SIZE}, 32] tensor",
+        f"{shape} {w.layout.name}",
+    )
+
+
+def _default_sharded_config(x: Tensor) -> LayerNormShardedMultiCoreProgramConfig:
+    """What ttnn builds from the shard spec when a sharded input comes without a program config."""
+    spec = x.shard_spec()
+    box = spec.grid.bounding_box()
+    block_h, block_w = spec.shape[0] // TILE_SIZE, spec.shape[1] // TILE_SIZE
+    subblock_w = max(d for d in range(1, min(block_w, 4) + 1) if block_w % d == 0)
+    return LayerNormShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=CoreCoord(box.end.x + 1, box.end.y + 1),
+        subblock_w=subblock_w,
+        block_h=block_h,
+        block_w=block_w,
+        inplace=False,
+    )
+
+
+def _validate_sharded_config(
+    op: str, x: Tensor, pc: LayerNormShardedMultiCoreProgramConfig, out_mem: MemoryConfig, distributed: bool
+) -> None:
+    """The checks the sharded layernorm kernel makes against its input."""
+    spec = x.shard_spec()
+    padded = list(x.padded_shape)
+    k = padded[-1]
+    m = math.prod(padded[:-1]) if len(padded) > 1 else 1
+    mt, kt = m // TILE_SIZE, k // TILE_SIZE
+    box = spec.grid.bounding_box()
+    grid = pc.compute_with_storage_grid_size
+    device_grid = x.device().compute_with_storage_grid_size()
+    if grid.x > device_grid.x or grid.y > device_grid.y:
+        raise op_error(
+            op,
+            "program_config",
+            f"a compute grid within the device grid {device_grid.x}x{device_grid.y}",
+            f"{grid.x}x{grid.y}",
+        )
+    if box.end.x >= grid.x or box.end.y >= grid.y:
+        raise op_error(
+            op,
+            "program_config",
+            f"a compute grid {grid.x}x{grid.y} containing the input's shard grid {spec.grid}",
+            f"shard cores up to ({box.end.x}, {box.end.y})",
+        )
+    if (
+        out_mem.buffer_type is not x.memory_config().buffer_type
+        or out_mem.memory_layout is not x.memory_config().memory_layout
+    ):
+        raise op_error(
+            op,
+            "memory_config",
+            f"the input's {x.memory_config().memory_layout.name}/{x.memory_config().buffer_type.name} for a sharded norm",
+            f"{out_mem.memory_layout.name}/{out_mem.buffer_type.name}",
+        )
+    if m == pc.block_h * TILE_SIZE:  # one row of blocks: the width is split over all shard cores
+        n = spec.num_cores()
+        want_w, want_h = -(-kt // n), mt
+        how_w = f"ceil(K tiles {kt} / {n} cores)"
+    else:
+        cols, rows = box.end.x + 1, box.end.y + 1
+        if spec.orientation is ShardOrientation.COL_MAJOR:
+            cols, rows = rows, cols
+        want_w, want_h = -(-kt // cols), mt // rows
+        how_w = f"ceil(K tiles {kt} / {cols} core columns)"
+    if pc.block_w != want_w:
+        raise op_error(
+            op,
+            "program_config.block_w",
+            f"{want_w} = {how_w} so that the grid covers the width {k}",
+            pc.block_w,
+        )
+    if pc.block_h != want_h:
+        raise op_error(op, "program_config.block_h", f"{want_h} (M tiles {mt} per core row)", pc.block_h)
+    if pc.block_h * TILE_SIZE != spec.shape[0] or pc.block_w * TILE_SIZE != spec.shape[1]:
+        raise op_error(
+            op,
+            "program_config",
+            f"block_h × 32, block_w × 32 equal to the input shard shape {spec.shape}",
+            f"({pc.block_h * TILE_SIZE}, {pc.block_w * TILE_SIZE})",
+        )
+    if distributed and m != TILE_SIZE:
+        raise op_error(
+            op, "input_tensor", "a padded height of 32 rows for a sharded distributed norm", f"{m} rows"
+        )
+
+
+def _sharding(
+    op: str,
+    x: Tensor,
+    program_config,
+    memory_config,
+    *,
+    distributed: bool = False,
+) -> tuple[MemoryConfig, LayerNormShardedMultiCoreProgramConfig | None]:
+    """Validate program/memory configs against the input; returns (output memory config, sharded config)."""
+    if program_config is not None and not isinstance(
+        program_config, (LayerNormDefaultProgramConfig, LayerNormShardedMultiCoreProgramConfig)
+    ):
+        raise op_error(
+            op,
+            "program_config",
+            "a LayerNormShardedMultiCoreProgramConfig, LayerNormDefaultProgramConfig or None",
+            repr(program_config),
+        )
+    if memory_config is not None and not isinstance(memory_config, MemoryConfig):
+        raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
+    out_mem = memory_config or x.memory_config()
+    sharded_pc = isinstance(program_config, LayerNormShardedMultiCoreProgramConfig)
+    if not x.is_sharded():
+        if sharded_pc:
+            raise op_error(
+                op,
+                "program_config",
+                "a sharded input_tensor for a LayerNormShardedMultiCoreProgramConfig",
+                f"an interleaved input {list(x.shape)} (use ttnn.interleaved_to_sharded or drop the program config)",
+            )
+        if out_mem.is_sharded():
+            raise op_error(
+                op,
+                "memory_config",
+                "an interleaved output for an interleaved input (reshard the result instead)",
+                out_mem.memory_layout.name,
+            )
+        return out_mem, None
+    kind = x.memory_config().memory_layout
+    if kind is TensorMemoryLayout.HEIGHT_SHARDED:
+        raise op_error(op, "input_tensor", "an interleaved, width- or block-sharded input", "HEIGHT_SHARDED")
+    if isinstance(program_config, LayerNormDefaultProgramConfig):
+        raise op_error(
+            op,
+            "program_config",
+            "a LayerNormShardedMultiCoreProgramConfig (or None) for a sharded input",
+            repr(program_config),
+        )
+    if not out_mem.is_sharded() or out_mem.memory_layout is TensorMemoryLayout.HEIGHT_SHARDED:
+        raise op_error(
+            op,
+            "memory_config",
+            "a width- or block-sharded output for a sharded input",
+            out_mem.memory_layout.name,
+        )
+    pc = program_config if sharded_pc else _default_sharded_config(x)
+    _validate_sharded_config(op, x, pc, out_mem, distributed)
+    if pc.inplace or out_mem.shard_spec is None:
+        out_mem = MemoryConfig(out_mem.memory_layout, out_mem.buffer_type, x.shard_spec())
+    return out_mem, pc
+
+
+# --- full norms ------------------------------------------------------------------------------------------------
+
+
+def _apply_norm(kind: str, xs: np.ndarray, gamma, beta, eps: float) -> np.ndarray:
+    rows = xs.reshape(-1, xs.shape[-1]) if xs.ndim != 2 else xs
+    if kind == _RMS:
+        y = _kernels.rms_norm(rows, gamma, eps)
+        if beta is not None:
+            y = y + beta
+    else:
+        y = _kernels.layer_norm(rows, gamma, beta, eps)
+    return np.asarray(y, dtype=np.float32).reshape(xs.shape)
+
+
+def _norm(
+    op: str,
+    kind: str,
+    input_tensor,
+    epsilon,
+    weight,
+    bias,
+    residual_input_tensor,
+    memory_config,
+    program_config,
+    compute_kernel_config,
+) -> Tensor:
+    x = _input(op, input_tensor)
+    eps = _epsilon(op, epsilon)
+    _compute_config(op, compute_kernel_config)
+    same_mesh(op, input_tensor=x, weight=weight, bias=bias, residual_input_tensor=residual_input_tensor)
+    r = _residual(op, residual_input_tensor, x)
+    gammas = _param(op, "weight", weight, x)
+    betas = _param(op, "bias", bias, x)
+    out_mem, _ = _sharding(op, x, program_config, memory_config)
+    shards = []
+    for i, xs in enumerate(x.shards(op)):
+        v = np.asarray(xs, dtype=np.float32)
+        if r is not None:
+            v = v + np.asarray(r.shards(op)[i], dtype=np.float32)
+        g = None if gammas is None else gammas[i]
+        b = None if betas is None else betas[i]
+        shards.append(_apply_norm(kind, v, g, b, eps))
+    return output_like(op, shards, x, memory_config=out_mem)
+
+
+@ttnn_op("ttnn.rms_norm")
+def rms_norm(
+    input_tensor: Tensor,
+    *,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    residual_input_tensor: Tensor | None = None,
+    memory_config: MemoryConfig | None = None,
+    program_config=None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+) -> Tensor:
+    """``y = (x + residual) / sqrt(mean((x + residual)², last dim) + epsilon) · weight + bias``.
+
+    The input is TILE (bfloat16, float32 or bfloat8_b); the output has the input's dtype and, by default, its
+    memory config. See the module docstring for the accepted weight forms and sharding rules.
+    """
+    return _norm(
+        "ttnn.rms_norm",
+        _RMS,
+        input_tensor,
+        epsilon,
+        weight,
+        bias,
+        residual_input_tensor,
+        memory_config,
+        program_config,
+        compute_kernel_config,
+    )
+
+
+@ttnn_op("ttnn.layer_norm")
+def layer_norm(
+    input_tensor: Tensor,
+    *,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    residual_input_tensor: Tensor | None = None,
+    memory_config: MemoryConfig | None = None,
+    program_config=None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+) -> Tensor:
+    """``y = (v − mean(v)) / sqrt(var(v) + epsilon) · weight + bias`` with ``v = x + residual`` (biased
+    variance over the last dim). Same arguments and rules as :func:`rms_norm`."""
+    return _norm(
+        "ttnn.layer_norm",
+        _LAYER,
+        input_tensor,
+        epsilon,
+        weight,
+        bias,
+        residual_input_tensor,
+        memory_config,
+        program_config,
+        compute_kernel_config,
+    )
+
+
+# --- distributed norms -----------------------------------------------------------------------------------------
+
+
+def _stat_tiles(kind: str) -> int:
+    return 1 if kind == _RMS else 2
+
+
+def _pre_all_gather(
+    op: str,
+    kind: str,
+    input_tensor,
+    dtype,
+    residual_input_tensor,
+    compute_kernel_config,
+    program_config,
+    memory_config,
+) -> Tensor:
+    x = _input(op, input_tensor, rank=4)
+    expect(isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType", repr(dtype))
+    _compute_config(op, compute_kernel_config)
+    same_mesh(op, input_tensor=x, residual_input_tensor=residual_input_tensor)
+    r = _residual(op, residual_input_tensor, x)
+    out_mem, pc = _sharding(op, x, program_config, memory_config, distributed=True)
+    width = TILE_SIZE * _stat_tiles(kind)
+    if pc is not None:
+        # sharded kernel: the stats land on the first core of the input's grid, as bfloat16
+        spec = x.shard_spec()
+        start = spec.grid.bounding_box().start
+        one_core = CoreRangeSet({CoreRange(start, start)})
+        out_mem = MemoryConfig(
+            out_mem.memory_layout,
+            BufferType.L1,
+            ShardSpec(one_core, (spec.shape[0], width), spec.orientation),
+        )
+        dtype = DataType.BFLOAT16
+    shards = []
+    for i, xs in enumerate(x.shards(op)):
+        v = np.asarray(xs, dtype=np.float32)
+        if r is not None:
+            v = v + np.asarray(r.shards(op)[i], dtype=np.float32)
+        stats = np.zeros((*v.shape[:-1], width), dtype=np.float32)
+        stats[..., 0] = np.sum(v * v, axis=-1, dtype=np.float32)
+        if kind == _LAYER:
+            stats[..., TILE_SIZE] = np.sum(v, axis=-1, dtype=np.float32)
+        shards.append(stats)
+    return output_like(op, shards, x, dtype=dtype, memory_config=out_mem)
+
+
+def _post_all_gather(
+    op: str,
+    kind: str,
+    input_tensor,
+    stats,
+    epsilon,
+    weight,
+    bias,
+    memory_config,
+    compute_kernel_config,
+    program_config,
+    dtype,
+) -> Tensor:
+    x = _input(op, input_tensor, rank=4)
+    s = expect_tensor(op, "stats", stats, dtypes=_STATS_DTYPES, layouts=(Layout.TILE,), rank=4)
+    eps = _epsilon(op, epsilon)
+    _compute_config(op, compute_kernel_config)
+    if dtype is not None:
+        expect(isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType", repr(dtype))
+    same_mesh(op, input_tensor=x, stats=s, weight=weight, bias=bias)
+    per_device = TILE_SIZE * _stat_tiles(kind)
+    if list(s.padded_shape[:-1]) != list(x.padded_shape[:-1]):
+        raise op_error(
+            op,
+            "stats",
+            f"padded dims {list(x.padded_shape[:-1])} + [k·{per_device}] like the input",
+            list(s.padded_shape),
+        )
+    if s.shape[-1] % per_device:
+        what = (
+            "one 32-wide Σx² tile per device" if kind == _RMS else "a 64-wide (Σx², Σx) tile pair per device"
+        )
+        raise op_error(op, "stats", f"a last dim that is a multiple of {per_device} ({what})", s.shape[-1])
+    gammas = _param(op, "weight", weight, x)
+    betas = _param(op, "bias", bias, x)
+    out_mem, pc = _sharding(op, x, program_config, memory_config, distributed=True)
+    if pc is not None and (not s.is_sharded() or s.shard_spec().num_cores() != 1):
+        raise op_error(
+            op, "stats", "stats sharded on exactly one core for a sharded input", s.memory_config()
+        )
+    n_devices = s.shape[-1] // per_device
+    total_width = x.padded_shape[-1] * n_devices
+    shards = []
+    for i, xs in enumerate(x.shards(op)):
+        v = np.asarray(xs, dtype=np.float32)
+        st = np.asarray(s.shards(op)[i], dtype=np.float32)
+        st = st.reshape(*st.shape[:-1], n_devices, _stat_tiles(kind), TILE_SIZE)
+        mean_sq = st[..., 0, :].sum(axis=(-1, -2), dtype=np.float32)[..., None] / np.float32(total_width)
+        g = None if gammas is None else gammas[i]
+        b = None if betas is None else betas[i]
+        if kind == _RMS:
+            y = v / np.sqrt(mean_sq + np.float32(eps))
+        else:
+            mean = st[..., 1, :].sum(axis=(-1, -2), dtype=np.float32)[..., None] / np.float32(total_width)
+            var = mean_sq - mean * mean
+            y = (v - mean) / np.sqrt(var + np.float32(eps))
+        if g is not None:
+            y = y * g
+        if b is not None:
+            y = y + b
+        shards.append(np.asarray(y, dtype=np.float32))
+    return output_like(op, shards, x, dtype=dtype or x.dtype, memory_config=out_mem)
+
+
+@ttnn_op("ttnn.rms_norm_pre_all_gather")
+def rms_norm_pre_all_gather(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType = DataType.BFLOAT16,
+    residual_input_tensor: Tensor | None = None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    program_config=None,
+    memory_config: MemoryConfig | None = None,
+    use_2d_core_grid: bool | None = None,
+    fast_and_approximate_mode: bool = False,
+) -> Tensor:
+    """Per-row Σx² of this device's slice of a width-split activation: ``[1, 1, S, D/n]`` → ``[1, 1, S, 32]``
+    (Σx² in column 0, zeros elsewhere). All-gather the result along dim 3, then call
+    :func:`rms_norm_post_all_gather`. ``use_2d_core_grid`` / ``fast_and_approximate_mode`` are speed knobs."""
+    return _pre_all_gather(
+        "ttnn.rms_norm_pre_all_gather",
+        _RMS,
+        input_tensor,
+        dtype,
+        residual_input_tensor,
+        compute_kernel_config,
+        program_config,
+        memory_config,
+    )
+
+
+@ttnn_op("ttnn.rms_norm_post_all_gather")
+def rms_norm_post_all_gather(
+    input_tensor: Tensor,
+    stats: Tensor,
+    *,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    memory_config: MemoryConfig | None = None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    program_config=None,
+    dtype: DataType | None = None,
+    use_2d_core_grid: bool | None = None,
+) -> Tensor:
+    """Normalise this device's slice with the gathered statistics ``[1, 1, S, 32·n]`` of all n devices:
+    ``y = x / sqrt(ΣΣx² / (n · local padded width) + epsilon) · weight + bias`` (``weight`` is this device's
+    slice of gamma)."""
+    return _post_all_gather(
+        "ttnn.rms_norm_post_all_gather",
+        _RMS,
+        input_tensor,
+        stats,
+        epsilon,
+        weight,
+        bias,
+        memory_config,
+        compute_kernel_config,
+        program_config,
+        dtype,
+    )
+
+
+@ttnn_op("ttnn.layer_norm_pre_all_gather")
+def layer_norm_pre_all_gather(
+    input_tensor: Tensor,
+    *,
+    dtype: DataType = DataType.BFLOAT16,
+    residual_input_tensor: Tensor | None = None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    program_config=None,
+    memory_config: MemoryConfig | None = None,
+    use_2d_core_grid: bool | None = None,
+    recip_tensor=None,
+) -> Tensor:
+    """Per-row (Σx², Σx) of this device's slice: ``[1, 1, S, 64]`` with Σx² in column 0 and Σx in column 32."""
+    return _pre_all_gather(
+        "ttnn.layer_norm_pre_all_gather",
+        _LAYER,
+        input_tensor,
+        dtype,
+        residual_input_tensor,
+        compute_kernel_config,
+        program_config,
+        memory_config,
+    )
+
+
+@ttnn_op("ttnn.layer_norm_post_all_gather")
+def layer_norm_post_all_gather(
+    input_tensor: Tensor,
+    stats: Tensor,
+    *,
+    epsilon: float = 1e-12,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    memory_config: MemoryConfig | None = None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    program_config=None,
+    dtype: DataType | None = None,
+    use_2d_core_grid: bool | None = None,
+) -> Tensor:
+    """LayerNorm of this device's slice from gathered ``[1, 1, S, 64·n]`` stats: ``E[x] = ΣΣx / N``,
+    ``var = ΣΣx² / N − E[x]²`` with ``N`` = n · local padded width."""
+    return _post_all_gather(
+        "ttnn.layer_norm_post_all_gather",
+        _LAYER,
+        input_tensor,
+        stats,
+        epsilon,
+        weight,
+        bias,
+        memory_config,
+        compute_kernel_config,
+        program_config,
+        dtype,
+    )
+
+
+# --- softmax -------------------------------------------------------------------------------------------------
+
+
+@ttnn_op("ttnn.softmax")
+def softmax(
+    input_tensor: Tensor,
+    dim: int = -1,
+    *,
+    memory_config: MemoryConfig | None = None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    numeric_stable: bool = True,
+) -> Tensor:
+    """Softmax along ``dim`` (TILE input; interleaved or height-sharded).
+
+    ``numeric_stable=True`` subtracts the row max first; ``False`` exponentiates the raw values as the fast
+    hardware kernel does (large inputs then overflow to inf/nan, as on hardware).
+    """
+    op = "ttnn.softmax"
+    x = _input(op, input_tensor)
+    _compute_config(op, compute_kernel_config)
+    if memory_config is not None and not isinstance(memory_config, MemoryConfig):
+        raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
+    kind = x.memory_config().memory_layout
+    if kind in (TensorMemoryLayout.WIDTH_SHARDED, TensorMemoryLayout.BLOCK_SHARDED):
+        raise op_error(op, "input_tensor", "an interleaved or height-sharded input", kind.name)
+    rank = len(x.shape)
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not -rank <= dim < rank:
+        raise op_error(op, "dim", f"a dim in [{-rank}, {rank - 1}]", repr(dim))
+    axis = int(dim) % rank
+
+    def run(s: np.ndarray) -> np.ndarray:
+        a = np.moveaxis(np.asarray(s, dtype=np.float32), axis, -1)
+        if numeric_stable:
+            y = _kernels.softmax(np.ascontiguousarray(a))
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                e = np.exp(a)
+                y = e / np.sum(e, axis=-1, keepdims=True)
+        return np.ascontiguousarray(np.moveaxis(np.asarray(y, dtype=np.float32), -1, axis))
+
+    return output_like(op, [run(s) for s in x.shards(op)], x, memory_config=memory_config)

@@ -1,0 +1,1 @@
+"""Demos of the TTTv1-style model (``python -m tttv1.demo.simple_text_demo``)."""

@@ -1,0 +1,1 @@
+"""The model files, named as in ``models/tt_transformers/tt``."""

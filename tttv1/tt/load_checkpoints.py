@@ -1,0 +1,139 @@
+"""Loading Hugging Face checkpoints into the Meta-style names the tttv1 modules read.
+
+TTTv1 modules read ``layers.{i}.attention.wq.weight`` etc. and apply RoPE on adjacent pairs, so Hugging Face
+weights are renamed and the Q/K rows permuted from the rotate-half layout to the interleaved layout. Fused
+Phi-3 projections (``qkv_proj``, ``gate_up_proj``) are split first. Nothing is downloaded: checkpoints are
+read from a local directory (``*.safetensors`` or ``pytorch_model*.bin`` plus ``config.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+_HF_TO_META = (
+    (r"^model\.embed_tokens\.weight$", "tok_embeddings.weight"),
+    (r"^model\.norm\.weight$", "norm.weight"),
+    (r"^lm_head\.weight$", "output.weight"),
+    (r"^model\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)$", r"layers.\1.attention.wq.\2"),
+    (r"^model\.layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)$", r"layers.\1.attention.wk.\2"),
+    (r"^model\.layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)$", r"layers.\1.attention.wv.\2"),
+    (r"^model\.layers\.(\d+)\.self_attn\.o_proj\.weight$", r"layers.\1.attention.wo.weight"),
+    (r"^model\.layers\.(\d+)\.self_attn\.q_norm\.weight$", r"layers.\1.attention.q_norm.weight"),
+    (r"^model\.layers\.(\d+)\.self_attn\.k_norm\.weight$", r"layers.\1.attention.k_norm.weight"),
+    (r"^model\.layers\.(\d+)\.mlp\.gate_proj\.weight$", r"layers.\1.feed_forward.w1.weight"),
+    (r"^model\.layers\.(\d+)\.mlp\.down_proj\.weight$", r"layers.\1.feed_forward.w2.weight"),
+    (r"^model\.layers\.(\d+)\.mlp\.up_proj\.weight$", r"layers.\1.feed_forward.w3.weight"),
+    (r"^model\.layers\.(\d+)\.input_layernorm\.weight$", r"layers.\1.attention_norm.weight"),
+    (r"^model\.layers\.(\d+)\.post_attention_layernorm\.weight$", r"layers.\1.ffn_norm.weight"),
+)
+
+
+def load_hf_state_dict(ckpt_dir: str | Path) -> dict[str, torch.Tensor]:
+    """All tensors of a local checkpoint directory (safetensors preferred)."""
+    ckpt_dir = Path(ckpt_dir)
+    files = sorted(ckpt_dir.glob("*.safetensors"))
+    state_dict: dict[str, torch.Tensor] = {}
+    if files:
+        from safetensors.torch import load_file
+
+        for f in files:
+            state_dict.update(load_file(str(f)))
+        return state_dict
+    bins = sorted(ckpt_dir.glob("pytorch_model*.bin"))
+    if not bins:
+        raise FileNotFoundError(f"no *.safetensors or pytorch_model*.bin files in {ckpt_dir}")
+    for f in bins:
+        state_dict.update(torch.load(f, map_location="cpu", weights_only=True))
+    return state_dict
+
+
+def load_hf_config(ckpt_dir: str | Path) -> dict:
+    path = Path(ckpt_dir) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: a checkpoint directory needs a config.json")
+    return json.loads(path.read_text())
+
+
+def split_hf_keys(state_dict: dict, n_heads: int, n_kv_heads: int, head_dim: int) -> dict:
+    """Split Phi-3 style fused projections into the separate q/k/v and gate/up tensors."""
+    out = {}
+    q_size, kv_size = n_heads * head_dim, n_kv_heads * head_dim
+    for key, value in state_dict.items():
+        if key.endswith("self_attn.qkv_proj.weight") or key.endswith("self_attn.qkv_proj.bias"):
+            suffix = key.rsplit(".", 1)[1]
+            base = key[: -len(f"qkv_proj.{suffix}")]
+            q, k, v = torch.split(value, [q_size, kv_size, kv_size], dim=0)
+            out[f"{base}q_proj.{suffix}"], out[f"{base}k_proj.{suffix}"], out[f"{base}v_proj.{suffix}"] = q, k, v
+        elif key.endswith("mlp.gate_up_proj.weight"):
+            base = key[: -len("gate_up_proj.weight")]
+            gate, up = torch.chunk(value, 2, dim=0)
+            out[f"{base}gate_proj.weight"], out[f"{base}up_proj.weight"] = gate, up
+        else:
+            out[key] = value
+    return out
+
+
+def reverse_permute(tensor: torch.Tensor, n_heads: int, dim1: int, dim2: int) -> torch.Tensor:
+    """Rows of each head from rotate-half order (first half | second half) to interleaved pairs."""
+    return tensor.view(n_heads, 2, dim1 // n_heads // 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+def convert_hf_qkv_to_meta_format(state_dict: dict, head_dim: int) -> dict:
+    """Permute q/k weights and biases (and q/k norms) so RoPE can act on adjacent pairs."""
+    out = {}
+    for key, tensor in state_dict.items():
+        if any(f"self_attn.{p}_proj." in key for p in ("q", "k")):
+            if tensor.dim() == 1:
+                n = tensor.shape[0] // head_dim
+                out[key] = reverse_permute(tensor.unsqueeze(-1), n, tensor.shape[0], 1).squeeze(-1)
+            else:
+                n = tensor.shape[0] // head_dim
+                out[key] = reverse_permute(tensor, n, tensor.shape[0], tensor.shape[1])
+        elif key.endswith("q_norm.weight") or key.endswith("k_norm.weight"):
+            out[key] = reverse_permute(tensor.unsqueeze(-1), 1, tensor.shape[0], 1).squeeze(-1)
+        else:
+            out[key] = tensor
+    return out
+
+
+def map_hf_to_meta_keys(state_dict: dict) -> dict:
+    out = {}
+    for key, tensor in state_dict.items():
+        for pattern, repl in _HF_TO_META:
+            if re.match(pattern, key):
+                out[re.sub(pattern, repl, key)] = tensor
+                break
+        else:
+            out[key] = tensor
+    return out
+
+
+def convert_hf_to_meta(state_dict: dict, head_dim: int, n_heads: int, n_kv_heads: int, tie_word_embeddings: bool) -> dict:
+    """HF names + rotate-half layout → Meta names + interleaved layout (float32 on host)."""
+    state_dict = {k: v.float() for k, v in state_dict.items()}
+    state_dict = split_hf_keys(state_dict, n_heads, n_kv_heads, head_dim)
+    if tie_word_embeddings and "lm_head.weight" not in state_dict and "model.embed_tokens.weight" in state_dict:
+        state_dict["lm_head.weight"] = state_dict["model.embed_tokens.weight"]
+    state_dict = convert_hf_qkv_to_meta_format(state_dict, head_dim)
+    return map_hf_to_meta_keys(state_dict)
+
+
+def standardize_config(config: dict) -> dict:
+    """Read a config.json written by any transformers version: ``rope_parameters`` (v5) or ``rope_theta`` +
+    ``rope_scaling`` (v4), ``head_dim`` present or implied."""
+    config = dict(config)
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict):
+        config.setdefault("rope_theta", rope.get("rope_theta", 10000.0))
+        if rope.get("rope_type", "default") != "default" and not config.get("rope_scaling"):
+            config["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+    config.setdefault("rope_theta", 10000.0)
+    if not config.get("head_dim"):
+        config["head_dim"] = config["hidden_size"] // config["num_attention_heads"]
+    config.setdefault("num_key_value_heads", config["num_attention_heads"])
+    config.setdefault("tie_word_embeddings", False)
+    return config
