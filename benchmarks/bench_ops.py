@@ -40,19 +40,37 @@ DOC = ROOT / "docs" / "performance.md"
 EPS = 1e-5
 
 
-def median_time(fn: Callable[[], object], budget: float, max_repeats: int) -> float:
-    """Median wall time of fn() over up to max_repeats runs (at least 3) within ~budget seconds."""
-    fn()  # warm-up
+def time_once(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
-    once = time.perf_counter() - start
-    repeats = int(min(max_repeats, max(3, budget / max(once, 1e-9))))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return time.perf_counter() - start
+
+
+def median_times(impls: dict[str, Callable[[], object]], budget: float, max_repeats: int) -> dict[str, float]:
+    """Median wall time of each callable; runs are interleaved so that background load hits all alike.
+
+    Each callable gets as many runs (at least 3, at most max_repeats) as fit in ~budget seconds.
+    """
+    repeats = {}
+    for name, fn in impls.items():
+        fn()  # warm-up
+        repeats[name] = int(min(max_repeats, max(3, budget / max(time_once(fn), 1e-9))))
+    samples: dict[str, list[float]] = {name: [] for name in impls}
+    for i in range(max(repeats.values(), default=0)):
+        for name, fn in impls.items():
+            if i < repeats[name]:
+                samples[name].append(time_once(fn))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def cpu_busy_seconds() -> float | None:
+    """CPU seconds spent busy by the whole machine so far (Linux /proc/stat), or None."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:  # pragma: no cover - not Linux
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def make_cases(shape: tuple[int, int]) -> list[tuple[str, dict[str, Callable[[], object] | None], int]]:
@@ -82,8 +100,11 @@ def make_cases(shape: tuple[int, int]) -> list[tuple[str, dict[str, Callable[[],
         ("rotary (interleaved)", both("rotary_interleaved", x, cos, sin, 1), 4 * n * 4),
         ("bfloat16 rounding", both("round_bfloat16", x), 2 * n * 4),
         # pack reads 4n and writes n + n/16 bytes; unpack reads n + n/16 and writes 4n
-        ("bfp8 pack+unpack", {"native": bfp8_roundtrip(_kernels), "reference": bfp8_roundtrip(reference)},
-         10 * n + n // 8),
+        (
+            "bfp8 pack+unpack",
+            {"native": bfp8_roundtrip(_kernels), "reference": bfp8_roundtrip(reference)},
+            10 * n + n // 8,
+        ),
         ("bfp8 quantize (fused)", both("bfp_quantize", x, 7), 2 * n * 4),
     ]
     if torch is not None:
@@ -132,18 +153,15 @@ def run(budget: float, max_repeats: int) -> list[list[str]]:
     table = []
     for shape in SHAPES:
         for name, impls, nbytes in make_cases(shape):
-            times = {
-                key: (median_time(fn, budget, max_repeats) if fn is not None else None)
-                for key in ("native", "reference", "torch")
-                for fn in [impls.get(key)]
-            }
-            native, torch_time = times["native"], times["torch"]
+            present = {key: fn for key, fn in impls.items() if fn is not None}
+            times = median_times(present, budget, max_repeats)
+            native, torch_time = times["native"], times.get("torch")
             speedup = f"{torch_time / native:.2f}×" if torch_time is not None else "n/a"
             row = [
                 name,
                 f"{shape[0]}×{shape[1]}",
                 fmt_time(native),
-                fmt_time(times["reference"]),
+                fmt_time(times.get("reference")),
                 fmt_time(torch_time),
                 speedup,
                 f"{nbytes / native / 1e9:.1f}",
@@ -191,8 +209,15 @@ def main() -> None:
     print(f"command: {command}")
     if _kernels.BACKEND != "native":
         sys.exit("unset TTTV2_KERNELS: this benchmark compares the native kernels against the others")
+    busy_before, own_before, wall_before = cpu_busy_seconds(), os.times(), time.perf_counter()
     table = run(args.budget, args.max_repeats)
+    busy_after, own_after, wall = cpu_busy_seconds(), os.times(), time.perf_counter() - wall_before
     md = markdown_table(table)
+    load = "unknown"
+    if busy_before is not None and busy_after is not None:
+        own = (own_after.user + own_after.system) - (own_before.user + own_before.system)
+        load = f"{max(0.0, busy_after - busy_before - own) / wall:.2f} cores busy with other work on average"
+    print(f"\nbackground load during the run: {load}")
     print()
     print(md)
 
@@ -203,7 +228,7 @@ def main() -> None:
             f"- machine: {model}, {cores} cores; {platform.python_implementation()} {platform.python_version()}, "
             f"{versions} (torch.set_num_threads(2))\n"
             f"- command: `{command}`\n"
-            f"- date: {date}\n\n"
+            f"- date: {date}; background load during the run: {load}\n\n"
             "Median wall time of the Python call (native includes the dispatcher and allocating the output; "
             "bfp8 pack+unpack is two calls). GB/s = bytes read + written / native time. "
             "torch has no block-float format, hence n/a.\n\n"

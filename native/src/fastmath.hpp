@@ -9,10 +9,24 @@
 
 namespace tttv2 {
 
+// a * b + c: one fused multiply-add in the AVX2 / AVX-512 versions of a kernel (W >= 8, see
+// TTTV2_DEFINE_MULTIVERSION), two roundings in the baseline version. Only for approximations whose
+// rounding does not have to match the reference bit for bit.
+template <int W>
+TTTV2_INLINE float madd(float a, float b, float c) {
+#if TTTV2_MULTIVERSION
+  if constexpr (W >= 8) {
+    return __builtin_fmaf(a, b, c);
+  }
+#endif
+  return a * b + c;
+}
+
 // e^x for float32, within ~2 ulp of the correctly rounded result over the whole float range:
 // e^x = 2^n · e^r with n = round(x / ln 2) and |r| <= ln(2)/2, e^r by its degree-7 Taylor polynomial
 // (truncation error < 1e-8 relative), 2^n applied as two exact power-of-two factors so that results in
 // the denormal range and overflow to +inf are rounded correctly. NaN propagates; -inf gives 0.
+template <int W>
 TTTV2_INLINE float exp_f32(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // 16 significant bits: n * kLn2Hi is exact
@@ -21,20 +35,20 @@ TTTV2_INLINE float exp_f32(float x) {
   // e^-104 rounds to 0 and e^104 overflows to +inf. One symmetric clamp (two would become branches
   // that stop the loop from vectorising); the comparison is false for NaN, which passes through.
   x = std::fabs(x) > 104.0f ? std::copysign(104.0f, x) : x;
-  const float shifted = x * kLog2e + kShifter;
+  const float shifted = madd<W>(x, kLog2e, kShifter);
   const float n = shifted - kShifter;
   // the integer n sits in the low mantissa bits of `shifted`
   const int32_t ni = static_cast<int32_t>(f32_bits(shifted) - f32_bits(kShifter));
-  float r = x - n * kLn2Hi;
-  r = r - n * kLn2Lo;
+  float r = madd<W>(-n, kLn2Hi, x);
+  r = madd<W>(-n, kLn2Lo, r);
   float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  p = madd<W>(p, r, 1.0f / 720.0f);
+  p = madd<W>(p, r, 1.0f / 120.0f);
+  p = madd<W>(p, r, 1.0f / 24.0f);
+  p = madd<W>(p, r, 1.0f / 6.0f);
+  p = madd<W>(p, r, 0.5f);
+  p = madd<W>(p, r, 1.0f);
+  p = madd<W>(p, r, 1.0f);
   // n in [-150, 150] for the clamped x; split into two halves in [-75, 75] (normal powers of two)
   const int32_t n1 = ni >> 1;
   const int32_t n2 = ni - n1;

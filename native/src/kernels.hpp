@@ -15,7 +15,7 @@
 // $TTTV2_SIMD or set_simd_level), so the extension runs on any x86-64 machine and the tests can exercise
 // every version on one machine. Kernels written as plain loops ignore W and leave the vector width to the
 // auto-vectoriser. FMA contraction is disabled globally (-ffp-contract=off) so every version rounds like
-// the reference.
+// the reference; only approximations (exp, see madd in fastmath.hpp) use FMA explicitly.
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__) && !defined(TTTV2_NO_MULTIVERSION)
 #define TTTV2_MULTIVERSION 1
 #define TTTV2_TARGET_AVX512 __attribute__((target("arch=x86-64-v4")))
@@ -84,7 +84,7 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
 // Number of threads kernels may use: $TTTV2_NUM_THREADS if set, else the hardware concurrency, capped at 8.
 size_t max_threads();
 // Convenience for row kernels: split rows so that each thread gets at least ~kMinElemsPerThread elements.
-constexpr size_t kMinElemsPerThread = size_t(1) << 15;
+constexpr size_t kMinElemsPerThread = size_t(1) << 14;
 inline void parallel_rows(size_t rows, size_t row_elems, const std::function<void(size_t, size_t)>& fn) {
   const size_t per_row = row_elems ? row_elems : 1;
   parallel_for(rows, (kMinElemsPerThread + per_row - 1) / per_row, 1, fn);

@@ -1,8 +1,7 @@
 // Row reductions over the last dim of a [rows, d] float32 array: rms_norm, layer_norm, softmax.
 //
 // Element-wise steps are evaluated in float32 in the same order as the numpy reference; the row sums
-// are accumulated in double (kLanes independent accumulators so that the loop vectorises without
-// reassociation), which makes them at least as accurate as numpy's pairwise float32 sums.
+// are accumulated (mostly) in double, like the reference's float64 means.
 #include <cmath>
 #include <limits>
 
@@ -12,61 +11,51 @@
 namespace tttv2 {
 namespace {
 
-constexpr size_t kLanes = 32;
+constexpr size_t kLanes = 32;               // independent accumulators: the loops vectorise
+constexpr size_t kChunk = kLanes * 16;       // values summed in float before moving to double
 
-TTTV2_INLINE double reduce_lanes(const double* acc) {
+// Sum over a row of term(x[i]) (a float32 value, e.g. the square rounded to float32 like the reference's
+// x * x). Each lane adds 16 terms in float32, then the lane sums are accumulated in double: accurate to
+// a few 1e-8 relative, and twice as fast as converting every term to double.
+template <class Term>
+TTTV2_INLINE double row_sum(const float* __restrict x, size_t d, Term term) {
+  double total[kLanes] = {};
+  size_t i = 0;
+  for (; i + kChunk <= d; i += kChunk) {
+    float acc[kLanes] = {};
+    for (size_t k = 0; k < kChunk; k += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        acc[j] += term(x[i + k + j]);
+      }
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+      total[j] += static_cast<double>(acc[j]);
+    }
+  }
+  for (; i < d; ++i) {
+    total[i % kLanes] += static_cast<double>(term(x[i]));
+  }
   double sum = 0.0;
   for (size_t j = 0; j < kLanes; ++j) {
-    sum += acc[j];
+    sum += total[j];
   }
   return sum;
 }
 
-// sum of x[i]^2 (each square rounded to float32 first, like the reference's x * x)
-TTTV2_INLINE double sum_squares(const float* __restrict x, size_t d) {
-  double acc[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= d; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const float v = x[i + j];
-      acc[j] += static_cast<double>(v * v);
-    }
-  }
-  for (; i < d; ++i) {
-    acc[0] += static_cast<double>(x[i] * x[i]);
-  }
-  return reduce_lanes(acc);
+TTTV2_INLINE double sum_values(const float* __restrict x, size_t d) {
+  return row_sum(x, d, [](float v) { return v; });
 }
 
-TTTV2_INLINE double sum_values(const float* __restrict x, size_t d) {
-  double acc[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= d; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      acc[j] += static_cast<double>(x[i + j]);
-    }
-  }
-  for (; i < d; ++i) {
-    acc[0] += static_cast<double>(x[i]);
-  }
-  return reduce_lanes(acc);
+TTTV2_INLINE double sum_squares(const float* __restrict x, size_t d) {
+  return row_sum(x, d, [](float v) { return v * v; });
 }
 
 // sum of (x[i] - mean)^2 with the difference and the square rounded to float32
 TTTV2_INLINE double sum_centred_squares(const float* __restrict x, float mean, size_t d) {
-  double acc[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= d; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const float c = x[i + j] - mean;
-      acc[j] += static_cast<double>(c * c);
-    }
-  }
-  for (; i < d; ++i) {
-    const float c = x[i] - mean;
-    acc[0] += static_cast<double>(c * c);
-  }
-  return reduce_lanes(acc);
+  return row_sum(x, d, [mean](float v) {
+    const float c = v - mean;
+    return c * c;
+  });
 }
 
 TTTV2_INLINE float row_max(const float* __restrict x, size_t d) {
@@ -162,7 +151,7 @@ TTTV2_INLINE void softmax_range(const float* __restrict x, float* __restrict dst
     float* yr = dst + r * d;
     const float m = row_max(xr, d);
     for (size_t i = 0; i < d; ++i) {
-      yr[i] = exp_f32(xr[i] - m);
+      yr[i] = exp_f32<W>(xr[i] - m);
     }
     const float inv = static_cast<float>(1.0 / sum_values(yr, d));
     for (size_t k = 0; k < d; ++k) {
@@ -195,8 +184,8 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {
-  // exp makes softmax compute-heavy: worth splitting at a quarter of the usual size
-  parallel_for(rows, (kMinElemsPerThread / 4 + d) / (d ? d : 1), 1,
+  // exp makes softmax compute-heavy: worth splitting at half the usual size
+  parallel_for(rows, (kMinElemsPerThread / 2 + d - 1) / (d ? d : 1), 1,
                [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); });
 }
 

@@ -26,7 +26,21 @@ struct Vec {
   static constexpr int kPerBlock = static_cast<int>(kBlock) / W;
   typedef float f __attribute__((vector_size(4 * W)));
   typedef int32_t i __attribute__((vector_size(4 * W)));
+  typedef uint16_t h __attribute__((vector_size(2 * W)));
+  typedef uint8_t b __attribute__((vector_size(W)));
 };
+
+// uint8 <-> int32 lanes in two steps through uint16: GCC 12 turns a direct 8 <-> 32-bit
+// __builtin_convertvector into scalar code, but each one-step widening / narrowing into SIMD.
+template <int W>
+TTTV2_INLINE typename Vec<W>::i widen_bytes(typename Vec<W>::b bytes) {
+  return __builtin_convertvector(__builtin_convertvector(bytes, typename Vec<W>::h), typename Vec<W>::i);
+}
+
+template <int W>
+TTTV2_INLINE typename Vec<W>::b narrow_to_bytes(typename Vec<W>::i values) {
+  return __builtin_convertvector(__builtin_convertvector(values, typename Vec<W>::h), typename Vec<W>::b);
+}
 
 template <class V>
 TTTV2_INLINE V load(const void* p) {
@@ -158,15 +172,11 @@ TTTV2_INLINE void bfp_pack_blocks(const float* __restrict src, uint8_t* __restri
   const float max_mag = static_cast<float>((1 << mantissa_bits) - 1);
   for (size_t b = block_begin; b < block_end; ++b) {
     const BfpBlock<W> blk = bfp_round_block<W>(src + b * kBlock, mantissa_bits, max_mag);
-    int32_t bytes[kBlock];
     for (int v = 0; v < Vec<W>::kPerBlock; ++v) {
       const I mag = __builtin_convertvector(blk.mag[v], I);
       // sign bit of the input, dropped when the magnitude rounds to 0
-      store(bytes + v * W, ((blk.bits[v] >> 24) & 0x80 & (mag != 0)) | mag);
-    }
-    uint8_t* out = mants + b * kBlock;
-    for (size_t j = 0; j < kBlock; ++j) {
-      out[j] = static_cast<uint8_t>(bytes[j]);
+      const I byte = ((blk.bits[v] >> 24) & 0x80 & (mag != 0)) | mag;
+      store(mants + b * kBlock + v * W, narrow_to_bytes<W>(byte));
     }
     exps[b] = static_cast<uint8_t>(blk.exponent[0]);
   }
@@ -200,14 +210,15 @@ TTTV2_INLINE void bfp_unpack_blocks(const uint8_t* __restrict exps, const uint8_
   for (int e = 0; e < 256; ++e) {
     step[e] = pow2f(e - 127 - (mantissa_bits - 1));
   }
+  using I = typename Vec<W>::i;
+  using F = typename Vec<W>::f;
   for (size_t b = block_begin; b < block_end; ++b) {
     const float block_step = step[exps[b]];
-    const uint8_t* in = mants + b * kBlock;
-    uint32_t* out = reinterpret_cast<uint32_t*>(dst + b * kBlock);
-    for (size_t j = 0; j < kBlock; ++j) {
+    for (int v = 0; v < Vec<W>::kPerBlock; ++v) {
+      const I m = widen_bytes<W>(load<typename Vec<W>::b>(mants + b * kBlock + v * W));
       // magnitude · step is exact (or, for E = 255, overflows to inf exactly like ldexp)
-      const float value = static_cast<float>(in[j] & 0x7fu) * block_step;
-      out[j] = f32_bits(value) | (static_cast<uint32_t>(in[j] & 0x80u) << 24);
+      const F value = __builtin_convertvector(m & 0x7f, F) * block_step;
+      store(dst + b * kBlock + v * W, reinterpret_cast<I>(value) | ((m & 0x80) << 24));
     }
   }
 }
@@ -226,7 +237,7 @@ TTTV2_DEFINE_MULTIVERSION(bfp_unpack_blocks,
 }  // namespace
 
 void round_bfloat16(const float* src, float* dst, size_t n) {
-  parallel_for(n, kMinElemsPerThread * 2, kBlock, [&](size_t begin, size_t end) {
+  parallel_for(n, kMinElemsPerThread, kBlock, [&](size_t begin, size_t end) {
     round_bf16_range_best(src + begin, dst + begin, end - begin);
   });
 }

@@ -1,10 +1,14 @@
 // Process-wide runtime of the kernels: the SIMD level they run at, and fork/join over a small persistent
 // pool of worker threads.
 //
-// Fork/join over a small persistent pool of worker threads. Starting a std::thread per call costs
-// 15-70 µs on the machines we run on, as much as a whole kernel on a [32, 4096] tensor, so the workers
-// are started once and parked on a condition variable between calls (after a short spin, so that
-// back-to-back kernels do not pay the wake-up latency).
+// Starting a std::thread per call costs 15-70 µs on the machines we run on, as much as a whole kernel
+// on a [32, 4096] tensor, so the workers are started once and parked on a condition variable between
+// calls, after spinning for ~10 µs so that back-to-back kernels do not pay the wake-up latency.
+//
+// A parallel call is cut into a few chunks per thread, which the calling thread and the workers claim
+// one at a time. The caller never waits for a worker to wake up: if the workers are slow to start (a
+// busy machine, a parked thread), the caller claims the remaining chunks itself, so a call is never
+// much slower than running it single-threaded.
 //
 // One parallel call at a time uses the pool; a concurrent caller (another Python thread) runs its
 // kernel inline instead of waiting. A forked child gets a fresh pool. The pool is never destroyed:
@@ -33,15 +37,16 @@
 namespace tttv2 {
 namespace {
 
-// ~20-50 µs of spinning after a job before a worker parks / the caller blocks
+// pause is ~10 ns on current x86 cores: ~10 µs of spinning before a thread blocks
 constexpr int kSpinIterations = 1000;
+constexpr size_t kChunksPerThread = 4;  // (at most 8 threads: chunk counts fit the ticket's 16 bits)
 
 class Pool {
  public:
   explicit Pool(size_t workers) {
     for (size_t i = 0; i < workers; ++i) {
       try {
-        std::thread(&Pool::work, this, i + 1).detach();
+        std::thread(&Pool::work, this).detach();
         ++workers_;
       } catch (const std::system_error&) {
         break;  // run with the workers we have
@@ -51,53 +56,71 @@ class Pool {
 
   size_t workers() const { return workers_; }
 
-  // Runs job(0) on the calling thread and job(1) .. job(parts - 1) on workers; returns when all are done.
-  // Returns false without running anything when another thread is using the pool.
-  bool run(size_t parts, const std::function<void(size_t)>& job) {
+  // Runs job(0) .. job(chunks - 1), each exactly once, on the calling thread and the workers; returns
+  // when all are done. Returns false without running anything when another thread is using the pool.
+  bool run(size_t chunks, const std::function<void(size_t)>& job) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) {
       return false;
     }
+    uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      job_ = &job;
-      parts_ = parts;
-      remaining_.store(workers_, std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
+      job_.store(&job, std::memory_order_relaxed);
+      finished_.store(0, std::memory_order_relaxed);
+      generation = (ticket_.load(std::memory_order_relaxed) >> 32) + 1;
+      ticket_.store(generation << 32 | static_cast<uint64_t>(chunks) << 16, std::memory_order_release);
     }
     wake_.notify_all();
-    job(0);
-    for (int i = 0; i < kSpinIterations && remaining_.load(std::memory_order_acquire) != 0; ++i) {
+    while (claim_and_run(generation)) {
+    }
+    for (int i = 0; i < kSpinIterations && finished_.load(std::memory_order_acquire) != chunks; ++i) {
       TTTV2_PAUSE();
     }
-    if (remaining_.load(std::memory_order_acquire) != 0) {
+    if (finished_.load(std::memory_order_acquire) != chunks) {
       std::unique_lock<std::mutex> lock(mu_);
-      done_.wait(lock, [this] { return remaining_.load(std::memory_order_acquire) == 0; });
+      done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == chunks; });
     }
     return true;
   }
 
  private:
-  void work(size_t index) {
+  // The ticket packs the generation (bits 63-32), the number of chunks (31-16) and the next unclaimed
+  // chunk (15-0). Claiming is a compare-exchange on all three, so a late worker can never take a chunk
+  // of a call that has finished (its chunks are all claimed) nor of one it has not seen published.
+  bool claim_and_run(uint64_t generation) {
+    uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    for (;;) {
+      if ((ticket >> 32) != generation || (ticket & 0xffffu) >= ((ticket >> 16) & 0xffffu)) {
+        return false;
+      }
+      if (ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel)) {
+        break;
+      }
+    }
+    (*job_.load(std::memory_order_relaxed))(ticket & 0xffffu);
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == ((ticket >> 16) & 0xffffu)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.notify_all();
+    }
+    return true;
+  }
+
+  void work() {
     uint64_t seen = 0;
     for (;;) {
-      uint64_t current = generation_.load(std::memory_order_acquire);
+      uint64_t current = ticket_.load(std::memory_order_acquire) >> 32;
       for (int i = 0; i < kSpinIterations && current == seen; ++i) {
         TTTV2_PAUSE();
-        current = generation_.load(std::memory_order_acquire);
+        current = ticket_.load(std::memory_order_acquire) >> 32;
       }
       if (current == seen) {
         std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        current = generation_.load(std::memory_order_acquire);
+        wake_.wait(lock, [&] { return (ticket_.load(std::memory_order_acquire) >> 32) != seen; });
+        current = ticket_.load(std::memory_order_acquire) >> 32;
       }
       seen = current;
-      if (index < parts_) {
-        (*job_)(index);
-      }
-      if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(mu_);
-        done_.notify_one();
+      while (claim_and_run(seen)) {
       }
     }
   }
@@ -105,10 +128,10 @@ class Pool {
   std::mutex busy_;  // held by the thread running a parallel call
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<size_t> remaining_{0};
-  const std::function<void(size_t)>* job_ = nullptr;
-  size_t parts_ = 0;
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<size_t> finished_{0};
+  // written before the ticket that publishes it (release), read after claiming a chunk (acquire)
+  std::atomic<const std::function<void(size_t)>*> job_{nullptr};
   size_t workers_ = 0;
 };
 
@@ -177,24 +200,23 @@ size_t max_threads() {
 void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn) {
   grain = std::max<size_t>(grain, 1);
   align = std::max<size_t>(align, 1);
-  size_t parts = std::min(max_threads(), n / grain);
-  if (parts <= 1) {
+  const size_t threads = std::min(max_threads(), n / grain);
+  if (threads <= 1) {
     fn(0, n);
     return;
   }
   Pool* workers = pool();
-  parts = std::min(parts, workers->workers() + 1);
-  // chunk = ceil(n / parts) rounded up to a multiple of align; parts * chunk >= n
-  size_t chunk = (n + parts - 1) / parts;
+  if (workers->workers() == 0) {
+    fn(0, n);
+    return;
+  }
+  // chunk = ceil(n / chunks) rounded up to a multiple of align, and at least grain / 2
+  size_t chunks = std::min(n / std::max<size_t>(grain / 2, 1), threads * kChunksPerThread);
+  size_t chunk = (n + chunks - 1) / chunks;
   chunk = (chunk + align - 1) / align * align;
-  const auto part = [&](size_t index) {
-    const size_t begin = std::min(n, index * chunk);
-    const size_t end = index + 1 == parts ? n : std::min(n, begin + chunk);
-    if (begin < end) {
-      fn(begin, end);
-    }
-  };
-  if (parts <= 1 || !workers->run(parts, part)) {
+  chunks = (n + chunk - 1) / chunk;
+  const auto part = [&](size_t index) { fn(index * chunk, std::min(n, (index + 1) * chunk)); };
+  if (!workers->run(chunks, part)) {
     fn(0, n);
   }
 }

@@ -64,13 +64,17 @@ def test_mesh_shape_values():
     assert ttnn.MeshShape(ttnn.MeshShape(2, 4)) == ttnn.MeshShape(2, 4)
     assert hash(ttnn.MeshShape(2, 4)) == hash(ttnn.MeshShape([2, 4]))
     assert ttnn.MeshShape(2, 4) != ttnn.MeshShape(4, 2)
-    assert ttnn.MeshShape(2, 4) != "2x4" and len(ttnn.MeshShape(2, 4)) == 2 and list(ttnn.MeshShape(2, 4)) == [2, 4]
+    assert (
+        ttnn.MeshShape(2, 4) != "2x4"
+        and len(ttnn.MeshShape(2, 4)) == 2
+        and list(ttnn.MeshShape(2, 4)) == [2, 4]
+    )
     for bad in [(), (0, 4), (2, -1), (True, 2), (2.0, 4)]:
-        with pytest.raises(ValidationError, match="MeshShape"):
+        with pytest.raises(ValidationError, match=r"MeshShape"):
             ttnn.MeshShape(*bad)
-    with pytest.raises(ValidationError, match="1-D and 2-D"):
+    with pytest.raises(ValidationError, match=r"1-D and 2-D"):
         ttnn.MeshShape(2, 2, 2).as_2d()
-    with pytest.raises(ValidationError, match="1-D and 2-D"):
+    with pytest.raises(ValidationError, match=r"1-D and 2-D"):
         ttnn.open_mesh_device(ttnn.MeshShape(2, 2, 2))
 
 
@@ -109,11 +113,11 @@ def test_arch_defaults_and_selection(open_mesh, monkeypatch):
     assert open_mesh((1, 1)).arch() is ttnn.Arch.BLACKHOLE
     assert ttnn.get_arch_name() == "blackhole"
     monkeypatch.setenv("TTTV2_ARCH", "grayskull_x")
-    with pytest.raises(ValidationError, match="TTTV2_ARCH"):
+    with pytest.raises(ValidationError, match=r"TTTV2_ARCH"):
         open_mesh((1, 1))
-    with pytest.raises(ValidationError, match="arch must be one of"):
+    with pytest.raises(ValidationError, match=r"arch must be one of"):
         open_mesh((1, 1), arch=ttnn.Arch.GRAYSKULL)
-    with pytest.raises(ValidationError, match="arch must be one of"):
+    with pytest.raises(ValidationError, match=r"arch must be one of"):
         open_mesh((1, 1), arch="blackhole")
 
 
@@ -136,12 +140,12 @@ def test_submeshes_share_devices_and_memory(open_mesh):
     assert _used(mesh, DRAM, 6) == 0
     origin = mesh.create_submesh((2, 2))
     assert origin.get_device_ids() == [0, 1, 4, 5]
-    with pytest.raises(ValidationError, match="does not fit"):
+    with pytest.raises(ValidationError, match=r"does not fit"):
         mesh.create_submesh(ttnn.MeshShape(2, 2), ttnn.MeshCoordinate(1, 3))
     subs = mesh.create_submeshes(ttnn.MeshShape(1, 4))
     assert [s.get_device_ids() for s in subs] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert [s.get_device_ids() for s in mesh.create_submeshes((2, 2))] == [[0, 1, 4, 5], [2, 3, 6, 7]]
-    with pytest.raises(ValidationError, match="do not tile"):
+    with pytest.raises(ValidationError, match=r"do not tile"):
         mesh.create_submeshes(ttnn.MeshShape(1, 3))
     ttnn.close_mesh_device(mesh)
     assert not sub.is_open and not subs[0].is_open
@@ -153,7 +157,7 @@ def test_reshape_mesh(open_mesh):
     assert mesh.shape == (1, 8) and mesh.get_num_devices() == 8
     mesh.reshape((8, 1))
     assert mesh.shape == (8, 1)
-    with pytest.raises(ValidationError, match="has 6 devices"):
+    with pytest.raises(ValidationError, match=r"has 6 devices"):
         mesh.reshape(ttnn.MeshShape(2, 3))
 
 
@@ -162,7 +166,7 @@ def test_default_device(open_mesh):
     mesh = open_mesh((1, 2))
     ttnn.SetDefaultDevice(mesh)
     assert ttnn.GetDefaultDevice() is mesh
-    with pytest.raises(ValidationError, match="SetDefaultDevice"):
+    with pytest.raises(ValidationError, match=r"SetDefaultDevice"):
         ttnn.SetDefaultDevice("mesh")
     other = open_mesh((1, 1))
     ttnn.close_mesh_device(other)  # closing another mesh keeps the default
@@ -170,7 +174,7 @@ def test_default_device(open_mesh):
     ttnn.close_mesh_device(mesh)
     assert ttnn.GetDefaultDevice() is None
     ttnn.SetDefaultDevice(None)
-    with pytest.raises(ValidationError, match="close_mesh_device"):
+    with pytest.raises(ValidationError, match=r"close_mesh_device"):
         ttnn.close_mesh_device("mesh")
 
 
@@ -178,7 +182,8 @@ def test_default_device(open_mesh):
 
 
 @pytest.mark.parametrize(
-    ("dtype", "tile_bytes"), [(ttnn.bfloat16, 2048), (ttnn.bfloat8_b, 1088), (ttnn.bfloat4_b, 576), (ttnn.float32, 4096)]
+    ("dtype", "tile_bytes"),
+    [(ttnn.bfloat16, 2048), (ttnn.bfloat8_b, 1088), (ttnn.bfloat4_b, 576), (ttnn.float32, 4096)],
 )
 def test_allocation_bytes_per_tile(open_mesh, dtype, tile_bytes):
     mesh = open_mesh((1, 2))
@@ -205,7 +210,9 @@ def test_row_major_and_integer_bytes(open_mesh):
 
 def test_sharded_l1_bytes(open_mesh):
     mesh = open_mesh((1, 2))
-    cfg = ttnn.create_sharded_memory_config((1, 1, 64, 512), ttnn.CoreGrid(x=8, y=2), ttnn.ShardStrategy.WIDTH)
+    cfg = ttnn.create_sharded_memory_config(
+        (1, 1, 64, 512), ttnn.CoreGrid(x=8, y=2), ttnn.ShardStrategy.WIDTH
+    )
     assert cfg.shard_spec.shape == (64, 32)
     t = _dev(mesh, (1, 1, 64, 512), memory_config=cfg)
     assert _used(mesh, L1, 0) == _used(mesh, L1, 1) == 64 * 32 * 2 * 16  # shard bytes x cores
@@ -221,7 +228,11 @@ def test_distributed_tensors_charge_each_device_its_shard(open_mesh):
     _rep = ttnn.from_numpy(x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
     assert [_used(mesh, DRAM, i) for i in range(4)] == [16 * 2048] * 4
     _sh = ttnn.from_numpy(
-        x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3)
+        x,
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3),
     )
     assert [_used(mesh, DRAM, i) for i in range(4)] == [20 * 2048] * 4
 
@@ -253,7 +264,9 @@ def test_release_on_garbage_collection_and_peak(open_mesh):
 
 def test_out_of_l1_names_the_tensor_and_sizes(open_mesh):
     mesh = open_mesh((1, 1))
-    host = ttnn.from_numpy(np.zeros((1, 1, 1024, 4096), np.float32), dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT)
+    host = ttnn.from_numpy(
+        np.zeros((1, 1, 1024, 4096), np.float32), dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT
+    )
     held = [ttnn.to_device(host, mesh, memory_config=ttnn.L1_MEMORY_CONFIG) for _ in range(5)]  # 5 x 16 MiB
     assert _used(mesh, L1) == 5 * 16 * 2**20
     free = WH_L1 - 5 * 16 * 2**20
@@ -275,7 +288,9 @@ def test_out_of_dram_and_reserved_regions(open_mesh):
     assert mesh.get_devices()[0].allocators[DRAM].capacity == 3 * 2048
     assert mesh.get_devices()[0].allocators[L1].capacity == 64 * 2048
     _a = _dev(mesh, (32, 64))
-    with pytest.raises(DeviceMemoryError, match=r"out of DRAM memory allocating ttnn\.from_numpy \[64, 32\] BFLOAT16"):
+    with pytest.raises(
+        DeviceMemoryError, match=r"out of DRAM memory allocating ttnn\.from_numpy \[64, 32\] BFLOAT16"
+    ):
         _dev(mesh, (64, 32))
     _b = _dev(mesh, (32, 32))
     _c = _dev(mesh, (1, 1, 64, 1024), memory_config=ttnn.L1_MEMORY_CONFIG)  # exactly fills L1
@@ -288,11 +303,12 @@ def test_failed_allocation_rolls_back_other_devices(open_mesh):
     second = mesh.create_submesh(ttnn.MeshShape(1, 1), ttnn.MeshCoordinate(0, 1))
     _fill = _dev(second, (1, 1, 32, 32 * 60), memory_config=ttnn.L1_MEMORY_CONFIG)  # device 1: 60 tiles
     assert _used(mesh, L1, 0) == 0 and _used(mesh, L1, 1) == 60 * 2048
-    with pytest.raises(DeviceMemoryError, match="device 1"):
+    with pytest.raises(DeviceMemoryError, match=r"device 1"):
         _dev(mesh, (1, 1, 32, 32 * 8), memory_config=ttnn.L1_MEMORY_CONFIG)
     assert _used(mesh, L1, 0) == 0  # device 0 had succeeded and was rolled back
 
 
 def test_device_object():
+    assert tuple(ttnn.MeshCoordinate(1, 2)) == (1, 2)
     dev = Device(3, ARCH_SPECS[ttnn.Arch.WORMHOLE_B0])
     assert dev.id() == 3 and dev.memory_used(L1) == 0 and dev.memory_used(DRAM) == 0

@@ -171,7 +171,9 @@ def test_bfp_edge_cases_bit_exact(simd, mantissa_bits):
     assert exps.dtype == np.uint8 and mants.dtype == np.uint8
     assert_same_bits(exps, ref_exps)
     assert_same_bits(mants, ref_mants)
-    assert_same_bits(_kernels.bfp_unpack(exps, mants, mantissa_bits), ref("bfp_unpack", exps, mants, mantissa_bits))
+    assert_same_bits(
+        _kernels.bfp_unpack(exps, mants, mantissa_bits), ref("bfp_unpack", exps, mants, mantissa_bits)
+    )
     assert_same_bits(_kernels.bfp_quantize(x, mantissa_bits), ref("bfp_quantize", x, mantissa_bits))
 
 
@@ -199,7 +201,9 @@ def test_bfp_unpack_any_bytes_bit_exact(simd, mantissa_bits):
     exps[0, :] = [0, 1, 254, 255]
     mants = rng.integers(0, 256, size=(9, 64), dtype=np.uint8)
     mants[0, :4] = [0x00, 0x80, 0x7F, 0xFF]
-    assert_same_bits(_kernels.bfp_unpack(exps, mants, mantissa_bits), ref("bfp_unpack", exps, mants, mantissa_bits))
+    assert_same_bits(
+        _kernels.bfp_unpack(exps, mants, mantissa_bits), ref("bfp_unpack", exps, mants, mantissa_bits)
+    )
 
 
 def bfp_error_bound(x, mantissa_bits):
@@ -238,7 +242,9 @@ def test_bfp_error_bound_random(simd, mantissa_bits):
     x = random_bits(rng, (64, 256))
     x[~np.isfinite(x)] = 0.0
     check_bfp_error_bound(x, mantissa_bits)
-    check_bfp_error_bound(np.nan_to_num(bfp_edge_blocks(rng, mantissa_bits), nan=0, posinf=0, neginf=0), mantissa_bits)
+    check_bfp_error_bound(
+        np.nan_to_num(bfp_edge_blocks(rng, mantissa_bits), nan=0, posinf=0, neginf=0), mantissa_bits
+    )
     scaled = (rng.standard_normal((64, 256)) * 2.0 ** rng.integers(-140, 120, (64, 1))).astype(np.float32)
     check_bfp_error_bound(scaled, mantissa_bits)
 
@@ -273,7 +279,9 @@ def test_rms_norm_matches_reference(simd, shape, with_weight):
 
 
 @pytest.mark.parametrize("shape", ROW_SHAPES)
-@pytest.mark.parametrize(("with_weight", "with_bias"), [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize(
+    ("with_weight", "with_bias"), [(True, True), (True, False), (False, True), (False, False)]
+)
 def test_layer_norm_matches_reference(simd, shape, with_weight, with_bias):
     x, w, b = row_data(shape)
     w = w if with_weight else None
@@ -289,7 +297,9 @@ def test_norms_edge_rows(simd):
     x[3, ::2] = -7.0
     for eps in (1e-5, 1e-6):
         assert_close(_kernels.rms_norm(x, None, eps), ref("rms_norm", x, None, eps))
-        assert_close(_kernels.layer_norm(x, None, None, eps), ref("layer_norm", x, None, None, eps), scale_atol=2e-6)
+        assert_close(
+            _kernels.layer_norm(x, None, None, eps), ref("layer_norm", x, None, None, eps), scale_atol=2e-6
+        )
 
 
 def test_norm_weight_shapes(simd):
@@ -338,7 +348,9 @@ def test_rotary_interleaved_bit_exact(simd, n, d, m, inner):
     x = rng.standard_normal((n, d)).astype(np.float32)
     angles = rng.uniform(0, 2 * np.pi, (m, d)).astype(np.float32)
     cos, sin = np.cos(angles), np.sin(angles)
-    assert_same_bits(_kernels.rotary_interleaved(x, cos, sin, inner), ref("rotary_interleaved", x, cos, sin, inner))
+    assert_same_bits(
+        _kernels.rotary_interleaved(x, cos, sin, inner), ref("rotary_interleaved", x, cos, sin, inner)
+    )
 
 
 def test_rotary_row_mapping(simd):
@@ -410,7 +422,9 @@ BAD_CALLS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("kernel", "call", "message"), BAD_CALLS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(BAD_CALLS)])
+@pytest.mark.parametrize(
+    ("kernel", "call", "message"), BAD_CALLS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(BAD_CALLS)]
+)
 def test_bad_arguments_raise_value_error(kernel, call, message):
     with _kernels.use_backend("native"), pytest.raises(ValueError, match=message):
         call()
@@ -418,14 +432,20 @@ def test_bad_arguments_raise_value_error(kernel, call, message):
 
 def test_native_checks_outputs():
     x = np.zeros((4, 32), np.float32)
-    with pytest.raises(ValueError, match=r"round_bfloat16: dst must have the shape of src: expected \(4, 32\), got \(4, 31\)"):
+    with pytest.raises(
+        ValueError, match=r"round_bfloat16: dst must have the shape of src: expected \(4, 32\), got \(4, 31\)"
+    ):
         native.round_bfloat16(x, np.empty((4, 31), np.float32))
     with pytest.raises(ValueError, match=r"softmax: dst must not overlap x"):
         native.softmax(x, x)
-    with pytest.raises(ValueError, match=r"bfp_pack: mantissas has the wrong shape: expected \(4, 32\), got \(4, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"bfp_pack: mantissas has the wrong shape: expected \(4, 32\), got \(4, 16\)"
+    ):
         native.bfp_pack(x, 7, np.empty((4, 2), np.uint8), np.empty((4, 16), np.uint8))
     with pytest.raises(ValueError, match=r"bfp_unpack: dst has the wrong shape"):
-        native.bfp_unpack(np.zeros((4, 2), np.uint8), np.zeros((4, 32), np.uint8), 7, np.empty((4, 16), np.float32))
+        native.bfp_unpack(
+            np.zeros((4, 2), np.uint8), np.zeros((4, 32), np.uint8), 7, np.empty((4, 16), np.float32)
+        )
     with pytest.raises(ValueError, match=r"silu_mul: b must have the shape of a"):
         native.silu_mul(x, np.zeros((4, 16), np.float32), np.empty_like(x))
 
@@ -467,7 +487,9 @@ def test_use_backend_switches_and_restores():
         _kernels.use_backend("native")
     with pytest.raises(ValueError, match="unknown kernel backend"):
         _kernels.use_backend("cuda")
-    assert _kernels.silu_mul.__name__ == "silu_mul" and _kernels.silu_mul.__doc__ == reference.silu_mul.__doc__
+    assert (
+        _kernels.silu_mul.__name__ == "silu_mul" and _kernels.silu_mul.__doc__ == reference.silu_mul.__doc__
+    )
 
 
 def test_missing_native_module_raises_import_error(monkeypatch):

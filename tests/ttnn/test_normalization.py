@@ -157,14 +157,19 @@ def test_sharded_norm_equals_interleaved(open_mesh, rng, norm):
     # residual must share the sharded memory config
     r = ttnn.to_memory_config(_dev(mesh, np.ones_like(x)), memcfg)
     yr = norm(xs, epsilon=1e-5, residual_input_tensor=r, program_config=pc)
-    np.testing.assert_array_equal(ttnn.to_numpy(yr), ttnn.to_numpy(norm(tx, epsilon=1e-5, residual_input_tensor=_dev(mesh, np.ones_like(x)))))
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(yr),
+        ttnn.to_numpy(norm(tx, epsilon=1e-5, residual_input_tensor=_dev(mesh, np.ones_like(x)))),
+    )
 
 
 def test_block_sharded_norm(open_mesh, rng):
     mesh = open_mesh((1, 1))
     x = rng.standard_normal((1, 1, 64, 256)).astype(np.float32)
     tx = _dev(mesh, x)
-    memcfg = ttnn.create_sharded_memory_config((1, 1, 64, 256), ttnn.CoreGrid(x=4, y=2), ttnn.ShardStrategy.BLOCK)
+    memcfg = ttnn.create_sharded_memory_config(
+        (1, 1, 64, 256), ttnn.CoreGrid(x=4, y=2), ttnn.ShardStrategy.BLOCK
+    )
     xs = ttnn.to_memory_config(tx, memcfg)
     pc = ttnn.LayerNormShardedMultiCoreProgramConfig(
         compute_with_storage_grid_size=(4, 2), subblock_w=2, block_h=1, block_w=2, inplace=True
@@ -172,16 +177,28 @@ def test_block_sharded_norm(open_mesh, rng):
     ys = ttnn.rms_norm(xs, epsilon=1e-5, program_config=pc)
     np.testing.assert_array_equal(ttnn.to_numpy(ys), ttnn.to_numpy(ttnn.rms_norm(tx, epsilon=1e-5)))
     # block_h covering all rows selects the 1-D kernel, which splits the width over all 8 shard cores
-    bad = ttnn.LayerNormShardedMultiCoreProgramConfig(compute_with_storage_grid_size=(4, 2), subblock_w=1, block_h=2, block_w=2)
-    with pytest.raises(ValidationError, match=r"ttnn.rms_norm: program_config.block_w: expected 1 = ceil\(K tiles 8 / 8 cores\)"):
+    bad = ttnn.LayerNormShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=(4, 2), subblock_w=1, block_h=2, block_w=2
+    )
+    with pytest.raises(
+        ValidationError,
+        match=r"ttnn.rms_norm: program_config.block_w: expected 1 = ceil\(K tiles 8 / 8 cores\)",
+    ):
         ttnn.rms_norm(xs, program_config=bad)
-    bad_h = ttnn.LayerNormShardedMultiCoreProgramConfig(compute_with_storage_grid_size=(4, 2), subblock_w=1, block_h=3, block_w=2)
-    with pytest.raises(ValidationError, match=r"ttnn.rms_norm: program_config.block_h: expected 1 \(M tiles 2 per core row\), got 3"):
+    bad_h = ttnn.LayerNormShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=(4, 2), subblock_w=1, block_h=3, block_w=2
+    )
+    with pytest.raises(
+        ValidationError,
+        match=r"ttnn.rms_norm: program_config.block_h: expected 1 \(M tiles 2 per core row\), got 3",
+    ):
         ttnn.rms_norm(xs, program_config=bad_h)
     col = ttnn.MemoryConfig(
         ttnn.TensorMemoryLayout.BLOCK_SHARDED,
         ttnn.BufferType.L1,
-        ttnn.ShardSpec(ttnn.CoreGrid(x=2, y=4).to_core_range_set(), (32, 64), ttnn.ShardOrientation.COL_MAJOR),
+        ttnn.ShardSpec(
+            ttnn.CoreGrid(x=2, y=4).to_core_range_set(), (32, 64), ttnn.ShardOrientation.COL_MAJOR
+        ),
     )
     ycol = ttnn.rms_norm(ttnn.to_memory_config(tx, col), epsilon=1e-5)
     np.testing.assert_array_equal(ttnn.to_numpy(ycol), ttnn.to_numpy(ys))
@@ -198,15 +215,22 @@ def test_sharded_program_config_errors(open_mesh, rng):
             compute_with_storage_grid_size=grid, subblock_w=subblock_w, block_h=block_h, block_w=block_w
         )
 
-    with pytest.raises(ValidationError, match=r"program_config: expected a sharded input_tensor.*got an interleaved input"):
+    with pytest.raises(
+        ValidationError, match=r"program_config: expected a sharded input_tensor.*got an interleaved input"
+    ):
         ttnn.rms_norm(tx, program_config=pc())
-    with pytest.raises(ValidationError, match=r"program_config.block_w: expected 1 = ceil\(K tiles 8 / 8 cores\)"):
+    with pytest.raises(
+        ValidationError, match=r"program_config.block_w: expected 1 = ceil\(K tiles 8 / 8 cores\)"
+    ):
         ttnn.rms_norm(xs, program_config=pc(block_w=2, subblock_w=2))
     with pytest.raises(ValidationError, match=r"containing the input's shard grid"):
         ttnn.rms_norm(xs, program_config=pc(grid=(4, 1)))
     with pytest.raises(ValidationError, match=r"within the device grid 8x8"):
         ttnn.rms_norm(xs, program_config=pc(grid=(9, 1)))
-    with pytest.raises(ValidationError, match=r"program_config: expected a LayerNormShardedMultiCoreProgramConfig \(or None\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"program_config: expected a LayerNormShardedMultiCoreProgramConfig \(or None\)",
+    ):
         ttnn.rms_norm(xs, program_config=ttnn.LayerNormDefaultProgramConfig())
     with pytest.raises(ValidationError, match=r"program_config: expected a LayerNormSharded.*or None, got 3"):
         ttnn.rms_norm(tx, program_config=3)
@@ -214,7 +238,9 @@ def test_sharded_program_config_errors(open_mesh, rng):
         ttnn.rms_norm(xs, memory_config=ttnn.DRAM_MEMORY_CONFIG)
     with pytest.raises(ValidationError, match=r"memory_config: expected the input's WIDTH_SHARDED/L1"):
         ttnn.rms_norm(xs, memory_config=ttnn.L1_BLOCK_SHARDED_MEMORY_CONFIG)
-    with pytest.raises(ValidationError, match=r"memory_config: expected an interleaved output for an interleaved input"):
+    with pytest.raises(
+        ValidationError, match=r"memory_config: expected an interleaved output for an interleaved input"
+    ):
         ttnn.rms_norm(tx, memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG)
     with pytest.raises(ValidationError, match=r"memory_config: expected a ttnn.MemoryConfig"):
         ttnn.rms_norm(tx, memory_config="L1")
@@ -224,7 +250,10 @@ def test_sharded_program_config_errors(open_mesh, rng):
     with pytest.raises(ValidationError, match=r"program_config.block_h: expected 2"):
         ttnn.rms_norm(tall_s, program_config=pc())
     height = ttnn.to_memory_config(tall, ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
-    with pytest.raises(ValidationError, match=r"input_tensor: expected an interleaved, width- or block-sharded input, got HEIGHT_SHARDED"):
+    with pytest.raises(
+        ValidationError,
+        match=r"input_tensor: expected an interleaved, width- or block-sharded input, got HEIGHT_SHARDED",
+    ):
         ttnn.rms_norm(height)
     # block_w × 32 must equal the shard width (here a 4-core spec with 2-tile shards against block_w 1)
     four = ttnn.to_memory_config(tx, _width_sharded(mesh, tx, 4))
@@ -235,10 +264,16 @@ def test_sharded_program_config_errors(open_mesh, rng):
         ttnn.BufferType.L1,
         ttnn.ShardSpec(ttnn.num_cores_to_corerangeset(2, ttnn.CoreCoord(8, 1), row_wise=True), (32, 160)),
     )
-    with pytest.raises(ValidationError, match=r"block_h × 32, block_w × 32 equal to the input shard shape \(32, 160\)"):
-        ttnn.rms_norm(ttnn.to_memory_config(tx, ragged), program_config=pc(grid=(2, 1), block_w=4, subblock_w=4))
+    with pytest.raises(
+        ValidationError, match=r"block_h × 32, block_w × 32 equal to the input shard shape \(32, 160\)"
+    ):
+        ttnn.rms_norm(
+            ttnn.to_memory_config(tx, ragged), program_config=pc(grid=(2, 1), block_w=4, subblock_w=4)
+        )
     r_interleaved = _dev(mesh, rng.standard_normal((1, 1, 32, 256)))
-    with pytest.raises(ValidationError, match=r"residual_input_tensor: expected the input's sharded memory config"):
+    with pytest.raises(
+        ValidationError, match=r"residual_input_tensor: expected the input's sharded memory config"
+    ):
         ttnn.rms_norm(xs, residual_input_tensor=r_interleaved)
 
 
@@ -247,26 +282,41 @@ def test_norm_argument_errors(open_mesh, rng):
     other = open_mesh((1, 1))
     x = rng.standard_normal((1, 1, 32, 64))
     tx = _dev(mesh, x)
-    with pytest.raises(ValidationError, match=r"ttnn.rms_norm: input_tensor.layout: expected one of TILE, got ROW_MAJOR"):
+    with pytest.raises(
+        ValidationError, match=r"ttnn.rms_norm: input_tensor.layout: expected one of TILE, got ROW_MAJOR"
+    ):
         ttnn.rms_norm(_dev(mesh, x, layout=ttnn.ROW_MAJOR_LAYOUT))
-    with pytest.raises(ValidationError, match=r"input_tensor.dtype: expected one of BFLOAT16, FLOAT32, BFLOAT8_B, got UINT32"):
+    with pytest.raises(
+        ValidationError, match=r"input_tensor.dtype: expected one of BFLOAT16, FLOAT32, BFLOAT8_B, got UINT32"
+    ):
         ttnn.rms_norm(ttnn.from_numpy(np.ones((32, 32), np.uint32), layout=ttnn.TILE_LAYOUT, device=mesh))
-    with pytest.raises(ValidationError, match=r"weight: expected a \[64\] / \[1, 1, 1, 64\] tensor.*got \[1, 1, 1, 32\] TILE"):
+    with pytest.raises(
+        ValidationError, match=r"weight: expected a \[64\] / \[1, 1, 1, 64\] tensor.*got \[1, 1, 1, 32\] TILE"
+    ):
         ttnn.rms_norm(tx, weight=_dev(mesh, np.ones((1, 1, 1, 32))))
     with pytest.raises(ValidationError, match=r"bias: expected a \[64\]"):
         ttnn.layer_norm(tx, bias=_dev(mesh, np.ones((1, 1, 2, 64)), layout=ttnn.ROW_MAJOR_LAYOUT))
-    with pytest.raises(ValidationError, match=r"residual_input_tensor: expected the input's shape \[1, 1, 32, 64\]"):
+    with pytest.raises(
+        ValidationError, match=r"residual_input_tensor: expected the input's shape \[1, 1, 32, 64\]"
+    ):
         ttnn.rms_norm(tx, residual_input_tensor=_dev(mesh, np.ones((1, 1, 32, 32))))
     with pytest.raises(ValidationError, match=r"epsilon: expected a non-negative float, got -1"):
         ttnn.rms_norm(tx, epsilon=-1.0)
-    with pytest.raises(ValidationError, match=r"compute_kernel_config: expected a ttnn.WormholeComputeKernelConfig"):
+    with pytest.raises(
+        ValidationError, match=r"compute_kernel_config: expected a ttnn.WormholeComputeKernelConfig"
+    ):
         ttnn.layer_norm(tx, compute_kernel_config="HiFi4")
-    with pytest.raises(ValidationError, match=r"weight: expected a tensor on the same device as input_tensor"):
+    with pytest.raises(
+        ValidationError, match=r"weight: expected a tensor on the same device as input_tensor"
+    ):
         ttnn.rms_norm(tx, weight=_dev(other, np.ones(64), layout=ttnn.ROW_MAJOR_LAYOUT))
     with pytest.raises(ValidationError, match=r"input_tensor: expected a tensor on device"):
         ttnn.rms_norm(ttnn.from_numpy(np.ones((32, 32), np.float32), layout=ttnn.TILE_LAYOUT))
     tx.deallocate()
-    with pytest.raises(ValidationError, match=r"ttnn.rms_norm: input_tensor: the input tensor \[1, 1, 32, 64\] BFLOAT16 was deallocated"):
+    with pytest.raises(
+        ValidationError,
+        match=r"ttnn.rms_norm: input_tensor: the input tensor \[1, 1, 32, 64\] BFLOAT16 was deallocated",
+    ):
         ttnn.rms_norm(tx)
 
 
@@ -276,7 +326,9 @@ def test_norm_argument_errors(open_mesh, rng):
 def _gather_dim3(stats, mesh, **kw):
     """All-gather along dim 3 written out by hand: every device gets all devices' stats side by side."""
     parts = [ttnn.to_numpy(t) for t in ttnn.get_device_tensors(stats)]
-    return ttnn.from_numpy(np.concatenate(parts, axis=3), dtype=stats.dtype, layout=ttnn.TILE_LAYOUT, device=mesh, **kw)
+    return ttnn.from_numpy(
+        np.concatenate(parts, axis=3), dtype=stats.dtype, layout=ttnn.TILE_LAYOUT, device=mesh, **kw
+    )
 
 
 @pytest.mark.parametrize("mesh_shape", [(1, 2), (1, 8)])
@@ -288,7 +340,10 @@ def test_distributed_rms_norm_equals_full_width(open_mesh, rng, mesh_shape):
     w = rng.standard_normal(dim).astype(np.float32)
     x_split = _dev(mesh, x, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
     w_split = ttnn.from_numpy(
-        w.reshape(1, 1, dim // 32, 32), dtype=ttnn.bfloat16, layout=ttnn.ROW_MAJOR_LAYOUT, device=mesh,
+        w.reshape(1, 1, dim // 32, 32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.ROW_MAJOR_LAYOUT,
+        device=mesh,
         mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=2),
     )
     stats = ttnn.rms_norm_pre_all_gather(x_split, dtype=ttnn.bfloat16)
@@ -347,50 +402,97 @@ def test_distributed_rms_norm_with_residual_and_sharded_inputs(open_mesh, rng):
     x_split, r_split = _dev(mesh, x, mesh_mapper=split), _dev(mesh, r, mesh_mapper=split)
     plain_stats = ttnn.rms_norm_pre_all_gather(x_split, residual_input_tensor=r_split)
     s0 = ttnn.to_numpy(ttnn.get_device_tensors(plain_stats)[0]).astype(np.float64)
-    v0 = (ttnn.to_numpy(ttnn.get_device_tensors(x_split)[0]) + ttnn.to_numpy(ttnn.get_device_tensors(r_split)[0])).astype(np.float64)
+    v0 = (
+        ttnn.to_numpy(ttnn.get_device_tensors(x_split)[0])
+        + ttnn.to_numpy(ttnn.get_device_tensors(r_split)[0])
+    ).astype(np.float64)
     np.testing.assert_allclose(s0[..., 0], np.sum(v0 * v0, -1), rtol=2**-8)
     # the sharded variant (TTTv1 tt_sharded_distributed_rmsnorm): width-sharded local slices of 256
     memcfg = _width_sharded(mesh, x_split, 8)
     xs = ttnn.to_memory_config(x_split, memcfg)
-    pc = ttnn.LayerNormShardedMultiCoreProgramConfig(compute_with_storage_grid_size=(8, 1), subblock_w=1, block_h=1, block_w=1)
+    pc = ttnn.LayerNormShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=(8, 1), subblock_w=1, block_h=1, block_w=1
+    )
     stats = ttnn.rms_norm_pre_all_gather(xs, program_config=pc)
     assert stats.is_sharded() and stats.shard_spec().num_cores() == 1 and stats.shard_spec().shape == (32, 32)
-    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(stats)[0]), ttnn.to_numpy(ttnn.get_device_tensors(ttnn.rms_norm_pre_all_gather(x_split))[0]))
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(ttnn.get_device_tensors(stats)[0]),
+        ttnn.to_numpy(ttnn.get_device_tensors(ttnn.rms_norm_pre_all_gather(x_split))[0]),
+    )
     one_core = ttnn.MemoryConfig(
         ttnn.TensorMemoryLayout.WIDTH_SHARDED,
         ttnn.BufferType.L1,
-        ttnn.ShardSpec(ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))}), (32, 64)),
+        ttnn.ShardSpec(
+            ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))}), (32, 64)
+        ),
     )
     gathered = _gather_dim3(stats, mesh, memory_config=one_core)
     y = ttnn.rms_norm_post_all_gather(xs, gathered, epsilon=1e-5, program_config=pc)
     assert y.is_sharded()
-    y_plain = ttnn.rms_norm_post_all_gather(x_split, _gather_dim3(ttnn.rms_norm_pre_all_gather(x_split), mesh), epsilon=1e-5)
-    np.testing.assert_array_equal(ttnn.to_numpy(y, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)), ttnn.to_numpy(y_plain, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)))
+    y_plain = ttnn.rms_norm_post_all_gather(
+        x_split, _gather_dim3(ttnn.rms_norm_pre_all_gather(x_split), mesh), epsilon=1e-5
+    )
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(y, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)),
+        ttnn.to_numpy(y_plain, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)),
+    )
     with pytest.raises(ValidationError, match=r"stats: expected stats sharded on exactly one core"):
         ttnn.rms_norm_post_all_gather(xs, _gather_dim3(stats, mesh), program_config=pc)
-    tall = ttnn.to_memory_config(_dev(mesh, np.ones((1, 1, 64, 512)), mesh_mapper=split), _width_sharded(mesh, _dev(mesh, np.ones((1, 1, 64, 256))), 8))
-    pc2 = ttnn.LayerNormShardedMultiCoreProgramConfig(compute_with_storage_grid_size=(8, 1), subblock_w=1, block_h=2, block_w=1)
-    with pytest.raises(ValidationError, match=r"input_tensor: expected a padded height of 32 rows for a sharded distributed norm, got 64"):
+    tall = ttnn.to_memory_config(
+        _dev(mesh, np.ones((1, 1, 64, 512)), mesh_mapper=split),
+        _width_sharded(mesh, _dev(mesh, np.ones((1, 1, 64, 256))), 8),
+    )
+    pc2 = ttnn.LayerNormShardedMultiCoreProgramConfig(
+        compute_with_storage_grid_size=(8, 1), subblock_w=1, block_h=2, block_w=1
+    )
+    with pytest.raises(
+        ValidationError,
+        match=r"input_tensor: expected a padded height of 32 rows for a sharded distributed norm, got 64",
+    ):
         ttnn.rms_norm_pre_all_gather(tall, program_config=pc2)
+
+
+def test_post_all_gather_with_fewer_logical_rows(open_mesh, rng):
+    """Stats and input only need matching padded rows (as on hardware); logical rows may differ."""
+    mesh = open_mesh((1, 1))
+    x = rng.standard_normal((1, 1, 8, 64)).astype(np.float32)
+    tx = _dev(mesh, x, ttnn.float32)
+    stats = ttnn.rms_norm_pre_all_gather(tx, dtype=ttnn.float32)
+    full_rows = ttnn.pad(ttnn.to_layout(stats, ttnn.ROW_MAJOR_LAYOUT), [(0, 24), (0, 0)], 0.0)
+    full_rows = ttnn.to_layout(full_rows, ttnn.TILE_LAYOUT)
+    assert full_rows.shape == (1, 1, 32, 32)
+    for st in (stats, full_rows):
+        y = ttnn.rms_norm_post_all_gather(tx, st, epsilon=1e-5)
+        _check(_rms_ref(x), _host(y), ttnn.float32)
+    y = ttnn.rms_norm_post_all_gather(ttnn.pad(tx, [(0, 24), (0, 0)], 0.0), stats, epsilon=1e-5)
+    _check(_rms_ref(x), _host(y)[:, :, :8], ttnn.float32)
 
 
 def test_distributed_norm_errors(open_mesh, rng):
     mesh = open_mesh((1, 2))
     x = _dev(mesh, rng.standard_normal((1, 1, 32, 64)))
-    with pytest.raises(ValidationError, match=r"rms_norm_pre_all_gather: input_tensor rank: expected 4, got 2"):
+    with pytest.raises(
+        ValidationError, match=r"rms_norm_pre_all_gather: input_tensor rank: expected 4, got 2"
+    ):
         ttnn.rms_norm_pre_all_gather(_dev(mesh, np.ones((32, 64))))
     with pytest.raises(ValidationError, match=r"dtype: expected a ttnn.DataType"):
         ttnn.rms_norm_pre_all_gather(x, dtype="bf16")
-    with pytest.raises(ValidationError, match=r"stats: expected a last dim that is a multiple of 64 \(a 64-wide"):
+    with pytest.raises(
+        ValidationError, match=r"stats: expected a last dim that is a multiple of 64 \(a 64-wide"
+    ):
         ttnn.layer_norm_post_all_gather(x, _dev(mesh, np.ones((1, 1, 32, 96))))
     with pytest.raises(ValidationError, match=r"stats: expected padded dims \[1, 1, 32\] \+ \[k·32\]"):
         ttnn.rms_norm_post_all_gather(x, _dev(mesh, np.ones((1, 1, 64, 64))))
-    with pytest.raises(ValidationError, match=r"stats.dtype: expected one of BFLOAT16, FLOAT32, got BFLOAT8_B"):
+    with pytest.raises(
+        ValidationError, match=r"stats.dtype: expected one of BFLOAT16, FLOAT32, got BFLOAT8_B"
+    ):
         ttnn.rms_norm_post_all_gather(x, _dev(mesh, np.ones((1, 1, 32, 64)), ttnn.bfloat8_b))
     with pytest.raises(ValidationError, match=r"dtype: expected a ttnn.DataType"):
         ttnn.rms_norm_post_all_gather(x, _dev(mesh, np.ones((1, 1, 32, 64))), dtype=1)
     with pytest.raises(ValidationError, match=r"weight: expected a \[64\]"):
-        ttnn.rms_norm_post_all_gather(x, _dev(mesh, np.ones((1, 1, 32, 64))), weight=_dev(mesh, np.ones((1, 1, 1, 128))))
+        ttnn.rms_norm_post_all_gather(
+            x, _dev(mesh, np.ones((1, 1, 32, 64))), weight=_dev(mesh, np.ones((1, 1, 1, 128)))
+        )
 
 
 # --- softmax -------------------------------------------------------------------------------------------------
@@ -419,11 +521,16 @@ def test_softmax_numeric_stable_flag_and_memory(open_mesh, rng):
     assert fast.memory_config() == ttnn.L1_MEMORY_CONFIG
     np.testing.assert_allclose(ttnn.to_numpy(fast), ttnn.to_numpy(ttnn.softmax(tx)), rtol=1e-5, atol=1e-7)
     big = _dev(mesh, np.full((1, 1, 32, 32), 200.0), ttnn.float32)
-    assert np.isnan(ttnn.to_numpy(ttnn.softmax(big, numeric_stable=False))).all()  # exp overflows, as on hardware
+    assert np.isnan(
+        ttnn.to_numpy(ttnn.softmax(big, numeric_stable=False))
+    ).all()  # exp overflows, as on hardware
     np.testing.assert_allclose(ttnn.to_numpy(ttnn.softmax(big)), 1 / 32, rtol=1e-6)
     hs = ttnn.to_memory_config(tx, ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
     assert ttnn.softmax(hs).is_sharded()
-    with pytest.raises(ValidationError, match=r"ttnn.softmax: input_tensor: expected an interleaved or height-sharded input, got WIDTH_SHARDED"):
+    with pytest.raises(
+        ValidationError,
+        match=r"ttnn.softmax: input_tensor: expected an interleaved or height-sharded input, got WIDTH_SHARDED",
+    ):
         ttnn.softmax(ttnn.to_memory_config(tx, ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG))
     with pytest.raises(ValidationError, match=r"ttnn.softmax: dim: expected a dim in \[-4, 3\], got 4"):
         ttnn.softmax(tx, 4)

@@ -60,7 +60,7 @@ def test_element_bytes_per_tile(dtype, tile_bytes):
 
 def test_block_float_element_bytes_need_tile_layout():
     assert ttnn.bfloat16.element_bytes(Layout.ROW_MAJOR) == 2
-    with pytest.raises(ValueError, match="TILE"):
+    with pytest.raises(ValueError, match=r"TILE"):
         ttnn.bfloat8_b.element_bytes(Layout.ROW_MAJOR)
 
 
@@ -68,8 +68,10 @@ def test_unary_with_param():
     act = ttnn.UnaryWithParam(ttnn.UnaryOpType.GELU, 1.0)
     assert act.op_type is ttnn.UnaryOpType.GELU and act.param == 1.0
     assert ttnn.UnaryWithParam(ttnn.UnaryOpType.SILU) == ttnn.UnaryWithParam(ttnn.UnaryOpType.SILU)
-    assert hash(ttnn.UnaryWithParam(ttnn.UnaryOpType.SILU)) == hash(ttnn.UnaryWithParam(ttnn.UnaryOpType.SILU))
-    with pytest.raises(TypeError, match="UnaryOpType"):
+    assert hash(ttnn.UnaryWithParam(ttnn.UnaryOpType.SILU)) == hash(
+        ttnn.UnaryWithParam(ttnn.UnaryOpType.SILU)
+    )
+    with pytest.raises(TypeError, match=r"UnaryOpType"):
         ttnn.UnaryWithParam("silu")
 
 
@@ -272,9 +274,9 @@ def test_integer_types_round_trip(dtype, values):
 def test_float_to_integer_truncates_and_rejects_non_finite():
     t = ttnn.from_numpy(np.array([1.7, -1.7, 2.0, -0.2], np.float32), dtype=ttnn.int32)
     np.testing.assert_array_equal(ttnn.to_numpy(t), [1, -1, 2, 0])
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(ValueError, match=r"non-finite"):
         ttnn.from_numpy(np.array([1.0, np.nan], np.float32), dtype=ttnn.int32)
-    with pytest.raises(ValueError, match="non-finite"):
+    with pytest.raises(ValueError, match=r"non-finite"):
         numerics.quantize(np.array([np.inf]), ttnn.uint32)
 
 

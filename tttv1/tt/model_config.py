@@ -475,6 +475,8 @@ class ModelArgs:
         self.max_prefill_chunk_size = min(self.max_prefill_chunk_size, self.max_seq_len)
 
         self.use_qk_fused = False  # the fused Q/K rotary + cache update is not used by this model
+        # LM head output dtype: the generator samples on host from these logits; bf16 keeps greedy ties rare
+        self.lm_head_dtype = ttnn.bfloat16
         self.model_cache_path = None
 
         # optimizations may be a lambda evaluated here, once the model is known (the demo passes one)
@@ -500,6 +502,8 @@ class ModelArgs:
         self.model_config["DECODERS_OPTIMIZATIONS"] = self.optimizations
 
         self.tokenizer = None
+
+        self.qkv_size = self.head_dim * (2 * self.n_kv_heads + self.n_heads)
 
         if mesh_device is not None:  # Avoid issue with test_torch.py not having a device
             self.n_local_heads = self.n_heads // self.num_devices
@@ -652,7 +656,7 @@ class ModelArgs:
             )
             self.model_config["PREFILL_MLP_W1_W3_PRG_CONFIG"] = lambda seq_len: self.matmul_config(
                 m=min(seq_len, self.prefill_len_cutoff),  # 512 if BH, 1024 if WH
-                k=self.dim // self.cluster_shape[0] if self.is_galaxy else self.dim,
+                k=self.dim // self.cluster_shape[1] if self.is_galaxy else self.dim,
                 n=n_mlp_per_device,
                 grid_size=mlp1_3_grid(seq_len),
                 per_core_N=(
@@ -748,7 +752,6 @@ class ModelArgs:
                 lm_head_num_rows = 1
             self.lm_head_num_rows = lm_head_num_rows
             self.max_columns_per_device_lm_head = 128256 // 4 if self.is_galaxy else 128256 // 8
-            self.qkv_size = self.head_dim * (2 * self.n_kv_heads + self.n_heads)
             self.min_kv_prefill_shard_seqlen = (self.tile_size * 8 * 8) / (self.n_kv_heads // self.cluster_shape[1])
 
             # MLP decode: DRAM-sharded matmuls; the core grid must divide both K and N (emulator: no empty shards)
@@ -1139,6 +1142,20 @@ class ModelArgs:
             return self.model_config["FF2_TG_PROGCFG"] if self.dim >= 4096 else None
         return self.model_config["DECODE_MLP_W2_PRG_CONFIG"]
 
+    @lru_cache  # noqa: B019
+    def get_mlp_ff2_minimal_matmul_config(self, seq_len):
+        """Block sizes of the long-prefill w2 matmul: the K block must divide the hidden dim in tiles."""
+        k_tiles = self.hidden_dim // (self.cluster_shape[0] if self.is_galaxy else self.num_devices) // self.tile_size
+        n_tiles = (self.dim // self.cluster_shape[1] if self.is_galaxy else self.dim) // self.tile_size
+        return ttnn.MinimalMatmulConfig(
+            M_block_size=min(8, max(1, min(seq_len, self.prefill_len_cutoff) // self.tile_size // 8)),
+            K_block_size=self.find_largest_divisor(k_tiles, 8),
+            N_block_size=self.find_largest_divisor(n_tiles, 8),
+            subblock_h=1,
+            subblock_w=self.find_largest_divisor(self.find_largest_divisor(n_tiles, 8), 4),
+            compute_with_storage_grid_size=(self.max_grid_size.x, self.max_grid_size.y),
+        )
+
     def get_mlp_ff1_3_mem_config(self, mode, prefetcher):
         if mode == Mode.DECODE and not self.is_galaxy:
             return ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG
@@ -1191,7 +1208,7 @@ class ModelArgs:
     # --- TG attention configs (called from __init__; the same keys get two definitions) -----------------------
 
     def set_tg_attention_config(self):
-        shard_spec_n_cores_grid = ttnn.CoreRangeSet({num_to_corerange(40)})
+        shard_spec_n_cores_grid = num_to_corerange(40)
         self.model_config["CREATE_HEAD_INPUT_MEMCFG"] = (
             None
             if self.dim < 4096

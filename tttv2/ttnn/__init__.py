@@ -49,4 +49,4 @@ else:
     _sys.modules[f"{__name__}.experimental"] = experimental
     _sys.modules[f"{__name__}.transformer"] = transformer
 
-    from ._compat import cluster, install_as_ttnn, uninstall_as_ttnn
+    from ._compat import _ttnn, cluster, install_as_ttnn, uninstall_as_ttnn

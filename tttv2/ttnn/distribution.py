@@ -126,14 +126,27 @@ class TensorToMesh:
                     )
                 nxt.extend(np.split(piece, count, axis=dim))
             pieces = nxt
-        return [np.ascontiguousarray(p) for p in pieces]
+        return [np.ascontiguousarray(p).reshape(p.shape) for p in pieces]  # reshape: 0-d stays 0-d
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(placements={list(self.placements)!r}, distribution_shape={self.distribution_shape!r})"
 
 
+def _check_mesh(owner: str, mesh_device) -> MeshDevice:
+    if not isinstance(mesh_device, MeshDevice):
+        raise ValidationError(f"{owner}: mesh_device must be a MeshDevice, got {type(mesh_device).__name__}")
+    return mesh_device
+
+
+def _flat_shape(owner: str, mesh_device: MeshDevice) -> MeshShape:
+    """All devices of the mesh as one axis."""
+    return MeshShape(_check_mesh(owner, mesh_device).get_num_devices())
+
+
 def ReplicateTensorToMesh(mesh_device: MeshDevice) -> TensorToMesh:
-    return TensorToMesh(mesh_device, (PlacementReplicate(),), MeshShape(mesh_device.get_num_devices()))
+    return TensorToMesh(
+        mesh_device, (PlacementReplicate(),), _flat_shape("ReplicateTensorToMesh", mesh_device)
+    )
 
 
 def replicate_tensor_to_mesh_mapper(mesh_device: MeshDevice) -> TensorToMesh:
@@ -142,7 +155,7 @@ def replicate_tensor_to_mesh_mapper(mesh_device: MeshDevice) -> TensorToMesh:
 
 def ShardTensorToMesh(mesh_device: MeshDevice, dim: int) -> TensorToMesh:
     """Split ``dim`` over all devices of the mesh, in row-major device order."""
-    return TensorToMesh(mesh_device, (PlacementShard(dim),), MeshShape(mesh_device.get_num_devices()))
+    return TensorToMesh(mesh_device, (PlacementShard(dim),), _flat_shape("ShardTensorToMesh", mesh_device))
 
 
 def shard_tensor_to_mesh_mapper(mesh_device: MeshDevice, dim: int) -> TensorToMesh:
@@ -153,6 +166,7 @@ def ShardTensor2dMesh(
     mesh_device: MeshDevice, dims: Sequence[int | None], mesh_shape: Sequence[int] | MeshShape | None = None
 ) -> TensorToMesh:
     """Split ``dims[0]`` over mesh rows and ``dims[1]`` over mesh columns (None replicates along that axis)."""
+    _check_mesh("ShardTensor2dMesh", mesh_device)
     dims = tuple(dims)
     if len(dims) != 2:
         raise ValidationError(f"ShardTensor2dMesh: dims must be a pair, got {dims!r}")
@@ -171,6 +185,7 @@ def ShardTensor2dMesh(
 
 
 def create_mesh_mapper(mesh_device: MeshDevice, config: MeshMapperConfig) -> TensorToMesh:
+    _check_mesh("create_mesh_mapper", mesh_device)
     if not isinstance(config, MeshMapperConfig):
         raise ValidationError(f"create_mesh_mapper: config must be a MeshMapperConfig, got {config!r}")
     shape = config.mesh_shape_override or mesh_device.shape
@@ -224,7 +239,7 @@ class MeshToTensor:
 
 
 def ConcatMeshToTensor(mesh_device: MeshDevice, dim: int) -> MeshToTensor:
-    return MeshToTensor(mesh_device, (dim,), MeshShape(mesh_device.get_num_devices()))
+    return MeshToTensor(mesh_device, (dim,), _flat_shape("ConcatMeshToTensor", mesh_device))
 
 
 def concat_mesh_to_tensor_composer(mesh_device: MeshDevice, dim: int) -> MeshToTensor:
@@ -235,6 +250,7 @@ def ConcatMesh2dToTensor(
     mesh_device: MeshDevice, dims: Sequence[int], mesh_shape: Sequence[int] | MeshShape | None = None
 ) -> MeshToTensor:
     """Concatenate mesh rows along ``dims[0]`` and mesh columns along ``dims[1]``."""
+    _check_mesh("ConcatMesh2dToTensor", mesh_device)
     shape = (
         mesh_shape
         if isinstance(mesh_shape, MeshShape)
@@ -249,6 +265,7 @@ def ConcatMesh2dToTensor(
 
 
 def create_mesh_composer(mesh_device: MeshDevice, config: MeshComposerConfig) -> MeshToTensor:
+    _check_mesh("create_mesh_composer", mesh_device)
     if not isinstance(config, MeshComposerConfig):
         raise ValidationError(f"create_mesh_composer: config must be a MeshComposerConfig, got {config!r}")
     shape = config.mesh_shape_override or mesh_device.shape
@@ -326,7 +343,7 @@ def _build(
         shards = mesh_mapper.map(array)
         topology = mesh_mapper.topology
     else:
-        shards = [np.ascontiguousarray(array)]
+        shards = [np.ascontiguousarray(array).reshape(array.shape)]  # reshape: 0-d stays 0-d
         topology = None
         if device is not None:
             topology = TensorTopology.replicated(device.shape)

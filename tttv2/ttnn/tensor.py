@@ -150,7 +150,9 @@ class Tensor:
                     f"ttnn.Tensor: all shards must have one shape, got {shape} and {shard.shape}"
                 )
         if not quantized:
-            shards = [quantize(s, dtype) for s in shards]
+            # replicated shards are one array object: quantise it once and keep them shared
+            done: dict[int, np.ndarray] = {}
+            shards = [done[id(s)] if id(s) in done else done.setdefault(id(s), quantize(s, dtype)) for s in shards]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
             if shard.flags.writeable:

@@ -199,6 +199,14 @@ def nlp_create_qkv_heads(
     expect(x.shape[1] == 1, op, "input.shape[1]", "1", x.shape[1])
     out_mc = memory_config if memory_config is not None else x.memory_config()
     sharded = x.is_sharded()
+    if kv is not None:
+        expect(
+            kv.is_sharded() == sharded,
+            op,
+            "input_kv",
+            "the same memory layout kind (sharded or interleaved) as input",
+            _layout_of(kv).name,
+        )
     if sharded:
         _check_sharded_create_heads(op, x, kv, nq, nkv, hd, out_mc, transpose_k_heads)
         grid = x.device().compute_with_storage_grid_size()
@@ -221,14 +229,6 @@ def nlp_create_qkv_heads(
             out_mc.memory_layout.name,
         )
         q_mc = kv_mc = out_mc
-    if kv is not None:
-        expect(
-            kv.is_sharded() == sharded,
-            op,
-            "input_kv",
-            "the same memory layout kind (sharded or interleaved) as input",
-            _layout_of(kv).name,
-        )
 
     group = nq // nkv
     qs, ks, vs = [], [], []

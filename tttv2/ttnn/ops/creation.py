@@ -78,7 +78,9 @@ def _make(op: str, array: np.ndarray, dtype, layout, device, memory_config) -> T
 def _fill_array(op: str, shape, fill_value) -> np.ndarray:
     if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
         raise op_error(op, "fill_value", "a number", repr(fill_value))
-    return np.full(_shape(op, shape), fill_value, dtype=np.float64 if isinstance(fill_value, float) else np.int64)
+    return np.full(
+        _shape(op, shape), fill_value, dtype=np.float64 if isinstance(fill_value, float) else np.int64
+    )
 
 
 @ttnn_op("ttnn.full")
@@ -106,7 +108,14 @@ def zeros(
 ) -> Tensor:
     """A tensor of zeros."""
     op = "ttnn.zeros"
-    return _make(op, np.zeros(_shape(op, shape)), dtype or DataType.BFLOAT16, layout or Layout.ROW_MAJOR, device, memory_config)
+    return _make(
+        op,
+        np.zeros(_shape(op, shape)),
+        dtype or DataType.BFLOAT16,
+        layout or Layout.ROW_MAJOR,
+        device,
+        memory_config,
+    )
 
 
 @ttnn_op("ttnn.ones")
@@ -119,7 +128,14 @@ def ones(
 ) -> Tensor:
     """A tensor of ones."""
     op = "ttnn.ones"
-    return _make(op, np.ones(_shape(op, shape)), dtype or DataType.BFLOAT16, layout or Layout.ROW_MAJOR, device, memory_config)
+    return _make(
+        op,
+        np.ones(_shape(op, shape)),
+        dtype or DataType.BFLOAT16,
+        layout or Layout.ROW_MAJOR,
+        device,
+        memory_config,
+    )
 
 
 @ttnn_op("ttnn.empty")
@@ -132,7 +148,14 @@ def empty(
 ) -> Tensor:
     """An uninitialised tensor; the emulator fills it with zeros (hardware leaves whatever was in memory)."""
     op = "ttnn.empty"
-    return _make(op, np.zeros(_shape(op, shape)), dtype or DataType.BFLOAT16, layout or Layout.ROW_MAJOR, device, memory_config)
+    return _make(
+        op,
+        np.zeros(_shape(op, shape)),
+        dtype or DataType.BFLOAT16,
+        layout or Layout.ROW_MAJOR,
+        device,
+        memory_config,
+    )
 
 
 @ttnn_op("ttnn.rand")

@@ -126,20 +126,28 @@ def cast_values(values: np.ndarray, src: DataType, dst: DataType) -> np.ndarray:
     return np.clip(v, info.min, info.max).astype(dst.numpy_dtype)
 
 
+def per_device(fn, *per_device_inputs):
+    """``fn(*inputs_of_device_i)`` for every device; devices whose inputs are the same array objects (replicated
+    tensors share one array) share one result, so replicated work is done once. ``None`` inputs pass through."""
+    n = next(len(lst) for lst in per_device_inputs if lst is not None)
+    cache: dict[tuple, object] = {}
+    out = []
+    for i in range(n):
+        items = tuple(None if lst is None else lst[i] for lst in per_device_inputs)
+        key = tuple(id(item) for item in items)
+        if key not in cache:
+            cache[key] = fn(*items)
+        out.append(cache[key])
+    return out
+
+
 def _shards(t: Tensor, op: str) -> list[np.ndarray]:
     return t.shards(op)
 
 
 def _map(t: Tensor, op: str, fn) -> list[np.ndarray]:
     """Apply ``fn`` once per distinct shard array (replicated shards share one array object)."""
-    cache: dict[int, np.ndarray] = {}
-    out = []
-    for s in _shards(t, op):
-        key = id(s)
-        if key not in cache:
-            cache[key] = fn(s)
-        out.append(cache[key])
-    return out
+    return per_device(fn, _shards(t, op))
 
 
 # --- layout -------------------------------------------------------------------------------------------------
@@ -278,11 +286,19 @@ def reshape(
             raise op_error(op, "padded_shape", f"every dim >= the logical shape {logical}", padded)
         if t.layout is Layout.ROW_MAJOR and padded != logical:
             raise op_error(op, "padded_shape", f"{logical} (ROW_MAJOR tensors carry no padding)", padded)
-        if padded == logical or padded == list(padded_shape_of(logical, t.layout)):
-            padded = None
+    explicit = padded is not None
+    if explicit and (padded == logical or padded == list(padded_shape_of(logical, t.layout))):
+        padded = None  # the default padding: nothing custom to keep
     if logical == list(t.shape) and padded is None and t._padded_shape is None and memory_config is None:
         return t
-    if padded is not None or (math.prod(logical) != t.volume):
+    if math.prod(logical) != t.volume and not explicit:
+        raise op_error(
+            op,
+            "shape",
+            f"a shape with the volume {t.volume} of the input {list(t.shape)} (or a padded_shape for a TILE view)",
+            f"{logical} (volume {math.prod(logical)})",
+        )
+    if padded is not None or math.prod(logical) != t.volume:
         return _reshape_view(op, t, logical, padded, memory_config)
     new_shape = tuple(logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))

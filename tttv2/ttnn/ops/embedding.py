@@ -10,6 +10,7 @@ from ..placement import PlacementReplicate, PlacementShard, TensorTopology
 from ..tensor import Tensor
 from ..types import DataType, Layout, TensorMemoryLayout
 from ._common import expect_tensor, output_like, same_mesh, ttnn_op
+from .data_movement import per_device
 
 __all__ = ["embedding"]
 __experimental__: list[str] = []
@@ -48,14 +49,24 @@ def embedding(
         raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
     for name, t in (("input_tensor", ids), ("weight", table)):
         if t.is_sharded():
-            raise op_error(op, name, "an interleaved tensor (embedding does not read sharded inputs)", t.memory_config().memory_layout.name)
+            raise op_error(
+                op,
+                name,
+                "an interleaved tensor (embedding does not read sharded inputs)",
+                t.memory_config().memory_layout.name,
+            )
     wshape = list(table.shape)
     if len(wshape) < 2 or any(d != 1 for d in wshape[:-2]):
         raise op_error(op, "weight", "a [vocab, dim] or [1, 1, vocab, dim] table", wshape)
     vocab, dim = wshape[-2], wshape[-1]
     ishape = list(ids.shape)
     if len(ishape) > 2 and any(d != 1 for d in ishape[1:-1]):
-        raise op_error(op, "input_tensor", "ids shaped [S], [B, S] or [B, 1, 1, S] (only dims 0 and -1 may exceed 1)", ishape)
+        raise op_error(
+            op,
+            "input_tensor",
+            "ids shaped [S], [B, S] or [B, 1, 1, S] (only dims 0 and -1 may exceed 1)",
+            ishape,
+        )
     out_layout = table.layout if layout is None else layout
     if not isinstance(out_layout, Layout):
         raise op_error(op, "layout", "a ttnn.Layout", repr(layout))
@@ -65,52 +76,87 @@ def embedding(
         raise op_error(op, "dtype", "a ttnn.DataType", repr(dtype))
     if out_layout is Layout.ROW_MAJOR and out_dtype is not natural:
         raise op_error(op, "dtype", f"{natural.name} (only a TILE_LAYOUT output can be cast)", out_dtype.name)
-    if out_layout is Layout.ROW_MAJOR and memory_config is not None and memory_config.memory_layout not in (
-        TensorMemoryLayout.INTERLEAVED,
-        TensorMemoryLayout.HEIGHT_SHARDED,
+    if (
+        out_layout is Layout.ROW_MAJOR
+        and memory_config is not None
+        and memory_config.memory_layout
+        not in (
+            TensorMemoryLayout.INTERLEAVED,
+            TensorMemoryLayout.HEIGHT_SHARDED,
+        )
     ):
-        raise op_error(op, "memory_config", "interleaved or height-sharded for a ROW_MAJOR output", memory_config.memory_layout.name)
-    if padding_idx is not None and (isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer))):
+        raise op_error(
+            op,
+            "memory_config",
+            "interleaved or height-sharded for a ROW_MAJOR output",
+            memory_config.memory_layout.name,
+        )
+    if padding_idx is not None and (
+        isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer))
+    ):
         raise op_error(op, "padding_idx", "an int or None", repr(padding_idx))
     batch = 1 if len(ishape) == 1 else ishape[0]
     seq = ishape[-1]
     out_shape = (seq, dim) if len(ishape) == 1 else (batch, seq, dim)
 
-    shards = []
-    for dev, (id_shard, w_shard) in enumerate(zip(ids.shards(op), table.shards(op))):
+    tokens = {}
+    for dev, id_shard in enumerate(ids.shards(op)):
+        if id(id_shard) in tokens:
+            continue
         raw = np.asarray(id_shard)
         if ids.dtype.is_float and not np.all(raw == np.trunc(raw)):
             raise op_error(op, "input_tensor", "integral token ids", "non-integer values")
         tok = raw.astype(np.int64).reshape(batch, seq)
         pad = np.zeros_like(tok, dtype=bool) if padding_idx is None else tok == padding_idx
-        bad = (tok < 0) | (tok >= vocab)
-        bad &= ~pad
+        bad = ((tok < 0) | (tok >= vocab)) & ~pad
         if bad.any():
             first = int(tok[bad][0])
-            raise op_error(op, "input_tensor", f"token ids in [0, {vocab}) (the weight has {vocab} rows)", f"id {first} on device {dev}")
-        rows = np.asarray(w_shard, dtype=np.float32).reshape(vocab, dim)
-        out = rows[np.where(pad, 0, tok)]
-        if padding_idx is not None:
-            out[pad] = 0.0
-        shards.append(out.reshape(out_shape))
+            raise op_error(
+                op,
+                "input_tensor",
+                f"token ids in [0, {vocab}) (the weight has {vocab} rows)",
+                f"id {first} on device {dev}",
+            )
+        tokens[id(id_shard)] = (np.where(pad, 0, tok), pad)
+
+    def lookup(id_shard, w_shard):
+        tok, pad = tokens[id(id_shard)]
+        out = np.asarray(w_shard, dtype=np.float32).reshape(vocab, dim)[tok]
+        out[pad] = 0.0
+        return out.reshape(out_shape)
+
+    shards = per_device(lookup, ids.shards(op), table.shards(op))
     topology = _output_topology(ids, table, len(out_shape))
     return output_like(
         op, shards, ids, dtype=out_dtype, layout=out_layout, memory_config=memory_config, topology=topology
     )
 
 
-def _output_topology(ids: Tensor, table: Tensor, out_rank: int) -> TensorTopology | None:
+def _output_topology(ids: Tensor, table: Tensor, out_rank: int) -> TensorTopology:
     """Which output dim each mesh axis splits: the batch dim where the ids are split, the embedding dim where
     the table is split by columns (so ``to_torch`` with the matching composer reassembles the result)."""
     id_top, w_top = ids.tensor_topology(), table.tensor_topology()
-    if id_top is None or w_top is None or len(id_top.placements()) != len(w_top.placements()):
-        return None
-    placements = []
-    for pi, pw in zip(id_top.placements(), w_top.placements()):
-        if isinstance(pi, PlacementShard):
-            placements.append(PlacementShard(0))
-        elif isinstance(pw, PlacementShard) and pw.dim in (-1, len(table.shape) - 1):
-            placements.append(PlacementShard(out_rank - 1))
-        else:
-            placements.append(PlacementReplicate())
-    return TensorTopology(id_top.distribution_shape, tuple(placements))
+
+    def mapped(top: TensorTopology, from_ids: bool) -> list:
+        out = []
+        for p in top.placements():
+            if isinstance(p, PlacementShard) and from_ids:
+                out.append(PlacementShard(0))
+            elif isinstance(p, PlacementShard) and p.dim in (-1, len(table.shape) - 1):
+                out.append(PlacementShard(out_rank - 1))
+            else:
+                out.append(PlacementReplicate())
+        return out
+
+    def replicated(top: TensorTopology) -> bool:
+        return all(isinstance(p, PlacementReplicate) for p in top.placements())
+
+    if replicated(id_top):
+        return TensorTopology(w_top.distribution_shape, tuple(mapped(w_top, from_ids=False)))
+    if replicated(w_top) or len(id_top.placements()) != len(w_top.placements()):
+        return TensorTopology(id_top.distribution_shape, tuple(mapped(id_top, from_ids=True)))
+    merged = [
+        pi if isinstance(pi, PlacementShard) else pw
+        for pi, pw in zip(mapped(id_top, True), mapped(w_top, False))
+    ]
+    return TensorTopology(id_top.distribution_shape, tuple(merged))

@@ -303,16 +303,26 @@ def _output_topology(a: Tensor, b: Tensor):
     ta, tb = a.tensor_topology(), b.tensor_topology()
     if ta is None or tb is None:
         return ta
+
+    def on_n(p) -> bool:
+        return isinstance(p, PlacementShard) and p.dim in (-1, len(b.shape) - 1)
+
     placements = list(ta.placements())
     wp = tb.placements()
     if len(wp) == len(placements) and tb.distribution_shape == ta.distribution_shape:
         for i, p in enumerate(wp):
-            if (
-                isinstance(p, PlacementShard)
-                and p.dim in (-1, len(b.shape) - 1)
-                and isinstance(placements[i], PlacementReplicate)
-            ):
+            if on_n(p) and isinstance(placements[i], PlacementReplicate):
                 placements[i] = PlacementShard(-1)
+    elif (
+        all(isinstance(p, PlacementReplicate) for p in placements)
+        and tb.distribution_shape.mesh_size() == ta.distribution_shape.mesh_size()
+        and any(on_n(p) for p in wp)
+    ):
+        # a replicated activation times a weight distributed over another view of the mesh (e.g. a 1-D
+        # ShardTensorToMesh on a 1x8 mesh): the output columns are distributed the way the weight's are
+        return TensorTopology(
+            tb.distribution_shape, tuple(PlacementShard(-1) if on_n(p) else PlacementReplicate() for p in wp)
+        )
     return TensorTopology(ta.distribution_shape, tuple(placements))
 
 

@@ -35,6 +35,7 @@ from ..program_configs import (
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from .data_movement import per_device
 
 __all__ = [
     "layer_norm",
@@ -113,9 +114,9 @@ def _param(op: str, arg: str, value, x: Tensor) -> list[np.ndarray] | None:
     if shape[-1] == width and (
         rows == 1 or (w.layout is Layout.TILE and w.padded_shape[-2] == TILE_SIZE and rows <= TILE_SIZE)
     ):
-        return [np.asarray(s, dtype=np.float32).reshape(rows, width)[0] for s in w.shards(op)]
+        return per_device(lambda s: np.asarray(s, dtype=np.float32).reshape(rows, width)[0], w.shards(op))
     if w.layout is Layout.ROW_MAJOR and shape[-1] == TILE_SIZE and w.volume == padded_width:
-        return [np.asarray(s, dtype=np.float32).reshape(-1)[:width] for s in w.shards(op)]
+        return per_device(lambda s: np.asarray(s, dtype=np.float32).reshape(-1)[:width], w.shards(op))
     raise op_error(
         op,
         arg,
@@ -304,14 +305,14 @@ def _norm(
     gammas = _param(op, "weight", weight, x)
     betas = _param(op, "bias", bias, x)
     out_mem, _ = _sharding(op, x, program_config, memory_config)
-    shards = []
-    for i, xs in enumerate(x.shards(op)):
+
+    def one(xs, rs, g, b):
         v = np.asarray(xs, dtype=np.float32)
-        if r is not None:
-            v = v + np.asarray(r.shards(op)[i], dtype=np.float32)
-        g = None if gammas is None else gammas[i]
-        b = None if betas is None else betas[i]
-        shards.append(_apply_norm(kind, v, g, b, eps))
+        if rs is not None:
+            v = v + np.asarray(rs, dtype=np.float32)
+        return _apply_norm(kind, v, g, b, eps)
+
+    shards = per_device(one, x.shards(op), None if r is None else r.shards(op), gammas, betas)
     return output_like(op, shards, x, memory_config=out_mem)
 
 
@@ -409,16 +410,18 @@ def _pre_all_gather(
             ShardSpec(one_core, (spec.shape[0], width), spec.orientation),
         )
         dtype = DataType.BFLOAT16
-    shards = []
-    for i, xs in enumerate(x.shards(op)):
+
+    def one(xs, rs):
         v = np.asarray(xs, dtype=np.float32)
-        if r is not None:
-            v = v + np.asarray(r.shards(op)[i], dtype=np.float32)
+        if rs is not None:
+            v = v + np.asarray(rs, dtype=np.float32)
         stats = np.zeros((*v.shape[:-1], width), dtype=np.float32)
         stats[..., 0] = np.sum(v * v, axis=-1, dtype=np.float32)
         if kind == _LAYER:
             stats[..., TILE_SIZE] = np.sum(v, axis=-1, dtype=np.float32)
-        shards.append(stats)
+        return stats
+
+    shards = per_device(one, x.shards(op), None if r is None else r.shards(op))
     return output_like(op, shards, x, dtype=dtype, memory_config=out_mem)
 
 
@@ -442,19 +445,19 @@ def _post_all_gather(
     if dtype is not None:
         expect(isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType", repr(dtype))
     same_mesh(op, input_tensor=x, stats=s, weight=weight, bias=bias)
-    per_device = TILE_SIZE * _stat_tiles(kind)
+    stat_width = TILE_SIZE * _stat_tiles(kind)
     if list(s.padded_shape[:-1]) != list(x.padded_shape[:-1]):
         raise op_error(
             op,
             "stats",
-            f"padded dims {list(x.padded_shape[:-1])} + [k·{per_device}] like the input",
+            f"padded dims {list(x.padded_shape[:-1])} + [k·{stat_width}] like the input",
             list(s.padded_shape),
         )
-    if s.shape[-1] % per_device:
+    if s.shape[-1] % stat_width:
         what = (
             "one 32-wide Σx² tile per device" if kind == _RMS else "a 64-wide (Σx², Σx) tile pair per device"
         )
-        raise op_error(op, "stats", f"a last dim that is a multiple of {per_device} ({what})", s.shape[-1])
+        raise op_error(op, "stats", f"a last dim that is a multiple of {stat_width} ({what})", s.shape[-1])
     gammas = _param(op, "weight", weight, x)
     betas = _param(op, "bias", bias, x)
     out_mem, pc = _sharding(op, x, program_config, memory_config, distributed=True)
@@ -462,16 +465,17 @@ def _post_all_gather(
         raise op_error(
             op, "stats", "stats sharded on exactly one core for a sharded input", s.memory_config()
         )
-    n_devices = s.shape[-1] // per_device
+    n_devices = s.shape[-1] // stat_width
     total_width = x.padded_shape[-1] * n_devices
-    shards = []
-    for i, xs in enumerate(x.shards(op)):
+
+    def one(xs, ss, g, b):
         v = np.asarray(xs, dtype=np.float32)
-        st = np.asarray(s.shards(op)[i], dtype=np.float32)
+        st = np.asarray(ss, dtype=np.float32)
+        if st.shape[-2] != v.shape[-2]:  # same padded rows, different logical rows: padding rows hold zeros
+            extra = max(v.shape[-2] - st.shape[-2], 0)
+            st = np.pad(st, [(0, 0)] * (st.ndim - 2) + [(0, extra), (0, 0)])[..., : v.shape[-2], :]
         st = st.reshape(*st.shape[:-1], n_devices, _stat_tiles(kind), TILE_SIZE)
         mean_sq = st[..., 0, :].sum(axis=(-1, -2), dtype=np.float32)[..., None] / np.float32(total_width)
-        g = None if gammas is None else gammas[i]
-        b = None if betas is None else betas[i]
         if kind == _RMS:
             y = v / np.sqrt(mean_sq + np.float32(eps))
         else:
@@ -482,7 +486,9 @@ def _post_all_gather(
             y = y * g
         if b is not None:
             y = y + b
-        shards.append(np.asarray(y, dtype=np.float32))
+        return np.asarray(y, dtype=np.float32)
+
+    shards = per_device(one, x.shards(op), s.shards(op), gammas, betas)
     return output_like(op, shards, x, dtype=dtype or x.dtype, memory_config=out_mem)
 
 
@@ -641,4 +647,4 @@ def softmax(
                 y = e / np.sum(e, axis=-1, keepdims=True)
         return np.ascontiguousarray(np.moveaxis(np.asarray(y, dtype=np.float32), -1, axis))
 
-    return output_like(op, [run(s) for s in x.shards(op)], x, memory_config=memory_config)
+    return output_like(op, per_device(run, x.shards(op)), x, memory_config=memory_config)

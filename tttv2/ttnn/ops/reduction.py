@@ -17,6 +17,7 @@ from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor
 from ..types import DataType, Layout
 from ._common import expect_tensor, output_like, ttnn_op
+from .data_movement import per_device
 
 __all__ = ["argmax", "max", "mean", "min", "std", "sum", "topk", "var"]
 __experimental__: list[str] = []
@@ -76,10 +77,12 @@ def _reduce(
             r = np.squeeze(r, axis=dims)
         return np.asarray(r)
 
-    shards = [run(s) for s in x.shards(op)]
+    shards = per_device(run, x.shards(op))
     if not x.dtype.is_float:
         info = np.iinfo(x.dtype.numpy_dtype)
-        shards = [np.clip(np.rint(s), info.min, info.max).astype(x.dtype.numpy_dtype) for s in shards]
+        shards = per_device(
+            lambda s: np.clip(np.rint(s), info.min, info.max).astype(x.dtype.numpy_dtype), shards
+        )
     return output_like(op, shards, x, memory_config=memory_config)
 
 
@@ -281,7 +284,7 @@ def argmax(
         idx = np.argmax(v, axis=-1)
         return idx[..., None] if keepdim else idx
 
-    shards = [run(s).astype(np.uint32) for s in x.shards(op)]
+    shards = per_device(lambda s: run(s).astype(np.uint32), x.shards(op))
     return output_like(
         op, shards, x, dtype=DataType.UINT32, layout=Layout.ROW_MAJOR, memory_config=memory_config
     )
@@ -322,12 +325,15 @@ def topk(
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= size:
         raise op_error(op, "k", f"an int in [1, {size}] (the size of dim {axis})", repr(k))
     index_dtype = DataType.UINT16 if size <= np.iinfo(np.uint16).max else DataType.UINT32
-    values, indices = [], []
-    for s in x.shards(op):
+
+    def one(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         v = np.moveaxis(np.asarray(s, dtype=np.float32), axis, -1)
         order = np.argsort(-v if largest else v, axis=-1, kind="stable")[..., :k]
-        values.append(np.ascontiguousarray(np.moveaxis(np.take_along_axis(v, order, axis=-1), -1, axis)))
-        indices.append(np.ascontiguousarray(np.moveaxis(order, -1, axis)).astype(index_dtype.numpy_dtype))
+        vals = np.ascontiguousarray(np.moveaxis(np.take_along_axis(v, order, axis=-1), -1, axis))
+        return vals, np.ascontiguousarray(np.moveaxis(order, -1, axis)).astype(index_dtype.numpy_dtype)
+
+    pairs = per_device(one, x.shards(op))
+    values, indices = [p[0] for p in pairs], [p[1] for p in pairs]
     out_values = output_like(op, values, x, memory_config=memory_config)
     out_indices = output_like(op, indices, x, dtype=index_dtype, memory_config=memory_config)
     return out_values, out_indices

@@ -168,6 +168,20 @@ def _check_head_dim(op: str, q: Tensor, k: Tensor, v: Tensor) -> None:
     )
 
 
+def _check_grid(op: str, program_config, q: Tensor) -> None:
+    """The program config's core grid must fit the device's compute grid."""
+    if program_config is None:
+        return
+    grid, device = program_config.compute_with_storage_grid_size, q.device().compute_with_storage_grid_size()
+    expect(
+        grid.x <= device.x and grid.y <= device.y,
+        op,
+        "program_config.compute_with_storage_grid_size",
+        f"a grid within the device's {device.x}x{device.y} cores",
+        f"{grid.x}x{grid.y}",
+    )
+
+
 def _check_prefill_chunks(op: str, program_config, q_len_padded: int, k_len_padded: int | None) -> None:
     if program_config is None:
         return
@@ -246,6 +260,7 @@ def scaled_dot_product_attention(
     window, out_mc = _options(
         op, scale, sliding_window_size, memory_config, program_config, compute_kernel_config
     )
+    _check_grid(op, program_config, q)
     _not_emulated(
         op,
         attention_sink=attention_sink,
@@ -342,6 +357,7 @@ def chunked_scaled_dot_product_attention(
     op = "ttnn.transformer.chunked_scaled_dot_product_attention"
     q, k, v = _qkv(op, input_tensor_q, input_tensor_k, input_tensor_v)
     _, out_mc = _options(op, scale, None, memory_config, program_config, compute_kernel_config)
+    _check_grid(op, program_config, q)
     _not_emulated(op, paged_cache_geometry=paged_cache_geometry)
     expect(
         (chunk_start_idx is None) != (chunk_start_idx_tensor is None),
@@ -574,6 +590,7 @@ def scaled_dot_product_attention_decode(
     window, out_mc = _options(
         op, scale, sliding_window_size, memory_config, program_config, compute_kernel_config
     )
+    _check_grid(op, program_config, q)
     _not_emulated(op, attention_sink=attention_sink)
     users = k.shape[0]
     mask = _decode_checks(op, q, k, v, attn_mask, is_causal, out_mc, users)
@@ -667,6 +684,7 @@ def paged_scaled_dot_product_attention_decode(
     window, out_mc = _options(
         op, scale, sliding_window_size, memory_config, program_config, compute_kernel_config
     )
+    _check_grid(op, program_config, q)
     _not_emulated(op, attention_sink=attention_sink)
     raw = page_table_tensor
     expect(isinstance(raw, Tensor), op, "page_table_tensor", "a ttnn.Tensor", type(raw).__name__)

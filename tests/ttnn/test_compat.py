@@ -1,0 +1,306 @@
+"""Running unmodified ttnn code on the emulator: install_as_ttnn, ttnn.cluster, the pytest option, the backend
+switch, and the op trace."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+from tttv2 import ttnn
+from tttv2.testing import pytest_plugin
+from tttv2.ttnn import ValidationError, _compat
+from tttv2.ttnn import device as device_module
+from tttv2.ttnn.ops._common import _untraced, ttnn_op
+
+TTNN_NAMES = ("ttnn", "ttnn.experimental", "ttnn.transformer", "ttnn.cluster", "ttnn.device", "ttnn._ttnn")
+
+
+@pytest.fixture
+def installed():
+    """install_as_ttnn for one test; uninstalled (and sys.modules checked clean) afterwards."""
+    assert "ttnn" not in sys.modules
+    emulator = ttnn.install_as_ttnn()
+    try:
+        yield emulator
+    finally:
+        ttnn.uninstall_as_ttnn()
+    assert not any(name in sys.modules for name in TTNN_NAMES)
+
+
+def _run(args, env=None, cwd=None):
+    full_env = dict(os.environ)
+    full_env.pop("TTTV2_BACKEND", None)
+    full_env.update(env or {})
+    return subprocess.run(args, capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120)
+
+
+# --- install_as_ttnn ---------------------------------------------------------------------------------------
+
+
+def test_install_as_ttnn(installed, tmp_path):
+    import ttnn as plain
+    import ttnn.experimental
+    import ttnn.transformer
+    from ttnn import experimental
+
+    assert plain is installed is ttnn and plain.IS_TTTV2_EMULATOR
+    assert sys.modules["ttnn.experimental"] is experimental is ttnn.experimental
+    assert hasattr(experimental, "minimal_matmul")
+    assert sys.modules["ttnn.transformer"] is ttnn.transformer
+    import ttnn.device as dev_mod
+
+    assert dev_mod is device_module
+    from ttnn._ttnn.multi_device import MeshDevice
+
+    assert MeshDevice is ttnn.MeshDevice
+    import ttnn._ttnn.tensor as tensor_mod
+
+    t = ttnn.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    tensor_mod.dump_tensor_flatbuffer(str(tmp_path / "t.bin"), t)
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(tensor_mod.load_tensor_flatbuffer(str(tmp_path / "t.bin"))), ttnn.to_numpy(t)
+    )
+    assert ttnn.install_as_ttnn() is plain  # installing twice is harmless
+
+
+def test_uninstall_restores_previous_modules(monkeypatch):
+    previous = types.ModuleType("ttnn.cluster")
+    monkeypatch.setitem(sys.modules, "ttnn.cluster", previous)
+    ttnn.install_as_ttnn()
+    assert sys.modules["ttnn.cluster"] is _compat.cluster
+    ttnn.uninstall_as_ttnn()
+    assert sys.modules["ttnn.cluster"] is previous and "ttnn" not in sys.modules
+    ttnn.uninstall_as_ttnn()  # nothing to undo
+
+
+def test_install_refuses_another_ttnn(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ttnn", types.ModuleType("ttnn"))
+    with pytest.raises(ValidationError, match=r"a different `ttnn` module is already imported"):
+        ttnn.install_as_ttnn()
+    assert "ttnn.experimental" not in sys.modules
+    # another copy of the emulator is fine
+    other = types.ModuleType("ttnn")
+    other.IS_TTTV2_EMULATOR = True
+    monkeypatch.setitem(sys.modules, "ttnn", other)
+    try:
+        assert ttnn.install_as_ttnn() is ttnn
+    finally:
+        ttnn.uninstall_as_ttnn()
+    assert sys.modules["ttnn"] is other
+
+
+# --- ttnn.cluster ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "arch", "expected"),
+    [
+        ((1, 1), None, "N150"),
+        ((1, 2), None, "N300"),
+        ((2, 2), None, "N300_2x2"),
+        ((1, 8), None, "T3K"),
+        ((2, 4), None, "T3K"),
+        ((8, 4), None, "GALAXY"),
+        ((4, 8), None, "GALAXY"),
+        ((1, 3), None, "INVALID"),
+        ((1, 1), ttnn.Arch.BLACKHOLE, "P150"),
+        ((1, 4), ttnn.Arch.BLACKHOLE, "P150_X4"),
+        ((8, 4), ttnn.Arch.BLACKHOLE, "BLACKHOLE_GALAXY"),
+    ],
+)
+def test_cluster_type_follows_the_last_mesh(open_mesh, shape, arch, expected):
+    kwargs = {"arch": arch} if arch else {}
+    open_mesh(shape, **kwargs)
+    assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType[expected]
+
+
+def test_cluster_type_sources(open_mesh, monkeypatch):
+    galaxy = open_mesh((8, 4))
+    open_mesh((1, 1))
+    assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType.N150  # the last opened mesh
+    ttnn.SetDefaultDevice(galaxy)
+    assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType.GALAXY  # the default device wins
+    ttnn.cluster.set_cluster(2)
+    try:
+        assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType.N300
+        ttnn.cluster.set_cluster(8, ttnn.Arch.BLACKHOLE)
+        assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType.P150_X8
+    finally:
+        ttnn.cluster.set_cluster(None)
+    monkeypatch.setattr(device_module, "_default_device", None)
+    monkeypatch.setattr(device_module, "_last_opened", None)
+    assert ttnn.cluster.get_cluster_type() is ttnn.cluster.ClusterType.N150  # nothing opened: one Wormhole
+
+
+# --- the pytest option and the backend switch -----------------------------------------------------------------
+
+PLUGIN_TEST = textwrap.dedent(
+    """
+    import sys
+
+    def test_import_ttnn_is_the_emulator():
+        import ttnn
+        import ttnn.experimental
+
+        assert ttnn.IS_TTTV2_EMULATOR
+        assert ttnn.cluster.get_cluster_type().name == "N150"
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+        t = ttnn.from_numpy(__import__("numpy").ones((2, 32)), layout=ttnn.TILE_LAYOUT, device=mesh)
+        assert ttnn.to_numpy(ttnn.add(t, t))[0, 0] == 2
+        assert "torch" not in sys.modules
+    """
+)
+
+
+def test_pytest_option(tmp_path):
+    (tmp_path / "test_uses_ttnn.py").write_text(PLUGIN_TEST)
+    quiet = [
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:hypothesispytest",
+        "-p",
+        "no:benchmark",
+        "-p",
+        "no:anyio",
+        "-p",
+        "no:pytest_cov",
+    ]
+    base = [sys.executable, "-m", "pytest", "-q", *quiet, "test_uses_ttnn.py"]
+    # the plugin is registered through the package's pytest11 entry point
+    on = _run([*base, "--ttnn-emulator"], cwd=tmp_path)
+    assert on.returncode == 0, on.stdout + on.stderr
+    assert "1 passed" in on.stdout
+    off = _run(base, cwd=tmp_path)
+    assert off.returncode == 1 and "No module named 'ttnn'" in off.stdout
+    # and explicitly with -p when plugin autoloading is off
+    explicit = _run(
+        [*base, "-p", "tttv2.testing.pytest_plugin", "--ttnn-emulator"],
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        cwd=tmp_path,
+    )
+    assert explicit.returncode == 0, explicit.stdout + explicit.stderr
+
+
+def test_pytest_plugin_hooks():
+    added = {}
+
+    class Group:
+        def addoption(self, *names, **kwargs):
+            added[names] = kwargs
+
+    class Parser:
+        def getgroup(self, name):
+            assert name == "tttv2"
+            return Group()
+
+    pytest_plugin.pytest_addoption(Parser())
+    assert added[("--ttnn-emulator",)]["action"] == "store_true"
+
+    class Config:
+        def __init__(self, value):
+            self.value = value
+
+        def getoption(self, name, default=None):
+            return self.value
+
+    pytest_plugin.pytest_configure(Config(False))
+    assert "ttnn" not in sys.modules
+    try:
+        pytest_plugin.pytest_configure(Config(True))
+        assert sys.modules["ttnn"] is ttnn
+    finally:
+        ttnn.uninstall_as_ttnn()
+
+
+@pytest.mark.parametrize(
+    ("backend", "message"),
+    [
+        ("ttnn", "TTTV2_BACKEND=ttnn asks for Tenstorrent's real ttnn package, which is not installed"),
+        ("bogus", "TTTV2_BACKEND must be 'emulator' or 'ttnn', got 'bogus'"),
+    ],
+)
+def test_backend_switch(backend, message):
+    out = _run([sys.executable, "-c", "from tttv2 import ttnn"], env={"TTTV2_BACKEND": backend})
+    assert out.returncode != 0
+    assert "ImportError" in out.stderr and message in out.stderr
+
+
+def test_backend_emulator_is_explicitly_selectable():
+    out = _run(
+        [sys.executable, "-c", "from tttv2 import ttnn; print(ttnn.IS_TTTV2_EMULATOR)"],
+        env={"TTTV2_BACKEND": " Emulator "},
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "True"
+
+
+# --- the op trace --------------------------------------------------------------------------------------------
+
+
+@ttnn_op("ttnn.test_composite")
+def _composite(x):
+    """An op made of other ops: only the outer call belongs in a trace."""
+    return ttnn.multiply(ttnn.add(x, 1.0), x)
+
+
+@ttnn_op("ttnn.test_failing")
+def _failing(x):
+    ttnn.add(x, 1.0)
+    raise RuntimeError("boom")
+
+
+def test_op_trace_records_top_level_ops(open_mesh):
+    mesh = open_mesh((1, 1))
+    a = ttnn.from_numpy(
+        np.ones((1, 1, 32, 64), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    w = ttnn.from_numpy(
+        np.ones((64, 32), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    with ttnn.OpTrace() as outer:
+        h = ttnn.linear(a, w)
+        _composite(h)
+        with ttnn.OpTrace() as inner:
+            _ = h + h  # the operator is recorded as the op it runs
+            ttnn.silu(h)
+        with pytest.raises(RuntimeError, match=r"boom"):
+            _failing(h)
+        ttnn.relu(h)  # the failure did not leave the trace thinking it is inside an op
+        with _untraced():
+            ttnn.neg(h)
+    assert outer.names == [
+        "ttnn.linear",
+        "ttnn.test_composite",
+        "ttnn.add",
+        "ttnn.silu",
+        "ttnn.test_failing",
+        "ttnn.relu",
+    ]
+    assert inner.names == ["ttnn.add", "ttnn.silu"]
+    assert outer.entries[0] == ("ttnn.linear", ((1, 1, 32, 64), (64, 32)))
+    assert outer.entries[2] == ("ttnn.add", ((1, 1, 32, 32), (1, 1, 32, 32)))
+    ttnn.add(h, h)  # outside any trace: nothing recorded, nothing fails
+    assert len(outer.entries) == 6
+    assert (
+        ttnn.linear.op_name == "ttnn.linear"
+        and ttnn.experimental.minimal_matmul.op_name == "ttnn.experimental.minimal_matmul"
+    )
+
+
+def test_common_helpers(open_mesh):
+    from tttv2.ttnn.ops._common import activation_fn, expect_tensor, same_mesh
+
+    mesh = open_mesh((1, 1))
+    t = ttnn.from_numpy(np.zeros((2, 3), np.float32), device=mesh)
+    assert expect_tensor("ttnn.op", "x", t, rank=(2, 3)) is t
+    with pytest.raises(ValidationError, match=r"ttnn\.op: x rank: expected 4, got 2 \(shape \[2, 3\]\)"):
+        expect_tensor("ttnn.op", "x", t, rank=4)
+    assert same_mesh("ttnn.op", a=None, b=None) is None
+    assert activation_fn(None, "ttnn.op")(5) == 5
+    assert activation_fn("relu", "ttnn.op")(np.array([-1.0]))[0] == 0

@@ -1,0 +1,82 @@
+"""``analyze()``: the one entry point shared by the CLI and the refactor codemod."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .engine import Engine, resolve_default_config
+from .errors import TraceError, UsageError
+from .graphing import build
+from .model import Analysis, Skipped
+from .source import Project, common_base
+
+
+def analyze(
+    module_path: str | Path,
+    config_path: str | Path | None = None,
+    *,
+    class_name: str | None = None,
+    entry: str = "forward",
+    follow_helpers: bool = True,
+    auto_config: bool = True,
+    base: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Analysis:
+    """Statically analyse ``module_path`` (a TTTv1 module) against ``config_path`` (its model_config.py).
+
+    Nothing is imported or executed. With ``config_path=None`` and ``auto_config`` the file
+    ``model_config.py`` next to the module is used if it exists. Raises :class:`TraceError` (with
+    ``file:line``) for input that cannot be analysed at all: a missing file, a file that does not parse,
+    a module without a class that has ``entry`` (default ``forward``). Everything else that cannot be
+    understood ends up in ``Analysis.skipped`` and as explicit ``unknown:`` nodes.
+    """
+    started = time.perf_counter()
+    module_path = Path(module_path)
+    if not module_path.is_file():
+        raise UsageError(f"module not found: {module_path}")
+    notes: list[Skipped] = []
+    if config_path is not None:
+        config_path = Path(config_path)
+        if not config_path.is_file():
+            raise UsageError(f"config module not found: {config_path}")
+    elif auto_config:
+        config_path = resolve_default_config(module_path)
+        if config_path is None:
+            notes.append(
+                Skipped(
+                    f"{module_path.name}:1:0",
+                    "model_config.py",
+                    "no config module given and none next to the module: keys and ModelArgs members stay unresolved",
+                    "warning",
+                )
+            )
+    paths = [module_path] + ([config_path] if config_path else [])
+    project = Project(Path(base).resolve() if base else common_base(paths))
+    module = project.load(module_path)
+    config = None
+    if config_path is not None:
+        config = project.load(config_path)
+        if config is module:
+            config = None
+    engine = Engine(project, module, config, class_name=class_name, entry=entry, follow_helpers=follow_helpers,
+                    progress=progress)
+    if config is not None and engine.config_class is None:
+        notes.append(
+            Skipped(f"{config.name}:1:0", "ModelArgs", "no ModelArgs class (or class using self.model_config) found",
+                    "warning")
+        )
+    try:
+        engine.run()
+    except RecursionError as exc:  # pragma: no cover - every recursive step is depth-limited
+        raise TraceError("input nested too deeply to analyse", where=module.name) from exc
+    for path, exc in project.failed.items():
+        notes.append(Skipped(exc.where or project.display(path), project.display(path), f"not analysed: {exc.message}",
+                             "warning"))
+    engine.skipped.extend(notes)
+    elapsed = time.perf_counter() - started
+    return build(engine, {"seconds": round(elapsed, 4)})
+
+
+__all__ = ["TraceError", "UsageError", "analyze"]

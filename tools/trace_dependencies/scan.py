@@ -1,0 +1,445 @@
+"""Pass 1: one walk over each function body recording assignments, branches, calls and config-shaped
+expressions, each with the stack of conditions (guards) it sits under. No roles are resolved here."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .source import SourceFile
+
+GuardKey = tuple[str, str]  # (branch id, arm)
+Guards = tuple[GuardKey, ...]
+
+_TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def loc_of(source: SourceFile, node: ast.AST) -> str:
+    return f"{source.name}:{getattr(node, 'lineno', 1)}:{getattr(node, 'col_offset', 0)}"
+
+
+@dataclass
+class AssignSite:
+    value: ast.expr | None
+    line: int
+    col: int
+    guards: Guards
+    kind: str  # assign | aug | for | comp | with | unpack | walrus | import | def | except | match
+    source: ast.expr | None = None
+    order: int = 0
+    loops: tuple[tuple[ast.expr, ast.expr], ...] = ()
+
+
+@dataclass
+class SubAssign:
+    target: ast.Subscript
+    value: ast.expr | None
+    guards: Guards
+    order: int
+    loops: tuple[tuple[ast.expr, ast.expr], ...]
+    stmt: ast.stmt
+
+
+@dataclass
+class Mutation:
+    call: ast.Call
+    base: ast.expr
+    method: str
+    guards: Guards
+    order: int
+    loops: tuple[tuple[ast.expr, ast.expr], ...]
+
+
+@dataclass
+class BranchSite:
+    id: str
+    construct: str
+    node: ast.AST
+    deciders: list[ast.expr]
+    test_node: ast.AST
+    guards: Guards
+    parent: str | None = None
+
+
+@dataclass
+class CallSite:
+    node: ast.Call
+    guards: Guards
+    order: int
+    in_condition: bool
+
+
+@dataclass
+class ExprSite:
+    node: ast.expr
+    guards: Guards
+    in_condition: bool
+
+
+@dataclass
+class Event:
+    order: int
+    kind: str  # key | attr | mutate | call
+    payload: object
+    guards: Guards
+
+
+@dataclass
+class FuncInfo:
+    """Everything pass 1 recorded about one function, method or lambda."""
+
+    file: SourceFile
+    node: ast.AST  # FunctionDef | AsyncFunctionDef | Lambda
+    qualname: str
+    cls: object | None  # ClassInfo of the defining class for methods
+    parent: FuncInfo | None
+    params: list[str] = field(default_factory=list)
+    defaults: dict[str, ast.expr] = field(default_factory=dict)
+    annotations: dict[str, ast.expr] = field(default_factory=dict)
+    vararg: str | None = None
+    kwarg: str | None = None
+    self_name: str | None = None
+    assigns: dict[str, list[AssignSite]] = field(default_factory=dict)
+    self_assigns: dict[str, list[AssignSite]] = field(default_factory=dict)
+    sub_assigns: list[SubAssign] = field(default_factory=list)
+    mutations: list[Mutation] = field(default_factory=list)
+    calls: list[CallSite] = field(default_factory=list)
+    branches: list[BranchSite] = field(default_factory=list)
+    returns: list[tuple[ast.expr | None, Guards]] = field(default_factory=list)
+    exprs: list[ExprSite] = field(default_factory=list)
+    nested: dict[str, ast.AST] = field(default_factory=dict)
+    lambdas: list[ast.Lambda] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    is_method: bool = False
+    is_property: bool = False
+    decorators: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def id(self) -> str:
+        return f"{self.file.name}:{self.qualname}"
+
+    def loc(self) -> str:
+        return loc_of(self.file, self.node)
+
+
+class Scanner:
+    """Fills one :class:`FuncInfo` by walking its body once."""
+
+    def __init__(self, info: FuncInfo):
+        self.info = info
+        self.order = 0
+        self.loops: tuple[tuple[ast.expr, ast.expr], ...] = ()
+        self.file = info.file
+
+    # -- entry ------------------------------------------------------------------------------------
+    def run(self) -> FuncInfo:
+        node = self.info.node
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        names = [a.arg for a in positional] + [a.arg for a in args.kwonlyargs]
+        self.info.params = names
+        for arg in [*positional, *args.kwonlyargs]:
+            if arg.annotation is not None:
+                self.info.annotations[arg.arg] = arg.annotation
+        defaults = list(args.defaults)
+        for arg, default in zip(positional[len(positional) - len(defaults) :], defaults):
+            self.info.defaults[arg.arg] = default
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+            if default is not None:
+                self.info.defaults[arg.arg] = default
+        self.info.vararg = args.vararg.arg if args.vararg else None
+        self.info.kwarg = args.kwarg.arg if args.kwarg else None
+        if self.info.is_method and positional and not self._is_static():
+            self.info.self_name = positional[0].arg
+        for default in self.info.defaults.values():
+            self.expr(default, (), False, None)
+        if isinstance(node, ast.Lambda):
+            self.info.returns.append((node.body, ()))
+            self.expr(node.body, (), False, None)
+        else:
+            self.block(node.body, ())
+        return self.info
+
+    def _is_static(self) -> bool:
+        return "staticmethod" in self.info.decorators
+
+    # -- statements --------------------------------------------------------------------------------
+    def block(self, body: list[ast.stmt], guards: Guards) -> bool:
+        """Walk statements; returns True if the block always leaves (return/raise/break/continue)."""
+        for stmt in body:
+            guards, done = self.stmt(stmt, guards)
+            if done:
+                return True
+        return False
+
+    def _next(self) -> int:
+        self.order += 1
+        return self.order
+
+    def stmt(self, stmt: ast.stmt, guards: Guards) -> tuple[Guards, bool]:
+        info = self.info
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for deco in stmt.decorator_list:
+                self.expr(deco, guards, False, None)
+            if not isinstance(stmt, ast.ClassDef):
+                info.nested[stmt.name] = stmt
+            self._bind_name(stmt.name, None, stmt, guards, "def")
+            return guards, False
+        if isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                self.expr(stmt.value, guards, False, None)
+            info.returns.append((stmt.value, guards))
+            return guards, True
+        if isinstance(stmt, ast.Assign):
+            self.expr(stmt.value, guards, False, None)
+            for target in stmt.targets:
+                self.bind(target, stmt.value, guards, "assign", stmt)
+            return guards, False
+        if isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                self.expr(stmt.value, guards, False, None)
+                self.bind(stmt.target, stmt.value, guards, "assign", stmt)
+            return guards, False
+        if isinstance(stmt, ast.AugAssign):
+            self.expr(stmt.value, guards, False, None)
+            self.expr_target_reads(stmt.target, guards)
+            self.bind(stmt.target, stmt.value, guards, "aug", stmt)
+            return guards, False
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.expr(stmt.iter, guards, False, None)
+            self.bind(stmt.target, None, guards, "for", stmt, source=stmt.iter)
+            saved = self.loops
+            self.loops = (*self.loops, (stmt.target, stmt.iter))
+            self.block(stmt.body, guards)
+            self.loops = saved
+            self.block(stmt.orelse, guards)
+            return guards, False
+        if isinstance(stmt, ast.While):
+            bid = self.branch("while", stmt, [stmt.test], stmt.test, guards)
+            self.expr(stmt.test, guards, True, bid)
+            self.block(stmt.body, (*guards, (bid, "then")))
+            self.block(stmt.orelse, (*guards, (bid, "else")))
+            return guards, False
+        if isinstance(stmt, ast.If):
+            return self.if_stmt(stmt, guards, "if")
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self.expr(item.context_expr, guards, False, None)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, None, guards, "with", stmt, source=item.context_expr)
+            return guards, self.block(stmt.body, guards)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            body_done = self.block(stmt.body, guards)
+            handlers_done = True
+            for handler in stmt.handlers:
+                if handler.type is not None:
+                    self.expr(handler.type, guards, False, None)
+                if handler.name:
+                    self._bind_name(handler.name, None, handler, guards, "except")
+                handlers_done = self.block(handler.body, guards) and handlers_done
+            else_done = self.block(stmt.orelse, guards)
+            final_done = self.block(stmt.finalbody, guards)
+            return guards, final_done or ((body_done or else_done) and handlers_done and bool(stmt.handlers))
+        if isinstance(stmt, ast.Match):
+            return self.match_stmt(stmt, guards)
+        if isinstance(stmt, ast.Assert):
+            bid = self.branch("assert", stmt, [stmt.test], stmt.test, guards)
+            self.expr(stmt.test, guards, True, bid)
+            if stmt.msg is not None:
+                self.expr(stmt.msg, (*guards, (bid, "else")), False, None)
+            return guards, False
+        if isinstance(stmt, ast.Raise):
+            for part in (stmt.exc, stmt.cause):
+                if part is not None:
+                    self.expr(part, guards, False, None)
+            return guards, True
+        if isinstance(stmt, ast.Expr):
+            self.expr(stmt.value, guards, False, None)
+            return guards, False
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for alias in stmt.names:
+                if alias.name != "*":
+                    name = alias.asname or alias.name.split(".")[0]
+                    self._bind_name(name, None, stmt, guards, "import")
+            return guards, False
+        if isinstance(stmt, ast.Delete):
+            for target in stmt.targets:
+                self.expr(target, guards, False, None)
+            return guards, False
+        if isinstance(stmt, _TERMINATORS):
+            return guards, True
+        return guards, False  # Pass, Global, Nonlocal and anything newer
+
+    def if_stmt(self, stmt: ast.If, guards: Guards, construct: str) -> tuple[Guards, bool]:
+        bid = self.branch(construct, stmt, [stmt.test], stmt.test, guards)
+        self.expr(stmt.test, guards, True, bid)
+        then_done = self.block(stmt.body, (*guards, (bid, "then")))
+        orelse = stmt.orelse
+        else_guards = (*guards, (bid, "else"))
+        if len(orelse) == 1 and isinstance(orelse[0], ast.If) and orelse[0].col_offset == stmt.col_offset:
+            _, else_done = self.if_stmt(orelse[0], else_guards, "elif")
+        else:
+            else_done = self.block(orelse, else_guards)
+        if then_done and else_done:
+            return guards, True
+        if then_done:
+            return else_guards, False
+        if else_done:
+            return (*guards, (bid, "then")), False
+        return guards, False
+
+    def match_stmt(self, stmt: ast.Match, guards: Guards) -> tuple[Guards, bool]:
+        self.expr(stmt.subject, guards, True, None)
+        all_done = bool(stmt.cases)
+        irrefutable = False
+        for case in stmt.cases:
+            deciders: list[ast.expr] = [stmt.subject]
+            if case.guard is not None:
+                deciders.append(case.guard)
+            bid = self.branch("match", case.pattern, deciders, case.pattern, guards)
+            for node in ast.walk(case.pattern):
+                if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                    self._bind_name(node.name, None, node, guards, "match", source=stmt.subject)
+                elif isinstance(node, ast.MatchMapping) and node.rest:
+                    self._bind_name(node.rest, None, node, guards, "match", source=stmt.subject)
+                elif isinstance(node, ast.MatchValue):
+                    self.expr(node.value, guards, True, bid)
+            if case.guard is not None:
+                self.expr(case.guard, guards, True, bid)
+            done = self.block(case.body, (*guards, (bid, "then")))
+            all_done = all_done and done
+            if isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None and case.guard is None:
+                irrefutable = True
+        return guards, all_done and irrefutable
+
+    # -- bindings ----------------------------------------------------------------------------------
+    def bind(self, target, value, guards, kind, stmt, source=None) -> None:
+        info = self.info
+        if isinstance(target, ast.Name):
+            self._bind_name(target.id, value, target, guards, kind, source)
+        elif isinstance(target, ast.Attribute):
+            self.expr(target.value, guards, False, None)
+            if isinstance(target.value, ast.Name) and target.value.id == info.self_name:
+                site = AssignSite(
+                    value, target.lineno, target.col_offset, guards, kind, source, self._next(), self.loops
+                )
+                info.self_assigns.setdefault(target.attr, []).append(site)
+                info.events.append(Event(site.order, "attr", (target.attr, site), guards))
+        elif isinstance(target, ast.Subscript):
+            self.expr(target.value, guards, False, None)
+            self.expr(target.slice, guards, False, None)
+            order = self._next()
+            info.sub_assigns.append(SubAssign(target, value, guards, order, self.loops, stmt))
+            info.events.append(Event(order, "key", info.sub_assigns[-1], guards))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elts)
+            for i, elt in enumerate(elts):
+                if same and not any(isinstance(e, ast.Starred) for e in elts):
+                    self.bind(elt, value.elts[i], guards, kind, stmt, source)
+                else:
+                    self.bind(elt, None, guards, "unpack", stmt, source if value is None else value)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, None, guards, "unpack", stmt, source if value is None else value)
+
+    def _bind_name(self, name, value, node, guards, kind, source=None) -> None:
+        site = AssignSite(
+            value,
+            getattr(node, "lineno", 1),
+            getattr(node, "col_offset", 0),
+            guards,
+            kind,
+            source,
+            self._next(),
+            self.loops,
+        )
+        self.info.assigns.setdefault(name, []).append(site)
+
+    def expr_target_reads(self, target: ast.expr, guards: Guards) -> None:
+        if isinstance(target, (ast.Attribute, ast.Subscript)):
+            self.expr(target, guards, False, None)
+
+    # -- branches ----------------------------------------------------------------------------------
+    def branch(self, construct, node, deciders, test_node, guards, parent=None) -> str:
+        bid = loc_of(self.file, test_node)
+        self.info.branches.append(BranchSite(bid, construct, node, deciders, test_node, guards, parent))
+        return bid
+
+    # -- expressions -------------------------------------------------------------------------------
+    def expr(self, node: ast.AST, guards: Guards, cond: bool, owner: str | None) -> None:
+        """Record interesting sub-expressions of ``node`` (iteratively, so deep nesting cannot overflow)."""
+        info = self.info
+        stack: list[tuple[ast.AST, Guards, bool, str | None]] = [(node, guards, cond, owner)]
+        while stack:
+            node, guards, cond, owner = stack.pop()
+            if isinstance(node, (ast.Constant, ast.Name)) or node is None:
+                continue
+            if isinstance(node, ast.Lambda):
+                info.lambdas.append(node)
+                for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+                    stack.append((default, guards, cond, owner))
+                continue
+            if isinstance(node, ast.IfExp):
+                bid = self.branch("ifexp", node, [node.test], node.test, guards, owner if cond else None)
+                stack.append((node.test, guards, True, bid))
+                stack.append((node.body, (*guards, (bid, "then")), cond, owner))
+                stack.append((node.orelse, (*guards, (bid, "else")), cond, owner))
+                continue
+            if isinstance(node, ast.BoolOp):
+                bid = self.branch("boolop", node, list(node.values[:-1]), node, guards, owner if cond else None)
+                stack.append((node.values[0], guards, cond, owner))
+                rhs = (*guards, (bid, "rhs"))
+                for value in node.values[1:]:
+                    stack.append((value, rhs, cond, owner))
+                continue
+            if isinstance(node, _COMPS):
+                inner = guards
+                for gen in node.generators:
+                    stack.append((gen.iter, inner, cond, owner))
+                    self.bind(gen.target, None, inner, "comp", node, source=gen.iter)
+                    for test in gen.ifs:
+                        bid = self.branch("comprehension-if", test, [test], test, inner)
+                        stack.append((test, inner, True, bid))
+                        inner = (*inner, (bid, "then"))
+                if isinstance(node, ast.DictComp):
+                    stack.append((node.key, inner, cond, owner))
+                    stack.append((node.value, inner, cond, owner))
+                else:
+                    stack.append((node.elt, inner, cond, owner))
+                continue
+            if isinstance(node, ast.NamedExpr):
+                self.bind(node.target, node.value, guards, "walrus", node)
+                stack.append((node.value, guards, cond, owner))
+                continue
+            if isinstance(node, ast.Call):
+                order = self._next()
+                info.calls.append(CallSite(node, guards, order, cond))
+                func = node.func
+                if isinstance(func, ast.Attribute):
+                    if isinstance(func.value, ast.Name) and func.value.id == info.self_name and info.self_name:
+                        info.events.append(Event(order, "call", node, guards))
+                    elif func.attr in ("update", "setdefault", "pop", "clear"):
+                        info.mutations.append(Mutation(node, func.value, func.attr, guards, order, self.loops))
+                        info.events.append(Event(order, "mutate", info.mutations[-1], guards))
+            elif isinstance(node, (ast.Subscript, ast.Attribute)):
+                info.exprs.append(ExprSite(node, guards, cond))
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr_context):
+                    continue
+                stack.append((child, guards, cond, owner))
+
+
+def make_funcinfo(file: SourceFile, node: ast.AST, qualname: str, cls, parent, is_method: bool) -> FuncInfo:
+    decorators = []
+    if not isinstance(node, ast.Lambda):
+        for deco in node.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            decorators.append(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
+    info = FuncInfo(file, node, qualname, cls, parent, is_method=is_method, decorators=decorators)
+    info.is_property = "property" in decorators or "cached_property" in decorators
+    return Scanner(info).run()

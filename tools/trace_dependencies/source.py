@@ -1,0 +1,159 @@
+"""Reading and parsing the analysed files (never importing them) and resolving imports between them."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import TraceError, UsageError
+
+
+@dataclass
+class SourceFile:
+    """One parsed Python file. ``name`` is the display name used in every location (stable across machines)."""
+
+    path: Path
+    name: str
+    text: str
+    tree: ast.Module
+    lines: int
+    imports: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
+
+    def segment(self, node: ast.AST, limit: int = 120) -> str:
+        """Source text of ``node`` on one line, shortened to ``limit`` characters."""
+        try:
+            text = ast.unparse(node)
+        except Exception:  # pragma: no cover - unparse handles every node ast.parse produces
+            text = type(node).__name__
+        text = " ".join(text.split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def read_source(path: Path, name: str) -> SourceFile:
+    """Parse ``path``; raise :class:`TraceError` with ``file:line:col`` if it cannot be read or parsed."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise UsageError(f"file not found: {path}") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=name) from exc
+    try:
+        tree = ast.parse(text, filename=name)
+    except SyntaxError as exc:
+        where = f"{name}:{exc.lineno or 1}:{(exc.offset or 1)}"
+        raise TraceError(f"does not parse: {exc.msg}", where=where) from exc
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise TraceError(f"does not parse: {exc}", where=name) from exc
+    source = SourceFile(path=path, name=name, text=text, tree=tree, lines=text.count("\n") + 1)
+    source.imports = _collect_imports(tree)
+    return source
+
+
+def _collect_imports(tree: ast.Module) -> dict[str, tuple[str, str | None, int]]:
+    """Top-level (and nested) imports: local name -> (module, imported attribute or None, relative level)."""
+    imports: dict[str, tuple[str, str | None, int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    imports[alias.asname] = (alias.name, None, 0)
+                else:
+                    top = alias.name.split(".")[0]
+                    imports.setdefault(top, (top, None, 0))
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                imports[alias.asname or alias.name] = (node.module or "", alias.name, node.level)
+    return imports
+
+
+class Project:
+    """The set of files taking part in one analysis, parsed once each, with display names relative to a base."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.files: dict[Path, SourceFile] = {}
+        self.failed: dict[Path, TraceError] = {}
+
+    def display(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.base).as_posix()
+        except ValueError:
+            return path.name
+
+    def load(self, path: Path) -> SourceFile:
+        path = path.resolve()
+        if path in self.files:
+            return self.files[path]
+        if path in self.failed:
+            raise self.failed[path]
+        try:
+            source = read_source(path, self.display(path))
+        except TraceError as exc:
+            self.failed[path] = exc
+            raise
+        self.files[path] = source
+        return source
+
+    def resolve_module(self, module: str, level: int, importer: Path) -> Path | None:
+        """Find the file for ``module`` as imported from ``importer`` (relative to the importer's folder).
+
+        Absolute dotted names are matched by their tail: ``models.tt_transformers.tt.ccl`` imported from
+        ``.../tt/mlp.py`` resolves to ``.../tt/ccl.py`` when that file exists, so a copied folder of modules
+        works without the original package layout.
+        """
+        here = importer.parent
+        parts = [p for p in module.split(".") if p]
+        if level:
+            base = here
+            for _ in range(level - 1):
+                base = base.parent
+            return _module_file(base, parts)
+        if not parts:
+            return None
+        for start in range(len(parts)):
+            tail = parts[start:]
+            if len(tail) == 1 and len(parts) > 1 and parts[-2] != here.name:
+                continue  # a bare file name only matches when its package is the importer's folder
+            found = _module_file(here, tail)
+            if found is not None:
+                return found
+        ancestor = here
+        for _ in range(6):
+            found = _module_file(ancestor, parts)
+            if found is not None:
+                return found
+            if ancestor.parent == ancestor:
+                break
+            ancestor = ancestor.parent
+        return None
+
+
+def _module_file(base: Path, parts: list[str]) -> Path | None:
+    if not parts:
+        init = base / "__init__.py"
+        return init if init.is_file() else None
+    candidate = base.joinpath(*parts)
+    file = candidate.with_suffix(".py") if candidate.suffix != ".py" else candidate
+    if file.is_file():
+        return file
+    init = candidate / "__init__.py"
+    if init.is_file():
+        return init
+    return None
+
+
+def common_base(paths: list[Path]) -> Path:
+    """The folder that display names are relative to: the common parent of the inputs."""
+    parents = [str(p.resolve().parent) for p in paths]
+    try:
+        return Path(os.path.commonpath(parents))
+    except ValueError:  # pragma: no cover - different drives on Windows
+        return Path(parents[0])
