@@ -165,6 +165,12 @@ class Tensor:
         self._padded_shape = Shape(padded_shape) if padded_shape is not None else None
         self._allocation: _Allocation | None = None
         self._finalizer = None
+        # autograd (tttv2.ttnn.autograd): the node that produced this tensor, and leaf gradient state
+        self._node = None
+        self._output_index = 0
+        self._requires_grad = False
+        self._retains_grad = False
+        self._grad: Tensor | None = None
         if device is None:
             self._memory_config = None
             self._topology = topology
@@ -287,6 +293,66 @@ class Tensor:
         if self._allocation is not None:
             self._allocation.release()
         self._shards = None
+
+    # --- autograd -------------------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """True for leaves marked for gradients and for every tensor computed from them with grad mode on."""
+        return self._requires_grad or self._node is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self._node is not None:
+            raise ValidationError("Tensor.requires_grad: only leaf tensors can be marked; use detach() first")
+        if value and not self._dtype.is_float:
+            raise ValidationError(f"Tensor.requires_grad: only float tensors can require grad, this is {self._dtype.name}")
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, value: bool = True) -> Tensor:
+        self.requires_grad = value
+        return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not isinstance(value, Tensor):
+            raise ValidationError(f"Tensor.grad: expected a ttnn.Tensor or None, got {type(value).__name__}")
+        self._grad = value
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on a non-leaf tensor too."""
+        self._retains_grad = True
+
+    def backward(self, grad: Tensor | None = None, retain_graph: bool = False) -> None:
+        """Backpropagate ``grad`` (default: ones shaped like this tensor) to every leaf that requires grad."""
+        from .autograd.engine import run_backward
+        from .ops.creation import ones_like
+
+        if grad is None:
+            grad = ones_like(self)
+        elif not isinstance(grad, Tensor) or tuple(grad.shape) != tuple(self._shape):
+            got = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
+            raise ValidationError(f"Tensor.backward: grad: expected a tensor of shape {list(self._shape)}, got {got}")
+        run_backward(self, grad, retain_graph=retain_graph)
+
+    def detach(self) -> Tensor:
+        """The same values, cut from the graph (shares the shards)."""
+        out = Tensor(
+            self.shards("Tensor.detach"), self._dtype, self._layout, self._device, self._memory_config,
+            self._topology, padded_shape=self._padded_shape, quantized=True, view_of=self if self._device else None,
+        )
+        return out
 
     # --- movement -------------------------------------------------------------------------------------
     def to(self, device: MeshDevice, memory_config: MemoryConfig | None = None, cq_id: int = 0) -> Tensor:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
 from ..errors import ValidationError, op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
@@ -82,11 +83,16 @@ def ttnn_op(name: str) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             _record(name, args)
+            outermost = getattr(_trace_state, "depth", 0) == 0
             _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
             finally:
                 _trace_state.depth -= 1
+            if outermost:
+                # ops called inside other ops are part of the outer op's backward, never recorded themselves
+                _autograd_record(name, fn, args, kwargs, result)
+            return result
 
         wrapper.op_name = name  # type: ignore[attr-defined]
         return wrapper

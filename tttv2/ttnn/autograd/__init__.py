@@ -1,0 +1,25 @@
+"""``ttnn.autograd``: gradient tracking on ttnn tensors (see engine.py for the design)."""
+
+from .engine import (
+    BackwardContext,
+    Function,
+    FunctionContext,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    register_backward,
+    register_non_differentiable,
+    set_grad_enabled,
+)
+
+__all__ = [
+    "BackwardContext",
+    "Function",
+    "FunctionContext",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "register_backward",
+    "register_non_differentiable",
+    "set_grad_enabled",
+]
