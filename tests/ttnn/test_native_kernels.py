@@ -532,6 +532,27 @@ def test_concurrent_calls_from_python_threads():
         assert_same_bits(quant, expected[1])
 
 
+FORK_SCRIPT = """
+import os, numpy as np
+from tttv2.ttnn import _kernels
+x = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+expected = _kernels.softmax(x)  # starts the worker pool in the parent
+pid = os.fork()
+if pid == 0:  # the child has no worker threads: it must get a pool of its own, not hang
+    os._exit(0 if np.array_equal(_kernels.softmax(x), expected) else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_kernels_work_in_forked_child():
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "0"
+
+
 def test_simd_levels():
     assert LEVELS[0] == "baseline" and native.simd_level() == LEVELS[-1]
     with pytest.raises(ValueError, match="set_simd_level: level must be one of"):

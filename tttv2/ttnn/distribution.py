@@ -544,7 +544,7 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
     mesh = tensor.device()
     if mesh is None:
         return [Tensor([s], tensor.dtype, tensor.layout, None, quantized=True) for s in shards]
-    return [
+    views = [
         Tensor(
             [s],
             tensor.dtype,
@@ -557,6 +557,9 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
         )
         for s, view in zip(shards, _device_views(mesh))
     ]
+    for i, v in enumerate(views):
+        v._view_index = i  # in-place ops on the view (KV-cache fills) write into the owner's shard i
+    return views
 
 
 def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
