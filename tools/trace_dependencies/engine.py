@@ -16,7 +16,7 @@ from . import constants as C
 from .errors import TraceError
 from .index import ClassInfo, ModuleIndex
 from .model import Skipped
-from .scan import BranchSite, FuncInfo, Guards, loc_of
+from .scan import BranchSite, FuncInfo, Guards, _fields, loc_of
 from .source import Project, SourceFile
 
 ARGS = ("args",)
@@ -107,6 +107,15 @@ class Engine:
         self.follow_helpers = follow_helpers
         self.progress = progress or (lambda _msg: None)
         self.indexes: dict[str, ModuleIndex] = {}
+        self._method_cache: dict[tuple[int, str], FuncInfo | None] = {}
+        self._mro_cache: dict[int, list[ClassInfo]] = {}
+        self._import_cache: dict[tuple[str, str], FuncInfo | None] = {}
+        self._self_sites_cache: dict[tuple[int, str], list] = {}
+        self._facts_cache: dict[str, list] = {}
+        self._eval_cache: dict[tuple, object] = {}
+        self._role_cache: dict[int, tuple] = {}
+        self._fact_trees: dict[str, object] = {}
+        self._call_cache: dict[int, tuple[ast.AST, frozenset[str]]] = {}
         self.mindex = self.index(module)
         self.cindex = self.index(config) if config is not None else None
         self.g = nx.DiGraph()
@@ -127,6 +136,7 @@ class Engine:
         self.scan_via: dict[str, tuple[str, ...]] = {}
         self.call_edges: list[CallEdge] = []
         self.module_branches: dict[str, str] = {}  # branch id -> side
+        self.entry_ids: list[str] = []
         self.branch_phase: dict[str, set[str]] = {}
         self.consumer = self._find_consumer(class_name)
         self.config_chain: list[ClassInfo] = self._find_config_class()
@@ -138,6 +148,7 @@ class Engine:
         self._order = 0
         self._callers: dict[str, list] | None = None
         self.param_consts: dict[tuple[str, str], set | None] = {}
+        self._inline: tuple[FuncInfo, set[str]] | None = None
 
     # ================================================================================ files & lookup
     def index(self, source: SourceFile) -> ModuleIndex:
@@ -155,13 +166,27 @@ class Engine:
         return info
 
     def method_info(self, cls: ClassInfo, name: str) -> FuncInfo | None:
+        key = (id(cls), name)
+        if key in self._method_cache:
+            return self._method_cache[key]
+        found = None
         for klass in self.mro(cls):
             info = self.index(klass.file).method(klass, name)
             if info is not None:
-                return self.register(info)
-        return None
+                found = self.register(info)
+                break
+        self._method_cache[key] = found
+        return found
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
+        cached = self._mro_cache.get(id(cls))
+        if cached is not None:
+            return cached
+        chain = self._mro(cls)
+        self._mro_cache[id(cls)] = chain
+        return chain
+
+    def _mro(self, cls: ClassInfo) -> list[ClassInfo]:
         chain, queue, seen = [], [cls], set()
         while queue:
             klass = queue.pop(0)
@@ -197,7 +222,9 @@ class Engine:
             cls = classes[class_name]
             if self.method_info(cls, self.entry) is None:
                 raise TraceError(
-                    f"class {class_name} has no {self.entry}() method", where=cls.loc(), hint="use --entry METHOD"
+                    f"class {class_name} has no {self.entry}() method",
+                    where=cls.loc(),
+                    hint="use --entry METHOD",
                 )
             return cls
         for cls in classes.values():
@@ -221,9 +248,13 @@ class Engine:
             return self.mro(classes["ModelArgs"])
         for cls in classes.values():
             for node in ast.walk(cls.node):
-                if isinstance(node, ast.Attribute) and node.attr == "model_config":
-                    if isinstance(node.value, ast.Name) and node.value.id == "self":
-                        return self.mro(cls)
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "model_config"
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                ):
+                    return self.mro(cls)
         return []
 
     def is_config_class(self, cls: object) -> bool:
@@ -275,14 +306,22 @@ class Engine:
     def local_node(self, info: FuncInfo, name: str) -> str:
         sites = info.assigns[name]
         loc = f"{info.file.name}:{sites[0].line}:{sites[0].col}"
-        return self.node(f"local:{info.id}:{name}", "local", f"{name} ({info.qualname})", loc, payload=("local", info, name))
+        return self.node(
+            f"local:{info.id}:{name}",
+            "local",
+            f"{name} ({info.qualname})",
+            loc,
+            payload=("local", info, name),
+        )
 
     def param_node(self, info: FuncInfo, name: str) -> str | None:
         mapped = self.entry_params.get((info.id, name), NOTHING)
         if mapped is not NOTHING:
             return mapped
         if info.parent is None and info.name == "__init__" and self.is_config_class(info.cls):
-            return self.node(f"arg:{name}", "model_arg", f"{name} (ModelArgs constructor argument)", info.loc())
+            return self.node(
+                f"arg:{name}", "model_arg", f"{name} (ModelArgs constructor argument)", info.loc()
+            )
         category = "param"
         label = f"{name} (param of {info.qualname})"
         if isinstance(info.node, ast.Lambda) and info.file is self.config:
@@ -293,7 +332,7 @@ class Engine:
         nid = self.node(f"param:{info.id}:{name}", category, label, info.loc(), payload=("param", info, name))
         if name in info.defaults or name in (info.vararg, info.kwarg):
             self.g.nodes[nid]["bound"] = True
-        if self.is_mode(ast.Name(id=name), info):
+        if self.is_mode_param(info, name):
             self.g.nodes[nid]["mode_param"] = True
         return nid
 
@@ -307,6 +346,15 @@ class Engine:
         return self.node(nid, "self_attr", f"self.{name} ({cls.name})", loc, payload=("self", cls, name))
 
     def self_sites(self, cls: ClassInfo, name: str) -> list:
+        key = (id(cls), name)
+        cached = self._self_sites_cache.get(key)
+        if cached is not None:
+            return cached
+        out = self._self_sites(cls, name)
+        self._self_sites_cache[key] = out
+        return out
+
+    def _self_sites(self, cls: ClassInfo, name: str) -> list:
         out = []
         for klass in self.mro(cls):
             for mname in klass.methods:
@@ -317,11 +365,14 @@ class Engine:
         return out
 
     def branch_node(self, bid: str) -> str:
+        nid = f"branch:{bid}"
+        if nid in self.g:
+            return nid
         site, info = self.branch_index[bid]
         return self.node(
             f"branch:{bid}",
             "branch",
-            f"{site.construct} {unparse(site.test_node, 60)}",
+            f"{site.construct} {info.file.segment(site.test_node, 60)}",
             bid,
             payload=("branch", site, info),
         )
@@ -329,7 +380,13 @@ class Engine:
     def global_node(self, source: SourceFile, name: str) -> str:
         stmts = self.index(source).globals[name]
         loc = f"{source.name}:{stmts[0].lineno}:{stmts[0].col_offset}"
-        return self.node(f"global:{source.name}:{name}", "global", f"{name} (module {source.name})", loc, payload=("global", source, name))
+        return self.node(
+            f"global:{source.name}:{name}",
+            "global",
+            f"{name} (module {source.name})",
+            loc,
+            payload=("global", source, name),
+        )
 
     def guard_edges(self, target: str, guards: Guards, innermost_only: bool = True) -> None:
         real = [g for g in guards if g[0] in self.branch_index]
@@ -360,30 +417,42 @@ class Engine:
     def role(self, e: ast.AST, info: FuncInfo, depth: int = 0):
         if depth > 24:
             return None
-        if isinstance(e, ast.Name):
+        kind = type(e)
+        if kind is ast.Name:
             return self.role_name(e.id, info, depth)
-        if isinstance(e, ast.Attribute):
-            base = self.role(e.value, info, depth + 1)
-            if base is None:
-                return None
-            kind = base[0]
-            if kind == "args":
-                if e.attr == "model_config":
-                    return MC
-                if e.attr in C.MESH_NAMES:
-                    return MESH
-                if e.attr == "hf_config":
-                    return HFCFG
-                return None
-            if kind == "self":
-                return self.self_attr_role(base[1], e.attr, depth)
-            if kind == "ttnn":
-                return ("ttnn", f"{base[1]}.{e.attr}")
-            if kind == "os" and e.attr == "environ":
-                return ENVIRON
-            if kind == "os" and e.attr == "getenv":
-                return GETENV
+        if kind is ast.Attribute:
+            cached = self._role_cache.get(id(e))
+            if cached is not None and cached[0] is e and cached[1] is info:
+                return cached[2]
+            result = self._role_attribute(e, info, depth)
+            self._role_cache[id(e)] = (e, info, result)
+            return result
+        return self._role_other(e, info, depth)
+
+    def _role_attribute(self, e: ast.Attribute, info: FuncInfo, depth: int):
+        base = self.role(e.value, info, depth + 1)
+        if base is None:
             return None
+        kind = base[0]
+        if kind == "args":
+            if e.attr == "model_config":
+                return MC
+            if e.attr in C.MESH_NAMES:
+                return MESH
+            if e.attr == "hf_config":
+                return HFCFG
+            return None
+        if kind == "self":
+            return self.self_attr_role(base[1], e.attr, depth)
+        if kind == "ttnn":
+            return ("ttnn", f"{base[1]}.{e.attr}")
+        if kind == "os" and e.attr == "environ":
+            return ENVIRON
+        if kind == "os" and e.attr == "getenv":
+            return GETENV
+        return None
+
+    def _role_other(self, e: ast.AST, info: FuncInfo, depth: int):
         if isinstance(e, ast.Call):
             func = e.func
             if isinstance(func, ast.Attribute):
@@ -396,7 +465,7 @@ class Engine:
         if isinstance(e, ast.IfExp):
             a = self.role(e.body, info, depth + 1)
             b = self.role(e.orelse, info, depth + 1)
-            if a == b or b is None and _is_none(e.orelse):
+            if a == b or (b is None and _is_none(e.orelse)):
                 return a
             if a is None and _is_none(e.body):
                 return b
@@ -505,32 +574,47 @@ class Engine:
 
     def _deps(self, e: ast.AST, info: FuncInfo, out: set[str]) -> None:
         stack = [e]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        call_cache = self._call_cache if self._inline is None else {}
         while stack:
-            e = stack.pop()
-            if e is None or isinstance(e, (ast.Constant, *_SKIP_CHILDREN)):
+            e = pop()
+            kind = type(e)
+            if kind is ast.Constant or e is None:
                 continue
-            if isinstance(e, ast.Name):
+            if kind is ast.Name:
                 self._name_dep(e, info, out)
-            elif isinstance(e, ast.Attribute):
-                stack.extend(self._attr_dep(e, info, out))
-            elif isinstance(e, ast.Subscript):
-                stack.extend(self._sub_dep(e, info, out))
-            elif isinstance(e, ast.Call):
-                stack.extend(self._call_dep(e, info, out))
-            elif isinstance(e, ast.Lambda):
+            elif kind is ast.Attribute:
+                extend(self._attr_dep(e, info, out))
+            elif kind is ast.Call:
+                cached = call_cache.get(id(e))
+                if cached is not None and cached[0] is e:
+                    out.update(cached[1])
+                else:
+                    extend(self._call_dep(e, info, out))
+            elif kind is ast.Subscript:
+                extend(self._sub_dep(e, info, out))
+            elif kind is ast.Lambda:
                 out.add(self.func_node(self.nested_info(info, e)))
-            elif isinstance(e, ast.Compare) and self._compare_dep(e, info, out):
+            elif kind is ast.Compare and self._compare_dep(e, info, out):
                 continue
-            elif isinstance(e, ast.IfExp):
-                stack.extend((e.body, e.orelse))
+            elif kind is ast.IfExp:
+                push(e.body)
+                push(e.orelse)
                 self._truth_dep(e.test, info, out, stack)
-            elif isinstance(e, ast.BoolOp):
+            elif kind is ast.BoolOp:
                 for value in e.values:
                     self._truth_dep(value, info, out, stack)
-            elif isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            elif kind is ast.UnaryOp and type(e.op) is ast.Not:
                 self._truth_dep(e.operand, info, out, stack)
+            elif isinstance(e, _SKIP_CHILDREN):
+                continue
             else:
-                stack.extend(ast.iter_child_nodes(e))
+                for field in _fields(kind):
+                    value = getattr(e, field, None)
+                    if type(value) is list:
+                        extend(v for v in value if isinstance(v, ast.AST))
+                    elif isinstance(value, ast.AST):
+                        push(value)
 
     def _truth_dep(self, e: ast.AST, info: FuncInfo, out: set[str], stack: list) -> None:
         """``if mesh_device`` / ``mesh_device and ...`` test whether a device is present."""
@@ -546,6 +630,8 @@ class Engine:
             out.add(self.hw("mesh_device"))
             return
         if role is not None:
+            return
+        if self._inline is not None and self._inline_name(name, info, out):
             return
         kind, owner = self.lookup(name, info)
         if kind == "local":
@@ -565,7 +651,7 @@ class Engine:
             if fn is not None:
                 out.add(self.func_node(fn))
         elif kind == "import":
-            module, attr, level = info.file.imports[name]
+            _module, attr, _level = info.file.imports[name]
             if attr in C.HW_FUNCS:
                 return  # referenced, not called: nothing flows
             target = self.imported_function(info.file, name)
@@ -573,6 +659,12 @@ class Engine:
                 out.add(self.func_node(target))
 
     def imported_function(self, source: SourceFile, name: str) -> FuncInfo | None:
+        key = (source.name, name)
+        if key not in self._import_cache:
+            self._import_cache[key] = self._imported_function(source, name)
+        return self._import_cache[key]
+
+    def _imported_function(self, source: SourceFile, name: str) -> FuncInfo | None:
         module, attr, level = source.imports[name]
         if attr is None:
             return None
@@ -592,7 +684,11 @@ class Engine:
     def _attr_dep(self, e: ast.Attribute, info: FuncInfo, out: set[str]) -> list:
         role = self.role(e.value, info)
         if role is None:
-            if isinstance(e.value, (ast.Name, ast.Attribute)) and e.attr in C.MODE_VALUES and _endswith_mode(e.value):
+            if (
+                isinstance(e.value, (ast.Name, ast.Attribute))
+                and e.attr in C.MODE_VALUES
+                and _endswith_mode(e.value)
+            ):
                 return []  # Mode.DECODE / Mode.PREFILL: constants
             return [e.value]
         kind = role[0]
@@ -622,7 +718,17 @@ class Engine:
             if key is not None:
                 out.add(self.key_node(key))
                 return []
-            out.add(self.unknown(f"dynkey:{loc}", f"model_config[{unparse(e.slice, 40)}]: key is not a constant", loc))
+            keys = self.loop_keys(e.slice, info)
+            if keys:
+                out.update(self.key_node(k) for k in keys)
+                return []
+            out.add(
+                self.unknown(
+                    f"dynkey:{loc}",
+                    f"model_config[{info.file.segment(e.slice, 40)}]: key is not a constant",
+                    loc,
+                )
+            )
             return [e.slice]
         if role == ENVIRON and key is not None:
             out.add(self.env(key, loc))
@@ -639,7 +745,11 @@ class Engine:
         if isinstance(op, (ast.Is, ast.IsNot)) and _is_none(right) and self.role(left, info) == MESH:
             out.add(self.hw("device_present"))
             return True
-        if isinstance(op, (ast.In, ast.NotIn)) and const_str(left) is not None and self.role(right, info) == HFCFG:
+        if (
+            isinstance(op, (ast.In, ast.NotIn))
+            and const_str(left) is not None
+            and self.role(right, info) == HFCFG
+        ):
             out.add(self.hf(const_str(left), loc_of(info.file, e)))
             return True
         return False
@@ -674,7 +784,7 @@ class Engine:
                     return args[1:]
                 out.add(self.unknown(f"env:{loc}", "environment variable with a non-constant name", loc))
                 return args
-            if kind == "os" and name == "getenv" or kind == "getenv":
+            if (kind == "os" and name == "getenv") or kind == "getenv":
                 return self._getenv(e, info, loc, out)
             if kind == "hfcfg":
                 key = const_str(e.args[0]) if e.args else None
@@ -712,7 +822,9 @@ class Engine:
             if name in ("getattr", "hasattr") and len(e.args) >= 2 and self.role(e.args[0], info) == ARGS:
                 attr = const_str(e.args[1])
                 if attr is not None:
-                    out.add(self.attr_node(attr))
+                    if self.config_has(attr) or (name == "getattr" and len(e.args) < 3):
+                        out.add(self.attr_node(attr))
+                    # else: the attribute does not exist, hasattr is False and getattr gives the default
                     return args[2:]
                 out.add(self.unknown(f"getattr:{loc}", "getattr on ModelArgs with a non-constant name", loc))
                 return args
@@ -747,6 +859,12 @@ class Engine:
         return rest
 
     # ================================================================================ callees & binding
+    def config_has(self, name: str) -> bool:
+        """Whether ModelArgs defines ``name`` (attribute, class attribute, property or method)."""
+        if self.config_class is None:
+            return False
+        return bool(self.attr_defs_for(name)) or self.config_method(name) is not None
+
     def config_method(self, name: str) -> FuncInfo | None:
         if self.config_class is None:
             return None
@@ -770,7 +888,9 @@ class Engine:
         if isinstance(value, ast.Name):
             return self.name_callees(value.id, info, depth + 1) or []
         if isinstance(value, ast.IfExp):
-            return self.value_callees(value.body, info, depth + 1) + self.value_callees(value.orelse, info, depth + 1)
+            return self.value_callees(value.body, info, depth + 1) + self.value_callees(
+                value.orelse, info, depth + 1
+            )
         if isinstance(value, ast.Attribute):
             role = self.role(value.value, info)
             if role == ARGS:
@@ -816,6 +936,13 @@ class Engine:
         if memo in self.bound:
             return
         self.bound.add(memo)
+        saved, self._inline = self._inline, None
+        try:
+            self._bind(callee, call, caller, skip_first)
+        finally:
+            self._inline = saved
+
+    def _bind(self, callee: FuncInfo, call: ast.Call, caller: FuncInfo, skip_first: bool) -> None:
         params = list(callee.params)
         if skip_first and params and callee.self_name:
             params = params[1:]
@@ -835,14 +962,22 @@ class Engine:
         double = [k.value for k in call.keywords if k.arg is None]
         where = f"{callee.qualname}() ({callee.loc()})"
         if len(positional) > len(params) and not callee.vararg and starred is None:
-            self.skip(loc, f"call {callee.qualname}()", f"{len(positional)} positional arguments, but {where} takes "
-                      f"{len(params)}", "warning")
+            self.skip(
+                loc,
+                f"call {callee.qualname}()",
+                f"{len(positional)} positional arguments, but {where} takes {len(params)}",
+                "warning",
+            )
         positional_names = {p for p, _ in pairs}
         for pname, value in named.items():
             if pname in callee.params:
                 if pname in positional_names:
-                    self.skip(loc, f"call {callee.qualname}()", f"argument {pname!r} given by position and by keyword "
-                              f"({where})", "warning")
+                    self.skip(
+                        loc,
+                        f"call {callee.qualname}()",
+                        f"argument {pname!r} given by position and by keyword ({where})",
+                        "warning",
+                    )
                 pairs.append((pname, value))
             elif callee.kwarg:
                 pairs.append((callee.kwarg, value))
@@ -861,7 +996,11 @@ class Engine:
                 if pname not in bound_names:
                     for value in ([starred] if starred is not None else []) + double:
                         pairs.append((pname, value))
-            self.skip(loc, f"call {callee.qualname}()", "*args/**kwargs at the call site: bound to every remaining parameter")
+            self.skip(
+                loc,
+                f"call {callee.qualname}()",
+                "*args/**kwargs at the call site: bound to every remaining parameter",
+            )
         for pname, value in pairs:
             target = self.param_node(callee, pname)
             if target is None:
@@ -886,8 +1025,19 @@ class Engine:
                 info = self._class_body_info(klass)
                 value = getattr(stmt, "value", None)
                 self._order += 1
-                site = DefSite(name, "attr", info, value, None, stmt.lineno, stmt.col_offset,
-                               getattr(stmt, "end_lineno", stmt.lineno), (), self._order, "class")
+                site = DefSite(
+                    name,
+                    "attr",
+                    info,
+                    value,
+                    None,
+                    stmt.lineno,
+                    stmt.col_offset,
+                    getattr(stmt, "end_lineno", stmt.lineno),
+                    (),
+                    self._order,
+                    "class",
+                )
                 self.attr_defs.setdefault(name, []).append(site)
         visited: set[str] = set()
         init = self.method_info(cls, "__init__")
@@ -921,7 +1071,9 @@ class Engine:
             self.funcs[key] = info
         return self.funcs[key]
 
-    def _walk(self, info: FuncInfo, prefix: Guards, via: tuple[str, ...], visited: set[str], stack=()) -> None:
+    def _walk(
+        self, info: FuncInfo, prefix: Guards, via: tuple[str, ...], visited: set[str], stack=()
+    ) -> None:
         visited.add(info.qualname)
         stack = (*stack, info.qualname)
         for event in sorted(info.events, key=lambda ev: ev.order):
@@ -930,8 +1082,20 @@ class Engine:
                 name, site = event.payload
                 self._order += 1
                 end = site.line
-                d = DefSite(name, "attr", info, site.value, site.source, site.line, site.col, end, guards, self._order,
-                            _value_kind(site.value), via=via)
+                d = DefSite(
+                    name,
+                    "attr",
+                    info,
+                    site.value,
+                    site.source,
+                    site.line,
+                    site.col,
+                    end,
+                    guards,
+                    self._order,
+                    _value_kind(site.value),
+                    via=via,
+                )
                 self.attr_defs.setdefault(name, []).append(d)
                 if name == "model_config" and isinstance(site.value, ast.Dict):
                     self._dict_defs(site.value, info, guards, via, site.line, site.col, "value")
@@ -943,8 +1107,13 @@ class Engine:
                 call = event.payload
                 target = self.method_info(self.config_class, call.func.attr) if self.config_class else None
                 if target is not None and target.qualname not in stack:
-                    self._walk(target, guards, (*via, f"{info.name}() line {call.lineno} -> {target.name}()"),
-                               visited, stack)
+                    self._walk(
+                        target,
+                        guards,
+                        (*via, f"{info.name}() line {call.lineno} -> {target.name}()"),
+                        visited,
+                        stack,
+                    )
 
     def _key_event(self, sa, info: FuncInfo, guards: Guards, via) -> None:
         if self.role(sa.target.value, info) != MC:
@@ -955,14 +1124,40 @@ class Engine:
         line, col = sa.target.lineno, sa.target.col_offset
         if keys is None:
             self._order += 1
-            d = DefSite("?", "key", info, sa.value, None, line, col, end, guards, self._order, _value_kind(sa.value),
-                        via=via, dynamic=f"model_config[{unparse(sa.target.slice, 60)}]")
+            d = DefSite(
+                "?",
+                "key",
+                info,
+                sa.value,
+                None,
+                line,
+                col,
+                end,
+                guards,
+                self._order,
+                _value_kind(sa.value),
+                via=via,
+                dynamic=f"model_config[{info.file.segment(sa.target.slice, 60)}]",
+            )
             self.dynamic_defs.append(d)
             return
         for key, env in keys:
             self._order += 1
-            d = DefSite(key, "key", info, sa.value, None, line, col, end, guards, self._order, _value_kind(sa.value),
-                        env=env, via=via)
+            d = DefSite(
+                key,
+                "key",
+                info,
+                sa.value,
+                None,
+                line,
+                col,
+                end,
+                guards,
+                self._order,
+                _value_kind(sa.value),
+                env=env,
+                via=via,
+            )
             self.key_defs.setdefault(key, []).append(d)
 
     def _mutation(self, mut, info: FuncInfo, guards: Guards, via) -> None:
@@ -976,7 +1171,20 @@ class Engine:
             if key is not None:
                 self._order += 1
                 self.key_defs.setdefault(key, []).append(
-                    DefSite(key, "key", info, value, None, line, col, end, guards, self._order, _value_kind(value), via=via)
+                    DefSite(
+                        key,
+                        "key",
+                        info,
+                        value,
+                        None,
+                        line,
+                        col,
+                        end,
+                        guards,
+                        self._order,
+                        _value_kind(value),
+                        via=via,
+                    )
                 )
                 return
         if mut.method != "update":
@@ -992,8 +1200,20 @@ class Engine:
                     if kw.arg:
                         self._order += 1
                         self.key_defs.setdefault(kw.arg, []).append(
-                            DefSite(kw.arg, "key", info, kw.value, None, kw.value.lineno, kw.value.col_offset, end,
-                                    guards, self._order, _value_kind(kw.value), via=via)
+                            DefSite(
+                                kw.arg,
+                                "key",
+                                info,
+                                kw.value,
+                                None,
+                                kw.value.lineno,
+                                kw.value.col_offset,
+                                end,
+                                guards,
+                                self._order,
+                                _value_kind(kw.value),
+                                via=via,
+                            )
                         )
             else:
                 handled = False
@@ -1001,14 +1221,39 @@ class Engine:
             if kw.arg:
                 self._order += 1
                 self.key_defs.setdefault(kw.arg, []).append(
-                    DefSite(kw.arg, "key", info, kw.value, None, kw.value.lineno, kw.value.col_offset, end, guards,
-                            self._order, _value_kind(kw.value), via=via)
+                    DefSite(
+                        kw.arg,
+                        "key",
+                        info,
+                        kw.value,
+                        None,
+                        kw.value.lineno,
+                        kw.value.col_offset,
+                        end,
+                        guards,
+                        self._order,
+                        _value_kind(kw.value),
+                        via=via,
+                    )
                 )
         if not handled:
             self._order += 1
             self.dynamic_defs.append(
-                DefSite("?", "key", info, None, None, line, col, end, guards, self._order, "value", via=via,
-                        dynamic=f"model_config.update({unparse(call.args[0] if call.args else None, 60)})")
+                DefSite(
+                    "?",
+                    "key",
+                    info,
+                    None,
+                    None,
+                    line,
+                    col,
+                    end,
+                    guards,
+                    self._order,
+                    "value",
+                    via=via,
+                    dynamic=f"model_config.update({info.file.segment(call.args[0] if call.args else None, 60)})",
+                )
             )
 
     def _dict_defs(self, d: ast.Dict, info, guards, via, line, col, kind, end=None) -> None:
@@ -1018,8 +1263,20 @@ class Engine:
                 continue
             self._order += 1
             self.key_defs.setdefault(key, []).append(
-                DefSite(key, "key", info, v, None, k.lineno, k.col_offset, end or v.end_lineno or k.lineno, guards,
-                        self._order, _value_kind(v), via=via)
+                DefSite(
+                    key,
+                    "key",
+                    info,
+                    v,
+                    None,
+                    k.lineno,
+                    k.col_offset,
+                    end or v.end_lineno or k.lineno,
+                    guards,
+                    self._order,
+                    _value_kind(v),
+                    via=via,
+                )
             )
 
     def _dictcomp_defs(self, comp: ast.DictComp, info, guards, via, line, col, end) -> bool:
@@ -1046,8 +1303,21 @@ class Engine:
                 value = value.body if test else value.orelse
             self._order += 1
             self.key_defs.setdefault(key, []).append(
-                DefSite(key, "key", info, value, None, comp.key.lineno, comp.key.col_offset, end, guards, self._order,
-                        "comprehension", env=env, via=via)
+                DefSite(
+                    key,
+                    "key",
+                    info,
+                    value,
+                    None,
+                    comp.key.lineno,
+                    comp.key.col_offset,
+                    end,
+                    guards,
+                    self._order,
+                    "comprehension",
+                    env=env,
+                    via=via,
+                )
             )
             produced = True
         return produced or not values
@@ -1071,6 +1341,28 @@ class Engine:
                     out.append((value, env))
                 return out
         return None
+
+    def loop_keys(self, slice_: ast.expr, info: FuncInfo) -> list[str] | None:
+        """Keys of ``mc[k]`` / ``mc[f"{k}_X"]`` where ``k`` loops over a statically known iterable."""
+        names = [n.id for n in ast.walk(slice_) if isinstance(n, ast.Name)]
+        if len(set(names)) != 1:
+            return None
+        kind, owner = self.lookup(names[0], info)
+        if kind != "local":
+            return None
+        sites = owner.assigns[names[0]]
+        if len(sites) != 1 or sites[0].kind not in ("for", "comp") or sites[0].source is None:
+            return None
+        values = self.static_iter(sites[0].source, owner)
+        if not values:
+            return None
+        out = []
+        for item in values:
+            key = const_eval(slice_, {names[0]: item})
+            if not isinstance(key, str):
+                return None
+            out.append(key)
+        return out
 
     def static_iter(self, e: ast.expr, info: FuncInfo, depth: int = 0):
         if depth > 6:
@@ -1110,7 +1402,12 @@ class Engine:
             try:
                 self._expand(nid, payload)
             except RecursionError:
-                self.skip(self.g.nodes[nid].get("loc") or "?", nid, "expression nested too deeply to analyse", "warning")
+                self.skip(
+                    self.g.nodes[nid].get("loc") or "?",
+                    nid,
+                    "expression nested too deeply to analyse",
+                    "warning",
+                )
 
     def _expand(self, nid: str, payload) -> None:
         kind = payload[0]
@@ -1217,7 +1514,9 @@ class Engine:
                     info = self.method_info(klass, mname)
                     for event in info.events if info is not None else ():
                         if event.kind == "call":
-                            self._callers.setdefault(event.payload.func.attr, []).append((info, event.payload))
+                            self._callers.setdefault(event.payload.func.attr, []).append(
+                                (info, event.payload)
+                            )
         return self._callers.get(name, [])
 
     def _module_info(self, source: SourceFile) -> FuncInfo:
@@ -1227,11 +1526,63 @@ class Engine:
         return self.funcs[key]
 
     def _expand_function(self, nid: str, info: FuncInfo) -> None:
-        for value, guards in info.returns:
+        """A function *value* depends on its closure only (self attributes, enclosing locals, globals, keys, env,
+        hardware, the functions it calls), never on its own parameters: those belong to each call site, which
+        adds its arguments' dependencies to the call's result itself. Parameters still receive 'bind' edges from
+        every call site, which classify the branches inside the function."""
+        for dep in self.closure_deps(info):
+            self.edge(dep, nid, "data", info.loc())
+
+    def closure_deps(self, info: FuncInfo) -> set[str]:
+        saved = self._inline
+        self._inline = (info, set())
+        out: set[str] = set()
+        try:
+            for value, guards in info.returns:
+                if value is not None:
+                    self._deps(value, info, out)
+                self._inline_guards(guards, info, out)
+        finally:
+            self._inline = saved
+        return out
+
+    def _inline_guards(self, guards: Guards, owner: FuncInfo, out: set[str]) -> None:
+        fn = self._inline[0] if self._inline else None
+        for bid, _arm in guards:
+            entry = self.branch_index.get(bid)
+            if entry is None:
+                continue
+            site, where = entry
+            if where is fn:
+                for decider in site.deciders:
+                    self._deps(decider, where, out)
+            else:
+                out.add(self.branch_node(bid))
+
+    def _inline_name(self, name: str, info: FuncInfo, out: set[str]) -> bool:
+        """While computing a function's closure: own parameters vanish, own locals are inlined."""
+        fn, seen = self._inline
+        kind, owner = self.lookup(name, info)
+        if owner is not fn:
+            return False
+        if kind == "param":
+            return True
+        if kind != "local":
+            return False
+        if name in seen:
+            return True
+        seen.add(name)
+        for site in owner.assigns[name]:
+            if site.kind == "def" and name in owner.nested:
+                out.add(self.func_node(self.nested_info(owner, owner.nested[name])))
+                continue
+            if site.kind == "import":
+                continue
+            value = site.value if site.value is not None else site.source
             if value is not None:
-                for dep in self.deps(value, info):
-                    self.edge(dep, nid, "data", loc_of(info.file, value))
-            self.guard_edges(nid, guards)
+                self._deps(value, owner, out)
+            self._inline_guards(site.guards, owner, out)
+        return True
 
     def attr_defs_for(self, name: str) -> list[DefSite]:
         self.compose()
@@ -1288,8 +1639,14 @@ class Engine:
         data["resolved"] = True
         data["loc"] = defs[0].loc
         for site in defs:
-            did = self.node(site.id, "definition", f"{key} = {_short_value(site)}", site.loc, payload=("def", site),
-                            key=key)
+            did = self.node(
+                site.id,
+                "definition",
+                f"{key} = {_short_value(site)}",
+                site.loc,
+                payload=("def", site),
+                key=key,
+            )
             self.edge(did, nid, "defines", site.loc)
 
     def _expand_def(self, nid: str, site: DefSite) -> None:
@@ -1350,22 +1707,26 @@ class Engine:
     def is_num_devices(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
         if depth > 10:
             return False
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-            if e.func.attr == "get_num_devices":
-                return True
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "get_num_devices":
+            return True
         if isinstance(e, ast.Attribute):
             role = self.role(e.value, info)
             if role == ARGS and e.attr == "num_devices":
                 return True
             if role is not None and role[0] == "self" and e.attr == "num_devices":
-                return all(self.is_num_devices(s.value, i, depth + 1) for i, s in self.self_sites(role[1], e.attr)
-                           if s.value is not None) and bool(self.self_sites(role[1], e.attr))
+                return all(
+                    self.is_num_devices(s.value, i, depth + 1)
+                    for i, s in self.self_sites(role[1], e.attr)
+                    if s.value is not None
+                ) and bool(self.self_sites(role[1], e.attr))
             return False
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
             if kind == "local":
                 sites = owner.assigns[e.id]
-                return all(s.value is not None and self.is_num_devices(s.value, owner, depth + 1) for s in sites)
+                return all(
+                    s.value is not None and self.is_num_devices(s.value, owner, depth + 1) for s in sites
+                )
             return kind == "param" and e.id == "num_devices"
         return False
 
@@ -1377,33 +1738,67 @@ class Engine:
             return C.MODE_VALUES[e.attr]
         return None
 
+    def is_mode_param(self, info: FuncInfo, name: str) -> bool:
+        ann = info.annotations.get(name)
+        return name in C.MODE_NAMES or (ann is not None and unparse(ann).endswith("Mode"))
+
     def is_mode(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
         if depth > 8:
             return False
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
             if kind == "param":
-                ann = owner.annotations.get(e.id)
-                return e.id in C.MODE_NAMES or (ann is not None and unparse(ann).endswith("Mode"))
+                return self.is_mode_param(owner, e.id)
             if kind == "local":
+                if e.id in owner.params and self.is_mode_param(owner, e.id):
+                    return True  # e.g. ``mode = Mode(mode)`` normalising a string mode
                 sites = owner.assigns[e.id]
-                return bool(sites) and all(s.value is not None and self.is_mode(s.value, owner, depth + 1) for s in sites)
+                return bool(sites) and all(
+                    s.value is not None and self.is_mode(s.value, owner, depth + 1) for s in sites
+                )
             return False
+        if isinstance(e, ast.Call) and len(e.args) == 1 and _endswith_mode(e.func):
+            return self.is_mode(e.args[0], info, depth + 1)
         if isinstance(e, ast.Attribute) and e.attr in C.MODE_NAMES:
             role = self.role(e.value, info)
             return role is not None and role[0] == "self"
         return False
 
-    def mesh_shape_expr(self, e: ast.AST, info: FuncInfo) -> bool:
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("list", "tuple") and e.args:
+    def mesh_shape_expr(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
+        """``mesh_device.shape`` / ``list(mesh_device.shape)`` / a local alias of either / ``args.cluster_shape``."""
+        if depth > 6:
+            return False
+        if (
+            isinstance(e, ast.Call)
+            and isinstance(e.func, ast.Name)
+            and e.func.id in ("list", "tuple")
+            and e.args
+        ):
             e = e.args[0]
-        return isinstance(e, ast.Attribute) and e.attr == "shape" and self.role(e.value, info) == MESH
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind == "local":
+                sites = owner.assigns[e.id]
+                return all(
+                    s.value is not None and self.mesh_shape_expr(s.value, owner, depth + 1) for s in sites
+                )
+            return False
+        if isinstance(e, ast.Attribute):
+            role = self.role(e.value, info)
+            if e.attr == "shape" and role == MESH:
+                return True
+            return e.attr == "cluster_shape" and role == ARGS
+        return False
 
     def facts_of(self, site: BranchSite, info: FuncInfo) -> list[tuple[str, int]]:
         """Topology / mode / model-name facts named in a branch's deciders (with polarity)."""
+        cached = self._facts_cache.get(site.id)
+        if cached is not None:
+            return cached
         out: list[tuple[str, int]] = []
         for decider in site.deciders:
             self._facts(decider, info, 1, out, 0)
+        self._facts_cache[site.id] = out
         return out
 
     def _facts(self, e: ast.AST, info: FuncInfo, pol: int, out: list, depth: int) -> None:
@@ -1425,11 +1820,26 @@ class Engine:
             for a, b in ((left, right), (right, left)):
                 mv = self.mode_value(b)
                 if mv and self.is_mode(a, info):
-                    sign = 1 if isinstance(op, (ast.Eq, ast.Is)) else -1 if isinstance(op, (ast.NotEq, ast.IsNot)) else 0
+                    sign = (
+                        1
+                        if isinstance(op, (ast.Eq, ast.Is))
+                        else -1
+                        if isinstance(op, (ast.NotEq, ast.IsNot))
+                        else 0
+                    )
                     if sign:
                         out.append((f"mode:{mv}", sign * pol))
                     return
-            if isinstance(op, (ast.In, ast.NotIn)) and _is_const(left, 1) and self.mesh_shape_expr(right, info):
+            if isinstance(op, (ast.In, ast.NotIn)) and self.is_mode(left, info):
+                values = {self.mode_value(x) for x in getattr(right, "elts", [])}
+                if len(values) == 1 and None not in values:
+                    out.append((f"mode:{values.pop()}", pol if isinstance(op, ast.In) else -pol))
+                return
+            if (
+                isinstance(op, (ast.In, ast.NotIn))
+                and _is_const(left, 1)
+                and self.mesh_shape_expr(right, info)
+            ):
                 out.append(("mesh_1d", pol if isinstance(op, ast.In) else -pol))
                 return
             if isinstance(op, (ast.Eq, ast.NotEq)) and self.mesh_shape_expr(left, info):
@@ -1442,56 +1852,29 @@ class Engine:
                 return
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "all" and e.args:
             arg = e.args[0]
-            if isinstance(arg, (ast.ListComp, ast.GeneratorExp)) and arg.generators:
-                if self.mesh_shape_expr(arg.generators[0].iter, info):
-                    out.append(("galaxy", pol))
-                    return
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("startswith", "endswith"):
-            if _mentions(e.func.value, C.MODEL_NAME_HINTS):
-                out.append(("model-name", pol))
+            if (
+                isinstance(arg, (ast.ListComp, ast.GeneratorExp))
+                and arg.generators
+                and self.mesh_shape_expr(arg.generators[0].iter, info)
+            ):
+                out.append(("galaxy", pol))
+                return
+        if (
+            isinstance(e, ast.Call)
+            and isinstance(e.func, ast.Attribute)
+            and e.func.attr in ("startswith", "endswith")
+            and _mentions(e.func.value, C.MODEL_NAME_HINTS)
+        ):
+            out.append(("model-name", pol))
 
     def _is_model_name_check(self, e: ast.Compare) -> bool:
         parts = [e.left, *e.comparators]
         has_str = any(const_str(p) is not None or _is_str_seq(p) for p in parts)
         return has_str and any(_mentions(p, C.MODEL_NAME_HINTS) for p in parts)
 
-    def eval_facts(self, e: ast.AST, info: FuncInfo, assume: dict[str, object], depth: int = 0):
+    def eval_facts(self, e: ast.AST, info: FuncInfo, assume: dict[str, object]):
         """Three-valued evaluation of a condition under assumptions {"mode": ..., "galaxy": bool}."""
-        if depth > 30:
-            return None
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
-            v = self.eval_facts(e.operand, info, assume, depth + 1)
-            return None if v is None else not v
-        if isinstance(e, ast.BoolOp):
-            vals = [self.eval_facts(v, info, assume, depth + 1) for v in e.values]
-            if isinstance(e.op, ast.And):
-                if any(v is False for v in vals):
-                    return False
-                return True if all(v is True for v in vals) else None
-            if any(v is True for v in vals):
-                return True
-            return False if all(v is False for v in vals) else None
-        known = self._const_compare(e, info)
-        if known is not None:
-            return known
-        facts: list[tuple[str, int]] = []
-        self._facts(e, info, 1, facts, 0)
-        if len(facts) != 1:
-            return None
-        fact, pol = facts[0]
-        galaxy = assume.get("galaxy")
-        value = None
-        if fact == "galaxy" and galaxy is not None:
-            value = bool(galaxy)
-        elif fact.startswith("mode:") and assume.get("mode"):
-            value = fact[5:] == assume["mode"]
-        elif fact == "mesh_1d" and galaxy is not None:
-            value = not galaxy
-        elif fact == "single_device" and galaxy:
-            value = False
-        if value is None:
-            return None
-        return value if pol > 0 else not value
+        return _eval_tree(self.fact_tree(e, info), assume)
 
     def _const_compare(self, e: ast.AST, info: FuncInfo):
         """``param == CONST`` where every call site passes constants: decided if they all agree."""
@@ -1514,15 +1897,49 @@ class Engine:
         result = results.pop()
         return result if isinstance(e.ops[0], ast.Eq) else not result
 
+    def branch_value(self, bid: str, assume: dict[str, object]):
+        """True / False / None: what a branch's test evaluates to under the assumptions (cached). The test is
+        compiled once into a small tree of facts, which is then cheap to evaluate for every assumption."""
+        key = (bid, assume.get("mode"), assume.get("galaxy"))
+        if key in self._eval_cache:
+            return self._eval_cache[key]
+        tree = self._fact_trees.get(bid, NOTHING)
+        if tree is NOTHING:
+            entry = self.branch_index.get(bid)
+            tree = None
+            if entry is not None and entry[0].construct != "match":
+                tree = self.fact_tree(entry[0].deciders[0], entry[1])
+            self._fact_trees[bid] = tree
+        value = _eval_tree(tree, assume)
+        self._eval_cache[key] = value
+        return value
+
+    def fact_tree(self, e: ast.AST, info: FuncInfo, depth: int = 0):
+        """The test as ("and"|"or", [trees]) / ("not", tree) / ("const", bool) / ("fact", name, polarity) / None."""
+        if depth > 30:
+            return None
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            inner = self.fact_tree(e.operand, info, depth + 1)
+            return None if inner is None else ("not", inner)
+        if isinstance(e, ast.BoolOp):
+            return (
+                "and" if isinstance(e.op, ast.And) else "or",
+                [self.fact_tree(v, info, depth + 1) for v in e.values],
+            )
+        known = self._const_compare(e, info)
+        if known is not None:
+            return ("const", known)
+        facts: list[tuple[str, int]] = []
+        self._facts(e, info, 1, facts, 0)
+        if len(facts) != 1:
+            return None
+        return ("fact", facts[0][0], facts[0][1])
+
     def guard_possible(self, guards: Guards, assume: dict[str, object]) -> bool:
         for bid, arm in guards:
-            entry = self.branch_index.get(bid)
-            if entry is None or arm not in ("then", "else"):
+            if arm not in ("then", "else"):
                 continue
-            site, info = entry
-            if site.construct == "match":
-                continue
-            value = self.eval_facts(site.deciders[0], info, assume)
+            value = self.branch_value(bid, assume)
             if value is None:
                 continue
             if (arm == "then") != value:
@@ -1537,6 +1954,7 @@ class Engine:
         if init is not None:
             self._set_entry_params(init, construction=True)
         self._set_entry_params(entry, construction=False)
+        self.entry_ids = [info.id for info in (init, entry) if info is not None]
         queue: deque[tuple[FuncInfo, str, tuple[str, ...]]] = deque()
         if init is not None:
             queue.append((init, "construction", ()))
@@ -1563,7 +1981,7 @@ class Engine:
         self.expand_all()
 
     def _set_entry_params(self, info: FuncInfo, construction: bool) -> None:
-        for name in info.params:
+        for name in [*info.params, *(n for n in (info.vararg, info.kwarg) if n)]:
             if name == info.self_name:
                 continue
             key = (info.id, name)
@@ -1580,10 +1998,14 @@ class Engine:
                     cat = "module_arg"
                     label = f"{name} ({self.consumer.name} constructor argument)"
                     self.entry_params[key] = self.node(f"module:{name}", cat, label, info.loc())
-            elif self.is_mode(ast.Name(id=name), info):
-                self.entry_params[key] = self.node("input:mode", "mode", "mode (per-call: decode / prefill)", info.loc())
+            elif self.is_mode_param(info, name):
+                self.entry_params[key] = self.node(
+                    "input:mode", "mode", "mode (per-call: decode / prefill)", info.loc()
+                )
             else:
-                self.entry_params[key] = self.node(f"input:{name}", "input", f"{name} ({self.entry}() input)", info.loc())
+                self.entry_params[key] = self.node(
+                    f"input:{name}", "input", f"{name} ({self.entry}() input)", info.loc()
+                )
 
     def _visit(self, info: FuncInfo, phase: str, via: tuple[str, ...], first: bool):
         """Record branches, config reads, ops and helper calls of one function; return its callees."""
@@ -1600,11 +2022,20 @@ class Engine:
         if record_reads:
             for site in info.exprs:
                 self._read_from_expr(site, info, phase, call_funcs)
+        if first:
+            for site in info.binops:
+                op = _BINOP_OPS.get(type(site.node.op))
+                if op and (self.is_tensor(site.node.left, info) or self.is_tensor(site.node.right, info)):
+                    deps = self.deps(site.node, info)
+                    self._record_op(
+                        op, f"{_BINOP_SYMBOLS[op]} (tensor operator)", site.node, site, info, phase, via, deps
+                    )
         callees: list[tuple[FuncInfo, Guards, str]] = []
-        for call in info.calls:
+        for call in reversed(info.calls):  # inner calls first: outer calls reuse their dependencies
             node = call.node
             loc = loc_of(info.file, node)
             deps = self.deps(node, info)  # also binds parameters of every callee
+            self._call_cache[id(node)] = (node, frozenset(deps))
             if record_reads:
                 self._read_from_call(call, info, phase)
             op = self.op_name(node, info)
@@ -1643,12 +2074,48 @@ class Engine:
                 last = full.rsplit(".", 1)[-1]
                 if last[:1].isupper() or last in C.TTNN_NON_OPS or last in C.HW_FUNCS:
                     return None
-                return full, unparse(func, 60)
+                return full, info.file.segment(func, 60)
             if isinstance(func, ast.Attribute) and func.attr in C.TENSOR_METHOD_OPS:
                 base = self.role(func.value, info)
                 if base is None:
-                    return f"ttnn.Tensor.{func.attr}", unparse(func, 60)
+                    return f"ttnn.Tensor.{func.attr}", info.file.segment(func, 60)
         return None
+
+    def is_tensor(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
+        """Whether ``e`` holds a device tensor: a ttnn op result, a weight made with ttnn.as_tensor/from_torch,
+        or a parameter annotated ``ttnn.Tensor``."""
+        if depth > 6:
+            return False
+        if isinstance(e, ast.Call):
+            if self.op_name(e, info) is not None:
+                return True
+            role = self.role(e.func, info) if isinstance(e.func, (ast.Name, ast.Attribute)) else None
+            return (
+                role is not None
+                and role[0] == "ttnn"
+                and role[1].rsplit(".", 1)[-1] in ("as_tensor", "from_torch")
+            )
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind == "local":
+                return any(
+                    s.value is not None and self.is_tensor(s.value, owner, depth + 1)
+                    for s in owner.assigns[e.id]
+                )
+            if kind == "param":
+                ann = owner.annotations.get(e.id)
+                return ann is not None and unparse(ann).endswith("Tensor")
+            return False
+        if isinstance(e, ast.Attribute):
+            role = self.role(e.value, info)
+            if role is not None and role[0] == "self":
+                return any(
+                    s.value is not None and self.is_tensor(s.value, i, depth + 1)
+                    for i, s in self.self_sites(role[1], e.attr)
+                )
+        if isinstance(e, ast.Subscript):
+            return self.is_tensor(e.value, info, depth + 1)
+        return False
 
     def _record_op(self, name, spelled, node, call, info, phase, via, deps) -> None:
         loc = loc_of(info.file, node)
@@ -1658,11 +2125,32 @@ class Engine:
                 self.edge(dep, nid, "arg", loc)
         self.guard_edges(nid, call.guards)
         self.ops.append(
-            {"op": name, "loc": loc, "function": info.qualname, "spelled": spelled, "phase": phase,
-             "guards": call.guards, "via": via, "func": info.id}
+            {
+                "op": name,
+                "loc": loc,
+                "function": info.qualname,
+                "spelled": spelled,
+                "phase": phase,
+                "guards": call.guards,
+                "via": via,
+                "func": info.id,
+            }
         )
 
-    def _read(self, name, kind, via, node_ast, info, phase, site_guards, in_cond, default=None, called=None, note=None):
+    def _read(
+        self,
+        name,
+        kind,
+        via,
+        node_ast,
+        info,
+        phase,
+        site_guards,
+        in_cond,
+        default=None,
+        called=None,
+        note=None,
+    ):
         loc = loc_of(info.file, node_ast)
         if (loc, name) in self._read_locs:
             return
@@ -1674,9 +2162,21 @@ class Engine:
         else:
             nid = self.method_node(name)
         self.reads.append(
-            {"name": name, "kind": kind, "via": via, "loc": loc, "function": info.qualname, "node": nid,
-             "in_condition": in_cond, "default": default, "called_with": called, "guards": site_guards,
-             "phase": phase, "note": note, "func": info.id}
+            {
+                "name": name,
+                "kind": kind,
+                "via": via,
+                "loc": loc,
+                "function": info.qualname,
+                "node": nid,
+                "in_condition": in_cond,
+                "default": default,
+                "called_with": called,
+                "guards": site_guards,
+                "phase": phase,
+                "note": note,
+                "func": info.id,
+            }
         )
 
     def _read_from_expr(self, site, info: FuncInfo, phase: str, call_funcs) -> None:
@@ -1687,29 +2187,86 @@ class Engine:
                 return
             key = const_str(e.slice)
             call = call_funcs.get(id(e))
-            called = [unparse(a, 40) for a in call.args] if call is not None else None
+            called = [info.file.segment(a, 40) for a in call.args] if call is not None else None
             if key is None:
+                keys = self.loop_keys(e.slice, info)
+                if keys:
+                    for key in keys:
+                        self._read(
+                            key,
+                            "key",
+                            info.file.segment(e, 80),
+                            e,
+                            info,
+                            phase,
+                            site.guards,
+                            site.in_condition,
+                            called=called,
+                            note=f"key from {info.file.segment(e.slice, 30)} over a constant iterable",
+                        )
+                    return
                 loc = loc_of(info.file, e)
-                self.unknown(f"dynkey:{loc}", f"model_config[{unparse(e.slice, 40)}]: key is not a constant", loc)
-                self.skip(loc, f"model_config[{unparse(e.slice, 40)}]", "key is not a constant string", "warning")
+                self.unknown(
+                    f"dynkey:{loc}",
+                    f"model_config[{info.file.segment(e.slice, 40)}]: key is not a constant",
+                    loc,
+                )
+                self.skip(
+                    loc,
+                    f"model_config[{info.file.segment(e.slice, 40)}]",
+                    "key is not a constant string",
+                    "warning",
+                )
                 return
-            self._read(key, "key", unparse(e, 80), e, info, phase, site.guards, site.in_condition, called=called)
+            self._read(
+                key,
+                "key",
+                info.file.segment(e, 80),
+                e,
+                info,
+                phase,
+                site.guards,
+                site.in_condition,
+                called=called,
+            )
         elif isinstance(e, ast.Attribute):
             role = self.role(e.value, info)
             if role != ARGS or e.attr in ("model_config", "get_model_config"):
                 return
             call = call_funcs.get(id(e))
             if call is not None:
-                called = [unparse(a, 40) for a in call.args] + [f"{k.arg}={unparse(k.value, 30)}" for k in call.keywords]
-                self._read(e.attr, "method", unparse(e, 80) + "()", e, info, phase, site.guards, site.in_condition,
-                           called=called)
+                called = [info.file.segment(a, 40) for a in call.args] + [
+                    f"{k.arg}={info.file.segment(k.value, 30)}" for k in call.keywords
+                ]
+                self._read(
+                    e.attr,
+                    "method",
+                    info.file.segment(e, 80) + "()",
+                    e,
+                    info,
+                    phase,
+                    site.guards,
+                    site.in_condition,
+                    called=called,
+                )
                 return
             meth = self.config_method(e.attr)
             if meth is not None and not meth.is_property:
-                self._read(e.attr, "method", unparse(e, 80), e, info, phase, site.guards, site.in_condition,
-                           note="callable passed as a value")
+                self._read(
+                    e.attr,
+                    "method",
+                    info.file.segment(e, 80),
+                    e,
+                    info,
+                    phase,
+                    site.guards,
+                    site.in_condition,
+                    note="callable passed as a value",
+                )
                 return
-            self._read(e.attr, "attr", unparse(e, 80), e, info, phase, site.guards, site.in_condition)
+            self._read(
+                e.attr, "attr", info.file.segment(e, 80), e, info, phase, site.guards, site.in_condition
+            )
 
     def _read_from_call(self, call, info: FuncInfo, phase: str) -> None:
         node = call.node
@@ -1717,16 +2274,90 @@ class Engine:
         if isinstance(func, ast.Attribute) and func.attr == "get" and self.role(func.value, info) == MC:
             key = const_str(node.args[0]) if node.args else None
             if key is not None:
-                default = unparse(node.args[1], 40) if len(node.args) > 1 else "None"
-                self._read(key, "key", unparse(node, 80), node, info, phase, call.guards, call.in_condition,
-                           default=default)
-        elif isinstance(func, ast.Name) and func.id in ("getattr", "hasattr") and len(node.args) >= 2:
-            if self.role(node.args[0], info) == ARGS:
-                attr = const_str(node.args[1])
-                if attr is not None:
-                    default = unparse(node.args[2], 40) if len(node.args) > 2 else None
-                    self._read(attr, "attr", unparse(node, 80), node, info, phase, call.guards, call.in_condition,
-                               default=default, note=f"{func.id}()")
+                default = info.file.segment(node.args[1], 40) if len(node.args) > 1 else "None"
+                self._read(
+                    key,
+                    "key",
+                    info.file.segment(node, 80),
+                    node,
+                    info,
+                    phase,
+                    call.guards,
+                    call.in_condition,
+                    default=default,
+                )
+        elif (
+            isinstance(func, ast.Name)
+            and func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and self.role(node.args[0], info) == ARGS
+        ):
+            attr = const_str(node.args[1])
+            if attr is not None:
+                default = info.file.segment(node.args[2], 40) if len(node.args) > 2 else None
+                self._read(
+                    attr,
+                    "attr",
+                    info.file.segment(node, 80),
+                    node,
+                    info,
+                    phase,
+                    call.guards,
+                    call.in_condition,
+                    default=default,
+                    note=f"{func.id}()",
+                )
+
+
+_BINOP_OPS = {
+    ast.Add: "ttnn.add",
+    ast.Sub: "ttnn.subtract",
+    ast.Mult: "ttnn.multiply",
+    ast.Div: "ttnn.divide",
+    ast.MatMult: "ttnn.matmul",
+}
+_BINOP_SYMBOLS = {
+    "ttnn.add": "+",
+    "ttnn.subtract": "-",
+    "ttnn.multiply": "*",
+    "ttnn.divide": "/",
+    "ttnn.matmul": "@",
+}
+
+
+def _eval_tree(tree, assume: dict[str, object]):
+    """Three-valued evaluation of a fact tree under {"mode": ..., "galaxy": ...}."""
+    if tree is None:
+        return None
+    kind = tree[0]
+    if kind == "const":
+        return tree[1]
+    if kind == "not":
+        value = _eval_tree(tree[1], assume)
+        return None if value is None else not value
+    if kind in ("and", "or"):
+        values = [_eval_tree(t, assume) for t in tree[1]]
+        if kind == "and":
+            if any(v is False for v in values):
+                return False
+            return True if all(v is True for v in values) else None
+        if any(v is True for v in values):
+            return True
+        return False if all(v is False for v in values) else None
+    fact, pol = tree[1], tree[2]
+    galaxy = assume.get("galaxy")
+    value = None
+    if fact == "galaxy" and galaxy is not None:
+        value = bool(galaxy)
+    elif fact.startswith("mode:") and assume.get("mode"):
+        value = fact[5:] == assume["mode"]
+    elif fact == "mesh_1d" and galaxy is not None:
+        value = not galaxy
+    elif fact == "single_device" and galaxy:
+        value = False
+    if value is None:
+        return None
+    return value if pol > 0 else not value
 
 
 def const_eval(e: ast.AST | None, env: dict[str, object]):
@@ -1747,7 +2378,9 @@ def const_eval(e: ast.AST | None, env: dict[str, object]):
         for value in e.values:
             if isinstance(value, ast.Constant):
                 parts.append(str(value.value))
-            elif isinstance(value, ast.FormattedValue) and value.format_spec is None and value.conversion == -1:
+            elif (
+                isinstance(value, ast.FormattedValue) and value.format_spec is None and value.conversion == -1
+            ):
                 inner = const_eval(value.value, env)
                 if inner is NOTHING:
                     return NOTHING
@@ -1789,7 +2422,11 @@ def const_eval(e: ast.AST | None, env: dict[str, object]):
         base = const_eval(e.func.value, env)
         args = [const_eval(a, env) for a in e.args]
         if isinstance(base, str) and not any(a is NOTHING for a in args):
-            if e.func.attr in ("startswith", "endswith") and len(args) == 1 and isinstance(args[0], (str, tuple)):
+            if (
+                e.func.attr in ("startswith", "endswith")
+                and len(args) == 1
+                and isinstance(args[0], (str, tuple))
+            ):
                 return getattr(base, e.func.attr)(args[0])
             if e.func.attr in ("lower", "upper", "strip") and not args:
                 return getattr(base, e.func.attr)()
@@ -1805,7 +2442,11 @@ def _is_const(e: ast.AST, value) -> bool:
 
 
 def _is_str_seq(e: ast.AST) -> bool:
-    return isinstance(e, (ast.List, ast.Tuple, ast.Set)) and bool(e.elts) and all(const_str(x) is not None for x in e.elts)
+    return (
+        isinstance(e, (ast.List, ast.Tuple, ast.Set))
+        and bool(e.elts)
+        and all(const_str(x) is not None for x in e.elts)
+    )
 
 
 def _endswith_mode(e: ast.AST) -> bool:
@@ -1818,7 +2459,9 @@ def _endswith_mode(e: ast.AST) -> bool:
 
 def _mentions(e: ast.AST, hints) -> bool:
     for node in ast.walk(e):
-        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        name = (
+            node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        )
         if name and any(h.lower() in name.lower() for h in hints):
             return True
     return False
@@ -1838,7 +2481,7 @@ def _short_value(site: DefSite) -> str:
     if isinstance(site.value, ast.Lambda):
         params = ", ".join(a.arg for a in site.value.args.args)
         return f"lambda {params}: …"
-    return unparse(site.value, 50)
+    return site.func.file.segment(site.value, 50)
 
 
 def _unique(items: list[FuncInfo]) -> list[FuncInfo]:

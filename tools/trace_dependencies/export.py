@@ -68,7 +68,9 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
     ]
     stats = {k: v for k, v in analysis.stats.items() if k != "seconds"}
     unknowns = [
-        {"id": n["id"], "reason": n.get("reason"), "loc": n.get("loc")} for n in nodes if n["category"] == "unknown"
+        {"id": n["id"], "reason": n.get("reason"), "loc": n.get("loc")}
+        for n in nodes
+        if n["category"] == "unknown"
     ]
     return {
         "schema": "trace-deps",
@@ -142,7 +144,7 @@ def to_dot(analysis: Analysis) -> str:
             )
         lines.append("  }")
     for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1])):
-        style = ' [style=dashed]' if d.get("kind") in ("controls", "nest") else ""
+        style = " [style=dashed]" if d.get("kind") in ("controls", "nest") else ""
         lines.append(f"  {_dot_id(u)} -> {_dot_id(v)}{style};")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -202,14 +204,17 @@ BOX_W, BOX_H, COL_W, ROW_H, PAD = 230, 20, 280, 26, 30
 
 
 def layout(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
-    """Layered left-to-right layout: layer = longest path from a source, rows ordered by barycentres."""
+    """Layered left-to-right layout. Each node goes as far right as its dependants allow (layer = longest chain
+    below minus the longest path to a sink), so roots sit next to what uses them; rows are ordered by
+    barycentres and each column is centred vertically."""
     cond = nx.condensation(g)
     mapping = cond.graph["mapping"]
-    depth = {c: 0 for c in cond.nodes}
-    for c in nx.topological_sort(cond):
+    height = {c: 0 for c in cond.nodes}
+    for c in reversed(list(nx.topological_sort(cond))):
         for succ in cond.successors(c):
-            depth[succ] = max(depth[succ], depth[c] + 1)
-    layer = {n: depth[mapping[n]] for n in g.nodes}
+            height[c] = max(height[c], height[succ] + 1)
+    top = max(height.values(), default=0)
+    layer = {n: top - height[mapping[n]] for n in g.nodes}
     last = max(layer.values(), default=0)
     for n, data in g.nodes(data=True):
         if data.get("category") == "op":
@@ -233,10 +238,12 @@ def layout(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
             members.sort(key=lambda n: (bary(n), n))
             for i, n in enumerate(members):
                 pos[n] = i
+    tallest = max((len(m) for m in layers.values()), default=0)
     coords = {}
     for k, members in layers.items():
+        offset = (tallest - len(members)) * ROW_H / 2
         for i, n in enumerate(members):
-            coords[n] = (PAD + k * COL_W, PAD + 20 + i * ROW_H)
+            coords[n] = (PAD + k * COL_W, PAD + 20 + offset + i * ROW_H)
     return coords
 
 
@@ -277,7 +284,9 @@ def to_svg(analysis: Analysis, interactive: bool = False) -> str:
         x, y = coords[n]
         colour = KIND_COLOURS[node_kind(data)]
         label = html.escape(_shorten(data.get("label", n), 38))
-        title = html.escape(f"{data.get('label', n)}\n{n}\n{data.get('loc') or ''}\nkinds: {', '.join(data.get('kinds') or []) or 'constant'}")
+        title = html.escape(
+            f"{data.get('label', n)}\n{n}\n{data.get('loc') or ''}\nkinds: {', '.join(data.get('kinds') or []) or 'constant'}"
+        )
         rx = 10 if data.get("category") in ("branch",) else 3
         width_attr = 2.2 if data.get("root") else 1
         out.append(
@@ -300,7 +309,9 @@ def _legend() -> str:
         parts.append(f'<rect x="{x}" y="0" width="12" height="12" fill="{_tint(colour)}" stroke="{colour}"/>')
         parts.append(f'<text x="{x + 16}" y="10">{kind}</text>')
         x += 90
-    parts.append(f'<text x="{x}" y="10" fill="#666">dashed: control dependence · thick border: root parameter</text>')
+    parts.append(
+        f'<text x="{x}" y="10" fill="#666">dashed: control dependence · thick border: root parameter</text>'
+    )
     parts.append("</g>")
     return "".join(parts)
 
@@ -320,17 +331,24 @@ def to_html(analysis: Analysis) -> str:
             }
             for n in sorted(g.nodes)
         },
-        "edges": [[u, v, d.get("kind")] for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1]))],
+        "edges": [
+            [u, v, d.get("kind")] for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1]))
+        ],
     }
     payload = json.dumps(data, sort_keys=True).replace("</", "<\\/")
-    title = html.escape(f"trace-deps: {analysis.module}" + (f" + {analysis.config}" if analysis.config else ""))
+    title = html.escape(
+        f"trace-deps: {analysis.module}" + (f" + {analysis.config}" if analysis.config else "")
+    )
     summary = html.escape(
         f"{analysis.stats.get('nodes', 0)} nodes, {analysis.stats.get('edges', 0)} edges, "
         f"{len(analysis.keys_read())} keys read, {len(analysis.branches)} branches"
         + (f" — view: {analysis.assumptions}" if analysis.assumptions else "")
     )
-    return _HTML.replace("__TITLE__", title).replace("__SUMMARY__", summary).replace("__SVG__", svg).replace(
-        "__DATA__", payload
+    return (
+        _HTML.replace("__TITLE__", title)
+        .replace("__SUMMARY__", summary)
+        .replace("__SVG__", svg)
+        .replace("__DATA__", payload)
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import networkx as nx
 
-from .engine import Engine, unparse
+from .engine import Engine
 from .model import (
     CATEGORY_LEVEL,
     KIND_BIT,
@@ -32,8 +32,6 @@ from .model import (
 
 _CHAIN_SKIP = ("fact",)
 _BFS_LIMIT = 20000
-MODES = (None, "decode", "prefill")
-GALAXY = (None, True, False)
 PATHS = {
     "decode/galaxy": ("decode", True),
     "decode/non-galaxy": ("decode", False),
@@ -59,8 +57,8 @@ def classify_bits(bits: int) -> tuple[str, list[str]]:
 def root_bits(g: nx.DiGraph, node: str, indeg: int) -> int:
     data = g.nodes[node]
     category = data.get("category")
-    if data.get("mode_param"):
-        return KIND_BIT[MODE]
+    if data.get("mode_param") and indeg == 0:
+        return KIND_BIT[MODE]  # a mode parameter given constants ("decode") at its call sites
     if category in ROOT_KIND and indeg == 0:
         return KIND_BIT[ROOT_KIND[category]]
     if category == "param" and indeg == 0 and not data.get("bound"):
@@ -69,30 +67,66 @@ def root_bits(g: nx.DiGraph, node: str, indeg: int) -> int:
     return 0
 
 
-def data_view(g: nx.DiGraph) -> nx.DiGraph:
-    """The graph without 'nest' edges (a branch's kind comes from its own test, not its parents)."""
-    h = nx.DiGraph()
-    h.add_nodes_from(g.nodes)
-    h.add_edges_from((u, v) for u, v, d in g.edges(data=True) if d.get("kind") != "nest")
-    return h
+class DataView:
+    """Predecessors of each node without 'nest' edges (a branch's kind comes from its own test, not from the
+    branches around it). Built once from networkx's adjacency dicts."""
+
+    def __init__(self, g: nx.DiGraph):
+        self.preds: dict[str, list[str]] = {
+            n: [p for p, d in g._pred[n].items() if d.get("kind") != "nest"] for n in g.nodes
+        }
+
+    def predecessors(self, node: str) -> list[str]:
+        return self.preds[node]
+
+    def in_degree(self, node: str) -> int:
+        return len(self.preds[node])
 
 
-def compute_bits(g: nx.DiGraph, h: nx.DiGraph) -> dict[str, int]:
-    cond = nx.condensation(h)
-    mapping = cond.graph["mapping"]
-    comp_bits = {c: 0 for c in cond.nodes}
-    for node in h.nodes:
-        comp_bits[mapping[node]] |= root_bits(g, node, h.in_degree(node))
-    for c in nx.topological_sort(cond):
-        for succ in cond.successors(c):
-            comp_bits[succ] |= comp_bits[c]
-    depth = {c: 0 for c in cond.nodes}
-    for c in nx.topological_sort(cond):
-        for succ in cond.successors(c):
-            depth[succ] = max(depth[succ], depth[c] + 1)
-    for node in h.nodes:
-        g.nodes[node]["depth"] = depth[mapping[node]]
-    return {node: comp_bits[mapping[node]] for node in h.nodes}
+def compute_bits(g: nx.DiGraph, h: DataView) -> dict[str, int]:
+    """Root kinds reaching each node (bit set), and each node's depth, by Kahn's order plus a fixpoint for the
+    rare cycles."""
+    preds = h.preds
+    succs: dict[str, list[str]] = {n: [] for n in preds}
+    indeg = {}
+    for n, ps in preds.items():
+        indeg[n] = len(ps)
+        for p in ps:
+            succs[p].append(n)
+    bits = {n: root_bits(g, n, len(ps)) for n, ps in preds.items()}
+    depth = dict.fromkeys(preds, 0)
+    order = [n for n in sorted(preds) if indeg[n] == 0]
+    remaining = dict(indeg)
+    i = 0
+    while i < len(order):
+        n = order[i]
+        i += 1
+        for s in succs[n]:
+            remaining[s] -= 1
+            if remaining[s] == 0:
+                order.append(s)
+    seen = set(order)
+    order += [n for n in sorted(preds) if n not in seen]  # nodes on cycles
+    changed = True
+    while changed:
+        changed = False
+        for n in order:
+            b, d = bits[n], depth[n]
+            for p in preds[n]:
+                b |= bits[p]
+                if p in seen and depth[p] + 1 > d:
+                    d = depth[p] + 1
+            if b != bits[n] or d != depth[n]:
+                bits[n], depth[n] = b, d
+                changed = changed or n not in seen
+    for n in preds:
+        g.nodes[n]["depth"] = depth[n]
+    return bits
+
+
+def _pred_key(node: str) -> tuple[bool, str]:
+    """Prefer informative roots in proofs: the device object / its presence come last."""
+    return (node in ("hw:device_present", "hw:mesh_device"), node)
 
 
 def hop(g: nx.DiGraph, node: str) -> Hop:
@@ -100,33 +134,49 @@ def hop(g: nx.DiGraph, node: str) -> Hop:
     return Hop(node, data.get("label", node), data.get("loc"))
 
 
-def chains_for(g: nx.DiGraph, h: nx.DiGraph, start: str, wanted: list[str], own: dict[str, int]) -> dict[str, list[Hop]]:
-    """Shortest path from a root of each wanted kind to ``start`` (the proof of the classification)."""
-    parents: dict[str, str | None] = {start: None}
-    found: dict[str, str] = {}
-    queue = deque([start])
-    visited = 0
-    need = set(wanted)
-    while queue and need and visited < _BFS_LIMIT:
-        node = queue.popleft()
-        visited += 1
-        for kind in list(need):
-            if own.get(node, 0) & KIND_BIT[kind]:
-                found[kind] = node
-                need.discard(kind)
-        for pred in sorted(h.predecessors(node)):
-            if pred in parents or g.nodes[pred].get("category") in _CHAIN_SKIP:
-                continue
-            parents[pred] = node
-            queue.append(pred)
-    out: dict[str, list[Hop]] = {}
-    for kind, root in found.items():
-        path, node = [], root
+class Proofs:
+    """For each kind, a shortest path from the nearest root of that kind to every node (one multi-source BFS per
+    kind over the data edges), so a branch's proof of classification is a walk up the parent pointers."""
+
+    def __init__(self, g: nx.DiGraph, h: DataView, own: dict[str, int]):
+        self.g = g
+        succ: dict[str, list[str]] = {n: [] for n in h.preds}
+        for n, preds in h.preds.items():
+            for p in preds:
+                succ[p].append(n)
+        skip = {n for n in g.nodes if g.nodes[n].get("category") in _CHAIN_SKIP}
+        self.parents: dict[str, dict[str, str | None]] = {}
+        for kind in (*KIND_ORDER, UNKNOWN):
+            bit = KIND_BIT[kind]
+            roots = sorted((n for n, b in own.items() if b & bit and n not in skip), key=_pred_key)
+            parents: dict[str, str | None] = dict.fromkeys(roots)
+            queue = deque(roots)
+            while queue:
+                n = queue.popleft()
+                for s in succ[n]:
+                    if s not in parents and s not in skip:
+                        parents[s] = n
+                        queue.append(s)
+            self.parents[kind] = parents
+
+    def chain(self, node: str, kind: str) -> list[Hop] | None:
+        parents = self.parents[kind]
+        if node not in parents:
+            return None
+        path = []
         while node is not None:
-            path.append(hop(g, node))
+            path.append(hop(self.g, node))
             node = parents[node]
-        out[kind] = path
-    return out
+        path.reverse()
+        return path
+
+    def chains(self, node: str, kinds: list[str]) -> dict[str, list[Hop]]:
+        out = {}
+        for kind in kinds:
+            path = self.chain(node, kind)
+            if path:
+                out[kind] = path
+        return out
 
 
 def guard_text(engine: Engine, bid: str, arm: str) -> Guard:
@@ -134,7 +184,7 @@ def guard_text(engine: Engine, bid: str, arm: str) -> Guard:
     if entry is None:
         return Guard(bid, arm, bid.replace("call:", "when ") + "() runs" if bid.startswith("call:") else bid)
     site, _info = entry
-    return Guard(bid, arm, unparse(site.test_node, 90))
+    return Guard(bid, arm, _info.file.segment(site.test_node, 90))
 
 
 def guard_strings(engine: Engine, guards) -> list[str]:
@@ -164,25 +214,24 @@ def _shadowing(defs: list[Definition], raw) -> None:
 
 def _definition(engine: Engine, site, g: nx.DiGraph) -> Definition:
     guards = [guard_text(engine, bid, arm) for bid, arm in site.guards]
-    params = []
+    params: list[str] = []
+    value_kind = site.value_kind
     if isinstance(site.value, ast.Lambda):
         params = [a.arg for a in site.value.args.args]
     elif isinstance(site.value, ast.Name) and site.value.id in site.func.nested:
-        node = site.func.nested[site.value.id]
-        params = [a.arg for a in node.args.args]
-        value_kind = "function"
-    value_kind = site.value_kind
-    if isinstance(site.value, ast.Name) and site.value.id in site.func.nested:
+        params = [a.arg for a in site.func.nested[site.value.id].args.args]
         value_kind = "function"
     nid = site.id
     deps = sorted(g.predecessors(nid)) if nid in g else []
     facts = []
-    for bid, _arm in site.guards:
+    for bid, arm in site.guards:
         entry = engine.branch_index.get(bid)
-        if entry is not None:
+        if entry is not None and arm in ("then", "else"):
             for fact, pol in engine.facts_of(*entry):
+                pol = pol if arm == "then" else -pol
                 facts.append(fact if pol > 0 else f"not {fact}")
-    value = unparse(site.value, 160) if site.value is not None else (unparse(site.source, 160) or "…")
+    segment = site.func.file.segment
+    value = segment(site.value, 160) if site.value is not None else (segment(site.source, 160) or "…")
     if site.env:
         value += "   # " + ", ".join(f"{k}={v!r}" for k, v in site.env.items())
     return Definition(
@@ -204,7 +253,7 @@ def _definition(engine: Engine, site, g: nx.DiGraph) -> Definition:
 
 def build(engine: Engine, stats: dict) -> Analysis:
     g = engine.g
-    h = data_view(g)
+    h = DataView(g)
     bits = compute_bits(g, h)
     own = {n: root_bits(g, n, h.in_degree(n)) for n in g.nodes}
     for node, b in bits.items():
@@ -234,7 +283,7 @@ def build(engine: Engine, stats: dict) -> Analysis:
                 note=r["note"],
             )
         )
-    reads.sort(key=lambda r: _loc_key(r.loc) + (r.name,))
+    reads.sort(key=lambda r: (*_loc_key(r.loc), r.name))
 
     # -- definitions ------------------------------------------------------------------------------
     definitions: dict[str, list[Definition]] = {}
@@ -258,6 +307,7 @@ def build(engine: Engine, stats: dict) -> Analysis:
 
     # -- branches ---------------------------------------------------------------------------------
     branches: list[Branch] = []
+    proofs = Proofs(g, h, own)
     for node, data in g.nodes(data=True):
         if data["category"] != "branch":
             continue
@@ -282,10 +332,10 @@ def build(engine: Engine, stats: dict) -> Analysis:
         branches.append(
             Branch(
                 id=bid,
-                loc=bid,
+                loc=bid.removesuffix(":boolop"),
                 stmt_loc=f"{info.file.name}:{getattr(stmt_node, 'lineno', 1)}:{getattr(stmt_node, 'col_offset', 0)}",
                 construct=construct,
-                test=unparse(site.test_node if construct != "match" else site.deciders[0], 120),
+                test=info.file.segment(site.test_node if construct != "match" else site.deciders[0], 120),
                 function=info.qualname,
                 side=side,
                 phase=phase,
@@ -294,28 +344,33 @@ def build(engine: Engine, stats: dict) -> Analysis:
                 topology=sorted(set(topo)),
                 mode=sorted(set(mode)),
                 facts=sorted(set(other)),
-                chain=chains_for(g, h, node, factors, own) if side != "config" else {},
+                chain=proofs.chains(node, factors) if side != "config" else {},
                 parent=site.parent,
                 guards=guard_strings(engine, site.guards),
             )
         )
-    branches.sort(key=lambda b: (_side_rank(b.side), *_loc_key(b.loc)))
+    branches.sort(key=lambda b: (_side_rank(b.side), *_loc_key(b.loc), b.construct == "boolop"))
 
     # -- ops and paths ----------------------------------------------------------------------------
     ops = [
         OpCall(
-            op=o["op"], loc=o["loc"], function=o["function"], spelled=o["spelled"], phase=o["phase"],
-            guards=guard_strings(engine, o["guards"]), via=list(o["via"]),
+            op=o["op"],
+            loc=o["loc"],
+            function=o["function"],
+            spelled=o["spelled"],
+            phase=o["phase"],
+            guards=guard_strings(engine, o["guards"]),
+            via=list(o["via"]),
         )
         for o in engine.ops
     ]
     order = sorted(range(len(ops)), key=lambda i: _loc_key(ops[i].loc))
     ops = [ops[i] for i in order]
     raw_ops = [engine.ops[i] for i in order]
-    views = _views(engine, raw_ops, reads, branches, definitions)
+    views = _Views(engine, raw_ops, reads, branches, definitions)
     paths = {}
     for name, (mode, galaxy) in PATHS.items():
-        keep = views[(mode, galaxy)]["ops"]
+        keep = views.ops((mode, galaxy))
         paths[name] = sorted({ops[i].op for i in keep if ops[i].phase == "forward"})
     construction_ops = sorted({o.op for o in ops if o.phase == "construction"})
 
@@ -323,7 +378,8 @@ def build(engine: Engine, stats: dict) -> Analysis:
     roots: dict[str, list[str]] = {}
     for node in g.nodes:
         if own[node]:
-            roots.setdefault(g.nodes[node]["category"], []).append(node)
+            category = "mode" if g.nodes[node].get("mode_param") else g.nodes[node]["category"]
+            roots.setdefault(category, []).append(node)
     roots = {k: sorted(v) for k, v in sorted(roots.items())}
     levels: dict[str, list[str]] = {level: [] for level in LEVELS}
     for node, data in g.nodes(data=True):
@@ -377,65 +433,85 @@ def _loc_key(loc: str) -> tuple:
         return (loc, 0, 0)
 
 
-def _ancestors_limited(h: nx.DiGraph, node: str, limit: int = 400):
-    seen, queue = {node}, deque([node])
-    while queue and len(seen) < limit:
-        for pred in h.predecessors(queue.popleft()):
-            if pred not in seen:
-                seen.add(pred)
-                queue.append(pred)
-                yield pred
+class _Views:
+    """Which reads / branches / ops / definitions are possible under a (mode, galaxy) assumption; computed on
+    first use (the four path views are always needed, the others only for --mode / --topology)."""
+
+    def __init__(self, engine: Engine, raw_ops, reads, branches, definitions):
+        self.args = (engine, raw_ops, reads, branches, definitions)
+        self.cache: dict = {}
+
+    def __getitem__(self, key):
+        if key not in self.cache:
+            self.cache[key] = _view(*self.args, *key)
+        return self.cache[key]
+
+    def ops(self, key) -> set[int]:
+        """Only the ops possible under ``key`` (enough for the four paths; the full view is built lazily)."""
+        if key in self.cache:
+            return self.cache[key]["ops"]
+        engine, raw_ops = self.args[0], self.args[1]
+        assume = {"mode": key[0], "galaxy": key[1]}
+        reach = _reach(engine, assume)
+        return {
+            i
+            for i, o in enumerate(raw_ops)
+            if o["func"] in reach and engine.guard_possible(o["guards"], assume)
+        }
 
 
-def _views(engine: Engine, raw_ops, reads, branches, definitions) -> dict:
-    """Which reads / branches / ops / definitions are possible under each (mode, galaxy) assumption."""
+def _reach(engine: Engine, assume: dict) -> set[str]:
     adjacency: dict[str, list] = {}
     for edge in engine.call_edges:
         adjacency.setdefault(edge.caller, []).append(edge)
-    entry_ids = [fid for fid, info in engine.funcs.items()
-                 if info.cls is engine.consumer and info.name in (engine.entry, "__init__") and info.parent is None]
-    views = {}
+    reach = set(engine.entry_ids)
+    queue = deque(engine.entry_ids)
+    while queue:
+        fid = queue.popleft()
+        for edge in adjacency.get(fid, ()):
+            if edge.callee not in reach and engine.guard_possible(edge.guards, assume):
+                reach.add(edge.callee)
+                queue.append(edge.callee)
+    return reach
+
+
+def _view(engine: Engine, raw_ops, reads, branches, definitions, mode, galaxy) -> dict:
+    assume = {"mode": mode, "galaxy": galaxy}
+    reach = _reach(engine, assume)
+    keep_ops = {
+        i for i, o in enumerate(raw_ops) if o["func"] in reach and engine.guard_possible(o["guards"], assume)
+    }
     raw_reads = {(r["loc"], r["name"]): r for r in engine.reads}
-    for mode in MODES:
-        for galaxy in GALAXY:
-            assume = {"mode": mode, "galaxy": galaxy}
-            reach = set(entry_ids)
-            queue = deque(entry_ids)
-            while queue:
-                fid = queue.popleft()
-                for edge in adjacency.get(fid, ()):
-                    if edge.callee not in reach and engine.guard_possible(edge.guards, assume):
-                        reach.add(edge.callee)
-                        queue.append(edge.callee)
-            keep_ops = {i for i, o in enumerate(raw_ops) if o["func"] in reach and engine.guard_possible(o["guards"], assume)}
-            keep_reads = set()
-            for i, r in enumerate(reads):
-                raw = raw_reads[(r.loc, r.name)]
-                if raw["func"] in reach and engine.guard_possible(raw["guards"], assume):
-                    keep_reads.add(i)
-            keep_branches, decided = set(), {}
-            for b in branches:
-                site, info = engine.branch_index[b.id]
-                fid = info.id
-                if b.side != "config" and fid not in reach:
-                    continue
-                if not engine.guard_possible(site.guards, assume):
-                    continue
-                keep_branches.add(b.id)
-                if site.construct in ("if", "elif", "ifexp", "while", "assert", "comprehension-if"):
-                    value = engine.eval_facts(site.deciders[0], info, assume)
-                    if value is not None:
-                        decided[b.id] = value
-            keep_defs = set()
-            for key, defs in definitions.items():
-                for d, site in zip(defs, sorted(engine.key_defs.get(key, []), key=lambda s: s.order)):
-                    if engine.guard_possible(site.guards, assume):
-                        keep_defs.add(d.id)
-            views[(mode, galaxy)] = {
-                "ops": keep_ops, "reads": keep_reads, "branches": keep_branches, "decided": decided,
-                "defs": keep_defs, "funcs": reach,
-            }
-    return views
+    keep_reads = set()
+    for i, r in enumerate(reads):
+        raw = raw_reads[(r.loc, r.name)]
+        if raw["func"] in reach and engine.guard_possible(raw["guards"], assume):
+            keep_reads.add(i)
+    keep_branches, decided = set(), {}
+    for b in branches:
+        site, info = engine.branch_index[b.id]
+        if b.side != "config" and info.id not in reach:
+            continue
+        if not engine.guard_possible(site.guards, assume):
+            continue
+        keep_branches.add(b.id)
+        if site.construct in ("if", "elif", "ifexp", "while", "assert", "comprehension-if"):
+            value = engine.branch_value(b.id, assume)
+            if value is not None:
+                decided[b.id] = value
+    keep_defs = set()
+    for key, defs in definitions.items():
+        for d, site in zip(defs, sorted(engine.key_defs.get(key, []), key=lambda s: s.order)):
+            if engine.guard_possible(site.guards, assume):
+                keep_defs.add(d.id)
+    return {
+        "ops": keep_ops,
+        "reads": keep_reads,
+        "branches": keep_branches,
+        "decided": decided,
+        "defs": keep_defs,
+        "funcs": reach,
+    }
 
 
 def restrict(analysis: Analysis, mode: str | None = None, topology: str | None = None) -> Analysis:
@@ -483,8 +559,18 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
     if topology:
         assumptions["topology"] = topology
     paths = {name: ops_ for name, ops_ in analysis.paths.items() if _path_matches(name, mode, galaxy)}
+    stats = dict(
+        analysis.stats,
+        nodes=g.number_of_nodes(),
+        edges=g.number_of_edges(),
+        keys_read=len(keys),
+        branches_module=sum(1 for b in branches if b.side == "module"),
+        branches_helper=sum(1 for b in branches if b.side == "helper"),
+        unknown=sum(1 for n in g.nodes if g.nodes[n]["category"] == "unknown"),
+    )
     result = replace(
         analysis,
+        stats=stats,
         graph=g,
         reads=reads,
         ops=ops,
@@ -513,8 +599,9 @@ def resolve_name(analysis: Analysis, name: str) -> list[str]:
     for prefix in ("key:", "attr:", "method:", "op:", "op:ttnn.", "env:", "hw:", "input:", "module:", "hf:"):
         if prefix + name in g:
             candidates.append(prefix + name)
-    if name.startswith("args.") and f"attr:{name[5:]}" in g:
-        candidates.append(f"attr:{name[5:]}")
+    if name.startswith("args."):
+        member = name[5:].removesuffix("()")
+        candidates += [n for n in (f"attr:{member}", f"method:{member}") if n in g]
     if not candidates and ":" in name:
         parts = name.rsplit(":", 2)
         try:
@@ -548,7 +635,7 @@ def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]
             node = queue.popleft()
             if g.nodes[node].get("root"):
                 roots.append(node)
-            for pred in sorted(g.predecessors(node)):
+            for pred in sorted(g.predecessors(node), key=_pred_key):
                 if pred not in parents and g.nodes[pred].get("category") not in _CHAIN_SKIP:
                     parents[pred] = node
                     queue.append(pred)
@@ -561,4 +648,4 @@ def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]
     return out
 
 
-__all__ = ["PATHS", "build", "classify_bits", "resolve_name", "restrict", "why_paths", "RUNTIME"]
+__all__ = ["PATHS", "RUNTIME", "build", "classify_bits", "resolve_name", "restrict", "why_paths"]

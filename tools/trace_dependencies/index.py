@@ -9,7 +9,7 @@ from .scan import FuncInfo, make_funcinfo
 from .source import SourceFile
 
 
-@dataclass
+@dataclass(eq=False)
 class ClassInfo:
     name: str
     node: ast.ClassDef
@@ -66,11 +66,15 @@ class ModuleIndex:
                     self._top(inner)
 
     # -- FuncInfo cache -----------------------------------------------------------------------------
-    def funcinfo(self, node: ast.AST, qualname: str, cls: ClassInfo | None, parent: FuncInfo | None) -> FuncInfo:
+    def funcinfo(
+        self, node: ast.AST, qualname: str, cls: ClassInfo | None, parent: FuncInfo | None
+    ) -> FuncInfo:
         key = id(node)
         info = self._funcinfo.get(key)
         if info is None:
-            info = make_funcinfo(self.source, node, qualname, cls, parent, is_method=cls is not None and parent is None)
+            info = make_funcinfo(
+                self.source, node, qualname, cls, parent, is_method=cls is not None and parent is None
+            )
             self._funcinfo[key] = info
         return info
 

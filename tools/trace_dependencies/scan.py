@@ -12,7 +12,8 @@ GuardKey = tuple[str, str]  # (branch id, arm)
 Guards = tuple[GuardKey, ...]
 
 _TERMINATORS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
-_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_COMPS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
+_TENSOR_BINOPS = frozenset({ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult})
 
 
 def loc_of(source: SourceFile, node: ast.AST) -> str:
@@ -53,7 +54,7 @@ class Mutation:
 
 @dataclass
 class BranchSite:
-    id: str
+    id: str  # unique: the test's file:line:col, plus ":boolop" for boolean operators (they can share it)
     construct: str
     node: ast.AST
     deciders: list[ast.expr]
@@ -85,7 +86,7 @@ class Event:
     guards: Guards
 
 
-@dataclass
+@dataclass(eq=False)
 class FuncInfo:
     """Everything pass 1 recorded about one function, method or lambda."""
 
@@ -108,6 +109,7 @@ class FuncInfo:
     branches: list[BranchSite] = field(default_factory=list)
     returns: list[tuple[ast.expr | None, Guards]] = field(default_factory=list)
     exprs: list[ExprSite] = field(default_factory=list)
+    binops: list[ExprSite] = field(default_factory=list)
     nested: dict[str, ast.AST] = field(default_factory=dict)
     lambdas: list[ast.Lambda] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -169,19 +171,20 @@ class Scanner:
         return "staticmethod" in self.info.decorators
 
     # -- statements --------------------------------------------------------------------------------
-    def block(self, body: list[ast.stmt], guards: Guards) -> bool:
-        """Walk statements; returns True if the block always leaves (return/raise/break/continue)."""
+    def block(self, body: list[ast.stmt], guards: Guards) -> str | None:
+        """Walk statements. Returns how the block always ends: "raise", "leave" (return / break / continue)
+        or None when control can fall through."""
         for stmt in body:
             guards, done = self.stmt(stmt, guards)
             if done:
-                return True
-        return False
+                return done
+        return None
 
     def _next(self) -> int:
         self.order += 1
         return self.order
 
-    def stmt(self, stmt: ast.stmt, guards: Guards) -> tuple[Guards, bool]:
+    def stmt(self, stmt: ast.stmt, guards: Guards) -> tuple[Guards, str | None]:
         info = self.info
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for deco in stmt.decorator_list:
@@ -189,27 +192,27 @@ class Scanner:
             if not isinstance(stmt, ast.ClassDef):
                 info.nested[stmt.name] = stmt
             self._bind_name(stmt.name, None, stmt, guards, "def")
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 self.expr(stmt.value, guards, False, None)
             info.returns.append((stmt.value, guards))
-            return guards, True
+            return guards, "leave"
         if isinstance(stmt, ast.Assign):
             self.expr(stmt.value, guards, False, None)
             for target in stmt.targets:
                 self.bind(target, stmt.value, guards, "assign", stmt)
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.AnnAssign):
             if stmt.value is not None:
                 self.expr(stmt.value, guards, False, None)
                 self.bind(stmt.target, stmt.value, guards, "assign", stmt)
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.AugAssign):
             self.expr(stmt.value, guards, False, None)
             self.expr_target_reads(stmt.target, guards)
             self.bind(stmt.target, stmt.value, guards, "aug", stmt)
-            return guards, False
+            return guards, None
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             self.expr(stmt.iter, guards, False, None)
             self.bind(stmt.target, None, guards, "for", stmt, source=stmt.iter)
@@ -218,13 +221,13 @@ class Scanner:
             self.block(stmt.body, guards)
             self.loops = saved
             self.block(stmt.orelse, guards)
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.While):
             bid = self.branch("while", stmt, [stmt.test], stmt.test, guards)
             self.expr(stmt.test, guards, True, bid)
             self.block(stmt.body, (*guards, (bid, "then")))
             self.block(stmt.orelse, (*guards, (bid, "else")))
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.If):
             return self.if_stmt(stmt, guards, "if")
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
@@ -235,16 +238,20 @@ class Scanner:
             return guards, self.block(stmt.body, guards)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             body_done = self.block(stmt.body, guards)
-            handlers_done = True
+            handlers_done = bool(stmt.handlers)
             for handler in stmt.handlers:
                 if handler.type is not None:
                     self.expr(handler.type, guards, False, None)
                 if handler.name:
                     self._bind_name(handler.name, None, handler, guards, "except")
-                handlers_done = self.block(handler.body, guards) and handlers_done
+                handlers_done = bool(self.block(handler.body, guards)) and handlers_done
             else_done = self.block(stmt.orelse, guards)
             final_done = self.block(stmt.finalbody, guards)
-            return guards, final_done or ((body_done or else_done) and handlers_done and bool(stmt.handlers))
+            if final_done:
+                return guards, final_done
+            if (body_done or else_done) and handlers_done:
+                return guards, "leave"
+            return guards, None
         if isinstance(stmt, ast.Match):
             return self.match_stmt(stmt, guards)
         if isinstance(stmt, ast.Assert):
@@ -252,30 +259,30 @@ class Scanner:
             self.expr(stmt.test, guards, True, bid)
             if stmt.msg is not None:
                 self.expr(stmt.msg, (*guards, (bid, "else")), False, None)
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.Raise):
             for part in (stmt.exc, stmt.cause):
                 if part is not None:
                     self.expr(part, guards, False, None)
-            return guards, True
+            return guards, "raise"
         if isinstance(stmt, ast.Expr):
             self.expr(stmt.value, guards, False, None)
-            return guards, False
+            return guards, None
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             for alias in stmt.names:
                 if alias.name != "*":
                     name = alias.asname or alias.name.split(".")[0]
                     self._bind_name(name, None, stmt, guards, "import")
-            return guards, False
+            return guards, None
         if isinstance(stmt, ast.Delete):
             for target in stmt.targets:
                 self.expr(target, guards, False, None)
-            return guards, False
+            return guards, None
         if isinstance(stmt, _TERMINATORS):
-            return guards, True
-        return guards, False  # Pass, Global, Nonlocal and anything newer
+            return guards, "leave"
+        return guards, None  # Pass, Global, Nonlocal and anything newer
 
-    def if_stmt(self, stmt: ast.If, guards: Guards, construct: str) -> tuple[Guards, bool]:
+    def if_stmt(self, stmt: ast.If, guards: Guards, construct: str) -> tuple[Guards, str | None]:
         bid = self.branch(construct, stmt, [stmt.test], stmt.test, guards)
         self.expr(stmt.test, guards, True, bid)
         then_done = self.block(stmt.body, (*guards, (bid, "then")))
@@ -286,14 +293,16 @@ class Scanner:
         else:
             else_done = self.block(orelse, else_guards)
         if then_done and else_done:
-            return guards, True
-        if then_done:
-            return else_guards, False
-        if else_done:
-            return (*guards, (bid, "then")), False
-        return guards, False
+            return guards, "raise" if then_done == else_done == "raise" else "leave"
+        # An arm that raises is a validation (like an assert), not an alternative: what follows is not
+        # guarded by it. An arm that returns (or breaks/continues) guards everything after it.
+        if then_done == "leave":
+            return else_guards, None
+        if else_done == "leave":
+            return (*guards, (bid, "then")), None
+        return guards, None
 
-    def match_stmt(self, stmt: ast.Match, guards: Guards) -> tuple[Guards, bool]:
+    def match_stmt(self, stmt: ast.Match, guards: Guards) -> tuple[Guards, str | None]:
         self.expr(stmt.subject, guards, True, None)
         all_done = bool(stmt.cases)
         irrefutable = False
@@ -312,10 +321,10 @@ class Scanner:
             if case.guard is not None:
                 self.expr(case.guard, guards, True, bid)
             done = self.block(case.body, (*guards, (bid, "then")))
-            all_done = all_done and done
+            all_done = all_done and bool(done)
             if isinstance(case.pattern, ast.MatchAs) and case.pattern.pattern is None and case.guard is None:
                 irrefutable = True
-        return guards, all_done and irrefutable
+        return guards, "leave" if all_done and irrefutable else None
 
     # -- bindings ----------------------------------------------------------------------------------
     def bind(self, target, value, guards, kind, stmt, source=None) -> None:
@@ -366,7 +375,7 @@ class Scanner:
 
     # -- branches ----------------------------------------------------------------------------------
     def branch(self, construct, node, deciders, test_node, guards, parent=None) -> str:
-        bid = loc_of(self.file, test_node)
+        bid = loc_of(self.file, test_node) + (":boolop" if construct == "boolop" else "")
         self.info.branches.append(BranchSite(bid, construct, node, deciders, test_node, guards, parent))
         return bid
 
@@ -375,63 +384,103 @@ class Scanner:
         """Record interesting sub-expressions of ``node`` (iteratively, so deep nesting cannot overflow)."""
         info = self.info
         stack: list[tuple[ast.AST, Guards, bool, str | None]] = [(node, guards, cond, owner)]
+        pop, push = stack.pop, stack.append
+        exprs, calls = info.exprs, info.calls
         while stack:
-            node, guards, cond, owner = stack.pop()
-            if isinstance(node, (ast.Constant, ast.Name)) or node is None:
+            node, guards, cond, owner = pop()
+            kind = type(node)
+            if kind in _LEAVES:
                 continue
-            if isinstance(node, ast.Lambda):
-                info.lambdas.append(node)
-                for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
-                    stack.append((default, guards, cond, owner))
+            if kind is ast.Attribute:  # the most common node: one child
+                exprs.append(ExprSite(node, guards, cond))
+                push((node.value, guards, cond, owner))
                 continue
-            if isinstance(node, ast.IfExp):
+            if kind is ast.Call:
+                order = self._next()
+                calls.append(CallSite(node, guards, order, cond))
+                func = node.func
+                if type(func) is ast.Attribute:
+                    if type(func.value) is ast.Name and func.value.id == info.self_name and info.self_name:
+                        info.events.append(Event(order, "call", node, guards))
+                    elif func.attr in ("update", "setdefault", "pop", "clear"):
+                        info.mutations.append(
+                            Mutation(node, func.value, func.attr, guards, order, self.loops)
+                        )
+                        info.events.append(Event(order, "mutate", info.mutations[-1], guards))
+                push((func, guards, cond, owner))
+                for arg in node.args:
+                    push((arg, guards, cond, owner))
+                for keyword in node.keywords:
+                    push((keyword.value, guards, cond, owner))
+                continue
+            if kind is ast.Subscript:
+                exprs.append(ExprSite(node, guards, cond))
+                push((node.value, guards, cond, owner))
+                push((node.slice, guards, cond, owner))
+                continue
+            if kind is ast.IfExp:
                 bid = self.branch("ifexp", node, [node.test], node.test, guards, owner if cond else None)
-                stack.append((node.test, guards, True, bid))
-                stack.append((node.body, (*guards, (bid, "then")), cond, owner))
-                stack.append((node.orelse, (*guards, (bid, "else")), cond, owner))
+                push((node.test, guards, True, bid))
+                push((node.body, (*guards, (bid, "then")), cond, owner))
+                push((node.orelse, (*guards, (bid, "else")), cond, owner))
                 continue
-            if isinstance(node, ast.BoolOp):
-                bid = self.branch("boolop", node, list(node.values[:-1]), node, guards, owner if cond else None)
-                stack.append((node.values[0], guards, cond, owner))
+            if kind is ast.BoolOp:
+                bid = self.branch(
+                    "boolop", node, list(node.values[:-1]), node, guards, owner if cond else None
+                )
+                push((node.values[0], guards, cond, owner))
                 rhs = (*guards, (bid, "rhs"))
                 for value in node.values[1:]:
-                    stack.append((value, rhs, cond, owner))
+                    push((value, rhs, cond, owner))
                 continue
-            if isinstance(node, _COMPS):
+            if kind is ast.Lambda:
+                info.lambdas.append(node)
+                for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+                    push((default, guards, cond, owner))
+                continue
+            if kind in _COMPS:
                 inner = guards
                 for gen in node.generators:
-                    stack.append((gen.iter, inner, cond, owner))
+                    push((gen.iter, inner, cond, owner))
                     self.bind(gen.target, None, inner, "comp", node, source=gen.iter)
                     for test in gen.ifs:
                         bid = self.branch("comprehension-if", test, [test], test, inner)
-                        stack.append((test, inner, True, bid))
+                        push((test, inner, True, bid))
                         inner = (*inner, (bid, "then"))
-                if isinstance(node, ast.DictComp):
-                    stack.append((node.key, inner, cond, owner))
-                    stack.append((node.value, inner, cond, owner))
+                if kind is ast.DictComp:
+                    push((node.key, inner, cond, owner))
+                    push((node.value, inner, cond, owner))
                 else:
-                    stack.append((node.elt, inner, cond, owner))
+                    push((node.elt, inner, cond, owner))
                 continue
-            if isinstance(node, ast.NamedExpr):
+            if kind is ast.NamedExpr:
                 self.bind(node.target, node.value, guards, "walrus", node)
-                stack.append((node.value, guards, cond, owner))
+                push((node.value, guards, cond, owner))
                 continue
-            if isinstance(node, ast.Call):
-                order = self._next()
-                info.calls.append(CallSite(node, guards, order, cond))
-                func = node.func
-                if isinstance(func, ast.Attribute):
-                    if isinstance(func.value, ast.Name) and func.value.id == info.self_name and info.self_name:
-                        info.events.append(Event(order, "call", node, guards))
-                    elif func.attr in ("update", "setdefault", "pop", "clear"):
-                        info.mutations.append(Mutation(node, func.value, func.attr, guards, order, self.loops))
-                        info.events.append(Event(order, "mutate", info.mutations[-1], guards))
-            elif isinstance(node, (ast.Subscript, ast.Attribute)):
-                info.exprs.append(ExprSite(node, guards, cond))
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr_context):
-                    continue
-                stack.append((child, guards, cond, owner))
+            if kind is ast.BinOp and type(node.op) in _TENSOR_BINOPS:
+                info.binops.append(ExprSite(node, guards, cond))
+            for name in _fields(kind):
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            push((item, guards, cond, owner))
+                elif isinstance(value, ast.AST):
+                    push((value, guards, cond, owner))
+
+
+_LEAVES = frozenset({ast.Name, ast.Constant, type(None)})
+_SKIP_FIELDS = frozenset({"ctx", "op", "ops", "conversion", "kind", "type_comment"})
+_FIELD_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(kind: type) -> tuple[str, ...]:
+    """The child fields of an AST node type worth visiting (cached; no contexts or operator tokens)."""
+    fields = _FIELD_CACHE.get(kind)
+    if fields is None:
+        fields = tuple(f for f in kind._fields if f not in _SKIP_FIELDS)
+        _FIELD_CACHE[kind] = fields
+    return fields
 
 
 def make_funcinfo(file: SourceFile, node: ast.AST, qualname: str, cls, parent, is_method: bool) -> FuncInfo:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import TraceError, UsageError
 
 
-@dataclass
+@dataclass(eq=False)
 class SourceFile:
     """One parsed Python file. ``name`` is the display name used in every location (stable across machines)."""
 
@@ -20,15 +21,40 @@ class SourceFile:
     tree: ast.Module
     lines: int
     imports: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
+    _blines: list[bytes] | None = field(default=None, repr=False)
 
-    def segment(self, node: ast.AST, limit: int = 120) -> str:
-        """Source text of ``node`` on one line, shortened to ``limit`` characters."""
-        try:
+    def segment(self, node: ast.AST | None, limit: int = 120) -> str:
+        """Source text of ``node`` on one line, shortened to ``limit`` characters (sliced from the file for
+        one-line nodes, which is much cheaper than ``ast.unparse``)."""
+        if node is None:
+            return ""
+        line = getattr(node, "lineno", None)
+        end = getattr(node, "end_lineno", None)
+        if line is None or end is None:
             text = ast.unparse(node)
-        except Exception:  # pragma: no cover - unparse handles every node ast.parse produces
-            text = type(node).__name__
+        else:
+            if self._blines is None:
+                self._blines = self.text.encode("utf-8").split(b"\n")
+            if line == end:
+                text = self._blines[line - 1][node.col_offset : node.end_col_offset].decode(
+                    "utf-8", "replace"
+                )
+            else:
+                parts = [
+                    self._blines[line - 1][node.col_offset :],
+                    *self._blines[line : end - 1],
+                    self._blines[end - 1][: node.end_col_offset],
+                ]
+                text = " ".join(_strip_comment(p.decode("utf-8", "replace")) for p in parts)
         text = " ".join(text.split())
         return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _strip_comment(line: str) -> str:
+    """Drop a trailing ``# comment`` from one source line (display only; lines with quotes are kept)."""
+    if "#" in line and "'" not in line and '"' not in line:
+        return line.split("#", 1)[0]
+    return line
 
 
 def read_source(path: Path, name: str) -> SourceFile:
@@ -44,7 +70,11 @@ def read_source(path: Path, name: str) -> SourceFile:
     except UnicodeDecodeError as exc:
         raise TraceError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=name) from exc
     try:
-        tree = ast.parse(text, filename=name)
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore"
+            )  # SyntaxWarning / DeprecationWarning of the analysed code are not ours
+            tree = ast.parse(text, filename=name)
     except SyntaxError as exc:
         where = f"{name}:{exc.lineno or 1}:{(exc.offset or 1)}"
         raise TraceError(f"does not parse: {exc.msg}", where=where) from exc
@@ -55,10 +85,26 @@ def read_source(path: Path, name: str) -> SourceFile:
     return source
 
 
+def _module_statements(body: list[ast.stmt]):
+    """Module-level statements, including those inside top-level if / try / with blocks."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try, ast.With)) or type(stmt).__name__ == "TryStar":
+            for block in (
+                getattr(stmt, "body", []),
+                getattr(stmt, "orelse", []),
+                getattr(stmt, "finalbody", []),
+            ):
+                yield from _module_statements(block)
+            for handler in getattr(stmt, "handlers", []):
+                yield from _module_statements(handler.body)
+
+
 def _collect_imports(tree: ast.Module) -> dict[str, tuple[str, str | None, int]]:
-    """Top-level (and nested) imports: local name -> (module, imported attribute or None, relative level)."""
+    """Module-level imports: local name -> (module, imported attribute or None, relative level). Imports inside
+    functions are local names of those functions (see scan.py)."""
     imports: dict[str, tuple[str, str | None, int]] = {}
-    for node in ast.walk(tree):
+    for node in _module_statements(tree.body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:

@@ -1,0 +1,267 @@
+"""Benchmark trace-deps: lines analysed per second (one process, so per core) for the whole analysis
+(parse + index + dependency graph + classification + paths), on the built-in model and on large generated
+model_config-like modules.
+
+Run from the project root:  python benchmarks/bench_trace.py [--lines 8000] [--repeat 5]
+Prints the machine, the command and a table. Nothing is written unless --doc FILE is given, in which case the
+table replaces the "## Benchmark" section of that file (docs/trace_deps.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import gc
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tttv2_tools.trace_dependencies import analyze  # noqa: E402
+from tttv2_tools.trace_dependencies.export import to_json  # noqa: E402
+
+GOAL = 50_000
+
+BLOCK = """
+        # ---- block {i} ----
+        grid_{i} = self.dram_shard_core_grid_for_k(self.dim // {d})
+        rows_{i} = lambda seq_len: min(seq_len, 1024) // self.tile_size + {i}
+        self.width_{i} = self.hidden_dim // ({d} * self.num_devices)
+        if self.is_galaxy:
+            self.model_config["BLOCK{i}_PROGCFG"] = self.matmul_config(m=32, k=self.dim // 4, n=self.width_{i},
+                                                                       grid_size=(8, 2))
+        else:
+            self.model_config["BLOCK{i}_PROGCFG"] = self.dram_matmul_config(
+                m=self.tile_padded_batch_rows, k=self.dim, n=self.width_{i}, num_cores=grid_{i}.num_cores
+            )
+        self.model_config[
+            "BLOCK{i}_MEMCFG"
+        ] = ttnn.DRAM_MEMORY_CONFIG if os.getenv("BLOCK{i}_DRAM") else ttnn.create_sharded_memory_config(
+            (self.tile_padded_batch_rows, self.width_{i} // grid_{i}.num_cores), grid_{i}
+        )
+        self.model_config["BLOCK{i}_PREFILL"] = lambda seq_len: self.matmul_config(
+            m=min(seq_len, self.prefill_len_cutoff), k=self.dim, n=self.width_{i}, grid_size=(8, rows_{i}(seq_len))
+        )
+        self.model_config["BLOCK{i}_FUSED"] = self.model_config["BLOCK{i}_MEMCFG"] if self.dim >= 4096 else None
+"""
+
+METHOD = """
+    def helper_{i}(self, mode, seq_len=1):
+        if mode == "decode":
+            return self.model_config["BLOCK{j}_PROGCFG"]
+        elif seq_len > {s}:
+            return self.matmul_config(m=seq_len, k=self.dim, n=self.width_{j}, grid_size=(8, 8))
+        return self.model_config["BLOCK{j}_PREFILL"](seq_len)
+"""
+
+HEADER = '''"""Generated model_config-like module for benchmarks/bench_trace.py."""
+
+import math
+import os
+
+import ttnn
+
+
+class ModelArgs:
+    OP_KEYS = tuple(f"OP{{i}}" for i in range(8))
+
+    def __init__(self, mesh_device, max_batch_size=1):
+        self.num_devices = mesh_device.get_num_devices()
+        self.cluster_shape = list(mesh_device.shape)
+        self.is_galaxy = self.num_devices == 32
+        self.tile_size = 32
+        self.dim = int(os.getenv("DIM", "4096"))
+        self.hidden_dim = 4 * self.dim
+        self.tile_padded_batch_rows = 32 * math.ceil(max_batch_size / 32)
+        self.prefill_len_cutoff = 512 if ttnn.get_arch_name() == "blackhole" else 1024
+        self.model_config = {{}}
+        self.model_config.update({{f"{{key}}_MEMCFG": ttnn.DRAM_MEMORY_CONFIG for key in self.OP_KEYS}})
+'''
+
+FOOTER = """
+    def dram_shard_core_grid_for_k(self, k):
+        cores = max(c for c in range(1, 65) if (k // self.tile_size) % c == 0)
+        return ttnn.CoreGrid(x=min(cores, 8), y=max(cores // 8, 1))
+
+    def matmul_config(self, m, k, n, grid_size):
+        per_core_n = math.ceil(n / (self.tile_size * grid_size[0]))
+        return ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(per_core_M=m // 32, per_core_N=per_core_n,
+                                                               out_subblock_w=1 if self.is_galaxy else 4)
+
+    def dram_matmul_config(self, m, k, n, num_cores):
+        return ttnn.MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(per_core_N=n // (32 * num_cores))
+"""
+
+CONSUMER = '''"""Generated consumer reading {n} keys through forward() (stress: every key is resolved)."""
+
+import ttnn
+
+
+class Block:
+    def __init__(self, args, model_config):
+        self.args = args
+        self.model_config = model_config
+
+    def forward(self, x, mode):
+        seq_len = x.shape[-2]
+        TG = self.args.is_galaxy
+{body}
+        return x
+'''
+
+READ = """        if mode == "decode" and not TG:
+            x = ttnn.linear(x, x, program_config=self.model_config["BLOCK{i}_PROGCFG"],
+                            memory_config=self.model_config["BLOCK{i}_MEMCFG"])
+        else:
+            x = ttnn.linear(x, x, program_config=self.model_config["BLOCK{i}_PREFILL"](seq_len))
+        x = ttnn.to_memory_config(x, self.args.helper_{i}(mode, seq_len) or self.model_config["BLOCK{i}_FUSED"])
+"""
+
+
+def generate(folder: Path, target_lines: int, read_all: bool) -> tuple[Path, Path]:
+    blocks, methods = [], []
+    i = 0
+    text = HEADER
+    while (
+        text.count("\n") + sum(b.count("\n") for b in blocks) + sum(m.count("\n") for m in methods)
+        < target_lines
+    ):
+        blocks.append(BLOCK.format(i=i, d=1 + i % 7))
+        methods.append(METHOD.format(i=i, j=i, s=128 * (1 + i % 8)))
+        i += 1
+    config = folder / "model_config.py"
+    config.write_text(HEADER.format() + "".join(blocks) + "".join(methods) + FOOTER)
+    n = i if read_all else 4
+    body = "".join(READ.format(i=k) for k in range(n))
+    consumer = folder / ("consumer_all.py" if read_all else "consumer.py")
+    consumer.write_text(CONSUMER.format(n=n, body=body))
+    return consumer, config
+
+
+def measure(module: Path, config: Path | None, repeat: int) -> dict:
+    """CPU time (time.process_time: what one core spends, not time spent waiting for a core on a busy machine)
+    and wall time of the whole analyze() call; plus ast.parse alone on the same files as a calibration."""
+    cpu, wall, analysis = [], [], None
+    for _ in range(repeat):
+        c0, w0 = time.process_time(), time.perf_counter()
+        analysis = analyze(module, config)
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    lines = analysis.stats["lines"]
+    texts = [Path(p).read_text() for p in _files(module, config, analysis)]
+    parse = []
+    gc.disable()  # as analyze() does, so the calibration is like for like
+    try:
+        for _ in range(repeat):
+            c0 = time.process_time()
+            for text in texts:
+                ast.parse(text)
+            parse.append(time.process_time() - c0)
+    finally:
+        gc.enable()
+    started = time.perf_counter()
+    to_json(analysis)
+    json_time = time.perf_counter() - started
+    return {
+        "lines": lines,
+        "files": analysis.stats["files"],
+        "nodes": analysis.stats["nodes"],
+        "keys": analysis.stats["keys_read"],
+        "cpu": min(cpu),
+        "wall": statistics.median(wall),
+        "lps_cpu": lines / min(cpu),
+        "lps_wall": lines / statistics.median(wall),
+        "lps_parse": lines / max(min(parse), 1e-9),
+        "json_ms": json_time * 1000,
+    }
+
+
+def _files(module: Path, config: Path | None, analysis) -> list[Path]:
+    folders = {module.resolve().parent} | ({config.resolve().parent} if config else set())
+    out = []
+    for name in analysis.files:
+        for folder in folders:
+            candidate = folder / name
+            if candidate.is_file():
+                out.append(candidate)
+                break
+    return out
+
+
+def table(rows: list[tuple[str, dict]]) -> str:
+    out = [
+        "| input | files | lines | graph nodes | keys read | CPU (ms, best) | lines/s per core (CPU) | "
+        "wall (ms, median) | lines/s (wall) | ast.parse alone (lines/s) | --json (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in rows:
+        out.append(
+            f"| {name} | {r['files']} | {r['lines']} | {r['nodes']} | {r['keys']} | {r['cpu'] * 1000:.1f} | "
+            f"{r['lps_cpu']:,.0f} | {r['wall'] * 1000:.1f} | {r['lps_wall']:,.0f} | {r['lps_parse']:,.0f} | "
+            f"{r['json_ms']:.1f} |"
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=8000, help="size of the generated config (default 8000)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--doc", type=Path, help="replace the '## Benchmark' section of this markdown file")
+    args = parser.parse_args(argv)
+    rows = []
+    builtin = ROOT / "tttv1" / "tt"
+    for name in ("mlp.py", "attention.py"):
+        if (builtin / name).is_file():
+            rows.append(
+                (
+                    f"built-in tttv1/tt/{name} + model_config.py",
+                    measure(builtin / name, builtin / "model_config.py", args.repeat),
+                )
+            )
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        consumer, config = generate(folder, args.lines, read_all=False)
+        rows.append(
+            (
+                f"generated model_config ({args.lines} lines), 4 keys read",
+                measure(consumer, config, args.repeat),
+            )
+        )
+        consumer, config = generate(folder, args.lines, read_all=True)
+        rows.append(
+            (
+                f"generated model_config ({args.lines} lines), every key read",
+                measure(consumer, config, args.repeat),
+            )
+        )
+    header = (
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()} "
+        f"({platform.platform()}); {datetime.date.today().isoformat()}\n"
+        f"Command: python benchmarks/bench_trace.py --lines {args.lines} --repeat {args.repeat}\n"
+        f"Load average at start: {os.getloadavg()[0]:.2f}\n"
+        f"Goal: >= {GOAL:,} lines/s per core for the whole analysis (single process)."
+    )
+    text = header + "\n\n" + table(rows)
+    print(text)
+    if args.doc:
+        doc = args.doc.read_text()
+        section = "## Benchmark\n\n" + text + "\n"
+        if "## Benchmark" in doc:
+            doc = re.sub(r"## Benchmark\n.*?(?=\n## |\Z)", lambda _m: section, doc, count=1, flags=re.S)
+        else:
+            doc += "\n" + section
+        args.doc.write_text(doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""trace-deps command line: outputs, determinism, bad input (clear message, exit code 2, never a traceback)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from tttv2_tools.trace_dependencies import SCHEMA_VERSION, analyze
+from tttv2_tools.trace_dependencies.cli import builtin_paths, main
+from tttv2_tools.trace_dependencies.export import focus, to_dot, to_graphml, to_json
+
+FIX = Path(__file__).parent / "fixtures"
+MLP = str(FIX / "g2" / "mlp.py")
+CFG = str(FIX / "g2" / "model_config.py")
+BROKEN = 'class MLP:\n    def forward(self, x, mode):\n        if mode == "decode"\n            return x\n'
+
+
+def run(capsys, *argv):
+    code = main([*argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_default_report_sections(capsys):
+    code, out, err = run(capsys, MLP, CFG, "--width", "200")
+    assert code == 0 and err == ""
+    for section in (
+        "Config reads (model_config keys)",
+        "Definitions of the keys read",
+        "Branches in mlp.py",
+        "Branches in helpers the module calls",
+        "Root parameters and hierarchy levels",
+        "Terminal ttnn ops per path (forward)",
+        "Not understood",
+    ):
+        assert section in out
+    assert "QKV_OUT_GATHERED_MEMCFG" in out and "[survives when not (device is not None)]" in out
+    assert "hw.num_devices → args.num_devices@model_config.py:29" in out  # proof chains
+
+
+def test_builtin_input_when_no_arguments(capsys):
+    module, _config = builtin_paths()
+    assert module.name == "mlp.py" and module.parent.name == "tt"
+    code, out, _ = run(capsys, "--quiet", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["module"].endswith("mlp.py") and data["config"].endswith("model_config.py")
+
+
+def test_json_schema_and_determinism(capsys):
+    code, first, _ = run(capsys, MLP, CFG, "--json")
+    code2, second, _ = run(capsys, MLP, CFG, "--json")
+    assert code == code2 == 0 and first == second
+    data = json.loads(first)
+    assert data["schema"] == "trace-deps" and data["schema_version"] == SCHEMA_VERSION
+    for field in (
+        "module",
+        "config",
+        "files",
+        "stats",
+        "keys_read",
+        "reads",
+        "definitions",
+        "attr_definitions",
+        "branches",
+        "ops",
+        "paths",
+        "construction_ops",
+        "roots",
+        "levels",
+        "unknowns",
+        "skipped",
+        "nodes",
+        "edges",
+    ):
+        assert field in data
+    ids = [n["id"] for n in data["nodes"]]
+    assert ids == sorted(ids) and len(ids) == len(set(ids))
+    assert {"id", "category", "level", "label", "loc", "kinds", "depth"} <= set(data["nodes"][0])
+    assert all({"source", "target", "kind", "loc"} == set(e) for e in data["edges"])
+    assert "seconds" not in data["stats"]  # nothing time-dependent
+    branch = next(b for b in data["branches"] if b["loc"] == "mlp.py:51:15")
+    assert branch["classification"] == "static" and branch["chain"]["static"][0]["node"] == "hw:num_devices"
+    assert data["definitions"]["DECODE_RESIDUAL_MEMCFG"][0]["live"] is True
+
+
+def test_graph_formats_to_files(tmp_path, capsys):
+    paths = {fmt: tmp_path / f"out.{fmt}" for fmt in ("json", "dot", "graphml", "mermaid", "html", "svg")}
+    argv = [MLP, CFG, "--quiet"]
+    for fmt, path in paths.items():
+        argv += [f"--{fmt}", str(path)]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and out == "" and err == ""
+    g = nx.read_graphml(paths["graphml"])
+    assert "key:MLP_ACT_MEMCFG" in g and g.nodes["hw:num_devices"]["category"] == "hardware"
+    dot = paths["dot"].read_text()
+    assert dot.startswith("digraph trace_deps {") and "subgraph cluster_hardware" in dot
+    assert paths["mermaid"].read_text().startswith("flowchart LR")
+    html = paths["html"].read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and 'id="data"' in html
+    assert not re.search(r"(src|href)=\"https?://", html)  # self-contained: no network, no CDN
+    svg = paths["svg"].read_text()
+    assert svg.startswith("<svg") and svg.count('class="node"') == len(
+        json.loads(paths["json"].read_text())["nodes"]
+    )
+    code, out, err = run(capsys, MLP, CFG, "--dot", str(paths["dot"]))
+    assert f"wrote {paths['dot']} (dot)" in err and "Config reads" in out
+
+
+def test_mode_topology_focus_why(capsys):
+    code, out, _ = run(capsys, MLP, CFG, "--mode", "decode", "--topology", "2d", "--json")
+    data = json.loads(out)
+    assert data["assumptions"] == {"mode": "decode", "topology": "2d"}
+    assert list(data["paths"]) == ["decode/galaxy"]
+    assert "PREFILL_MLP_W1_W3_PRG_CONFIG" not in data["keys_read"]
+    code, out, _ = run(capsys, MLP, CFG, "--focus", "FF1_3_TG_PROGCFG", "--mermaid")
+    assert code == 0 and "FF1_3_TG_PROGCFG" in out and "ttnn.linear" not in out
+    code, out, _ = run(capsys, MLP, CFG, "--why", "FF1_3_TG_PROGCFG", "--width", "200")
+    assert code == 0 and out.startswith("why FF1_3_TG_PROGCFG: key:FF1_3_TG_PROGCFG")
+    assert "→ args.is_galaxy" in out and "model_config.py:33:8" in out
+    code, out, _ = run(capsys, MLP, CFG, "--why", "nothing-like-this")
+    assert code == 2 and "nothing called 'nothing-like-this'" in out
+    code, _, err = run(capsys, MLP, CFG, "--focus", "nothing-like-this", "--dot")
+    assert code == 2 and "matches nothing" in err
+
+
+def test_progress_and_strict(capsys):
+    code, _, err = run(capsys, MLP, CFG, "--progress", "--quiet")
+    assert code == 0 and err == ""  # --quiet wins
+    code, _, err = run(capsys, MLP, CFG, "--progress", "--json", "/dev/null")
+    assert code == 0 and "[trace-deps +" in err and "parsing" in err and "analysed" in err
+    code, _, err = run(capsys, str(FIX / "bad" / "weird.py"), "--strict", "--quiet")
+    assert code == 1 and "--strict" in err
+    code, _, _ = run(capsys, str(FIX / "g3" / "mlp.py"), "--strict", "--quiet")
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["/no/such/mlp.py"], "module not found: /no/such/mlp.py"),
+        ([MLP, "/no/such/model_config.py"], "config module not found"),
+        (["{broken}"], "broken.py:3:"),
+        ([str(FIX / "bad" / "no_forward.py")], "no_forward.py:1: no class with a forward() method"),
+        ([MLP, "--class", "Nope"], "no class 'Nope'"),
+        ([MLP, "--class", "MLP", "--entry", "decode_forward"], "class MLP has no decode_forward() method"),
+        ([MLP, "--json", "--dot"], "only one output can go to stdout"),
+        ([MLP, "--dot", "/no/such/folder/out.dot"], "folder /no/such/folder does not exist"),
+        ([MLP, "{broken}"], "broken.py:3:"),
+    ],
+)
+def test_usage_errors_exit_2_with_location(capsys, tmp_path, argv, message):
+    broken = tmp_path / "broken.py"
+    broken.write_text(BROKEN)
+    code, out, err = run(capsys, *(a.replace("{broken}", str(broken)) for a in argv))
+    assert code == 2
+    assert message in err and "Traceback" not in err + out
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--mode", "sideways"])
+    assert exc.value.code == 2
+    capsys.readouterr()
+
+
+def test_internal_errors_are_one_line(capsys, monkeypatch):
+    import tttv2_tools.trace_dependencies.cli as cli
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(cli, "analyze", boom)
+    code, _, err = run(capsys, MLP)
+    assert code == 3 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
+    code, _out, err = run(capsys, MLP, "--debug")
+    assert code == 3 and "Traceback" in err
+
+
+def test_builtin_missing(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    import tttv2_tools.trace_dependencies.cli as cli
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "a" / "b" / "cli.py"))
+    code, _, err = run(capsys)
+    assert code == 2 and "built-in input tttv1/tt/mlp.py is not available" in err
+
+
+def test_partial_understanding_is_reported(capsys):
+    code, out, _ = run(capsys, str(FIX / "bad" / "weird.py"), "--width", "200")
+    assert code == 0
+    assert "[unknown] unknown:dynkey:weird.py:17:23: model_config[name]: key is not a constant" in out
+    assert "[warning] weird.py:1:0: model_config.py: no config module given" in out
+    assert "getattr on ModelArgs with a non-constant name" in out
+    a = analyze(FIX / "bad" / "weird.py")
+    assert {s.reason for s in a.skipped} >= {"key is not a constant string"}
+
+
+def test_helper_that_does_not_parse_is_skipped(tmp_path):
+    (tmp_path / "ccl.py").write_text("def tt_all_reduce(x:\n")
+    (tmp_path / "mlp.py").write_text(
+        "from .ccl import tt_all_reduce\nclass MLP:\n    def forward(self, x, mode):\n        return tt_all_reduce(x)\n"
+    )
+    a = analyze(tmp_path / "mlp.py")
+    assert any(s.what == "ccl.py" and "does not parse" in s.reason for s in a.skipped)
+    assert a.stats["files"] == 1
+
+
+def test_call_signature_mismatches_are_reported(tmp_path):
+    (tmp_path / "ccl.py").write_text("def tt_all_reduce(x, mesh_device, cluster_axis=0):\n    return x\n")
+    (tmp_path / "mlp.py").write_text(
+        "from .ccl import tt_all_reduce\nclass MLP:\n    def forward(self, x, mode):\n"
+        "        a = tt_all_reduce(x, 1, 2, 3)\n        b = tt_all_reduce(x, 1, 0, cluster_axis=1)\n"
+        "        return tt_all_reduce(x, 1, rs_memory_config=None)\n"
+    )
+    reasons = sorted(s.reason for s in analyze(tmp_path / "mlp.py").skipped if s.what.startswith("call"))
+    assert reasons == [
+        "4 positional arguments, but tt_all_reduce() (ccl.py:1:0) takes 3",
+        "argument 'cluster_axis' given by position and by keyword (tt_all_reduce() (ccl.py:1:0))",
+        "tt_all_reduce() (ccl.py:1:0) has no parameter 'rs_memory_config'",
+    ]
+
+
+def test_exports_are_stable_api():
+    a = analyze(MLP, CFG)
+    assert to_json(a) == to_json(analyze(MLP, CFG))
+    assert to_dot(a) == to_dot(analyze(MLP, CFG))
+    small = focus(a, "mlp.py:51")
+    assert set(small.graph) <= set(a.graph) and "branch:mlp.py:51:15" in small.graph
+    assert "<graphml" in to_graphml(small)
+    assert a.to_dict()["module"] == "mlp.py"
