@@ -1,5 +1,6 @@
 """``ttnn.autograd``: gradient tracking on ttnn tensors (see engine.py for the design)."""
 
+from . import rules  # registers the backward rules of the ops
 from .engine import (
     BackwardContext,
     Function,

@@ -8,8 +8,12 @@ How it fits together:
 * ``tensor.backward(grad)`` walks the nodes reachable from the tensor in reverse topological order, calls each
   rule under ``no_grad`` with the summed upstream gradient, accumulates gradients that reach a tensor along
   several paths, and adds leaf gradients into ``.grad``;
-* without ``retain_graph`` the nodes drop their saved arguments afterwards, so the graph's memory goes away
-  with the last reference to the loss, and a second backward through it raises.
+* without ``retain_graph`` the nodes drop their saved arguments and outputs afterwards, so the graph's memory
+  goes away at once, and a second backward through it raises. A node holds a single-tensor output only
+  weakly (no reference cycle), so a graph that never runs backward also goes with the last reference to its
+  loss; the engine keeps each tensor that received a gradient alive until its node has run;
+* outputs that are one of the op's inputs (ops returning their input unchanged) and integer outputs get no
+  node; writing into a caller-provided output tensor that takes part in differentiation raises.
 
 Gradients are ttnn tensors distributed like their forward counterparts: every rule works per device.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -110,15 +115,31 @@ def register_non_differentiable(*op_names: str) -> None:
 
 
 class BackwardContext:
-    """What a backward rule sees: the op's bound arguments (by parameter name) and its output."""
+    """What a backward rule sees: the op's bound arguments (by parameter name) and its output.
 
-    __slots__ = ("args", "needs", "op_name", "output")
+    A single-tensor output is held weakly (the tensor owns the node; a strong reference back would make a
+    reference cycle that only the garbage collector frees). It is alive whenever the rule runs: the engine
+    keeps every tensor that received a gradient alive until its node has run. Multi-output ops keep their
+    outputs strongly until their backward has run (so a rule can read statistics the caller dropped).
+    """
+
+    __slots__ = ("_output", "_weak", "args", "needs", "op_name")
 
     def __init__(self, op_name: str, args: dict[str, Any], output: Any, needs: dict[str, Any]) -> None:
         self.op_name = op_name
         self.args = args
-        self.output = output
         self.needs = needs
+        self.output = output
+
+    @property
+    def output(self) -> Any:
+        """The forward output (a tuple/list for multi-output ops); None once the graph was freed."""
+        return self._output() if self._weak else self._output
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self._weak = isinstance(value, _tensor_type())
+        self._output = weakref.ref(value) if self._weak else value
 
     def needs_grad(self, name: str) -> bool:
         """Whether argument ``name`` (a tensor, or a list of tensors) needs a gradient."""
@@ -165,8 +186,27 @@ def _tracks(value) -> bool:
     return isinstance(value, Tensor) and (value.requires_grad or value._node is not None)
 
 
+_SIGNATURES: dict[Callable, inspect.Signature] = {}
+
+# arguments through which an op writes its result into a caller-provided tensor
+_OUTPUT_BUFFER_ARGS = (
+    "output_tensor",
+    "optional_output_tensor",
+    "output",
+    "out",
+    "persistent_output_buffer",
+    "persistent_output_tensor",
+)
+
+
 def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -> None:
-    """Attach a backward node to ``output`` if grad mode is on and an input takes part in differentiation."""
+    """Attach a backward node to ``output`` if grad mode is on and an input takes part in differentiation.
+
+    Outputs that are one of the inputs (ops that return their input unchanged, e.g. a reshape to the same
+    shape) get no node: the gradient reaches the input directly. Non-float outputs (indices) get no node.
+    Writing into a caller-provided output tensor that takes part in differentiation (or that is also an
+    input) is an in-place update, which autograd does not support: it raises.
+    """
     if not is_grad_enabled() or op_name in _NON_DIFFERENTIABLE:
         return
     Tensor = _tensor_type()
@@ -185,7 +225,9 @@ def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -
             f"{op_name}: an input requires grad but {op_name} has no backward; run it under ttnn.autograd.no_grad() "
             "or detach() the input"
         )
-    sig = inspect.signature(fn)
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        sig = _SIGNATURES[fn] = inspect.signature(fn)
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     arguments = dict(bound.arguments)
@@ -193,29 +235,52 @@ def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             arguments.update(arguments.pop(param.name, {}))
     needs: dict[str, Any] = {}
+    input_ids: set[int] = set()
+    buffers: set[int] = set()
     for name, value in arguments.items():
         if isinstance(value, Tensor):
+            if name in _OUTPUT_BUFFER_ARGS:
+                buffers.add(id(value))
+                continue
             needs[name] = _tracks(value)
+            input_ids.add(id(value))
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Tensor) for v in value):
             needs[name] = [_tracks(v) for v in value]
+            input_ids.update(id(v) for v in value)
+    for name in _OUTPUT_BUFFER_ARGS:
+        buf = arguments.get(name)
+        if isinstance(buf, Tensor) and (_tracks(buf) or id(buf) in input_ids):
+            raise ValidationError(
+                f"{op_name}: {name} is written in place, but it "
+                + ("requires grad" if _tracks(buf) else "is also an input of the op")
+                + "; autograd does not support in-place updates (leave the output to the op)"
+            )
     outputs = output if isinstance(output, (tuple, list)) else (output,)
+    targets = [
+        (index, out)
+        for index, out in enumerate(outputs)
+        if isinstance(out, Tensor) and out.dtype.is_float and (id(out) not in input_ids or id(out) in buffers)
+    ]
+    if not targets:
+        return
     ctx = BackwardContext(op_name, arguments, output, needs)
     node = Node(op_name, rule, ctx)
-    for index, out in enumerate(outputs):
-        if isinstance(out, Tensor):
-            out._node = node
-            out._output_index = index
+    for index, out in targets:
+        out._node = node
+        out._output_index = index
 
 
 def run_backward(root, grad, retain_graph: bool = False) -> None:
     """Backpropagate ``grad`` from ``root`` to every leaf that requires grad."""
-    Tensor = _tensor_type()
     if root._node is None:
         if root.requires_grad:
             with no_grad():
                 _accumulate_leaf(root, grad)
             return
         raise ValidationError("Tensor.backward: this tensor does not require grad and has no grad_fn")
+    if root._retains_grad:
+        with no_grad():
+            _accumulate_leaf(root, grad)
     # topological order over nodes, from the root's node
     order: list[Node] = []
     seen: set[int] = set()
@@ -240,10 +305,15 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
     order.reverse()
     # gradients per node output: node id -> {output index: grad}
     pending: dict[int, dict[int, Any]] = {id(root._node): {root._output_index: grad}}
+    # tensors that received a gradient, kept alive until their node ran (its rule may read ctx.output)
+    alive: dict[int, list] = {}
     with no_grad():
         for node in order:
             grads_out = pending.pop(id(node), None)
+            keep = alive.pop(id(node), None)  # noqa: F841 - holds the node's outputs while its rule runs
             if grads_out is None:
+                if not retain_graph:
+                    _free(node)
                 continue
             outputs = node.ctx.output if isinstance(node.ctx.output, (tuple, list)) else None
             upstream = (
@@ -263,6 +333,7 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
                         continue
                     _check_grad(node.name, name, tensor, tgrad)
                     if tensor._node is not None:
+                        alive.setdefault(id(tensor._node), []).append(tensor)
                         slot = pending.setdefault(id(tensor._node), {})
                         idx = tensor._output_index
                         slot[idx] = tgrad if idx not in slot else _add(slot[idx], tgrad)
@@ -271,10 +342,26 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
                     elif tensor.requires_grad:
                         _accumulate_leaf(tensor, tgrad)
             if not retain_graph:
-                node.freed = True
-                node.ctx.args = {
-                    k: (v if not isinstance(v, Tensor) else None) for k, v in node.ctx.args.items()
-                }
+                _free(node)
+
+
+def _freed_rule(ctx, grad):  # pragma: no cover - run_backward refuses freed nodes before calling a rule
+    raise ValidationError(f"backward of {ctx.op_name}: the graph was freed")
+
+
+def _free(node: Node) -> None:
+    """Drop what a node saved (inputs, outputs, the custom Function's context): the graph's memory goes."""
+    Tensor = _tensor_type()
+    node.freed = True
+    node.rule = _freed_rule
+    node.ctx.args = {k: (None if _holds_tensor(v, Tensor) else v) for k, v in node.ctx.args.items()}
+    node.ctx.output = None
+
+
+def _holds_tensor(value, Tensor) -> bool:
+    return isinstance(value, Tensor) or (
+        isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value)
+    )
 
 
 def _add(a, b):
@@ -291,10 +378,12 @@ def _check_grad(op_name: str, arg: str, tensor, grad) -> None:
 
 
 def _accumulate_leaf(tensor, grad) -> None:
-    from ..ops.data_movement import typecast
+    """``tensor.grad += grad``, in the tensor's dtype and layout (also for host tensors)."""
+    from ..ops._common import output_like
 
-    if grad.dtype is not tensor.dtype and tensor.dtype.is_float:
-        grad = typecast(grad, tensor.dtype)
+    if (grad.dtype is not tensor.dtype and tensor.dtype.is_float) or grad.layout is not tensor.layout:
+        shards = [s.astype("float32", copy=False) for s in grad.shards("Tensor.backward")]
+        grad = output_like("Tensor.backward", shards, grad, dtype=tensor.dtype, layout=tensor.layout)
     tensor._grad = grad if tensor._grad is None else _add(tensor._grad, grad)
 
 
@@ -311,8 +400,9 @@ class FunctionContext:
 
 class Function:
     """A differentiable op written by the user: subclass with static ``forward(ctx, *args)`` and
-    ``backward(ctx, *grad_outputs)``; call ``MyOp.apply(*args)``. ``backward`` returns one gradient (or None)
-    per positional argument of ``forward``."""
+    ``backward(ctx, *grad_outputs)``; call ``MyOp.apply(*args)``. ``backward`` receives one gradient per output
+    (None for an output that received none) and returns one gradient (or None) per positional argument of
+    ``forward``; a wrong count raises."""
 
     @staticmethod
     def forward(ctx: FunctionContext, *args, **kwargs):  # pragma: no cover - abstract
@@ -352,8 +442,9 @@ class Function:
         )
         node = Node(cls.__name__, rule, bctx)
         outputs = output if isinstance(output, (tuple, list)) else (output,)
+        inputs = {id(a) for a in args if isinstance(a, Tensor)}
         for index, out in enumerate(outputs):
-            if isinstance(out, Tensor):
+            if isinstance(out, Tensor) and out.dtype.is_float and id(out) not in inputs:
                 out._node = node
                 out._output_index = index
         return output
