@@ -21,6 +21,28 @@ from tttv2.ttnn.ops._common import _untraced, ttnn_op
 TTNN_NAMES = ("ttnn", "ttnn.experimental", "ttnn.transformer", "ttnn.cluster", "ttnn.device", "ttnn._ttnn")
 
 
+@pytest.fixture(autouse=True)
+def clean_ttnn_modules():
+    """Each test starts with no `ttnn` module imported.
+
+    Other test packages (tttv1's) install the emulator as `ttnn` for the whole session; their entries and
+    install record are set aside here and put back afterwards.
+    """
+    saved_record = dict(_compat._previous)
+    _compat._previous.clear()
+    saved = {
+        name: sys.modules.pop(name)
+        for name in list(sys.modules)
+        if name == "ttnn" or name.startswith("ttnn.")
+    }
+    yield
+    ttnn.uninstall_as_ttnn()
+    for name in [n for n in sys.modules if n == "ttnn" or n.startswith("ttnn.")]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+    _compat._previous.update(saved_record)
+
+
 @pytest.fixture
 def installed():
     """install_as_ttnn for one test; uninstalled (and sys.modules checked clean) afterwards."""
