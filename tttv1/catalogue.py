@@ -17,7 +17,15 @@ import copy
 
 import torch
 
-__all__ = ["CATALOGUE", "DEFAULT_MODEL", "catalogue_names", "config_dict", "hf_config", "hf_model_class", "random_state_dict"]
+__all__ = [
+    "CATALOGUE",
+    "DEFAULT_MODEL",
+    "catalogue_names",
+    "config_dict",
+    "hf_config",
+    "hf_model_class",
+    "random_state_dict",
+]
 
 DEFAULT_MODEL = "Llama-3.2-1B-tiny"
 
@@ -203,8 +211,9 @@ def _param_shapes(config: dict) -> dict[str, tuple[int, ...]]:
 def random_state_dict(name_or_config, seed: int = 0) -> dict[str, torch.Tensor]:
     """Deterministic random weights with Hugging Face names (float32).
 
-    Linear weights are N(0, 0.02) like HF's init; embeddings are N(0, 1) so the first layer sees unit-scale
-    activations; norm weights are 1 ± 0.1 so that a wrong norm weight shows up in the comparisons.
+    Linear weights are N(0, 0.02) like HF's init, except Q/K (N(0, 0.08)) so attention is peaked; embeddings are
+    N(0, 1) so the first layer sees unit-scale activations; norm weights are 1 ± 0.1 so that a wrong norm weight
+    shows up in the comparisons.
     """
     config = config_dict(name_or_config) if isinstance(name_or_config, str) else name_or_config
     gen = torch.Generator().manual_seed(seed)
@@ -216,6 +225,9 @@ def random_state_dict(name_or_config, seed: int = 0) -> dict[str, torch.Tensor]:
             out[key] = torch.randn(shape, generator=gen)
         elif key.endswith(".bias"):
             out[key] = 0.1 * torch.randn(shape, generator=gen)
+        elif any(p in key for p in ("q_proj", "k_proj", "qkv_proj")):
+            # sharper attention than HF's init: a near-uniform softmax would hide KV-cache and position bugs
+            out[key] = 0.08 * torch.randn(shape, generator=gen)
         else:
             out[key] = 0.02 * torch.randn(shape, generator=gen)
     return out

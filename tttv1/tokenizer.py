@@ -1,7 +1,7 @@
 """A byte-level tokenizer for the catalogue models (no tokenizer files are shipped or downloaded).
 
 Ids 0..2 are special (pad, bos, eos); byte b maps to id b + 3. Ids beyond the byte range (vocab > 259) never
-come out of ``encode`` and decode to nothing; ids past a small vocab wrap so every byte has an id.
+come out of ``encode`` and decode modulo 256; with a vocab smaller than 259 bytes wrap so every byte has an id.
 A checkpoint directory with ``tokenizer.json`` uses the Hugging Face tokenizer instead (``load_tokenizer``).
 """
 
@@ -33,7 +33,8 @@ class ByteTokenizer:
         return self.encode(f"<|user|>{text}<|assistant|>", bos=True)
 
     def decode(self, ids) -> str:
-        data = bytes(int(i) - self.OFFSET for i in ids if self.OFFSET <= int(i) < self.OFFSET + 256)
+        """Special ids are dropped; ids past the byte range wrap around it (so random models print something)."""
+        data = bytes((int(i) - self.OFFSET) % 256 for i in ids if int(i) >= self.OFFSET)
         return data.decode("utf-8", errors="replace")
 
 

@@ -6,13 +6,16 @@ merge, WO, all-reduce. Prefill: the same with a full-sequence SDPA (or chunked S
 The galaxy flag here is ``self.TG = num_devices == 32`` (not ``args.is_galaxy``), as in TTTv1.
 """
 
+# TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
+# ruff: noqa: E731, SIM210, RUF015, RUF046
+
 from __future__ import annotations
 
 import math
 
 import torch
-
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.ccl import tt_all_gather, tt_all_reduce
 from tttv1.tt.model_config import OpGroup, TensorGroup
@@ -81,7 +84,9 @@ class Attention(LightweightModule):
                 mesh_mapper=ttnn.ShardTensorToMesh(self.mesh_device, dim=1),
             )
             user_selection_matrix = torch.eye(8, 8)
-            user_selection_matrix = torch.nn.functional.pad(user_selection_matrix, (0, 24), "constant", 0)  # (8, 32)
+            user_selection_matrix = torch.nn.functional.pad(
+                user_selection_matrix, (0, 24), "constant", 0
+            )  # (8, 32)
             user_selection_matrix = [user_selection_matrix] * 4
             user_selection_matrix = torch.block_diag(*user_selection_matrix)  # (32, 128)
             self.user_selection_matrix = ttnn.from_torch(
@@ -131,9 +136,9 @@ class Attention(LightweightModule):
         self.sdpa_prefill_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
             decoder_id=layer_num, op=OpGroup.SDPA_PREFILL, configuration=configuration
         )
-        self.li_qkv_prefill_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_QKV_PREFILL, configuration=configuration
-        )
+        self.li_qkv_prefill_compute_kernel_cfg = self.model_config[
+            "DECODERS_OPTIMIZATIONS"
+        ].get_math_fidelity(decoder_id=layer_num, op=OpGroup.LI_QKV_PREFILL, configuration=configuration)
         self.li_o_prefill_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
             decoder_id=layer_num, op=OpGroup.LI_O_PREFILL, configuration=configuration
         )
@@ -176,7 +181,9 @@ class Attention(LightweightModule):
                 dim=-1,
             )
             bias_mapper = (
-                ttnn.ShardTensor2dMesh(self.mesh_device, dims=(-1, None), mesh_shape=configuration.cluster_shape)
+                ttnn.ShardTensor2dMesh(
+                    self.mesh_device, dims=(-1, None), mesh_shape=configuration.cluster_shape
+                )
                 if self.TG
                 else ttnn.ShardTensorToMesh(self.mesh_device, dim=-1)
             )
@@ -194,7 +201,7 @@ class Attention(LightweightModule):
             self.wqkv_bias_prefill = ttnn.reshape(
                 self.wqkv_bias_prefill,
                 (1, 1, 1, self.wqkv_bias_prefill.shape[-1]),
-                (1, 1, self.wqkv_bias_prefill.padded_shape[-2], self.wqkv_bias_prefill.shape[-1]),
+                (1, 1, self.tile_size, self.wqkv_bias_prefill.shape[-1]),
             )
 
             # Broadcasting does not seem to be supported inside execute_trace so expand to the whole batch size
@@ -231,9 +238,15 @@ class Attention(LightweightModule):
         qkv_list = []
         for i in range(self.num_devices_per_group):
             # Chunk weights
-            wq_selected = torch.chunk(self.state_dict[f"{wq_str}.weight"], self.num_devices_per_group, dim=0)[i]
-            wk_selected = torch.chunk(self.state_dict[f"{wk_str}.weight"], self.num_devices_per_group, dim=0)[i]
-            wv_selected = torch.chunk(self.state_dict[f"{wv_str}.weight"], self.num_devices_per_group, dim=0)[i]
+            wq_selected = torch.chunk(self.state_dict[f"{wq_str}.weight"], self.num_devices_per_group, dim=0)[
+                i
+            ]
+            wk_selected = torch.chunk(self.state_dict[f"{wk_str}.weight"], self.num_devices_per_group, dim=0)[
+                i
+            ]
+            wv_selected = torch.chunk(self.state_dict[f"{wv_str}.weight"], self.num_devices_per_group, dim=0)[
+                i
+            ]
 
             # Transpose the selected chunks
             wq = torch.transpose(wq_selected, -2, -1)
@@ -320,14 +333,18 @@ class Attention(LightweightModule):
             dtype=self.wo_dtype,
             layout=ttnn.TILE_LAYOUT,
             device=self.mesh_device,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG if (self.use_fused_all_gather_matmul or self.TG) else wo_mem_config,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG
+            if (self.use_fused_all_gather_matmul or self.TG)
+            else wo_mem_config,
             mesh_mapper=ttnn.ShardTensor2dMesh(
                 self.mesh_device,
                 dims=(2, 3) if (self.use_fused_all_gather_matmul or self.TG) else (3, 2),
                 mesh_shape=configuration.cluster_shape,
             ),
             cache_file_name=(
-                cache_name("wo_width_sharded_2d") if (self.use_fused_all_gather_matmul or self.TG) else cache_name("wo")
+                cache_name("wo_width_sharded_2d")
+                if (self.use_fused_all_gather_matmul or self.TG)
+                else cache_name("wo")
             ),
         )
         if not use_paged_kv_cache:
@@ -448,13 +465,16 @@ class Attention(LightweightModule):
             # On galaxy the QKV output is a partial sum over the mesh columns: add the bias once, after the reduce
             if self.wqkv_bias_decode:
                 num_tiles = int(math.ceil(xqkv_fused.shape[-2] / self.tile_size))
-                xqkv_fused = ttnn.add(xqkv_fused, self.wqkv_bias_decode[num_tiles - 1], memory_config=ttnn.L1_MEMORY_CONFIG)
+                xqkv_fused = ttnn.add(
+                    xqkv_fused, self.wqkv_bias_decode[num_tiles - 1], memory_config=ttnn.L1_MEMORY_CONFIG
+                )
             # TODO: Slice the fused_query_key_value tensor get batch=8
             xqkv_fused = ttnn.matmul(
                 self.slice_mat,
                 xqkv_fused,
                 dtype=ttnn.bfloat16,
                 memory_config=self.model_config["CREATE_HEAD_INPUT_MEMCFG"],
+                compute_kernel_config=self.compute_kernel_config_hifi4,  # a 0/1 selection: keep it exact
             )
         else:
             # bfloat16 is required by nlp_create_qkv_heads_decode
@@ -489,17 +509,29 @@ class Attention(LightweightModule):
 
         if self.use_qk_fused:
             q_heads_1BQD, k_heads_1BKD = ttnn.experimental.rotary_embedding_llama_fused_qk(
-                q_heads_pre_rot_1BQD, k_heads_pre_rot_1BKD, rot_mats[0], rot_mats[1], self.transformation_mats["decode"]
+                q_heads_pre_rot_1BQD,
+                k_heads_pre_rot_1BKD,
+                rot_mats[0],
+                rot_mats[1],
+                self.transformation_mats["decode"],
             )
         else:
             # Q Rotary Embeddings
             q_heads_1BQD = ttnn.experimental.rotary_embedding_llama(
-                q_heads_pre_rot_1BQD, rot_mats[0], rot_mats[1], self.transformation_mats["decode"], is_decode_mode=True
+                q_heads_pre_rot_1BQD,
+                rot_mats[0],
+                rot_mats[1],
+                self.transformation_mats["decode"],
+                is_decode_mode=True,
             )
 
             # K Rotary Embeddings
             k_heads_1BKD = ttnn.experimental.rotary_embedding_llama(
-                k_heads_pre_rot_1BKD, rot_mats[0], rot_mats[1], self.transformation_mats["decode"], is_decode_mode=True
+                k_heads_pre_rot_1BKD,
+                rot_mats[0],
+                rot_mats[1],
+                self.transformation_mats["decode"],
+                is_decode_mode=True,
             )
 
         ttnn.deallocate(q_heads_pre_rot_1BQD)
@@ -517,8 +549,12 @@ class Attention(LightweightModule):
         # k_heads, [seqlen, n_kv_heads, bsz, head_dim]
         # v_heads [seqlen, n_kv_heads, bsz, head_dim]
         # keys, [max_batch_size, n_kv_heads // configuration.num_devices, max_seq_len, head_dim]
-        ttnn.experimental.paged_update_cache(keys, k_heads_1BKD, update_idxs_tensor=current_pos, page_table=page_table)
-        ttnn.experimental.paged_update_cache(values, v_heads_1BKD, update_idxs_tensor=current_pos, page_table=page_table)
+        ttnn.experimental.paged_update_cache(
+            keys, k_heads_1BKD, update_idxs_tensor=current_pos, page_table=page_table
+        )
+        ttnn.experimental.paged_update_cache(
+            values, v_heads_1BKD, update_idxs_tensor=current_pos, page_table=page_table
+        )
 
         ttnn.deallocate(k_heads_1BKD)
         ttnn.deallocate(v_heads_1BKD)
@@ -557,9 +593,9 @@ class Attention(LightweightModule):
 
         attn_output_11BH = ttnn.to_memory_config(
             attn_output_1G4D,
-            memory_config=self.model_config[
-                "SCORES_BATCHED_MM_OUTPUT_MEMCFG"
-            ](self.batch_size_per_device_group),
+            memory_config=self.model_config["SCORES_BATCHED_MM_OUTPUT_MEMCFG"](
+                self.batch_size_per_device_group
+            ),
         )
         attn_output_cat = ttnn.experimental.nlp_concat_heads_decode(
             attn_output_11BH,
@@ -580,7 +616,7 @@ class Attention(LightweightModule):
                 multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
                 all_gather_core_grid_offset=(0, 4),
                 barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-                num_links=1,
+                num_links=1 if self.ccl_topology == ttnn.Topology.Ring else 2,
                 memory_config_ag=self.model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"],
                 memory_config_mm=self.model_config["DECODE_RESIDUAL_MEMCFG"],
                 program_config=self.model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"],
@@ -590,7 +626,9 @@ class Attention(LightweightModule):
                 num_buffers_per_channel=2,
             )
             ttnn.deallocate(attn_output_cat)
-            dense_out_sharded = ttnn.to_memory_config(dense_out_sharded, self.model_config["DECODE_RESIDUAL_MEMCFG"])
+            dense_out_sharded = ttnn.to_memory_config(
+                dense_out_sharded, self.model_config["DECODE_RESIDUAL_MEMCFG"]
+            )
             return dense_out_sharded
 
         else:
@@ -616,6 +654,7 @@ class Attention(LightweightModule):
                     core_grid=ttnn.CoreGrid(y=4, x=8),
                     dtype=ttnn.bfloat16,
                     memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
+                    compute_kernel_config=self.compute_kernel_config_hifi4,  # a 0/1 selection: keep it exact
                 )
             else:
                 attn_output = attn_output_cat
@@ -626,7 +665,9 @@ class Attention(LightweightModule):
                 self.wo,
                 core_grid=ttnn.CoreGrid(y=4, x=8) if self.TG else None,
                 program_config=self.model_config["ATTN_OUTPUT_PROGCFG"] if not self.TG else None,
-                memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG if self.TG else attn_output_cat.memory_config(),
+                memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG
+                if self.TG
+                else attn_output_cat.memory_config(),
                 dtype=ttnn.bfloat8_b if self.TG else None,
                 compute_kernel_config=self.li_o_decode_compute_kernel_cfg,
             )
@@ -658,7 +699,9 @@ class Attention(LightweightModule):
             )
 
             if not self.TG:
-                dense_out_reduced = ttnn.to_memory_config(dense_out_reduced, self.model_config["DECODE_RESIDUAL_MEMCFG"])
+                dense_out_reduced = ttnn.to_memory_config(
+                    dense_out_reduced, self.model_config["DECODE_RESIDUAL_MEMCFG"]
+                )
 
             return dense_out_reduced
 
@@ -682,7 +725,9 @@ class Attention(LightweightModule):
         if seq_len > self.MAX_QKV_MM_SEQ_LEN:
             if seq_len % self.MAX_QKV_MM_SEQ_LEN != 0:
                 raise ValueError(f"seq_len {seq_len} must be divisible by {self.MAX_QKV_MM_SEQ_LEN}")
-            x_11SH = ttnn.reshape(x_11SH, [1, seq_len // self.MAX_QKV_MM_SEQ_LEN, self.MAX_QKV_MM_SEQ_LEN, -1])
+            x_11SH = ttnn.reshape(
+                x_11SH, [1, seq_len // self.MAX_QKV_MM_SEQ_LEN, self.MAX_QKV_MM_SEQ_LEN, -1]
+            )
 
         xqkv_fused = ttnn.linear(
             x_11SH,
@@ -773,7 +818,9 @@ class Attention(LightweightModule):
 
         # sharding k_fill to deal with update_cache memory limitation
         if seq_len >= self.min_kv_prefill_shard_seqlen and not self.TG and not page_table:
-            k_fill = ttnn.interleaved_to_sharded(k_heads_1KSD_8b, self.model_config["KV_PREFILL_MEM_CFG"](seq_len))
+            k_fill = ttnn.interleaved_to_sharded(
+                k_heads_1KSD_8b, self.model_config["KV_PREFILL_MEM_CFG"](seq_len)
+            )
         else:
             k_fill = k_heads_1KSD_8b
 
@@ -783,7 +830,9 @@ class Attention(LightweightModule):
 
         # sharding v_fill to deal with update_cache memory limitation
         if seq_len >= self.min_kv_prefill_shard_seqlen and not self.TG and not page_table:
-            v_fill = ttnn.interleaved_to_sharded(v_heads_1VSD_8b, self.model_config["KV_PREFILL_MEM_CFG"](seq_len))
+            v_fill = ttnn.interleaved_to_sharded(
+                v_heads_1VSD_8b, self.model_config["KV_PREFILL_MEM_CFG"](seq_len)
+            )
         else:
             v_fill = v_heads_1VSD_8b
 
@@ -943,5 +992,7 @@ class Attention(LightweightModule):
         fill_devices = ttnn.get_device_tensors(fill)
         # Get only tensors from specific column chips: every 4th tensor starting from user_id // 8
         column = user_id // self.batch_size_per_device_group
-        for cache_dev, fill_dev in list(zip(cache_devices, fill_devices))[column :: list(self.mesh_device.shape)[1]]:
+        for cache_dev, fill_dev in list(zip(cache_devices, fill_devices))[
+            column :: list(self.mesh_device.shape)[1]
+        ]:
             ttnn.fill_cache(cache_dev, fill_dev, user_id % self.batch_size_per_device_group)

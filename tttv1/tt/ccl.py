@@ -6,6 +6,9 @@ extra G3 ones (``rs_memory_config``, ``chunks_per_sync``, ``num_workers_per_link
 new MLP passes.
 """
 
+# TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
+# ruff: noqa: SIM212
+
 from __future__ import annotations
 
 import ttnn
@@ -147,7 +150,8 @@ def tt_all_reduce(
     original_shape = input_tensor.shape
     if original_shape[0] != 1 or original_shape[1] != 1:
         input_tensor = ttnn.reshape(
-            input_tensor, (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1])
+            input_tensor,
+            (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1]),
         )
 
     # N300 and T3K: reduce_scatter
@@ -178,7 +182,9 @@ def tt_all_reduce(
     # TG: all_reduce
     # Cast to CCL dtype
     if input_tensor.dtype != dtype:
-        input_tensor = ttnn.to_memory_config(input_tensor, ttnn.L1_MEMORY_CONFIG, dtype)  # typecast and to interleaved
+        input_tensor = ttnn.to_memory_config(
+            input_tensor, ttnn.L1_MEMORY_CONFIG, dtype
+        )  # typecast and to interleaved
         if sharded and memory_config is not None and _fits(memory_config, input_tensor):
             input_tensor = ttnn.to_memory_config(input_tensor, memory_config, dtype)  # to sharded
 
@@ -277,7 +283,9 @@ def tt_all_gather(
 
     # Cast to CCL dtype
     if input_tensor.dtype != dtype:
-        input_tensor = ttnn.to_memory_config(input_tensor, ttnn.L1_MEMORY_CONFIG, dtype)  # typecast and to interleaved
+        input_tensor = ttnn.to_memory_config(
+            input_tensor, ttnn.L1_MEMORY_CONFIG, dtype
+        )  # typecast and to interleaved
         if sharded and memory_config is not None and _fits(memory_config, input_tensor):
             input_tensor = ttnn.to_memory_config(input_tensor, memory_config, dtype)  # to sharded
 
@@ -320,7 +328,9 @@ def tt_distributed_rmsnorm(inp, epsilon, gamma, mesh_device, tt_ccl, compute_ker
         num_links = tt_ccl.get_num_links(cluster_axis=1)
 
     # Run distributed rmsnorm part 1
-    tt_stats = ttnn.rms_norm_pre_all_gather(inp, compute_kernel_config=compute_kernel_config, dtype=ttnn.bfloat16)
+    tt_stats = ttnn.rms_norm_pre_all_gather(
+        inp, compute_kernel_config=compute_kernel_config, dtype=ttnn.bfloat16
+    )
     padded_shape = (1, 1, inp.shape[-2], 32)
     tt_stats = ttnn.reshape(tt_stats, ttnn.Shape(padded_shape))  # TODO: Figure out why we need this
     tt_stats_gathered = tt_all_gather(

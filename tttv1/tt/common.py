@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import torch
-
 import ttnn
 
 
@@ -191,7 +190,9 @@ def get_prefill_rot_mat(head_dim, mesh_device, seq_len, theta, rope_scaling, sta
     cos_g, sin_g = gather_cos_sin(torch.arange(start_pos, start_pos + seq_len), cos, sin)
     mapper = ttnn.ReplicateTensorToMesh(mesh_device)
     return [
-        ttnn.from_torch(t, device=mesh_device, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, mesh_mapper=mapper)
+        ttnn.from_torch(
+            t, device=mesh_device, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, mesh_mapper=mapper
+        )
         for t in (cos_g, sin_g)
     ]
 
@@ -202,12 +203,18 @@ def get_prefill_rot_mat(head_dim, mesh_device, seq_len, theta, rope_scaling, sta
 def copy_host_to_device(host_tensors, device_tensors=None, mesh_device=None):
     """Move prepared host tensors to the mesh (a fresh copy, or into existing device tensors for traces)."""
     if device_tensors is None:
-        assert mesh_device is not None, "copy_host_to_device needs mesh_device when no device tensors are given"
+        assert mesh_device is not None, (
+            "copy_host_to_device needs mesh_device when no device tensors are given"
+        )
         return [None if t is None else ttnn.to_device(t, mesh_device) for t in host_tensors]
-    return [None if t is None else ttnn.to_device(t, d.device()) for t, d in zip(host_tensors, device_tensors)]
+    return [
+        None if t is None else ttnn.to_device(t, d.device()) for t, d in zip(host_tensors, device_tensors)
+    ]
 
 
-def preprocess_inputs_prefill(input_prompts, tokenizer, model_args, instruct, max_generated_tokens, max_prefill_len=None):
+def preprocess_inputs_prefill(
+    input_prompts, tokenizer, model_args, instruct, max_generated_tokens, max_prefill_len=None
+):
     """Tokenise prompts, left-align them and pad to the longest: (input_tokens [B, S_max], encoded, decoding_pos,
     prefill_lens). Prompts longer than ``max_prefill_len`` keep their last tokens."""
     if max_prefill_len is None:

@@ -8,10 +8,12 @@ them as they come.
 from __future__ import annotations
 
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.attention import Attention
 from tttv1.tt.distributed_norm import DistributedNorm
 from tttv1.tt.mlp import MLP
+from tttv1.tt.mlp_legacy import MLP as LegacyMLP
 from tttv1.tt.model_config import TensorGroup
 from tttv1.tt.rmsnorm import RMSNorm
 
@@ -65,7 +67,9 @@ class TransformerBlock(LightweightModule):
             paged_attention_config=paged_attention_config,
             use_paged_kv_cache=use_paged_kv_cache,
         )
-        self.feed_forward = MLP(
+        # G3 MLP by default; the older dict-keyed form when asked for (TTTV1_MLP_GENERATION=G1)
+        MLPClass = LegacyMLP if args.mlp_generation == "G1" else MLP
+        self.feed_forward = MLPClass(
             mesh_device=mesh_device,
             tt_ccl=self.tt_ccl,
             args=args,
@@ -75,6 +79,8 @@ class TransformerBlock(LightweightModule):
             dtype=dtype,
             model_config=self.model_config,
         )
+        # Multi-device residual adds keep the fractured layout; single devices may add in place
+        self.residual_inplace = not (args.num_devices > 1)
         # Qwen2.5-7B loses accuracy with fp32 accumulation in the norms' packer path
         norm_kwargs = {}
         if self.args.base_model_name in ("Qwen2.5-7B", "Qwen2.5-VL-7B"):
@@ -187,10 +193,12 @@ class TransformerBlock(LightweightModule):
     ) -> ttnn.Tensor:
         TG = self.args.is_galaxy
         # x is fractured across devices and interleaved in DRAM (for prefill) and sharded in L1 (for decode)
-        skip_mem_cfg = self.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else ttnn.DRAM_MEMORY_CONFIG
-        assert (
-            x.memory_config() == skip_mem_cfg
-        ), f"decoder input memcfg mismatch: {x.memory_config()} != {skip_mem_cfg}"
+        skip_mem_cfg = (
+            self.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else ttnn.DRAM_MEMORY_CONFIG
+        )
+        assert x.memory_config() == skip_mem_cfg, (
+            f"decoder input memcfg mismatch: {x.memory_config()} != {skip_mem_cfg}"
+        )
         # Norms take fractured inputs and output replicated across devices
         attn_in = self.attention_norm(x, mode)
         # Attention takes replicated inputs and produces fractured outputs

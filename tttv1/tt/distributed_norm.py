@@ -7,6 +7,7 @@ The residual stream is split over devices along dim; a norm needs the whole row.
 from __future__ import annotations
 
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.ccl import tt_distributed_rmsnorm, tt_sharded_distributed_rmsnorm
 

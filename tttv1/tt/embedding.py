@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 
 
@@ -14,12 +15,16 @@ class Embedding(LightweightModule):
 
         base_name = args.get_state_dict_prefix("", None) + "tok_embeddings.weight"
         torch_weight = state_dict[base_name].unsqueeze(0).unsqueeze(0)
-        cache_name = None if args.dummy_weights or weight_cache_path is None else weight_cache_path / base_name
+        cache_name = (
+            None if args.dummy_weights or weight_cache_path is None else weight_cache_path / base_name
+        )
         self.weights = ttnn.as_tensor(
             torch_weight,
             dtype=dtype,
             device=self.mesh_device,
-            mesh_mapper=ttnn.ShardTensor2dMesh(self.mesh_device, dims=(None, 3), mesh_shape=args.cluster_shape),
+            mesh_mapper=ttnn.ShardTensor2dMesh(
+                self.mesh_device, dims=(None, 3), mesh_shape=args.cluster_shape
+            ),
             layout=ttnn.ROW_MAJOR_LAYOUT,
             memory_config=args.get_model_config()["EMB_WEIGHTS_MEMCFG"],
             cache_file_name=cache_name,

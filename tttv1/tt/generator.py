@@ -6,8 +6,8 @@ Only eager execution is emulated: ``enable_trace`` is accepted for API compatibi
 from __future__ import annotations
 
 import torch
-
 import ttnn
+
 from tttv1.tt.common import get_block_size, get_padded_prefill_len, num_blocks_in_seq
 
 
@@ -24,7 +24,9 @@ class Generator:
 
     # --- prefill ---------------------------------------------------------------------------------------------
 
-    def prefill_forward_text(self, tokens: torch.Tensor, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None):
+    def prefill_forward_text(
+        self, tokens: torch.Tensor, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None
+    ):
         """tokens [B, S_max] (left-aligned, padded); returns last-token logits [B, 1, vocab] (float32)."""
         batch, batch_seq_len = tokens.shape
         if prompt_lens is None:
@@ -57,7 +59,9 @@ class Generator:
             output_logits[idx] = logits
         return output_logits
 
-    def prefill_forward_single_user_text(self, tokens, page_table, user_id, last_token_idx, kv_cache=None, model_id=0):
+    def prefill_forward_single_user_text(
+        self, tokens, page_table, user_id, last_token_idx, kv_cache=None, model_id=0
+    ):
         model = self.model[model_id]
         args = self.model_args[model_id]
         prefill_len = tokens.shape[-1]
@@ -66,7 +70,9 @@ class Generator:
             # Chunked prefill requires paged attention: each chunk attends to the cached earlier chunks
             assert page_table is not None, "page_table must be provided for chunked prefill"
             chunk_size = args.max_prefill_chunk_size
-            assert prefill_len % chunk_size == 0, f"prefill length {prefill_len} must be a multiple of the chunk {chunk_size}"
+            assert prefill_len % chunk_size == 0, (
+                f"prefill length {prefill_len} must be a multiple of the chunk {chunk_size}"
+            )
             block_size = self._block_size(kv_cache, model)
             last_token_idx_in_chunk = last_token_idx % chunk_size
             # Calculate which chunk contains the last_token_idx
@@ -108,7 +114,9 @@ class Generator:
                 )
 
                 if chunk_start == last_chunk_start:
-                    logits = model.process_output_prefill(tt_logits, last_token_idx=(last_token_idx_in_chunk % 32))
+                    logits = model.process_output_prefill(
+                        tt_logits, last_token_idx=(last_token_idx_in_chunk % 32)
+                    )
                     return logits
                 ttnn.deallocate(tt_logits)
         else:
@@ -177,4 +185,3 @@ class Generator:
         if not read_from_device:
             return outputs
         return torch.cat(outputs, dim=0)
-

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import torch
-
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.ccl import tt_all_reduce
 from tttv1.tt.common import Mode
@@ -58,14 +58,18 @@ class LMHead(LightweightModule):
         self.output_weights = []
         if args.is_galaxy:
             cache_file_name = (
-                None if args.dummy_weights or weight_cache_path is None else weight_cache_path / "output_weight_2d"
+                None
+                if args.dummy_weights or weight_cache_path is None
+                else weight_cache_path / "output_weight_2d"
             )
             self.output_weights.append(  # (2k, 16k) 128* 1024
                 ttnn.as_tensor(
                     torch_output_weights.unsqueeze(0).unsqueeze(0),
                     dtype=dtype,
                     device=mesh_device,
-                    mesh_mapper=ttnn.ShardTensor2dMesh(mesh_device, dims=(3, 2), mesh_shape=args.cluster_shape),
+                    mesh_mapper=ttnn.ShardTensor2dMesh(
+                        mesh_device, dims=(3, 2), mesh_shape=args.cluster_shape
+                    ),
                     layout=ttnn.TILE_LAYOUT,
                     memory_config=ttnn.DRAM_MEMORY_CONFIG,
                     cache_file_name=cache_file_name,
@@ -87,7 +91,8 @@ class LMHead(LightweightModule):
                 cache_file_name = (
                     None
                     if args.dummy_weights or weight_cache_path is None
-                    else weight_cache_path / f"output_lm_head_{num_splits}_split_shard_{i}_{combined_split.shape[-1]}"
+                    else weight_cache_path
+                    / f"output_lm_head_{num_splits}_split_shard_{i}_{combined_split.shape[-1]}"
                 )
                 memory_config = args.create_dram_sharded_mem_config(
                     k=args.dim, n=math.ceil(combined_split.shape[-1] / self.num_devices)
@@ -110,7 +115,9 @@ class LMHead(LightweightModule):
             fp32_dest_acc_en=False,
             packer_l1_acc=True,
         )
-        self.program_configs = [args.get_lm_head_program_config(split_size, self.prefetcher) for split_size in split_sizes]
+        self.program_configs = [
+            args.get_lm_head_program_config(split_size, self.prefetcher) for split_size in split_sizes
+        ]
 
     def forward(self, x: ttnn.Tensor, mode=Mode.DECODE):
         if isinstance(mode, str):
@@ -132,7 +139,9 @@ class LMHead(LightweightModule):
             outputs.append(output)
 
         # Concatenate the outputs
-        output = ttnn.concat(outputs, dim=-1, memory_config=self.args.get_lm_head_output_mem_config(mode, self.prefetcher))
+        output = ttnn.concat(
+            outputs, dim=-1, memory_config=self.args.get_lm_head_output_mem_config(mode, self.prefetcher)
+        )
 
         output = tt_all_reduce(
             output,

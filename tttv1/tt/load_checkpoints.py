@@ -67,7 +67,11 @@ def split_hf_keys(state_dict: dict, n_heads: int, n_kv_heads: int, head_dim: int
             suffix = key.rsplit(".", 1)[1]
             base = key[: -len(f"qkv_proj.{suffix}")]
             q, k, v = torch.split(value, [q_size, kv_size, kv_size], dim=0)
-            out[f"{base}q_proj.{suffix}"], out[f"{base}k_proj.{suffix}"], out[f"{base}v_proj.{suffix}"] = q, k, v
+            out[f"{base}q_proj.{suffix}"], out[f"{base}k_proj.{suffix}"], out[f"{base}v_proj.{suffix}"] = (
+                q,
+                k,
+                v,
+            )
         elif key.endswith("mlp.gate_up_proj.weight"):
             base = key[: -len("gate_up_proj.weight")]
             gate, up = torch.chunk(value, 2, dim=0)
@@ -112,11 +116,17 @@ def map_hf_to_meta_keys(state_dict: dict) -> dict:
     return out
 
 
-def convert_hf_to_meta(state_dict: dict, head_dim: int, n_heads: int, n_kv_heads: int, tie_word_embeddings: bool) -> dict:
+def convert_hf_to_meta(
+    state_dict: dict, head_dim: int, n_heads: int, n_kv_heads: int, tie_word_embeddings: bool
+) -> dict:
     """HF names + rotate-half layout → Meta names + interleaved layout (float32 on host)."""
     state_dict = {k: v.float() for k, v in state_dict.items()}
     state_dict = split_hf_keys(state_dict, n_heads, n_kv_heads, head_dim)
-    if tie_word_embeddings and "lm_head.weight" not in state_dict and "model.embed_tokens.weight" in state_dict:
+    if (
+        tie_word_embeddings
+        and "lm_head.weight" not in state_dict
+        and "model.embed_tokens.weight" in state_dict
+    ):
         state_dict["lm_head.weight"] = state_dict["model.embed_tokens.weight"]
     state_dict = convert_hf_qkv_to_meta_format(state_dict, head_dim)
     return map_hf_to_meta_keys(state_dict)

@@ -5,11 +5,14 @@ Configs come from ``args.get_mlp_*`` methods taking ``(mode, seq_len, prefetcher
 mode, the model dim and seq_len, as TTTv1's does: that branching is what the migration splits apart.
 """
 
+# TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
+# ruff: noqa: E731, SIM210
+
 from __future__ import annotations
 
 import torch
-
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.ccl import tt_all_reduce
 from tttv1.tt.common import Mode, pad_to_size
@@ -40,11 +43,15 @@ class MLP(LightweightModule):
         self.dim = args.dim
         self.model_config = model_config
         self.layer_num = layer_num
-        state_dict_prefix = state_dict_prefix or args.get_state_dict_prefix(self.__class__.__name__, layer_num)
+        state_dict_prefix = state_dict_prefix or args.get_state_dict_prefix(
+            self.__class__.__name__, layer_num
+        )
         torch_weight = lambda name: torch.transpose(state_dict[f"{state_dict_prefix}.{name}.weight"], -2, -1)
         pad_hidden_dim = lambda tensor, dim: pad_to_size(tensor, dim=dim, size=args.hidden_dim)
         # If padding was applied (e.g. via env var), add the unpadded hidden dim to the cache name to avoid loading incorrect weights
-        hidden_dim_string = f".hidden_dim_{args.hidden_dim}" if args.hidden_dim != args.unpadded_hidden_dim else ""
+        hidden_dim_string = (
+            f".hidden_dim_{args.hidden_dim}" if args.hidden_dim != args.unpadded_hidden_dim else ""
+        )
 
         if args.dummy_weights or weight_cache_path is None:
             cache_name = lambda _: None
@@ -57,13 +64,21 @@ class MLP(LightweightModule):
         def as_sharded_tensor(name, type, dims):
             """Transpose to [in, out], pad the hidden dim, shard 2-D over the mesh; TG keeps weights interleaved."""
             return ttnn.as_tensor(
-                pad_hidden_dim(torch_weight(name[:2]), dims[0] if args.is_galaxy else dims[-1]),  # Grab only the wX part of the name
+                pad_hidden_dim(
+                    torch_weight(name[:2]), dims[0] if args.is_galaxy else dims[-1]
+                ),  # Grab only the wX part of the name
                 dtype=type,
                 device=self.mesh_device,
-                mesh_mapper=ttnn.ShardTensor2dMesh(self.mesh_device, dims=dims, mesh_shape=args.cluster_shape),
+                mesh_mapper=ttnn.ShardTensor2dMesh(
+                    self.mesh_device, dims=dims, mesh_shape=args.cluster_shape
+                ),
                 layout=ttnn.TILE_LAYOUT,
                 memory_config=(
-                    ttnn.DRAM_MEMORY_CONFIG if args.is_galaxy else w2_mem_config if "w2" in name else w1_w3_mem_config
+                    ttnn.DRAM_MEMORY_CONFIG
+                    if args.is_galaxy
+                    else w2_mem_config
+                    if "w2" in name
+                    else w1_w3_mem_config
                 ),
                 cache_file_name=cache_name(name),
             )
@@ -74,10 +89,14 @@ class MLP(LightweightModule):
 
         layer_num = max(layer_num, 0)  # cross_block uses the configuration of the first decoder
 
-        ff1_3_dtype = args.decoders_optimizations.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF1_FF3)
+        ff1_3_dtype = args.decoders_optimizations.get_tensor_dtype(
+            decoder_id=layer_num, tensor=TensorGroup.FF1_FF3
+        )
         ff2_dtype = args.decoders_optimizations.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF2)
 
-        self.w1 = as_sharded_tensor("w1_sharded", ff1_3_dtype, dims=w1_dims)  # bfp4 normally ok here but sub .99 pcc for llama 3.1 weights
+        self.w1 = as_sharded_tensor(
+            "w1_sharded", ff1_3_dtype, dims=w1_dims
+        )  # bfp4 normally ok here but sub .99 pcc for llama 3.1 weights
         self.w2 = as_sharded_tensor("w2_sharded", ff2_dtype, dims=w2_dims)
         self.w3 = as_sharded_tensor("w3_sharded", ff1_3_dtype, dims=w1_dims)
 
@@ -114,9 +133,13 @@ class MLP(LightweightModule):
             decoder_id=layer_num, op=OpGroup.LI_FF1_FF3, configuration=self.args
         )
 
-        if mode == Mode.PREFILL and seq_len >= self.args.prefill_len_cutoff:  # 512 if Blackhole, 1024 if Wormhole
+        if (
+            mode == Mode.PREFILL and seq_len >= self.args.prefill_len_cutoff
+        ):  # 512 if Blackhole, 1024 if Wormhole
             # Reshape input to fit on device and parallelize computation
-            x = ttnn.reshape(x, [1, seq_len // self.args.prefill_len_cutoff, self.args.prefill_len_cutoff, -1])
+            x = ttnn.reshape(
+                x, [1, seq_len // self.args.prefill_len_cutoff, self.args.prefill_len_cutoff, -1]
+            )
 
         pc_1 = self.args.get_mlp_ff1_3_prg_config(mode, seq_len, self.prefetcher)
         pc_2 = self.args.get_mlp_ff2_prg_config(mode, seq_len, self.prefetcher)
@@ -133,8 +156,12 @@ class MLP(LightweightModule):
             compute_kernel_config=li_ff1_3_compute_kernel_cfg,
             program_config=pc_1,
             memory_config=memory_config,
-            global_cb=self.prefetcher.global_cb if self.prefetcher is not None and mode == Mode.DECODE else None,
-            sub_device_id=self.prefetcher.worker_sub_device_id if self.prefetcher is not None and mode == Mode.DECODE else None,
+            global_cb=self.prefetcher.global_cb
+            if self.prefetcher is not None and mode == Mode.DECODE
+            else None,
+            sub_device_id=self.prefetcher.worker_sub_device_id
+            if self.prefetcher is not None and mode == Mode.DECODE
+            else None,
         )
 
         w3_out = ttnn.linear(
@@ -145,8 +172,12 @@ class MLP(LightweightModule):
             compute_kernel_config=li_ff1_3_compute_kernel_cfg,
             program_config=pc_3,
             memory_config=memory_config,
-            global_cb=self.prefetcher.global_cb if self.prefetcher is not None and mode == Mode.DECODE else None,
-            sub_device_id=self.prefetcher.worker_sub_device_id if self.prefetcher is not None and mode == Mode.DECODE else None,
+            global_cb=self.prefetcher.global_cb
+            if self.prefetcher is not None and mode == Mode.DECODE
+            else None,
+            sub_device_id=self.prefetcher.worker_sub_device_id
+            if self.prefetcher is not None and mode == Mode.DECODE
+            else None,
         )
         ttnn.deallocate(x)
 
@@ -157,11 +188,15 @@ class MLP(LightweightModule):
                     w1_out,
                     persistent_output_buffers=None,
                     dim=3,
-                    multi_device_global_semaphore=self.tt_ccl.get_and_cycle_rs_semaphore_handles(cluster_axis=1),
+                    multi_device_global_semaphore=self.tt_ccl.get_and_cycle_rs_semaphore_handles(
+                        cluster_axis=1
+                    ),
                     barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis=1),
                     num_links=self.args.num_reduce_scatter_links,
                     cluster_axis=1,
-                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"] if mode == Mode.DECODE else None,
+                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
+                    if mode == Mode.DECODE
+                    else None,
                     intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
                     topology=ttnn.Topology.Linear,
                     chunks_per_sync=10,
@@ -172,11 +207,15 @@ class MLP(LightweightModule):
                     w3_out,
                     persistent_output_buffers=None,
                     dim=3,
-                    multi_device_global_semaphore=self.tt_ccl.get_and_cycle_rs_semaphore_handles(cluster_axis=1),
+                    multi_device_global_semaphore=self.tt_ccl.get_and_cycle_rs_semaphore_handles(
+                        cluster_axis=1
+                    ),
                     barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis=1),
                     num_links=1,
                     cluster_axis=1,
-                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"] if mode == Mode.DECODE else None,
+                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
+                    if mode == Mode.DECODE
+                    else None,
                     intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
                     topology=ttnn.Topology.Linear,
                     chunks_per_sync=10,
@@ -192,7 +231,9 @@ class MLP(LightweightModule):
                     num_all_gather_links=2,
                     sharded=True if mode == Mode.DECODE else False,
                     topology=self.args.ccl_topology(),
-                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"] if mode == Mode.DECODE else None,
+                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"]
+                    if mode == Mode.DECODE
+                    else None,
                 )
                 w3_out = tt_all_reduce(
                     w3_out,
@@ -202,7 +243,9 @@ class MLP(LightweightModule):
                     num_all_gather_links=2,
                     sharded=True if mode == Mode.DECODE else False,
                     topology=self.args.ccl_topology(),
-                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"] if mode == Mode.DECODE else None,
+                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"]
+                    if mode == Mode.DECODE
+                    else None,
                 )
 
         w2_in = ttnn.mul(
@@ -261,9 +304,13 @@ class MLP(LightweightModule):
                 program_config=pc_2,
                 memory_config=self.args.get_mlp_ff2_mem_config(mode, self.prefetcher),
                 core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_2 else None,
-                global_cb=self.prefetcher.global_cb if self.prefetcher is not None and mode == Mode.DECODE else None,
+                global_cb=self.prefetcher.global_cb
+                if self.prefetcher is not None and mode == Mode.DECODE
+                else None,
                 sub_device_id=(
-                    self.prefetcher.worker_sub_device_id if self.prefetcher is not None and mode == Mode.DECODE else None
+                    self.prefetcher.worker_sub_device_id
+                    if self.prefetcher is not None and mode == Mode.DECODE
+                    else None
                 ),
             )
         ttnn.deallocate(w2_in)
@@ -278,19 +325,24 @@ class MLP(LightweightModule):
             num_all_gather_links=self.args.num_all_gather_links,
             sharded=(mode == Mode.DECODE),
             memory_config=self.args.get_mlp_ff2_all_reduce_mem_config(mode, w2_out),
-            rs_memory_config=self.model_config["MLP_RS_CONFIG"]["rs_memory_config"] if mode == Mode.PREFILL else None,
+            rs_memory_config=self.model_config["MLP_RS_CONFIG"]["rs_memory_config"]
+            if mode == Mode.PREFILL
+            else None,
             dtype=self.args.ccl_dtype,
             use_composite=True if self.dim == 8192 else False,
             topology=self.args.ccl_topology(),
             chunks_per_sync=self.model_config["MLP_RS_CONFIG"]["chunks_per_sync"],
             num_workers_per_link=self.model_config["MLP_RS_CONFIG"]["num_workers_per_link"],
-            subdevice_id=self.prefetcher.worker_sub_device_id if self.prefetcher is not None and mode == Mode.DECODE else None,
+            subdevice_id=self.prefetcher.worker_sub_device_id
+            if self.prefetcher is not None and mode == Mode.DECODE
+            else None,
         )
 
         # Ensure dim 0 and 1 are 1
         original_shape = w2_out_reduced.shape
         w2_out_reduced = ttnn.reshape(
-            w2_out_reduced, (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1])
+            w2_out_reduced,
+            (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1]),
         )
         if mode == Mode.DECODE:
             w2_out_reduced = ttnn.to_memory_config(
@@ -298,4 +350,3 @@ class MLP(LightweightModule):
             )
 
         return w2_out_reduced
-

@@ -7,8 +7,8 @@ are gathered into torch logits. ``args.is_galaxy`` picks the output concat dims 
 from __future__ import annotations
 
 import torch
-
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.ccl import TT_CCL
 from tttv1.tt.common import copy_host_to_device, get_prefill_rot_mat
@@ -181,7 +181,7 @@ class Transformer(LightweightModule):
         """
         B = tokens.shape[0]
         assert current_pos.shape[0] == B, "Batch size mismatch"
-        assert B == self.args.max_batch_size, "Batch size must be equal to max_batch_size"
+        assert self.args.max_batch_size == B, "Batch size must be equal to max_batch_size"
 
         # Necessary padding to be full tile sized when on device
         tokens = torch.nn.functional.pad(tokens.view(-1), (0, 32 - len(tokens)), "constant", 0)
@@ -193,7 +193,9 @@ class Transformer(LightweightModule):
         )
         tokens = ttnn.unsqueeze_to_4D(tokens)
 
-        rot_current_pos = torch.maximum(current_pos, torch.tensor(0, dtype=torch.int64))  # Ensure position indices are non-negative
+        rot_current_pos = torch.maximum(
+            current_pos, torch.tensor(0, dtype=torch.int64)
+        )  # Ensure position indices are non-negative
         rope_idxs = self.rope_setup.get_rot_idxs(rot_current_pos, on_host=True)
         current_pos_tt = ttnn.from_torch(
             current_pos,
@@ -223,7 +225,7 @@ class Transformer(LightweightModule):
         """Embed the tokens on device and put them in the decode residual memory config."""
         tt_tokens = self.embd(tokens)
         tt_tokens = ttnn.unsqueeze_to_4D(tt_tokens)
-        tt_tokens = ttnn.to_memory_config(tt_tokens, self.model_config["DECODE_RESIDUAL_MEMCFG"])
+        tt_tokens = ttnn.to_memory_config(tt_tokens, self.args.model_config["DECODE_RESIDUAL_MEMCFG"])
         return tt_tokens, current_pos, rope_idxs, page_table
 
     # --- outputs -------------------------------------------------------------------------------------------------

@@ -13,6 +13,9 @@ DRAM banks or a fixed core count, the helpers here pick the largest count that d
 that no shard is empty; each such place says so.
 """
 
+# TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
+# ruff: noqa: E731, RUF012, RUF046, RUF005, SIM103, B008
+
 from __future__ import annotations
 
 import json
@@ -23,8 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import torch
-
 import ttnn
+
 from tttv1 import catalogue
 from tttv1.tt.common import (
     Mode,
@@ -35,7 +38,12 @@ from tttv1.tt.common import (
     num_to_core_range_set,
     rope_scaling_model_factory,
 )
-from tttv1.tt.load_checkpoints import convert_hf_to_meta, load_hf_config, load_hf_state_dict, standardize_config
+from tttv1.tt.load_checkpoints import (
+    convert_hf_to_meta,
+    load_hf_config,
+    load_hf_state_dict,
+    standardize_config,
+)
 
 # --- precision enums ----------------------------------------------------------------------------------------
 
@@ -108,7 +116,10 @@ class ModelOptimizations:
     """Precision (per tensor group) and math fidelity (per op group) of one decoder layer."""
 
     def __init__(self, settings: dict | None = None):
-        self._opt_settings = {"TensorPrecision": dict(_DEFAULT_PRECISION), "OpFidelity": dict(_DEFAULT_FIDELITY)}
+        self._opt_settings = {
+            "TensorPrecision": dict(_DEFAULT_PRECISION),
+            "OpFidelity": dict(_DEFAULT_FIDELITY),
+        }
         settings = settings or {}
         self._opt_settings["TensorPrecision"].update(settings.get("TensorPrecision", {}))
         self._opt_settings["OpFidelity"].update(settings.get("OpFidelity", {}))
@@ -151,7 +162,9 @@ class ModelOptimizations:
         }
         if base.startswith("Qwen2.5-7B") or base.startswith("Qwen2.5-VL-7B"):
             # Qwen2.5-7B degrades with BFP8 attention and LoFi: BF16 attention, HiFi4
-            settings["TensorPrecision"].update({TensorGroup.WQKV: PrecisionSetting.BF16, TensorGroup.WO: PrecisionSetting.BF16})
+            settings["TensorPrecision"].update(
+                {TensorGroup.WQKV: PrecisionSetting.BF16, TensorGroup.WO: PrecisionSetting.BF16}
+            )
             settings["OpFidelity"].update({op: MathFidelitySetting.HIFI4 for op in OpGroup})
             settings["TensorPrecision"][TensorGroup.FF1_FF3] = PrecisionSetting.BFP8
         elif base.startswith("Phi-3-mini") or base.startswith("Phi-3.5-mini"):
@@ -195,7 +208,9 @@ def parse_optimizations(string: str) -> ModelOptimizations:
             elif name == "fidelity_cfg":
                 settings["OpFidelity"][OpGroup(key)] = MathFidelitySetting(value)
             else:
-                raise ValueError(f"parse_optimizations: unknown section {name!r} (precision_cfg or fidelity_cfg)")
+                raise ValueError(
+                    f"parse_optimizations: unknown section {name!r} (precision_cfg or fidelity_cfg)"
+                )
     return ModelOptimizations(settings)
 
 
@@ -424,7 +439,9 @@ class ModelArgs:
         # Blackhole has more L1 per core, so long prefills need chunking later than on Wormhole
         self.prefill_len_cutoff = 512 if self.is_blackhole() else 1024
 
-        assert max_batch_size in (1, 2, 4, 8, 16, 32), f"max_batch_size must be 1, 2, 4, 8, 16 or 32, got {max_batch_size}"
+        assert max_batch_size in (1, 2, 4, 8, 16, 32), (
+            f"max_batch_size must be 1, 2, 4, 8, 16 or 32, got {max_batch_size}"
+        )
 
         # The model comes from (in order): model_name, hf_config, HF_MODEL env var, the catalogue default.
         # HF_MODEL may name a catalogue model or a local checkpoint directory (never a download).
@@ -449,15 +466,20 @@ class ModelArgs:
                     "checkpoint directory; nothing is downloaded"
                 )
         self.CACHE_PATH = os.getenv("TT_CACHE_PATH")
+        if os.getenv("CI") == "true":
+            self.CACHE_PATH = None  # CI machines never write weight caches
         if self.CACHE_PATH is not None:
             self.CACHE_PATH = Path(self.CACHE_PATH) / self.model_name / self.device_name
 
         # Model- and device-specific overrides of the prefill cutoff (TTTv1 found these by bring-up)
-        if self.base_model_name in ["Llama-3.1-8B", "Llama-3.2-11B", "Mistral-7B"] and self.device_name == "N150":
-            self.prefill_len_cutoff = 512
-        elif self.base_model_name in ["Qwen2.5-7B", "Qwen2.5-VL-7B"] and self.device_name == "N300":
-            self.prefill_len_cutoff = 512
-        elif self.base_model_name.startswith("Mixtral") and self.device_name == "T3K":
+        if (
+            (
+                self.base_model_name in ["Llama-3.1-8B", "Llama-3.2-11B", "Mistral-7B"]
+                and self.device_name == "N150"
+            )
+            or (self.base_model_name in ["Qwen2.5-7B", "Qwen2.5-VL-7B"] and self.device_name == "N300")
+            or (self.base_model_name.startswith("Mixtral") and self.device_name == "T3K")
+        ):
             self.prefill_len_cutoff = 512
         if os.getenv("PREFILL_LEN_CUTOFF"):
             self.prefill_len_cutoff = int(os.getenv("PREFILL_LEN_CUTOFF"))
@@ -475,6 +497,8 @@ class ModelArgs:
         self.max_prefill_chunk_size = min(self.max_prefill_chunk_size, self.max_seq_len)
 
         self.use_qk_fused = False  # the fused Q/K rotary + cache update is not used by this model
+        # Which MLP generation the decoder builds: "G3" (mlp.py, methods + Mode enum) or "G1" (mlp_legacy.py, dict keys)
+        self.mlp_generation = os.getenv("TTTV1_MLP_GENERATION", "G3").upper()
         # LM head output dtype: the generator samples on host from these logits; bf16 keeps greedy ties rare
         self.lm_head_dtype = ttnn.bfloat16
         self.model_cache_path = None
@@ -494,7 +518,10 @@ class ModelArgs:
         self.model_config = {}
         # Update memory configs (weights->DRAM, activations->L1)
         self.model_config.update(
-            {f"{key}_MEMCFG": ttnn.DRAM_MEMORY_CONFIG if "WEIGHTS" in key else ttnn.L1_MEMORY_CONFIG for key in self.OP_KEYS}
+            {
+                f"{key}_MEMCFG": ttnn.DRAM_MEMORY_CONFIG if "WEIGHTS" in key else ttnn.L1_MEMORY_CONFIG
+                for key in self.OP_KEYS
+            }
         )
         # Update memory layouts (Tile, except MLP)
         self.model_config.update({f"{key}_TILE": ttnn.TILE_LAYOUT for key in self.OP_KEYS if "LAYOUT" in key})
@@ -563,7 +590,8 @@ class ModelArgs:
                 packer_l1_acc=False,
             )
 
-            self.model_config["DECODERS_OPTIMIZATIONS"] = self.optimizations  # again: the device block re-reads it
+            # DECODERS_OPTIMIZATIONS is assigned a second time here, as in TTTv1
+            self.model_config["DECODERS_OPTIMIZATIONS"] = self.optimizations
 
             # Residual stream between layers in decode: L1 on galaxy, width-sharded over dim / num_devices otherwise
             residual_grid = self.dram_shard_core_grid_for_k(self.dim // self.num_devices)
@@ -611,17 +639,26 @@ class ModelArgs:
             )
             if self.model_config["USE_FUSED_ALL_GATHER_MATMUL"]:
                 do_core_grid_size = (8, 1)
-                do_per_core_N = self.dim // self.num_devices // self.tile_size // (do_core_grid_size[0] * do_core_grid_size[1])
-                self.model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"] = ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
-                    compute_with_storage_grid_size=do_core_grid_size,
-                    in0_block_w=self.dim // self.tile_size // (do_core_grid_size[0] * do_core_grid_size[1]),
-                    out_subblock_h=1,
-                    out_subblock_w=get_out_subblock_w(do_per_core_N, out_subblock_h=1),
-                    per_core_M=self.tile_padded_batch_rows // self.tile_size,
-                    per_core_N=do_per_core_N,
-                    fuse_batch=True,
-                    fused_activation=None,
-                    mcast_in0=True,
+                do_per_core_N = (
+                    self.dim
+                    // self.num_devices
+                    // self.tile_size
+                    // (do_core_grid_size[0] * do_core_grid_size[1])
+                )
+                self.model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"] = (
+                    ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
+                        compute_with_storage_grid_size=do_core_grid_size,
+                        in0_block_w=self.dim
+                        // self.tile_size
+                        // (do_core_grid_size[0] * do_core_grid_size[1]),
+                        out_subblock_h=1,
+                        out_subblock_w=get_out_subblock_w(do_per_core_N, out_subblock_h=1),
+                        per_core_M=self.tile_padded_batch_rows // self.tile_size,
+                        per_core_N=do_per_core_N,
+                        fuse_batch=True,
+                        fused_activation=None,
+                        mcast_in0=True,
+                    )
                 )
             else:
                 self.model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"] = None
@@ -643,7 +680,9 @@ class ModelArgs:
             mlp_w_dram_sharded = not self.is_galaxy
             n_w1_w3 = self.hidden_dim // self.cluster_shape[1]
             dram_shard_grid_width = 8 if self.is_wormhole_b0() else self.dram_grid_size.x
-            n_mlp_per_device = (self.hidden_dim // 8) if self.is_galaxy else (self.hidden_dim // self.num_devices)
+            n_mlp_per_device = (
+                (self.hidden_dim // 8) if self.is_galaxy else (self.hidden_dim // self.num_devices)
+            )
             mlp1_3_grid = lambda seq_len: (
                 (8, min(min(seq_len, 1024) // 32, 4))
                 if self.is_galaxy
@@ -661,7 +700,8 @@ class ModelArgs:
                 grid_size=mlp1_3_grid(seq_len),
                 per_core_N=(
                     math.ceil(n_w1_w3 / (self.tile_size * dram_shard_grid_width))
-                    if mlp_w_dram_sharded and n_w1_w3 // self.tile_size % dram_shard_grid_width == 0
+                    if mlp_w_dram_sharded
+                    and n_w1_w3 // self.tile_size % dram_shard_grid_width == 0
                     and mlp1_3_grid(seq_len)[0] == dram_shard_grid_width
                     else None
                 ),
@@ -690,31 +730,38 @@ class ModelArgs:
                 m=min(seq_len, 1024),
                 k=k_dim,
                 n=n_dim,
-                grid_size=(self.find_largest_divisor(n_dim // self.tile_size, 8), num_rows(min(seq_len, 1024))),
+                grid_size=(
+                    self.find_largest_divisor(n_dim // self.tile_size, 8),
+                    num_rows(min(seq_len, 1024)),
+                ),
                 in0_block_w=1 if dram_sharded_wo else None,
                 fuse_batch=seq_len <= 1024,
             )
 
             # QKV in prefill: fixed 8×8 grid (8×10 on Blackhole), rows per core from seq_len
-            qkv_n_per_device = self.qkv_size // (self.cluster_shape[0] if self.is_galaxy else self.num_devices)
+            qkv_n_per_device = self.qkv_size // (
+                self.cluster_shape[0] if self.is_galaxy else self.num_devices
+            )
             xqkv_grid = (8, 10) if self.is_blackhole() else (8, 8)
-            self.model_config["XQKV_PREFILL_PROGCFG"] = lambda seq_len: ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
-                compute_with_storage_grid_size=xqkv_grid,
-                in0_block_w=1,  # FIXME: optimize this config for prefill, careful use DI_DT_WORKAROUND if necessary
-                out_subblock_h=1,  # Must be divisible by per_core_M
-                out_subblock_w=1,  # Must be divisible by per_core_N, out_subblock_w * out_subblock_h <= 4
-                per_core_M=(
-                    7
-                    if self.device_name == "P100"
-                    else max(
-                        1,
-                        math.ceil(min(seq_len, self.MAX_QKV_MM_SEQ_LEN) / self.tile_size / xqkv_grid[1]),
-                    )
-                ),  # 8 rows of cores: M = seq_len / 32 / 8
-                per_core_N=max(1, math.ceil(qkv_n_per_device / self.tile_size / xqkv_grid[0])),
-                transpose_mcast=False,
-                fused_activation=None,
-                fuse_batch=seq_len <= self.MAX_QKV_MM_SEQ_LEN,
+            self.model_config["XQKV_PREFILL_PROGCFG"] = (
+                lambda seq_len: ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
+                    compute_with_storage_grid_size=xqkv_grid,
+                    in0_block_w=1,  # FIXME: optimize this config for prefill, careful use DI_DT_WORKAROUND if necessary
+                    out_subblock_h=1,  # Must be divisible by per_core_M
+                    out_subblock_w=1,  # Must be divisible by per_core_N, out_subblock_w * out_subblock_h <= 4
+                    per_core_M=(
+                        7
+                        if self.device_name == "P100"
+                        else max(
+                            1,
+                            math.ceil(min(seq_len, self.MAX_QKV_MM_SEQ_LEN) / self.tile_size / xqkv_grid[1]),
+                        )
+                    ),  # 8 rows of cores: M = seq_len / 32 / 8
+                    per_core_N=max(1, math.ceil(qkv_n_per_device / self.tile_size / xqkv_grid[0])),
+                    transpose_mcast=False,
+                    fused_activation=None,
+                    fuse_batch=seq_len <= self.MAX_QKV_MM_SEQ_LEN,
+                )
             )
 
             # KV fill in prefill is height-sharded over the whole grid once the sequence is long enough
@@ -733,7 +780,9 @@ class ModelArgs:
                 else ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG
             )
 
-            # SDPA decode output, one user per core, heads padded to a tile
+            # SDPA decode output, one user per core, heads padded to a tile.
+            # The subscript key spans three lines, as formatters leave it in TTTv1 (line-based tools miss it).
+            # fmt: off
             self.model_config[
                 "SCORES_BATCHED_MM_OUTPUT_MEMCFG"
             ] = lambda batch_size_per_device_group: ttnn.create_sharded_memory_config(
@@ -743,6 +792,7 @@ class ModelArgs:
                 orientation=ttnn.ShardOrientation.ROW_MAJOR,
                 use_height_and_width_as_shard_shape=True,
             )
+            # fmt: on
 
             # LM head core grid: rows of 8 cores, as many rows as divide the work (search loop as in TTTv1)
             lm_head_num_rows = 4
@@ -752,7 +802,9 @@ class ModelArgs:
                 lm_head_num_rows = 1
             self.lm_head_num_rows = lm_head_num_rows
             self.max_columns_per_device_lm_head = 128256 // 4 if self.is_galaxy else 128256 // 8
-            self.min_kv_prefill_shard_seqlen = (self.tile_size * 8 * 8) / (self.n_kv_heads // self.cluster_shape[1])
+            self.min_kv_prefill_shard_seqlen = (self.tile_size * 8 * 8) / (
+                self.n_kv_heads // self.cluster_shape[1]
+            )
 
             # MLP decode: DRAM-sharded matmuls; the core grid must divide both K and N (emulator: no empty shards)
             mlp_core_grid = (
@@ -798,11 +850,18 @@ class ModelArgs:
             self.mlp2_core_grid = mlp2_core_grid
 
             # Attention input (QKV) in decode: width-sharded; TG uses lm_head_num_rows × 8 cores
-            attn_input_grid = self.dram_shard_core_grid_for_k_and_n(self.dim, self.qkv_size // self.num_devices)
+            attn_input_grid = self.dram_shard_core_grid_for_k_and_n(
+                self.dim, self.qkv_size // self.num_devices
+            )
             self.model_config["SHARDED_ATTN_INPUT_MEMCFG"] = (
                 ttnn.create_sharded_memory_config(
                     shape=(32, nearest_multiple(self.dim // self.cluster_shape[1] // 8, 32)),
-                    core_grid=ttnn.CoreGrid(y=1, x=self.dim // self.cluster_shape[1] // 32 if self.dim // self.cluster_shape[1] // 32 < 8 else 8),
+                    core_grid=ttnn.CoreGrid(
+                        y=1,
+                        x=self.dim // self.cluster_shape[1] // 32
+                        if self.dim // self.cluster_shape[1] // 32 < 8
+                        else 8,
+                    ),
                     strategy=ttnn.ShardStrategy.WIDTH,
                     orientation=ttnn.ShardOrientation.ROW_MAJOR,
                     use_height_and_width_as_shard_shape=True,
@@ -947,7 +1006,7 @@ class ModelArgs:
             self.is_multichip = self.num_devices > 1
             self.num_reduce_scatter_links = 1
             self.num_all_gather_links = 2 if self.is_galaxy else 1
-            self.ccl_dtype = ttnn.bfloat8_b
+            self.ccl_dtype = ttnn.bfloat16 if os.getenv("TTTV1_CCL_BF16") else ttnn.bfloat8_b
 
             # All-gather of the decode WO input on T3K when the fused op is used
             self.model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"] = ttnn.MemoryConfig(
@@ -1030,7 +1089,9 @@ class ModelArgs:
         self.sliding_window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
         self.layer_types = config.get("layer_types") or ["full_attention"] * self.n_layers
         self.tie_word_embeddings = bool(config.get("tie_word_embeddings", False))
-        self.mlp_activation_type = ttnn.UnaryOpType.SILU if config.get("hidden_act", "silu") == "silu" else ttnn.UnaryOpType.GELU
+        self.mlp_activation_type = (
+            ttnn.UnaryOpType.SILU if config.get("hidden_act", "silu") == "silu" else ttnn.UnaryOpType.GELU
+        )
         self.is_multimodal = "vision_config" in config
         self.rms_norm_add_unit_offset = False
         self.embed_scale = None
@@ -1039,12 +1100,16 @@ class ModelArgs:
         if "intermediate_size" in config:
             hidden_dim = config["intermediate_size"]
         else:
-            hidden_dim = calculate_hidden_dim(self.dim, config.get("ffn_dim_multiplier"), config.get("multiple_of", 256))
+            hidden_dim = calculate_hidden_dim(
+                self.dim, config.get("ffn_dim_multiplier"), config.get("multiple_of", 256)
+            )
         self.unpadded_hidden_dim = hidden_dim
         # PAD_MLP_CORES: pad the MLP width to a multiple of 32 × num_devices × cores (zero rows change nothing)
         pad_mlp_cores = int(os.getenv("PAD_MLP_CORES", PAD_MLP_CORES_TABLE.get(self.base_model_name, 1)))
         self.pad_mlp_cores = pad_mlp_cores
-        self.hidden_dim = nearest_multiple(hidden_dim, self.tile_size * max(self.num_devices, 1) * pad_mlp_cores)
+        self.hidden_dim = nearest_multiple(
+            hidden_dim, self.tile_size * max(self.num_devices, 1) * pad_mlp_cores
+        )
         if ckpt_dir is not None and ("70B" in ckpt_dir or "70b" in ckpt_dir):
             self.is_70b = True
         if ckpt_dir is not None and ("90B" in ckpt_dir or "90b" in ckpt_dir):
@@ -1062,9 +1127,13 @@ class ModelArgs:
                 f"devices ({self.device_name} mesh {self.cluster_shape})"
             )
         if self.is_galaxy and self.n_kv_heads != self.cluster_shape[0]:
-            raise ValueError(f"{self.model_name}: galaxy attention needs n_kv_heads == {self.cluster_shape[0]}, got {self.n_kv_heads}")
+            raise ValueError(
+                f"{self.model_name}: galaxy attention needs n_kv_heads == {self.cluster_shape[0]}, got {self.n_kv_heads}"
+            )
         if self.dim % (self.tile_size * (self.cluster_shape[1] if self.is_galaxy else self.num_devices)):
-            raise ValueError(f"{self.model_name}: dim {self.dim} does not split into tiles over {self.cluster_shape}")
+            raise ValueError(
+                f"{self.model_name}: dim {self.dim} does not split into tiles over {self.cluster_shape}"
+            )
 
     # --- weights -----------------------------------------------------------------------------------------------
 
@@ -1082,12 +1151,31 @@ class ModelArgs:
         for k in keys:  # drop layers beyond n_layers (tests truncate models)
             if k.startswith("layers.") and int(k.split(".")[1]) >= self.n_layers:
                 del state_dict[k]
+        if any("block_sparse_moe" in k or ".experts." in k for k in state_dict):
+            # MoE keys only exist once weights show the model is a mixture of experts
+            self.initialize_mixture_of_experts_configs()
         return state_dict
+
+    def initialize_mixture_of_experts_configs(self):
+        """Configs of the expert MLPs (Mixtral on T3K); absent from model_config until MoE weights are loaded."""
+        self.model_config["GATE_MM_OUTPUT_MEMCFG"] = ttnn.create_sharded_memory_config(
+            shape=(self.tile_size, self.tile_size),
+            core_grid=ttnn.CoreGrid(y=1, x=8),
+            strategy=ttnn.ShardStrategy.WIDTH,
+            orientation=ttnn.ShardOrientation.ROW_MAJOR,
+            use_height_and_width_as_shard_shape=True,
+        )
+        self.model_config["GATE_MM_OUTPUT_KERNEL_CONFIG"] = self.compute_kernel_config_lofi
+        self.model_config["PREFILL_MLP_W1_PRG_CONFIG_MOE"] = lambda seq_len: self.matmul_config(
+            m=min(seq_len, self.prefill_len_cutoff), k=self.dim, n=self.hidden_dim, grid_size=(8, 8)
+        )
 
     def weight_cache_path(self, dtype):
         if self.CACHE_PATH is None:
             return None
-        name = {ttnn.bfloat16: "tensor_cache_bf16", ttnn.bfloat8_b: "tensor_cache_bfp8"}.get(dtype, "tensor_cache")
+        name = {ttnn.bfloat16: "tensor_cache_bf16", ttnn.bfloat8_b: "tensor_cache_bfp8"}.get(
+            dtype, "tensor_cache"
+        )
         return self.CACHE_PATH / f"{name}_{self.optimizations._full_name[:48]}"
 
     def get_state_dict_prefix(self, module_name, layer_num):
@@ -1110,9 +1198,7 @@ class ModelArgs:
         """Norms run distributed (stats gathered, no full all-gather) on 2-D meshes, and on 1-D for big prefills."""
         if not self.is_multichip:
             return False
-        if all(dim > 1 for dim in self.cluster_shape):  # 2D grid
-            return True
-        elif self.dim >= 8192 and mode == "prefill":  # Somewhere between 4k and 8k WH runs out of L1 if not distributed
+        if all(dim > 1 for dim in self.cluster_shape) or (self.dim >= 8192 and mode == "prefill"):  # 2D grid
             return True
         return False
 
@@ -1145,7 +1231,11 @@ class ModelArgs:
     @lru_cache  # noqa: B019
     def get_mlp_ff2_minimal_matmul_config(self, seq_len):
         """Block sizes of the long-prefill w2 matmul: the K block must divide the hidden dim in tiles."""
-        k_tiles = self.hidden_dim // (self.cluster_shape[0] if self.is_galaxy else self.num_devices) // self.tile_size
+        k_tiles = (
+            self.hidden_dim
+            // (self.cluster_shape[0] if self.is_galaxy else self.num_devices)
+            // self.tile_size
+        )
         n_tiles = (self.dim // self.cluster_shape[1] if self.is_galaxy else self.dim) // self.tile_size
         return ttnn.MinimalMatmulConfig(
             M_block_size=min(8, max(1, min(seq_len, self.prefill_len_cutoff) // self.tile_size // 8)),
@@ -1174,7 +1264,11 @@ class ModelArgs:
     def get_mlp_ff2_all_reduce_mem_config(self, mode, w2_out):
         """The memory config of the final MLP all-reduce; it depends on the w2 output tensor itself."""
         if mode == Mode.DECODE:
-            return self.model_config["FF2_OUT_REDUCE_SCATTER_MEMCFG"] if self.is_galaxy else self.model_config["DECODE_RESIDUAL_MEMCFG"]
+            return (
+                self.model_config["FF2_OUT_REDUCE_SCATTER_MEMCFG"]
+                if self.is_galaxy
+                else self.model_config["DECODE_RESIDUAL_MEMCFG"]
+            )
         return ttnn.DRAM_MEMORY_CONFIG
 
     def get_mlp_output_mem_config(self, mode, prefetcher):
@@ -1191,7 +1285,10 @@ class ModelArgs:
         if self.is_galaxy:
             return None
         return self.dram_matmul_config(
-            m=self.tile_padded_batch_rows, k=self.dim, n=split_size, num_cores=self.lm_head_core_grid.num_cores
+            m=self.tile_padded_batch_rows,
+            k=self.dim,
+            n=split_size,
+            num_cores=self.lm_head_core_grid.num_cores,
         )
 
     def get_lm_head_sharded_output_mem_config(self, prefetcher):
@@ -1225,19 +1322,23 @@ class ModelArgs:
         if self.is_galaxy:
             qkv_per_device = self.qkv_size // self.cluster_shape[0]
             num_cores = self.find_largest_divisor(qkv_per_device // 32, 8)
-            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_cols: ttnn.create_sharded_memory_config(
-                shape=(32 * mesh_cols, qkv_per_device // num_cores),  # mesh_cols = 4
-                core_grid=num_to_coregrid(num_cores),
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_cols: (
+                ttnn.create_sharded_memory_config(
+                    shape=(32 * mesh_cols, qkv_per_device // num_cores),  # mesh_cols = 4
+                    core_grid=num_to_coregrid(num_cores),
+                    strategy=ttnn.ShardStrategy.WIDTH,
+                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
+                    use_height_and_width_as_shard_shape=True,
+                )
             )
-            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: ttnn.create_sharded_memory_config(
-                shape=(32 * mesh_rows, self.dim // 4 // self.galaxy_dim_cores()),
-                core_grid=num_to_coregrid(self.galaxy_dim_cores()),
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: (
+                ttnn.create_sharded_memory_config(
+                    shape=(32 * mesh_rows, self.dim // 4 // self.galaxy_dim_cores()),
+                    core_grid=num_to_coregrid(self.galaxy_dim_cores()),
+                    strategy=ttnn.ShardStrategy.WIDTH,
+                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
+                    use_height_and_width_as_shard_shape=True,
+                )
             )
             heads_width = self.n_heads * self.head_dim // self.cluster_shape[0]
             gather_cores = self.find_largest_divisor(heads_width // 32, 8)
@@ -1250,28 +1351,34 @@ class ModelArgs:
             )
         else:
             qkv_core_grid = self.dram_shard_core_grid_for_k(self.dim)
-            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: ttnn.create_sharded_memory_config(
-                (
-                    self.tile_size * mesh_rows,
-                    self.dim // qkv_core_grid.num_cores,
-                ),  # Shard shape: [32, 128] -> 1 shard per core
-                core_grid=qkv_core_grid,
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: (
+                ttnn.create_sharded_memory_config(
+                    (
+                        self.tile_size * mesh_rows,
+                        self.dim // qkv_core_grid.num_cores,
+                    ),  # Shard shape: [32, 128] -> 1 shard per core
+                    core_grid=qkv_core_grid,
+                    strategy=ttnn.ShardStrategy.WIDTH,
+                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
+                    use_height_and_width_as_shard_shape=True,
+                )
             )
             gather_core_grid = self.dram_shard_core_grid_for_k(self.dim)
-            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: ttnn.create_sharded_memory_config(
-                (
-                    self.tile_size * mesh_rows,
-                    self.dim // gather_core_grid.num_cores,
-                ),
-                core_grid=gather_core_grid,
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: (
+                ttnn.create_sharded_memory_config(
+                    (
+                        self.tile_size * mesh_rows,
+                        self.dim // gather_core_grid.num_cores,
+                    ),
+                    core_grid=gather_core_grid,
+                    strategy=ttnn.ShardStrategy.WIDTH,
+                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
+                    use_height_and_width_as_shard_shape=True,
+                )
             )
-            users_core_grid = self.dram_shard_core_grid_for_k(self.n_heads * self.head_dim // max(self.num_devices, 1))
+            users_core_grid = self.dram_shard_core_grid_for_k(
+                self.n_heads * self.head_dim // max(self.num_devices, 1)
+            )
             self.model_config["GATHER_USERS_MEMCFG"] = lambda mesh_cols: ttnn.create_sharded_memory_config(
                 (
                     self.tile_size * mesh_cols,
@@ -1402,9 +1509,9 @@ class ModelArgs:
         if num_cores is None:
             # num_cores = self.dram_shard_core_grid_for_k_and_n(k).num_cores
             num_cores = self.dram_shard_core_grid_for_k(k).num_cores
-            assert (
-                k % (self.tile_size * num_cores) == 0
-            ), f"k must be divisible by tile_size * num_cores: {k} % {self.tile_size * num_cores} != 0"
+            assert k % (self.tile_size * num_cores) == 0, (
+                f"k must be divisible by tile_size * num_cores: {k} % {self.tile_size * num_cores} != 0"
+            )
         return ttnn.MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(
             in0_block_w=self.find_largest_divisor(k // (self.tile_size * num_cores)),
             per_core_M=math.ceil(m / self.tile_size),
@@ -1426,7 +1533,9 @@ class ModelArgs:
         tile_width = 32
         tile_height = 32
 
-        if n // tile_width // grid.num_cores < 1:  # use less number of cores in case we have more N num tiles than cores
+        if (
+            n // tile_width // grid.num_cores < 1
+        ):  # use less number of cores in case we have more N num tiles than cores
             grid_y = n // tile_width // grid.x
             grid = ttnn.CoreGrid(x=grid.x, y=max(grid_y, 1))
 
@@ -1446,7 +1555,11 @@ class ModelArgs:
         # find the largest value that is a factor of per_core_m such that
         # out_subblock_w * out_subblock_h <= 8
         out_subblock_h = max(
-            [i for i in range(1, max_subblock_w_h + 1) if per_core_m % i == 0 and i * out_subblock_w <= max_subblock_w_h]
+            [
+                i
+                for i in range(1, max_subblock_w_h + 1)
+                if per_core_m % i == 0 and i * out_subblock_w <= max_subblock_w_h
+            ]
         )
 
         if overwrite_subblock_w is not None:

@@ -8,6 +8,7 @@ whether the norm is distributed (``is_distributed`` is a callable, in practice t
 from __future__ import annotations
 
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 
 TILE = 32
@@ -53,7 +54,12 @@ class RMSNorm(LightweightModule):
             else:
                 weight_name = f"layers.{layer_num}.{weight_key}.weight"
 
-        torch_weight = state_dict[weight_name].unsqueeze(0).view(1, 1, dim).reshape([1, 1, dim // SHARD_HEIGHT, SHARD_HEIGHT])
+        torch_weight = (
+            state_dict[weight_name]
+            .unsqueeze(0)
+            .view(1, 1, dim)
+            .reshape([1, 1, dim // SHARD_HEIGHT, SHARD_HEIGHT])
+        )
 
         # Add offset before caching (Gemma-style norms store weight - 1)
         if add_unit_offset:
@@ -81,7 +87,9 @@ class RMSNorm(LightweightModule):
                 dtype=weight_dtype,
                 layout=ttnn.ROW_MAJOR_LAYOUT,
                 memory_config=weight_memory_config,
-                cache_file_name=None if cache_name is None else cache_name.with_name(cache_name.name + "_distributed"),
+                cache_file_name=None
+                if cache_name is None
+                else cache_name.with_name(cache_name.name + "_distributed"),
                 mesh_mapper=(
                     ttnn.ShardTensor2dMesh(device, dims=(None, 2), mesh_shape=list(device.shape))
                     if is_mesh_device
@@ -128,13 +136,21 @@ class RMSNorm(LightweightModule):
             return x
 
     def _distributed_rmsnorm(
-        self, inp, epsilon=None, weight=None, program_config=None, memory_config=None, compute_kernel_config=None
+        self,
+        inp,
+        epsilon=None,
+        weight=None,
+        program_config=None,
+        memory_config=None,
+        compute_kernel_config=None,
     ):
         assert program_config is None, "Distributed RMSNorm does not support sharded inputs"
         assert memory_config is None, "Distributed RMSNorm does not support sharded outputs"
 
         # Run distributed rmsnorm part 1
-        tt_stats = ttnn.rms_norm_pre_all_gather(inp, compute_kernel_config=compute_kernel_config, dtype=ttnn.bfloat16)
+        tt_stats = ttnn.rms_norm_pre_all_gather(
+            inp, compute_kernel_config=compute_kernel_config, dtype=ttnn.bfloat16
+        )
         # AllGather stats
         tt_stats = ttnn.experimental.all_gather_async(
             tt_stats,

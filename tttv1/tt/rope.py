@@ -8,8 +8,8 @@ own group of users, so positions and transformation matrices are split over the 
 from __future__ import annotations
 
 import torch
-
 import ttnn
+
 from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.common import compute_gather_cos_sin, get_rot_transformation_mat, nearest_32
 
@@ -58,7 +58,9 @@ class RotarySetup(LightweightModule):
             mesh_mapper=ttnn.ReplicateTensorToMesh(device) if self.is_mesh_device else None,
         )
 
-        self.batch_grid = ttnn.num_cores_to_corerangeset(self.batch_size_per_device_group, self.core_grid, row_wise=True)
+        self.batch_grid = ttnn.num_cores_to_corerangeset(
+            self.batch_size_per_device_group, self.core_grid, row_wise=True
+        )
 
         # Generate the transformation matrix: one tile per user core
         trans_mat = get_rot_transformation_mat(dhead=ttnn.TILE_SIZE).repeat(
@@ -131,7 +133,9 @@ class RotarySetup(LightweightModule):
                 else ttnn.ReplicateTensorToMesh(self.device)
             )
         if on_host:
-            rot_idxs = ttnn.as_tensor(position_idxs, dtype=ttnn.uint32, layout=ttnn.ROW_MAJOR_LAYOUT, mesh_mapper=mesh_mapper)
+            rot_idxs = ttnn.as_tensor(
+                position_idxs, dtype=ttnn.uint32, layout=ttnn.ROW_MAJOR_LAYOUT, mesh_mapper=mesh_mapper
+            )
         else:
             rot_idxs = ttnn.as_tensor(
                 position_idxs,
@@ -179,8 +183,12 @@ class RotarySetup(LightweightModule):
             use_height_and_width_as_shard_shape=True,
         )
 
-        cos = ttnn.interleaved_to_sharded(cos, mem_config)  # [1, 1 (= batch / shard_num_cores), 1[32], self.head_dim]
-        sin = ttnn.interleaved_to_sharded(sin, mem_config)  # [1, 1 (= batch / shard_num_cores), 1[32], self.head_dim]
+        cos = ttnn.interleaved_to_sharded(
+            cos, mem_config
+        )  # [1, 1 (= batch / shard_num_cores), 1[32], self.head_dim]
+        sin = ttnn.interleaved_to_sharded(
+            sin, mem_config
+        )  # [1, 1 (= batch / shard_num_cores), 1[32], self.head_dim]
 
         if return_rot_idxs:
             return [cos, sin], rot_idxs

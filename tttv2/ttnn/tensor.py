@@ -286,6 +286,9 @@ class Tensor:
         if not shard.flags.writeable:
             shard = shard.copy()
             shards[index] = shard
+            owner, owner_index = getattr(self, "_view_of", None), getattr(self, "_view_index", None)
+            if owner is not None and owner_index is not None and owner._shards is not None:
+                owner._shards[owner_index] = shard  # a per-device view shares its owner's buffer
         return shard
 
     def deallocate(self, force: bool = True) -> None:

@@ -1,0 +1,309 @@
+"""Simple text demo of the TTTv1-style model on the emulated mesh: prefill a prompt, decode greedily, print speed.
+
+CLI (any combination)::
+
+    python -m tttv1.demo.simple_text_demo --model Llama-3.1-8B-tiny --mesh T3K --batch 32 --max-new-tokens 16
+
+pytest (a representative subset of the sweep, run by ``tests/tttv1/test_demo.py``)::
+
+    pytest tests/tttv1/test_demo.py
+
+Meshes are given as ``RxC`` or by TTTv1 system name (N150 1×1, N300 1×2, N150x4 1×4, T3K 1×8, TG 8×4). Models
+come from the built-in catalogue (``tttv1.catalogue``) with seeded random weights, or from a local checkpoint
+directory (``--checkpoint``). Like TTTv1's demo, the numbers printed are the measured wall-clock speeds, here
+of the CPU emulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+import ttnn
+
+import tttv1  # noqa: F401 - makes `import ttnn` resolve to the emulator
+from tttv1 import catalogue
+from tttv1.tokenizer import load_tokenizer
+from tttv1.tt.common import PagedAttentionConfig, preprocess_inputs_prefill, sample_host
+from tttv1.tt.generator import Generator
+from tttv1.tt.model import Transformer
+from tttv1.tt.model_config import DecodersPrecision, ModelArgs
+
+MESH_NAMES = {"N150": (1, 1), "N300": (1, 2), "N150x4": (1, 4), "T3K": (1, 8), "TG": (8, 4)}
+
+DEFAULT_PROMPTS = [
+    "Tell me a story about a tensor that wanted to live in L1.",
+    "What is the capital of France?",
+    "Explain ring all-reduce to a five year old.",
+    "Write a haiku about matrix multiplication.",
+]
+
+
+def parse_mesh(text: str) -> tuple[int, int]:
+    """'1x8', '8x4' or a TTTv1 system name → (rows, cols)."""
+    if text.upper() in {k.upper() for k in MESH_NAMES}:
+        return next(v for k, v in MESH_NAMES.items() if k.upper() == text.upper())
+    try:
+        rows, cols = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"mesh must be RxC or one of {', '.join(MESH_NAMES)}, got {text!r}"
+        ) from None
+    return rows, cols
+
+
+def make_prompts(batch_size: int, prompt: str | None, prompt_len: int | None) -> list[str]:
+    """``batch_size`` prompts: the given one repeated, or the defaults cycled; ``prompt_len`` repeats the text
+    until it has that many bytes (the byte tokenizer makes bytes = tokens - 1)."""
+    base = [prompt] if prompt else DEFAULT_PROMPTS
+    prompts = [base[i % len(base)] for i in range(batch_size)]
+    if prompt_len:
+        prompts = [(p + " ") * (prompt_len // (len(p) + 1) + 1) for p in prompts]
+        prompts = [p[: max(prompt_len - 1, 1)] for p in prompts]
+    return prompts
+
+
+@dataclass
+class DemoResult:
+    """What one run produced and how fast."""
+
+    texts: list[str]
+    tokens: list[list[int]]
+    prefill_seconds: float
+    decode_seconds: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    batch_size: int = 1
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else float("inf")
+
+    @property
+    def decode_tokens_per_second_per_user(self) -> float:
+        steps = self.decode_seconds[1:] or self.decode_seconds  # the first step includes warm-up, as in TTTv1
+        return len(steps) / sum(steps) if steps and sum(steps) > 0 else float("inf")
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        return self.decode_tokens_per_second_per_user * self.batch_size
+
+
+def run_demo(
+    mesh_device,
+    model_name: str = catalogue.DEFAULT_MODEL,
+    batch_size: int = 1,
+    prompts: list[str] | None = None,
+    max_new_tokens: int = 16,
+    max_seq_len: int = 1024,
+    paged_attention: bool = False,
+    page_block_size: int = 32,
+    optimizations: str = "performance",
+    instruct: bool = False,
+    checkpoint: str | None = None,
+    seed: int = 0,
+    stop_at_eos: bool = False,
+    verbose: bool = True,
+) -> DemoResult:
+    """Build the model on ``mesh_device``, prefill ``prompts`` and decode ``max_new_tokens`` greedily."""
+    say = print if verbose else (lambda *a, **k: None)
+    prompts = prompts or make_prompts(batch_size, None, None)
+    assert len(prompts) == batch_size, f"{len(prompts)} prompts for batch {batch_size}"
+
+    # optimizations is passed as a lambda: ModelArgs evaluates it once the model is known
+    precision = {"performance": DecodersPrecision.performance, "accuracy": DecodersPrecision.accuracy}[
+        optimizations
+    ]
+    model_args = ModelArgs(
+        mesh_device,
+        instruct=instruct,
+        max_batch_size=batch_size,
+        max_seq_len=max_seq_len,
+        optimizations=lambda args: precision(args.n_layers, args.model_name),
+        model_name=checkpoint or model_name,
+        seed=seed,
+    )
+    tokenizer = load_tokenizer(model_args)
+    state_dict = model_args.load_state_dict()
+
+    paged_attention_config = None
+    page_table = None
+    if paged_attention:
+        blocks_per_user = max_seq_len // page_block_size
+        paged_attention_config = PagedAttentionConfig(
+            block_size=page_block_size, max_num_blocks=blocks_per_user * batch_size
+        )
+        # Pages of all users are shuffled over the cache, as a serving system would hand them out
+        permutation = torch.randperm(
+            paged_attention_config.max_num_blocks, generator=torch.Generator().manual_seed(seed)
+        )
+        reverse_permutation = torch.argsort(permutation)
+        page_table = reverse_permutation.reshape(batch_size, blocks_per_user).to(torch.int32)
+
+    t0 = time.perf_counter()
+    model = Transformer(
+        args=model_args,
+        mesh_device=mesh_device,
+        dtype=ttnn.bfloat8_b,
+        state_dict=state_dict,
+        weight_cache_path=model_args.weight_cache_path(ttnn.bfloat8_b),
+        paged_attention_config=paged_attention_config,
+    )
+    generator = Generator(model, model_args, mesh_device, tokenizer=tokenizer)
+    say(
+        f"Built {model_args} in {time.perf_counter() - t0:.2f} s ({model_args.optimizations.__name__} precision)"
+    )
+
+    input_tokens, _encoded, decoding_pos, prefill_lens = preprocess_inputs_prefill(
+        prompts, tokenizer, model_args, instruct, max_new_tokens
+    )
+
+    t0 = time.perf_counter()
+    logits = generator.prefill_forward_text(input_tokens, page_table=page_table, prompt_lens=prefill_lens)
+    prefill_seconds = time.perf_counter() - t0
+    next_tokens = sample_host(logits[:, -1, :])
+
+    generated = [[int(t)] for t in next_tokens]
+    current_pos = torch.tensor(decoding_pos, dtype=torch.int64)
+    decode_seconds = []
+    finished = [False] * batch_size
+    for _ in range(max_new_tokens - 1):
+        t0 = time.perf_counter()
+        logits = generator.decode_forward_text(next_tokens, current_pos, page_table=page_table)
+        decode_seconds.append(time.perf_counter() - t0)
+        next_tokens = sample_host(logits[:, -1, :])
+        current_pos = current_pos + 1
+        for user, token in enumerate(next_tokens.tolist()):
+            if not finished[user]:
+                generated[user].append(token)
+                if stop_at_eos and token in tokenizer.stop_tokens:
+                    finished[user] = True
+        if stop_at_eos and all(finished):
+            break
+
+    texts = [tokenizer.decode(tokens) for tokens in generated]
+    result = DemoResult(
+        texts=texts,
+        tokens=generated,
+        prefill_seconds=prefill_seconds,
+        decode_seconds=decode_seconds,
+        prompt_tokens=sum(prefill_lens),
+        batch_size=batch_size,
+    )
+    for user in range(min(batch_size, 4)):
+        say(f"[user {user}] prompt: {prompts[user][:60]!r}")
+        say(f"[user {user}] output: {texts[user]!r}")
+    say(
+        f"prefill: {result.prompt_tokens} tokens in {prefill_seconds:.3f} s = {result.prefill_tokens_per_second:.1f} tok/s | "
+        f"decode: {result.decode_tokens_per_second_per_user:.2f} tok/s/user, {result.decode_tokens_per_second:.1f} tok/s "
+        f"(batch {batch_size}, {len(decode_seconds)} steps)"
+    )
+    return result
+
+
+# --- pytest: a representative subset of the TTTv1 demo sweep (every mesh, batch 1 and 32, three prompt
+# lengths, every catalogue model, paged and non-paged; batch 32 on 8×4 runs in tests/tttv1/test_model.py against
+# Hugging Face); the CLI runs any other combination ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mesh_shape, model_name, batch_size, prompt_len, paged_attention, max_new_tokens",
+    [
+        pytest.param((1, 1), "Llama-3.2-1B-tiny", 1, 128, False, 8, id="N150-llama1b-batch1-len128"),
+        pytest.param((1, 2), "Qwen2.5-7B-tiny", 32, 24, True, 4, id="N300-qwen7b-batch32-paged"),
+        pytest.param((1, 8), "Mistral-7B-tiny", 1, 300, True, 6, id="T3K-mistral7b-batch1-len300-paged"),
+        pytest.param((8, 4), "Llama-3.1-8B-tiny", 1, 128, False, 4, id="TG-llama8b-batch1-len128"),
+        pytest.param((1, 1), "Phi-3-mini-tiny", 1, 40, False, 6, id="N150-phi3-batch1-len40"),
+    ],
+)
+def test_demo_text(mesh_shape, model_name, batch_size, prompt_len, paged_attention, max_new_tokens):
+    mesh_device = ttnn.open_mesh_device(ttnn.MeshShape(*mesh_shape))
+    try:
+        result = run_demo(
+            mesh_device,
+            model_name=model_name,
+            batch_size=batch_size,
+            prompts=make_prompts(batch_size, None, prompt_len),
+            max_new_tokens=max_new_tokens,
+            max_seq_len=512,
+            paged_attention=paged_attention,
+            verbose=False,
+        )
+    finally:
+        ttnn.close_mesh_device(mesh_device)
+    assert len(result.tokens) == batch_size
+    assert all(len(t) == max_new_tokens for t in result.tokens)
+    vocab = catalogue.config_dict(model_name)["vocab_size"]
+    assert all(0 <= tok < vocab for user in result.tokens for tok in user)
+    assert result.prefill_tokens_per_second > 0 and result.decode_tokens_per_second > 0
+    # users with the same prompt must generate the same tokens (users are independent)
+    if batch_size > len(DEFAULT_PROMPTS):
+        assert result.tokens[0] == result.tokens[len(DEFAULT_PROMPTS)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tttv1.demo.simple_text_demo",
+        description="Generate text with the TTTv1-style model on the ttnn emulator and report its speed.",
+    )
+    parser.add_argument(
+        "--model",
+        default=catalogue.DEFAULT_MODEL,
+        choices=catalogue.catalogue_names(),
+        help="catalogue model",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        help="local HF checkpoint dir (config.json + safetensors); overrides --model",
+    )
+    parser.add_argument(
+        "--mesh", type=parse_mesh, default=(1, 1), help="RxC or N150/N300/N150x4/T3K/TG (default 1x1)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=1, choices=[1, 2, 4, 8, 16, 32], help="users decoded together"
+    )
+    parser.add_argument(
+        "--prompt", default=None, help="prompt text (repeated for every user); default: built-in prompts"
+    )
+    parser.add_argument(
+        "--prompt-len", type=int, default=None, help="stretch prompts to about this many tokens"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--max-seq-len", type=int, default=1024)
+    parser.add_argument(
+        "--paged-attention", action="store_true", help="use a paged KV cache with a shuffled page table"
+    )
+    parser.add_argument("--page-block-size", type=int, default=32)
+    parser.add_argument("--optimizations", choices=["performance", "accuracy"], default="performance")
+    parser.add_argument("--instruct", action="store_true", help="frame prompts as a chat turn")
+    parser.add_argument("--stop-at-eos", action="store_true")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the catalogue model's random weights")
+    args = parser.parse_args(argv)
+
+    mesh_device = ttnn.open_mesh_device(ttnn.MeshShape(*args.mesh))
+    try:
+        run_demo(
+            mesh_device,
+            model_name=args.model,
+            batch_size=args.batch,
+            prompts=make_prompts(args.batch, args.prompt, args.prompt_len),
+            max_new_tokens=args.max_new_tokens,
+            max_seq_len=args.max_seq_len,
+            paged_attention=args.paged_attention,
+            page_block_size=args.page_block_size,
+            optimizations=args.optimizations,
+            instruct=args.instruct,
+            checkpoint=args.checkpoint,
+            seed=args.seed,
+            stop_at_eos=args.stop_at_eos,
+        )
+    finally:
+        ttnn.close_mesh_device(mesh_device)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
