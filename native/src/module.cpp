@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels.hpp"
+#include "training.hpp"
 
 namespace nb = nanobind;
 
@@ -78,8 +79,8 @@ bool has_shape(const Array& a, std::initializer_list<size_t> dims) {
 template <class Array>
 void expect_shape(const char* kernel, const char* name, const Array& a, std::initializer_list<size_t> dims) {
   if (!has_shape(a, dims)) {
-    fail(kernel, std::string(name) + " has the wrong shape: expected " + shape_str(dims) + ", got " +
-                     shape_str(a));
+    fail(kernel,
+         std::string(name) + " has the wrong shape: expected " + shape_str(dims) + ", got " + shape_str(a));
   }
 }
 
@@ -120,13 +121,16 @@ const char* simd_name(tttv2::Simd level) {
 
 void expect_mantissa_bits(const char* kernel, int mantissa_bits) {
   if (mantissa_bits != 7 && mantissa_bits != 3) {
-    fail(kernel, "mantissa_bits must be 7 (bfloat8_b) or 3 (bfloat4_b), got " + std::to_string(mantissa_bits));
+    fail(kernel,
+         "mantissa_bits must be 7 (bfloat8_b) or 3 (bfloat4_b), got " + std::to_string(mantissa_bits));
   }
 }
 
-void expect_bfp_matrix(const char* kernel, const char* name, size_t ndim, size_t cols, const std::string& shape) {
+void expect_bfp_matrix(const char* kernel, const char* name, size_t ndim, size_t cols,
+                       const std::string& shape) {
   if (ndim != 2 || cols % kBfpBlock != 0) {
-    fail(kernel, std::string(name) + " must be 2-D [rows, cols] with cols a multiple of 16, got shape " + shape);
+    fail(kernel,
+         std::string(name) + " must be 2-D [rows, cols] with cols a multiple of 16, got shape " + shape);
   }
 }
 
@@ -140,7 +144,8 @@ const float* optional_vector(const char* kernel, const char* name, const std::op
 }
 
 template <class Out>
-void expect_disjoint_optional(const char* kernel, const Out& out, const char* name, const std::optional<F32In>& v) {
+void expect_disjoint_optional(const char* kernel, const Out& out, const char* name,
+                              const std::optional<F32In>& v) {
   if (v) {
     expect_disjoint(kernel, "dst", out, name, *v);
   }
@@ -174,10 +179,13 @@ NB_MODULE(_native, m) {
             return previous;
           }
         }
-        fail("set_simd_level", "level must be one of the supported levels (see simd_levels()), got '" + name + "'");
+        fail("set_simd_level",
+             "level must be one of the supported levels (see simd_levels()), got '" + name + "'");
       },
-      nb::arg("level"), "Run the kernels with another supported SIMD level (for tests); returns the previous one.");
-  m.def("max_threads", &tttv2::max_threads, "Threads a kernel may use ($TTTV2_NUM_THREADS or the core count).");
+      nb::arg("level"),
+      "Run the kernels with another supported SIMD level (for tests); returns the previous one.");
+  m.def("max_threads", &tttv2::max_threads,
+        "Threads a kernel may use ($TTTV2_NUM_THREADS or the core count).");
 
   m.def(
       "round_bfloat16",
@@ -270,7 +278,8 @@ NB_MODULE(_native, m) {
         nb::gil_scoped_release release;
         tttv2::rms_norm(in, w, static_cast<float>(eps), out, rows, d);
       },
-      nb::arg("x").noconvert(), nb::arg("weight").none().noconvert(), nb::arg("eps"), nb::arg("dst").noconvert(),
+      nb::arg("x").noconvert(), nb::arg("weight").none().noconvert(), nb::arg("eps"),
+      nb::arg("dst").noconvert(),
       "dst = x / sqrt(mean(x², last dim) + eps) · weight for x [rows, d], weight [d] or None.");
 
   m.def(
@@ -307,7 +316,8 @@ NB_MODULE(_native, m) {
         nb::gil_scoped_release release;
         tttv2::softmax(in, out, rows, d);
       },
-      nb::arg("x").noconvert(), nb::arg("dst").noconvert(), "Stable softmax over the last dim of x [rows, d].");
+      nb::arg("x").noconvert(), nb::arg("dst").noconvert(),
+      "Stable softmax over the last dim of x [rows, d].");
 
   m.def(
       "rotary_interleaved",
@@ -360,4 +370,6 @@ NB_MODULE(_native, m) {
       },
       nb::arg("a").noconvert(), nb::arg("b").noconvert(), nb::arg("dst").noconvert(),
       "dst = silu(a) · b element-wise (a, b and dst of one shape).");
+
+  bind_training(m);
 }

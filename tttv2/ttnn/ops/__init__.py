@@ -13,6 +13,7 @@ from . import (
     normalization,
     reduction,
     sdpa,
+    training,
 )
 
 OP_MODULES = (
@@ -27,6 +28,7 @@ OP_MODULES = (
     kv_cache,
     sdpa,
     ccl,
+    training,
 )
 
 __all__ = ["OP_MODULES"]

@@ -42,7 +42,8 @@ _trace_state = threading.local()
 
 
 class OpTrace:
-    """Records the ops run inside ``with ttnn.OpTrace() as trace:`` as (name, input shapes) entries."""
+    """Records the ops run inside ``with ttnn.OpTrace() as trace:`` as (name, input shapes) entries; a marker
+    op (``ttnn.profiler_no_op``) adds its identifier as a third element: (name, input shapes, identifier)."""
 
     def __init__(self) -> None:
         self.entries: list[tuple[str, tuple]] = []
@@ -59,30 +60,32 @@ class OpTrace:
 
     @property
     def names(self) -> list[str]:
-        return [name for name, _ in self.entries]
+        return [entry[0] for entry in self.entries]
 
 
-def _record(name: str, args: tuple) -> None:
+def _record(name: str, args: tuple, label: Callable | None = None, kwargs: dict | None = None) -> None:
     stack = getattr(_trace_state, "stack", None)
     if not stack:
         return
     shapes = tuple(tuple(a.shape) for a in args if isinstance(a, Tensor))
     depth = getattr(_trace_state, "depth", 0)
     if depth == 0:
+        entry = (name, shapes) if label is None else (name, shapes, label(*args, **(kwargs or {})))
         for trace in stack:
-            trace.entries.append((name, shapes))
+            trace.entries.append(entry)
 
 
-def ttnn_op(name: str) -> Callable:
+def ttnn_op(name: str, label: Callable | None = None) -> Callable:
     """Mark a function as the public op ``name`` (e.g. ``ttnn.linear``): it shows up in op traces.
 
-    Ops called from inside other ops are not recorded, so a trace lists what the model called.
+    Ops called from inside other ops are not recorded, so a trace lists what the model called. ``label``
+    (called with the op's arguments) gives marker ops a third trace element, e.g. a profiler identifier.
     """
 
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            _record(name, args)
+            _record(name, args, label, kwargs)
             outermost = getattr(_trace_state, "depth", 0) == 0
             _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
             try:
@@ -260,7 +263,11 @@ def default_compute_config(
 
 def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
     if approximate:
-        return 0.5 * x * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x**3)))
+        return (
+            0.5
+            * x
+            * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * (x * x * x))))
+        )
     from math import erf, sqrt
 
     verf = np.vectorize(erf, otypes=[np.float32])
