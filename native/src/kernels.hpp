@@ -34,7 +34,7 @@
 // TTTV2_DEFINE_MULTIVERSION(name, (params), (args)) defines `void name_best(params)`, which calls the
 // template `name<W>(args)` compiled for the current simd_level().
 #if TTTV2_MULTIVERSION
-#define TTTV2_DEFINE_MULTIVERSION(name, params, args)                \
+#define TTTV2_DEFINE_MULTIVERSION(name, params, args)              \
   TTTV2_TARGET_AVX512 void name##_avx512 params { name<16> args; } \
   TTTV2_TARGET_AVX2 void name##_avx2 params { name<8> args; }      \
   void name##_baseline params { name<4> args; }                    \
@@ -83,11 +83,16 @@ void set_simd_level(Simd level);
 void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn);
 // Number of threads kernels may use: $TTTV2_NUM_THREADS if set, else the hardware concurrency, capped at 8.
 size_t max_threads();
-// Convenience for row kernels: split rows so that each thread gets at least ~kMinElemsPerThread elements.
-constexpr size_t kMinElemsPerThread = size_t(1) << 14;
-inline void parallel_rows(size_t rows, size_t row_elems, const std::function<void(size_t, size_t)>& fn) {
+// Work per thread below which a second thread costs more than it saves (measured on 2-core AVX-512
+// machines): memory-bound kernels need ~32K float32 values per thread, compute-bound ones (exp, bfp
+// rounding) ~8K.
+constexpr size_t kMinElemsPerThread = size_t(1) << 15;
+constexpr size_t kMinElemsPerThreadCompute = size_t(1) << 13;
+// Row kernels: split rows so that each thread gets at least ~min_elems values.
+inline void parallel_rows(size_t rows, size_t row_elems, const std::function<void(size_t, size_t)>& fn,
+                          size_t min_elems = kMinElemsPerThread) {
   const size_t per_row = row_elems ? row_elems : 1;
-  parallel_for(rows, (kMinElemsPerThread + per_row - 1) / per_row, 1, fn);
+  parallel_for(rows, (min_elems + per_row - 1) / per_row, 1, fn);
 }
 
 // numerics.cpp

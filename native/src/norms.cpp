@@ -11,8 +11,8 @@
 namespace tttv2 {
 namespace {
 
-constexpr size_t kLanes = 32;               // independent accumulators: the loops vectorise
-constexpr size_t kChunk = kLanes * 16;       // values summed in float before moving to double
+constexpr size_t kLanes = 32;           // independent accumulators: the loops vectorise
+constexpr size_t kChunk = kLanes * 16;  // values summed in float before moving to double
 
 // Sum over a row of term(x[i]) (a float32 value, e.g. the square rounded to float32 like the reference's
 // x * x). Each lane adds 16 terms in float32, then the lane sums are accumulated in double: accurate to
@@ -50,6 +50,40 @@ TTTV2_INLINE double sum_squares(const float* __restrict x, size_t d) {
   return row_sum(x, d, [](float v) { return v * v; });
 }
 
+// (sum of c, sum of c^2) for c = x[i] - shift, one pass, same accumulation scheme as row_sum
+TTTV2_INLINE void shifted_sums(const float* __restrict x, size_t d, float shift, double& sum,
+                               double& sum_sq) {
+  double total[kLanes] = {};
+  double total_sq[kLanes] = {};
+  size_t i = 0;
+  for (; i + kChunk <= d; i += kChunk) {
+    float acc[kLanes] = {};
+    float acc_sq[kLanes] = {};
+    for (size_t k = 0; k < kChunk; k += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        const float c = x[i + k + j] - shift;
+        acc[j] += c;
+        acc_sq[j] += c * c;
+      }
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+      total[j] += static_cast<double>(acc[j]);
+      total_sq[j] += static_cast<double>(acc_sq[j]);
+    }
+  }
+  for (; i < d; ++i) {
+    const float c = x[i] - shift;
+    total[i % kLanes] += static_cast<double>(c);
+    total_sq[i % kLanes] += static_cast<double>(c * c);
+  }
+  sum = 0.0;
+  sum_sq = 0.0;
+  for (size_t j = 0; j < kLanes; ++j) {
+    sum += total[j];
+    sum_sq += total_sq[j];
+  }
+}
+
 // sum of (x[i] - mean)^2 with the difference and the square rounded to float32
 TTTV2_INLINE double sum_centred_squares(const float* __restrict x, float mean, size_t d) {
   return row_sum(x, d, [mean](float v) {
@@ -84,7 +118,7 @@ TTTV2_INLINE float row_max(const float* __restrict x, size_t d) {
 
 template <bool kWeight>
 TTTV2_INLINE void rms_norm_rows(const float* __restrict x, const float* __restrict weight, float eps,
-                   float* __restrict dst, size_t begin, size_t end, size_t d) {
+                                float* __restrict dst, size_t begin, size_t end, size_t d) {
   for (size_t r = begin; r < end; ++r) {
     const float* xr = x + r * d;
     float* yr = dst + r * d;
@@ -98,14 +132,29 @@ TTTV2_INLINE void rms_norm_rows(const float* __restrict x, const float* __restri
 }
 
 template <bool kWeight, bool kBias>
-TTTV2_INLINE void layer_norm_rows(const float* __restrict x, const float* __restrict weight, const float* __restrict bias,
-                     float eps, float* __restrict dst, size_t begin, size_t end, size_t d) {
+TTTV2_INLINE void layer_norm_rows(const float* __restrict x, const float* __restrict weight,
+                                  const float* __restrict bias, float eps, float* __restrict dst,
+                                  size_t begin, size_t end, size_t d) {
   for (size_t r = begin; r < end; ++r) {
     const float* xr = x + r * d;
     float* yr = dst + r * d;
-    const float mean = static_cast<float>(sum_values(xr, d) / static_cast<double>(d));
-    const float var = static_cast<float>(sum_centred_squares(xr, mean, d) / static_cast<double>(d));
-    const float inv = 1.0f / std::sqrt(var + eps);
+    if (d == 0) {
+      continue;
+    }
+    // One pass over the row for mean and variance, on values shifted by the row's first element:
+    // var = E[c^2] - E[c]^2 with c = x - x[0] only cancels when the mean is far from x[0] (in units of
+    // the standard deviation); then the variance is recomputed exactly around the mean (second pass),
+    // as the reference does. NaN / inf rows take the second pass too and come out NaN like the reference.
+    const float shift = xr[0];
+    double sum_c = 0.0, sum_c2 = 0.0;
+    shifted_sums(xr, d, shift, sum_c, sum_c2);
+    const double mean_c = sum_c / static_cast<double>(d);
+    double var = sum_c2 / static_cast<double>(d) - mean_c * mean_c;
+    const float mean = static_cast<float>(static_cast<double>(shift) + mean_c);
+    if (!(8.0 * var >= mean_c * mean_c)) {
+      var = sum_centred_squares(xr, mean, d) / static_cast<double>(d);
+    }
+    const float inv = 1.0f / std::sqrt(static_cast<float>(var) + eps);
     for (size_t i = 0; i < d; ++i) {
       float y = (xr[i] - mean) * inv;
       if (kWeight) {
@@ -165,8 +214,8 @@ TTTV2_DEFINE_MULTIVERSION(rms_norm_range,
                            size_t d),
                           (x, w, eps, dst, begin, end, d))
 TTTV2_DEFINE_MULTIVERSION(layer_norm_range,
-                          (const float* x, const float* w, const float* b, float eps, float* dst, size_t begin,
-                           size_t end, size_t d),
+                          (const float* x, const float* w, const float* b, float eps, float* dst,
+                           size_t begin, size_t end, size_t d),
                           (x, w, b, eps, dst, begin, end, d))
 TTTV2_DEFINE_MULTIVERSION(softmax_range, (const float* x, float* dst, size_t begin, size_t end, size_t d),
                           (x, dst, begin, end, d))
@@ -174,19 +223,21 @@ TTTV2_DEFINE_MULTIVERSION(softmax_range, (const float* x, float* dst, size_t beg
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t rows, size_t d) {
-  parallel_rows(rows, d, [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); });
+  parallel_rows(rows, d,
+                [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); });
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
                 size_t d) {
-  parallel_rows(rows, d,
-                [&](size_t begin, size_t end) { layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d); });
+  parallel_rows(rows, d, [&](size_t begin, size_t end) {
+    layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d);
+  });
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {
-  // exp makes softmax compute-heavy: worth splitting at half the usual size
-  parallel_for(rows, (kMinElemsPerThread / 2 + d - 1) / (d ? d : 1), 1,
-               [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); });
+  parallel_rows(
+      rows, d, [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); },
+      kMinElemsPerThreadCompute);
 }
 
 }  // namespace tttv2

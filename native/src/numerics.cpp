@@ -227,7 +227,8 @@ TTTV2_DEFINE_MULTIVERSION(round_bf16_range, (const float* src, float* dst, size_
 TTTV2_DEFINE_MULTIVERSION(bfp_pack_blocks,
                           (const float* src, uint8_t* exps, uint8_t* mants, size_t begin, size_t end, int m),
                           (src, exps, mants, begin, end, m))
-TTTV2_DEFINE_MULTIVERSION(bfp_quantize_blocks, (const float* src, float* dst, size_t begin, size_t end, int m),
+TTTV2_DEFINE_MULTIVERSION(bfp_quantize_blocks,
+                          (const float* src, float* dst, size_t begin, size_t end, int m),
                           (src, dst, begin, end, m))
 TTTV2_DEFINE_MULTIVERSION(bfp_unpack_blocks,
                           (const uint8_t* exps, const uint8_t* mants, float* dst, size_t begin, size_t end,
@@ -246,7 +247,7 @@ void round_bfloat16(const float* src, float* dst, size_t n) {
 // never straddles two rows because cols is a multiple of 16.
 void bfp_pack(const float* src, uint8_t* exponents, uint8_t* mantissas, size_t rows, size_t cols,
               int mantissa_bits) {
-  parallel_for(rows * cols / kBlock, kMinElemsPerThread / kBlock, 4, [&](size_t begin, size_t end) {
+  parallel_for(rows * cols / kBlock, kMinElemsPerThreadCompute / kBlock, 4, [&](size_t begin, size_t end) {
     bfp_pack_blocks_best(src, exponents, mantissas, begin, end, mantissa_bits);
   });
 }
@@ -259,7 +260,7 @@ void bfp_unpack(const uint8_t* exponents, const uint8_t* mantissas, float* dst, 
 }
 
 void bfp_quantize(const float* src, float* dst, size_t rows, size_t cols, int mantissa_bits) {
-  parallel_for(rows * cols / kBlock, kMinElemsPerThread / kBlock, 4, [&](size_t begin, size_t end) {
+  parallel_for(rows * cols / kBlock, kMinElemsPerThreadCompute / kBlock, 4, [&](size_t begin, size_t end) {
     bfp_quantize_blocks_best(src, dst, begin, end, mantissa_bits);
   });
 }

@@ -3,7 +3,7 @@
 //
 // Starting a std::thread per call costs 15-70 µs on the machines we run on, as much as a whole kernel
 // on a [32, 4096] tensor, so the workers are started once and parked on a condition variable between
-// calls, after spinning for ~10 µs so that back-to-back kernels do not pay the wake-up latency.
+// calls, after spinning for a while so that back-to-back kernels do not pay the wake-up latency.
 //
 // A parallel call is cut into a few chunks per thread, which the calling thread and the workers claim
 // one at a time. The caller never waits for a worker to wake up: if the workers are slow to start (a
@@ -13,8 +13,11 @@
 // One parallel call at a time uses the pool; a concurrent caller (another Python thread) runs its
 // kernel inline instead of waiting. A forked child gets a fresh pool. The pool is never destroyed:
 // parked workers simply end with the process.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -22,8 +25,6 @@
 #include <system_error>
 #include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 #include "kernels.hpp"
 
@@ -37,9 +38,18 @@
 namespace tttv2 {
 namespace {
 
-// pause is ~10 ns on current x86 cores: ~10 µs of spinning before a thread blocks
-constexpr int kSpinIterations = 1000;
-constexpr size_t kChunksPerThread = 4;  // (at most 8 threads: chunk counts fit the ticket's 16 bits)
+// pause is ~10 ns on current x86 cores. Workers spin ~50 µs after a job before parking, so that they
+// stay hot through the Python code between consecutive kernels; the caller waits ~10 µs for chunks still
+// running on workers before blocking.
+constexpr int kWorkerSpinIterations = 5000;
+constexpr int kCallerSpinIterations = 1000;
+constexpr size_t kChunksPerThread = 2;  // (at most 8 threads: chunk counts fit the ticket's 16 bits)
+// Waking a parked worker costs 10-50 µs (more on a busy or virtualised machine, where the woken thread
+// may not get a core before the job is over). Jobs of at least kWakeFactor times the per-thread grain
+// always wake parked workers; smaller ones only during a burst of parallel calls (the previous one ended
+// less than kBurstGap ago), and otherwise use the workers still spinning, or run inline.
+constexpr size_t kWakeFactor = 32;
+constexpr std::chrono::nanoseconds kBurstGap = std::chrono::milliseconds(1);
 
 class Pool {
  public:
@@ -56,9 +66,10 @@ class Pool {
 
   size_t workers() const { return workers_; }
 
-  // Runs job(0) .. job(chunks - 1), each exactly once, on the calling thread and the workers; returns
-  // when all are done. Returns false without running anything when another thread is using the pool.
-  bool run(size_t chunks, const std::function<void(size_t)>& job) {
+  // Runs job(0) .. job(chunks - 1), each exactly once, on the calling thread and the workers (parked
+  // ones only if wake_parked); returns when all are done. Returns false without running anything when
+  // another thread is using the pool.
+  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) {
       return false;
@@ -71,16 +82,20 @@ class Pool {
       generation = (ticket_.load(std::memory_order_relaxed) >> 32) + 1;
       ticket_.store(generation << 32 | static_cast<uint64_t>(chunks) << 16, std::memory_order_release);
     }
-    wake_.notify_all();
+    const auto now = std::chrono::steady_clock::now();
+    if (wake_parked || now - last_run_end_ < kBurstGap) {
+      wake_.notify_all();
+    }
     while (claim_and_run(generation)) {
     }
-    for (int i = 0; i < kSpinIterations && finished_.load(std::memory_order_acquire) != chunks; ++i) {
+    for (int i = 0; i < kCallerSpinIterations && finished_.load(std::memory_order_acquire) != chunks; ++i) {
       TTTV2_PAUSE();
     }
     if (finished_.load(std::memory_order_acquire) != chunks) {
       std::unique_lock<std::mutex> lock(mu_);
       done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == chunks; });
     }
+    last_run_end_ = std::chrono::steady_clock::now();
     return true;
   }
 
@@ -110,7 +125,7 @@ class Pool {
     uint64_t seen = 0;
     for (;;) {
       uint64_t current = ticket_.load(std::memory_order_acquire) >> 32;
-      for (int i = 0; i < kSpinIterations && current == seen; ++i) {
+      for (int i = 0; i < kWorkerSpinIterations && current == seen; ++i) {
         TTTV2_PAUSE();
         current = ticket_.load(std::memory_order_acquire) >> 32;
       }
@@ -125,7 +140,8 @@ class Pool {
     }
   }
 
-  std::mutex busy_;  // held by the thread running a parallel call
+  std::mutex busy_;                                     // held by the thread running a parallel call
+  std::chrono::steady_clock::time_point last_run_end_;  // guarded by busy_
   std::mutex mu_;
   std::condition_variable wake_, done_;
   std::atomic<uint64_t> ticket_{0};
@@ -141,7 +157,7 @@ Pool* pool() {
   static pid_t owner = 0;
   std::lock_guard<std::mutex> lock(mu);
   if (instance == nullptr || owner != getpid()) {  // first use, or first use in a forked child
-    instance = new Pool(max_threads() - 1);         // leaked on purpose (see the top of the file)
+    instance = new Pool(max_threads() - 1);        // leaked on purpose (see the top of the file)
     owner = getpid();
   }
   return instance;
@@ -216,7 +232,7 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
   chunk = (chunk + align - 1) / align * align;
   chunks = (n + chunk - 1) / chunk;
   const auto part = [&](size_t index) { fn(index * chunk, std::min(n, (index + 1) * chunk)); };
-  if (!workers->run(chunks, part)) {
+  if (!workers->run(chunks, part, n >= kWakeFactor * grain)) {
     fn(0, n);
   }
 }

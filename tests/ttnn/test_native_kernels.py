@@ -291,10 +291,15 @@ def test_layer_norm_matches_reference(simd, shape, with_weight, with_bias):
 
 
 def test_norms_edge_rows(simd):
-    x = np.zeros((4, 64), np.float32)
+    rng = np.random.default_rng(12)
+    x = np.zeros((7, 1000), np.float32)
     x[1] = 1e-20  # tiny: eps dominates
     x[2] = 1e18  # huge: squares near the float32 limit
     x[3, ::2] = -7.0
+    x[4] = rng.standard_normal(1000) + 1e4  # large offset
+    x[5] = rng.standard_normal(1000)
+    x[5, 0] = 1e4  # first element far from the mean (layer_norm's one-pass variance falls back)
+    x[6] = rng.standard_normal(1000) * 1e-3 + 1e6
     for eps in (1e-5, 1e-6):
         assert_close(_kernels.rms_norm(x, None, eps), ref("rms_norm", x, None, eps))
         assert_close(
@@ -472,31 +477,31 @@ def test_native_rejects_wrong_dtypes_and_layouts_without_copying(call):
 
 
 def test_use_backend_switches_and_restores():
-    assert _kernels.BACKEND == "native"
     x = np.random.default_rng(10).standard_normal((3, 40)).astype(np.float32)
-    with _kernels.use_backend("reference") as name:
-        assert name == "reference" and _kernels.BACKEND == "reference"
-        np.testing.assert_array_equal(_kernels.softmax(x), reference.softmax(x))
-        with pytest.raises(ValueError, match="multiple of 16"):
-            _kernels.bfp_pack(x, 7)  # the reference's own check
-    assert _kernels.BACKEND == "native"
-    _kernels.use_backend("reference")
-    try:
+    with _kernels.use_backend("native"):
+        with _kernels.use_backend("reference") as name:
+            assert name == "reference" and _kernels.BACKEND == "reference"
+            np.testing.assert_array_equal(_kernels.softmax(x), reference.softmax(x))
+            with pytest.raises(ValueError, match="multiple of 16"):
+                _kernels.bfp_pack(x, 7)  # the reference's own check
+        assert _kernels.BACKEND == "native"
+        _kernels.use_backend("reference")  # plain call: a permanent switch (undone by the outer with)
         assert _kernels.BACKEND == "reference"
-    finally:
         _kernels.use_backend("native")
-    with pytest.raises(ValueError, match="unknown kernel backend"):
-        _kernels.use_backend("cuda")
+        with pytest.raises(ValueError, match="unknown kernel backend"):
+            _kernels.use_backend("cuda")
+        assert _kernels.BACKEND == "native"
     assert (
         _kernels.silu_mul.__name__ == "silu_mul" and _kernels.silu_mul.__doc__ == reference.silu_mul.__doc__
     )
 
 
 def test_missing_native_module_raises_import_error(monkeypatch):
+    before = _kernels.BACKEND
     monkeypatch.setattr(_kernels, "_native", None)
     with pytest.raises(ImportError, match=r"pip install -e \."):
         _kernels.use_backend("native")
-    assert _kernels.BACKEND == "native"
+    assert before == _kernels.BACKEND
 
 
 @pytest.mark.parametrize(("value", "expected"), [("reference", "reference"), ("", "native")])

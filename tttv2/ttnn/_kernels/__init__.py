@@ -7,6 +7,10 @@ path converts inputs to C-contiguous float32 and allocates the outputs with ``np
 Backend selection: ``TTTV2_KERNELS=reference`` in the environment picks the numpy implementations at
 import time; :func:`use_backend` switches at run time, permanently or, used as a context manager, for a
 ``with`` block. :data:`BACKEND` names the active backend.
+
+The native kernels use up to ``TTTV2_NUM_THREADS`` threads (default: the core count, at most 8) on large
+inputs, and the best SIMD level of the CPU (``TTTV2_SIMD=baseline|avx2|avx512`` caps it;
+``tttv2._native.set_simd_level`` switches it, e.g. in tests).
 """
 
 from __future__ import annotations

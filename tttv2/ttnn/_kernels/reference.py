@@ -43,7 +43,9 @@ def round_bfloat16(x: np.ndarray) -> np.ndarray:
 def _check_bfp_input(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
     x = np.ascontiguousarray(x, dtype=np.float32)
     if x.ndim != 2 or x.shape[1] % BFP_BLOCK != 0:
-        raise ValueError(f"bfp kernels need a 2-D array whose last dim is a multiple of 16, got shape {x.shape}")
+        raise ValueError(
+            f"bfp kernels need a 2-D array whose last dim is a multiple of 16, got shape {x.shape}"
+        )
     if mantissa_bits not in (3, 7):
         raise ValueError(f"mantissa_bits must be 7 (bfloat8_b) or 3 (bfloat4_b), got {mantissa_bits}")
     return x
@@ -75,7 +77,9 @@ def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int)
     """Inverse of :func:`bfp_pack`."""
     rows, cols = mantissas.shape
     if exponents.shape != (rows, cols // BFP_BLOCK):
-        raise ValueError(f"exponents shape {exponents.shape} does not match mantissas shape {mantissas.shape}")
+        raise ValueError(
+            f"exponents shape {exponents.shape} does not match mantissas shape {mantissas.shape}"
+        )
     mag = (mantissas & 0x7F).astype(np.float32).reshape(rows, cols // BFP_BLOCK, BFP_BLOCK)
     step_exp = exponents.astype(np.int32) - 127 - (mantissa_bits - 1)
     vals = np.ldexp(mag, step_exp[..., None]).astype(np.float32)
