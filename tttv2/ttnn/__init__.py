@@ -28,7 +28,7 @@ if _BACKEND == "ttnn":  # pragma: no cover - needs Tenstorrent's ttnn and hardwa
         )
     _sys.modules[__name__] = _real_ttnn
 else:
-    from . import _kernels, autograd, ops
+    from . import _kernels, autograd, memory_tracker, nn, ops, optim
     from .device import *
     from .device import ARCH_SPECS, MeshDevice, MeshShape
     from .distribution import *

@@ -102,7 +102,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 def gelu_grad(x: np.ndarray, approximate: bool) -> np.ndarray:
     """d/dx of GELU: the tanh approximation or the exact erf form."""
     if approximate:
-        inner = _SQRT_2_OVER_PI * (x + _GELU_C * x**3)
+        inner = _SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x))
         t = np.tanh(inner)
         return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
     cdf = 0.5 * (1.0 + _erf(x * _INV_SQRT2))
@@ -111,7 +111,7 @@ def gelu_grad(x: np.ndarray, approximate: bool) -> np.ndarray:
 
 def gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
     if approximate:
-        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x**3)))
+        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x))))
     return 0.5 * x * (1.0 + _erf(x * _INV_SQRT2))
 
 

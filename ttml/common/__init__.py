@@ -1,0 +1,5 @@
+"""Deprecated ``ttml.common``."""
+
+from . import data
+
+__all__ = ["data"]
