@@ -135,12 +135,11 @@ def run_demo(
         paged_attention_config = PagedAttentionConfig(
             block_size=page_block_size, max_num_blocks=blocks_per_user * batch_size
         )
-        # Pages of all users are shuffled over the cache, as a serving system would hand them out
-        permutation = torch.randperm(
+        # hand the cache blocks out in a random order (seeded), so no user's pages are contiguous
+        shuffled_blocks = torch.randperm(
             paged_attention_config.max_num_blocks, generator=torch.Generator().manual_seed(seed)
         )
-        reverse_permutation = torch.argsort(permutation)
-        page_table = reverse_permutation.reshape(batch_size, blocks_per_user).to(torch.int32)
+        page_table = shuffled_blocks.to(torch.int32).view(batch_size, blocks_per_user)
 
     t0 = time.perf_counter()
     model = Transformer(

@@ -7,7 +7,7 @@ The galaxy flag here is ``self.TG = num_devices == 32`` (not ``args.is_galaxy``)
 """
 
 # TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
-# ruff: noqa: E731, SIM210, RUF015, RUF046
+# ruff: noqa: E731, SIM210
 
 from __future__ import annotations
 
@@ -20,6 +20,38 @@ from tttv1.common.lightweightmodule import LightweightModule
 from tttv1.tt.ccl import tt_all_gather, tt_all_reduce
 from tttv1.tt.model_config import OpGroup, TensorGroup
 from tttv1.tt.rmsnorm import RMSNorm
+
+# Galaxy decode layout: 32 devices as 8 rows x 4 columns; each column owns 8 of the 32 users.
+_GALAXY_DEVICES = 32
+_GALAXY_COLUMNS = 4
+_USERS_PER_COLUMN = 8
+
+
+def _galaxy_qkv_row_picker() -> torch.Tensor:
+    """(1, 32, 8, 32): device d keeps rows [8c, 8c + 8) of the 32-row QKV tile, c = d % 4 its mesh column."""
+    n = _USERS_PER_COLUMN
+    picker = torch.zeros(1, _GALAXY_DEVICES, n, n * _GALAXY_COLUMNS)
+    for device in range(_GALAXY_DEVICES):
+        first = (device % _GALAXY_COLUMNS) * n
+        picker[:, device, :, first : first + n] = torch.eye(n)
+    return picker
+
+
+def _galaxy_user_gather_picker() -> torch.Tensor:
+    """(32, 128): after the 4 columns' 32-row tiles are stacked, keep the first 8 rows of each tile, in order."""
+    n, tile = _USERS_PER_COLUMN, 32
+    picker = torch.zeros(n * _GALAXY_COLUMNS, tile * _GALAXY_COLUMNS)
+    for column in range(_GALAXY_COLUMNS):
+        picker[column * n : (column + 1) * n, column * tile : column * tile + n] = torch.eye(n)
+    return picker
+
+
+def _per_device_concat(parts, num_shards):
+    """Split every tensor of ``parts`` into ``num_shards`` slices on the last dim and lay the slices out device
+    by device — [q0 k0 v0 | q1 k1 v1 | ...] — so that sharding the result on the last dim gives each device
+    its own Q, K and V columns side by side."""
+    sliced = [torch.chunk(p, num_shards, dim=-1) for p in parts]
+    return torch.cat([piece for device_slices in zip(*sliced) for piece in device_slices], dim=-1)
 
 
 class Attention(LightweightModule):
@@ -39,146 +71,108 @@ class Attention(LightweightModule):
     ):
         super().__init__()
 
-        self.state_dict = state_dict
         self.mesh_device = mesh_device
         self.tt_ccl = tt_ccl
+        self.state_dict = state_dict
+        self.dtype = dtype
+        self.transformation_mats = transformation_mats
+        self.paged_attention_config = paged_attention_config
+
+        # --- shapes and hardware -------------------------------------------------------------------------------
         self.num_devices = configuration.num_devices
         self.TG = self.num_devices == 32
         self.hidden_size = configuration.dim
         self.n_heads = configuration.n_heads
+        self.n_kv_heads = configuration.n_kv_heads
         self.head_dim = configuration.head_dim
         self.max_seq_len = configuration.max_seq_len
         self.max_batch_size = configuration.max_batch_size
-        self.n_kv_heads = configuration.n_kv_heads
-        self.paged_attention_config = paged_attention_config
-        self.min_kv_prefill_shard_seqlen = configuration.min_kv_prefill_shard_seqlen
-        self.ccl_dtype = configuration.ccl_dtype
-        self.num_reduce_scatter_links = configuration.num_reduce_scatter_links
-        self.num_all_gather_links = configuration.num_all_gather_links
-        self.MAX_QKV_MM_SEQ_LEN = configuration.MAX_QKV_MM_SEQ_LEN
         self.tile_size = configuration.tile_size
+        self.grid_size = configuration.max_grid_size
+        self.arch_name = configuration.arch_name
+        self.is_multichip = configuration.is_multichip
+        self.use_qk_fused = configuration.use_qk_fused
+        self.MAX_QKV_MM_SEQ_LEN = configuration.MAX_QKV_MM_SEQ_LEN
+        self.min_kv_prefill_shard_seqlen = configuration.min_kv_prefill_shard_seqlen
         self.rms_norm_add_unit_offset = configuration.rms_norm_add_unit_offset
-        self.num_device_groups = self.num_devices // self.n_kv_heads
-        self.num_devices_per_group = self.n_kv_heads if self.TG else self.num_devices
-        self.batch_size_per_device_group = (
-            max(self.max_batch_size // self.num_device_groups, 1) if self.TG else self.max_batch_size
-        )
 
+        # On a galaxy the heads are split over one mesh column (n_kv_heads devices) and every column serves its
+        # own slice of the batch; elsewhere the heads are split over all devices and each sees the whole batch.
+        self.num_device_groups = self.num_devices // self.n_kv_heads
+        if self.TG:
+            self.num_devices_per_group = self.n_kv_heads
+            self.batch_size_per_device_group = max(self.max_batch_size // self.num_device_groups, 1)
+        else:
+            self.num_devices_per_group = self.num_devices
+            self.batch_size_per_device_group = self.max_batch_size
         self.n_local_heads = self.n_heads // self.num_devices_per_group
         self.n_local_kv_heads = self.n_kv_heads // self.num_devices_per_group
 
-        self.arch_name = configuration.arch_name
-        self.use_qk_fused = configuration.use_qk_fused
-        # TODO: Fix this once all-gather supports < tile_size
         if self.TG:
-            weight = torch.zeros(1, 32, 8, 32)
-            for i in range(32):
-                col = i % 4  # This determines which group of 8 to select
-                weight[:, i, :, col * 8 : (col + 1) * 8] = torch.eye(8)
-
+            # Constant 0/1 matrices used as matmuls to pick the rows (users) each mesh column is responsible for.
+            picker_kwargs = dict(dtype=ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT, device=self.mesh_device)
             self.slice_mat = ttnn.from_torch(
-                weight,
-                dtype=ttnn.bfloat4_b,
-                layout=ttnn.TILE_LAYOUT,
-                device=self.mesh_device,
+                _galaxy_qkv_row_picker(),
                 mesh_mapper=ttnn.ShardTensorToMesh(self.mesh_device, dim=1),
+                **picker_kwargs,
             )
-            user_selection_matrix = torch.eye(8, 8)
-            user_selection_matrix = torch.nn.functional.pad(
-                user_selection_matrix, (0, 24), "constant", 0
-            )  # (8, 32)
-            user_selection_matrix = [user_selection_matrix] * 4
-            user_selection_matrix = torch.block_diag(*user_selection_matrix)  # (32, 128)
             self.user_selection_matrix = ttnn.from_torch(
-                user_selection_matrix,
-                dtype=ttnn.bfloat4_b,
-                layout=ttnn.TILE_LAYOUT,
-                device=self.mesh_device,
+                _galaxy_user_gather_picker(),
                 mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
+                **picker_kwargs,
             )
 
-        self.dtype = dtype
+        # --- collectives ---------------------------------------------------------------------------------------
+        self.ccl_dtype = configuration.ccl_dtype
+        self.num_reduce_scatter_links = configuration.num_reduce_scatter_links
+        self.num_all_gather_links = configuration.num_all_gather_links
+        self.ccl_topology = configuration.ccl_topology()
 
-        self.max_seq_len = configuration.max_seq_len
-        self.grid_size = configuration.max_grid_size
-
+        # --- precision: fixed kernel configs plus the per-layer choices of DECODERS_OPTIMIZATIONS ---------------
         self.compute_kernel_config_hifi2 = configuration.compute_kernel_config_hifi2
         self.compute_kernel_config_hifi2_fp16 = configuration.compute_kernel_config_hifi2_fp16
-
         self.compute_kernel_config_hifi4 = configuration.compute_kernel_config_hifi4
 
-        self.transformation_mats = transformation_mats
-
         self.model_config = configuration.get_model_config()
-        self.ccl_topology = configuration.ccl_topology()
-        self.is_multichip = configuration.is_multichip
-        self.activation_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.ACTIVATION
+        layer_dtype = lambda group: self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
+            decoder_id=layer_num, tensor=group
         )
-        self.wqkv_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.WQKV
+        layer_fidelity = lambda group: self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
+            decoder_id=layer_num, op=group, configuration=configuration
         )
-        self.wo_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.WO
-        )
-        self.kv_cache_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.KV_CACHE
-        )
-        self.li_qkv_decode_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_QKV_DECODE, configuration=configuration
-        )
-        self.sdpa_decode_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.SDPA_DECODE, configuration=configuration
-        )
-        self.li_o_decode_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_O_DECODE, configuration=configuration
-        )
-        self.sdpa_prefill_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.SDPA_PREFILL, configuration=configuration
-        )
-        self.li_qkv_prefill_compute_kernel_cfg = self.model_config[
-            "DECODERS_OPTIMIZATIONS"
-        ].get_math_fidelity(decoder_id=layer_num, op=OpGroup.LI_QKV_PREFILL, configuration=configuration)
-        self.li_o_prefill_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_O_PREFILL, configuration=configuration
-        )
+        self.activation_dtype = layer_dtype(TensorGroup.ACTIVATION)
+        self.wqkv_dtype = layer_dtype(TensorGroup.WQKV)
+        self.wo_dtype = layer_dtype(TensorGroup.WO)
+        self.kv_cache_dtype = layer_dtype(TensorGroup.KV_CACHE)
+        self.li_qkv_decode_compute_kernel_cfg = layer_fidelity(OpGroup.LI_QKV_DECODE)
+        self.li_qkv_prefill_compute_kernel_cfg = layer_fidelity(OpGroup.LI_QKV_PREFILL)
+        self.sdpa_decode_compute_kernel_cfg = layer_fidelity(OpGroup.SDPA_DECODE)
+        self.sdpa_prefill_compute_kernel_cfg = layer_fidelity(OpGroup.SDPA_PREFILL)
+        self.li_o_decode_compute_kernel_cfg = layer_fidelity(OpGroup.LI_O_DECODE)
+        self.li_o_prefill_compute_kernel_cfg = layer_fidelity(OpGroup.LI_O_PREFILL)
 
-        # Per-layer sliding window (Mistral/Gemma style layer types)
+        # Only layers marked "sliding_attention" get a window; models without layer types attend to everything
         layer_type = configuration.layer_types[layer_num] if configuration.layer_types else "full_attention"
         self.sliding_window = configuration.sliding_window if layer_type == "sliding_attention" else None
 
+        # --- weights -------------------------------------------------------------------------------------------
         layer_name = configuration.get_state_dict_prefix(self.__class__.__name__, layer_num)
         if configuration.dummy_weights or (weight_cache_path is None):
             cache_name = lambda _: None
         else:
-            cache_name = lambda name: weight_cache_path / (f"{layer_name}.{name}")
+            cache_name = lambda name: weight_cache_path / f"{layer_name}.{name}"
 
-        wq_str = f"{layer_name}.wq"
-        wk_str = f"{layer_name}.wk"
-        wv_str = f"{layer_name}.wv"
-        wo_str = f"{layer_name}.wo"
+        wq_str, wk_str, wv_str, wo_str = (f"{layer_name}.{w}" for w in ("wq", "wk", "wv", "wo"))
         q_norm_str = f"{layer_name}.q_norm"
         k_norm_str = f"{layer_name}.k_norm"
+        shards = self.num_devices_per_group
 
-        # Initialize bias tensors as None
-        self.wqkv_bias_decode = None
+        # Optional QKV bias (Qwen). Kept outside the matmul and added as a separate op.
         self.wqkv_bias_prefill = None
-
-        # Create combined QKV bias if present in state dict (Qwen-style)
+        self.wqkv_bias_decode = None
         if f"{wq_str}.bias" in self.state_dict:
-            qkv_bias = torch.concat(
-                [
-                    torch.concat(
-                        [
-                            torch.chunk(self.state_dict[f"{wq_str}.bias"], self.num_devices_per_group)[i],
-                            torch.chunk(self.state_dict[f"{wk_str}.bias"], self.num_devices_per_group)[i],
-                            torch.chunk(self.state_dict[f"{wv_str}.bias"], self.num_devices_per_group)[i],
-                        ],
-                        dim=-1,
-                    )
-                    for i in range(self.num_devices_per_group)
-                ],
-                dim=-1,
+            qkv_bias = _per_device_concat(
+                [self.state_dict[f"{w}.bias"] for w in (wq_str, wk_str, wv_str)], shards
             )
             bias_mapper = (
                 ttnn.ShardTensor2dMesh(
@@ -187,83 +181,58 @@ class Attention(LightweightModule):
                 if self.TG
                 else ttnn.ShardTensorToMesh(self.mesh_device, dim=-1)
             )
-            # Prefill can use broadcasting on the bias add so wants a 1d tensor
-            self.wqkv_bias_prefill = ttnn.as_tensor(
-                qkv_bias,
-                device=self.mesh_device,
-                mesh_mapper=bias_mapper,
-                dtype=self.dtype,
-                memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                layout=ttnn.TILE_LAYOUT,
-                cache_file_name=cache_name("wqkv_bias_prefill_sharded"),
-            )
-            # as_tensor returns (32, dim) which is incorrect, this reshape updates the padded size to the correct size
-            self.wqkv_bias_prefill = ttnn.reshape(
-                self.wqkv_bias_prefill,
-                (1, 1, 1, self.wqkv_bias_prefill.shape[-1]),
-                (1, 1, self.tile_size, self.wqkv_bias_prefill.shape[-1]),
-            )
 
-            # Broadcasting does not seem to be supported inside execute_trace so expand to the whole batch size
-            # Create a list of bias tensors for each multiple of tile_size up to max_batch_size
-            self.wqkv_bias_decode = []
-            for batch_size in range(
-                configuration.tile_size,
-                configuration.tile_padded_batch_rows + configuration.tile_size,
-                configuration.tile_size,
-            ):
-                qkv_bias_decode = qkv_bias.unsqueeze(0).expand(batch_size, -1)
-                bias_tensor = ttnn.as_tensor(
-                    qkv_bias_decode,
-                    device=self.mesh_device,
-                    mesh_mapper=bias_mapper,
+            def bias_to_device(rows, file_tag):
+                return ttnn.as_tensor(
+                    rows,
                     dtype=self.dtype,
-                    memory_config=ttnn.DRAM_MEMORY_CONFIG,
                     layout=ttnn.TILE_LAYOUT,
-                    cache_file_name=cache_name(f"wqkv_bias_decode_sharded_{batch_size}"),
+                    device=self.mesh_device,
+                    memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                    mesh_mapper=bias_mapper,
+                    cache_file_name=cache_name(file_tag),
                 )
-                self.wqkv_bias_decode.append(bias_tensor)
 
-        # when splitting the devices, we need to make sure that the number of heads is divisible by the number of devices
-        assert self.n_heads % self.num_devices_per_group == 0
-        assert self.n_kv_heads % self.num_devices_per_group == 0
-        assert configuration.qkv_size % self.num_devices_per_group == 0
-        assert configuration.dim % self.num_devices_per_group == 0
+            # Prefill: a single logical row that the add broadcasts over the sequence. Uploading pads it to a
+            # full tile, so restate the shape as one row within a tile-high padded shape.
+            single_row = bias_to_device(qkv_bias, "wqkv_bias_prefill_sharded")
+            width = single_row.shape[-1]
+            self.wqkv_bias_prefill = ttnn.reshape(single_row, (1, 1, 1, width), (1, 1, self.tile_size, width))
 
-        # wqkv: width-sharded over DRAM banks, qkv_size / num_devices columns per device
-        wqkv_mem_config = configuration.create_dram_sharded_mem_config(
-            configuration.dim, configuration.qkv_size // configuration.num_devices
+            # Decode: no broadcasting here (it must also run under a captured trace), so keep one bias already
+            # repeated to each possible padded batch height: entry i has (i + 1) * tile_size rows.
+            self.wqkv_bias_decode = [
+                bias_to_device(qkv_bias.unsqueeze(0).expand(rows, -1), f"wqkv_bias_decode_sharded_{rows}")
+                for rows in range(
+                    configuration.tile_size,
+                    configuration.tile_padded_batch_rows + configuration.tile_size,
+                    configuration.tile_size,
+                )
+            ]
+
+        # every device must get whole heads and an equal share of the fused QKV and of the model dim
+        for what, size in (
+            ("n_heads", self.n_heads),
+            ("n_kv_heads", self.n_kv_heads),
+            ("qkv_size", configuration.qkv_size),
+            ("dim", configuration.dim),
+        ):
+            assert size % self.num_devices_per_group == 0, f"{what}={size} not divisible by {shards} devices"
+
+        # Fused QKV weight, transposed to (dim, qkv) and laid out per device.
+        qkv_weight = _per_device_concat(
+            [self.state_dict[f"{w}.weight"].transpose(-2, -1) for w in (wq_str, wk_str, wv_str)], shards
         )
-
-        qkv_list = []
-        for i in range(self.num_devices_per_group):
-            # Chunk weights
-            wq_selected = torch.chunk(self.state_dict[f"{wq_str}.weight"], self.num_devices_per_group, dim=0)[
-                i
-            ]
-            wk_selected = torch.chunk(self.state_dict[f"{wk_str}.weight"], self.num_devices_per_group, dim=0)[
-                i
-            ]
-            wv_selected = torch.chunk(self.state_dict[f"{wv_str}.weight"], self.num_devices_per_group, dim=0)[
-                i
-            ]
-
-            # Transpose the selected chunks
-            wq = torch.transpose(wq_selected, -2, -1)
-            wk = torch.transpose(wk_selected, -2, -1)
-            wv = torch.transpose(wv_selected, -2, -1)
-
-            qkv = torch.cat([wq, wk, wv], dim=-1)
-            qkv_list.append(qkv)
-
-        qkv_cat = torch.cat(qkv_list, dim=-1).unsqueeze(0).unsqueeze(0)
-
         self.wqkv = ttnn.as_tensor(
-            qkv_cat,
+            qkv_weight[None, None],
             dtype=self.wqkv_dtype,
             layout=ttnn.TILE_LAYOUT,
             device=self.mesh_device,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG if self.TG else wqkv_mem_config,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG
+            if self.TG
+            else configuration.create_dram_sharded_mem_config(
+                configuration.dim, configuration.qkv_size // configuration.num_devices
+            ),
             mesh_mapper=ttnn.ShardTensor2dMesh(
                 self.mesh_device, dims=(3, 2) if self.TG else (2, 3), mesh_shape=configuration.cluster_shape
             ),
@@ -271,147 +240,114 @@ class Attention(LightweightModule):
         )
 
         def norm_reshard(x, norm, mode):
-            """Hack until RMSNorm supports height-sharded output config"""
+            """Decode heads are height-sharded, which our RMSNorm cannot emit: normalise an L1 interleaved copy
+            and put the result back on the original sharded layout."""
             if mode == "decode":
-                mem_cfg = x.memory_config()
-                x = ttnn.to_memory_config(x, ttnn.L1_MEMORY_CONFIG, dtype=x.dtype)
-            x = norm(x, mode)
-            if mode == "decode":
-                x = ttnn.to_memory_config(x, mem_cfg, dtype=x.dtype)
-            return x
+                sharded_layout = x.memory_config()
+                normed = norm(ttnn.to_memory_config(x, ttnn.L1_MEMORY_CONFIG, dtype=x.dtype), mode)
+                return ttnn.to_memory_config(normed, sharded_layout, dtype=normed.dtype)
+            return norm(x, mode)
 
-        if f"{q_norm_str}.weight" in self.state_dict:
-            fn_q_norm = RMSNorm(
+        def head_rmsnorm(weight_key):
+            """RMSNorm over head_dim for per-head Q/K normalisation (Qwen3, Gemma-3)."""
+            return RMSNorm(
                 device=self.mesh_device,
                 dim=self.head_dim,
                 eps=configuration.norm_eps,
                 state_dict=self.state_dict,
-                state_dict_prefix=None,  # we already prefix q_norm_str
+                state_dict_prefix=None,  # weight_key is already the full name
                 weight_cache_path=None if configuration.dummy_weights else weight_cache_path,
                 weight_dtype=ttnn.bfloat16,
-                weight_key=q_norm_str,
-                is_distributed=False,
-                add_unit_offset=self.rms_norm_add_unit_offset,
-                sharded_program_config=None,  # FIXME: add height-sharded support. self.model_config["SHARDED_NORM_ATTN_PRGM_CFG"],
-                sharded_output_config=None,  # FIXME: add height-sharded support. self.model_config["CREATE_QKV_DECODE_SHARD"]
-                tt_ccl=self.tt_ccl,
-            )
-            self.q_norm = lambda x, mode: norm_reshard(x, fn_q_norm, mode)
-        else:
-            self.q_norm = lambda x, mode: x
-
-        if f"{k_norm_str}.weight" in self.state_dict:
-            fn_k_norm = RMSNorm(
-                device=self.mesh_device,
-                dim=self.head_dim,
-                eps=configuration.norm_eps,
-                state_dict=self.state_dict,
-                state_dict_prefix=None,  # we already prefix k_norm_str
-                weight_cache_path=None if configuration.dummy_weights else weight_cache_path,
-                weight_dtype=ttnn.bfloat16,
-                weight_key=k_norm_str,
+                weight_key=weight_key,
                 is_distributed=False,
                 add_unit_offset=self.rms_norm_add_unit_offset,
                 sharded_program_config=None,
                 sharded_output_config=None,
                 tt_ccl=self.tt_ccl,
             )
-            self.k_norm = lambda x, mode: norm_reshard(x, fn_k_norm, mode)
+
+        if f"{q_norm_str}.weight" in self.state_dict:
+            q_rmsnorm = head_rmsnorm(q_norm_str)
+            self.q_norm = lambda x, mode: norm_reshard(x, q_rmsnorm, mode)
+        else:
+            self.q_norm = lambda x, mode: x
+
+        if f"{k_norm_str}.weight" in self.state_dict:
+            k_rmsnorm = head_rmsnorm(k_norm_str)
+            self.k_norm = lambda x, mode: norm_reshard(x, k_rmsnorm, mode)
         else:
             self.k_norm = lambda x, mode: x
 
-        # For ring topology we can use all gather matmul for wo
+        # WO. When decode fuses the all-gather into the WO matmul (T3K ring), or on a galaxy, it lives in plain
+        # DRAM split the other way round; otherwise it is DRAM-sharded for the DRAM-sharded decode matmul.
         self.use_fused_all_gather_matmul = self.model_config["USE_FUSED_ALL_GATHER_MATMUL"]
-        pt_wo = self.state_dict[f"{wo_str}.weight"].transpose(-1, -2).unsqueeze(0).unsqueeze(0)
-
-        wo_mem_config = configuration.create_dram_sharded_mem_config(
-            (configuration.n_heads * configuration.head_dim) // configuration.num_devices, configuration.dim
-        )
-
         self.wo = ttnn.as_tensor(
-            pt_wo,
+            self.state_dict[f"{wo_str}.weight"].transpose(-1, -2)[None, None],
             dtype=self.wo_dtype,
             layout=ttnn.TILE_LAYOUT,
             device=self.mesh_device,
             memory_config=ttnn.DRAM_MEMORY_CONFIG
             if (self.use_fused_all_gather_matmul or self.TG)
-            else wo_mem_config,
+            else configuration.create_dram_sharded_mem_config(
+                (configuration.n_heads * configuration.head_dim) // configuration.num_devices,
+                configuration.dim,
+            ),
             mesh_mapper=ttnn.ShardTensor2dMesh(
                 self.mesh_device,
                 dims=(2, 3) if (self.use_fused_all_gather_matmul or self.TG) else (3, 2),
                 mesh_shape=configuration.cluster_shape,
             ),
-            cache_file_name=(
-                cache_name("wo_width_sharded_2d")
-                if (self.use_fused_all_gather_matmul or self.TG)
-                else cache_name("wo")
+            cache_file_name=cache_name(
+                "wo_width_sharded_2d" if (self.use_fused_all_gather_matmul or self.TG) else "wo"
             ),
         )
+
+        # With a paged cache owned by the serving engine (vLLM), the caller passes kv_cache into forward instead
         if not use_paged_kv_cache:
-            # vLLM provides its own kv cache
             self.init_kv_cache(configuration, weight_cache_path)
 
+        # Gemma scales scores by query_pre_attn_scalar instead of head_dim
         if configuration.query_pre_attn_scalar is not None:
             self.scale = configuration.query_pre_attn_scalar**-0.5
         else:
             self.scale = self.head_dim**-0.5
 
     def init_kv_cache(self, configuration, weight_cache_path):
-        """
-        Generates empty KV cache and pushed to device memory
-        """
-
+        """Allocate this layer's zero-filled K and V caches on device (``self.layer_past``)."""
         if self.paged_attention_config:
-            cache_k = torch.zeros(
-                (
-                    self.paged_attention_config.max_num_blocks,
-                    self.n_local_kv_heads,
-                    self.paged_attention_config.block_size,
-                    self.head_dim,
-                )
-            )
-            cache_v = torch.zeros(
-                (
-                    self.paged_attention_config.max_num_blocks,
-                    self.n_local_kv_heads,
-                    self.paged_attention_config.block_size,
-                    self.head_dim,
-                )
+            # a pool of fixed-size blocks shared by all users through a page table
+            cache_shape = (
+                self.paged_attention_config.max_num_blocks,
+                self.n_local_kv_heads,
+                self.paged_attention_config.block_size,
+                self.head_dim,
             )
         else:
-            cache_k = torch.zeros(
-                (
-                    self.batch_size_per_device_group,
-                    self.n_local_kv_heads,
-                    self.max_seq_len,
-                    self.head_dim,
-                )
-            )
-            cache_v = torch.zeros(
-                (
-                    self.batch_size_per_device_group,
-                    self.n_local_kv_heads,
-                    self.max_seq_len,
-                    self.head_dim,
-                )
+            # one full-length row per user
+            cache_shape = (
+                self.batch_size_per_device_group,
+                self.n_local_kv_heads,
+                self.max_seq_len,
+                self.head_dim,
             )
 
-        self.layer_past = [
-            ttnn.as_tensor(
-                k_or_v,
+        def empty_cache():
+            zeros = torch.zeros(cache_shape)
+            return ttnn.as_tensor(
+                zeros,
                 dtype=self.kv_cache_dtype or ttnn.bfloat8_b,
                 layout=self.model_config["ATTN_W_LAYOUT_TILE"],
                 device=self.mesh_device,
                 memory_config=ttnn.DRAM_MEMORY_CONFIG,
                 mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
                 cache_file_name=(
-                    f"{weight_cache_path}/kvcache_{k_or_v.shape}"
+                    f"{weight_cache_path}/kvcache_{zeros.shape}"
                     if weight_cache_path and not configuration.dummy_weights
                     else None
                 ),
             )
-            for k_or_v in [cache_k, cache_v]
-        ]
+
+        self.layer_past = [empty_cache(), empty_cache()]  # [keys, values]
 
     def forward_decode(
         self,
@@ -421,153 +357,108 @@ class Attention(LightweightModule):
         page_table=None,
         kv_cache=None,
     ) -> ttnn.Tensor:
-        """
-        x: (seq_len, 1, batch, dim)
-        current_pos: (batch_size), current token position in the sequence for each user
-        """
+        """One new token per user.
 
-        ###
-        # QKV matmuls
-        # Use HiFi2 for DRAM-sharded matmuls as they are otherwise flop-bound. Loses 1 bit of activation precision.
-        ###
+        x: (1, 1, batch, dim), width-sharded; current_pos: (batch,) index each user's token is written at.
+        """
+        mesh_rows, mesh_cols = list(self.mesh_device.shape)
 
-        xqkv_fused_sharded = ttnn.linear(
+        # --- fused QKV projection --------------------------------------------------------------------------------
+        qkv_partial = ttnn.linear(
             x,
             self.wqkv,
-            # bias=self.wqkv_bias,
+            dtype=self.ccl_dtype if self.TG else self.activation_dtype or ttnn.bfloat16,
             memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
             program_config=self.model_config["XQKV_DECODE_PROGCFG"],
             compute_kernel_config=self.li_qkv_decode_compute_kernel_cfg,
-            dtype=self.ccl_dtype if self.TG else self.activation_dtype or ttnn.bfloat16,
         )
-        # FIXME: File bug against dram-sharded matmuls with bias
         if self.wqkv_bias_decode and not self.TG:
-            # select the bias tensor based on the number of tiles in the rows
-            # WARNING: must not change the batch size between compiling and executing a trace
-            num_tiles = int(math.ceil(xqkv_fused_sharded.shape[-2] / self.tile_size))
-            xqkv_fused_sharded = xqkv_fused_sharded + self.wqkv_bias_decode[num_tiles - 1]
-
+            # the bias is added separately; pick the copy as tall as the padded batch (fixed once traced)
+            qkv_partial = (
+                qkv_partial + self.wqkv_bias_decode[math.ceil(qkv_partial.shape[-2] / self.tile_size) - 1]
+            )
         ttnn.deallocate(x)
-        xqkv_fused = tt_all_reduce(
-            xqkv_fused_sharded,
+
+        # on a galaxy each mesh column holds a partial sum of the projection; elsewhere this returns its input
+        qkv_summed = tt_all_reduce(
+            qkv_partial,
             self.mesh_device,
             self.tt_ccl,
             cluster_axis=1,
             num_reduce_scatter_links=self.num_reduce_scatter_links,
             num_all_gather_links=self.num_all_gather_links,
-            memory_config=self.model_config["QKV_OUT_GATHERED_MEMCFG"](list(self.mesh_device.shape)[1]),
+            memory_config=self.model_config["QKV_OUT_GATHERED_MEMCFG"](mesh_cols),
             sharded=True,
             dtype=self.ccl_dtype,
             topology=self.ccl_topology,
         )
 
         if self.TG:
-            # On galaxy the QKV output is a partial sum over the mesh columns: add the bias once, after the reduce
             if self.wqkv_bias_decode:
-                num_tiles = int(math.ceil(xqkv_fused.shape[-2] / self.tile_size))
-                xqkv_fused = ttnn.add(
-                    xqkv_fused, self.wqkv_bias_decode[num_tiles - 1], memory_config=ttnn.L1_MEMORY_CONFIG
-                )
-            # TODO: Slice the fused_query_key_value tensor get batch=8
-            xqkv_fused = ttnn.matmul(
+                # added after the reduce so that it is counted once, not once per column
+                bias_rows = self.wqkv_bias_decode[math.ceil(qkv_summed.shape[-2] / self.tile_size) - 1]
+                qkv_summed = ttnn.add(qkv_summed, bias_rows, memory_config=ttnn.L1_MEMORY_CONFIG)
+            # keep only the 8 users of this device's column
+            qkv = ttnn.matmul(
                 self.slice_mat,
-                xqkv_fused,
+                qkv_summed,
                 dtype=ttnn.bfloat16,
                 memory_config=self.model_config["CREATE_HEAD_INPUT_MEMCFG"],
                 compute_kernel_config=self.compute_kernel_config_hifi4,  # a 0/1 selection: keep it exact
             )
         else:
-            # bfloat16 is required by nlp_create_qkv_heads_decode
-            xqkv_fused = ttnn.sharded_to_interleaved(xqkv_fused_sharded, ttnn.L1_MEMORY_CONFIG, ttnn.bfloat16)
+            # the head split below takes bfloat16, interleaved
+            qkv = ttnn.sharded_to_interleaved(qkv_partial, ttnn.L1_MEMORY_CONFIG, ttnn.bfloat16)
+        ttnn.deallocate(qkv_partial)
 
-        ttnn.deallocate(xqkv_fused_sharded)
+        # logical rows = the users this device serves; padded rows = one tile
+        qkv_width = qkv.shape[3]
+        qkv = ttnn.reshape(qkv, (1, 1, self.batch_size_per_device_group, qkv_width), (1, 1, 32, qkv_width))
 
-        # Reshape such that true unpadded batch is tracked in shape
-        fqkv_shape = xqkv_fused.shape
-        xqkv_fused = ttnn.reshape(
-            xqkv_fused, (1, 1, self.batch_size_per_device_group, fqkv_shape[3]), (1, 1, 32, fqkv_shape[3])
-        )
-
-        ###
-        # Reshape and rotary embeddings
-        ###
-        (
-            q_heads_pre_rot_1BQD,
-            k_heads_pre_rot_1BKD,
-            v_heads_1BKD,
-        ) = ttnn.experimental.nlp_create_qkv_heads_decode(
-            xqkv_fused,
+        # --- heads, optional per-head norms, rotary ------------------------------------------------------------
+        q_raw, k_raw, v_new = ttnn.experimental.nlp_create_qkv_heads_decode(
+            qkv,
             num_heads=self.n_local_heads,
             num_kv_heads=self.n_local_kv_heads,
             memory_config=self.model_config["CREATE_QKV_DECODE_SHARD"],
         )
+        q_raw = self.q_norm(q_raw, mode="decode")
+        k_raw = self.k_norm(k_raw, mode="decode")
+        ttnn.deallocate(qkv)
 
-        q_heads_pre_rot_1BQD = self.q_norm(q_heads_pre_rot_1BQD, mode="decode")
-        k_heads_pre_rot_1BKD = self.k_norm(k_heads_pre_rot_1BKD, mode="decode")
-
-        ttnn.deallocate(xqkv_fused)
-
+        cos, sin = rot_mats[0], rot_mats[1]
         if self.use_qk_fused:
-            q_heads_1BQD, k_heads_1BKD = ttnn.experimental.rotary_embedding_llama_fused_qk(
-                q_heads_pre_rot_1BQD,
-                k_heads_pre_rot_1BKD,
-                rot_mats[0],
-                rot_mats[1],
-                self.transformation_mats["decode"],
+            q_rot, k_rot = ttnn.experimental.rotary_embedding_llama_fused_qk(
+                q_raw, k_raw, cos, sin, self.transformation_mats["decode"]
             )
         else:
-            # Q Rotary Embeddings
-            q_heads_1BQD = ttnn.experimental.rotary_embedding_llama(
-                q_heads_pre_rot_1BQD,
-                rot_mats[0],
-                rot_mats[1],
-                self.transformation_mats["decode"],
-                is_decode_mode=True,
+            q_rot, k_rot = (
+                ttnn.experimental.rotary_embedding_llama(
+                    heads, cos, sin, self.transformation_mats["decode"], is_decode_mode=True
+                )
+                for heads in (q_raw, k_raw)
             )
+        ttnn.deallocate(q_raw)
+        ttnn.deallocate(k_raw)
 
-            # K Rotary Embeddings
-            k_heads_1BKD = ttnn.experimental.rotary_embedding_llama(
-                k_heads_pre_rot_1BKD,
-                rot_mats[0],
-                rot_mats[1],
-                self.transformation_mats["decode"],
-                is_decode_mode=True,
-            )
-
-        ttnn.deallocate(q_heads_pre_rot_1BQD)
-        ttnn.deallocate(k_heads_pre_rot_1BKD)
-
-        ###
-        # KV update
-        ###
+        # --- write the new K/V at current_pos, then attend over the cache --------------------------------------
         if kv_cache:
-            keys = kv_cache[0]
-            values = kv_cache[1]
+            cache_k, cache_v = kv_cache[0], kv_cache[1]
         else:
-            keys = self.layer_past[0]
-            values = self.layer_past[1]
-        # k_heads, [seqlen, n_kv_heads, bsz, head_dim]
-        # v_heads [seqlen, n_kv_heads, bsz, head_dim]
-        # keys, [max_batch_size, n_kv_heads // configuration.num_devices, max_seq_len, head_dim]
-        ttnn.experimental.paged_update_cache(
-            keys, k_heads_1BKD, update_idxs_tensor=current_pos, page_table=page_table
-        )
-        ttnn.experimental.paged_update_cache(
-            values, v_heads_1BKD, update_idxs_tensor=current_pos, page_table=page_table
-        )
+            cache_k, cache_v = self.layer_past[0], self.layer_past[1]
+        for cache, new_rows in ((cache_k, k_rot), (cache_v, v_new)):
+            ttnn.experimental.paged_update_cache(
+                cache, new_rows, update_idxs_tensor=current_pos, page_table=page_table
+            )
+            ttnn.deallocate(new_rows)
 
-        ttnn.deallocate(k_heads_1BKD)
-        ttnn.deallocate(v_heads_1BKD)
-
-        # NOTE: Varying the batch size will result in slightly different outputs.
-        # For example, a prompt w/ 1 user vs, the same prompt repeated N times for N users, will produce different outputs
-        # This is because the SDPA op in decode mode has different number of reductions depending on batch size
-        # Which leads to slightly different outputs from attention (due to accumulated errors)
+        # Caveat: decode SDPA splits its reduction differently for different batch sizes, so the same prompt
+        # can give slightly different numbers when run alone or alongside other users.
         if page_table:
-            attn_output_1G4D = ttnn.transformer.paged_scaled_dot_product_attention_decode(
-                q_heads_1BQD,
-                keys,
-                values,
+            scores = ttnn.transformer.paged_scaled_dot_product_attention_decode(
+                q_rot,
+                cache_k,
+                cache_v,
                 cur_pos_tensor=current_pos,
                 page_table_tensor=page_table,
                 scale=self.scale,
@@ -577,46 +468,43 @@ class Attention(LightweightModule):
                 memory_config=ttnn.DRAM_MEMORY_CONFIG,
             )
         else:
-            attn_output_1G4D = ttnn.transformer.scaled_dot_product_attention_decode(
-                q_heads_1BQD,
-                keys,
-                values,
+            scores = ttnn.transformer.scaled_dot_product_attention_decode(
+                q_rot,
+                cache_k,
+                cache_v,
                 cur_pos_tensor=current_pos,
                 scale=self.scale,
                 sliding_window_size=self.sliding_window,
                 program_config=self.model_config["SDPA_DECODE_PROGCFG"],
                 compute_kernel_config=self.sdpa_decode_compute_kernel_cfg,
-                memory_config=ttnn.DRAM_MEMORY_CONFIG,  # FIXME: why not L1 height sharded e.g. SCORES_BATCHED_MM_OUTPUT_MEMCFG?
+                memory_config=ttnn.DRAM_MEMORY_CONFIG,
             )
+        ttnn.deallocate(q_rot)
 
-        ttnn.deallocate(q_heads_1BQD)
-
-        attn_output_11BH = ttnn.to_memory_config(
-            attn_output_1G4D,
+        # --- merge heads --------------------------------------------------------------------------------------
+        scores_sharded = ttnn.to_memory_config(
+            scores,
             memory_config=self.model_config["SCORES_BATCHED_MM_OUTPUT_MEMCFG"](
                 self.batch_size_per_device_group
             ),
         )
-        attn_output_cat = ttnn.experimental.nlp_concat_heads_decode(
-            attn_output_11BH,
-            num_heads=self.n_local_heads,
-        )
-        ttnn.deallocate(attn_output_11BH)
-        ttnn.deallocate(attn_output_1G4D)
+        merged = ttnn.experimental.nlp_concat_heads_decode(scores_sharded, num_heads=self.n_local_heads)
+        ttnn.deallocate(scores_sharded)
+        ttnn.deallocate(scores)
 
+        # --- output projection and reduction ------------------------------------------------------------------
         if self.use_fused_all_gather_matmul:
-            attn_output_cat = ttnn.to_memory_config(
-                attn_output_cat, self.model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"]
-            )
-            _, dense_out_sharded = ttnn.experimental.all_gather_matmul_async(
-                attn_output_cat,
+            # T3K: one op gathers the heads from the ring and multiplies by WO
+            merged = ttnn.to_memory_config(merged, self.model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"])
+            _, projected = ttnn.experimental.all_gather_matmul_async(
+                merged,
                 self.wo,
                 persistent_output_buffer=None,
                 dim=3,
-                multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
                 all_gather_core_grid_offset=(0, 4),
-                barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
                 num_links=1 if self.ccl_topology == ttnn.Topology.Ring else 2,
+                multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
+                barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
                 memory_config_ag=self.model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"],
                 memory_config_mm=self.model_config["DECODE_RESIDUAL_MEMCFG"],
                 program_config=self.model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"],
@@ -625,85 +513,73 @@ class Attention(LightweightModule):
                 num_workers_per_link=2,
                 num_buffers_per_channel=2,
             )
-            ttnn.deallocate(attn_output_cat)
-            dense_out_sharded = ttnn.to_memory_config(
-                dense_out_sharded, self.model_config["DECODE_RESIDUAL_MEMCFG"]
-            )
-            return dense_out_sharded
+            ttnn.deallocate(merged)
+            return ttnn.to_memory_config(projected, self.model_config["DECODE_RESIDUAL_MEMCFG"])
 
-        else:
-            if self.TG:
-                # The head merge pads the 8 users of this column to a 32-row tile; gather the 4 columns' tiles
-                attn_output = tt_all_gather(
-                    attn_output_cat,
-                    self.mesh_device,
-                    self.tt_ccl,
-                    dim=2,
-                    cluster_axis=1,
-                    num_links=2,
-                    memory_config=self.model_config["GATHER_USERS_MEMCFG"](list(self.mesh_device.shape)[1]),
-                    sharded=True,
-                    # dtype=self.ccl_dtype,  # Running bf16 until we have SDPA output bfp8 df; otherwise we have two sharded to interleaved/interleaved to sharded conversions
-                )
-                attn_output = ttnn.to_memory_config(attn_output, ttnn.L1_MEMORY_CONFIG)
-                # user_selection_matrix = [1, 1, 32, 128]
-                # user_selection_matrix @ activation -> [1, 1, 32, 128] * [1, 1, 128, 2048] -> [1, 1, 32, 2048]
-                attn_output = ttnn.matmul(
-                    self.user_selection_matrix,
-                    attn_output,
-                    core_grid=ttnn.CoreGrid(y=4, x=8),
-                    dtype=ttnn.bfloat16,
-                    memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
-                    compute_kernel_config=self.compute_kernel_config_hifi4,  # a 0/1 selection: keep it exact
-                )
-            else:
-                attn_output = attn_output_cat
-
-            # TODO: Fix this once self.TG supports dram-sharded matmuls
-            dense_out_sharded = ttnn.matmul(
-                attn_output,
-                self.wo,
-                core_grid=ttnn.CoreGrid(y=4, x=8) if self.TG else None,
-                program_config=self.model_config["ATTN_OUTPUT_PROGCFG"] if not self.TG else None,
-                memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG
-                if self.TG
-                else attn_output_cat.memory_config(),
-                dtype=ttnn.bfloat8_b if self.TG else None,
-                compute_kernel_config=self.li_o_decode_compute_kernel_cfg,
-            )
-
-            ttnn.deallocate(attn_output_cat)
-
-            # All reduce
-            dense_out_reduced = tt_all_reduce(
-                dense_out_sharded,
+        if self.TG:
+            # Each column's head merge is a 32-row tile holding its 8 users: stack the 4 columns' tiles, then a
+            # selection matmul packs the 4 x 8 real rows into one (32, 128) -> (32, hidden) tile.
+            stacked = tt_all_gather(
+                merged,
                 self.mesh_device,
                 self.tt_ccl,
-                cluster_axis=0,
-                num_reduce_scatter_links=self.num_reduce_scatter_links,
-                num_all_gather_links=self.num_all_gather_links,
-                dim=0 if (self.TG and self.hidden_size < 8192) else 3,
-                topology=self.ccl_topology,
-                memory_config=(
-                    (
-                        self.model_config["SELF_OUT_REDUCE_SCATTER_MEMCFG"]
-                        if self.hidden_size == 8192
-                        else self.model_config["SELF_OUT_GATHERED_MEMCFG"](list(self.mesh_device.shape)[0])
-                    )
-                    if self.TG
-                    else self.model_config["DECODE_RESIDUAL_MEMCFG"]
-                ),
+                dim=2,
+                cluster_axis=1,
+                num_links=2,
+                memory_config=self.model_config["GATHER_USERS_MEMCFG"](mesh_cols),
                 sharded=True,
-                dtype=self.ccl_dtype,
-                use_composite=True if self.hidden_size == 8192 else False,
+                # kept in bfloat16 (not ccl_dtype): the SDPA output is bfloat16 and a cast would cost two reshards
             )
+            stacked = ttnn.to_memory_config(stacked, ttnn.L1_MEMORY_CONFIG)
+            wo_input = ttnn.matmul(
+                self.user_selection_matrix,
+                stacked,
+                core_grid=ttnn.CoreGrid(y=4, x=8),
+                dtype=ttnn.bfloat16,
+                memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
+                compute_kernel_config=self.compute_kernel_config_hifi4,  # a 0/1 selection: keep it exact
+            )
+        else:
+            wo_input = merged
 
-            if not self.TG:
-                dense_out_reduced = ttnn.to_memory_config(
-                    dense_out_reduced, self.model_config["DECODE_RESIDUAL_MEMCFG"]
-                )
+        # galaxy: a plain matmul on a 4x8 grid; elsewhere the DRAM-sharded program config
+        projected = ttnn.matmul(
+            wo_input,
+            self.wo,
+            core_grid=ttnn.CoreGrid(y=4, x=8) if self.TG else None,
+            program_config=self.model_config["ATTN_OUTPUT_PROGCFG"] if not self.TG else None,
+            memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG if self.TG else merged.memory_config(),
+            dtype=ttnn.bfloat8_b if self.TG else None,
+            compute_kernel_config=self.li_o_decode_compute_kernel_cfg,
+        )
+        ttnn.deallocate(merged)
 
-            return dense_out_reduced
+        # sum the per-device partial products over the mesh rows (1-D: reduce-scatter into the residual shards)
+        if self.TG:
+            out_memory_config = (
+                self.model_config["SELF_OUT_REDUCE_SCATTER_MEMCFG"]
+                if self.hidden_size == 8192
+                else self.model_config["SELF_OUT_GATHERED_MEMCFG"](mesh_rows)
+            )
+        else:
+            out_memory_config = self.model_config["DECODE_RESIDUAL_MEMCFG"]
+        out = tt_all_reduce(
+            projected,
+            self.mesh_device,
+            self.tt_ccl,
+            cluster_axis=0,
+            dim=0 if (self.TG and self.hidden_size < 8192) else 3,
+            num_reduce_scatter_links=self.num_reduce_scatter_links,
+            num_all_gather_links=self.num_all_gather_links,
+            topology=self.ccl_topology,
+            memory_config=out_memory_config,
+            sharded=True,
+            dtype=self.ccl_dtype,
+            use_composite=True if self.hidden_size == 8192 else False,
+        )
+        if not self.TG:
+            out = ttnn.to_memory_config(out, self.model_config["DECODE_RESIDUAL_MEMCFG"])
+        return out
 
     def forward_prefill(
         self,
@@ -716,34 +592,33 @@ class Attention(LightweightModule):
         kv_cache=None,
     ):
         seq_len = x_11SH.shape[-2]
-        assert seq_len % 128 == 0 and seq_len > 0, "Seqlen must be divisible by 128"
-        ###
-        # QKV matmuls
-        ###
+        assert seq_len % 128 == 0 and seq_len > 0, (
+            f"prefill length {seq_len} is not a positive multiple of 128"
+        )
+        qkv_rows = self.MAX_QKV_MM_SEQ_LEN
 
-        # reshaping long sequence to matmul fit on device
-        if seq_len > self.MAX_QKV_MM_SEQ_LEN:
-            if seq_len % self.MAX_QKV_MM_SEQ_LEN != 0:
-                raise ValueError(f"seq_len {seq_len} must be divisible by {self.MAX_QKV_MM_SEQ_LEN}")
-            x_11SH = ttnn.reshape(
-                x_11SH, [1, seq_len // self.MAX_QKV_MM_SEQ_LEN, self.MAX_QKV_MM_SEQ_LEN, -1]
-            )
+        # --- fused QKV projection --------------------------------------------------------------------------------
+        # sequences longer than MAX_QKV_MM_SEQ_LEN are cut into a batch of equal pieces for the matmul
+        if seq_len > qkv_rows:
+            if seq_len % qkv_rows != 0:
+                raise ValueError(
+                    f"prefill length {seq_len} is not a multiple of MAX_QKV_MM_SEQ_LEN={qkv_rows}"
+                )
+            x_11SH = ttnn.reshape(x_11SH, [1, seq_len // qkv_rows, qkv_rows, -1])
 
-        xqkv_fused = ttnn.linear(
+        qkv = ttnn.linear(
             x_11SH,
             self.wqkv,
             dtype=self.ccl_dtype if self.TG else self.activation_dtype or ttnn.bfloat16,
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            compute_kernel_config=self.li_qkv_prefill_compute_kernel_cfg,
             program_config=self.model_config["XQKV_PREFILL_PROGCFG"](seq_len),
+            compute_kernel_config=self.li_qkv_prefill_compute_kernel_cfg,
         )
-
-        # FIXME: surely ttnn.linear bias should work?
+        # bias as a separate broadcast add: before the reduce on 1-D meshes, after it on a galaxy (counted once)
         if self.wqkv_bias_prefill is not None and not self.TG:
-            xqkv_fused = xqkv_fused + self.wqkv_bias_prefill
-
-        xqkv_fused = tt_all_reduce(
-            xqkv_fused,
+            qkv = qkv + self.wqkv_bias_prefill
+        qkv = tt_all_reduce(
+            qkv,
             self.mesh_device,
             self.tt_ccl,
             cluster_axis=1,
@@ -752,202 +627,149 @@ class Attention(LightweightModule):
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
             dtype=self.ccl_dtype,
         )
-
         if self.wqkv_bias_prefill is not None and self.TG:
-            xqkv_fused = xqkv_fused + self.wqkv_bias_prefill  # once, after the reduce over the mesh columns
-
-        if seq_len > self.MAX_QKV_MM_SEQ_LEN:
-            xqkv_fused = ttnn.reshape(xqkv_fused, [1, 1, seq_len, -1])
-
+            qkv = qkv + self.wqkv_bias_prefill
+        if seq_len > qkv_rows:
+            qkv = ttnn.reshape(qkv, [1, 1, seq_len, -1])
         ttnn.deallocate(x_11SH)
 
-        # split qkv into heads
-        (
-            q_heads_1QSD_pre_rot,
-            k_heads_1KSD_pre_rot,
-            v_heads_1VSD,
-        ) = ttnn.experimental.nlp_create_qkv_heads(
-            xqkv_fused,
+        # --- heads, optional per-head norms, rotary ------------------------------------------------------------
+        q_raw, k_raw, v_new = ttnn.experimental.nlp_create_qkv_heads(
+            qkv,
             num_heads=self.n_local_heads,
             num_kv_heads=self.n_local_kv_heads,
             transpose_k_heads=False,
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
         )
+        q_raw = self.q_norm(q_raw, mode="prefill")
+        k_raw = self.k_norm(k_raw, mode="prefill")
+        ttnn.deallocate(qkv)
 
-        q_heads_1QSD_pre_rot = self.q_norm(q_heads_1QSD_pre_rot, mode="prefill")
-        k_heads_1KSD_pre_rot = self.k_norm(k_heads_1KSD_pre_rot, mode="prefill")
+        def rotate(heads):
+            # the prefill rotary kernel only accepts bfloat16
+            if heads.dtype != ttnn.bfloat16:
+                heads = ttnn.typecast(heads, dtype=ttnn.bfloat16)
+            rotated = ttnn.experimental.rotary_embedding_llama(
+                heads, rot_mats[0], rot_mats[1], self.transformation_mats["prefill"], is_decode_mode=False
+            )
+            ttnn.deallocate(heads)
+            return rotated
 
-        ttnn.deallocate(xqkv_fused)
+        q_rot = rotate(q_raw)
+        k_rot = rotate(k_raw)
 
-        ###
-        # Rotary embeddings
-        ###
-
-        if q_heads_1QSD_pre_rot.dtype != ttnn.bfloat16:  # Rotary embeddings require bfloat16 inputs
-            q_heads_1QSD_pre_rot = ttnn.typecast(q_heads_1QSD_pre_rot, dtype=ttnn.bfloat16)
-
-        q_heads_1QSD = ttnn.experimental.rotary_embedding_llama(
-            q_heads_1QSD_pre_rot,
-            rot_mats[0],
-            rot_mats[1],
-            self.transformation_mats["prefill"],
-            is_decode_mode=False,
-        )
-        ttnn.deallocate(q_heads_1QSD_pre_rot)
-
-        if k_heads_1KSD_pre_rot.dtype != ttnn.bfloat16:  # Rotary embeddings require bfloat16 inputs
-            k_heads_1KSD_pre_rot = ttnn.typecast(k_heads_1KSD_pre_rot, dtype=ttnn.bfloat16)
-
-        k_heads_1KSD = ttnn.experimental.rotary_embedding_llama(
-            k_heads_1KSD_pre_rot,
-            rot_mats[0],
-            rot_mats[1],
-            self.transformation_mats["prefill"],
-            is_decode_mode=False,
-        )
-        ttnn.deallocate(k_heads_1KSD_pre_rot)
-
-        # Fill KV-Cache
+        # --- fill the KV cache with this user's keys and values ----------------------------------------------
         if kv_cache:
-            keys_BKSD, values_BKSD = kv_cache[0], kv_cache[1]
+            cache_k, cache_v = kv_cache[0], kv_cache[1]
         else:
-            keys_BKSD, values_BKSD = self.layer_past[0], self.layer_past[1]
+            cache_k, cache_v = self.layer_past[0], self.layer_past[1]
 
-        k_heads_1KSD_8b = ttnn.typecast(k_heads_1KSD, dtype=keys_BKSD.dtype)
-        ttnn.deallocate(k_heads_1KSD)
+        k_cached = ttnn.typecast(k_rot, dtype=cache_k.dtype)
+        ttnn.deallocate(k_rot)
+        v_cached = ttnn.typecast(v_new, dtype=cache_v.dtype)
+        ttnn.deallocate(v_new)
 
-        # sharding k_fill to deal with update_cache memory limitation
+        # long non-paged fills go through an L1-sharded copy (the cache update cannot take them interleaved)
         if seq_len >= self.min_kv_prefill_shard_seqlen and not self.TG and not page_table:
-            k_fill = ttnn.interleaved_to_sharded(
-                k_heads_1KSD_8b, self.model_config["KV_PREFILL_MEM_CFG"](seq_len)
-            )
+            fill_layout = self.model_config["KV_PREFILL_MEM_CFG"](seq_len)
+            k_fill = ttnn.interleaved_to_sharded(k_cached, fill_layout)
+            v_fill = ttnn.interleaved_to_sharded(v_cached, fill_layout)
         else:
-            k_fill = k_heads_1KSD_8b
-
-        v_heads_1VSD_8b = ttnn.typecast(v_heads_1VSD, dtype=values_BKSD.dtype)
-
-        ttnn.deallocate(v_heads_1VSD)
-
-        # sharding v_fill to deal with update_cache memory limitation
-        if seq_len >= self.min_kv_prefill_shard_seqlen and not self.TG and not page_table:
-            v_fill = ttnn.interleaved_to_sharded(
-                v_heads_1VSD_8b, self.model_config["KV_PREFILL_MEM_CFG"](seq_len)
-            )
-        else:
-            v_fill = v_heads_1VSD_8b
+            k_fill, v_fill = k_cached, v_cached
 
         if self.TG and not page_table:
             # Non-paged galaxy caches hold 8 users per mesh column: fill only the column that owns this user
-            self.prefill_fill_cache_for_user_column(keys_BKSD, k_fill, user_id)
-            self.prefill_fill_cache_for_user_column(values_BKSD, v_fill, user_id)
+            self.prefill_fill_cache_for_user_column(cache_k, k_fill, user_id)
+            self.prefill_fill_cache_for_user_column(cache_v, v_fill, user_id)
         elif page_table:
-            # In the case that the tokens have been padded along the seq len dimension, we need to fill the cache with the unpadded k/v values.
-            # Assume that the page table does not have padding, so we can use it to get the unpadded page len.
-            block_size = keys_BKSD.shape[2]
-            # If chunked prefill, use chunk_page_table if given, otherwise use page_table.
-            fill_page_table = chunk_page_table if chunk_page_table is not None else page_table
-
-            page_len = fill_page_table.shape[1] * block_size
-            k_fill_sliced = k_fill[:, :, :page_len, :] if page_len < k_fill.shape[2] else k_fill
-            v_fill_sliced = v_fill[:, :, :page_len, :] if page_len < v_fill.shape[2] else v_fill
-            ttnn.experimental.paged_fill_cache(keys_BKSD, k_fill_sliced, fill_page_table, batch_idx=0)
-            ttnn.experimental.paged_fill_cache(values_BKSD, v_fill_sliced, fill_page_table, batch_idx=0)
+            # The pages of this prefill (the chunk's own table in chunked prefill) cover the real tokens only;
+            # drop the padded tail of the sequence so the fill does not run past them.
+            pages = chunk_page_table if chunk_page_table is not None else page_table
+            covered = pages.shape[1] * cache_k.shape[2]  # pages x block size
+            for cache, fill in ((cache_k, k_fill), (cache_v, v_fill)):
+                if covered < fill.shape[2]:
+                    fill = fill[:, :, :covered, :]
+                ttnn.experimental.paged_fill_cache(cache, fill, pages, batch_idx=0)
         else:
-            ttnn.fill_cache(
-                keys_BKSD,
-                k_fill,
-                user_id % self.batch_size_per_device_group,
-            )
-            ttnn.fill_cache(
-                values_BKSD,
-                v_fill,
-                user_id % self.batch_size_per_device_group,
-            )
+            slot = user_id % self.batch_size_per_device_group
+            ttnn.fill_cache(cache_k, k_fill, slot)
+            ttnn.fill_cache(cache_v, v_fill, slot)
 
         if seq_len >= self.min_kv_prefill_shard_seqlen and not self.TG and not page_table:
             ttnn.deallocate(k_fill)
             ttnn.deallocate(v_fill)
 
-        # SDPA
-        q_heads_1QSD_8b = ttnn.typecast(q_heads_1QSD, dtype=self.activation_dtype or ttnn.bfloat8_b)
-        ttnn.deallocate(q_heads_1QSD)
+        # --- attention ---------------------------------------------------------------------------------------
+        q_sdpa = ttnn.typecast(q_rot, dtype=self.activation_dtype or ttnn.bfloat8_b)
+        ttnn.deallocate(q_rot)
 
         if chunk_start_idx is not None:
+            # a later chunk of a long prompt attends to everything already in the (paged) cache
             if self.sliding_window is not None:
-                raise NotImplementedError("chunked prefill does not support sliding-window attention")
-            attn_output_84SD = ttnn.transformer.chunked_scaled_dot_product_attention(
-                input_tensor_q=q_heads_1QSD_8b,
-                input_tensor_k=keys_BKSD,
-                input_tensor_v=values_BKSD,
+                raise NotImplementedError("chunked prefill is not implemented for sliding-window layers")
+            context = ttnn.transformer.chunked_scaled_dot_product_attention(
+                input_tensor_q=q_sdpa,
+                input_tensor_k=cache_k,
+                input_tensor_v=cache_v,
                 page_table_tensor=page_table,
                 chunk_start_idx=chunk_start_idx,
-                compute_kernel_config=self.sdpa_prefill_compute_kernel_cfg,
                 program_config=self.model_config["SDPA_PROGCFG"](seq_len, chunk_start_idx),
+                compute_kernel_config=self.sdpa_prefill_compute_kernel_cfg,
             )
         else:
-            attn_output_84SD = ttnn.transformer.scaled_dot_product_attention(
-                q_heads_1QSD_8b,
-                k_heads_1KSD_8b,
-                v_heads_1VSD_8b,
+            context = ttnn.transformer.scaled_dot_product_attention(
+                q_sdpa,
+                k_cached,
+                v_cached,
                 is_causal=True,
                 scale=self.scale,
                 sliding_window_size=self.sliding_window,
-                compute_kernel_config=self.sdpa_prefill_compute_kernel_cfg,
                 program_config=self.model_config["SDPA_PROGCFG"](seq_len),
+                compute_kernel_config=self.sdpa_prefill_compute_kernel_cfg,
             )
+        for done in (q_sdpa, k_cached, v_cached):
+            ttnn.deallocate(done)
 
-        # deallocate keys and values
-        ttnn.deallocate(q_heads_1QSD_8b)
-        ttnn.deallocate(k_heads_1KSD_8b)
-        ttnn.deallocate(v_heads_1VSD_8b)
+        # --- merge heads, output projection, reduction ------------------------------------------------------
+        context = ttnn.reshape(context, [1, self.n_local_heads, -1, self.head_dim])
+        merged = ttnn.experimental.nlp_concat_heads(context, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        ttnn.deallocate(context)
 
-        attn_output_1QSD = ttnn.reshape(attn_output_84SD, [1, self.n_local_heads, -1, self.head_dim])
+        wo_rows = 1024  # WO runs on pieces of at most this many rows
+        if seq_len > wo_rows:
+            merged = ttnn.reshape(merged, [1, seq_len // wo_rows, wo_rows, -1])
 
-        ###
-        # Output matmul
-        ###
-        attn_output_11SH = ttnn.experimental.nlp_concat_heads(
-            attn_output_1QSD,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
-        )
-        ttnn.deallocate(attn_output_1QSD)
-        # reshaping long sequence to matmul fit on device
-        if seq_len > 1024:
-            attn_output_11SH = ttnn.reshape(attn_output_11SH, [1, seq_len // 1024, 1024, -1])
-
-        # Non fused All Gather Matmul
-        if self.use_fused_all_gather_matmul:  # is true for Ring topology
-            attn_output_11SH = ttnn.experimental.all_gather_async(
-                attn_output_11SH,
+        if self.use_fused_all_gather_matmul:
+            # WO is split for the fused decode op here, so prefill gathers all heads first (and needs no reduce)
+            merged = ttnn.experimental.all_gather_async(
+                merged,
                 persistent_output_buffer=None,
                 dim=3,
-                multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
                 num_links=1,
                 topology=self.ccl_topology,
                 memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
                 barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
                 chunks_per_sync=10,
                 num_workers_per_link=2,
                 num_buffers_per_channel=2,
             )
 
-        output_11SH = ttnn.linear(
-            attn_output_11SH,
+        out = ttnn.linear(
+            merged,
             self.wo,
-            compute_kernel_config=self.li_o_prefill_compute_kernel_cfg,
             dtype=self.activation_dtype or ttnn.bfloat8_b,
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
             program_config=self.model_config["WO_PREFILL_PROGCFG"](seq_len),
+            compute_kernel_config=self.li_o_prefill_compute_kernel_cfg,
         )
+        if seq_len > wo_rows:
+            out = ttnn.reshape(out, [1, 1, seq_len, -1])
+        ttnn.deallocate(merged)
 
-        if seq_len > 1024:
-            output_11SH = ttnn.reshape(output_11SH, [1, 1, seq_len, -1])
-        ttnn.deallocate(attn_output_11SH)
-
-        # Reduce-scatter
         if not self.use_fused_all_gather_matmul:
-            output_11SH = tt_all_reduce(
-                output_11SH,
+            out = tt_all_reduce(
+                out,
                 self.mesh_device,
                 self.tt_ccl,
                 cluster_axis=0,
@@ -958,8 +780,7 @@ class Attention(LightweightModule):
                 memory_config=ttnn.DRAM_MEMORY_CONFIG,
                 dtype=self.ccl_dtype,
             )
-
-        return output_11SH
+        return out
 
     def forward(
         self,
@@ -983,16 +804,14 @@ class Attention(LightweightModule):
                 chunk_start_idx=chunk_start_idx,
                 kv_cache=kv_cache,
             )
-        else:
-            return self.forward_decode(x, current_pos, rot_mats, page_table=page_table, kv_cache=kv_cache)
+        return self.forward_decode(x, current_pos, rot_mats, page_table=page_table, kv_cache=kv_cache)
 
     def prefill_fill_cache_for_user_column(self, cache, fill, user_id):
         """Fill the cache of the devices in the mesh column that owns ``user_id`` (every 4th device)."""
-        cache_devices = ttnn.get_device_tensors(cache)
-        fill_devices = ttnn.get_device_tensors(fill)
-        # Get only tensors from specific column chips: every 4th tensor starting from user_id // 8
         column = user_id // self.batch_size_per_device_group
-        for cache_dev, fill_dev in list(zip(cache_devices, fill_devices))[
-            column :: list(self.mesh_device.shape)[1]
-        ]:
-            ttnn.fill_cache(cache_dev, fill_dev, user_id % self.batch_size_per_device_group)
+        columns = list(self.mesh_device.shape)[1]
+        slot = user_id % self.batch_size_per_device_group
+        # device tensors come row-major over the mesh, so one column is every `columns`-th entry from `column`
+        pairs = list(zip(ttnn.get_device_tensors(cache), ttnn.get_device_tensors(fill)))
+        for cache_on_device, fill_on_device in pairs[column::columns]:
+            ttnn.fill_cache(cache_on_device, fill_on_device, slot)

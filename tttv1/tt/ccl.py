@@ -6,36 +6,55 @@ extra G3 ones (``rs_memory_config``, ``chunks_per_sync``, ``num_workers_per_link
 new MLP passes.
 """
 
-# TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
-# ruff: noqa: SIM212
-
 from __future__ import annotations
 
 import ttnn
+
+# Ethernet links of each known system, as (links along mesh axis 0, links along mesh axis 1).
+_LINKS_BY_SYSTEM = {
+    # single chips: no fabric at all
+    "N150": (0, 0),
+    "P100": (0, 0),
+    "P150": (0, 0),
+    # 1-D meshes of Wormhole chips
+    "N300": (1, 1),
+    "T3K": (1, 1),
+    "N150x4": (1, 1),
+    # Blackhole boards
+    "P300": (2, 2),
+    "P150x4": (2, 2),
+    "P150x8": (2, 2),
+    # 2-D galaxies
+    "TG": (4, 3),
+    "BHGLX": (4, 3),
+}
+
+# TT_CCL keeps one semaphore bucket per "axis key"; an op on axis 1 uses bucket 1, anything else (axis 0 or no
+# axis) shares bucket 2, and bucket 0 is allocated but never handed out.
+_BUCKETS = 3
 
 
 def get_num_links(mesh_device, cluster_axis=None):
     """Ethernet links per axis of the systems TTTv1 runs on (Galaxy (4, 3), N300/T3K (1, 1), single chip 0)."""
     from tttv1.tt.model_config import determine_device_name
 
-    device_name = determine_device_name(mesh_device)
-    link_dict = {
-        "TG": (4, 3),
-        "BHGLX": (4, 3),
-        "P150x4": (2, 2),
-        "P150x8": (2, 2),
-        "P300": (2, 2),
-        "N300": (1, 1),
-        "T3K": (1, 1),
-        "N150x4": (1, 1),
-        "N150": (0, 0),
-        "P150": (0, 0),
-        "P100": (0, 0),
-    }
-    links = link_dict[device_name]
-    if cluster_axis is None:
-        return max(min(links), 1)
-    return max(links[cluster_axis], 1)
+    per_axis = _LINKS_BY_SYSTEM[determine_device_name(mesh_device)]
+    # a collective spanning both axes is limited by the poorer one; never ask an op for zero links
+    usable = min(per_axis) if cluster_axis is None else per_axis[cluster_axis]
+    return max(usable, 1)
+
+
+class _Alternator:
+    """Two pre-built values handed out in turn: A, B, A, B, ..."""
+
+    def __init__(self, first, second):
+        self._pair = (first, second)
+        self._turn = 0
+
+    def take(self):
+        value = self._pair[self._turn]
+        self._turn = 1 - self._turn
+        return value
 
 
 class TT_CCL:
@@ -46,56 +65,35 @@ class TT_CCL:
 
     def __init__(self, mesh_device):
         self.mesh_device = mesh_device
+        grid = mesh_device.compute_with_storage_grid_size()
         self.sub_device_crs = ttnn.CoreRangeSet(
-            {
-                ttnn.CoreRange(
-                    ttnn.CoreCoord(0, 0),
-                    ttnn.CoreCoord(
-                        mesh_device.compute_with_storage_grid_size().x - 1,
-                        mesh_device.compute_with_storage_grid_size().y - 1,
-                    ),
-                )
-            }
+            {ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(grid.x - 1, grid.y - 1))}
         )
-        self.barrier_semaphore_idx = [0, 0, 0]
-        self.barrier_semaphore_handles = [[], [], []]
-        self.ag_semaphores_idx = [0, 0, 0]
-        self.ag_semaphore_handles = [[], [], []]
-        self.rs_semaphores_idx = [0, 0, 0]
-        self.rs_semaphore_handles = [[], [], []]
 
-        for i in range(3):
-            for _ in range(2):
-                self.barrier_semaphore_handles[i].append(
-                    ttnn.create_global_semaphore(self.mesh_device, self.sub_device_crs, 0)
-                )
-                self.ag_semaphore_handles[i].append(
-                    [ttnn.create_global_semaphore(self.mesh_device, self.sub_device_crs, 0) for _ in range(2)]
-                )
-                self.rs_semaphore_handles[i].append(
-                    [ttnn.create_global_semaphore(self.mesh_device, self.sub_device_crs, 0) for _ in range(3)]
-                )
+        def semaphores(count):
+            made = [ttnn.create_global_semaphore(mesh_device, self.sub_device_crs, 0) for _ in range(count)]
+            return made[0] if count == 1 else made
+
+        # barrier: one semaphore per use; all-gather: a pair; reduce-scatter: a triple — each double-buffered
+        self._barrier = [_Alternator(semaphores(1), semaphores(1)) for _ in range(_BUCKETS)]
+        self._gather = [_Alternator(semaphores(2), semaphores(2)) for _ in range(_BUCKETS)]
+        self._scatter = [_Alternator(semaphores(3), semaphores(3)) for _ in range(_BUCKETS)]
+
+    @staticmethod
+    def _bucket(cluster_axis):
+        return cluster_axis or 2  # None and 0 share the last bucket
 
     def get_num_links(self, cluster_axis=None):
         return get_num_links(self.mesh_device, cluster_axis)
 
     def get_and_cycle_barrier_semaphore_handle(self, cluster_axis=None):
-        semaphore_index = 2 if not cluster_axis else cluster_axis
-        current_idx = self.barrier_semaphore_idx[semaphore_index]
-        self.barrier_semaphore_idx[semaphore_index] = (current_idx + 1) % 2
-        return self.barrier_semaphore_handles[semaphore_index][current_idx]
+        return self._barrier[self._bucket(cluster_axis)].take()
 
     def get_and_cycle_ag_semaphore_handles(self, cluster_axis=None):
-        semaphore_index = 2 if not cluster_axis else cluster_axis
-        current_idx = self.ag_semaphores_idx[semaphore_index]
-        self.ag_semaphores_idx[semaphore_index] = (current_idx + 1) % 2
-        return self.ag_semaphore_handles[semaphore_index][current_idx]
+        return self._gather[self._bucket(cluster_axis)].take()
 
     def get_and_cycle_rs_semaphore_handles(self, cluster_axis=None):
-        semaphore_index = 2 if not cluster_axis else cluster_axis
-        current_idx = self.rs_semaphores_idx[semaphore_index]
-        self.rs_semaphores_idx[semaphore_index] = (current_idx + 1) % 2
-        return self.rs_semaphore_handles[semaphore_index][current_idx]
+        return self._scatter[self._bucket(cluster_axis)].take()
 
 
 def _fits(memory_config, tensor) -> bool:
@@ -110,6 +108,46 @@ def _fits(memory_config, tensor) -> bool:
     if memory_config.memory_layout == ttnn.TensorMemoryLayout.WIDTH_SHARDED:
         return sh == height and sw * n >= tensor.padded_shape[-1] > sw * (n - 1)
     return sw == tensor.padded_shape[-1] and sh * n >= height > sh * (n - 1)
+
+
+def _nothing_to_exchange(mesh_device, cluster_axis) -> bool:
+    """True on a lone chip, or when asked for axis 1 of a mesh that is a single row or column."""
+    rows_cols = list(mesh_device.shape)
+    return rows_cols == [1, 1] or (cluster_axis == 1 and 1 in rows_cols)
+
+
+def _links(requested, tt_ccl, cluster_axis):
+    """An explicit link count wins; otherwise ask the system table."""
+    return tt_ccl.get_num_links(cluster_axis) if requested is None else requested
+
+
+def _to_ccl_dtype(tensor, dtype, sharded, memory_config):
+    """Typecast for the wire (through L1 interleaved), then back onto the sharded layout when it fits."""
+    if tensor.dtype == dtype:
+        return tensor
+    tensor = ttnn.to_memory_config(tensor, ttnn.L1_MEMORY_CONFIG, dtype)
+    if sharded and memory_config is not None and _fits(memory_config, tensor):
+        tensor = ttnn.to_memory_config(tensor, memory_config, dtype)
+    return tensor
+
+
+def _gather(tensor, tt_ccl, dim, cluster_axis, num_links, topology, memory_config, chunks=10, workers=2):
+    """``all_gather_async``; with ``cluster_axis=None`` the axis keyword is left out (a whole-ring gather)."""
+    on_axis = {} if cluster_axis is None else {"cluster_axis": cluster_axis}
+    return ttnn.experimental.all_gather_async(
+        tensor,
+        persistent_output_buffer=None,
+        dim=dim,
+        multi_device_global_semaphore=tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis),
+        barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis),
+        num_links=num_links,
+        topology=topology,
+        memory_config=memory_config,
+        chunks_per_sync=chunks,
+        num_workers_per_link=workers,
+        num_buffers_per_channel=2,
+        **on_axis,
+    )
 
 
 def tt_all_reduce(
@@ -136,124 +174,94 @@ def tt_all_reduce(
     the result is fractured, which is what the residual stream wants. Galaxy: all-gather on ``dim`` then a
     local reduce (or reduce-scatter + all-gather when ``use_composite``), reshaped back to the input shape.
     """
-    # Skip CCL if single device or only 1 device on the target axis
-    mesh_shape = list(mesh_device.shape)
-    if mesh_shape == [1, 1] or (cluster_axis == 1 and 1 in mesh_shape):
+    if _nothing_to_exchange(mesh_device, cluster_axis):
         return input_tensor
 
-    if num_reduce_scatter_links is None:
-        num_reduce_scatter_links = tt_ccl.get_num_links(cluster_axis)
-    if num_all_gather_links is None:
-        num_all_gather_links = tt_ccl.get_num_links(cluster_axis)
+    rs_links = _links(num_reduce_scatter_links, tt_ccl, cluster_axis)
+    ag_links = _links(num_all_gather_links, tt_ccl, cluster_axis)
 
-    # Ensure dim 0 and 1 are 1
-    original_shape = input_tensor.shape
-    if original_shape[0] != 1 or original_shape[1] != 1:
-        input_tensor = ttnn.reshape(
-            input_tensor,
-            (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1]),
-        )
+    # the collectives want a rank-4 tensor whose two outer dims are 1: fold them into the rows
+    shape_in = input_tensor.shape
+    if (shape_in[0], shape_in[1]) != (1, 1):
+        rows = shape_in[-4] * shape_in[-3] * shape_in[-2]
+        input_tensor = ttnn.reshape(input_tensor, (1, 1, rows, shape_in[-1]))
 
-    # N300 and T3K: reduce_scatter
-    if 1 in mesh_shape:
-        if input_tensor.is_sharded() and not sharded:
-            input_tensor_sharded = input_tensor
-            input_tensor = ttnn.sharded_to_interleaved(input_tensor_sharded, ttnn.L1_MEMORY_CONFIG)
-            input_tensor_sharded.deallocate(True)
-
-        reduced = ttnn.experimental.reduce_scatter_minimal_async(
-            input_tensor,
+    def scatter(tensor, out_memory_config, axis_args, extra):
+        return ttnn.experimental.reduce_scatter_minimal_async(
+            tensor,
             persistent_output_buffers=None,
             dim=dim,
-            multi_device_global_semaphore=tt_ccl.get_and_cycle_rs_semaphore_handles(),
-            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-            num_links=num_reduce_scatter_links,
-            memory_config=memory_config if memory_config is not None else rs_memory_config,
+            multi_device_global_semaphore=tt_ccl.get_and_cycle_rs_semaphore_handles(*axis_args),
+            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(*axis_args),
+            num_links=rs_links,
+            memory_config=out_memory_config,
             intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
             topology=topology,
             chunks_per_sync=chunks_per_sync,
             num_workers_per_link=num_workers_per_link,
             num_buffers_per_channel=2,
-            subdevice_id=subdevice_id,
+            **extra,
+        )
+
+    if 1 in list(mesh_device.shape):
+        # a line of chips: a reduce-scatter alone is the whole job (the caller keeps the result fractured)
+        if input_tensor.is_sharded() and not sharded:
+            interleaved = ttnn.sharded_to_interleaved(input_tensor, ttnn.L1_MEMORY_CONFIG)
+            input_tensor.deallocate(True)
+            input_tensor = interleaved
+        out = scatter(
+            input_tensor,
+            rs_memory_config if memory_config is None else memory_config,
+            (),
+            {"subdevice_id": subdevice_id},
         )
         input_tensor.deallocate(True)
-        return reduced
+        return out
 
-    # TG: all_reduce
-    # Cast to CCL dtype
-    if input_tensor.dtype != dtype:
-        input_tensor = ttnn.to_memory_config(
-            input_tensor, ttnn.L1_MEMORY_CONFIG, dtype
-        )  # typecast and to interleaved
-        if sharded and memory_config is not None and _fits(memory_config, input_tensor):
-            input_tensor = ttnn.to_memory_config(input_tensor, memory_config, dtype)  # to sharded
-
-    # Ensure the input tensor is in the correct memory configuration
-    if not sharded:  # prefill
+    # galaxy: a real all-reduce along cluster_axis
+    input_tensor = _to_ccl_dtype(input_tensor, dtype, sharded, memory_config)
+    if not sharded:  # the prefill case works out of DRAM
         input_tensor = ttnn.to_memory_config(input_tensor, ttnn.DRAM_MEMORY_CONFIG)
+    landing = memory_config if sharded else ttnn.DRAM_MEMORY_CONFIG
 
-    if not use_composite:
-        gathered_tensor = ttnn.experimental.all_gather_async(
-            input_tensor,
-            persistent_output_buffer=None,
-            dim=dim,
-            multi_device_global_semaphore=tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis),
-            num_links=num_all_gather_links,
-            cluster_axis=cluster_axis,
-            topology=topology,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG if not sharded else memory_config,
-            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis),
-            chunks_per_sync=chunks_per_sync,
-            num_workers_per_link=num_workers_per_link,
-            num_buffers_per_channel=2,
+    if use_composite:
+        layout_before = input_tensor.memory_config()
+        partial = scatter(input_tensor, landing, (cluster_axis,), {"cluster_axis": cluster_axis})
+        summed = _gather(
+            partial,
+            tt_ccl,
+            dim,
+            cluster_axis,
+            ag_links,
+            topology,
+            layout_before,
+            chunks=chunks_per_sync,
+            workers=num_workers_per_link,
         )
-
+    else:
+        stacked = _gather(
+            input_tensor,
+            tt_ccl,
+            dim,
+            cluster_axis,
+            ag_links,
+            topology,
+            landing,
+            chunks=chunks_per_sync,
+            workers=num_workers_per_link,
+        )
         if sharded:
-            gathered_tensor = ttnn.to_memory_config(gathered_tensor, ttnn.L1_MEMORY_CONFIG)
-
-        reduced_tensor = ttnn.experimental.fast_reduce_nc(
-            gathered_tensor,
+            stacked = ttnn.to_memory_config(stacked, ttnn.L1_MEMORY_CONFIG)
+        summed = ttnn.experimental.fast_reduce_nc(
+            stacked,
             dims=[dim],
             output=None,
             compute_kernel_config=None,
             memory_config=ttnn.L1_MEMORY_CONFIG if sharded else ttnn.DRAM_MEMORY_CONFIG,
         )
-        gathered_tensor.deallocate(True)
-    else:
-        input_mem_cfg = input_tensor.memory_config()
-        reduced_tensor = ttnn.experimental.reduce_scatter_minimal_async(
-            input_tensor,
-            persistent_output_buffers=None,
-            dim=dim,
-            multi_device_global_semaphore=tt_ccl.get_and_cycle_rs_semaphore_handles(cluster_axis),
-            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis),
-            num_links=num_reduce_scatter_links,
-            cluster_axis=cluster_axis,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG if not sharded else memory_config,
-            intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            topology=topology,
-            chunks_per_sync=chunks_per_sync,
-            num_workers_per_link=num_workers_per_link,
-            num_buffers_per_channel=2,
-        )
-        reduced_tensor = ttnn.experimental.all_gather_async(
-            reduced_tensor,
-            persistent_output_buffer=None,
-            dim=dim,
-            multi_device_global_semaphore=tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis),
-            num_links=num_all_gather_links,
-            cluster_axis=cluster_axis,
-            topology=topology,
-            memory_config=input_mem_cfg,
-            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis),
-            chunks_per_sync=chunks_per_sync,
-            num_workers_per_link=num_workers_per_link,
-            num_buffers_per_channel=2,
-        )
+        stacked.deallocate(True)
 
-    # Reshape the reduced tensor to the original shape
-    reduced_tensor = ttnn.reshape(reduced_tensor, original_shape)
-    return reduced_tensor
+    return ttnn.reshape(summed, shape_in)
 
 
 def tt_all_gather(
@@ -269,86 +277,40 @@ def tt_all_gather(
     dtype=ttnn.bfloat16,
 ):
     """Concatenate shards over one mesh axis (``cluster_axis=None``: over the whole 1-D ring)."""
-    # Skip CCL if single device or only 1 device on the target axis
-    mesh_shape = list(mesh_device.shape)
-    if mesh_shape == [1, 1] or (cluster_axis == 1 and 1 in mesh_shape):
+    if _nothing_to_exchange(mesh_device, cluster_axis):
         return input_tensor
 
-    if num_links is None:
-        num_links = tt_ccl.get_num_links(cluster_axis)
-
-    # Ensure the input tensor is in the correct memory configuration
-    if not sharded:
-        input_tensor = ttnn.to_memory_config(input_tensor, ttnn.DRAM_MEMORY_CONFIG)
-
-    # Cast to CCL dtype
-    if input_tensor.dtype != dtype:
-        input_tensor = ttnn.to_memory_config(
-            input_tensor, ttnn.L1_MEMORY_CONFIG, dtype
-        )  # typecast and to interleaved
-        if sharded and memory_config is not None and _fits(memory_config, input_tensor):
-            input_tensor = ttnn.to_memory_config(input_tensor, memory_config, dtype)  # to sharded
-
-    if cluster_axis is None:
-        gathered = ttnn.experimental.all_gather_async(
-            input_tensor,
-            persistent_output_buffer=None,
-            dim=dim,
-            multi_device_global_semaphore=tt_ccl.get_and_cycle_ag_semaphore_handles(),
-            num_links=num_links,
-            topology=topology,
-            memory_config=memory_config,
-            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-            chunks_per_sync=10,
-            num_workers_per_link=2,
-            num_buffers_per_channel=2,
-        )
-    else:
-        gathered = ttnn.experimental.all_gather_async(
-            input_tensor,
-            persistent_output_buffer=None,
-            dim=dim,
-            multi_device_global_semaphore=tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis),
-            num_links=num_links,
-            cluster_axis=cluster_axis,
-            topology=topology,
-            memory_config=memory_config,
-            barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis),
-            chunks_per_sync=10,
-            num_workers_per_link=2,
-            num_buffers_per_channel=2,
-        )
-    input_tensor.deallocate(True)
+    links = _links(num_links, tt_ccl, cluster_axis)
+    source = input_tensor if sharded else ttnn.to_memory_config(input_tensor, ttnn.DRAM_MEMORY_CONFIG)
+    source = _to_ccl_dtype(source, dtype, sharded, memory_config)
+    gathered = _gather(source, tt_ccl, dim, cluster_axis, links, topology, memory_config)
+    source.deallocate(True)
     return gathered
 
 
 def tt_distributed_rmsnorm(inp, epsilon, gamma, mesh_device, tt_ccl, compute_kernel_config, num_links=None):
     """RMSNorm over a dim fractured across mesh columns: local stats, all-gather stats, normalise locally."""
-    if num_links is None:
-        num_links = tt_ccl.get_num_links(cluster_axis=1)
+    links = _links(num_links, tt_ccl, 1)
 
-    # Run distributed rmsnorm part 1
-    tt_stats = ttnn.rms_norm_pre_all_gather(
+    local_stats = ttnn.rms_norm_pre_all_gather(
         inp, compute_kernel_config=compute_kernel_config, dtype=ttnn.bfloat16
     )
-    padded_shape = (1, 1, inp.shape[-2], 32)
-    tt_stats = ttnn.reshape(tt_stats, ttnn.Shape(padded_shape))  # TODO: Figure out why we need this
-    tt_stats_gathered = tt_all_gather(
-        tt_stats,
+    # one 32-wide stats tile per row before the exchange
+    local_stats = ttnn.reshape(local_stats, ttnn.Shape((1, 1, inp.shape[-2], 32)))
+    all_stats = tt_all_gather(
+        local_stats,
         mesh_device=mesh_device,
         tt_ccl=tt_ccl,
         dim=3,
         cluster_axis=1,
-        num_links=num_links,
+        num_links=links,
         memory_config=ttnn.DRAM_MEMORY_CONFIG,
     )
-
-    # Run distributed rmsnorm part 2
-    tt_out = ttnn.rms_norm_post_all_gather(
-        inp, tt_stats_gathered, epsilon=epsilon, weight=gamma, compute_kernel_config=compute_kernel_config
+    normed = ttnn.rms_norm_post_all_gather(
+        inp, all_stats, epsilon=epsilon, weight=gamma, compute_kernel_config=compute_kernel_config
     )
-    tt_stats_gathered.deallocate(True)
-    return tt_out
+    all_stats.deallocate(True)
+    return normed
 
 
 def tt_sharded_distributed_rmsnorm(
@@ -363,38 +325,18 @@ def tt_sharded_distributed_rmsnorm(
     num_links=None,
 ):
     """The decode (sharded) form of :func:`tt_distributed_rmsnorm`."""
-    cluster_axis = 1
-    if num_links is None:
-        num_links = tt_ccl.get_num_links(cluster_axis)
+    columns = 1  # the norm's dim is fractured over the mesh columns
+    links = _links(num_links, tt_ccl, columns)
 
     inp = ttnn.to_memory_config(inp, memory_config=ln_sharded_input_memcfg)
-
-    # Run distributed rmsnorm part 1
-    tt_stats = ttnn.rms_norm_pre_all_gather(inp, program_config=ln_sharded_progcfg)
-
-    # All gather stats
-    tt_stats = ttnn.experimental.all_gather_async(
-        tt_stats,
-        persistent_output_buffer=None,
-        dim=3,
-        multi_device_global_semaphore=tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis),
-        num_links=num_links,
-        cluster_axis=cluster_axis,
-        topology=ttnn.Topology.Linear,
-        memory_config=ln_sharded_stats_memcfg,
-        barrier_semaphore=tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis),
-        chunks_per_sync=10,
-        num_workers_per_link=2,
-        num_buffers_per_channel=2,
-    )
-
-    # Run distributed rmsnorm part 2
-    tt_out = ttnn.rms_norm_post_all_gather(
+    local_stats = ttnn.rms_norm_pre_all_gather(inp, program_config=ln_sharded_progcfg)
+    all_stats = _gather(local_stats, tt_ccl, 3, columns, links, ttnn.Topology.Linear, ln_sharded_stats_memcfg)
+    normed = ttnn.rms_norm_post_all_gather(
         inp,
         epsilon=epsilon,
         weight=gamma,
         program_config=ln_sharded_progcfg,
-        stats=tt_stats,
+        stats=all_stats,
     )
-    tt_stats.deallocate(True)
-    return tt_out
+    all_stats.deallocate(True)
+    return normed

@@ -43,7 +43,8 @@ class PagedAttentionConfig:
 
 
 def nearest_multiple(x: int, multiple: int) -> int:
-    return math.ceil(x / multiple) * multiple
+    """``x`` rounded up to a multiple of ``multiple``."""
+    return -(-x // multiple) * multiple
 
 
 def nearest_32(x: int) -> int:
@@ -62,28 +63,29 @@ def pad_to_size(x: torch.Tensor, dim: int, size: int) -> torch.Tensor:
 
 def get_out_subblock_w(per_core_N: int, out_subblock_h: int) -> int:
     """Largest subblock width dividing per_core_N with h × w <= 8 destination tiles."""
-    out_subblock_w = 8 // out_subblock_h
-    while out_subblock_w > 1:
-        if per_core_N % out_subblock_w == 0 and out_subblock_w * out_subblock_h <= 8:
-            break
-        out_subblock_w -= 1
-    return max(out_subblock_w, 1)
+    widest = max(8 // out_subblock_h, 1)
+    fitting = [w for w in range(1, widest + 1) if per_core_N % w == 0]
+    return fitting[-1]
 
 
 def num_to_core_range_set(x: int) -> ttnn.CoreRangeSet:
     """``x`` cores on an 8-wide grid, row-major (TTTv1 shards small per-device tensors this way)."""
-    num_x = min(x, 8)
-    num_y = x // num_x
-    assert num_x * num_y == x, f"num_to_core_range_set: {x} cores do not fill whole rows of 8"
-    return ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(num_x - 1, num_y - 1))})
+    rows, partial = divmod(x, 8)
+    if rows == 0:
+        last = ttnn.CoreCoord(x - 1, 0)
+    else:
+        assert partial == 0, f"num_to_core_range_set: {x} cores do not fill whole rows of 8"
+        last = ttnn.CoreCoord(7, rows - 1)
+    return ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), last)})
 
 
 def calculate_hidden_dim(dim: int, ffn_dim_multiplier: float | None, multiple_of: int) -> int:
-    """Meta-checkpoint rule for the MLP width when a config gives no intermediate_size."""
-    hidden_dim = int(2 * (4 * dim) / 3)
+    """Meta-checkpoint rule for the MLP width when a config gives no intermediate_size: two thirds of 4 × dim,
+    optionally scaled, rounded up to ``multiple_of``."""
+    width = int(8 * dim / 3)
     if ffn_dim_multiplier is not None:
-        hidden_dim = int(ffn_dim_multiplier * hidden_dim)
-    return multiple_of * ((hidden_dim + multiple_of - 1) // multiple_of)
+        width = int(width * ffn_dim_multiplier)
+    return nearest_multiple(width, multiple_of)
 
 
 def get_padded_prefill_len(seq_len: int) -> int:
@@ -96,11 +98,14 @@ def get_padded_prefill_len(seq_len: int) -> int:
 
 
 def num_blocks_in_seq(seq_len: int, block_size: int) -> int:
-    return math.ceil(seq_len / block_size)
+    """Pages of ``block_size`` tokens needed to hold ``seq_len`` tokens."""
+    return nearest_multiple(seq_len, block_size) // block_size
 
 
 def get_block_size(kv_cache) -> int:
-    return kv_cache[0][0].shape[2]
+    """Page size of a paged cache: the token axis of layer 0's K tensor [blocks, kv_heads, block, head_dim]."""
+    first_k = kv_cache[0][0]
+    return first_k.shape[2]
 
 
 # --- RoPE ------------------------------------------------------------------------------------------------
@@ -136,37 +141,34 @@ def rope_scaling_model_factory(rope_scaling: dict | None) -> RopeScaling | None:
 
 
 def apply_llama3_scaling(freqs: torch.Tensor, scaling: RopeScaling) -> torch.Tensor:
-    """Llama-3 long-context frequency scaling: long wavelengths are divided by ``factor``, short ones kept,
-    the band in between interpolated (the same rule Hugging Face applies)."""
-    low_wavelen = scaling.original_max_position_embeddings / scaling.low_freq_factor
-    high_wavelen = scaling.original_max_position_embeddings / scaling.high_freq_factor
-    wavelen = 2 * math.pi / freqs
-    scaled = torch.where(wavelen > low_wavelen, freqs / scaling.factor, freqs)
-    smooth = (scaling.original_max_position_embeddings / wavelen - scaling.low_freq_factor) / (
-        scaling.high_freq_factor - scaling.low_freq_factor
-    )
-    blended = (1 - smooth) * scaled / scaling.factor + smooth * scaled
-    in_band = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-    return torch.where(in_band, blended, scaled)
+    """Llama-3 long-context frequency scaling. Each frequency is multiplied by a weight between 1/factor and 1:
+    1/factor when fewer than ``low_freq_factor`` of its periods fit in the original context, 1 when more than
+    ``high_freq_factor`` fit, and linear in the number of periods in between."""
+    periods_in_context = freqs * scaling.original_max_position_embeddings / (2 * math.pi)
+    band = scaling.high_freq_factor - scaling.low_freq_factor
+    keep = ((periods_in_context - scaling.low_freq_factor) / band).clamp(0.0, 1.0)
+    return freqs * (keep + (1 - keep) / scaling.factor)
 
 
 def precompute_freqs(dim: int, end: int, theta: float, rope_scaling: RopeScaling | None = None):
     """cos/sin of position × frequency, shape [end, dim // 2]."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].double() / dim))
+    exponents = torch.arange(dim // 2, dtype=torch.float64) * 2 / dim
+    freqs = torch.pow(float(theta), -exponents)
     if rope_scaling is not None:
         freqs = apply_llama3_scaling(freqs, rope_scaling)
-    t = torch.arange(end, dtype=torch.float64)
-    angles = torch.outer(t, freqs)
+    positions = torch.arange(end, dtype=torch.float64)
+    angles = positions[:, None] * freqs[None, :]
     return torch.cos(angles).float(), torch.sin(angles).float()
 
 
 def gather_cos_sin(position_ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """Rows ``position_ids`` of the tables, each frequency repeated twice (interleaved pairs): [1, 1, S, dim]."""
-    cos = cos[position_ids]
-    sin = sin[position_ids]
-    cos = torch.stack([cos, cos], dim=-1).flatten(-2).unsqueeze(0).unsqueeze(0)
-    sin = torch.stack([sin, sin], dim=-1).flatten(-2).unsqueeze(0).unsqueeze(0)
-    return cos, sin
+
+    def pairwise(table):
+        rows = table[position_ids]
+        return rows.repeat_interleave(2, dim=-1)[None, None]
+
+    return pairwise(cos), pairwise(sin)
 
 
 def compute_gather_cos_sin(dhead: int, end: int, theta: float, rope_scaling: RopeScaling | None):
@@ -177,11 +179,10 @@ def compute_gather_cos_sin(dhead: int, end: int, theta: float, rope_scaling: Rop
 def get_rot_transformation_mat(dhead: int = 32) -> torch.Tensor:
     """The 32×32 tile that ``rotary_embedding_llama`` multiplies each head tile by: (x @ M) swaps each
     interleaved pair with a sign, (x0, x1) -> (-x1, x0). One tile is used whatever the head dim."""
-    dhead = ttnn.TILE_SIZE
-    mat = torch.zeros(1, 1, dhead, dhead)
-    mat[..., torch.arange(0, dhead, 2), torch.arange(1, dhead, 2)] = 1
-    mat[..., torch.arange(1, dhead, 2), torch.arange(0, dhead, 2)] = -1
-    return mat
+    size = ttnn.TILE_SIZE
+    pair_block = torch.tensor([[0.0, 1.0], [-1.0, 0.0]])
+    mat = torch.block_diag(*([pair_block] * (size // 2)))
+    return mat.reshape(1, 1, size, size)
 
 
 def get_prefill_rot_mat(head_dim, mesh_device, seq_len, theta, rope_scaling, start_pos: int = 0):

@@ -35,26 +35,20 @@ class TransformerBlock(LightweightModule):
     ):
         super().__init__()
 
+        self.args = args
+        self.model_config = args.get_model_config()
         self.state_dict = state_dict
         self.mesh_device = mesh_device
         self.tt_ccl = tt_ccl
-
-        self.args = args
-        self.hidden_size = args.dim
-        self.n_heads = args.n_heads
-        self.head_dim = self.hidden_size // self.n_heads
-        self.max_seq_len = args.max_seq_len
-        self.dim = args.dim
-        self.max_batch_size = args.max_batch_size
-        self.n_kv_heads = args.n_kv_heads
-        self.current = 0
-        self.model_config = args.get_model_config()
-
         self.layer_num = layer_num
+        self.current = 0
+        self.dim = self.hidden_size = args.dim
+        self.n_heads, self.n_kv_heads = args.n_heads, args.n_kv_heads
+        self.head_dim = args.dim // args.n_heads
+        self.max_seq_len = args.max_seq_len
+        self.max_batch_size = args.max_batch_size
 
-        ActualAttentionClass = attention_class if attention_class is not None else Attention
-
-        self.attention = ActualAttentionClass(
+        shared = dict(
             mesh_device=mesh_device,
             tt_ccl=self.tt_ccl,
             args=args,
@@ -62,121 +56,74 @@ class TransformerBlock(LightweightModule):
             weight_cache_path=weight_cache_path,
             layer_num=layer_num,
             dtype=dtype,
+        )
+        self.attention = (attention_class or Attention)(
+            **shared,
             transformation_mats=transformation_mats,
             configuration=args,
             paged_attention_config=paged_attention_config,
             use_paged_kv_cache=use_paged_kv_cache,
         )
-        # G3 MLP by default; the older dict-keyed form when asked for (TTTV1_MLP_GENERATION=G1)
-        MLPClass = LegacyMLP if args.mlp_generation == "G1" else MLP
-        self.feed_forward = MLPClass(
-            mesh_device=mesh_device,
-            tt_ccl=self.tt_ccl,
-            args=args,
-            state_dict=state_dict,
-            weight_cache_path=weight_cache_path,
-            layer_num=layer_num,
-            dtype=dtype,
-            model_config=self.model_config,
-        )
-        # Multi-device residual adds keep the fractured layout; single devices may add in place
-        self.residual_inplace = not (args.num_devices > 1)
-        # Qwen2.5-7B loses accuracy with fp32 accumulation in the norms' packer path
-        norm_kwargs = {}
-        if self.args.base_model_name in ("Qwen2.5-7B", "Qwen2.5-VL-7B"):
-            norm_kwargs["fp32_dest_acc_en"] = False
+        # TTTV1_MLP_GENERATION=G1 swaps in the dict-keyed MLP; the G3 one is the default
+        mlp_class = LegacyMLP if args.mlp_generation == "G1" else MLP
+        self.feed_forward = mlp_class(**shared, model_config=self.model_config)
 
-        self.attention_norm = DistributedNorm(
-            RMSNorm(
-                device=mesh_device,
-                dim=args.dim,
-                eps=args.norm_eps,
-                state_dict=state_dict,
-                state_dict_prefix=args.get_state_dict_prefix("", layer_num),
-                weight_cache_path=None if args.dummy_weights else weight_cache_path,
-                weight_dtype=ttnn.bfloat16,
-                weight_key="attention_norm",
-                is_distributed=self.args.is_distributed_norm,
-                add_unit_offset=self.args.rms_norm_add_unit_offset,
-                sharded_program_config=self.model_config["SHARDED_NORM_ATTN_PRGM_CFG"],
-                sharded_output_config=self.model_config["SHARDED_ATTN_INPUT_MEMCFG"],
-                ccl_topology=self.args.ccl_topology(),
-                tt_ccl=self.tt_ccl,
-                **norm_kwargs,
-            ),
-            args,
-            tt_ccl=self.tt_ccl,
-            TG=args.is_galaxy,
-        )
-        self.ff_norm = DistributedNorm(
-            RMSNorm(
-                device=mesh_device,
-                dim=args.dim,
-                eps=args.norm_eps,
-                state_dict=state_dict,
-                state_dict_prefix=args.get_state_dict_prefix("", layer_num),
-                weight_cache_path=None if args.dummy_weights else weight_cache_path,
-                weight_dtype=ttnn.bfloat16,
-                weight_key="ffn_norm",
-                is_distributed=self.args.is_distributed_norm,
-                add_unit_offset=self.args.rms_norm_add_unit_offset,
-                sharded_program_config=self.model_config["SHARDED_NORM_MLP_PRGM_CFG"],
-                sharded_output_config=self.model_config["SHARDED_MLP_INPUT_MEMCFG"],
-                ccl_topology=self.args.ccl_topology(),
-                tt_ccl=self.tt_ccl,
-                **norm_kwargs,
-            ),
-            args,
-            tt_ccl=self.tt_ccl,
-            TG=args.is_galaxy,
-        )
-        # Gemma-style extra norms exist only if the checkpoint has them
+        # recorded for callers: with several devices the residual is fractured and adds are not done in place
+        self.residual_inplace = not (args.num_devices > 1)
+
         prefix = args.get_state_dict_prefix("", layer_num)
-        self.pre_ff_norm = None
-        self.post_ff_norm = None
-        if f"{prefix}pre_feedforward_layernorm.weight" in state_dict:
-            self.pre_ff_norm = DistributedNorm(
-                RMSNorm(
-                    device=mesh_device,
-                    dim=args.dim,
-                    eps=args.norm_eps,
-                    state_dict=state_dict,
-                    state_dict_prefix=prefix,
-                    weight_cache_path=None if args.dummy_weights else weight_cache_path,
-                    weight_dtype=ttnn.bfloat16,
-                    weight_key="pre_feedforward_layernorm",
-                    is_distributed=self.args.is_distributed_norm,
-                    add_unit_offset=self.args.rms_norm_add_unit_offset,
-                    sharded_program_config=self.model_config["SHARDED_NORM_MLP_PRGM_CFG"],
-                    sharded_output_config=self.model_config["SHARDED_MLP_INPUT_MEMCFG"],
-                    ccl_topology=self.args.ccl_topology(),
-                    tt_ccl=self.tt_ccl,
-                ),
-                args,
+
+        def make_norm(weight_key, program_config, output_config, **rmsnorm_extra):
+            """A DistributedNorm around this layer's RMSNorm ``weight_key``."""
+            rmsnorm = RMSNorm(
+                device=mesh_device,
+                dim=args.dim,
+                eps=args.norm_eps,
+                state_dict=state_dict,
+                state_dict_prefix=prefix,
+                weight_key=weight_key,
+                weight_cache_path=None if args.dummy_weights else weight_cache_path,
+                weight_dtype=ttnn.bfloat16,
+                add_unit_offset=args.rms_norm_add_unit_offset,
+                is_distributed=args.is_distributed_norm,
+                sharded_program_config=program_config,
+                sharded_output_config=output_config,
+                ccl_topology=args.ccl_topology(),
                 tt_ccl=self.tt_ccl,
-                TG=args.is_galaxy,
+                **rmsnorm_extra,
+            )
+            return DistributedNorm(rmsnorm, args, tt_ccl=self.tt_ccl, TG=args.is_galaxy)
+
+        # these two checkpoints lose accuracy when the norms accumulate in fp32
+        main_norm_extra = {}
+        if args.base_model_name in ("Qwen2.5-7B", "Qwen2.5-VL-7B"):
+            main_norm_extra["fp32_dest_acc_en"] = False
+        self.attention_norm = make_norm(
+            "attention_norm",
+            self.model_config["SHARDED_NORM_ATTN_PRGM_CFG"],
+            self.model_config["SHARDED_ATTN_INPUT_MEMCFG"],
+            **main_norm_extra,
+        )
+        self.ff_norm = make_norm(
+            "ffn_norm",
+            self.model_config["SHARDED_NORM_MLP_PRGM_CFG"],
+            self.model_config["SHARDED_MLP_INPUT_MEMCFG"],
+            **main_norm_extra,
+        )
+
+        # optional sandwich norms around the MLP (Gemma): present only when the checkpoint carries their weights
+        self.pre_ff_norm = self.post_ff_norm = None
+        if f"{prefix}pre_feedforward_layernorm.weight" in state_dict:
+            self.pre_ff_norm = make_norm(
+                "pre_feedforward_layernorm",
+                self.model_config["SHARDED_NORM_MLP_PRGM_CFG"],
+                self.model_config["SHARDED_MLP_INPUT_MEMCFG"],
             )
         if f"{prefix}post_feedforward_layernorm.weight" in state_dict:
-            self.post_ff_norm = DistributedNorm(
-                RMSNorm(
-                    device=mesh_device,
-                    dim=args.dim,
-                    eps=args.norm_eps,
-                    state_dict=state_dict,
-                    state_dict_prefix=prefix,
-                    weight_cache_path=None if args.dummy_weights else weight_cache_path,
-                    weight_dtype=ttnn.bfloat16,
-                    weight_key="post_feedforward_layernorm",
-                    is_distributed=self.args.is_distributed_norm,
-                    add_unit_offset=self.args.rms_norm_add_unit_offset,
-                    sharded_program_config=self.model_config["SHARDED_NORM_MLP_PRGM_CFG"],
-                    sharded_output_config=self.model_config["SHARDED_MLP_INPUT_MEMCFG"],
-                    ccl_topology=self.args.ccl_topology(),
-                    tt_ccl=self.tt_ccl,
-                ),
-                args,
-                tt_ccl=self.tt_ccl,
-                TG=args.is_galaxy,
+            self.post_ff_norm = make_norm(
+                "post_feedforward_layernorm",
+                self.model_config["SHARDED_NORM_MLP_PRGM_CFG"],
+                self.model_config["SHARDED_MLP_INPUT_MEMCFG"],
             )
 
     def forward(
@@ -192,18 +139,17 @@ class TransformerBlock(LightweightModule):
         kv_cache=None,
     ) -> ttnn.Tensor:
         TG = self.args.is_galaxy
-        # x is fractured across devices and interleaved in DRAM (for prefill) and sharded in L1 (for decode)
+        # the residual stream lives in L1 (sharded) during decode and in DRAM during prefill
         skip_mem_cfg = (
             self.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else ttnn.DRAM_MEMORY_CONFIG
         )
         assert x.memory_config() == skip_mem_cfg, (
-            f"decoder input memcfg mismatch: {x.memory_config()} != {skip_mem_cfg}"
+            f"residual arrives in {x.memory_config()}, expected {skip_mem_cfg}"
         )
-        # Norms take fractured inputs and output replicated across devices
-        attn_in = self.attention_norm(x, mode)
-        # Attention takes replicated inputs and produces fractured outputs
+
+        # attention sub-block: the norm hands attention the full row, attention returns a per-device slice
         attn_out = self.attention.forward(
-            attn_in,
+            self.attention_norm(x, mode),
             current_pos,
             rot_mats,
             user_id,
@@ -213,32 +159,27 @@ class TransformerBlock(LightweightModule):
             chunk_start_idx=chunk_start_idx,
             kv_cache=kv_cache,
         )
-        # Here x and attn_out are both fractured across devices
-        h = ttnn.add(x, attn_out, memory_config=skip_mem_cfg, dtype=ttnn.bfloat16 if TG else None)
+        residual = ttnn.add(x, attn_out, memory_config=skip_mem_cfg, dtype=ttnn.bfloat16 if TG else None)
         ttnn.deallocate(attn_out)
         if mode == "prefill":
             x.deallocate(True)
 
-        # Norms take fractured inputs and output replicated across devices
-        ff_in = self.ff_norm(h, mode)
+        # feed-forward sub-block, with the optional extra norms on either side
+        ff_in = self.ff_norm(residual, mode)
         if self.pre_ff_norm is not None:
             ff_in = self.pre_ff_norm(ff_in, mode)
         if TG and mode == "decode":
             ff_in = ttnn.to_memory_config(ff_in, memory_config=self.model_config["MLP_ACT_MEMCFG"])
-        # MLP takes replicated inputs and produces fractured outputs
         ff_out = self.feed_forward.forward(ff_in, mode)
         if self.post_ff_norm is not None:
             ff_out = self.post_ff_norm(ff_out, mode)
-        # ff_out and h are both fractured across devices
-        activation_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=self.layer_num, tensor=TensorGroup.ACTIVATION
-        )
-        out = ttnn.add(
-            h,
-            ff_out,
-            memory_config=skip_mem_cfg,
-            dtype=self.args.ccl_dtype
-            if TG and not self.args.is_distributed_norm(mode)
-            else activation_dtype or ttnn.bfloat16,
-        )
-        return out  # fractured across devices
+
+        if TG and not self.args.is_distributed_norm(mode):
+            out_dtype = self.args.ccl_dtype
+        else:
+            precision = self.model_config["DECODERS_OPTIMIZATIONS"]
+            out_dtype = (
+                precision.get_tensor_dtype(decoder_id=self.layer_num, tensor=TensorGroup.ACTIVATION)
+                or ttnn.bfloat16
+            )
+        return ttnn.add(residual, ff_out, memory_config=skip_mem_cfg, dtype=out_dtype)

@@ -13,26 +13,29 @@ class Embedding(LightweightModule):
         self.mesh_device = mesh_device
         self.args = args
 
-        base_name = args.get_state_dict_prefix("", None) + "tok_embeddings.weight"
-        torch_weight = state_dict[base_name].unsqueeze(0).unsqueeze(0)
-        cache_name = (
-            None if args.dummy_weights or weight_cache_path is None else weight_cache_path / base_name
-        )
+        key = args.get_state_dict_prefix("", None) + "tok_embeddings.weight"
+        use_cache = not args.dummy_weights and weight_cache_path is not None
+        # [vocab, dim] -> [1, 1, vocab, dim]; dim is split over the mesh columns
         self.weights = ttnn.as_tensor(
-            torch_weight,
+            state_dict[key][None, None],
             dtype=dtype,
+            layout=ttnn.ROW_MAJOR_LAYOUT,
             device=self.mesh_device,
+            memory_config=args.get_model_config()["EMB_WEIGHTS_MEMCFG"],
             mesh_mapper=ttnn.ShardTensor2dMesh(
                 self.mesh_device, dims=(None, 3), mesh_shape=args.cluster_shape
             ),
-            layout=ttnn.ROW_MAJOR_LAYOUT,
-            memory_config=args.get_model_config()["EMB_WEIGHTS_MEMCFG"],
-            cache_file_name=cache_name,
+            cache_file_name=weight_cache_path / key if use_cache else None,
+        )
+
+    def lookup(self, ids: ttnn.Tensor) -> ttnn.Tensor:
+        """Rows of the table for ``ids``, tiled, in DRAM."""
+        return ttnn.embedding(
+            ids, self.weights, layout=ttnn.TILE_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG
         )
 
     def forward(self, x: ttnn.Tensor) -> ttnn.Tensor:
-        x = ttnn.embedding(x, self.weights, layout=ttnn.TILE_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG)
-        return x
+        return self.lookup(x)
 
 
 class ScaledEmbedding(Embedding):
@@ -43,5 +46,4 @@ class ScaledEmbedding(Embedding):
         self.embed_scale = embed_scale
 
     def forward(self, x: ttnn.Tensor) -> ttnn.Tensor:
-        e = ttnn.embedding(x, self.weights, layout=ttnn.TILE_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG)
-        return ttnn.multiply(e, self.embed_scale, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        return ttnn.multiply(self.lookup(x), self.embed_scale, memory_config=ttnn.DRAM_MEMORY_CONFIG)

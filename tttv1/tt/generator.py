@@ -28,114 +28,96 @@ class Generator:
         self, tokens: torch.Tensor, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None
     ):
         """tokens [B, S_max] (left-aligned, padded); returns last-token logits [B, 1, vocab] (float32)."""
-        batch, batch_seq_len = tokens.shape
-        if prompt_lens is None:
-            prompt_lens = [batch_seq_len] * batch
-        if empty_slots is None:
-            empty_slots = list(range(batch))
-        output_logits = torch.zeros(batch, 1, self.model_args[0].vocab_size)
-        users_per_model = max(batch // self.data_parallel, 1)
-        for idx, user_id in enumerate(empty_slots):
-            model_id = min(user_id // users_per_model, self.data_parallel - 1)
-            group_user_id = user_id % users_per_model if page_table is None else 0
-            seq_len = int(prompt_lens[idx])
-            last_token_idx = seq_len - 1
-            prefill_seq_len = get_padded_prefill_len(seq_len)
-            prefill_ids = torch.cat(
-                [tokens[idx : idx + 1, :seq_len], torch.zeros(1, prefill_seq_len - seq_len).long()], dim=-1
+        n_users, padded_width = tokens.shape
+        lengths = [padded_width] * n_users if prompt_lens is None else prompt_lens
+        slots = list(range(n_users)) if empty_slots is None else empty_slots
+        users_per_model = max(n_users // self.data_parallel, 1)
+
+        logits_out = torch.zeros(n_users, 1, self.model_args[0].vocab_size)
+        for row, slot in enumerate(slots):
+            n_tokens = int(lengths[row])
+            # the data-parallel replica that owns this slot
+            model_id = min(slot // users_per_model, self.data_parallel - 1)
+            padded = get_padded_prefill_len(n_tokens)
+            prompt = torch.zeros(1, padded, dtype=torch.long)
+            prompt[0, :n_tokens] = tokens[row, :n_tokens]
+            # with a page table the blocks locate the user's cache, so the model is told user 0
+            user_page_table = (
+                None
+                if page_table is None
+                else self._get_prefill_user_page_table(page_table, kv_cache, n_tokens, slot)
             )
-            if page_table is not None:
-                page_table_user = self._get_prefill_user_page_table(page_table, kv_cache, seq_len, user_id)
-            else:
-                page_table_user = None
-            logits = self.prefill_forward_single_user_text(
-                prefill_ids,
-                page_table=page_table_user,
-                user_id=user_id if page_table is None else group_user_id,
-                last_token_idx=last_token_idx,
-                kv_cache=kv_cache[model_id] if kv_cache is not None else None,
+            logits_out[row] = self.prefill_forward_single_user_text(
+                prompt,
+                page_table=user_page_table,
+                user_id=slot if page_table is None else 0,
+                last_token_idx=n_tokens - 1,
+                kv_cache=None if kv_cache is None else kv_cache[model_id],
                 model_id=model_id,
             )
-            output_logits[idx] = logits
-        return output_logits
+        return logits_out
 
     def prefill_forward_single_user_text(
         self, tokens, page_table, user_id, last_token_idx, kv_cache=None, model_id=0
     ):
         model = self.model[model_id]
         args = self.model_args[model_id]
-        prefill_len = tokens.shape[-1]
-        use_chunked_prefill = prefill_len > args.max_prefill_chunk_size
-        if use_chunked_prefill:
-            # Chunked prefill requires paged attention: each chunk attends to the cached earlier chunks
-            assert page_table is not None, "page_table must be provided for chunked prefill"
-            chunk_size = args.max_prefill_chunk_size
-            assert prefill_len % chunk_size == 0, (
-                f"prefill length {prefill_len} must be a multiple of the chunk {chunk_size}"
-            )
-            block_size = self._block_size(kv_cache, model)
-            last_token_idx_in_chunk = last_token_idx % chunk_size
-            # Calculate which chunk contains the last_token_idx
-            last_chunk_start = (last_token_idx // chunk_size) * chunk_size
-            page_table_user = page_table
-            # Pad page table to match number of blocks in seq_len
-            num_padding_blocks = num_blocks_in_seq(prefill_len, block_size) - page_table_user.shape[1]
-            page_table_user_padded = torch.cat(
-                [page_table_user, torch.zeros(1, max(num_padding_blocks, 0), dtype=torch.int32)], dim=-1
-            )
-            CHUNK_USER_ID = 0
-
-            for chunk_start in range(0, last_chunk_start + 1, chunk_size):
-                chunk_end = chunk_start + chunk_size
-                assert chunk_end <= prefill_len, "Chunk end should be less than seq_len"
-                chunk_tokens = tokens[:, chunk_start:chunk_end]
-                chunk_page_table = page_table_user[:, chunk_start // block_size : chunk_end // block_size]
-
-                (
-                    chunk_prefill_input,
-                    chunk_rot_mats_prefill,
-                    page_table_tt,
-                    chunk_page_table_tt,
-                ) = model.prepare_inputs_prefill(
-                    chunk_tokens,
-                    start_pos=chunk_start,
-                    page_table=page_table_user_padded,
-                    chunk_page_table=chunk_page_table,
-                )
-                tt_logits = model.ttnn_prefill_forward(
-                    chunk_prefill_input,
-                    rot_mats=chunk_rot_mats_prefill,
-                    user_id=CHUNK_USER_ID,
-                    page_table=page_table_tt,
-                    chunk_page_table=chunk_page_table_tt,
-                    chunk_start_idx=chunk_start,
-                    get_last_token=(last_token_idx_in_chunk // 32) * 32,
-                    kv_cache=kv_cache,
-                )
-
-                if chunk_start == last_chunk_start:
-                    logits = model.process_output_prefill(
-                        tt_logits, last_token_idx=(last_token_idx_in_chunk % 32)
-                    )
-                    return logits
-                ttnn.deallocate(tt_logits)
-        else:
-            prefill_input, rot_mats_prefill, page_table_tt, _ = model.prepare_inputs_prefill(
-                tokens,
-                page_table=page_table,
+        if tokens.shape[-1] > args.max_prefill_chunk_size:
+            return self._prefill_in_chunks(
+                model, args.max_prefill_chunk_size, tokens, page_table, last_token_idx, kv_cache
             )
 
+        x, rot_mats, tt_page_table, _ = model.prepare_inputs_prefill(tokens, page_table=page_table)
+        tile_start, row_in_tile = divmod(last_token_idx, 32)
+        tt_logits = model.ttnn_prefill_forward(
+            x,
+            rot_mats=rot_mats,
+            user_id=user_id,
+            page_table=tt_page_table,
+            get_last_token=tile_start * 32,
+            kv_cache=kv_cache,
+        )
+        logits = model.process_output_prefill(tt_logits, last_token_idx=row_in_tile)
+        ttnn.deallocate(tt_logits)
+        return logits
+
+    def _prefill_in_chunks(self, model, chunk, tokens, page_table, last_token_idx, kv_cache):
+        """Prefill a long prompt ``chunk`` tokens at a time; later chunks attend to the earlier ones through the
+        paged KV cache, so a page table is mandatory. Chunks after the one holding the last real token are skipped."""
+        total = tokens.shape[-1]
+        assert page_table is not None, (
+            "chunked prefill needs a page_table (the chunks meet in the paged KV cache)"
+        )
+        assert total % chunk == 0, f"prefill length {total} must be a multiple of the chunk {chunk}"
+        block = self._block_size(kv_cache, model)
+
+        # every chunk gets the whole user's page table, padded with zeros up to the padded prompt length
+        missing_blocks = max(num_blocks_in_seq(total, block) - page_table.shape[1], 0)
+        full_page_table = torch.cat([page_table, torch.zeros(1, missing_blocks, dtype=torch.int32)], dim=-1)
+
+        final_chunk = last_token_idx // chunk
+        tile_start, row_in_tile = divmod(last_token_idx % chunk, 32)
+        for index in range(final_chunk + 1):
+            lo, hi = index * chunk, (index + 1) * chunk
+            x, rot_mats, tt_page_table, tt_chunk_page_table = model.prepare_inputs_prefill(
+                tokens[:, lo:hi],
+                start_pos=lo,
+                page_table=full_page_table,
+                chunk_page_table=page_table[:, lo // block : hi // block],
+            )
             tt_logits = model.ttnn_prefill_forward(
-                prefill_input,
-                rot_mats=rot_mats_prefill,
-                user_id=user_id,
-                page_table=page_table_tt,
-                get_last_token=(last_token_idx // 32) * 32,
+                x,
+                rot_mats=rot_mats,
+                user_id=0,  # the page tables, not the user index, address the cache here
+                page_table=tt_page_table,
+                chunk_page_table=tt_chunk_page_table,
+                chunk_start_idx=lo,
+                get_last_token=tile_start * 32,
                 kv_cache=kv_cache,
             )
-            logits = model.process_output_prefill(tt_logits, last_token_idx=(last_token_idx % 32))
+            if index == final_chunk:
+                return model.process_output_prefill(tt_logits, last_token_idx=row_in_tile)
             ttnn.deallocate(tt_logits)
-            return logits
 
     @staticmethod
     def _block_size(kv_cache, model) -> int:
@@ -165,23 +147,22 @@ class Generator:
         assert self.data_parallel == 1 or tokens.shape[0] % self.data_parallel == 0
         per_model = tokens.shape[0] // self.data_parallel
         outputs = []
-        for model_id in range(self.data_parallel):
-            sl = slice(model_id * per_model, (model_id + 1) * per_model)
-            model = self.model[model_id]
-            tt_tokens, tt_current_pos, tt_rot_idxs, tt_page_table = model.prepare_inputs_decode(
-                tokens[sl], start_pos[sl], page_table[sl] if page_table is not None else None
+        for model_id, model in enumerate(self.model):
+            rows = slice(model_id * per_model, (model_id + 1) * per_model)
+            device_inputs = model.prepare_inputs_decode(
+                tokens[rows], start_pos[rows], None if page_table is None else page_table[rows]
             )
+            tt_tokens, tt_pos, tt_rot_idxs, tt_page_table = device_inputs
             tt_logits = model.ttnn_decode_forward(
                 tt_tokens,
-                tt_current_pos,
+                tt_pos,
                 rot_mat_idxs=tt_rot_idxs,
                 page_table=tt_page_table,
-                kv_cache=kv_cache[model_id] if kv_cache is not None else None,
+                kv_cache=None if kv_cache is None else kv_cache[model_id],
             )
-            if not read_from_device:
-                outputs.append(tt_logits)
-                continue
-            outputs.append(model.process_output_decode(tt_logits, B=per_model, S=1))
+            outputs.append(
+                model.process_output_decode(tt_logits, B=per_model, S=1) if read_from_device else tt_logits
+            )
         if not read_from_device:
             return outputs
         return torch.cat(outputs, dim=0)

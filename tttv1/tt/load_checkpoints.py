@@ -83,24 +83,34 @@ def split_hf_keys(state_dict: dict, n_heads: int, n_kv_heads: int, head_dim: int
 
 def reverse_permute(tensor: torch.Tensor, n_heads: int, dim1: int, dim2: int) -> torch.Tensor:
     """Rows of each head from rotate-half order (first half | second half) to interleaved pairs."""
-    return tensor.view(n_heads, 2, dim1 // n_heads // 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+    head_rows = dim1 // n_heads
+    # within one head, new row 2j comes from old row j and new row 2j + 1 from old row head_rows/2 + j
+    order = torch.arange(head_rows).view(2, head_rows // 2).t().flatten()
+    per_head = tensor.reshape(n_heads, head_rows, dim2)
+    return per_head.index_select(1, order).reshape(dim1, dim2)
+
+
+def _to_interleaved(tensor: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """``reverse_permute`` over the leading axis of a weight [rows, cols] or a vector [rows]."""
+    as_matrix = tensor if tensor.dim() == 2 else tensor[:, None]
+    rows, cols = as_matrix.shape
+    out = reverse_permute(as_matrix, rows // head_dim, rows, cols)
+    return out if tensor.dim() == 2 else out[:, 0]
+
+
+_ROPE_PERMUTED = ("self_attn.q_proj.", "self_attn.k_proj.")
+_PER_HEAD_NORMS = ("q_norm.weight", "k_norm.weight")
 
 
 def convert_hf_qkv_to_meta_format(state_dict: dict, head_dim: int) -> dict:
     """Permute q/k weights and biases (and q/k norms) so RoPE can act on adjacent pairs."""
-    out = {}
+    out = dict(state_dict)
     for key, tensor in state_dict.items():
-        if any(f"self_attn.{p}_proj." in key for p in ("q", "k")):
-            if tensor.dim() == 1:
-                n = tensor.shape[0] // head_dim
-                out[key] = reverse_permute(tensor.unsqueeze(-1), n, tensor.shape[0], 1).squeeze(-1)
-            else:
-                n = tensor.shape[0] // head_dim
-                out[key] = reverse_permute(tensor, n, tensor.shape[0], tensor.shape[1])
-        elif key.endswith("q_norm.weight") or key.endswith("k_norm.weight"):
-            out[key] = reverse_permute(tensor.unsqueeze(-1), 1, tensor.shape[0], 1).squeeze(-1)
-        else:
-            out[key] = tensor
+        if any(marker in key for marker in _ROPE_PERMUTED):
+            out[key] = _to_interleaved(tensor, head_dim)
+        elif key.endswith(_PER_HEAD_NORMS):
+            # a per-head norm weight is one head wide
+            out[key] = _to_interleaved(tensor, tensor.shape[0])
     return out
 
 

@@ -10,7 +10,6 @@ mode, the model dim and seq_len, as TTTv1's does: that branching is what the mig
 
 from __future__ import annotations
 
-import torch
 import ttnn
 
 from tttv1.common.lightweightmodule import LightweightModule
@@ -35,72 +34,68 @@ class MLP(LightweightModule):
     ):
         super().__init__()
 
+        self.args = args
+        self.model_config = model_config
         self.mesh_device = mesh_device
         self.tt_ccl = tt_ccl
-        self.args = args
-        self.num_devices = args.num_devices
         self.prefetcher = prefetcher
-        self.dim = args.dim
-        self.model_config = model_config
         self.layer_num = layer_num
-        state_dict_prefix = state_dict_prefix or args.get_state_dict_prefix(
-            self.__class__.__name__, layer_num
-        )
-        torch_weight = lambda name: torch.transpose(state_dict[f"{state_dict_prefix}.{name}.weight"], -2, -1)
-        pad_hidden_dim = lambda tensor, dim: pad_to_size(tensor, dim=dim, size=args.hidden_dim)
-        # If padding was applied (e.g. via env var), add the unpadded hidden dim to the cache name to avoid loading incorrect weights
+        self.num_devices = args.num_devices
+        self.dim = args.dim
+
+        prefix = state_dict_prefix or args.get_state_dict_prefix(self.__class__.__name__, layer_num)
+
+        # A padded hidden dim (PAD_MLP_CORES) produces different tensors, so it must not share a cache file
+        # with the unpadded checkpoint.
         hidden_dim_string = (
             f".hidden_dim_{args.hidden_dim}" if args.hidden_dim != args.unpadded_hidden_dim else ""
         )
-
         if args.dummy_weights or weight_cache_path is None:
             cache_name = lambda _: None
         else:
-            cache_name = lambda name: weight_cache_path / f"{state_dict_prefix}.{name}{hidden_dim_string}"
+            cache_name = lambda name: weight_cache_path / f"{prefix}.{name}{hidden_dim_string}"
 
-        w1_w3_mem_config = args.create_dram_sharded_mem_config(args.dim, args.hidden_dim // args.num_devices)
-        w2_mem_config = args.create_dram_sharded_mem_config(args.hidden_dim // args.num_devices, args.dim)
+        hidden_per_device = args.hidden_dim // args.num_devices
+        up_proj_mem = args.create_dram_sharded_mem_config(args.dim, hidden_per_device)
+        down_proj_mem = args.create_dram_sharded_mem_config(hidden_per_device, args.dim)
 
         def as_sharded_tensor(name, type, dims):
-            """Transpose to [in, out], pad the hidden dim, shard 2-D over the mesh; TG keeps weights interleaved."""
+            """Load checkpoint matrix ``name`` ("w1_sharded" reads "w1") as [in, out], padded and mesh-sharded."""
+            checkpoint_name = name.split("_")[0]
+            host = state_dict[f"{prefix}.{checkpoint_name}.weight"].transpose(-2, -1)
+            # the padded axis is the hidden one; its position in ``dims`` differs on galaxy
+            host = pad_to_size(host, dim=dims[0] if args.is_galaxy else dims[1], size=args.hidden_dim)
+            if args.is_galaxy:
+                placement = ttnn.DRAM_MEMORY_CONFIG
+            elif "w2" in name:
+                placement = down_proj_mem
+            else:
+                placement = up_proj_mem
             return ttnn.as_tensor(
-                pad_hidden_dim(
-                    torch_weight(name[:2]), dims[0] if args.is_galaxy else dims[-1]
-                ),  # Grab only the wX part of the name
+                host,
                 dtype=type,
+                layout=ttnn.TILE_LAYOUT,
                 device=self.mesh_device,
+                memory_config=placement,
                 mesh_mapper=ttnn.ShardTensor2dMesh(
                     self.mesh_device, dims=dims, mesh_shape=args.cluster_shape
-                ),
-                layout=ttnn.TILE_LAYOUT,
-                memory_config=(
-                    ttnn.DRAM_MEMORY_CONFIG
-                    if args.is_galaxy
-                    else w2_mem_config
-                    if "w2" in name
-                    else w1_w3_mem_config
                 ),
                 cache_file_name=cache_name(name),
             )
 
-        # Sharded weights
+        # The mesh axes that split (in, out) are swapped between galaxy and the other meshes.
         w1_dims = (-1, -2) if args.is_galaxy else (-2, -1)
-        w2_dims = (-2, -1) if args.is_galaxy else (-1, -2)
+        w2_dims = tuple(reversed(w1_dims))
 
-        layer_num = max(layer_num, 0)  # cross_block uses the configuration of the first decoder
+        # precision is chosen per decoder; a negative layer number (the vision cross block) takes layer 0's
+        precision = args.decoders_optimizations
+        layer_num = max(layer_num, 0)
+        up_dtype = precision.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF1_FF3)
+        down_dtype = precision.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF2)
+        self.w1 = as_sharded_tensor("w1_sharded", up_dtype, dims=w1_dims)
+        self.w3 = as_sharded_tensor("w3_sharded", up_dtype, dims=w1_dims)
+        self.w2 = as_sharded_tensor("w2_sharded", down_dtype, dims=w2_dims)
 
-        ff1_3_dtype = args.decoders_optimizations.get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.FF1_FF3
-        )
-        ff2_dtype = args.decoders_optimizations.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF2)
-
-        self.w1 = as_sharded_tensor(
-            "w1_sharded", ff1_3_dtype, dims=w1_dims
-        )  # bfp4 normally ok here but sub .99 pcc for llama 3.1 weights
-        self.w2 = as_sharded_tensor("w2_sharded", ff2_dtype, dims=w2_dims)
-        self.w3 = as_sharded_tensor("w3_sharded", ff1_3_dtype, dims=w1_dims)
-
-        # Default activation is SILU
         self.activation_type = (
             args.mlp_activation_type if hasattr(args, "mlp_activation_type") else ttnn.UnaryOpType.SILU
         )
@@ -108,245 +103,187 @@ class MLP(LightweightModule):
         if self.prefetcher is not None:
 
             def register_weights():
-                self.prefetcher.insert_tensor(self.w1)
-                self.prefetcher.insert_tensor(self.w3)
-                self.prefetcher.insert_tensor(self.w2)
+                # the prefetcher streams the weights in the order the matmuls consume them
+                for weight in (self.w1, self.w3, self.w2):
+                    self.prefetcher.insert_tensor(weight)
 
             self.prefetcher.register_callback(register_weights)
 
     def forward(self, x: ttnn.Tensor, mode) -> ttnn.Tensor:
-        """
-        w1 -> gate_proj
-        w2 -> down_proj
-        w3 -> up_proj
-        HF reference: self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
-        """
+        """Gate (w1) and up (w3) projections, activation of the gate times up, then the down projection (w2),
+        reduced over the mesh."""
         if isinstance(mode, str):  # a G2 decoder passes "decode" / "prefill"
             mode = Mode(mode)
-        seq_len = x.shape[-2]
         TG = self.args.is_galaxy
-        layer_num = max(self.layer_num, 0)  # cross_block uses the configuration of the first decoder
-        activation_dtype = self.args.decoders_optimizations.get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.ACTIVATION
-        )
-        li_ff1_3_compute_kernel_cfg = self.args.decoders_optimizations.get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_FF1_FF3, configuration=self.args
-        )
+        seq_len = x.shape[-2]
+        precision = self.args.decoders_optimizations
+        layer = max(self.layer_num, 0)
+        activation_dtype = precision.get_tensor_dtype(decoder_id=layer, tensor=TensorGroup.ACTIVATION)
 
-        if (
-            mode == Mode.PREFILL and seq_len >= self.args.prefill_len_cutoff
-        ):  # 512 if Blackhole, 1024 if Wormhole
-            # Reshape input to fit on device and parallelize computation
-            x = ttnn.reshape(
-                x, [1, seq_len // self.args.prefill_len_cutoff, self.args.prefill_len_cutoff, -1]
-            )
+        # the prefetcher's circular buffer and worker sub-device only exist for decode
+        if self.prefetcher is not None and mode == Mode.DECODE:
+            global_cb, worker_sub_device = self.prefetcher.global_cb, self.prefetcher.worker_sub_device_id
+        else:
+            global_cb, worker_sub_device = None, None
 
-        pc_1 = self.args.get_mlp_ff1_3_prg_config(mode, seq_len, self.prefetcher)
-        pc_2 = self.args.get_mlp_ff2_prg_config(mode, seq_len, self.prefetcher)
-        pc_3 = self.args.get_mlp_ff1_3_prg_config(mode, seq_len, self.prefetcher)
+        if mode == Mode.PREFILL and seq_len >= self.args.prefill_len_cutoff:
+            # long prompts are cut into rows of prefill_len_cutoff tokens (the cutoff depends on the chip)
+            chunk = self.args.prefill_len_cutoff
+            x = ttnn.reshape(x, [1, seq_len // chunk, chunk, -1])
 
-        # In decode mode (seqlen <= 32) do DRAM sharded matmuls
-        # These use HiFi2; this drops 1 bit of the activations but would be FLOP-bound on 12 cores with HiFi4
-        memory_config = self.args.get_mlp_ff1_3_mem_config(mode, self.prefetcher)
-        w1_out = ttnn.linear(
-            x,
-            self.w1,
+        up_proj_kwargs = dict(
+            program_config=self.args.get_mlp_ff1_3_prg_config(mode, seq_len, self.prefetcher),
+            memory_config=self.args.get_mlp_ff1_3_mem_config(mode, self.prefetcher),
+            compute_kernel_config=precision.get_math_fidelity(
+                decoder_id=layer, op=OpGroup.LI_FF1_FF3, configuration=self.args
+            ),
             dtype=ttnn.bfloat8_b if TG else activation_dtype or ttnn.bfloat16,
-            core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_1 else None,
-            compute_kernel_config=li_ff1_3_compute_kernel_cfg,
-            program_config=pc_1,
-            memory_config=memory_config,
-            global_cb=self.prefetcher.global_cb
-            if self.prefetcher is not None and mode == Mode.DECODE
-            else None,
-            sub_device_id=self.prefetcher.worker_sub_device_id
-            if self.prefetcher is not None and mode == Mode.DECODE
-            else None,
+            core_grid=None,
+            global_cb=global_cb,
+            sub_device_id=worker_sub_device,
         )
-
-        w3_out = ttnn.linear(
-            x,
-            self.w3,
-            dtype=ttnn.bfloat8_b if TG else activation_dtype or ttnn.bfloat16,
-            core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_3 else None,
-            compute_kernel_config=li_ff1_3_compute_kernel_cfg,
-            program_config=pc_3,
-            memory_config=memory_config,
-            global_cb=self.prefetcher.global_cb
-            if self.prefetcher is not None and mode == Mode.DECODE
-            else None,
-            sub_device_id=self.prefetcher.worker_sub_device_id
-            if self.prefetcher is not None and mode == Mode.DECODE
-            else None,
-        )
+        gate = ttnn.linear(x, self.w1, **up_proj_kwargs)
+        up = ttnn.linear(x, self.w3, **up_proj_kwargs)
         ttnn.deallocate(x)
 
         if TG:
+            # on galaxy the hidden dim is also split over mesh axis 1, so both halves need a reduction there
             if self.dim == 8192 or mode == Mode.PREFILL:
-                input_mem_cfg = w1_out.memory_config()
-                w1_out = ttnn.experimental.reduce_scatter_minimal_async(
-                    w1_out,
-                    persistent_output_buffers=None,
+                pre_scatter_mem = gate.memory_config()  # the all-gather before w2 restores this layout
+                scatter_kwargs = dict(
                     dim=3,
+                    cluster_axis=1,
+                    topology=ttnn.Topology.Linear,
+                    persistent_output_buffers=None,
+                    intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
+                    if mode == Mode.DECODE
+                    else None,
+                    chunks_per_sync=10,
+                    num_workers_per_link=2,
+                    num_buffers_per_channel=2,
+                )
+                gate = ttnn.experimental.reduce_scatter_minimal_async(
+                    gate,
                     multi_device_global_semaphore=self.tt_ccl.get_and_cycle_rs_semaphore_handles(
                         cluster_axis=1
                     ),
                     barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis=1),
                     num_links=self.args.num_reduce_scatter_links,
-                    cluster_axis=1,
-                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
-                    if mode == Mode.DECODE
-                    else None,
-                    intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                    topology=ttnn.Topology.Linear,
-                    chunks_per_sync=10,
-                    num_workers_per_link=2,
-                    num_buffers_per_channel=2,
+                    **scatter_kwargs,
                 )
-                w3_out = ttnn.experimental.reduce_scatter_minimal_async(
-                    w3_out,
-                    persistent_output_buffers=None,
-                    dim=3,
+                up = ttnn.experimental.reduce_scatter_minimal_async(
+                    up,
                     multi_device_global_semaphore=self.tt_ccl.get_and_cycle_rs_semaphore_handles(
                         cluster_axis=1
                     ),
                     barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis=1),
                     num_links=1,
-                    cluster_axis=1,
-                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
-                    if mode == Mode.DECODE
-                    else None,
-                    intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                    topology=ttnn.Topology.Linear,
-                    chunks_per_sync=10,
-                    num_workers_per_link=2,
-                    num_buffers_per_channel=2,
+                    **scatter_kwargs,
                 )
             else:
-                w1_out = tt_all_reduce(
-                    w1_out,
-                    self.mesh_device,
-                    self.tt_ccl,
-                    cluster_axis=1,
-                    num_all_gather_links=2,
-                    sharded=True if mode == Mode.DECODE else False,
-                    topology=self.args.ccl_topology(),
-                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"]
-                    if mode == Mode.DECODE
-                    else None,
-                )
-                w3_out = tt_all_reduce(
-                    w3_out,
-                    self.mesh_device,
-                    self.tt_ccl,
-                    cluster_axis=1,
-                    num_all_gather_links=2,
-                    sharded=True if mode == Mode.DECODE else False,
-                    topology=self.args.ccl_topology(),
-                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"]
-                    if mode == Mode.DECODE
-                    else None,
-                )
+                gathered_mem = self.model_config["FF1_OUT_GATHERED_MEMCFG"] if mode == Mode.DECODE else None
+                sharded = True if mode == Mode.DECODE else False
+                reduced = []
+                for partial in (gate, up):
+                    reduced.append(
+                        tt_all_reduce(
+                            partial,
+                            self.mesh_device,
+                            self.tt_ccl,
+                            cluster_axis=1,
+                            topology=self.args.ccl_topology(),
+                            num_all_gather_links=2,
+                            sharded=sharded,
+                            memory_config=gathered_mem,
+                        )
+                    )
+                gate, up = reduced
 
-        w2_in = ttnn.mul(
-            w1_out,
-            w3_out,
-            input_tensor_a_activations=[self.activation_type],
+        hidden = ttnn.mul(
+            gate,
+            up,
+            memory_config=gate.memory_config(),
             dtype=activation_dtype or ttnn.bfloat8_b,
-            memory_config=w1_out.memory_config(),
+            input_tensor_a_activations=[self.activation_type],
         )
-
         if mode == Mode.DECODE and not TG and self.prefetcher is None:
-            # w2 may use a different core grid, this is a no-op if they already match
-            w2_in = ttnn.to_memory_config(w2_in, self.args.get_mlp_binary_mult_mem_config(mode))
-
-        ttnn.deallocate(w3_out)
-        ttnn.deallocate(w1_out)
+            # the down projection may shard over another core grid than the up projections
+            hidden = ttnn.to_memory_config(hidden, self.args.get_mlp_binary_mult_mem_config(mode))
+        ttnn.deallocate(gate)
+        ttnn.deallocate(up)
 
         if TG and (self.dim == 8192 or mode == Mode.PREFILL):
-            w2_in = ttnn.experimental.all_gather_async(
-                w2_in,
-                persistent_output_buffer=None,
+            hidden = ttnn.experimental.all_gather_async(
+                hidden,
                 dim=3,
-                multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis=1),
-                num_links=2,
                 cluster_axis=1,
+                num_links=2,
                 topology=ttnn.Topology.Linear,
-                memory_config=input_mem_cfg,
+                memory_config=pre_scatter_mem,
+                persistent_output_buffer=None,
+                multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(cluster_axis=1),
                 barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(cluster_axis=1),
                 chunks_per_sync=10,
                 num_workers_per_link=2,
                 num_buffers_per_channel=2,
             )
             if mode == Mode.DECODE:
-                w2_in = ttnn.to_memory_config(w2_in, ttnn.L1_MEMORY_CONFIG)
+                hidden = ttnn.to_memory_config(hidden, ttnn.L1_MEMORY_CONFIG)
 
-        li_ff2_compute_kernel_cfg = self.args.decoders_optimizations.get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_FF2, configuration=self.args
+        down_fidelity = precision.get_math_fidelity(
+            decoder_id=layer, op=OpGroup.LI_FF2, configuration=self.args
         )
-
+        down_dtype = self.args.ccl_dtype if TG else activation_dtype or ttnn.bfloat16
         if seq_len > 128 and mode != Mode.DECODE:
-            # Long prefills use the minimal matmul (block sizes from the args), which needs no program config
-            w2_out = ttnn.experimental.minimal_matmul(
-                w2_in,
+            # past 128 rows the down projection runs as a minimal_matmul with a block config from the args
+            out = ttnn.experimental.minimal_matmul(
+                hidden,
                 self.w2,
-                compute_kernel_config=li_ff2_compute_kernel_cfg,
                 config=self.args.get_mlp_ff2_minimal_matmul_config(seq_len),
-                dtype=self.args.ccl_dtype if TG else activation_dtype or ttnn.bfloat16,
+                compute_kernel_config=down_fidelity,
                 memory_config=ttnn.DRAM_MEMORY_CONFIG,
+                dtype=down_dtype,
             )
         else:
-            w2_out = ttnn.linear(
-                w2_in,
+            out = ttnn.linear(
+                hidden,
                 self.w2,
-                compute_kernel_config=li_ff2_compute_kernel_cfg,
-                dtype=self.args.ccl_dtype if TG else activation_dtype or ttnn.bfloat16,
-                program_config=pc_2,
+                program_config=self.args.get_mlp_ff2_prg_config(mode, seq_len, self.prefetcher),
                 memory_config=self.args.get_mlp_ff2_mem_config(mode, self.prefetcher),
-                core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_2 else None,
-                global_cb=self.prefetcher.global_cb
-                if self.prefetcher is not None and mode == Mode.DECODE
-                else None,
-                sub_device_id=(
-                    self.prefetcher.worker_sub_device_id
-                    if self.prefetcher is not None and mode == Mode.DECODE
-                    else None
-                ),
+                compute_kernel_config=down_fidelity,
+                dtype=down_dtype,
+                core_grid=None,
+                global_cb=global_cb,
+                sub_device_id=worker_sub_device,
             )
-        ttnn.deallocate(w2_in)
+        ttnn.deallocate(hidden)
 
-        w2_out_reduced = tt_all_reduce(
-            w2_out,
+        # each device holds a partial sum of the down projection: reduce it over mesh axis 0
+        rs_config = self.model_config["MLP_RS_CONFIG"]
+        out = tt_all_reduce(
+            out,
             self.mesh_device,
             self.tt_ccl,
             cluster_axis=0,
             dim=0 if (TG and self.dim < 8192) else 3,
+            sharded=(mode == Mode.DECODE),
+            use_composite=True if self.dim == 8192 else False,
+            dtype=self.args.ccl_dtype,
+            topology=self.args.ccl_topology(),
             num_reduce_scatter_links=self.args.num_reduce_scatter_links,
             num_all_gather_links=self.args.num_all_gather_links,
-            sharded=(mode == Mode.DECODE),
-            memory_config=self.args.get_mlp_ff2_all_reduce_mem_config(mode, w2_out),
-            rs_memory_config=self.model_config["MLP_RS_CONFIG"]["rs_memory_config"]
-            if mode == Mode.PREFILL
-            else None,
-            dtype=self.args.ccl_dtype,
-            use_composite=True if self.dim == 8192 else False,
-            topology=self.args.ccl_topology(),
-            chunks_per_sync=self.model_config["MLP_RS_CONFIG"]["chunks_per_sync"],
-            num_workers_per_link=self.model_config["MLP_RS_CONFIG"]["num_workers_per_link"],
-            subdevice_id=self.prefetcher.worker_sub_device_id
-            if self.prefetcher is not None and mode == Mode.DECODE
-            else None,
+            memory_config=self.args.get_mlp_ff2_all_reduce_mem_config(mode, out),
+            rs_memory_config=rs_config["rs_memory_config"] if mode == Mode.PREFILL else None,
+            chunks_per_sync=rs_config["chunks_per_sync"],
+            num_workers_per_link=rs_config["num_workers_per_link"],
+            subdevice_id=worker_sub_device,
         )
 
-        # Ensure dim 0 and 1 are 1
-        original_shape = w2_out_reduced.shape
-        w2_out_reduced = ttnn.reshape(
-            w2_out_reduced,
-            (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1]),
-        )
+        # fold any chunking of the prefill rows back into a single [1, 1, rows, dim] tensor
+        *outer, width = out.shape
+        rows = outer[-3] * outer[-2] * outer[-1]
+        out = ttnn.reshape(out, (1, 1, rows, width))
         if mode == Mode.DECODE:
-            w2_out_reduced = ttnn.to_memory_config(
-                w2_out_reduced, self.args.get_mlp_output_mem_config(mode, self.prefetcher)
-            )
-
-        return w2_out_reduced
+            out = ttnn.to_memory_config(out, self.args.get_mlp_output_mem_config(mode, self.prefetcher))
+        return out

@@ -10,7 +10,6 @@ prefill configs as lambdas of ``seq_len``). ``ModelArgs.mlp_generation == "G1"``
 
 from __future__ import annotations
 
-import torch
 import ttnn
 
 from tttv1.common.lightweightmodule import LightweightModule
@@ -34,260 +33,223 @@ class MLP(LightweightModule):
     ):
         super().__init__()
 
+        self.args = args
+        self.model_config = model_config
         self.state_dict = state_dict
         self.mesh_device = mesh_device
         self.tt_ccl = tt_ccl
-        self.args = args
-        self.dim = args.dim
-        self.model_config = model_config
         self.layer_num = layer_num
-        state_dict_prefix = state_dict_prefix or args.get_state_dict_prefix(
-            self.__class__.__name__, layer_num
-        )
-        torch_weight = lambda name: torch.transpose(
-            self.state_dict[f"{state_dict_prefix}.{name}.weight"], -2, -1
-        )
-        pad_hidden_dim = lambda tensor, dim: pad_to_size(tensor, dim=dim, size=args.hidden_dim)
-        # If padding was applied (e.g. via env var), add the unpadded hidden dim to the cache name to avoid loading incorrect weights
+        self.dim = args.dim
+
+        prefix = state_dict_prefix or args.get_state_dict_prefix(self.__class__.__name__, layer_num)
+        # checkpoint matrix "w1" / "w2" / "w3", transposed to [in, out]
+        host_weight = lambda short_name: self.state_dict[f"{prefix}.{short_name}.weight"].transpose(-2, -1)
+
+        # PAD_MLP_CORES can pad the hidden dim; padded tensors get their own cache files
         hidden_dim_string = (
             f".hidden_dim_{args.hidden_dim}" if args.hidden_dim != args.unpadded_hidden_dim else ""
         )
-
         if args.dummy_weights or weight_cache_path is None:
             cache_name = lambda _: None
         else:
-            cache_name = lambda name: weight_cache_path / f"{state_dict_prefix}.{name}{hidden_dim_string}"
+            cache_name = lambda name: weight_cache_path / f"{prefix}.{name}{hidden_dim_string}"
 
-        w1_w3_mem_config = args.create_dram_sharded_mem_config(args.dim, args.hidden_dim // args.num_devices)
-        w2_mem_config = args.create_dram_sharded_mem_config(args.hidden_dim // args.num_devices, args.dim)
+        hidden_per_device = args.hidden_dim // args.num_devices
+        up_proj_mem = args.create_dram_sharded_mem_config(args.dim, hidden_per_device)
+        down_proj_mem = args.create_dram_sharded_mem_config(hidden_per_device, args.dim)
 
-        # TODO Clean up this code. With sharding, we load the normal weights and then shard them
+        # one expression per weight: pad the hidden axis, shard over the 2-D mesh, place in DRAM
         as_sharded_tensor = lambda name, type, dims: ttnn.as_tensor(
-            pad_hidden_dim(
-                torch_weight(name[:2]), dims[0] if args.is_galaxy else dims[-1]
-            ),  # Grab only the wX part of the name
+            pad_to_size(
+                host_weight(name.split("_")[0]),
+                dim=dims[0] if args.is_galaxy else dims[1],
+                size=args.hidden_dim,
+            ),
             dtype=type,
-            device=self.mesh_device,
-            mesh_mapper=ttnn.ShardTensor2dMesh(self.mesh_device, dims=dims, mesh_shape=args.cluster_shape),
             layout=ttnn.TILE_LAYOUT,
+            device=self.mesh_device,
             memory_config=(
                 ttnn.DRAM_MEMORY_CONFIG
                 if args.is_galaxy
-                else w2_mem_config
-                if "w2" in name
-                else w1_w3_mem_config
+                else (down_proj_mem if "w2" in name else up_proj_mem)
             ),
+            mesh_mapper=ttnn.ShardTensor2dMesh(self.mesh_device, dims=dims, mesh_shape=args.cluster_shape),
             cache_file_name=cache_name(name),
         )
 
-        # Sharded weights
+        # galaxy swaps which mesh axis splits the input and which the output features
         w1_dims = (-1, -2) if args.is_galaxy else (-2, -1)
-        w2_dims = (-2, -1) if args.is_galaxy else (-1, -2)
+        w2_dims = w1_dims[::-1]
 
-        layer_num = max(layer_num, 0)  # cross_block uses the configuration of the first decoder
-
-        ff1_3_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.FF1_FF3
-        )
-        ff2_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.FF2
-        )
-
-        self.w1 = as_sharded_tensor(
-            "w1_sharded", ff1_3_dtype, dims=w1_dims
-        )  # bfp4 normally ok here but sub .99 pcc for llama 3.1 weights
-        self.w2 = as_sharded_tensor("w2_sharded", ff2_dtype, dims=w2_dims)
-        self.w3 = as_sharded_tensor("w3_sharded", ff1_3_dtype, dims=w1_dims)
+        precision = self.model_config["DECODERS_OPTIMIZATIONS"]
+        layer_num = max(layer_num, 0)  # layer -1 (cross block) borrows layer 0's precision
+        up_dtype = precision.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF1_FF3)
+        down_dtype = precision.get_tensor_dtype(decoder_id=layer_num, tensor=TensorGroup.FF2)
+        self.w1 = as_sharded_tensor("w1_sharded", up_dtype, dims=w1_dims)
+        self.w3 = as_sharded_tensor("w3_sharded", up_dtype, dims=w1_dims)
+        self.w2 = as_sharded_tensor("w2_sharded", down_dtype, dims=w2_dims)
 
     def forward(self, x: ttnn.Tensor, mode) -> ttnn.Tensor:
-        """
-        w1 -> gate_proj
-        w2 -> down_proj
-        w3 -> up_proj
-        HF reference: self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
-        """
-        seq_len = x.shape[-2]
+        """``w2(silu(w1 x) * w3 x)``: gate, up and down projections of a Llama-style feed-forward."""
         TG = self.args.is_galaxy
-        layer_num = max(self.layer_num, 0)  # cross_block uses the configuration of the first decoder
-        activation_dtype = self.model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
-            decoder_id=layer_num, tensor=TensorGroup.ACTIVATION
-        )
-        li_ff1_3_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_FF1_FF3, configuration=self.args
-        )
+        seq_len = x.shape[-2]
+        precision = self.model_config["DECODERS_OPTIMIZATIONS"]
+        layer = max(self.layer_num, 0)
+        activation_dtype = precision.get_tensor_dtype(decoder_id=layer, tensor=TensorGroup.ACTIVATION)
 
-        if mode == "decode":  # Sharded config
-            if TG:  # TODO: Fix this when TG supports DRAM sharded matmuls
-                pc_1 = self.model_config["FF1_3_TG_PROGCFG"] if self.dim >= 4096 else None
-                pc_2 = self.model_config["FF2_TG_PROGCFG"] if self.dim >= 4096 else None
-                pc_3 = self.model_config["FF1_3_TG_PROGCFG"] if self.dim >= 4096 else None
+        if mode == "decode":
+            if TG:
+                # galaxy has no DRAM-sharded decode configs; the TG ones exist for dim >= 4096 only
+                up_pc = self.model_config["FF1_3_TG_PROGCFG"] if self.dim >= 4096 else None
+                down_pc = self.model_config["FF2_TG_PROGCFG"] if self.dim >= 4096 else None
             else:
-                pc_1 = self.model_config["DECODE_MLP_W1_W3_PRG_CONFIG"]
-                pc_2 = self.model_config["DECODE_MLP_W2_PRG_CONFIG"]
-                pc_3 = self.model_config["DECODE_MLP_W1_W3_PRG_CONFIG"]
-        else:  # Update the program configs based for prefill
-            if seq_len >= self.args.prefill_len_cutoff:  # 512 if Blackhole, 1024 if Wormhole
-                # Reshape input to to fit on device and parallelize computation
-                x = ttnn.reshape(
-                    x, [1, seq_len // self.args.prefill_len_cutoff, self.args.prefill_len_cutoff, -1]
-                )
-            pc_1 = self.model_config["PREFILL_MLP_W1_W3_PRG_CONFIG"](seq_len)
-            pc_2 = self.model_config["PREFILL_MLP_W2_PRG_CONFIG"](seq_len)
-            pc_3 = self.model_config["PREFILL_MLP_W1_W3_PRG_CONFIG"](seq_len)
+                up_pc = self.model_config["DECODE_MLP_W1_W3_PRG_CONFIG"]
+                down_pc = self.model_config["DECODE_MLP_W2_PRG_CONFIG"]
+        else:
+            if seq_len >= self.args.prefill_len_cutoff:
+                # split a long prompt into rows of prefill_len_cutoff tokens
+                rows = self.args.prefill_len_cutoff
+                x = ttnn.reshape(x, [1, seq_len // rows, rows, -1])
+            # the prefill configs are lambdas of the sequence length
+            up_pc = self.model_config["PREFILL_MLP_W1_W3_PRG_CONFIG"](seq_len)
+            down_pc = self.model_config["PREFILL_MLP_W2_PRG_CONFIG"](seq_len)
 
-        # In decode mode (seqlen <= 32) do DRAM sharded matmuls
-        # These use HiFi2; this drops 1 bit of the activations but would be FLOP-bound on 12 cores with HiFi4
-        memory_config = (
-            (ttnn.L1_MEMORY_CONFIG if TG else ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG)
-            if mode == "decode"
-            else ttnn.DRAM_MEMORY_CONFIG
+        if mode == "decode":
+            memory_config = ttnn.L1_MEMORY_CONFIG if TG else ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG
+        else:
+            memory_config = ttnn.DRAM_MEMORY_CONFIG
+        up_fidelity = precision.get_math_fidelity(
+            decoder_id=layer, op=OpGroup.LI_FF1_FF3, configuration=self.args
         )
-        w1_out = ttnn.linear(
+        up_dtype = ttnn.bfloat8_b if TG else activation_dtype or ttnn.bfloat16
+        gate = ttnn.linear(
             x,
             self.w1,
-            dtype=ttnn.bfloat8_b if TG else activation_dtype or ttnn.bfloat16,
-            core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_1 else None,
-            compute_kernel_config=li_ff1_3_compute_kernel_cfg,
-            program_config=pc_1,
+            program_config=up_pc,
             memory_config=memory_config,
+            compute_kernel_config=up_fidelity,
+            dtype=up_dtype,
+            core_grid=None,
         )
-
-        w3_out = ttnn.linear(
+        up = ttnn.linear(
             x,
             self.w3,
-            dtype=ttnn.bfloat8_b if TG else activation_dtype or ttnn.bfloat16,
-            core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_3 else None,
-            compute_kernel_config=li_ff1_3_compute_kernel_cfg,
-            program_config=pc_3,
+            program_config=up_pc,
             memory_config=memory_config,
+            compute_kernel_config=up_fidelity,
+            dtype=up_dtype,
+            core_grid=None,
         )
         ttnn.deallocate(x)
 
         if TG:
             if self.dim == 8192 or mode == "prefill":
-                input_mem_cfg = w1_out.memory_config()
-                w1_out = ttnn.reduce_scatter(
-                    w1_out,
+                pre_scatter_mem = gate.memory_config()
+                scatter_mem = self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"] if mode == "decode" else None
+                gate = ttnn.reduce_scatter(
+                    gate,
                     dim=3,
+                    cluster_axis=1,
+                    mesh_device=self.mesh_device,
                     math_op=ttnn.ReduceType.Sum,
                     num_links=self.args.num_reduce_scatter_links,
+                    topology=ttnn.Topology.Linear,
+                    memory_config=scatter_mem,
+                )
+                up = ttnn.reduce_scatter(
+                    up,
+                    dim=3,
                     cluster_axis=1,
                     mesh_device=self.mesh_device,
-                    topology=ttnn.Topology.Linear,
-                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
-                    if mode == "decode"
-                    else None,
-                )
-                w3_out = ttnn.reduce_scatter(
-                    w3_out,
-                    dim=3,
                     math_op=ttnn.ReduceType.Sum,
                     num_links=1,
-                    cluster_axis=1,
-                    mesh_device=self.mesh_device,
                     topology=ttnn.Topology.Linear,
-                    memory_config=self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]
-                    if mode == "decode"
-                    else None,
+                    memory_config=scatter_mem,
                 )
             else:
-                w1_out = tt_all_reduce(
-                    w1_out,
-                    self.mesh_device,
-                    self.tt_ccl,
-                    cluster_axis=1,
-                    num_all_gather_links=2,
-                    sharded=True if mode == "decode" else False,
-                    topology=self.args.ccl_topology(),
-                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"] if mode == "decode" else None,
-                )
-                w3_out = tt_all_reduce(
-                    w3_out,
-                    self.mesh_device,
-                    self.tt_ccl,
-                    cluster_axis=1,
-                    num_all_gather_links=2,
-                    sharded=True if mode == "decode" else False,
-                    topology=self.args.ccl_topology(),
-                    memory_config=self.model_config["FF1_OUT_GATHERED_MEMCFG"] if mode == "decode" else None,
+                gathered_mem = self.model_config["FF1_OUT_GATHERED_MEMCFG"] if mode == "decode" else None
+                gate, up = (
+                    tt_all_reduce(
+                        partial,
+                        self.mesh_device,
+                        self.tt_ccl,
+                        cluster_axis=1,
+                        topology=self.args.ccl_topology(),
+                        num_all_gather_links=2,
+                        sharded=True if mode == "decode" else False,
+                        memory_config=gathered_mem,
+                    )
+                    for partial in (gate, up)
                 )
 
-        w2_in = ttnn.mul(
-            w1_out,
-            w3_out,
-            input_tensor_a_activations=[ttnn.UnaryOpType.SILU],
+        hidden = ttnn.mul(
+            gate,
+            up,
+            memory_config=gate.memory_config(),
             dtype=activation_dtype or ttnn.bfloat8_b,
-            memory_config=w1_out.memory_config(),
+            input_tensor_a_activations=[ttnn.UnaryOpType.SILU],
         )
-
         if mode == "decode" and not TG:
-            # w2 may use a different core grid, this is a no-op if they already match
-            w2_in = ttnn.to_memory_config(w2_in, self.model_config["SHARDED_MLP2_INPUT_MEMCFG"])
-
-        ttnn.deallocate(w3_out)
-        ttnn.deallocate(w1_out)
+            # reshard for the down projection's core grid (nothing moves when the grids agree)
+            hidden = ttnn.to_memory_config(hidden, self.model_config["SHARDED_MLP2_INPUT_MEMCFG"])
+        ttnn.deallocate(gate)
+        ttnn.deallocate(up)
 
         if TG and (self.dim == 8192 or mode == "prefill"):
-            w2_in = ttnn.all_gather(
-                w2_in,
+            hidden = ttnn.all_gather(
+                hidden,
                 3,
-                num_links=2,
                 cluster_axis=1,
                 mesh_device=self.mesh_device,
+                num_links=2,
                 topology=ttnn.Topology.Linear,
-                memory_config=input_mem_cfg,
+                memory_config=pre_scatter_mem,
             )
             if mode == "decode":
-                w2_in = ttnn.to_memory_config(w2_in, ttnn.L1_MEMORY_CONFIG)
+                hidden = ttnn.to_memory_config(hidden, ttnn.L1_MEMORY_CONFIG)
 
-        li_ff2_compute_kernel_cfg = self.model_config["DECODERS_OPTIMIZATIONS"].get_math_fidelity(
-            decoder_id=layer_num, op=OpGroup.LI_FF2, configuration=self.args
-        )
-        w2_out = ttnn.linear(
-            w2_in,
+        out = ttnn.linear(
+            hidden,
             self.w2,
-            compute_kernel_config=li_ff2_compute_kernel_cfg,
-            dtype=self.args.ccl_dtype if TG else activation_dtype or ttnn.bfloat16,
-            program_config=pc_2,
+            program_config=down_pc,
             memory_config=memory_config,
-            core_grid=None,  # FIXME: validate on TG ttnn.CoreGrid(y=8, x=8) if not pc_2 else None,
+            compute_kernel_config=precision.get_math_fidelity(
+                decoder_id=layer, op=OpGroup.LI_FF2, configuration=self.args
+            ),
+            dtype=self.args.ccl_dtype if TG else activation_dtype or ttnn.bfloat16,
+            core_grid=None,
         )
-        ttnn.deallocate(w2_in)
-        w2_out_reduced = tt_all_reduce(
-            w2_out,
+        ttnn.deallocate(hidden)
+
+        if mode != "decode":
+            reduced_mem = ttnn.DRAM_MEMORY_CONFIG
+        elif TG:
+            reduced_mem = self.model_config["FF2_OUT_REDUCE_SCATTER_MEMCFG"]
+        else:
+            reduced_mem = self.model_config["DECODE_RESIDUAL_MEMCFG"]
+        out = tt_all_reduce(
+            out,
             self.mesh_device,
             self.tt_ccl,
             cluster_axis=0,
             dim=0 if (TG and self.dim < 8192) else 3,
+            sharded=(mode == "decode"),
+            use_composite=True if self.dim == 8192 else False,
+            dtype=self.args.ccl_dtype,
+            topology=self.args.ccl_topology(),
             num_reduce_scatter_links=self.args.num_reduce_scatter_links,
             num_all_gather_links=self.args.num_all_gather_links,
-            sharded=(mode == "decode"),
-            memory_config=(
-                (
-                    self.model_config["FF2_OUT_REDUCE_SCATTER_MEMCFG"]
-                    if TG
-                    else self.model_config["DECODE_RESIDUAL_MEMCFG"]
-                )
-                if mode == "decode"
-                else ttnn.DRAM_MEMORY_CONFIG
-            ),
-            dtype=self.args.ccl_dtype,
-            use_composite=True if self.dim == 8192 else False,
-            topology=self.args.ccl_topology(),
+            memory_config=reduced_mem,
         )
 
-        # Ensure dim 0 and 1 are 1
-        original_shape = w2_out_reduced.shape
-        w2_out_reduced = ttnn.reshape(
-            w2_out_reduced,
-            (1, 1, original_shape[-4] * original_shape[-3] * original_shape[-2], original_shape[-1]),
-        )
+        # undo the prefill row split: back to [1, 1, tokens, dim]
+        *outer, width = out.shape
+        out = ttnn.reshape(out, (1, 1, outer[-3] * outer[-2] * outer[-1], width))
         if mode == "decode":
-            w2_out_reduced = ttnn.to_memory_config(
-                w2_out_reduced,
+            residual_mem = (
                 self.model_config["SHARDED_ATTN_INPUT_MEMCFG"]
                 if TG
-                else self.model_config["DECODE_RESIDUAL_MEMCFG"],
+                else self.model_config["DECODE_RESIDUAL_MEMCFG"]
             )
-
-        return w2_out_reduced
+            out = ttnn.to_memory_config(out, residual_mem)
+        return out

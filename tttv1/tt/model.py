@@ -35,28 +35,27 @@ class Transformer(LightweightModule):
     ):
         super().__init__()
         self.args = args
-        self.paged_attention_config = paged_attention_config
-        self.vocab_size = args.vocab_size
-        assert self.vocab_size > 0
-        self.n_layers = args.n_layers
         self.mesh_device = mesh_device
         self.dtype = dtype
+        self.paged_attention_config = paged_attention_config
         self.model_config = args.get_model_config()
-        self.grid_size = self.args.max_grid_size
-        state_dict_prefix = args.get_state_dict_prefix("", None)
+        self.grid_size = args.max_grid_size
+        self.n_layers = args.n_layers
+        self.vocab_size = args.vocab_size
+        assert self.vocab_size > 0
 
-        self.tt_ccl = TT_CCL(self.mesh_device)
+        # one set of CCL semaphores, shared by every module of the model
+        self.tt_ccl = TT_CCL(mesh_device)
+        top_level_prefix = args.get_state_dict_prefix("", None)
 
         self.embd = Embedding(
             mesh_device=mesh_device,
             args=args,
             weight_cache_path=weight_cache_path,
             state_dict=state_dict,
-            dtype=ttnn.bfloat16,  # Row major layout requires bfloat16
+            dtype=ttnn.bfloat16,  # the table is kept row-major, which the embedding op wants in bf16
         )
-
-        ActualRopeSetupClass = rope_setup_class if rope_setup_class is not None else RotarySetup
-        self.rope_setup = ActualRopeSetupClass(
+        self.rope_setup = (rope_setup_class or RotarySetup)(
             device=mesh_device,
             batch_size=args.max_batch_size,
             head_dim=args.head_dim,
@@ -67,187 +66,155 @@ class Transformer(LightweightModule):
         )
         self.trans_mats_dict = self.rope_setup.get_both_trans_mats()
 
-        self.layers = [
-            TransformerBlock(
-                args=args,
-                mesh_device=mesh_device,
-                tt_ccl=self.tt_ccl,
-                dtype=dtype,
-                state_dict=state_dict,
-                weight_cache_path=weight_cache_path,
-                layer_num=i,
-                transformation_mats=self.trans_mats_dict,
-                paged_attention_config=paged_attention_config,
-                use_paged_kv_cache=use_paged_kv_cache,
-                attention_class=attention_class,
-            )
-            for i in range(self.n_layers)
-        ]
-        self.norm = DistributedNorm(
-            RMSNorm(
-                device=mesh_device,
-                dim=args.dim,
-                eps=args.norm_eps,
-                state_dict=state_dict,
-                state_dict_prefix=args.get_state_dict_prefix("", None),
-                weight_cache_path=None if args.dummy_weights else weight_cache_path,
-                weight_dtype=ttnn.bfloat16,
-                weight_key="norm",
-                add_unit_offset=self.args.rms_norm_add_unit_offset,
-                is_distributed=self.args.is_distributed_norm,
-                sharded_program_config=self.model_config["SHARDED_NORM_LM_HEAD_PRGM_CFG"],
-                sharded_output_config=self.model_config["LM_HEAD_INPUT_MEMCFG"],
-                ccl_topology=self.args.ccl_topology(),
-                tt_ccl=self.tt_ccl,
-            ),
-            args,
-            self.tt_ccl,
-            args.is_galaxy,
+        block_kwargs = dict(
+            args=args,
+            mesh_device=mesh_device,
+            tt_ccl=self.tt_ccl,
+            dtype=dtype,
+            state_dict=state_dict,
+            weight_cache_path=weight_cache_path,
+            transformation_mats=self.trans_mats_dict,
+            paged_attention_config=paged_attention_config,
+            use_paged_kv_cache=use_paged_kv_cache,
+            attention_class=attention_class,
         )
+        self.layers = [TransformerBlock(layer_num=index, **block_kwargs) for index in range(self.n_layers)]
 
+        final_rmsnorm = RMSNorm(
+            device=mesh_device,
+            dim=args.dim,
+            eps=args.norm_eps,
+            state_dict=state_dict,
+            state_dict_prefix=top_level_prefix,
+            weight_key="norm",
+            weight_cache_path=None if args.dummy_weights else weight_cache_path,
+            weight_dtype=ttnn.bfloat16,
+            add_unit_offset=args.rms_norm_add_unit_offset,
+            is_distributed=args.is_distributed_norm,
+            sharded_program_config=self.model_config["SHARDED_NORM_LM_HEAD_PRGM_CFG"],
+            sharded_output_config=self.model_config["LM_HEAD_INPUT_MEMCFG"],
+            ccl_topology=args.ccl_topology(),
+            tt_ccl=self.tt_ccl,
+        )
+        self.norm = DistributedNorm(final_rmsnorm, args, self.tt_ccl, args.is_galaxy)
         self.lm_head = LMHead(
             args=args,
             mesh_device=mesh_device,
             tt_ccl=self.tt_ccl,
             dtype=dtype,
             state_dict=state_dict,
-            state_dict_prefix=state_dict_prefix,
+            state_dict_prefix=top_level_prefix,
             weight_cache_path=weight_cache_path,
-            max_columns_per_device=self.args.max_columns_per_device_lm_head,
+            max_columns_per_device=args.max_columns_per_device_lm_head,
         )
 
     # --- inputs ------------------------------------------------------------------------------------------------
 
+    def _replicated_int32(self, table):
+        """A host int32 table (page tables) copied whole to every device, or None."""
+        if table is None:
+            return None
+        return ttnn.from_torch(
+            table,
+            device=self.mesh_device,
+            dtype=ttnn.int32,
+            layout=ttnn.ROW_MAJOR_LAYOUT,
+            mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
+        )
+
     def prepare_inputs_prefill(self, tokens, start_pos=0, page_table=None, chunk_page_table=None):
-        """Inputs are torch tensors or python types. This function returns ttnn tensors on device."""
-        assert tokens.dim() == 2, "tokens must be a 2D tensor"
-        tokens = tokens.reshape(1, 1, 1, -1)
-        S = tokens.shape[-1]
-        tokens = ttnn.from_torch(
-            tokens,
+        """Host tokens [1, S] (and optional page tables) → device embeddings, rotary tables and page tables."""
+        assert tokens.dim() == 2, "prefill tokens must be [1, seq_len]"
+        n_tokens = tokens.shape[-1]
+        tt_ids = ttnn.from_torch(
+            tokens.reshape(1, 1, 1, n_tokens),
             device=self.mesh_device,
             dtype=ttnn.uint32,
             layout=ttnn.ROW_MAJOR_LAYOUT,
             mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
         )
-        tokens_embd = self.embd(tokens)
-        tokens_embd = ttnn.unsqueeze_to_4D(tokens_embd)
-
-        # Rotary tables for positions [start_pos, start_pos + S)
-        tt_rot_mats_prefill = get_prefill_rot_mat(
+        embedded = ttnn.unsqueeze_to_4D(self.embd(tt_ids))
+        # cos/sin for the positions this call covers: start_pos .. start_pos + n_tokens - 1
+        rot_mats = get_prefill_rot_mat(
             self.args.head_dim,
             self.mesh_device,
-            S,
+            n_tokens,
             self.args.rope_theta,
             self.args.rope_scaling,
             start_pos=start_pos,
         )
-
-        if page_table is not None:
-            tt_page_table = ttnn.from_torch(
-                page_table,
-                device=self.mesh_device,
-                dtype=ttnn.int32,
-                layout=ttnn.ROW_MAJOR_LAYOUT,
-                mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
-            )
-        else:
-            tt_page_table = None
-
-        if chunk_page_table is not None:
-            tt_chunk_page_table = ttnn.from_torch(
-                chunk_page_table,
-                device=self.mesh_device,
-                dtype=ttnn.int32,
-                layout=ttnn.ROW_MAJOR_LAYOUT,
-                mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
-            )
-        else:
-            tt_chunk_page_table = None
-
-        return tokens_embd, tt_rot_mats_prefill, tt_page_table, tt_chunk_page_table
+        return (
+            embedded,
+            rot_mats,
+            self._replicated_int32(page_table),
+            self._replicated_int32(chunk_page_table),
+        )
 
     def prepare_inputs_decode(self, *inputs):
-        """Host preparation, copy to device, then on-device transforms (embedding)."""
-        host_inputs = self.prepare_decode_inputs_host(*inputs)
-        device_inputs = copy_host_to_device(host_inputs, mesh_device=self.mesh_device)
-        transformed_inputs = self.transform_decode_inputs_device(*device_inputs)
-        return transformed_inputs
+        """Build the decode inputs on host, copy them over, then embed on device."""
+        on_host = self.prepare_decode_inputs_host(*inputs)
+        return self.transform_decode_inputs_device(
+            *copy_host_to_device(on_host, mesh_device=self.mesh_device)
+        )
 
     def prepare_decode_inputs_host(self, tokens, current_pos, page_table=None):
-        """
-        Inputs are torch tensors or python types. Outputs are ttnn tensors on host.
-        NOTE: Tokens are padded to a full tile of users; Galaxy splits positions and page table over columns.
-        """
-        B = tokens.shape[0]
-        assert current_pos.shape[0] == B, "Batch size mismatch"
-        assert self.args.max_batch_size == B, "Batch size must be equal to max_batch_size"
+        """Host-side ttnn tensors for one decode step: token ids padded to a 32-user tile, positions, rotary
+        indices and the page table. With several users a Galaxy gives each mesh column its own share of the
+        positions and of the page table rows."""
+        n_users = tokens.shape[0]
+        assert current_pos.shape[0] == n_users, "one position per token expected"
+        assert self.args.max_batch_size == n_users, "decode runs exactly max_batch_size users"
+        split_users = self.args.is_galaxy and n_users > 1
 
-        # Necessary padding to be full tile sized when on device
-        tokens = torch.nn.functional.pad(tokens.view(-1), (0, 32 - len(tokens)), "constant", 0)
-        tokens = ttnn.from_torch(
-            tokens,
-            device=None,
-            dtype=ttnn.uint32,
-            mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
-        )
-        tokens = ttnn.unsqueeze_to_4D(tokens)
-
-        rot_current_pos = torch.maximum(
-            current_pos, torch.tensor(0, dtype=torch.int64)
-        )  # Ensure position indices are non-negative
-        rope_idxs = self.rope_setup.get_rot_idxs(rot_current_pos, on_host=True)
-        current_pos_tt = ttnn.from_torch(
-            current_pos,
-            device=None,
-            dtype=ttnn.int32,
-            mesh_mapper=ttnn.ShardTensor2dMesh(
-                self.mesh_device,
-                dims=(None, 0) if (self.args.is_galaxy and B > 1) else (None, None),
-                mesh_shape=self.args.cluster_shape,
-            ),
+        ids = torch.zeros(32, dtype=tokens.dtype)
+        ids[:n_users] = tokens.view(-1)
+        tt_ids = ttnn.unsqueeze_to_4D(
+            ttnn.from_torch(
+                ids, device=None, dtype=ttnn.uint32, mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device)
+            )
         )
 
-        if page_table is not None:
-            page_table = ttnn.from_torch(
-                page_table,
+        # inactive users carry negative positions; the rotary lookup clamps them to 0
+        rope_idxs = self.rope_setup.get_rot_idxs(current_pos.clamp(min=0), on_host=True)
+
+        def per_column(tensor, dim):
+            return ttnn.from_torch(
+                tensor,
                 device=None,
                 dtype=ttnn.int32,
                 mesh_mapper=ttnn.ShardTensor2dMesh(
                     self.mesh_device,
-                    dims=(None, -2) if (self.args.is_galaxy and B > 1) else (None, None),
+                    dims=(None, dim) if split_users else (None, None),
                     mesh_shape=self.args.cluster_shape,
                 ),
             )
-        return tokens, current_pos_tt, rope_idxs, page_table
+
+        tt_pos = per_column(current_pos, 0)
+        tt_page_table = None if page_table is None else per_column(page_table, -2)
+        return tt_ids, tt_pos, rope_idxs, tt_page_table
 
     def transform_decode_inputs_device(self, tokens, current_pos, rope_idxs, page_table=None):
         """Embed the tokens on device and put them in the decode residual memory config."""
-        tt_tokens = self.embd(tokens)
-        tt_tokens = ttnn.unsqueeze_to_4D(tt_tokens)
-        tt_tokens = ttnn.to_memory_config(tt_tokens, self.args.model_config["DECODE_RESIDUAL_MEMCFG"])
-        return tt_tokens, current_pos, rope_idxs, page_table
+        residual = ttnn.unsqueeze_to_4D(self.embd(tokens))
+        residual = ttnn.to_memory_config(residual, self.args.model_config["DECODE_RESIDUAL_MEMCFG"])
+        return residual, current_pos, rope_idxs, page_table
 
     # --- outputs -------------------------------------------------------------------------------------------------
 
     def process_output_prefill(self, tt_out, last_token_idx):
-        """Input is ttnn device tensor of logits. Output is torch logits tensor. Prefill always uses get_last_token."""
-        logits = ttnn.to_torch(
-            tt_out,
-            mesh_composer=ttnn.ConcatMesh2dToTensor(
-                self.mesh_device,
-                dims=(3, 1) if self.args.is_galaxy else (1, -1),
-                mesh_shape=self.args.cluster_shape,
-            ),
-        )[0, 0, last_token_idx, : self.vocab_size]
-        return logits
+        """Device logits of the 32-row tile holding the last prompt token → torch logits of that token [vocab]."""
+        concat_dims = (3, 1) if self.args.is_galaxy else (1, -1)
+        composer = ttnn.ConcatMesh2dToTensor(
+            self.mesh_device, dims=concat_dims, mesh_shape=self.args.cluster_shape
+        )
+        full = ttnn.to_torch(tt_out, mesh_composer=composer)
+        return full[0, 0, last_token_idx, : self.vocab_size]
 
     def process_output_decode(self, tt_out, B, S=1):
-        """Input is ttnn device tensor of logits (gathered on every device). Output is torch [B, S, vocab]."""
-        if self.args.num_devices > 1:
-            tt_out = ttnn.get_device_tensors(tt_out)[0]
-        tt_out = ttnn.to_torch(tt_out).float()
-        return tt_out[:, :, :B, : self.vocab_size].view(B, S, -1)
+        """Decode logits, already gathered on every device → torch [B, S, vocab] (read from the first device)."""
+        one_copy = ttnn.get_device_tensors(tt_out)[0] if self.args.num_devices > 1 else tt_out
+        logits = ttnn.to_torch(one_copy).float()
+        return logits[:, :, :B, : self.vocab_size].view(B, S, -1)
 
     # --- forwards --------------------------------------------------------------------------------------------------
 
@@ -278,35 +245,22 @@ class Transformer(LightweightModule):
 
     def ttnn_decode_forward(self, x, current_pos, rot_mat_idxs, page_table=None, kv_cache=None):
         """One decode step for all users; returns logits gathered on every device (ROW_MAJOR)."""
-        rot_mats = self.rope_setup.get_rot_mats(rot_mat_idxs)
         tt_logits = self.forward(
             x,
             current_pos,
-            rot_mats=rot_mats,
+            rot_mats=self.rope_setup.get_rot_mats(rot_mat_idxs),
             mode="decode",
             page_table=page_table,
             kv_cache=kv_cache,
         )
-
-        # Gather the output across all devices and untilize the tensor (for argmax)
+        # every device needs the whole vocab row for sampling: gather the vocab shards, then go row-major
         if self.args.num_devices > 1:
             if self.args.is_galaxy:
-                tt_logits = ttnn.all_gather(
-                    tt_logits,
-                    dim=3,
-                    num_links=2,
-                    cluster_axis=0,
-                    topology=ttnn.Topology.Linear,
-                )
+                gather = dict(num_links=2, cluster_axis=0, topology=ttnn.Topology.Linear)
             else:
-                tt_logits = ttnn.all_gather(
-                    tt_logits,
-                    dim=3,
-                    num_links=1,
-                    topology=self.args.ccl_topology(),
-                )
-        tt_logits = ttnn.untilize(tt_logits, use_multicore=True)
-        return tt_logits
+                gather = dict(num_links=1, topology=self.args.ccl_topology())
+            tt_logits = ttnn.all_gather(tt_logits, dim=3, **gather)
+        return ttnn.untilize(tt_logits, use_multicore=True)
 
     def forward(
         self,
@@ -321,7 +275,7 @@ class Transformer(LightweightModule):
         get_last_token=-1,
         kv_cache=None,
     ):
-        for i, layer in enumerate(self.layers):
+        for layer_index, layer in enumerate(self.layers):
             x = layer(
                 x,
                 current_pos,
@@ -331,27 +285,23 @@ class Transformer(LightweightModule):
                 page_table,
                 chunk_page_table=chunk_page_table,
                 chunk_start_idx=chunk_start_idx,
-                kv_cache=kv_cache[i] if kv_cache is not None else None,
+                kv_cache=None if kv_cache is None else kv_cache[layer_index],
             )
 
-        if mode == "prefill" and get_last_token == -1:
-            return x
-
-        # Slicing the tensor to the nearest ceiling/floor multiples of 32 for the prefill_len, to get the last token
-        if get_last_token != -1:
+        if get_last_token == -1:
+            if mode == "prefill":
+                return x  # prefill that only fills the KV cache: no logits wanted
+        else:
+            # keep just the tile of 32 rows that contains the wanted token
             x = ttnn.slice(x, (0, 0, get_last_token, 0), (1, 1, get_last_token + 32, x.shape[-1]))
 
-        # Output norm
         x = self.norm(x, mode=mode)
-
-        if mode == "prefill" and self.model_config["LM_HEAD_INPUT_MEMCFG"].is_sharded():
-            x = ttnn.interleaved_to_sharded(x, self.model_config["LM_HEAD_INPUT_MEMCFG"])
-
+        head_input_mem = self.model_config["LM_HEAD_INPUT_MEMCFG"]
+        if mode == "prefill" and head_input_mem.is_sharded():
+            x = ttnn.interleaved_to_sharded(x, head_input_mem)
         if mode == "decode" and not self.args.is_galaxy:
-            x = ttnn.to_memory_config(x, self.model_config["LM_HEAD_INPUT_MEMCFG"])
-
+            x = ttnn.to_memory_config(x, head_input_mem)
         x = self.lm_head(x, mode=mode)
-
         if mode == "prefill":
             x = ttnn.to_layout(x, layout=ttnn.ROW_MAJOR_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG)
         return x

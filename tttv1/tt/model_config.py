@@ -14,7 +14,7 @@ that no shard is empty; each such place says so.
 """
 
 # TTTv1's own style is reproduced on purpose (this package is the migration tools' test corpus)
-# ruff: noqa: E731, RUF012, RUF046, RUF005, SIM103, B008
+# ruff: noqa: E731, RUF012, RUF005, B008
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ class PrecisionSetting(Enum):
 
 
 class OpGroup(Enum):
-    """LI_* = linear layers, SDPA_* = attention; ACCURACY is the fidelity of everything accuracy-critical."""
+    """Ops whose math fidelity is chosen together: the decoder matmuls (prefixed LI) and the two attention
+    kernels (SDPA), plus ACCURACY for the remaining accuracy-sensitive ops."""
 
     LI_FF1_FF3 = "li_ff1_3"
     LI_FF2 = "li_ff2"
@@ -85,8 +86,8 @@ class OpGroup(Enum):
 class MathFidelitySetting(Enum):
     LOFI = "lofi"
     HIFI2 = "hifi2"
-    HIFI2_NA = "hifi2na"  # no approx mode
-    HIFI2_FP16 = "hifi2fp16"  # fp32 accumulation off
+    HIFI2_NA = "hifi2na"  # HiFi2, exact (non-approximate) math
+    HIFI2_FP16 = "hifi2fp16"  # HiFi2 accumulating in 16 bits
     HIFI4 = "hifi4"
     HIFI4_FP32 = "hifi4fp32"
 
@@ -109,6 +110,13 @@ _DEFAULT_FIDELITY = {
     OpGroup.LI_O_PREFILL: MathFidelitySetting.HIFI2,
     OpGroup.SDPA_PREFILL: MathFidelitySetting.HIFI4,
     OpGroup.ACCURACY: MathFidelitySetting.HIFI4,
+}
+
+
+_DTYPE_OF_PRECISION = {
+    PrecisionSetting.BFP4: ttnn.bfloat4_b,
+    PrecisionSetting.BFP8: ttnn.bfloat8_b,
+    PrecisionSetting.BF16: ttnn.bfloat16,
 }
 
 
@@ -286,24 +294,26 @@ class DecodersPrecision:
         self._full_name = names[0] if len(names) == 1 else "mixed_" + "|".join(names)
 
     def get_tensor_dtype(self, decoder_id, tensor: TensorGroup):
+        """The ttnn dtype of ``tensor`` in layer ``decoder_id`` (None: the caller keeps its own dtype)."""
         setting = self.decoder_optimizations[decoder_id].tensor_dtype_settings[tensor]
-        return {
-            None: None,
-            PrecisionSetting.BFP4: ttnn.bfloat4_b,
-            PrecisionSetting.BFP8: ttnn.bfloat8_b,
-            PrecisionSetting.BF16: ttnn.bfloat16,
-        }[setting]
+        return None if setting is None else _DTYPE_OF_PRECISION[setting]
 
     def get_math_fidelity(self, decoder_id, op: OpGroup, configuration):
+        """The compute-kernel config (an attribute of ``configuration``) for ``op`` in layer ``decoder_id``."""
         setting = self.decoder_optimizations[decoder_id].op_fidelity_settings[op]
-        return {
-            MathFidelitySetting.LOFI: configuration.compute_kernel_config_lofi,
-            MathFidelitySetting.HIFI2: configuration.compute_kernel_config_hifi2,
-            MathFidelitySetting.HIFI2_NA: configuration.compute_kernel_config_hifi2_na,
-            MathFidelitySetting.HIFI2_FP16: configuration.compute_kernel_config_hifi2_fp16,
-            MathFidelitySetting.HIFI4: configuration.compute_kernel_config_hifi4,
-            MathFidelitySetting.HIFI4_FP32: configuration.compute_kernel_config_hifi4_fp32,
-        }[setting]
+        if setting == MathFidelitySetting.LOFI:
+            return configuration.compute_kernel_config_lofi
+        if setting == MathFidelitySetting.HIFI4:
+            return configuration.compute_kernel_config_hifi4
+        if setting == MathFidelitySetting.HIFI4_FP32:
+            return configuration.compute_kernel_config_hifi4_fp32
+        if setting == MathFidelitySetting.HIFI2_NA:
+            return configuration.compute_kernel_config_hifi2_na
+        if setting == MathFidelitySetting.HIFI2_FP16:
+            return configuration.compute_kernel_config_hifi2_fp16
+        if setting == MathFidelitySetting.HIFI2:
+            return configuration.compute_kernel_config_hifi2
+        raise KeyError(setting)
 
     def __repr__(self):
         return f"DecodersPrecision({self._full_name})"
@@ -312,29 +322,41 @@ class DecodersPrecision:
 # --- device identification ----------------------------------------------------------------------------------
 
 
+# product name of a mesh by (is Blackhole, device count)
+_MESH_PRODUCT_NAMES = {
+    (False, 1): "N150",
+    (False, 2): "N300",
+    (False, 4): "N150x4",
+    (False, 8): "T3K",
+    (False, 32): "TG",
+    (True, 1): "P150",
+    (True, 2): "P300",
+    (True, 4): "P150x4",
+    (True, 8): "P150x8",
+    (True, 32): "BHGLX",
+}
+
+
 def determine_device_name(mesh_device):
     """N150/N300/N150x4/T3K/TG on Wormhole, P150/P300/P150x4/P150x8/BHGLX on Blackhole, from the device count."""
     if mesh_device is None:
         return "CPU"
-    num_devices = mesh_device.get_num_devices()
-    if mesh_device.is_blackhole():
-        names = {1: "P150", 2: "P300", 4: "P150x4", 8: "P150x8", 32: "BHGLX"}
-    else:
-        names = {1: "N150", 2: "N300", 4: "N150x4", 8: "T3K", 32: "TG"}
-    if num_devices not in names:
-        raise ValueError(f"tttv1 supports 1, 2, 4, 8 or 32 devices, got {num_devices}")
-    return names[num_devices]
+    key = (bool(mesh_device.is_blackhole()), mesh_device.get_num_devices())
+    try:
+        return _MESH_PRODUCT_NAMES[key]
+    except KeyError:
+        raise ValueError(f"tttv1 supports 1, 2, 4, 8 or 32 devices, got {key[1]}") from None
 
 
 def num_to_corerange(x):
     """``x`` cores on an 8-wide grid, whole rows first then a partial row (used for per-user shards)."""
-    assert x <= 64, f"num_to_corerange: at most 64 cores, got {x}"
-    num_x = min(x, 8)
-    num_y = x // num_x
-    remainder = x % num_x
-    ranges = [ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(num_x - 1, num_y - 1))]
-    if remainder:
-        ranges.append(ttnn.CoreRange(ttnn.CoreCoord(0, num_y), ttnn.CoreCoord(remainder - 1, num_y)))
+    assert 0 < x <= 64, f"num_to_corerange: 1 to 64 cores, got {x}"
+    full_rows, partial = divmod(x, 8)
+    ranges = []
+    if full_rows:
+        ranges.append(ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, full_rows - 1)))
+    if partial:
+        ranges.append(ttnn.CoreRange(ttnn.CoreCoord(0, full_rows), ttnn.CoreCoord(partial - 1, full_rows)))
     return ttnn.CoreRangeSet(ranges)
 
 
@@ -348,6 +370,27 @@ def num_to_coregrid(x):
         if x % cols == 0 and x // cols <= 8:
             return ttnn.CoreGrid(y=x // cols, x=cols)
     raise ValueError(f"num_to_coregrid: cannot arrange {x} cores on an 8x8 grid")
+
+
+def _kernel_config(math_fidelity, fp32_acc, l1_acc):
+    """A compute-kernel config with exact math; only fidelity and the two accumulation switches vary."""
+    return ttnn.WormholeComputeKernelConfig(
+        math_fidelity=math_fidelity,
+        math_approx_mode=False,
+        fp32_dest_acc_en=fp32_acc,
+        packer_l1_acc=l1_acc,
+    )
+
+
+def _width_sharded(shard_shape, grid):
+    """An L1 width-sharded config whose shard is exactly ``shard_shape`` (rows, cols) on every core of ``grid``."""
+    return ttnn.create_sharded_memory_config(
+        shape=tuple(shard_shape),
+        core_grid=grid,
+        strategy=ttnn.ShardStrategy.WIDTH,
+        orientation=ttnn.ShardOrientation.ROW_MAJOR,
+        use_height_and_width_as_shard_shape=True,
+    )
 
 
 # model × device table of the largest prefill chunk in K tokens (chunked prefill above it)
@@ -367,16 +410,16 @@ PAD_MLP_CORES_TABLE = {"Qwen2.5-7B": 1, "Llama-3.1-8B": 1, "Mistral-7B": 1}
 class ModelArgs:
     """All static facts about one model on one mesh. Built once, read by every module."""
 
+    # Op names that get a default ``_MEMCFG`` (and, for the ``LAYOUT`` ones, a ``_TILE``) entry in model_config
     OP_KEYS = (
-        # Embedding
         "EMB_WEIGHTS",
-        # Feed forward
+        # MLP
         "MLP_WEIGHTS",
         "FF1_OUTPUT",
         "FF3_OUTPUT",
         "FF2_OUTPUT",
         "MLP_W_LAYOUT",
-        # Attention
+        # attention
         "ATTN_WEIGHTS",
         "XQKV_MM_OUTPUT",
         "QKV_HEADS_OUTPUT",
@@ -387,10 +430,9 @@ class ModelArgs:
         "CONCAT_HEADS_OUTPUT",
         "ATTN_OUTPUT",
         "ATTN_W_LAYOUT",
-        # Decoder
+        # residual stream and output
         "DECODE_RESIDUAL",
         "OUTPUT_MM",
-        # LM head
         "LM_HEAD_INPUT",
         "LM_HEAD_OUTPUT",
         "OUTPUT_W_LAYOUT",
@@ -412,31 +454,34 @@ class ModelArgs:
         hf_config=None,
         seed=0,
     ):
-        self.num_devices = mesh_device.get_num_devices() if mesh_device else 0
+        # the mesh (everything None / 0 without a device)
         self.mesh_device = mesh_device
-        self.arch_name = ttnn.get_arch_name()
-        self.dram_grid_size = mesh_device.dram_grid_size() if mesh_device else None  # CoreCoord with (x, y)
-        self.device_name = determine_device_name(self.mesh_device)
-        self.cluster_shape = list(mesh_device.shape) if mesh_device else None
+        has_mesh = mesh_device is not None
+        self.num_devices = mesh_device.get_num_devices() if has_mesh else 0
+        self.cluster_shape = list(mesh_device.shape) if has_mesh else None
         self.is_galaxy = self.num_devices == 32
-        self.model_name = "Unknown"
-        self.max_seq_len = max_seq_len
+        self.device_name = determine_device_name(mesh_device)
+        self.arch_name = ttnn.get_arch_name()
+        self.dram_grid_size = mesh_device.dram_grid_size() if has_mesh else None  # DRAM banks as a grid
+
+        # the run
         self.instruct = instruct
         self.dummy_weights = dummy_weights
-        self.tile_padded_batch_rows = self.tile_size * int(math.ceil(max_batch_size / self.tile_size))
         self.max_batch_size = max_batch_size
+        self.tile_padded_batch_rows = nearest_multiple(max_batch_size, self.tile_size)
+        self.max_seq_len = max_seq_len
         self.cache_hf_flag = cache_hf
         self.seed = seed
-        self.is_70b = False
-        self.is_90b = False
-        self.from_hf_url = False
-        self.fuse_qkv = False
-        self.fuse_mlp = False
-        self.trust_remote_code_hf = False
+
+        # filled in once the checkpoint or catalogue entry is read
+        self.model_name = "Unknown"
         self.checkpoint_type = CheckpointType.HuggingFace
+        self.is_70b = self.is_90b = False
+        self.fuse_qkv = self.fuse_mlp = False
+        self.from_hf_url = self.trust_remote_code_hf = False
         self._hf_state_dict_override = None
 
-        # Blackhole has more L1 per core, so long prefills need chunking later than on Wormhole
+        # prefill MLP inputs longer than this are folded into rows of this many tokens (Blackhole: 512)
         self.prefill_len_cutoff = 512 if self.is_blackhole() else 1024
 
         assert max_batch_size in (1, 2, 4, 8, 16, 32), (
@@ -512,115 +557,75 @@ class ModelArgs:
             self.optimizations = optimizations
         self.decoders_optimizations = self.optimizations  # the G3 name of the same object
 
-        # Enable workarounds by default until the op issues they hide are fixed
+        # on unless DISABLE_DI_DT_WORKAROUND=1 (kept for parity with TTTv1; the emulator has no power limits)
         self.di_dt_workaround = os.getenv("DISABLE_DI_DT_WORKAROUND") != "1"
 
         self.model_config = {}
-        # Update memory configs (weights->DRAM, activations->L1)
+        # defaults generated from OP_KEYS: weights live in DRAM, activations in L1 ...
         self.model_config.update(
             {
                 f"{key}_MEMCFG": ttnn.DRAM_MEMORY_CONFIG if "WEIGHTS" in key else ttnn.L1_MEMORY_CONFIG
                 for key in self.OP_KEYS
             }
         )
-        # Update memory layouts (Tile, except MLP)
+        # ... and every *_LAYOUT op gets a tile-layout entry
         self.model_config.update({f"{key}_TILE": ttnn.TILE_LAYOUT for key in self.OP_KEYS if "LAYOUT" in key})
 
         self.model_config["DECODERS_OPTIMIZATIONS"] = self.optimizations
 
         self.tokenizer = None
 
-        self.qkv_size = self.head_dim * (2 * self.n_kv_heads + self.n_heads)
+        self.qkv_size = (self.n_heads + 2 * self.n_kv_heads) * self.head_dim
 
-        if mesh_device is not None:  # Avoid issue with test_torch.py not having a device
+        # device-dependent keys; ModelArgs(None) serves host-only reference runs
+        if mesh_device is not None:
             self.n_local_heads = self.n_heads // self.num_devices
-            grid = mesh_device.compute_with_storage_grid_size()
-            self.max_grid_size = ttnn.CoreGrid(x=grid.x, y=grid.y)
+            worker_grid = mesh_device.compute_with_storage_grid_size()
+            self.max_grid_size = ttnn.CoreGrid(y=worker_grid.y, x=worker_grid.x)
 
-            self.dram_weight_grid = ttnn.CoreRangeSet(
-                {
-                    ttnn.CoreRange(
-                        ttnn.CoreCoord(0, 0),
-                        ttnn.CoreCoord(self.dram_grid_size.x - 1, self.dram_grid_size.y - 1),
-                    )
-                }
-            )
+            last_bank = ttnn.CoreCoord(self.dram_grid_size.x - 1, self.dram_grid_size.y - 1)
+            self.dram_weight_grid = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), last_bank)})
 
-            # Compute kernel shared by attention and MLP. FP32 acc does not appear to be needed for accuracy in model tests or demo runs.
-            self.compute_kernel_config_lofi = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.LoFi,
-                math_approx_mode=False,
-                fp32_dest_acc_en=False,
-                packer_l1_acc=True,
+            # Math fidelity presets that DecodersPrecision.get_math_fidelity hands out. None of them uses the
+            # approximate math mode; they differ in fidelity, fp32 accumulation and L1 packer accumulation.
+            fidelity = ttnn.MathFidelity
+            self.compute_kernel_config_lofi = _kernel_config(fidelity.LoFi, fp32_acc=False, l1_acc=True)
+            self.compute_kernel_config_hifi2 = _kernel_config(fidelity.HiFi2, fp32_acc=True, l1_acc=True)
+            self.compute_kernel_config_hifi2_na = _kernel_config(fidelity.HiFi2, fp32_acc=True, l1_acc=True)
+            self.compute_kernel_config_hifi2_fp16 = _kernel_config(
+                fidelity.HiFi2, fp32_acc=False, l1_acc=False
             )
-            self.compute_kernel_config_hifi2 = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.HiFi2,
-                math_approx_mode=False,
-                fp32_dest_acc_en=True,
-                packer_l1_acc=True,
+            self.compute_kernel_config_hifi4 = _kernel_config(fidelity.HiFi4, fp32_acc=True, l1_acc=True)
+            self.compute_kernel_config_hifi4_fp32 = _kernel_config(
+                fidelity.HiFi4, fp32_acc=True, l1_acc=False
             )
-            self.compute_kernel_config_hifi2_na = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.HiFi2,
-                math_approx_mode=False,
-                fp32_dest_acc_en=True,
-                packer_l1_acc=True,
-            )
-            self.compute_kernel_config_hifi2_fp16 = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.HiFi2,
-                math_approx_mode=False,
-                fp32_dest_acc_en=False,
-                packer_l1_acc=False,
-            )
-            self.compute_kernel_config_hifi4 = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.HiFi4,
-                math_approx_mode=False,
-                fp32_dest_acc_en=True,
-                packer_l1_acc=True,
-            )
-            self.compute_kernel_config_hifi4_fp32 = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.HiFi4,
-                math_approx_mode=False,
-                fp32_dest_acc_en=True,
-                packer_l1_acc=False,
-            )
-            self.compute_kernel_config_sdpa = ttnn.WormholeComputeKernelConfig(
-                math_fidelity=ttnn.MathFidelity.HiFi4,
-                math_approx_mode=False,
-                fp32_dest_acc_en=False,
-                packer_l1_acc=False,
-            )
+            self.compute_kernel_config_sdpa = _kernel_config(fidelity.HiFi4, fp32_acc=False, l1_acc=False)
 
             # DECODERS_OPTIMIZATIONS is assigned a second time here, as in TTTv1
             self.model_config["DECODERS_OPTIMIZATIONS"] = self.optimizations
 
             # Residual stream between layers in decode: L1 on galaxy, width-sharded over dim / num_devices otherwise
-            residual_grid = self.dram_shard_core_grid_for_k(self.dim // self.num_devices)
+            dim_per_device = self.dim // self.num_devices
+            residual_grid = self.dram_shard_core_grid_for_k(dim_per_device)
             self.model_config["DECODE_RESIDUAL_MEMCFG"] = (
-                ttnn.L1_MEMORY_CONFIG  # FIXME: when residual add supports typecasting for sharded tensors
+                ttnn.L1_MEMORY_CONFIG  # interleaved: on TG the residual add also changes dtype
                 if self.is_galaxy
-                else ttnn.create_sharded_memory_config(
-                    (
-                        self.tile_padded_batch_rows,
-                        self.dim // residual_grid.num_cores // self.num_devices,
-                    ),
-                    residual_grid,
-                    ttnn.ShardStrategy.WIDTH,
-                    ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
+                else _width_sharded(
+                    (self.tile_padded_batch_rows, dim_per_device // residual_grid.num_cores), residual_grid
                 )
             )
 
-            # Chunk values based on what works best empirically
+            # Prefill SDPA: 64-token chunks for short sequences, 256 from 2048 tokens on. In chunked prefill the
+            # K chunk may not straddle the chunk start, so it is capped by the start's lowest set bit.
+            sdpa_chunk = lambda seqlen: 64 if seqlen < 2048 else 256
             self.model_config["SDPA_PROGCFG"] = lambda seqlen, chunk_start_idx=None: ttnn.SDPAProgramConfig(
                 compute_with_storage_grid_size=(8, 8),
                 exp_approx_mode=False,
-                q_chunk_size=256 if seqlen >= 2048 else 64,
+                q_chunk_size=sdpa_chunk(seqlen),
                 k_chunk_size=(
-                    (256 if seqlen >= 2048 else 64)
-                    if chunk_start_idx is None
-                    else min(256 if seqlen >= 2048 else 64, chunk_start_idx & -chunk_start_idx)
-                    if chunk_start_idx > 0
-                    else (256 if seqlen >= 2048 else 64)
+                    sdpa_chunk(seqlen)
+                    if chunk_start_idx is None or chunk_start_idx <= 0
+                    else min(sdpa_chunk(seqlen), chunk_start_idx & -chunk_start_idx)
                 ),
             )
 
@@ -638,23 +643,18 @@ class ModelArgs:
                 and (self.dim // self.tile_size // self.num_devices) % self.num_devices == 0
             )
             if self.model_config["USE_FUSED_ALL_GATHER_MATMUL"]:
-                do_core_grid_size = (8, 1)
-                do_per_core_N = (
-                    self.dim
-                    // self.num_devices
-                    // self.tile_size
-                    // (do_core_grid_size[0] * do_core_grid_size[1])
-                )
+                # one row of 8 cores; each takes an equal slice of K (the gathered heads) and of this device's N
+                ag_mm_cores = 8
+                dim_tiles = self.dim // self.tile_size
+                out_tiles_per_core = dim_tiles // self.num_devices // ag_mm_cores
                 self.model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"] = (
                     ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
-                        compute_with_storage_grid_size=do_core_grid_size,
-                        in0_block_w=self.dim
-                        // self.tile_size
-                        // (do_core_grid_size[0] * do_core_grid_size[1]),
+                        compute_with_storage_grid_size=(ag_mm_cores, 1),
+                        in0_block_w=dim_tiles // ag_mm_cores,
                         out_subblock_h=1,
-                        out_subblock_w=get_out_subblock_w(do_per_core_N, out_subblock_h=1),
+                        out_subblock_w=get_out_subblock_w(out_tiles_per_core, out_subblock_h=1),
                         per_core_M=self.tile_padded_batch_rows // self.tile_size,
-                        per_core_N=do_per_core_N,
+                        per_core_N=out_tiles_per_core,
                         fuse_batch=True,
                         fused_activation=None,
                         mcast_in0=True,
@@ -677,24 +677,24 @@ class ModelArgs:
             )
 
             # Prefill MLP program configs: lambdas of seq_len closing over local lambdas
-            mlp_w_dram_sharded = not self.is_galaxy
+            # TG: 8 columns and up to 4 rows (one per 32 tokens); elsewhere the grid follows the output tiles.
+            n_mlp_per_device = self.hidden_dim // (8 if self.is_galaxy else self.num_devices)
             n_w1_w3 = self.hidden_dim // self.cluster_shape[1]
-            dram_shard_grid_width = 8 if self.is_wormhole_b0() else self.dram_grid_size.x
-            n_mlp_per_device = (
-                (self.hidden_dim // 8) if self.is_galaxy else (self.hidden_dim // self.num_devices)
-            )
+            mlp_w_dram_sharded = not self.is_galaxy  # TG keeps MLP weights interleaved
+            dram_shard_grid_width = self.dram_grid_size.x if not self.is_wormhole_b0() else 8
+            tg_prefill_grid = lambda seq_len: (8, min(seq_len // self.tile_size, 4))
             mlp1_3_grid = lambda seq_len: (
-                (8, min(min(seq_len, 1024) // 32, 4))
+                tg_prefill_grid(seq_len)
                 if self.is_galaxy
                 else self.find_prefill_grid(self.prefill_rows(seq_len), n_mlp_per_device // self.tile_size)
             )
             mlp2_grid = lambda seq_len: (
-                (8, min(min(seq_len, 1024) // 32, 4))
+                tg_prefill_grid(seq_len)
                 if self.is_galaxy
                 else self.find_prefill_grid(self.prefill_rows(seq_len), self.dim // self.tile_size)
             )
             self.model_config["PREFILL_MLP_W1_W3_PRG_CONFIG"] = lambda seq_len: self.matmul_config(
-                m=min(seq_len, self.prefill_len_cutoff),  # 512 if BH, 1024 if WH
+                m=min(seq_len, self.prefill_len_cutoff),  # longer prompts are reshaped into cutoff-sized rows
                 k=self.dim // self.cluster_shape[1] if self.is_galaxy else self.dim,
                 n=n_mlp_per_device,
                 grid_size=mlp1_3_grid(seq_len),
@@ -713,12 +713,9 @@ class ModelArgs:
                 grid_size=mlp2_grid(seq_len),
             )
 
-            # Attention output (WO) in prefill
-            k_dim = (
-                (self.n_heads * self.head_dim) // self.cluster_shape[0]
-                if self.is_galaxy
-                else (self.n_heads * self.head_dim) // self.num_devices
-            )
+            # Attention output (WO) in prefill: K is this device's share of the heads, N the (TG: column's) dim
+            heads_width = self.n_heads * self.head_dim
+            k_dim = heads_width // (self.cluster_shape[0] if self.is_galaxy else self.num_devices)
             n_dim = (
                 self.dim // self.cluster_shape[1]
                 if self.is_galaxy or os.getenv("ACTUAL_DEVICE", "") == "TG"
@@ -743,20 +740,19 @@ class ModelArgs:
                 self.cluster_shape[0] if self.is_galaxy else self.num_devices
             )
             xqkv_grid = (8, 10) if self.is_blackhole() else (8, 8)
-            self.model_config["XQKV_PREFILL_PROGCFG"] = (
-                lambda seq_len: ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
+            # rows of the (possibly reshaped) input: sequences longer than MAX_QKV_MM_SEQ_LEN arrive in pieces
+            qkv_row_tiles = lambda seq_len: math.ceil(min(seq_len, self.MAX_QKV_MM_SEQ_LEN) / self.tile_size)
+            self.model_config["XQKV_PREFILL_PROGCFG"] = lambda seq_len: (
+                ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
                     compute_with_storage_grid_size=xqkv_grid,
-                    in0_block_w=1,  # FIXME: optimize this config for prefill, careful use DI_DT_WORKAROUND if necessary
-                    out_subblock_h=1,  # Must be divisible by per_core_M
-                    out_subblock_w=1,  # Must be divisible by per_core_N, out_subblock_w * out_subblock_h <= 4
+                    in0_block_w=1,  # one K tile per step: slow but valid for every dim
+                    out_subblock_h=1,  # 1×1 subblocks divide any per-core block
+                    out_subblock_w=1,
                     per_core_M=(
                         7
                         if self.device_name == "P100"
-                        else max(
-                            1,
-                            math.ceil(min(seq_len, self.MAX_QKV_MM_SEQ_LEN) / self.tile_size / xqkv_grid[1]),
-                        )
-                    ),  # 8 rows of cores: M = seq_len / 32 / 8
+                        else max(1, math.ceil(qkv_row_tiles(seq_len) / xqkv_grid[1]))
+                    ),  # row tiles spread over the grid's rows
                     per_core_N=max(1, math.ceil(qkv_n_per_device / self.tile_size / xqkv_grid[0])),
                     transpose_mcast=False,
                     fused_activation=None,
@@ -769,15 +765,15 @@ class ModelArgs:
 
             # Decode head split: an explicit height shard on Blackhole, the shard-spec-less config elsewhere
             self.model_config["CREATE_QKV_DECODE_SHARD"] = (
-                ttnn.create_sharded_memory_config(
-                    shape=(ttnn.TILE_SIZE, self.head_dim),
-                    core_grid=ttnn.CoreGrid(y=4, x=8),
-                    strategy=ttnn.ShardStrategy.HEIGHT,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
+                ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG
+                if not self.is_blackhole()
+                else ttnn.create_sharded_memory_config(
+                    (self.tile_size, self.head_dim),  # one tile-high head block per core, 32 cores
+                    ttnn.CoreGrid(x=8, y=4),
+                    ttnn.ShardStrategy.HEIGHT,
+                    ttnn.ShardOrientation.ROW_MAJOR,
                     use_height_and_width_as_shard_shape=True,
                 )
-                if self.is_blackhole()
-                else ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG
             )
 
             # SDPA decode output, one user per core, heads padded to a tile.
@@ -786,7 +782,7 @@ class ModelArgs:
             self.model_config[
                 "SCORES_BATCHED_MM_OUTPUT_MEMCFG"
             ] = lambda batch_size_per_device_group: ttnn.create_sharded_memory_config(
-                shape=(math.ceil(self.n_local_heads_per_group / 32) * 32, self.head_dim),  # self.n_heads padded to tile size
+                shape=(nearest_multiple(self.n_local_heads_per_group, 32), self.head_dim),  # heads of one user, tile-padded
                 core_grid=num_to_corerange(batch_size_per_device_group),
                 strategy=ttnn.ShardStrategy.HEIGHT,
                 orientation=ttnn.ShardOrientation.ROW_MAJOR,
@@ -802,196 +798,131 @@ class ModelArgs:
                 lm_head_num_rows = 1
             self.lm_head_num_rows = lm_head_num_rows
             self.max_columns_per_device_lm_head = 128256 // 4 if self.is_galaxy else 128256 // 8
-            self.min_kv_prefill_shard_seqlen = (self.tile_size * 8 * 8) / (
-                self.n_kv_heads // self.cluster_shape[1]
-            )
+            # KV fill shards over 64 cores: worthwhile once every core gets a tile of rows
+            kv_heads_per_column = self.n_kv_heads // self.cluster_shape[1]
+            self.min_kv_prefill_shard_seqlen = 64 * self.tile_size / kv_heads_per_column
 
             # MLP decode: DRAM-sharded matmuls; the core grid must divide both K and N (emulator: no empty shards)
-            mlp_core_grid = (
-                self.dram_shard_core_grid_for_k(self.dim // self.cluster_shape[1])
-                if self.is_galaxy
-                else self.dram_shard_core_grid_for_k_and_n(self.dim, self.hidden_dim // self.num_devices)
-            )
-            self.model_config["SHARDED_MLP_INPUT_MEMCFG"] = ttnn.create_sharded_memory_config(
-                (self.tile_padded_batch_rows, self.dim // mlp_core_grid.num_cores),
-                mlp_core_grid,
-                ttnn.ShardStrategy.WIDTH,
-                ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
-            )
-            self.model_config["DECODE_MLP_W1_W3_PRG_CONFIG"] = self.dram_matmul_config(
-                m=self.tile_padded_batch_rows,
-                k=self.dim,
-                n=self.hidden_dim // self.cluster_shape[1],
-                num_cores=mlp_core_grid.num_cores,
-            )
-            mlp2_core_grid = (
-                ttnn.CoreGrid(y=1, x=8)
-                if self.is_galaxy
-                else self.dram_shard_core_grid_for_k_and_n(self.hidden_dim // self.num_devices, self.dim)
-            )
-            self.model_config["SHARDED_MLP2_INPUT_MEMCFG"] = ttnn.create_sharded_memory_config(
-                (
-                    self.tile_padded_batch_rows,
-                    self.hidden_dim // self.cluster_shape[1] // mlp2_core_grid.num_cores,
-                ),
-                mlp2_core_grid,
-                ttnn.ShardStrategy.WIDTH,
-                ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
-            )
-            self.model_config["DECODE_MLP_W2_PRG_CONFIG"] = self.dram_matmul_config(
-                m=self.tile_padded_batch_rows,
-                k=self.hidden_dim // self.cluster_shape[1],
-                n=self.dim,
-                num_cores=mlp2_core_grid.num_cores,
-            )
+            rows = self.tile_padded_batch_rows
+            hidden_per_column = self.hidden_dim // self.cluster_shape[1]
+            if self.is_galaxy:
+                mlp_core_grid = self.dram_shard_core_grid_for_k(self.dim // self.cluster_shape[1])
+                mlp2_core_grid = ttnn.CoreGrid(y=1, x=8)
+            else:
+                hidden_per_device = self.hidden_dim // self.num_devices
+                mlp_core_grid = self.dram_shard_core_grid_for_k_and_n(self.dim, hidden_per_device)
+                mlp2_core_grid = self.dram_shard_core_grid_for_k_and_n(hidden_per_device, self.dim)
             self.mlp_core_grid = mlp_core_grid
             self.mlp2_core_grid = mlp2_core_grid
+            # w1/w3: the activation [rows, dim] is split over mlp_core_grid, each core streams its weight slice
+            self.model_config["SHARDED_MLP_INPUT_MEMCFG"] = _width_sharded(
+                (rows, self.dim // mlp_core_grid.num_cores), mlp_core_grid
+            )
+            self.model_config["DECODE_MLP_W1_W3_PRG_CONFIG"] = self.dram_matmul_config(
+                rows, self.dim, hidden_per_column, num_cores=mlp_core_grid.num_cores
+            )
+            # w2: the gated hidden activation is resharded over mlp2_core_grid first
+            self.model_config["SHARDED_MLP2_INPUT_MEMCFG"] = _width_sharded(
+                (rows, hidden_per_column // mlp2_core_grid.num_cores), mlp2_core_grid
+            )
+            self.model_config["DECODE_MLP_W2_PRG_CONFIG"] = self.dram_matmul_config(
+                rows, hidden_per_column, self.dim, num_cores=mlp2_core_grid.num_cores
+            )
 
-            # Attention input (QKV) in decode: width-sharded; TG uses lm_head_num_rows × 8 cores
+            # Attention input (QKV) in decode: width-sharded; TG puts its column's share of dim on <= 8 cores
             attn_input_grid = self.dram_shard_core_grid_for_k_and_n(
                 self.dim, self.qkv_size // self.num_devices
             )
+            self.attn_input_grid = attn_input_grid
+            column_dim = self.dim // self.cluster_shape[1]
             self.model_config["SHARDED_ATTN_INPUT_MEMCFG"] = (
-                ttnn.create_sharded_memory_config(
-                    shape=(32, nearest_multiple(self.dim // self.cluster_shape[1] // 8, 32)),
-                    core_grid=ttnn.CoreGrid(
-                        y=1,
-                        x=self.dim // self.cluster_shape[1] // 32
-                        if self.dim // self.cluster_shape[1] // 32 < 8
-                        else 8,
-                    ),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
+                _width_sharded(
+                    (32, nearest_multiple(column_dim // 8, 32)),
+                    ttnn.CoreGrid(y=1, x=min(column_dim // 32, 8)),
                 )
                 if self.is_galaxy
-                else ttnn.create_sharded_memory_config(
-                    (
-                        self.tile_padded_batch_rows,
-                        self.dim // attn_input_grid.num_cores,
-                    ),
-                    attn_input_grid,
-                    ttnn.ShardStrategy.WIDTH,
-                    ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
+                else _width_sharded((rows, self.dim // attn_input_grid.num_cores), attn_input_grid)
             )
-            self.attn_input_grid = attn_input_grid
 
             # QKV in decode: TG runs a plain 1D matmul, everything else a DRAM-sharded one
             self.model_config["XQKV_DECODE_PROGCFG"] = (
                 None
                 if self.is_galaxy
                 else self.dram_matmul_config(
-                    m=self.tile_padded_batch_rows,
-                    k=self.dim,
-                    n=self.qkv_size // self.num_devices,
-                    num_cores=attn_input_grid.num_cores,
+                    rows, self.dim, self.qkv_size // self.num_devices, num_cores=attn_input_grid.num_cores
                 )
             )
 
-            # Sharded norms feeding attention and MLP in decode
-            self.model_config["SHARDED_NORM_ATTN_PRGM_CFG"] = self.create_sharded_norm_config(
-                attn_input_grid if not self.is_galaxy else self.galaxy_norm_grid()
-            )
-            self.model_config["SHARDED_NORM_MLP_PRGM_CFG"] = self.create_sharded_norm_config(
-                mlp_core_grid if not self.is_galaxy else self.galaxy_norm_grid()
-            )
+            # Sharded norms feeding attention and MLP in decode (TG normalises a column's share on one row)
+            norm_grid_attn = self.galaxy_norm_grid() if self.is_galaxy else attn_input_grid
+            norm_grid_mlp = self.galaxy_norm_grid() if self.is_galaxy else mlp_core_grid
+            self.model_config["SHARDED_NORM_ATTN_PRGM_CFG"] = self.create_sharded_norm_config(norm_grid_attn)
+            self.model_config["SHARDED_NORM_MLP_PRGM_CFG"] = self.create_sharded_norm_config(norm_grid_mlp)
+
+            # LM head input: interleaved DRAM on TG, else sharded like the LM head weights
             self.lm_head_core_grid = self.dram_shard_core_grid_for_k_and_n(
                 self.dim, self.padded_vocab_size // self.num_devices
             )
+            lm_grid = self.lm_head_core_grid
             self.model_config["LM_HEAD_INPUT_MEMCFG"] = (
                 ttnn.DRAM_MEMORY_CONFIG
                 if self.is_galaxy
-                else ttnn.create_sharded_memory_config(
-                    (self.tile_padded_batch_rows, self.dim // self.lm_head_core_grid.num_cores),
-                    self.lm_head_core_grid,
-                    ttnn.ShardStrategy.WIDTH,
-                    ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
+                else _width_sharded((rows, self.dim // lm_grid.num_cores), lm_grid)
             )
             self.model_config["SHARDED_NORM_LM_HEAD_PRGM_CFG"] = (
-                None if self.is_galaxy else self.create_sharded_norm_config(self.lm_head_core_grid)
+                None if self.is_galaxy else self.create_sharded_norm_config(lm_grid)
             )
 
             # Activation memory config of the MLP on galaxy falls back to the full-grid config (a key reading a key)
             self.model_config["FULL_GRID_MEMCFG"] = ttnn.L1_MEMORY_CONFIG
             self.model_config["MLP_ACT_MEMCFG"] = (
-                ttnn.create_sharded_memory_config(
-                    shape=(32, self.dim // 4 // 16),  # dim / num devices / 16 cores
-                    core_grid=ttnn.CoreGrid(x=8, y=2),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
+                # a mesh column's quarter of dim, spread over an 8×2 grid
+                _width_sharded((32, self.dim // 4 // 16), ttnn.CoreGrid(x=8, y=2))
                 if self.dim >= 4096
                 else self.model_config["FULL_GRID_MEMCFG"]
             )
 
             if self.is_galaxy:
-                # Galaxy-only keys: the 1D program configs of the TG MLP (used when dim >= 4096)
-                self.model_config["FF1_3_TG_PROGCFG"] = self.matmul_1d_config_from_tensor_shapes(
-                    (1, 1, 32, self.dim // 4),
-                    (1, 1, self.dim // 4, self.hidden_dim // 8),
-                    grid=ttnn.CoreGrid(x=8, y=2),
+                # Galaxy-only keys: the 1D program configs of the TG MLP (used when dim >= 4096).
+                # Per device, w1/w3 map [32, dim/4] to [32, hidden/8] and w2 maps back, on an 8×2 grid.
+                tg_mlp_grid = ttnn.CoreGrid(x=8, y=2)
+                dim_q, hidden_e = self.dim // 4, self.hidden_dim // 8
+                tg_1d = lambda k, n: self.matmul_1d_config_from_tensor_shapes(
+                    (1, 1, 32, k),
+                    (1, 1, k, n),
+                    grid=tg_mlp_grid,
                     overwrite_subblock_h=1,
                     overwrite_subblock_w=1,
                 )
-                self.model_config["FF2_TG_PROGCFG"] = self.matmul_1d_config_from_tensor_shapes(
-                    (1, 1, 32, self.hidden_dim // 8),
-                    (1, 1, self.hidden_dim // 8, self.dim // 4),
-                    grid=ttnn.CoreGrid(x=8, y=2),
-                    overwrite_subblock_h=1,
-                    overwrite_subblock_w=1,
-                )
+                self.model_config["FF1_3_TG_PROGCFG"] = tg_1d(dim_q, hidden_e)
+                self.model_config["FF2_TG_PROGCFG"] = tg_1d(hidden_e, dim_q)
 
             # TG MLP collective outputs (hard-coded for the 8×4 mesh: hidden / 8 rows / 4 columns)
-            self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"] = ttnn.create_sharded_memory_config(
-                shape=(32, max(self.hidden_dim // 32 // self.galaxy_ff1_cores(), 32)),
-                core_grid=ttnn.CoreRangeSet(
-                    {ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(self.galaxy_ff1_cores() - 1, 0))}
-                ),
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            ff1_cores = self.galaxy_ff1_cores()
+            ff1_row = ttnn.CoreRangeSet(
+                {ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(ff1_cores - 1, 0))}
             )
-            self.model_config["FF1_OUT_GATHERED_MEMCFG"] = ttnn.create_sharded_memory_config(
-                shape=(32 * 4, self.hidden_dim // 8 // self.galaxy_ff1_gathered_cores()),
-                core_grid=ttnn.CoreGrid(y=1, x=self.galaxy_ff1_gathered_cores()),
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"] = _width_sharded(
+                (32, max(self.hidden_dim // 32 // ff1_cores, 32)), ff1_row
             )
+            gathered_cores = self.galaxy_ff1_gathered_cores()
+            self.model_config["FF1_OUT_GATHERED_MEMCFG"] = _width_sharded(
+                (32 * 4, self.hidden_dim // 8 // gathered_cores), ttnn.CoreGrid(y=1, x=gathered_cores)
+            )
+            one_row_of_8 = ttnn.CoreGrid(y=1, x=8)
             self.model_config["FF2_OUT_REDUCE_SCATTER_MEMCFG"] = (
-                ttnn.create_sharded_memory_config(
-                    shape=(32, self.dim // 8 // 4),  # shard_grid_cores = 8, num_devices=8, dim = 8192
-                    core_grid=ttnn.CoreGrid(y=1, x=8),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
+                # 8192-wide models: a column's quarter of dim split over 8 cores
+                _width_sharded((32, self.dim // 4 // 8), one_row_of_8)
                 if self.dim == 8192
-                else ttnn.create_sharded_memory_config(
-                    shape=(32 * 8, self.dim // 4 // self.galaxy_dim_cores()),  # gathered over 8 rows
-                    core_grid=ttnn.CoreGrid(y=1, x=self.galaxy_dim_cores()),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
+                # otherwise the 8 rows' partial sums stacked, width over galaxy_dim_cores() cores
+                else _width_sharded(
+                    (32 * 8, self.dim // 4 // self.galaxy_dim_cores()),
+                    ttnn.CoreGrid(y=1, x=self.galaxy_dim_cores()),
                 )
             )
             self.model_config["SELF_OUT_REDUCE_SCATTER_MEMCFG"] = (
-                ttnn.create_sharded_memory_config(
-                    shape=(32, 2048 // 8 // 8),  # mesh_rows = 8, num_cores=8
-                    core_grid=ttnn.CoreGrid(y=1, x=8),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
-                if self.dim == 8192
-                else None
+                # 8192-wide models only: 2048 columns over the 8 mesh rows, then 8 cores
+                _width_sharded((32, 2048 // 8 // 8), one_row_of_8) if self.dim == 8192 else None
             )
 
             # G3: the reduce-scatter tuning the new MLP passes through tt_all_reduce (a nested dict)
@@ -1008,15 +939,14 @@ class ModelArgs:
             self.num_all_gather_links = 2 if self.is_galaxy else 1
             self.ccl_dtype = ttnn.bfloat16 if os.getenv("TTTV1_CCL_BF16") else ttnn.bfloat8_b
 
-            # All-gather of the decode WO input on T3K when the fused op is used
+            # Output of the fused all-gather + WO matmul (T3K): one core per device, each with that device's heads
+            ag_out_spec = ttnn.ShardSpec(
+                num_to_core_range_set(self.num_devices),
+                [self.tile_padded_batch_rows, self.n_heads * self.head_dim // self.num_devices],
+                ttnn.ShardOrientation.ROW_MAJOR,
+            )
             self.model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"] = ttnn.MemoryConfig(
-                ttnn.TensorMemoryLayout.WIDTH_SHARDED,
-                ttnn.BufferType.L1,
-                ttnn.ShardSpec(
-                    num_to_core_range_set(self.num_devices),
-                    [self.tile_padded_batch_rows, self.n_heads * self.head_dim // self.num_devices],
-                    ttnn.ShardOrientation.ROW_MAJOR,
-                ),
+                ttnn.TensorMemoryLayout.WIDTH_SHARDED, ttnn.BufferType.L1, ag_out_spec
             )
 
         # Prefill lengths that are captured as traces (and warmed up) by the generator
@@ -1158,12 +1088,9 @@ class ModelArgs:
 
     def initialize_mixture_of_experts_configs(self):
         """Configs of the expert MLPs (Mixtral on T3K); absent from model_config until MoE weights are loaded."""
-        self.model_config["GATE_MM_OUTPUT_MEMCFG"] = ttnn.create_sharded_memory_config(
-            shape=(self.tile_size, self.tile_size),
-            core_grid=ttnn.CoreGrid(y=1, x=8),
-            strategy=ttnn.ShardStrategy.WIDTH,
-            orientation=ttnn.ShardOrientation.ROW_MAJOR,
-            use_height_and_width_as_shard_shape=True,
+        # router logits: one tile per core on a row of 8
+        self.model_config["GATE_MM_OUTPUT_MEMCFG"] = _width_sharded(
+            (self.tile_size, self.tile_size), ttnn.CoreGrid(y=1, x=8)
         )
         self.model_config["GATE_MM_OUTPUT_KERNEL_CONFIG"] = self.compute_kernel_config_lofi
         self.model_config["PREFILL_MLP_W1_PRG_CONFIG_MOE"] = lambda seq_len: self.matmul_config(
@@ -1178,16 +1105,12 @@ class ModelArgs:
         )
         return self.CACHE_PATH / f"{name}_{self.optimizations._full_name[:48]}"
 
+    # Meta-style sub-module of each tttv1 class; "" and the decoder block itself name the layer only
+    _STATE_DICT_SUBMODULE = {"": "", "TransformerBlock": "", "Attention": "attention", "MLP": "feed_forward"}
+
     def get_state_dict_prefix(self, module_name, layer_num):
-        text_prefix = ""
-        layer_prefix = f"layers.{layer_num}." if layer_num is not None else ""
-        module_map = {
-            "MLP": "feed_forward",
-            "Attention": "attention",
-            "TransformerBlock": "",
-            "": "",  # If no module is given, just get layer prefix
-        }
-        return text_prefix + layer_prefix + module_map[module_name]
+        layer_part = "" if layer_num is None else f"layers.{layer_num}."
+        return layer_part + self._STATE_DICT_SUBMODULE[module_name]
 
     def get_model_config(self):
         return self.model_config
@@ -1198,17 +1121,16 @@ class ModelArgs:
         """Norms run distributed (stats gathered, no full all-gather) on 2-D meshes, and on 1-D for big prefills."""
         if not self.is_multichip:
             return False
-        if all(dim > 1 for dim in self.cluster_shape) or (self.dim >= 8192 and mode == "prefill"):  # 2D grid
-            return True
-        return False
+        mesh_is_2d = min(self.cluster_shape) > 1
+        wide_prefill = mode == "prefill" and self.dim >= 8192
+        return mesh_is_2d or wide_prefill
 
     def ccl_topology(self):
         """Ring on an 8-device T3K, Linear on other meshes, None on a single chip."""
-        if self.num_devices == 8 and ttnn.cluster.get_cluster_type() == ttnn.cluster.ClusterType.T3K:
-            return ttnn.Topology.Ring
-        elif self.num_devices > 1:  # All other multi chip devices
-            return ttnn.Topology.Linear
-        return None
+        if self.num_devices < 2:
+            return None
+        t3k_ring = self.num_devices == 8 and ttnn.cluster.get_cluster_type() == ttnn.cluster.ClusterType.T3K
+        return ttnn.Topology.Ring if t3k_ring else ttnn.Topology.Linear
 
     # --- G3 config methods (used by mlp.py and lm_head.py) ------------------------------------------------------
 
@@ -1305,96 +1227,53 @@ class ModelArgs:
     # --- TG attention configs (called from __init__; the same keys get two definitions) -----------------------
 
     def set_tg_attention_config(self):
-        shard_spec_n_cores_grid = num_to_corerange(40)
+        """Keys of the galaxy decode attention path; non-galaxy meshes get a second definition of the same keys."""
+        # head-creation input: 40 cores of one tile each (only models with dim >= 4096 shard it)
+        head_input_cores = num_to_corerange(40)
+        head_input_spec = ttnn.ShardSpec(head_input_cores, [32, 32], ttnn.ShardOrientation.ROW_MAJOR)
         self.model_config["CREATE_HEAD_INPUT_MEMCFG"] = (
-            None
-            if self.dim < 4096
-            else ttnn.MemoryConfig(
-                ttnn.TensorMemoryLayout.WIDTH_SHARDED,
-                ttnn.BufferType.L1,
-                ttnn.ShardSpec(
-                    shard_spec_n_cores_grid,
-                    [32, 32],
-                    ttnn.ShardOrientation.ROW_MAJOR,
-                ),
-            )
+            ttnn.MemoryConfig(ttnn.TensorMemoryLayout.WIDTH_SHARDED, ttnn.BufferType.L1, head_input_spec)
+            if self.dim >= 4096
+            else None
         )
         if self.is_galaxy:
+            # per device: 1/8 of the QKV width and of the heads (rows), 1/4 of dim (columns)
             qkv_per_device = self.qkv_size // self.cluster_shape[0]
             num_cores = self.find_largest_divisor(qkv_per_device // 32, 8)
-            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_cols: (
-                ttnn.create_sharded_memory_config(
-                    shape=(32 * mesh_cols, qkv_per_device // num_cores),  # mesh_cols = 4
-                    core_grid=num_to_coregrid(num_cores),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
-            )
-            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: (
-                ttnn.create_sharded_memory_config(
-                    shape=(32 * mesh_rows, self.dim // 4 // self.galaxy_dim_cores()),
-                    core_grid=num_to_coregrid(self.galaxy_dim_cores()),
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
-            )
+            dim_cores = self.galaxy_dim_cores()
             heads_width = self.n_heads * self.head_dim // self.cluster_shape[0]
             gather_cores = self.find_largest_divisor(heads_width // 32, 8)
-            self.model_config["GATHER_USERS_MEMCFG"] = lambda mesh_cols: ttnn.create_sharded_memory_config(
-                shape=(32 * mesh_cols, heads_width // gather_cores),  # mesh_cols = 4
-                core_grid=num_to_coregrid(gather_cores),
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            # the gathered tensors stack one 32-row block per device of the mesh axis
+            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_cols: _width_sharded(
+                (32 * mesh_cols, qkv_per_device // num_cores), num_to_coregrid(num_cores)
+            )
+            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: _width_sharded(
+                (32 * mesh_rows, self.dim // 4 // dim_cores), num_to_coregrid(dim_cores)
+            )
+            self.model_config["GATHER_USERS_MEMCFG"] = lambda mesh_cols: _width_sharded(
+                (32 * mesh_cols, heads_width // gather_cores), num_to_coregrid(gather_cores)
             )
         else:
-            qkv_core_grid = self.dram_shard_core_grid_for_k(self.dim)
-            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: (
-                ttnn.create_sharded_memory_config(
-                    (
-                        self.tile_size * mesh_rows,
-                        self.dim // qkv_core_grid.num_cores,
-                    ),  # Shard shape: [32, 128] -> 1 shard per core
-                    core_grid=qkv_core_grid,
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
+            # 1-D meshes: the same keys, sharded like the DRAM-sharded matmul inputs
+            dim_grid = self.dram_shard_core_grid_for_k(self.dim)
+            local_heads_width = self.n_heads * self.head_dim // max(self.num_devices, 1)
+            users_core_grid = self.dram_shard_core_grid_for_k(local_heads_width)
+            self.model_config["QKV_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: _width_sharded(
+                (self.tile_size * mesh_rows, self.dim // dim_grid.num_cores), dim_grid
             )
-            gather_core_grid = self.dram_shard_core_grid_for_k(self.dim)
-            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: (
-                ttnn.create_sharded_memory_config(
-                    (
-                        self.tile_size * mesh_rows,
-                        self.dim // gather_core_grid.num_cores,
-                    ),
-                    core_grid=gather_core_grid,
-                    strategy=ttnn.ShardStrategy.WIDTH,
-                    orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                    use_height_and_width_as_shard_shape=True,
-                )
+            self.model_config["SELF_OUT_GATHERED_MEMCFG"] = lambda mesh_rows: _width_sharded(
+                (self.tile_size * mesh_rows, self.dim // dim_grid.num_cores), dim_grid
             )
-            users_core_grid = self.dram_shard_core_grid_for_k(
-                self.n_heads * self.head_dim // max(self.num_devices, 1)
-            )
-            self.model_config["GATHER_USERS_MEMCFG"] = lambda mesh_cols: ttnn.create_sharded_memory_config(
-                (
-                    self.tile_size * mesh_cols,
-                    self.n_heads * self.head_dim // max(self.num_devices, 1) // users_core_grid.num_cores,
-                ),
-                core_grid=users_core_grid,
-                strategy=ttnn.ShardStrategy.WIDTH,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
+            self.model_config["GATHER_USERS_MEMCFG"] = lambda mesh_cols: _width_sharded(
+                (self.tile_size * mesh_cols, local_heads_width // users_core_grid.num_cores), users_core_grid
             )
 
     def get_xqkv_prefill_mem_cfg(self, seq_len):
         """KV heads [1, n_local_kv, S, hd] height-sharded over the 8×8 grid."""
         n_local_kv = max(self.n_kv_heads // self.cluster_shape[1], 1)
+        rows_per_core = n_local_kv * seq_len // 64
         return ttnn.create_sharded_memory_config(
-            (((n_local_kv * seq_len) // (8 * 8)), self.head_dim),
+            (rows_per_core, self.head_dim),
             ttnn.CoreGrid(y=8, x=8),
             ttnn.ShardStrategy.HEIGHT,
             ttnn.ShardOrientation.ROW_MAJOR,
@@ -1428,28 +1307,27 @@ class ModelArgs:
         per_core_N=None,
     ):
         """2-D multicast config: the output is cut into grid_size = (cols, rows) blocks."""
-        if per_core_M is None:
-            per_core_M = math.ceil(m / (self.tile_size * grid_size[1]))
-        if per_core_N is None:
-            per_core_N = math.ceil(n / (self.tile_size * grid_size[0]))
+        cols, rows = grid_size
+        block_rows = per_core_M if per_core_M is not None else math.ceil(m / self.tile_size / rows)
+        block_cols = per_core_N if per_core_N is not None else math.ceil(n / self.tile_size / cols)
 
-        out_subblock_h = 1
-        out_subblock_w = get_out_subblock_w(per_core_N, out_subblock_h)  # TODO: Needed for TG hang workaround
+        # subblocks are one tile high; galaxy keeps them at most 2 wide (and 1 wide for odd blocks)
+        subblock_w = get_out_subblock_w(block_cols, 1)
         if self.is_galaxy:
-            out_subblock_w = 1 if per_core_N % 2 else min(out_subblock_w, 2)
+            subblock_w = min(subblock_w, 2) if block_cols % 2 == 0 else 1
 
         k_tiles = k // self.tile_size
         if in0_block_w is None:
-            in0_block_w = self.find_largest_divisor(k_tiles, min(4, max(1, k_tiles // grid_size[0])))
+            in0_block_w = self.find_largest_divisor(k_tiles, min(4, max(1, k_tiles // cols)))
         assert k_tiles % in0_block_w == 0, f"in0_block_w {in0_block_w} must divide K tiles {k_tiles}"
 
         return ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
             compute_with_storage_grid_size=grid_size,
             in0_block_w=in0_block_w,
-            out_subblock_h=out_subblock_h,
-            out_subblock_w=out_subblock_w,
-            per_core_M=per_core_M,
-            per_core_N=per_core_N,
+            out_subblock_h=1,
+            out_subblock_w=subblock_w,
+            per_core_M=block_rows,
+            per_core_N=block_cols,
             transpose_mcast=False,
             fused_activation=fused_activation,
             fuse_batch=fuse_batch,
@@ -1460,27 +1338,14 @@ class ModelArgs:
         return ttnn.CoreGrid(x=cols, y=rows)
 
     def find_grid(self, N):
-        """Rows × cols (each <= 8) whose core count divides N tiles, as close to 32 cores as possible."""
-        MAX_ROWS = 8
-        MAX_COLS = 8
-        target = 32
-        best, best_diff = (1, 1), float("inf")
-        for rows in range(1, MAX_ROWS + 1):
-            for cols in range(1, MAX_COLS + 1):
-                cores = rows * cols
-                if N % cores == 0:
-                    diff = abs(cores - target)
-                    if diff < best_diff or (diff == best_diff and cores > best[0] * best[1]):
-                        best, best_diff = (rows, cols), diff
-        return best
+        """Rows × cols (each <= 8) whose core count divides N tiles, as close to 32 cores as possible
+        (ties go to the larger count, then to fewer rows)."""
+        shapes = [(r, c) for r in range(1, 9) for c in range(1, 9) if N % (r * c) == 0]
+        return min(shapes, key=lambda rc: (abs(rc[0] * rc[1] - 32), -rc[0] * rc[1]))
 
     def find_prefill_grid(self, row_tiles, col_tiles):
         """(cols, rows) of a prefill matmul grid: the largest divisors <= 8 of the output tiles."""
-        max_rows = 8
-        max_cols = 8
-        rows = self.find_largest_divisor(row_tiles, max_rows)
-        cols = self.find_largest_divisor(col_tiles, max_cols)
-        return cols, rows
+        return self.find_largest_divisor(col_tiles, 8), self.find_largest_divisor(row_tiles, 8)
 
     def dram_shard_core_grid_for_k_and_n(self, k: int, n: int):
         rows, cols = self.find_grid_k_n(k // self.tile_size, n // self.tile_size)
@@ -1488,34 +1353,25 @@ class ModelArgs:
 
     def find_grid_k_n(self, K, N):
         """Rows × cols (each <= 8) whose core count divides both K and N tiles, as large as possible."""
-        MAX_ROWS = 8
-        MAX_COLS = 8
-        best, best_cores = (1, 1), 0
-        for rows in range(1, MAX_ROWS + 1):
-            for cols in range(1, MAX_COLS + 1):
-                cores = rows * cols
-                if K % cores == 0 and N % cores == 0 and cores > best_cores:
-                    best, best_cores = (rows, cols), cores
-        return best
+        shapes = [(r, c) for r in range(1, 9) for c in range(1, 9) if K % (r * c) == 0 and N % (r * c) == 0]
+        return max(shapes, key=lambda rc: (rc[0] * rc[1], -rc[0]))
 
     def find_largest_divisor(self, n, max_divisor=8):
-        for i in range(max_divisor, 0, -1):
-            if n % i == 0:
-                return i
-        return 1  # Fallback to 1 if no divisor found
+        """The largest d <= max_divisor with n % d == 0 (1 always qualifies)."""
+        return next((d for d in range(max_divisor, 1, -1) if n % d == 0), 1)
 
     def dram_matmul_config(self, m: int, k: int, n: int, num_cores=None):
-        # in0_block_w must evenly divide k and be no larger than tile_size * num_cores
+        """DRAM-sharded matmul: activations width-sharded over ``num_cores``, weights streamed from DRAM."""
         if num_cores is None:
-            # num_cores = self.dram_shard_core_grid_for_k_and_n(k).num_cores
             num_cores = self.dram_shard_core_grid_for_k(k).num_cores
             assert k % (self.tile_size * num_cores) == 0, (
-                f"k must be divisible by tile_size * num_cores: {k} % {self.tile_size * num_cores} != 0"
+                f"dram_matmul_config: K={k} does not split into whole tiles over {num_cores} cores"
             )
+        k_tiles_per_core = k // self.tile_size // num_cores
         return ttnn.MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(
-            in0_block_w=self.find_largest_divisor(k // (self.tile_size * num_cores)),
+            in0_block_w=self.find_largest_divisor(k_tiles_per_core),
             per_core_M=math.ceil(m / self.tile_size),
-            per_core_N=math.ceil(n / (self.tile_size * num_cores)),
+            per_core_N=math.ceil(n / self.tile_size / num_cores),
             fused_activation=None,
         )
 
@@ -1530,50 +1386,31 @@ class ModelArgs:
         overwrite_subblock_w=None,
         overwrite_subblock_h=None,
     ):
-        tile_width = 32
-        tile_height = 32
+        """1-D multicast config (in0 multicast): N is split over every core of ``grid``."""
+        n_tiles = n // self.tile_size
+        if n_tiles < grid.num_cores:
+            # fewer output tiles than cores: keep the width, drop rows until every core has work
+            grid = ttnn.CoreGrid(x=grid.x, y=max(n_tiles // grid.x, 1))
+        cores = grid.num_cores
+        m_tiles = m // self.tile_size
+        n_tiles_per_core = math.ceil(n / self.tile_size / cores)
 
-        if (
-            n // tile_width // grid.num_cores < 1
-        ):  # use less number of cores in case we have more N num tiles than cores
-            grid_y = n // tile_width // grid.x
-            grid = ttnn.CoreGrid(x=grid.x, y=max(grid_y, 1))
-
-        per_core_m = m // tile_height
-        per_core_k = self.find_largest_divisor(k // (self.tile_size * grid.num_cores))
-        per_core_n = math.ceil(n / tile_width / grid.num_cores)
-
-        if is_fp32_accumulate:
-            max_subblock_w_h = 4
-        else:
-            max_subblock_w_h = 8
-
-        # find the largest value between 1 and 8 that is a factor of per_core_n
-        # e.g. if per_core_n is 14, then out_subblock_w = 7
-        out_subblock_w = max([i for i in range(1, max_subblock_w_h + 1) if per_core_n % i == 0])
-
-        # find the largest value that is a factor of per_core_m such that
-        # out_subblock_w * out_subblock_h <= 8
-        out_subblock_h = max(
-            [
-                i
-                for i in range(1, max_subblock_w_h + 1)
-                if per_core_m % i == 0 and i * out_subblock_w <= max_subblock_w_h
-            ]
-        )
-
+        # destination register budget: 8 tiles, 4 with fp32 accumulation; widest subblock first
+        budget = 4 if is_fp32_accumulate else 8
+        subblock_w = self.find_largest_divisor(n_tiles_per_core, budget)
+        subblock_h = self.find_largest_divisor(m_tiles, budget // subblock_w)
         if overwrite_subblock_w is not None:
-            out_subblock_w = overwrite_subblock_w
+            subblock_w = overwrite_subblock_w
         if overwrite_subblock_h is not None:
-            out_subblock_h = overwrite_subblock_h
+            subblock_h = overwrite_subblock_h
 
         return ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
             compute_with_storage_grid_size=(grid.x, grid.y),
-            in0_block_w=per_core_k,
-            out_subblock_h=out_subblock_h,
-            out_subblock_w=out_subblock_w,
-            per_core_M=per_core_m,
-            per_core_N=per_core_n,
+            in0_block_w=self.find_largest_divisor(k // self.tile_size // cores),
+            out_subblock_h=subblock_h,
+            out_subblock_w=subblock_w,
+            per_core_M=m_tiles,
+            per_core_N=n_tiles_per_core,
             fuse_batch=True,
             fused_activation=act,
             mcast_in0=True,
@@ -1589,14 +1426,15 @@ class ModelArgs:
         overwrite_subblock_w=None,
         overwrite_subblock_h=None,
     ):
-        m, k, n = in0_shape[0] * in0_shape[1] * in0_shape[2], in0_shape[3], in1_shape[3]
+        """``matmul_1d_config`` for in0 [..., M, K] @ in1 [..., K, N]: leading in0 dims fold into M."""
+        *batch, rows, k = in0_shape
         return self.matmul_1d_config(
-            m,
+            math.prod(batch) * rows,
             k,
-            n,
-            grid,
-            act,
-            is_fp32_accumulate,
+            in1_shape[-1],
+            grid=grid,
+            act=act,
+            is_fp32_accumulate=is_fp32_accumulate,
             overwrite_subblock_w=overwrite_subblock_w,
             overwrite_subblock_h=overwrite_subblock_h,
         )
@@ -1606,16 +1444,10 @@ class ModelArgs:
         dim = self.dim if dim is None else dim
         if self.is_galaxy:
             dim = self.dim // self.cluster_shape[1]
-        block_w = dim // grid.num_cores // self.tile_size
-        # Find largest value <= 4 that evenly divides block_w
-        subblock_w = 4
-        while subblock_w > 0:
-            if block_w % subblock_w == 0:
-                break
-            subblock_w -= 1
+        block_w = dim // grid.num_cores // self.tile_size  # tiles of the row each core normalises
         return ttnn.LayerNormShardedMultiCoreProgramConfig(
             compute_with_storage_grid_size=[grid.x, grid.y],
-            subblock_w=subblock_w,
+            subblock_w=self.find_largest_divisor(block_w, 4),
             block_h=self.tile_padded_batch_rows // self.tile_size,
             block_w=block_w,
             inplace=False,

@@ -12,7 +12,7 @@ import ttnn
 from tttv1.common.lightweightmodule import LightweightModule
 
 TILE = 32
-SHARD_HEIGHT = TILE  # Current ttnn.rms_norm implementation requires shard height to be a single tile
+SHARD_HEIGHT = TILE  # the weight is laid out as rows of one tile width (see RMSNorm's docstring)
 
 
 class RMSNorm(LightweightModule):
@@ -45,61 +45,46 @@ class RMSNorm(LightweightModule):
         self.is_distributed = is_distributed
         self.ccl_topology = ccl_topology
         self.tt_ccl = tt_ccl
+        self.sharded_program_config = sharded_program_config
+        self.sharded_output_config = sharded_output_config
+        self.output_mem_config = output_mem_config
 
         if state_dict_prefix:
             weight_name = f"{state_dict_prefix}{weight_key}.weight"
+        elif layer_num is not None:
+            weight_name = f"layers.{layer_num}.{weight_key}.weight"
         else:
-            if layer_num is None:
-                weight_name = f"{weight_key}.weight"
-            else:
-                weight_name = f"layers.{layer_num}.{weight_key}.weight"
+            weight_name = f"{weight_key}.weight"
 
-        torch_weight = (
-            state_dict[weight_name]
-            .unsqueeze(0)
-            .view(1, 1, dim)
-            .reshape([1, 1, dim // SHARD_HEIGHT, SHARD_HEIGHT])
-        )
-
-        # Add offset before caching (Gemma-style norms store weight - 1)
-        if add_unit_offset:
-            torch_weight = torch_weight + 1.0
-
+        gamma = state_dict[weight_name].reshape(1, 1, dim // SHARD_HEIGHT, SHARD_HEIGHT)
+        if add_unit_offset:  # checkpoints such as Gemma's store (gamma - 1)
+            gamma = gamma + 1.0
         cache_name = None if weight_cache_path is None else weight_cache_path / weight_name
 
-        # Compatibility with models that don't use mesh devices (e.g. single-chip Mistral-7b)
+        # a plain single device gets no mesh mapper
         is_mesh_device = device.__class__.__name__ == "MeshDevice"
 
-        self.weight = ttnn.as_tensor(
-            torch_weight,
-            device=device,
-            dtype=weight_dtype,
-            layout=ttnn.ROW_MAJOR_LAYOUT,
-            memory_config=weight_memory_config,
-            cache_file_name=cache_name,
-            mesh_mapper=ttnn.ReplicateTensorToMesh(device) if is_mesh_device else None,
-        )
-
-        if self.is_distributed:
-            self.weight_distributed = ttnn.as_tensor(
-                torch_weight,
+        def upload(mapper, cache_file):
+            return ttnn.as_tensor(
+                gamma,
                 device=device,
                 dtype=weight_dtype,
                 layout=ttnn.ROW_MAJOR_LAYOUT,
                 memory_config=weight_memory_config,
-                cache_file_name=None
-                if cache_name is None
-                else cache_name.with_name(cache_name.name + "_distributed"),
-                mesh_mapper=(
-                    ttnn.ShardTensor2dMesh(device, dims=(None, 2), mesh_shape=list(device.shape))
-                    if is_mesh_device
-                    else None
-                ),
+                mesh_mapper=mapper if is_mesh_device else None,
+                cache_file_name=cache_file,
             )
 
-        self.sharded_output_config = sharded_output_config
-        self.sharded_program_config = sharded_program_config
-        self.output_mem_config = output_mem_config
+        # the whole weight on every device for the local norm
+        self.weight = upload(ttnn.ReplicateTensorToMesh(device) if is_mesh_device else None, cache_name)
+        if self.is_distributed:
+            # the distributed norm sees only this device's slice of the row, so it gets that slice of the weight
+            self.weight_distributed = upload(
+                ttnn.ShardTensor2dMesh(device, dims=(None, 2), mesh_shape=list(device.shape))
+                if is_mesh_device
+                else None,
+                None if cache_name is None else cache_name.with_name(cache_name.name + "_distributed"),
+            )
 
         self.compute_kernel_config_hifi2 = ttnn.WormholeComputeKernelConfig(
             math_fidelity=ttnn.MathFidelity.HiFi2,
@@ -109,31 +94,31 @@ class RMSNorm(LightweightModule):
         )
 
     def forward(self, x: ttnn.Tensor, mode, in_sharded=False, out_sharded=False) -> ttnn.Tensor:
-        # If input is sharded do sharded RMSNorm and optionally return sharded output
-        program_config = self.sharded_program_config if in_sharded else None
-        memory_config = self.sharded_output_config if out_sharded else None
+        """Normalise ``x``; ``mode`` only decides (through ``is_distributed``) whether the norm is distributed."""
         distributed = self.is_distributed and self.is_distributed(mode)
-        norm = self._distributed_rmsnorm if distributed else ttnn.rms_norm
-        weight = self.weight_distributed if distributed else self.weight
-
         if in_sharded:
-            assert not distributed, "Distributed RMSNorm does not support sharded inputs"
+            assert not distributed, "the distributed norm takes interleaved inputs only"
         else:
-            assert not out_sharded, "Non-sharded version of RMSNorm cannot output a sharded tensor"
+            assert not out_sharded, "a sharded output needs a sharded input"
 
-        x = norm(
-            x,
-            epsilon=self.eps,
-            weight=weight,
-            program_config=program_config,
-            memory_config=memory_config,
-            compute_kernel_config=self.compute_kernel_config_hifi2,
-        )
-
-        if in_sharded and not out_sharded:
-            return ttnn.sharded_to_interleaved(x)
+        if distributed:
+            normed = self._distributed_rmsnorm(
+                x,
+                epsilon=self.eps,
+                weight=self.weight_distributed,
+                compute_kernel_config=self.compute_kernel_config_hifi2,
+            )
         else:
-            return x
+            normed = ttnn.rms_norm(
+                x,
+                epsilon=self.eps,
+                weight=self.weight,
+                program_config=self.sharded_program_config if in_sharded else None,
+                memory_config=self.sharded_output_config if out_sharded else None,
+                compute_kernel_config=self.compute_kernel_config_hifi2,
+            )
+        # a sharded input with an interleaved output wanted: unshard here
+        return ttnn.sharded_to_interleaved(normed) if in_sharded and not out_sharded else normed
 
     def _distributed_rmsnorm(
         self,
@@ -144,34 +129,27 @@ class RMSNorm(LightweightModule):
         memory_config=None,
         compute_kernel_config=None,
     ):
-        assert program_config is None, "Distributed RMSNorm does not support sharded inputs"
-        assert memory_config is None, "Distributed RMSNorm does not support sharded outputs"
-
-        # Run distributed rmsnorm part 1
-        tt_stats = ttnn.rms_norm_pre_all_gather(
+        """Two-pass norm over a row split across devices: local sum of squares, all-gather of the statistics,
+        then the normalisation of the local slice."""
+        assert program_config is None and memory_config is None, "the distributed norm is interleaved only"
+        local_stats = ttnn.rms_norm_pre_all_gather(
             inp, compute_kernel_config=compute_kernel_config, dtype=ttnn.bfloat16
         )
-        # AllGather stats
-        tt_stats = ttnn.experimental.all_gather_async(
-            tt_stats,
-            persistent_output_buffer=None,
+        all_stats = ttnn.experimental.all_gather_async(
+            local_stats,
             dim=3,
-            multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
             num_links=1,
             topology=self.ccl_topology,
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            persistent_output_buffer=None,
+            multi_device_global_semaphore=self.tt_ccl.get_and_cycle_ag_semaphore_handles(),
             barrier_semaphore=self.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
             chunks_per_sync=10,
             num_workers_per_link=2,
             num_buffers_per_channel=2,
         )
-        # Run distributed rmsnorm part 2
-        tt_out = ttnn.rms_norm_post_all_gather(
-            inp,
-            tt_stats,
-            epsilon=epsilon,
-            weight=weight,
-            compute_kernel_config=compute_kernel_config,
+        out = ttnn.rms_norm_post_all_gather(
+            inp, all_stats, epsilon=epsilon, weight=weight, compute_kernel_config=compute_kernel_config
         )
-        tt_stats.deallocate(True)
-        return tt_out
+        all_stats.deallocate(True)
+        return out

@@ -152,7 +152,9 @@ class Tensor:
         if not quantized:
             # replicated shards are one array object: quantise it once and keep them shared
             done: dict[int, np.ndarray] = {}
-            shards = [done[id(s)] if id(s) in done else done.setdefault(id(s), quantize(s, dtype)) for s in shards]
+            shards = [
+                done[id(s)] if id(s) in done else done.setdefault(id(s), quantize(s, dtype)) for s in shards
+            ]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
             if shard.flags.writeable:
@@ -308,7 +310,9 @@ class Tensor:
         if self._node is not None:
             raise ValidationError("Tensor.requires_grad: only leaf tensors can be marked; use detach() first")
         if value and not self._dtype.is_float:
-            raise ValidationError(f"Tensor.requires_grad: only float tensors can require grad, this is {self._dtype.name}")
+            raise ValidationError(
+                f"Tensor.requires_grad: only float tensors can require grad, this is {self._dtype.name}"
+            )
         self._requires_grad = bool(value)
 
     def requires_grad_(self, value: bool = True) -> Tensor:
@@ -346,14 +350,23 @@ class Tensor:
             grad = ones_like(self)
         elif not isinstance(grad, Tensor) or tuple(grad.shape) != tuple(self._shape):
             got = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
-            raise ValidationError(f"Tensor.backward: grad: expected a tensor of shape {list(self._shape)}, got {got}")
+            raise ValidationError(
+                f"Tensor.backward: grad: expected a tensor of shape {list(self._shape)}, got {got}"
+            )
         run_backward(self, grad, retain_graph=retain_graph)
 
     def detach(self) -> Tensor:
         """The same values, cut from the graph (shares the shards)."""
         out = Tensor(
-            self.shards("Tensor.detach"), self._dtype, self._layout, self._device, self._memory_config,
-            self._topology, padded_shape=self._padded_shape, quantized=True, view_of=self if self._device else None,
+            self.shards("Tensor.detach"),
+            self._dtype,
+            self._layout,
+            self._device,
+            self._memory_config,
+            self._topology,
+            padded_shape=self._padded_shape,
+            quantized=True,
+            view_of=self if self._device else None,
         )
         return out
 
