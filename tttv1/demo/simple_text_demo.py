@@ -142,20 +142,21 @@ def run_demo(
         page_table = shuffled_blocks.to(torch.int32).view(batch_size, blocks_per_user)
 
     t0 = time.perf_counter()
+    weight_dtype = ttnn.bfloat8_b  # the dtype of weights with no per-layer precision override
     model = Transformer(
-        args=model_args,
         mesh_device=mesh_device,
-        dtype=ttnn.bfloat8_b,
+        args=model_args,
         state_dict=state_dict,
-        weight_cache_path=model_args.weight_cache_path(ttnn.bfloat8_b),
+        dtype=weight_dtype,
         paged_attention_config=paged_attention_config,
+        weight_cache_path=model_args.weight_cache_path(weight_dtype),
     )
     generator = Generator(model, model_args, mesh_device, tokenizer=tokenizer)
     say(
         f"Built {model_args} in {time.perf_counter() - t0:.2f} s ({model_args.optimizations.__name__} precision)"
     )
 
-    input_tokens, _encoded, decoding_pos, prefill_lens = preprocess_inputs_prefill(
+    input_tokens, _token_ids, decoding_pos, prefill_lens = preprocess_inputs_prefill(
         prompts, tokenizer, model_args, instruct, max_new_tokens
     )
 

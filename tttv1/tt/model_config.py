@@ -137,48 +137,47 @@ class ModelOptimizations:
     @classmethod
     def accuracy(cls, model_name):
         """BFP8 weights and HiFi2/HiFi4 everywhere; models that lose accuracy with BFP8 attention keep BF16."""
-        base = get_base_model_name(model_name)
-        settings = {
-            "TensorPrecision": {},
-            "OpFidelity": {
-                OpGroup.LI_FF1_FF3: MathFidelitySetting.HIFI4,
-                OpGroup.LI_FF2: MathFidelitySetting.HIFI4,
-                OpGroup.LI_QKV_DECODE: MathFidelitySetting.HIFI4,
-                OpGroup.LI_O_DECODE: MathFidelitySetting.HIFI4,
-                OpGroup.SDPA_DECODE: MathFidelitySetting.HIFI4,
-                OpGroup.LI_QKV_PREFILL: MathFidelitySetting.HIFI4,
-                OpGroup.LI_O_PREFILL: MathFidelitySetting.HIFI4,
-            },
-        }
-        if base in ("Llama-3.1-70B", "Llama-3.2-90B", "DeepSeek-R1-Distill-Llama-70B", "Qwen2.5-72B"):
-            # 70B+ models keep BFP4 MLP weights even in accuracy mode (they do not fit otherwise)
-            settings["TensorPrecision"][TensorGroup.FF1_FF3] = PrecisionSetting.BFP4
-        if base.startswith("Qwen2.5-7B") or base.startswith("Qwen2.5-VL-7B"):
-            settings["TensorPrecision"][TensorGroup.WQKV] = PrecisionSetting.BF16
-            settings["TensorPrecision"][TensorGroup.WO] = PrecisionSetting.BF16
-        inst = cls(settings)
-        inst.__name__ = "accuracy"
-        return inst
+        family = get_base_model_name(model_name)
+        # every decoder matmul and the decode SDPA run at HiFi4; SDPA prefill / ACCURACY already default to it
+        hifi4_ops = (
+            OpGroup.LI_FF1_FF3,
+            OpGroup.LI_FF2,
+            OpGroup.LI_QKV_DECODE,
+            OpGroup.LI_O_DECODE,
+            OpGroup.SDPA_DECODE,
+            OpGroup.LI_QKV_PREFILL,
+            OpGroup.LI_O_PREFILL,
+        )
+        dtypes = {}
+        if family in {"Llama-3.1-70B", "Llama-3.2-90B", "DeepSeek-R1-Distill-Llama-70B", "Qwen2.5-72B"}:
+            # the 70B class keeps BFP4 MLP weights regardless of the preset
+            dtypes[TensorGroup.FF1_FF3] = PrecisionSetting.BFP4
+        if family.startswith(("Qwen2.5-7B", "Qwen2.5-VL-7B")):
+            dtypes.update(dict.fromkeys((TensorGroup.WQKV, TensorGroup.WO), PrecisionSetting.BF16))
+        return cls._named("accuracy", dtypes, dict.fromkeys(hifi4_ops, MathFidelitySetting.HIFI4))
 
     @classmethod
     def performance(cls, model_name):
         """BFP4 FF1/FF3 with LoFi, BFP8 elsewhere (Llama-3, Mistral-7B, Phi-3 keep BFP8 attention)."""
-        base = get_base_model_name(model_name)
-        settings = {
-            "TensorPrecision": {TensorGroup.FF1_FF3: PrecisionSetting.BFP4},
-            "OpFidelity": {OpGroup.LI_FF1_FF3: MathFidelitySetting.LOFI},
-        }
-        if base.startswith("Qwen2.5-7B") or base.startswith("Qwen2.5-VL-7B"):
-            # Qwen2.5-7B degrades with BFP8 attention and LoFi: BF16 attention, HiFi4
-            settings["TensorPrecision"].update(
-                {TensorGroup.WQKV: PrecisionSetting.BF16, TensorGroup.WO: PrecisionSetting.BF16}
-            )
-            settings["OpFidelity"].update({op: MathFidelitySetting.HIFI4 for op in OpGroup})
-            settings["TensorPrecision"][TensorGroup.FF1_FF3] = PrecisionSetting.BFP8
-        elif base.startswith("Phi-3-mini") or base.startswith("Phi-3.5-mini"):
-            settings["OpFidelity"][OpGroup.LI_QKV_PREFILL] = MathFidelitySetting.HIFI4
-        inst = cls(settings)
-        inst.__name__ = "performance"
+        family = get_base_model_name(model_name)
+        if family.startswith(("Qwen2.5-7B", "Qwen2.5-VL-7B")):
+            # this family loses too much with BFP4/LoFi and BFP8 attention: BF16 attention, BFP8 MLP, HiFi4 throughout
+            dtypes = {
+                TensorGroup.FF1_FF3: PrecisionSetting.BFP8,
+                TensorGroup.WQKV: PrecisionSetting.BF16,
+                TensorGroup.WO: PrecisionSetting.BF16,
+            }
+            return cls._named("performance", dtypes, dict.fromkeys(OpGroup, MathFidelitySetting.HIFI4))
+        fidelities = {OpGroup.LI_FF1_FF3: MathFidelitySetting.LOFI}
+        if family.startswith(("Phi-3-mini", "Phi-3.5-mini")):
+            fidelities[OpGroup.LI_QKV_PREFILL] = MathFidelitySetting.HIFI4
+        return cls._named("performance", {TensorGroup.FF1_FF3: PrecisionSetting.BFP4}, fidelities)
+
+    @classmethod
+    def _named(cls, label, dtypes, fidelities):
+        """Defaults overridden by ``dtypes`` / ``fidelities``, tagged ``label`` (``accuracy`` / ``performance``)."""
+        inst = cls({"TensorPrecision": dtypes, "OpFidelity": fidelities})
+        inst.__name__ = label
         return inst
 
     def _make_name(self) -> str:

@@ -31,8 +31,8 @@ class RotarySetup(LightweightModule):
         self.head_dim = head_dim
         self.batch_size = batch_size
         self.use_qk_fused = use_qk_fused
-        self.is_mesh_device = isinstance(device, ttnn._ttnn.multi_device.MeshDevice)
-        self.num_devices = device.get_num_devices() if self.is_mesh_device else 1
+        on_mesh = isinstance(device, ttnn._ttnn.multi_device.MeshDevice)
+        self.is_mesh_device, self.num_devices = on_mesh, (device.get_num_devices() if on_mesh else 1)
         # on a Galaxy the users are dealt out over the mesh columns
         galaxy = self.num_devices == 32
         mesh_cols = list(device.shape)[1] if galaxy else 1
@@ -57,7 +57,8 @@ class RotarySetup(LightweightModule):
         )
         split_users = galaxy and batch_size > 1
         copies = batch_size if split_users else self.batch_size_per_device_group
-        decode_trans = get_rot_transformation_mat(dhead=ttnn.TILE_SIZE).repeat(1, 1, copies, 1)
+        # one 32x32 rotation tile per user, stacked along the rows
+        decode_trans = torch.cat([get_rot_transformation_mat(dhead=ttnn.TILE_SIZE)] * copies, dim=2)
         per_user_tile = ttnn.create_sharded_memory_config(
             shape=(ttnn.TILE_SIZE, ttnn.TILE_SIZE),
             core_grid=self.batch_grid,
