@@ -11,12 +11,26 @@
 
 from __future__ import annotations
 
+import contextvars
+import itertools
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from . import _kernels
 from .types import TILE_SIZE, DataType, MathFidelity
 
-__all__ = ["apply_fidelity", "matmul_accumulate", "quantize", "truncate_mantissa"]
+__all__ = [
+    "apply_fidelity",
+    "map_row_blocks",
+    "matmul_accumulate",
+    "matmul_f32",
+    "quantize",
+    "truncate_mantissa",
+]
 
 _MANTISSA_BITS = {DataType.BFLOAT8_B: 7, DataType.BFLOAT4_B: 3}
 
@@ -78,16 +92,101 @@ def apply_fidelity(a: np.ndarray, b: np.ndarray, fidelity: MathFidelity) -> tupl
     return truncate_mantissa(a, a_bits), truncate_mantissa(b, b_bits)
 
 
+def _blas_threads() -> int:
+    """The thread count OpenBLAS picks up from the environment (all cores when none is set)."""
+    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        try:
+            n = int(os.environ.get(var, ""))
+        except ValueError:
+            continue
+        if n > 0:
+            return n
+    return os.cpu_count() or 1
+
+
+# With a single-threaded BLAS, large products are split by rows over this many threads (numpy's matmul releases
+# the GIL); a multi-threaded BLAS already uses the cores itself.
+_MATMUL_WORKERS = max(1, min(4, (os.cpu_count() or 1) // _blas_threads()))
+_MATMUL_MIN_ROWS = 64  # rows per part
+_MATMUL_MIN_WORK = 1 << 22  # multiply-adds below which one thread is faster than the hand-off
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _submit(fn, *args):
+    """Run ``fn(*args)`` on a pool thread in a copy of the caller's context (numpy's errstate is a contextvar)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_MATMUL_WORKERS - 1, thread_name_prefix="tttv2-matmul")
+    return _pool.submit(contextvars.copy_context().run, fn, *args)
+
+
+def _forget_pool() -> None:  # a forked child has none of the parent's threads
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)`` in float32. With a single-threaded BLAS, a large product is split over threads: by
+    the rows of ``a`` when ``b`` is one matrix, by the leading batch dim when the batch dims match."""
+    if _MATMUL_WORKERS > 1 and a.ndim >= 2 and b.ndim >= 2 and b.shape[-2] == a.shape[-1]:
+        k, n = a.shape[-1], b.shape[-1]
+        m = math.prod(a.shape[:-1])
+        parts = 0
+        if all(d == 1 for d in b.shape[:-2]):  # one matrix b: split the rows of a
+            out = np.empty((1,) * (b.ndim - a.ndim) + a.shape[:-1] + (n,), dtype=np.float32)
+            x, y, res = a.reshape(m, k), b.reshape(k, n), out.reshape(m, n)  # res: a view of out
+            parts, batched = min(_MATMUL_WORKERS, m // _MATMUL_MIN_ROWS), False
+        elif a.shape[:-2] == b.shape[:-2]:  # matching batches: split the leading batch dim
+            out = np.empty((*a.shape[:-1], n), dtype=np.float32)
+            x, y, res = a, b, out
+            parts, batched = min(_MATMUL_WORKERS, a.shape[0]), True
+        if parts > 1 and m * k * n >= _MATMUL_MIN_WORK:
+            bounds = [len(x) * i // parts for i in range(parts + 1)]
+
+            def part(lo: int, hi: int) -> None:
+                np.matmul(x[lo:hi], y[lo:hi] if batched else y, out=res[lo:hi], dtype=np.float32)
+
+            futures = [_submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds[1:])]
+            part(0, bounds[1])
+            for future in futures:
+                future.result()
+            return out
+    return np.matmul(a, b, dtype=np.float32)
+
+
+_ELEMENTWISE_MIN_SIZE = 1 << 18  # elements below which one thread is faster than the hand-off
+
+
+def map_row_blocks(fn, x: np.ndarray) -> np.ndarray:
+    """``fn(x)`` for an elementwise ``fn``, run on row blocks of a large ``x`` over the matmul threads."""
+    if _MATMUL_WORKERS == 1 or not isinstance(x, np.ndarray) or x.ndim == 0 or x.size < _ELEMENTWISE_MIN_SIZE:
+        return fn(x)
+    flat = x.reshape(-1, x.shape[-1])
+    parts = min(_MATMUL_WORKERS, flat.shape[0])
+    if parts < 2:
+        return fn(x)
+    bounds = [flat.shape[0] * i // parts for i in range(parts + 1)]
+    futures = [_submit(fn, flat[lo:hi]) for lo, hi in itertools.pairwise(bounds[1:])]
+    blocks = [fn(flat[: bounds[1]])] + [future.result() for future in futures]
+    out = np.empty(x.shape, dtype=blocks[0].dtype)
+    np.concatenate(blocks, out=out.reshape(flat.shape))
+    return out
+
+
 def matmul_accumulate(a: np.ndarray, b: np.ndarray, k_block: int | None, fp32_acc: bool) -> np.ndarray:
     """``a @ b`` in float32; without fp32 accumulation, partial sums are rounded to bfloat16 per K block."""
     k = a.shape[-1]
     if fp32_acc or k_block is None or k_block >= k:
-        return np.matmul(a, b, dtype=np.float32)
+        return matmul_f32(a, b)
     acc = None
     for start in range(0, k, k_block):
-        part = np.matmul(
-            a[..., start : start + k_block], b[..., start : start + k_block, :], dtype=np.float32
-        )
+        part = matmul_f32(a[..., start : start + k_block], b[..., start : start + k_block, :])
         acc = part if acc is None else acc + part
         acc = _kernels.round_bfloat16(np.ascontiguousarray(acc))
     return acc

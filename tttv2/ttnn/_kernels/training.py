@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..numerics import matmul_f32
 from . import training_reference as reference
 
 __all__ = [
@@ -178,12 +179,14 @@ def rms_norm_backward(x, weight, rms, dy, eps):
 def layer_norm_forward(x, weight, bias, eps):
     x2 = _rows(x)
     rows, d = x2.shape
-    y = np.empty_like(x2)
-    mean = np.empty(rows, dtype=np.float32)
-    rstd = np.empty(rows, dtype=np.float32)
-    _native().layer_norm_forward(x2, _vector(weight, d), _vector(bias, d), float(eps), y, mean, rstd)
+    y = np.empty(np.shape(x), dtype=np.float32)  # written through a row view: y owns its buffer
     stat = _stat_shape(np.shape(x))
-    return y.reshape(np.shape(x)), mean.reshape(stat), rstd.reshape(stat)
+    mean = np.empty(stat, dtype=np.float32)
+    rstd = np.empty(stat, dtype=np.float32)
+    _native().layer_norm_forward(
+        x2, _vector(weight, d), _vector(bias, d), float(eps), _rows(y), mean.reshape(rows), rstd.reshape(rows)
+    )
+    return y, mean, rstd
 
 
 @_dispatch
@@ -192,7 +195,7 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps):
     rows, d = x2.shape
     if mean is None or rstd is None:
         mean = rstd = None
-    dx = np.empty_like(x2)
+    dx = np.empty(np.shape(x), dtype=np.float32)  # written through a row view: dx owns its buffer
     dw = np.empty(d, dtype=np.float32)
     db = np.empty(d, dtype=np.float32)
     _native().layer_norm_backward(
@@ -202,11 +205,11 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps):
         _optional_rows(rstd, rows),
         float(eps),
         _rows(dy),
-        dx,
+        _rows(dx),
         dw,
         db,
     )
-    return dx.reshape(np.shape(x)), dw, db
+    return dx, dw, db
 
 
 # --- activations and SwiGLU ----------------------------------------------------------------------------------------
@@ -279,7 +282,7 @@ def sdpa_forward(q, k, v, mask, *, scale, is_causal, dropout_p, seed):
         native.sdpa_row_forward(
             raw, flat, strides, float(scale), bool(is_causal), threshold, keep, key, b0, b, probs, lse_c
         )
-        out[b0:b1] = np.matmul(reference._grouped(probs, hkv), v[b0:b1]).reshape(b1 - b0, hq, sq, -1)
+        out[b0:b1] = matmul_f32(reference._grouped(probs, hkv), v[b0:b1]).reshape(b1 - b0, hq, sq, -1)
         lse[b0:b1] = lse_c.reshape(b1 - b0, hq, sq, 1)
     return out, lse
 
@@ -302,7 +305,7 @@ def sdpa_backward(q, k, v, grad_out, mask, lse, *, scale, is_causal, dropout_p, 
     for b0, b1 in _chunks(b, hq * sq * sk):
         raw = reference.sdpa_scores(q[b0:b1], k[b0:b1], hkv)
         dog = reference._grouped(go[b0:b1], hkv)
-        dpd = np.matmul(dog, np.swapaxes(v[b0:b1], -1, -2)).reshape(raw.shape)
+        dpd = matmul_f32(dog, np.swapaxes(v[b0:b1], -1, -2)).reshape(raw.shape)
         pd, ds = np.empty_like(raw), np.empty_like(raw)
         native.sdpa_row_backward(
             raw,
@@ -322,9 +325,9 @@ def sdpa_backward(q, k, v, grad_out, mask, lse, *, scale, is_causal, dropout_p, 
             ds,
         )
         pdg, dsg = reference._grouped(pd, hkv), reference._grouped(ds, hkv)
-        dv[b0:b1] = np.matmul(np.swapaxes(pdg, -1, -2), dog)
-        dq[b0:b1] = (np.matmul(dsg, k[b0:b1]) * sc).reshape(b1 - b0, hq, sq, d)
-        dk[b0:b1] = np.matmul(np.swapaxes(dsg, -1, -2), reference._grouped(q[b0:b1], hkv)) * sc
+        dv[b0:b1] = matmul_f32(np.swapaxes(pdg, -1, -2), dog)
+        dq[b0:b1] = (matmul_f32(dsg, k[b0:b1]) * sc).reshape(b1 - b0, hq, sq, d)
+        dk[b0:b1] = matmul_f32(np.swapaxes(dsg, -1, -2), reference._grouped(q[b0:b1], hkv)) * sc
     return dq, dk, dv
 
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import ml_dtypes
 import numpy as np
 
+from ..numerics import matmul_f32
+
 __all__ = [
     "STREAM_DROPOUT",
     "STREAM_SAMPLE",
@@ -322,7 +324,7 @@ def _grouped(a: np.ndarray, hkv: int) -> np.ndarray:
 def sdpa_scores(q, k, hkv: int) -> np.ndarray:
     """Raw ``q·kᵀ`` for every query head against its KV head → ``[B, Hq, Sq, Sk]`` (float32)."""
     b, hq, sq, _ = q.shape
-    s = np.matmul(_grouped(q, hkv), np.swapaxes(k, -1, -2))
+    s = matmul_f32(_grouped(q, hkv), np.swapaxes(k, -1, -2))
     return s.reshape(b, hq, sq, k.shape[2])
 
 

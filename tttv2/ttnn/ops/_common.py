@@ -3,7 +3,8 @@
 Conventions for op implementations:
 
 * validate first (``expect_tensor`` …), then compute per device with :func:`map_shards`, then build the output
-  with :func:`output_like`; never write into an input's arrays (shards are read-only and shared);
+  with :func:`output_like`; never write into an input's arrays (shards are read-only and shared), nor into an
+  array once it is handed to :func:`output_like` (a fresh float32 array becomes the output's storage uncopied);
 * compute in float32 on the stored (already quantised) values; the output tensor quantises to its dtype;
 * every public op is wrapped with :func:`ttnn_op`, which records it in the op trace.
 """
@@ -21,6 +22,7 @@ from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
 from ..errors import ValidationError, op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
+from ..numerics import map_row_blocks
 from ..placement import TensorTopology
 from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor, resolve_shard_spec
@@ -215,6 +217,8 @@ def output_like(
     if memory_config is not None and not isinstance(memory_config, MemoryConfig):
         raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
     device = like.device()
+    # float32 arrays the op computed (or frozen shards it passes on) need no quantising copy
+    quantized = dtype is DataType.FLOAT32 and all(_fresh_float32(s) for s in shards)
     if device is None:
         return Tensor(
             shards,
@@ -225,6 +229,7 @@ def output_like(
             topology or like.tensor_topology(),
             what=op,
             padded_shape=padded_shape,
+            quantized=quantized,
         )
     memory_config = memory_config or like.memory_config() or DRAM_MEMORY_CONFIG
     if memory_config.is_sharded():
@@ -245,7 +250,17 @@ def output_like(
         topology or like.tensor_topology(),
         what=op,
         padded_shape=padded_shape,
+        quantized=quantized,
     )
+
+
+def _fresh_float32(shard) -> bool:
+    """A C-contiguous float32 array owning its data: one the op computed (writeable), or a read-only one, which
+    is already a tensor's frozen shard (in-place updates copy a read-only shard first)."""
+    if not isinstance(shard, np.ndarray) or shard.dtype != np.float32:
+        return False
+    flags = shard.flags
+    return flags.c_contiguous and flags.owndata
 
 
 def default_compute_config(
@@ -262,12 +277,21 @@ def default_compute_config(
 
 
 def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
+    c1, c3 = np.float32(0.7978845608028654), np.float32(0.044715)
+    if approximate and not (isinstance(x, np.ndarray) and x.ndim > 0 and x.dtype in (np.float32, np.float64)):
+        return 0.5 * x * (1.0 + np.tanh(c1 * (x + c3 * (x * x * x))))
     if approximate:
-        return (
-            0.5
-            * x
-            * (1.0 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * (x * x * x))))
-        )
+        # the same expression evaluated in place, in the same order (identical rounding, fewer temporaries)
+        t = x * x
+        t *= x
+        t *= c3
+        t += x
+        t *= c1
+        np.tanh(t, out=t)
+        t += 1.0
+        out = 0.5 * x
+        out *= t
+        return out
     from math import erf, sqrt
 
     verf = np.vectorize(erf, otypes=[np.float32])
@@ -297,7 +321,7 @@ def activation_fn(act, op: str) -> Callable[[np.ndarray], np.ndarray]:
         raise op_error(op, "activation", "a ttnn.UnaryOpType or UnaryWithParam", repr(act))
     table = {
         UnaryOpType.SILU: lambda x: x / (1.0 + np.exp(-x)),
-        UnaryOpType.GELU: lambda x: _gelu(x, bool(param)),
+        UnaryOpType.GELU: lambda x: map_row_blocks(functools.partial(_gelu, approximate=bool(param)), x),
         UnaryOpType.RELU: lambda x: np.maximum(x, 0),
         UnaryOpType.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)),
         UnaryOpType.EXP: np.exp,

@@ -146,7 +146,8 @@ def _binary(op: str, fn, a, b, *, dtype, memory_config, output_tensor, activatio
                 r = fn(np.float32(xv) if np.isscalar(xv) else xv, np.float32(yv) if np.isscalar(yv) else yv)
             if post:
                 r = post(np.asarray(r, dtype=np.float32))
-        return np.asarray(r, dtype=np.float32).reshape(out_shape)
+        r = np.asarray(r, dtype=np.float32)
+        return r if r.shape == out_shape else r.reshape(out_shape)
 
     shards = map_shards(compute, a, b)
     out_dtype = dtype if dtype is not None else _result_dtype(a, b)

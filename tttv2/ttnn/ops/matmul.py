@@ -272,7 +272,7 @@ def _matmul(
         out = matmul_accumulate(x, w, k_block, compute.fp32_dest_acc_en)
         if rest:
             bias_rows = rest[0].reshape(-1, n)
-            out = out + bias_rows[:1] if bias_rows.shape[0] != out.shape[-2] else out + bias_rows
+            out += bias_rows[:1] if bias_rows.shape[0] != out.shape[-2] else bias_rows  # out is a fresh array
         if act is not None:
             with np.errstate(over="ignore"):
                 out = act(out)

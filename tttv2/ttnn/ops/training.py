@@ -130,7 +130,9 @@ def _grad_dtype(t: Tensor) -> DataType:
 
 def _grad(ctx, like: Tensor, shards: list[np.ndarray]) -> Tensor:
     """A gradient tensor shaped, laid out, placed and distributed like ``like``."""
-    shards = [np.asarray(s, dtype=np.float32).reshape(tuple(like.shape)) for s in shards]
+    shape = tuple(like.shape)
+    shards = [np.asarray(s, dtype=np.float32) for s in shards]
+    shards = [s if s.shape == shape else s.reshape(shape) for s in shards]
     return output_like(
         f"backward of {ctx.op_name}",
         shards,

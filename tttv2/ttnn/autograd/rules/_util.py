@@ -44,7 +44,9 @@ def arrays(t: Tensor | None) -> list[np.ndarray] | None:
 
 def grad_like(ctx, like: Tensor, shards: list[np.ndarray]) -> Tensor:
     """A gradient tensor distributed, laid out and placed like ``like`` (see the module docstring for dtype)."""
-    shards = [np.asarray(s, dtype=np.float32).reshape(tuple(like.shape)) for s in shards]
+    shape = tuple(like.shape)
+    shards = [np.asarray(s, dtype=np.float32) for s in shards]
+    shards = [s if s.shape == shape else s.reshape(shape) for s in shards]
     return output_like(
         f"backward of {ctx.op_name}",
         shards,
@@ -99,12 +101,36 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
         return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
 
 
+def _float_array(x) -> bool:
+    return isinstance(x, np.ndarray) and x.ndim > 0 and x.dtype in (np.float32, np.float64)
+
+
 def gelu_grad(x: np.ndarray, approximate: bool) -> np.ndarray:
     """d/dx of GELU: the tanh approximation or the exact erf form."""
-    if approximate:
-        inner = _SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x))
-        t = np.tanh(inner)
+    if approximate and not _float_array(x):
+        t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * (x * x * x)))
         return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+    if approximate:
+        # the same expression evaluated in place, in the same order (identical rounding, fewer temporaries)
+        t = x * x
+        t *= x
+        t *= _GELU_C
+        t += x
+        t *= _SQRT_2_OVER_PI
+        np.tanh(t, out=t)
+        slope = t * t
+        np.subtract(1.0, slope, out=slope)
+        out = 0.5 * x
+        out *= slope
+        out *= _SQRT_2_OVER_PI
+        np.multiply(3.0 * _GELU_C, x, out=slope)
+        slope *= x
+        slope += 1.0
+        out *= slope
+        t += 1.0
+        t *= 0.5
+        out += t
+        return out
     cdf = 0.5 * (1.0 + _erf(x * _INV_SQRT2))
     return cdf + x * _INV_SQRT_2PI * np.exp(-0.5 * x * x)
 

@@ -63,7 +63,9 @@ def nlp_create_qkv_heads_backward(ctx, grads):
                 [q.reshape(b, s, nkv, group, hd), k[:, :, :, None], v[:, :, :, None]], axis=3
             )
             return grouped.reshape(b, 1, s, -1), None
-        return np.concatenate([q, k, v], axis=2).reshape(b, 1, s, -1), None
+        out = np.empty((b, 1, s, (nq + 2 * nkv) * hd), dtype=np.float32)  # owned: stored without a copy
+        np.concatenate([q, k, v], axis=2, out=out.reshape(b, s, nq + 2 * nkv, hd))
+        return out, None
 
     results = per_device(one, gq, gk, gv)
     out = {}

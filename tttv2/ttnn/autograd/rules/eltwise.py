@@ -8,10 +8,12 @@ chain rule back through ``activations``, then through ``f``, then through ``inpu
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from ...numerics import map_row_blocks
 from ..engine import register_backward
 from ._util import act_chain, arrays, gelu_grad, grad_like, per_device, sigmoid, unbroadcast
 
@@ -139,7 +141,9 @@ _UNARY = {
     "cos": lambda x, a: -np.sin(x),
     "softplus": lambda x, a: sigmoid(x),
     "erf": lambda x, a: _erf_grad(x),
-    "gelu": lambda x, a: gelu_grad(x, bool(a.get("fast_and_approximate_mode", True))),
+    "gelu": lambda x, a: map_row_blocks(
+        functools.partial(gelu_grad, approximate=bool(a.get("fast_and_approximate_mode", True))), x
+    ),
     "clamp": lambda x, a: (
         (x >= (-np.inf if a["min"] is None else a["min"])) & (x <= (np.inf if a["max"] is None else a["max"]))
     ).astype(np.float32),

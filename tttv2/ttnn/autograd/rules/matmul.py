@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...numerics import matmul_f32
 from ..engine import register_backward
 from ._util import act_chain, arrays, grad_like, per_device, unbroadcast
 
@@ -31,20 +32,20 @@ def matmul_grads(a, b, g, *, transpose_a, transpose_b, bias=None, activation=Non
     a2 = _swap(a) if transpose_a else a
     b2 = _swap(b) if transpose_b else b
     if activation is not None:
-        pre = np.matmul(a2, b2, dtype=np.float32)
+        pre = matmul_f32(a2, b2)
         if bias is not None:
             pre = pre + _bias_rows(bias, pre)
         _, back = act_chain(pre, activation)
         g = back(g)
     da = db = dbias = None
     if need[0]:
-        da = unbroadcast(np.matmul(g, _swap(b2), dtype=np.float32), a2.shape)
+        da = unbroadcast(matmul_f32(g, _swap(b2)), a2.shape)
         da = _swap(da) if transpose_a else da
     if need[1] and b2.ndim == 2:  # one weight for every batch: one flat [K, rows] x [rows, N] product
-        db = np.matmul(a2.reshape(-1, a2.shape[-1]).T, g.reshape(-1, g.shape[-1]), dtype=np.float32)
+        db = matmul_f32(a2.reshape(-1, a2.shape[-1]).T, g.reshape(-1, g.shape[-1]))
         db = db.T if transpose_b else db
     elif need[1]:
-        db = unbroadcast(np.matmul(_swap(a2), g, dtype=np.float32), b2.shape)
+        db = unbroadcast(matmul_f32(_swap(a2), g), b2.shape)
         db = _swap(db) if transpose_b else db
     if need[2] and bias is not None:
         n = g.shape[-1]
