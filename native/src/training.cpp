@@ -992,6 +992,69 @@ void bind_rows(nb::module_& t) {
 
 void bind_elementwise(nb::module_& t) {
   t.def(
+      "pointwise_loss",
+      [](F32In pred, F32In target, int kind, F32Out dst) {
+        constexpr const char* k = "pointwise_loss";
+        if (kind != 0 && kind != 1) {
+          throw nb::value_error("pointwise_loss: kind: expected 0 (squared) or 1 (absolute)");
+        }
+        expect_like(k, "target", target, "pred", pred);
+        expect_like(k, "dst", dst, "pred", pred);
+        expect_disjoint(k, "dst", dst, "pred", pred);
+        expect_disjoint(k, "dst", dst, "target", target);
+        const float* p = pred.data();
+        const float* q = target.data();
+        float* out = dst.data();
+        const size_t n = pred.size();
+        nb::gil_scoped_release release;
+        parallel_for(n, kMinElemsPerThread, 16, [&](size_t b, size_t e) {
+          if (kind == 0) {
+            for (size_t i = b; i < e; ++i) {
+              const float d = p[i] - q[i];
+              out[i] = d * d;
+            }
+          } else {
+            for (size_t i = b; i < e; ++i) out[i] = std::fabs(p[i] - q[i]);
+          }
+        });
+      },
+      nb::arg("pred").noconvert(), nb::arg("target").noconvert(), nb::arg("kind"), nb::arg("dst").noconvert(),
+      "dst = (pred − target)² (kind 0) or |pred − target| (kind 1) element-wise.");
+  t.def(
+      "pointwise_loss_backward",
+      [](F32In pred, F32In target, std::optional<F32In> grad, float scale, int kind, F32Out dst) {
+        constexpr const char* k = "pointwise_loss_backward";
+        if (kind != 0 && kind != 1) {
+          throw nb::value_error("pointwise_loss_backward: kind: expected 0 (squared) or 1 (absolute)");
+        }
+        expect_like(k, "target", target, "pred", pred);
+        expect_like(k, "dst", dst, "pred", pred);
+        expect_disjoint(k, "dst", dst, "pred", pred);
+        expect_disjoint(k, "dst", dst, "target", target);
+        const float* g = nullptr;
+        if (grad) {
+          expect_like(k, "grad", *grad, "pred", pred);
+          expect_disjoint(k, "dst", dst, "grad", *grad);
+          g = grad->data();
+        }
+        const float* p = pred.data();
+        const float* q = target.data();
+        float* out = dst.data();
+        const size_t n = pred.size();
+        nb::gil_scoped_release release;
+        parallel_for(n, kMinElemsPerThread, 16, [&](size_t b, size_t e) {
+          for (size_t i = b; i < e; ++i) {
+            const float d = p[i] - q[i];
+            const float deriv = kind == 0 ? 2.0f * d : static_cast<float>((d > 0.0f) - (d < 0.0f));
+            const float gs = (g ? g[i] : 1.0f) * scale;
+            out[i] = deriv * gs;
+          }
+        });
+      },
+      nb::arg("pred").noconvert(), nb::arg("target").noconvert(), nb::arg("grad").none().noconvert(),
+      nb::arg("scale"), nb::arg("kind"), nb::arg("dst").noconvert(),
+      "dst = loss'(pred − target) · (grad · scale): 2·d for kind 0, sign(d) for kind 1; grad None means 1.");
+  t.def(
       "silu_backward",
       [](F32In x, F32In dy, F32Out dx) {
         constexpr const char* k = "silu_backward";

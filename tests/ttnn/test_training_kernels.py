@@ -392,3 +392,38 @@ def test_native_attention_argument_checks():
             pd=probs,
             ds=np.empty_like(raw),
         )
+
+
+# --- pointwise losses (mse / l1) ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_pointwise_loss_kernels_match_reference_bit_exactly(simd, kind):
+    pred, target, grad = randn(3, 1, 40, 70), randn(3, 1, 40, 70), randn(3, 1, 40, 70)
+    target[0, 0, 0, :6] = pred[0, 0, 0, :6]  # zero differences: L1's derivative is 0 there, as torch's
+    native, reference = both("pointwise_loss", pred, target, kind)
+    np.testing.assert_array_equal(native, reference)
+    for g, scale in ((grad, 1.0), (None, 0.125)):
+        native, reference = both("pointwise_loss_backward", pred, target, g, scale, kind)
+        np.testing.assert_array_equal(native, reference)
+    d = pred.astype(np.float64) - target
+    expected = d * d if kind == 0 else np.abs(d)
+    np.testing.assert_allclose(reference, (2 * d if kind == 0 else np.sign(d)) * 0.125, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(both("pointwise_loss", pred, target, kind)[1], expected, rtol=1e-6, atol=1e-7)
+
+
+def test_pointwise_loss_argument_checks():
+    x, y = randn(4, 8), randn(4, 8)
+    with pytest.raises(ValueError, match="kind"):
+        tk.pointwise_loss(x, y, 2)
+    with pytest.raises(ValueError, match="kind"):
+        tk.pointwise_loss_backward(x, y, None, 1.0, 5)
+    with _kernels.use_backend("reference"):
+        with pytest.raises(ValueError, match="kind"):
+            tk.pointwise_loss(x, y, 2)
+        with pytest.raises(ValueError, match="kind"):
+            tk.pointwise_loss_backward(x, y, None, 1.0, 5)
+    with pytest.raises(ValueError, match="pointwise_loss: dst must not overlap pred"):
+        NT.pointwise_loss(x, y, 0, x)
+    with pytest.raises(ValueError, match="pointwise_loss_backward"):
+        NT.pointwise_loss_backward(x, y, randn(4, 4), 1.0, 0, np.empty((4, 8), np.float32))

@@ -34,6 +34,8 @@ __all__ = [
     "layer_norm_forward",
     "log_softmax",
     "log_softmax_backward",
+    "pointwise_loss",
+    "pointwise_loss_backward",
     "rms_norm_backward",
     "rms_norm_forward",
     "sdpa_backward",
@@ -213,6 +215,23 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps):
 
 
 # --- activations and SwiGLU ----------------------------------------------------------------------------------------
+
+
+@_dispatch
+def pointwise_loss(pred, target, kind):
+    pred = _f32(pred)
+    out = np.empty_like(pred)
+    _native().pointwise_loss(pred, _f32(target).reshape(pred.shape), int(kind), out)
+    return out
+
+
+@_dispatch
+def pointwise_loss_backward(pred, target, grad, scale, kind):
+    pred = _f32(pred)
+    out = np.empty_like(pred)
+    g = None if grad is None else _f32(grad).reshape(pred.shape)
+    _native().pointwise_loss_backward(pred, _f32(target).reshape(pred.shape), g, float(scale), int(kind), out)
+    return out
 
 
 @_dispatch

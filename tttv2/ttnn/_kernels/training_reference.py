@@ -40,6 +40,8 @@ __all__ = [
     "layer_norm_forward",
     "log_softmax",
     "log_softmax_backward",
+    "pointwise_loss",
+    "pointwise_loss_backward",
     "random_bits",
     "random_key",
     "rms_norm_backward",
@@ -256,6 +258,27 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps: float) -> tuple[np.ndarr
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         return (np.float32(1.0) / (np.float32(1.0) + np.exp(-x))).astype(np.float32)
+
+
+def pointwise_loss(pred: np.ndarray, target: np.ndarray, kind: int) -> np.ndarray:
+    """Element-wise loss terms: ``(pred − target)²`` (kind 0, MSE) or ``|pred − target|`` (kind 1, L1)."""
+    if kind not in (0, 1):
+        raise ValueError(f"pointwise_loss: kind: expected 0 (squared) or 1 (absolute), got {kind!r}")
+    d = (_f32(pred) - _f32(target)).astype(np.float32)
+    return (d * d if kind == 0 else np.abs(d)).astype(np.float32)
+
+
+def pointwise_loss_backward(
+    pred: np.ndarray, target: np.ndarray, grad: np.ndarray | None, scale: float, kind: int
+) -> np.ndarray:
+    """``loss'(pred − target) · (grad · scale)``: ``2·d`` for MSE, ``sign(d)`` (0 where equal) for L1; a missing
+    ``grad`` counts as ones (the reduced losses pass their scalar upstream gradient folded into ``scale``)."""
+    if kind not in (0, 1):
+        raise ValueError(f"pointwise_loss_backward: kind: expected 0 (squared) or 1 (absolute), got {kind!r}")
+    d = (_f32(pred) - _f32(target)).astype(np.float32)
+    deriv = np.float32(2.0) * d if kind == 0 else np.sign(d).astype(np.float32)
+    gs = np.float32(scale) if grad is None else (_f32(grad) * np.float32(scale)).astype(np.float32)
+    return (deriv * gs).astype(np.float32)
 
 
 def silu_backward(x: np.ndarray, dy: np.ndarray) -> np.ndarray:

@@ -257,7 +257,8 @@ def _cross_entropy_backward(ctx, grad):
     }
 
 
-def _pointwise_loss(op: str, pred, target, reduction, memory_config, fn) -> Tensor:
+def _pointwise_loss(op: str, pred, target, reduction, memory_config, kind: int) -> Tensor:
+    """kind 0: squared error, kind 1: absolute error (the fused kernel ``_kernels.training.pointwise_loss``)."""
     p = _float(op, "pred", pred)
     t = _float(op, "target", target)
     same_mesh(op, pred=p, target=t)
@@ -266,7 +267,7 @@ def _pointwise_loss(op: str, pred, target, reduction, memory_config, fn) -> Tens
     )
     red = _reduction(op, reduction)
     _memory_config(op, memory_config)
-    vals = per_device(lambda a, b: fn(a - b), _arrays(p, op), _arrays(t, op))
+    vals = per_device(lambda a, b: _tk.pointwise_loss(a, b, kind), _arrays(p, op), _arrays(t, op))
     if red == "none":
         return output_like(op, vals, p, memory_config=memory_config)
     reduce = np.mean if red == "mean" else np.sum
@@ -276,13 +277,15 @@ def _pointwise_loss(op: str, pred, target, reduction, memory_config, fn) -> Tens
     return output_like(op, shards, p, memory_config=memory_config or DRAM_MEMORY_CONFIG)
 
 
-def _pointwise_loss_backward(ctx, grad, derivative):
+def _pointwise_loss_backward(ctx, grad, kind: int):
     p, t = ctx.args["pred"], ctx.args["target"]
     red = _reduction(ctx.op_name, ctx.args["reduction"])
     scaler = np.float32(1.0 / p.volume if red == "mean" else 1.0)
 
     def one(a, b, g):
-        return derivative(a - b) * (g if red == "none" else g.reshape(()) * scaler)
+        if red == "none":
+            return _tk.pointwise_loss_backward(a, b, g, 1.0, kind)
+        return _tk.pointwise_loss_backward(a, b, None, np.float32(g.reshape(()) * scaler), kind)
 
     dp = per_device(one, _arrays(p, ctx.op_name), _arrays(t, ctx.op_name), _arrays(grad, ctx.op_name))
     out = {}
@@ -299,7 +302,7 @@ def mse_loss(
 ) -> Tensor:
     """Squared error ``(pred − target)²``, reduced by ``"mean"`` (default) / ``"sum"`` to ``[1, 1, 1, 1]`` or kept
     elementwise (``"none"``). Backward: ``2·(pred − target)·upstream·scaler`` (and its negative for target)."""
-    return _pointwise_loss("ttnn.mse_loss", pred, target, reduction, memory_config, lambda d: d * d)
+    return _pointwise_loss("ttnn.mse_loss", pred, target, reduction, memory_config, 0)
 
 
 @ttnn_op("ttnn.l1_loss")
@@ -308,11 +311,11 @@ def l1_loss(
 ) -> Tensor:
     """Absolute error ``|pred − target|``, reduced like :func:`mse_loss`. Backward: ``sign(pred − target)``
     (0 where equal, as torch) times the upstream gradient and scaler."""
-    return _pointwise_loss("ttnn.l1_loss", pred, target, reduction, memory_config, np.abs)
+    return _pointwise_loss("ttnn.l1_loss", pred, target, reduction, memory_config, 1)
 
 
-register_backward("ttnn.mse_loss")(lambda ctx, grad: _pointwise_loss_backward(ctx, grad, lambda d: 2.0 * d))
-register_backward("ttnn.l1_loss")(lambda ctx, grad: _pointwise_loss_backward(ctx, grad, np.sign))
+register_backward("ttnn.mse_loss")(lambda ctx, grad: _pointwise_loss_backward(ctx, grad, 0))
+register_backward("ttnn.l1_loss")(lambda ctx, grad: _pointwise_loss_backward(ctx, grad, 1))
 
 
 # --- log-softmax -----------------------------------------------------------------------------------------------------
