@@ -349,23 +349,8 @@ def _build(
             topology = TensorTopology.replicated(device.shape)
             shards = shards * device.get_num_devices()
     if device is not None:
-        from .numerics import quantize
-
-        cache: dict[int, np.ndarray] = {}  # replicated shards are one array object: quantise it once
-        quantized = [
-            cache.setdefault(id(s), quantize(s, dtype)) if id(s) not in cache else cache[id(s)]
-            for s in shards
-        ]
-        return Tensor(
-            quantized,
-            dtype,
-            layout,
-            device,
-            memory_config or DRAM_MEMORY_CONFIG,
-            topology,
-            what=op,
-            quantized=True,
-        )
+        # Tensor() quantises each distinct shard array once, so replicated shards stay one shared array
+        return Tensor(shards, dtype, layout, device, memory_config or DRAM_MEMORY_CONFIG, topology, what=op)
     return Tensor(shards, dtype, layout, None, None, topology if len(shards) > 1 else None, what=op)
 
 

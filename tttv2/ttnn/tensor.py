@@ -152,9 +152,10 @@ class Tensor:
         if not quantized:
             # replicated shards are one array object: quantise it once and keep them shared
             done: dict[int, np.ndarray] = {}
-            shards = [
-                done[id(s)] if id(s) in done else done.setdefault(id(s), quantize(s, dtype)) for s in shards
-            ]
+            for s in shards:
+                if id(s) not in done:
+                    done[id(s)] = quantize(s, dtype)
+            shards = [done[id(s)] for s in shards]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
             if shard.flags.writeable:

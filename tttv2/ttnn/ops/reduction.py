@@ -86,105 +86,57 @@ def _reduce(
     return output_like(op, shards, x, memory_config=memory_config)
 
 
-@ttnn_op("ttnn.sum")
-def sum(
-    input_tensor: Tensor,
-    dim=None,
-    keepdim: bool = False,
-    *,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-    scalar: float = 1.0,
-    sub_core_grids=None,
-    **_speed_knobs,
-) -> Tensor:
-    """Sum over ``dim`` (an int, a list of ints, or None for all dims)."""
-    return _reduce(
-        "ttnn.sum",
-        lambda v, d: np.sum(v, axis=d, keepdims=True),
-        input_tensor,
-        dim,
-        keepdim,
-        memory_config,
-        compute_kernel_config,
-        scalar,
-    )
+def _reduction_op(
+    name: str, fn: Callable[[np.ndarray, tuple[int, ...]], np.ndarray], doc: str, float_only: bool
+):
+    """Build the public op ``ttnn.<name>``: one signature for every plain reduction."""
+
+    def op(
+        input_tensor: Tensor,
+        dim=None,
+        keepdim: bool = False,
+        *,
+        memory_config: MemoryConfig | None = None,
+        compute_kernel_config: WormholeComputeKernelConfig | None = None,
+        scalar: float = 1.0,
+        sub_core_grids=None,
+        **_speed_knobs,
+    ) -> Tensor:
+        return _reduce(
+            f"ttnn.{name}",
+            fn,
+            input_tensor,
+            dim,
+            keepdim,
+            memory_config,
+            compute_kernel_config,
+            scalar,
+            float_only=float_only,
+        )
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return ttnn_op(f"ttnn.{name}")(op)
 
 
-@ttnn_op("ttnn.mean")
-def mean(
-    input_tensor: Tensor,
-    dim=None,
-    keepdim: bool = False,
-    *,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-    scalar: float = 1.0,
-    sub_core_grids=None,
-    **_speed_knobs,
-) -> Tensor:
-    """Mean over ``dim``."""
-    return _reduce(
-        "ttnn.mean",
-        lambda v, d: np.mean(v, axis=d, keepdims=True, dtype=np.float64).astype(np.float32),
-        input_tensor,
-        dim,
-        keepdim,
-        memory_config,
-        compute_kernel_config,
-        scalar,
-        float_only=True,
-    )
-
-
-@ttnn_op("ttnn.max")
-def max(
-    input_tensor: Tensor,
-    dim=None,
-    keepdim: bool = False,
-    *,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-    scalar: float = 1.0,
-    sub_core_grids=None,
-    **_speed_knobs,
-) -> Tensor:
-    """Maximum over ``dim``."""
-    return _reduce(
-        "ttnn.max",
-        lambda v, d: np.max(v, axis=d, keepdims=True),
-        input_tensor,
-        dim,
-        keepdim,
-        memory_config,
-        compute_kernel_config,
-        scalar,
-    )
-
-
-@ttnn_op("ttnn.min")
-def min(
-    input_tensor: Tensor,
-    dim=None,
-    keepdim: bool = False,
-    *,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-    scalar: float = 1.0,
-    sub_core_grids=None,
-    **_speed_knobs,
-) -> Tensor:
-    """Minimum over ``dim``."""
-    return _reduce(
-        "ttnn.min",
-        lambda v, d: np.min(v, axis=d, keepdims=True),
-        input_tensor,
-        dim,
-        keepdim,
-        memory_config,
-        compute_kernel_config,
-        scalar,
-    )
+sum = _reduction_op(
+    "sum",
+    lambda v, d: np.sum(v, axis=d, keepdims=True),
+    "Sum over ``dim`` (an int, a list of ints, or None for all dims).",
+    float_only=False,
+)
+mean = _reduction_op(
+    "mean",
+    lambda v, d: np.mean(v, axis=d, keepdims=True, dtype=np.float64).astype(np.float32),
+    "Mean over ``dim``.",
+    float_only=True,
+)
+max = _reduction_op(
+    "max", lambda v, d: np.max(v, axis=d, keepdims=True), "Maximum over ``dim``.", float_only=False
+)
+min = _reduction_op(
+    "min", lambda v, d: np.min(v, axis=d, keepdims=True), "Minimum over ``dim``.", float_only=False
+)
 
 
 def _variance(v: np.ndarray, dims: tuple[int, ...], correction: bool) -> np.ndarray:
