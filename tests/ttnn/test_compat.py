@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,8 +181,19 @@ PLUGIN_TEST = textwrap.dedent(
 )
 
 
+def _fake_real_ttnn(where: Path) -> Path:
+    """A stand-in for Tenstorrent's ttnn package: importable, with a submodule, and not the emulator."""
+    package = where / "ttnn"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("IS_FAKE_REAL_TTNN = True\n")
+    (package / "experimental.py").write_text("FAKE = True\n")
+    return where
+
+
 def test_pytest_option(tmp_path):
+    """--ttnn-emulator makes `import ttnn` the emulator for the run even where another ttnn is installed."""
     (tmp_path / "test_uses_ttnn.py").write_text(PLUGIN_TEST)
+    real = _fake_real_ttnn(tmp_path / "site")
     quiet = [
         "-p",
         "no:cacheprovider",
@@ -195,16 +207,17 @@ def test_pytest_option(tmp_path):
         "no:pytest_cov",
     ]
     base = [sys.executable, "-m", "pytest", "-q", *quiet, "test_uses_ttnn.py"]
+    env = {"PYTHONPATH": str(real)}
     # the plugin is registered through the package's pytest11 entry point
-    on = _run([*base, "--ttnn-emulator"], cwd=tmp_path)
+    on = _run([*base, "--ttnn-emulator"], env=env, cwd=tmp_path)
     assert on.returncode == 0, on.stdout + on.stderr
     assert "1 passed" in on.stdout
-    off = _run(base, cwd=tmp_path)
-    assert off.returncode == 1 and "No module named 'ttnn'" in off.stdout
+    off = _run(base, env=env, cwd=tmp_path)  # the installed (fake) ttnn wins without the option
+    assert off.returncode == 1 and "IS_TTTV2_EMULATOR" in off.stdout
     # and explicitly with -p when plugin autoloading is off
     explicit = _run(
         [*base, "-p", "tttv2.testing.pytest_plugin", "--ttnn-emulator"],
-        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        env={**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         cwd=tmp_path,
     )
     assert explicit.returncode == 0, explicit.stdout + explicit.stderr
@@ -260,6 +273,108 @@ def test_backend_emulator_is_explicitly_selectable():
         env={"TTTV2_BACKEND": " Emulator "},
     )
     assert out.returncode == 0 and out.stdout.strip() == "True"
+
+
+# --- the import hook (import_hook/_tttv2_ttnn_import.py, installed with a .pth file) --------------------------
+
+_EMULATOR_CHECKS = """
+import sys, ttnn, ttnn.experimental, ttnn.transformer, ttnn.device, ttnn._ttnn.tensor
+import tttv2.ttnn
+assert ttnn.IS_TTTV2_EMULATOR and ttnn is tttv2.ttnn and ttnn.__name__ == "tttv2.ttnn"
+assert ttnn.experimental is tttv2.ttnn.experimental and ttnn.device is sys.modules["tttv2.ttnn.device"]
+# every ttnn.* module is the emulator's own object: nothing was loaded a second time under a ttnn. name
+for name, module in list(sys.modules.items()):
+    if name.startswith("ttnn."):
+        assert module is sys.modules["tttv2" + "." + name], name
+assert ttnn._ttnn.tensor.MemoryConfig is ttnn.MemoryConfig and ttnn._ttnn.tensor.Tensor is ttnn.Tensor
+try:
+    import ttnn.no_such_module
+except ModuleNotFoundError as exc:
+    assert exc.name == "ttnn.no_such_module", exc.name
+else:
+    raise AssertionError("ttnn.no_such_module imported")
+print("emulator")
+"""
+
+
+def test_import_ttnn_in_a_clean_interpreter(tmp_path):
+    """-I: no PYTHONPATH, no user site, no current directory; only the installed packages and their .pth."""
+    out = _run([sys.executable, "-I", "-c", "import ttnn, ttml; print(ttnn.IS_TTTV2_EMULATOR)"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+    out = _run([sys.executable, "-I", "-c", _EMULATOR_CHECKS], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "emulator"
+    meta_path = _run(
+        [sys.executable, "-I", "-c", "import sys; print([type(f).__name__ for f in sys.meta_path])"],
+        cwd=tmp_path,
+    )
+    finders = eval(meta_path.stdout)  # the finder that decides for `ttnn` is the last one
+    assert finders[-1] == "TtnnFinder" and finders.count("TtnnFinder") == 2
+
+
+def test_real_ttnn_wins_wherever_it_is_importable(tmp_path):
+    real = _fake_real_ttnn(tmp_path)
+    code = (
+        "import ttnn, ttnn.experimental\n"
+        "from tttv2 import ttnn as tttv2_ttnn\n"
+        "assert ttnn.IS_FAKE_REAL_TTNN and ttnn.experimental.FAKE\n"
+        "print('emulator' if tttv2_ttnn.__name__ == 'tttv2.ttnn' else tttv2_ttnn.__name__)"
+    )
+    # unset: `import ttnn` is the real package, `from tttv2 import ttnn` stays the emulator;
+    # TTTV2_BACKEND=ttnn: both are the real package
+    for backend, tttv2_ttnn in (("", "emulator"), (" TTNN ", "ttnn")):
+        out = _run(
+            [sys.executable, "-c", code],
+            env={"PYTHONPATH": str(real), "TTTV2_BACKEND": backend},
+            cwd=tmp_path.parent,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == tttv2_ttnn
+
+
+def test_backend_emulator_beats_an_installed_ttnn(tmp_path):
+    real = _fake_real_ttnn(tmp_path)
+    out = _run(
+        [sys.executable, "-c", _EMULATOR_CHECKS],
+        env={"PYTHONPATH": str(real), "TTTV2_BACKEND": "emulator"},
+        cwd=tmp_path.parent,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "emulator"
+
+
+@pytest.mark.parametrize(
+    ("backend", "message"),
+    [
+        ("ttnn", "No module named 'ttnn': TTTV2_BACKEND=ttnn asks for Tenstorrent's real ttnn package"),
+        ("bogus", "ImportError: TTTV2_BACKEND must be 'emulator' or 'ttnn', got 'bogus'"),
+    ],
+)
+def test_import_ttnn_errors(tmp_path, backend, message):
+    out = _run([sys.executable, "-I", "-c", "import ttnn"], env={"TTTV2_BACKEND": backend}, cwd=tmp_path)
+    assert out.returncode != 0
+    assert message in out.stderr
+
+
+def test_finder_ignores_other_names_and_real_submodules(monkeypatch):
+    import _tttv2_ttnn_import as hook
+
+    front, end = hook.TtnnFinder(at_end=False), hook.TtnnFinder(at_end=True)
+    assert repr(end) == "TtnnFinder(at_end=True)"
+    assert front.find_spec("numpy") is None and end.find_spec("ttnnx") is None
+    monkeypatch.setitem(sys.modules, "ttnn", types.ModuleType("ttnn"))  # a real ttnn was imported
+    assert front.find_spec("ttnn.experimental") is None
+    assert end.find_spec("ttnn.experimental") is None  # submodules are only answered at the front
+    monkeypatch.setitem(sys.modules, "ttnn", ttnn)
+    spec = front.find_spec("ttnn.experimental")
+    assert spec.name == "ttnn.experimental" and spec.loader.target == "tttv2.ttnn.experimental"
+    assert front.find_spec("ttnn.no_such_module") is None
+    monkeypatch.delenv("TTTV2_BACKEND", raising=False)
+    assert front.find_spec("ttnn") is None  # unset: the front leaves the top level to everyone else
+    assert end.find_spec("ttnn").loader.target == "tttv2.ttnn"
+    hook.install()  # already installed by the .pth: nothing added
+    assert sum(isinstance(f, hook.TtnnFinder) for f in sys.meta_path) == 2
 
 
 # --- the op trace --------------------------------------------------------------------------------------------
