@@ -441,3 +441,89 @@ def test_common_helpers(open_mesh):
     assert same_mesh("ttnn.op", a=None, b=None) is None
     assert activation_fn(None, "ttnn.op")(5) == 5
     assert activation_fn("relu", "ttnn.op")(np.array([-1.0]))[0] == 0
+
+
+# --- API parity with code written for real ttnn and TTML -------------------------------------------------------
+
+
+def test_item_returns_a_python_number(open_mesh):
+    mesh = open_mesh((1, 2))
+    loss = ttnn.from_numpy(np.array([[0.3]], np.float32), dtype=ttnn.bfloat16, device=mesh)
+    value = loss.item()
+    assert type(value) is float and value == float(np.float32(ttnn.to_numpy(loss)[0, 0]))  # replicated: fine
+    index = ttnn.from_numpy(np.array([7], np.uint32), dtype=ttnn.uint32)
+    assert index.item() == 7 and type(index.item()) is int
+    scalar = ttnn.from_numpy(np.array(2.5, np.float32))
+    assert scalar.item() == 2.5 and scalar.to_list() == 2.5
+    many = ttnn.from_numpy(np.zeros((2, 3), np.float32))
+    with pytest.raises(
+        ValidationError,
+        match=r"Tensor.item: expected a tensor with exactly one element, got shape \[2, 3\] \(6",
+    ):
+        many.item()
+    sharded = ttnn.from_numpy(
+        np.zeros((1, 2), np.float32), device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=-1)
+    )
+    with pytest.raises(ValidationError, match=r"Tensor.item: the tensor is distributed over 2 devices"):
+        sharded.item()
+
+
+def test_to_list_and_devices(open_mesh):
+    mesh = open_mesh((1, 1))
+    x = ttnn.from_numpy(np.array([[1.5, -2.0], [0.1, 3.0]], np.float32), dtype=ttnn.bfloat16, device=mesh)
+    listed = x.to_list()
+    assert listed == ttnn.to_numpy(x).tolist() and all(type(v) is float for row in listed for v in row)
+    assert listed[1][0] != 0.1 and abs(listed[1][0] - 0.1) < 1e-3  # the bfloat16 value, as stored
+    ids = ttnn.from_numpy(np.arange(3, dtype=np.uint32).reshape(1, 3), dtype=ttnn.uint32)
+    assert ids.to_list() == [[0, 1, 2]] and all(type(v) is int for v in ids.to_list()[0])
+    assert x.devices() == [mesh] and ids.devices() == []
+
+
+def test_from_buffer(open_mesh):
+    mesh = open_mesh((1, 1))
+    t = ttnn.from_buffer(
+        buffer=[3, 1, 4, 1], shape=[1, 1, 1, 4], dtype=ttnn.uint32, device=mesh, layout=ttnn.ROW_MAJOR_LAYOUT
+    )
+    assert t.dtype is ttnn.uint32 and t.shape == (1, 1, 1, 4) and t.device() is mesh
+    assert t.to_list() == [[[[3, 1, 4, 1]]]]
+    f = ttnn.from_buffer([0.1, 0.2], (2,), ttnn.bfloat16)
+    expected = ttnn.from_numpy(np.float32([0.1, 0.2]), dtype=ttnn.bfloat16)
+    np.testing.assert_array_equal(ttnn.to_numpy(f), ttnn.to_numpy(expected))
+    with pytest.raises(
+        ValidationError, match=r"buffer must be a flat sequence of 4 values for shape \[2, 2\], got 3"
+    ):
+        ttnn.from_buffer([1, 2, 3], [2, 2], ttnn.uint32)
+    with pytest.raises(
+        ValidationError, match=r"ttnn.from_buffer: dtype must be a ttnn.DataType, got 'uint32'"
+    ):
+        ttnn.from_buffer([1], [1], "uint32")
+    with pytest.raises(ValidationError, match=r"shape must be a sequence of ints, got 3"):
+        ttnn.from_buffer([1, 2, 3], 3, ttnn.uint32)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 4])
+def test_argmax_last_dim_on_any_rank_then_item(open_mesh, rank):
+    mesh = open_mesh((1, 1))
+    logits = np.array([0.1, 2.0, -1.0, 0.5], np.float32).reshape((1,) * (rank - 1) + (4,))
+    x = ttnn.from_numpy(logits, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+    assert int(ttnn.argmax(x, dim=-1).item()) == 1
+    assert ttnn.argmax(x, dim=rank - 1, keepdim=True).item() == 1
+    assert ttnn.DataType.FLOAT32 is ttnn.float32 and ttnn.Layout.TILE is ttnn.TILE_LAYOUT
+    assert ttnn.Layout.ROW_MAJOR is ttnn.ROW_MAJOR_LAYOUT
+
+
+def test_ttml_tensor_two_argument_form_makes_a_new_leaf(open_mesh):
+    import ttml
+
+    mesh = open_mesh((1, 1))
+    w = ttnn.from_numpy(np.ones((1, 32), np.float32), layout=ttnn.TILE_LAYOUT, device=mesh)
+    w.requires_grad = True
+    y = ttnn.multiply(w, 2.0)
+    assert not y.is_leaf
+    with pytest.warns(DeprecationWarning):
+        wrapped = ttml.autograd.Tensor(y, False)
+        assert wrapped.get_value().is_leaf and not wrapped.get_requires_grad()
+        kept = ttml.autograd.Tensor(w, True)
+    assert kept.get_value() is w and y.grad_fn is not None  # nothing to change: the same tensor, untouched
+    with pytest.raises(TypeError, match=r"wraps a ttnn\.Tensor, got ndarray"):
+        ttml.autograd.Tensor(np.ones(2), False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import zipfile
@@ -34,6 +35,7 @@ __all__ = [
     "create_mesh_composer",
     "create_mesh_mapper",
     "dump_tensor",
+    "from_buffer",
     "from_device",
     "from_numpy",
     "from_torch",
@@ -399,6 +401,32 @@ def from_numpy(
     if array.dtype.name in ("bfloat16", "float16", "float64"):
         array = array.astype(np.float32)
     return _build("ttnn.from_numpy", array, dtype, inferred, layout, device, memory_config, mesh_mapper)
+
+
+def from_buffer(
+    buffer,
+    shape,
+    dtype: DataType,
+    device: MeshDevice | None = None,
+    layout: Layout = Layout.ROW_MAJOR,
+    memory_config: MemoryConfig | None = None,
+) -> Tensor:
+    """A flat sequence of Python numbers → a tensor of ``shape`` and ``dtype`` (ttnn's ``from_buffer``, which
+    TTML's generation loops use to upload token ids)."""
+    op = "ttnn.from_buffer"
+    if not isinstance(dtype, DataType):
+        raise ValidationError(f"{op}: dtype must be a ttnn.DataType, got {dtype!r}")
+    try:
+        dims = [int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise ValidationError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+    values = np.asarray(buffer, dtype=np.float32 if dtype.is_float else dtype.numpy_dtype)
+    if values.ndim != 1 or values.size != math.prod(dims):
+        raise ValidationError(
+            f"{op}: buffer must be a flat sequence of {math.prod(dims)} values for shape {dims}, "
+            f"got {values.size} values of shape {list(values.shape)}"
+        )
+    return from_numpy(values.reshape(dims), dtype, layout=layout, device=device, memory_config=memory_config)
 
 
 def _compose(tensor: Tensor, mesh_composer: MeshToTensor | None, op: str) -> np.ndarray:
