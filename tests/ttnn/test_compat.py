@@ -512,6 +512,7 @@ def test_argmax_last_dim_on_any_rank_then_item(open_mesh, rank):
     assert ttnn.Layout.ROW_MAJOR is ttnn.ROW_MAJOR_LAYOUT
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # every ttml name warns; not what is tested here
 def test_ttml_tensor_two_argument_form_makes_a_new_leaf(open_mesh):
     import ttml
 
@@ -520,10 +521,167 @@ def test_ttml_tensor_two_argument_form_makes_a_new_leaf(open_mesh):
     w.requires_grad = True
     y = ttnn.multiply(w, 2.0)
     assert not y.is_leaf
-    with pytest.warns(DeprecationWarning):
-        wrapped = ttml.autograd.Tensor(y, False)
-        assert wrapped.get_value().is_leaf and not wrapped.get_requires_grad()
-        kept = ttml.autograd.Tensor(w, True)
+    wrapped = ttml.autograd.Tensor(y, False)
+    assert wrapped.get_value().is_leaf and not wrapped.get_requires_grad()
+    kept = ttml.autograd.Tensor(w, True)
     assert kept.get_value() is w and y.grad_fn is not None  # nothing to change: the same tensor, untouched
     with pytest.raises(TypeError, match=r"wraps a ttnn\.Tensor, got ndarray"):
         ttml.autograd.Tensor(np.ones(2), False)
+
+
+# --- what tt-metal's models/tt_transformers needs to run whole on the emulator -----------------------------------
+
+
+def test_untilize_of_bfloat8_b_gives_bfloat16(open_mesh):
+    """tt-metal's untilize turns a bfloat8_b input into a bfloat16 output; to_layout(ROW_MAJOR) untilizes."""
+    mesh = open_mesh((1, 2))
+    values = np.random.default_rng(0).standard_normal((1, 1, 32, 64)).astype(np.float32)
+    x = ttnn.from_numpy(values, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh)
+    for out in (
+        ttnn.untilize(x, use_multicore=True),
+        ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG),
+    ):
+        assert out.dtype is ttnn.bfloat16 and out.layout is ttnn.ROW_MAJOR_LAYOUT
+        np.testing.assert_array_equal(ttnn.to_numpy(out), ttnn.to_numpy(x))  # block-float values are exact
+    # other dtypes keep theirs; an explicit dtype is honoured
+    y = ttnn.from_numpy(values, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT, device=mesh)
+    assert ttnn.untilize(y).dtype is ttnn.float32
+    assert ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT, dtype=ttnn.float32).dtype is ttnn.float32
+    four = ttnn.from_numpy(values, dtype=ttnn.bfloat4_b, layout=ttnn.TILE_LAYOUT, device=mesh)
+    with pytest.raises(ValidationError, match=r"ttnn.untilize: layout: expected TILE_LAYOUT for a BFLOAT4_B"):
+        ttnn.untilize(four)
+    host = ttnn.from_numpy(values, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT)
+    with pytest.raises(
+        ValidationError, match=r"ttnn.to_layout: layout: expected TILE_LAYOUT for a BFLOAT8_B"
+    ):
+        ttnn.to_layout(host, ttnn.ROW_MAJOR_LAYOUT)  # on the host there is no untilize op
+
+
+def test_cpu_of_a_multi_device_tensor_is_host_storage(open_mesh):
+    mesh = open_mesh((1, 8))
+    x = ttnn.from_numpy(
+        np.zeros((1, 1, 32, 256), np.float32), device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=-1)
+    )
+    assert x.storage_type() == ttnn.StorageType.DEVICE
+    assert x.cpu().storage_type() == ttnn.StorageType.HOST  # what tt_transformers asserts
+    assert [s.name for s in ttnn.StorageType] == ["HOST", "DEVICE"]
+
+
+def test_ttnn_ttnn_tensor_type_names():
+    from tttv2.ttnn import _ttnn
+
+    assert _ttnn.tensor.MemoryConfig is ttnn.MemoryConfig and _ttnn.tensor.Tensor is ttnn.Tensor
+    assert (
+        _ttnn.tensor.TensorMemoryLayout is ttnn.TensorMemoryLayout and _ttnn.tensor.DataType is ttnn.DataType
+    )
+    assert _ttnn.types.Shape is ttnn.Shape and _ttnn.multi_device.MeshShape is ttnn.MeshShape
+    assert _ttnn.operations.core.WormholeComputeKernelConfig is ttnn.WormholeComputeKernelConfig
+    assert sys.modules["tttv2.ttnn._ttnn.tensor"] is _ttnn.tensor
+
+
+def _galaxy_kv(mesh, heads=1, seq=32, dim=64):
+    """A per-device K tensor whose device (r, c) holds the value 8*r + c (exact in bfloat16)."""
+    rows, cols = mesh.shape.as_2d()
+    values = np.concatenate(
+        [np.full((1, heads, seq, dim), 8 * r + c, np.float32) for r in range(rows) for c in range(cols)]
+    )
+    return ttnn.from_numpy(
+        values,
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, 0),
+    )
+
+
+def test_combine_device_tensors_of_one_galaxy_column(open_mesh):
+    """Galaxy attention prefill: the device tensors of one mesh column, combined, then used to fill the KV cache
+    of the whole mesh; only that column's caches are written (ttnn runs an op on the smallest coordinate set of
+    its inputs)."""
+    mesh = open_mesh((8, 4))
+    k = _galaxy_kv(mesh)
+    column = 2
+    parts = ttnn.get_device_tensors(ttnn.clone(k))
+    combined = ttnn.combine_device_tensors(tensors=parts[column::4])
+    view = combined.device()
+    assert view.shape == ttnn.MeshShape(8, 1) and view.get_devices() == mesh.get_devices()[column::4]
+    assert [int(s[0, 0, 0, 0]) for s in combined.shards()] == [8 * r + column for r in range(8)]
+    # the list order does not matter (shards are placed by coordinate), and the view is reused
+    again = ttnn.combine_device_tensors(list(reversed(parts[column::4])))
+    assert again.device() is view
+    np.testing.assert_array_equal(np.stack(again.shards()), np.stack(combined.shards()))
+    # slicing the combined tensor stays on those devices
+    assert combined[:, :, :16, :].device() is view
+    cache = ttnn.from_numpy(
+        np.zeros((4, 1, 64, 64), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    assert ttnn.fill_cache(cache, combined, 3) is cache
+    for index, shard in enumerate(cache.shards()):
+        r, c = divmod(index, 4)
+        expected = 8 * r + c if c == column else 0
+        assert np.all(shard[3, :, :32] == expected) and not shard[:3].any() and not shard[3, :, 32:].any()
+
+
+def test_paged_fill_cache_from_one_galaxy_column(open_mesh):
+    mesh = open_mesh((8, 4))
+    combined = ttnn.combine_device_tensors(ttnn.get_device_tensors(_galaxy_kv(mesh))[1::4])
+    page_table = ttnn.from_numpy(
+        np.array([[2, 0], [1, 3]], np.int32), dtype=ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT, device=mesh
+    )
+    cache = ttnn.from_numpy(
+        np.zeros((4, 1, 32, 64), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    ttnn.experimental.paged_fill_cache(cache, combined, page_table, batch_idx=1)
+    for index, shard in enumerate(cache.shards()):
+        r, c = divmod(index, 4)
+        assert np.all(shard[1] == (8 * r + c if c == 1 else 0)) and not shard[[0, 2, 3]].any()
+
+
+def test_combine_device_tensors_coordinates(open_mesh):
+    mesh = open_mesh((2, 4))
+    parts = ttnn.get_device_tensors(_galaxy_kv(mesh))
+    block = ttnn.combine_device_tensors([parts[6], parts[1], parts[5], parts[2]])  # rows 0-1, columns 1-2
+    assert block.device().shape == ttnn.MeshShape(2, 2)
+    assert [int(s[0, 0, 0, 0]) for s in block.shards()] == [1, 2, 9, 10]
+    scattered = ttnn.combine_device_tensors([parts[7], parts[0]])  # not a rectangle: a line of two devices
+    assert scattered.device().shape == ttnn.MeshShape(1, 2)
+    assert [int(s[0, 0, 0, 0]) for s in scattered.shards()] == [0, 11]
+    assert ttnn.combine_device_tensors(parts[::-1]).device() is mesh  # every device: the mesh itself
+    with pytest.raises(ValidationError, match=r"two tensors of the device at mesh coordinate \(1, 3\)"):
+        ttnn.combine_device_tensors([parts[7], parts[7]])
+    cache = ttnn.from_numpy(
+        np.zeros((1, 1, 32, 64), np.float32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=open_mesh((1, 1)),
+    )
+    with pytest.raises(
+        ValidationError, match=r"ttnn.fill_cache: input_tensor: expected a tensor on the cache's mesh"
+    ):
+        ttnn.fill_cache(cache, block, 0)
+
+
+def test_to_memory_config_width_sharded_shard_height(open_mesh):
+    """ttnn (tensor_spec.cpp) requires a width-sharded shard to be exactly as high as the tensor's physical
+    height: the rows padded to the tile in TILE layout, the rows themselves in ROW_MAJOR. A 32-row shard fits an
+    8-row tiled tensor; a taller shard, or a 32-row shard of an 8-row row-major tensor, is an error."""
+    mesh = open_mesh((1, 1))
+
+    def width_sharded(height):
+        return ttnn.create_sharded_memory_config(
+            shape=(height, 32),
+            core_grid=ttnn.CoreGrid(y=1, x=8),
+            strategy=ttnn.ShardStrategy.WIDTH,
+            use_height_and_width_as_shard_shape=True,
+        )
+
+    values = np.ones((1, 1, 8, 256), np.float32)
+    tiled = ttnn.from_numpy(values, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+    out = ttnn.to_memory_config(tiled, width_sharded(32))
+    assert out.memory_config().shard_spec.shape == (32, 32) and out.shape == (1, 1, 8, 256)
+    np.testing.assert_array_equal(ttnn.to_numpy(out), values)
+    with pytest.raises(ValidationError, match=r"expected shard height 32 .* got shard \(64, 32\)"):
+        ttnn.to_memory_config(tiled, width_sharded(64))
+    row_major = ttnn.from_numpy(values, dtype=ttnn.bfloat16, device=mesh)
+    with pytest.raises(ValidationError, match=r"expected shard height 8 .* got shard \(32, 32\)"):
+        ttnn.to_memory_config(row_major, width_sharded(32))

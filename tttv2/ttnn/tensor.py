@@ -254,9 +254,7 @@ class Tensor:
         return self._memory_config is not None and self._memory_config.is_sharded()
 
     def storage_type(self) -> StorageType:
-        if self._device is not None:
-            return StorageType.DEVICE
-        return StorageType.MULTI_DEVICE_HOST if len(self._shards or ()) > 1 else StorageType.HOST
+        return StorageType.HOST if self._device is None else StorageType.DEVICE
 
     def is_allocated(self) -> bool:
         return self._shards is not None
