@@ -67,8 +67,8 @@ def test_matmul_f32_bits_do_not_depend_on_workers_or_blas_threads(
 
 
 def test_matmul_f32_row_blocks_are_fixed_by_the_shape(monkeypatch):
-    """The real thresholds: a 300-row product above the work threshold is cut into 3 blocks of 100 rows, the
-    same ones whatever the worker count."""
+    """The real thresholds: a 600-row product above the work threshold is cut into 3 blocks of 200 rows (at
+    most 256 each), the same ones whatever the worker count."""
     seen = []
     real_matmul = np.matmul
 
@@ -76,19 +76,19 @@ def test_matmul_f32_row_blocks_are_fixed_by_the_shape(monkeypatch):
         seen.append(x.shape[0])
         return real_matmul(x, y, *args, **kwargs)
 
-    a = np.ones((300, 128), np.float32)
+    a = np.ones((600, 128), np.float32)
     b = np.ones((128, 128), np.float32)
-    assert numerics._MATMUL_MIN_WORK <= 300 * 128 * 128
+    assert numerics._MATMUL_MIN_WORK <= 600 * 128 * 128
     monkeypatch.setattr(np, "matmul", spy)
     for workers in (1, 2, 4):
         seen.clear()
         monkeypatch.setattr(_threads, "WORKERS", workers)
         out = numerics.matmul_f32(a, b)
-        assert sorted(seen) == [100, 100, 100]
+        assert sorted(seen) == [200, 200, 200]
         assert np.all(out == 128)
     seen.clear()
-    numerics.matmul_f32(a[:100], b)  # below the threshold: one call
-    assert seen == [100]
+    numerics.matmul_f32(a[:200], b)  # below the threshold: one call
+    assert seen == [200]
 
 
 def test_map_row_blocks_bits_do_not_depend_on_workers(small_pieces, monkeypatch):

@@ -92,7 +92,7 @@ def apply_fidelity(a: np.ndarray, b: np.ndarray, fidelity: MathFidelity) -> tupl
 
 # Products and elementwise maps are cut into pieces whose bounds depend on the shapes only, never on the
 # worker count: one worker computes the same pieces serially and gets the same bits (see _threads.py).
-_MATMUL_ROW_BLOCK = 128  # rows per piece of a product with one right-hand matrix (at most)
+_MATMUL_ROW_BLOCK = 256  # rows per piece of a product with one right-hand matrix (at most)
 _MATMUL_MIN_WORK = 1 << 22  # multiply-adds below which a product stays one piece
 _ELEMENTWISE_BLOCK = 1 << 18  # elements per piece of an elementwise map (at least)
 
