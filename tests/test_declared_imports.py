@@ -53,34 +53,35 @@ def python_files() -> list[Path]:
     return files
 
 
-def _guarded(tree: ast.AST) -> set[int]:
-    """Lines of ``try:`` statements that handle ImportError, with their handlers (optional imports and their
-    fallbacks)."""
-    lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and any(
-            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
-            for h in node.handlers
-        ):
-            for stmt in [*node.body, *node.handlers]:
-                lines.update(range(stmt.lineno, stmt.end_lineno + 1))
-    return lines
+def _handles_import_error(node: ast.AST) -> bool:
+    return isinstance(node, ast.Try) and any(
+        isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+        for h in node.handlers
+    )
 
 
 @functools.cache
 def imports(path: Path) -> list[tuple[str, int, bool]]:
-    """(top-level module, line, optional) of every absolute import in the file."""
+    """(top-level module, line, optional) of every absolute import in the file; optional: inside a ``try:``
+    that handles ImportError, or in its handlers (the fallbacks)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    optional = _guarded(tree)
     found = []
+    optional: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [
-                (alias.name.split(".")[0], node.lineno, node.lineno in optional) for alias in node.names
-            ]
+        if _handles_import_error(node):
+            for stmt in [*node.body, *node.handlers]:
+                optional.update(range(stmt.lineno, stmt.end_lineno + 1))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.module.split(".")[0], node.lineno, node.lineno in optional))
-    return found
+            found.append((node.module.split(".")[0], node.lineno))
+    return [(module, line, line in optional) for module, line in found]
+
+
+@functools.cache
+def _local_names(folder: Path) -> frozenset[str]:
+    """Modules a script in ``folder`` can import as siblings."""
+    return frozenset(p.stem for p in folder.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists())
 
 
 def undeclared(declared: set[str]) -> list[str]:
@@ -88,7 +89,7 @@ def undeclared(declared: set[str]) -> list[str]:
     providers = packages_distributions()
     problems = []
     for path in python_files():
-        local = {p.stem for p in path.parent.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+        local = _local_names(path.parent)
         for module, line, optional in imports(path):
             if (
                 module in sys.stdlib_module_names
