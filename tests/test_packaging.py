@@ -45,7 +45,7 @@ else:
     report["import_tools"] = "imported from " + str(tools.__file__)
 for name in sys.argv[1:]:
     report[name] = importlib.import_module(name).VALUE
-import ttnn
+import ttnn, ttml  # TTML-style scripts start with these two lines
 mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
 x = ttnn.from_numpy(__import__("numpy").ones((32, 32), "float32"), layout=ttnn.TILE_LAYOUT, device=mesh)
 report["ttnn"] = [ttnn.__name__, ttnn.IS_TTTV2_EMULATOR, float(ttnn.to_numpy(ttnn.add(x, x))[0, 0])]
