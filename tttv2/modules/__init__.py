@@ -1,0 +1,15 @@
+"""TTTv2 building blocks: modules split by topology (1D: 1xN meshes, 2D: Galaxy), flat decode/prefill paths,
+explicit config dataclasses resolved once at construction, weights as ``LazyWeight``.
+
+The public API is ``__all__``; everything else (modules starting with ``_``) is private. See docs/modules.md.
+"""
+
+from tttv2.modules.lazy_weight import LazyWeight
+from tttv2.modules.tt_ccl import TT_CCL, clear_tt_ccl_cache, get_tt_ccl
+
+__all__ = [
+    "TT_CCL",
+    "LazyWeight",
+    "clear_tt_ccl_cache",
+    "get_tt_ccl",
+]
