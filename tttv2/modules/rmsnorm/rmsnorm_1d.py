@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
@@ -95,6 +95,15 @@ def sharded_norm_program_config(rows: int, width: int, grid) -> Any:
     )
 
 
+def tttv1_norm_weight_name(weight_key: str, layer_num, state_dict_prefix) -> str:
+    """The state-dict key tttv1's RMSNorm reads."""
+    if state_dict_prefix:
+        return f"{state_dict_prefix}{weight_key}.weight"
+    if layer_num is not None:
+        return f"layers.{layer_num}.{weight_key}.weight"
+    return f"{weight_key}.weight"
+
+
 def _resolve_rmsnorm1d_config(config: RMSNorm1DConfig) -> RMSNorm1DConfig:
     owner = "RMSNorm1D"
     mesh = resolve_mesh_device(owner, config.mesh_device, config.weight)
@@ -161,7 +170,7 @@ class RMSNorm1D(TTModule):
         cfg = self.config
         self._decode = self._decode_sharded if cfg.decode_in_sharded else self._decode_interleaved
         self._prefill = self._prefill_distributed if cfg.prefill_distributed else self._prefill_local
-        self._unshard = _unchanged if cfg.decode_out_sharded else ttnn.sharded_to_interleaved
+        self._unshard = _ccl.unchanged if cfg.decode_out_sharded else ttnn.sharded_to_interleaved
         n = num_devices(cfg.mesh_device)
         self._prefill_mapper = _FRACTURED(n, -1) if cfg.prefill_distributed else None
 
@@ -231,18 +240,13 @@ class RMSNorm1D(TTModule):
         stats = ttnn.rms_norm_pre_all_gather(
             x, compute_kernel_config=cfg.compute_kernel_config, dtype=ttnn.bfloat16
         )
-        all_stats = ttnn.experimental.all_gather_async(
+        all_stats = _ccl.all_gather(
             stats,
+            cfg,
             dim=3,
-            num_links=cfg.num_links,
-            topology=cfg.topology,
+            cluster_axis=None,
             memory_config=cfg.prefill_stats_memcfg,
-            persistent_output_buffer=None,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            num_links=cfg.num_links,
         )
         out = ttnn.rms_norm_post_all_gather(
             x,
@@ -273,12 +277,7 @@ class RMSNorm1D(TTModule):
         applies tttv1's rule: the layer norms of Qwen2.5-7B / Qwen2.5-VL-7B accumulate in 16 bits."""
         if args.is_galaxy:
             raise ValueError("RMSNorm1D cannot be used for Galaxy devices; use RMSNorm2D instead")
-        if state_dict_prefix:
-            name = f"{state_dict_prefix}{weight_key}.weight"
-        elif layer_num is not None:
-            name = f"layers.{layer_num}.{weight_key}.weight"
-        else:
-            name = f"{weight_key}.weight"
+        name = tttv1_norm_weight_name(weight_key, layer_num, state_dict_prefix)
         if fp32_dest_acc_en is None:
             fp32_dest_acc_en = not (
                 args.base_model_name in ("Qwen2.5-7B", "Qwen2.5-VL-7B")
@@ -302,7 +301,3 @@ class RMSNorm1D(TTModule):
             prefill_distributed=args.is_distributed_norm("prefill"),
         )
         return cls.from_config(config)
-
-
-def _unchanged(x):
-    return x

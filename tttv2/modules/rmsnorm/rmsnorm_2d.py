@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import mesh_shape, require_2d_mesh, resolve_mesh_device
 from tttv2.modules.lazy_weight import LazyWeight, host_array
-from tttv2.modules.rmsnorm.rmsnorm_1d import TILE, tile_rows_weight
+from tttv2.modules.rmsnorm.rmsnorm_1d import TILE, tile_rows_weight, tttv1_norm_weight_name
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
     CCL_NUM_BUFFERS_PER_CHANNEL,
@@ -199,19 +199,8 @@ class RMSNorm2D(TTModule):
 
     def _gather_stats(self, stats, memory_config):
         cfg = self.config
-        return ttnn.experimental.all_gather_async(
-            stats,
-            persistent_output_buffer=None,
-            dim=3,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(_COLUMNS),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(_COLUMNS),
-            num_links=cfg.num_links,
-            topology=cfg.topology,
-            memory_config=memory_config,
-            cluster_axis=_COLUMNS,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+        return _ccl.all_gather(
+            stats, cfg, dim=3, cluster_axis=_COLUMNS, memory_config=memory_config, num_links=cfg.num_links
         )
 
     def _decode_local(self, x):
@@ -246,12 +235,7 @@ class RMSNorm2D(TTModule):
             raise ValueError(
                 f"RMSNorm2D requires a Galaxy (8x4), got cluster shape {args.cluster_shape}; use RMSNorm1D instead"
             )
-        if state_dict_prefix:
-            name = f"{state_dict_prefix}{weight_key}.weight"
-        elif layer_num is not None:
-            name = f"layers.{layer_num}.{weight_key}.weight"
-        else:
-            name = f"{weight_key}.weight"
+        name = tttv1_norm_weight_name(weight_key, layer_num, state_dict_prefix)
         cache_dir = None if args.dummy_weights or weight_cache_path is None else weight_cache_path
         config = RMSNorm2DConfig(
             weight=LazyWeight(host_array(state_dict[name]), cache_dir=cache_dir, name=name),
