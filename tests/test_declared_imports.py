@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
 import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
+
+import pytest
 
 try:
     import tomllib
@@ -133,8 +136,15 @@ _TOOLS_IMPORT = re.compile(
 )
 
 
-def test_tools_are_imported_as_tttv2_tools_only():
-    """No code, test, doc or example reaches the tools through a top-level `tools` package."""
+def test_tools_are_imported_as_tttv2_tools_only(monkeypatch):
+    """No code, test, doc or example reaches the tools through a top-level `tools` package, and that name does
+    not import even with the project root on sys.path."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    with pytest.raises(
+        ImportError, match=r"the migration tools are imported as `tttv2_tools`.*not as `tools`"
+    ):
+        importlib.import_module("tools")
+    assert "tools" not in sys.modules
     offenders = []
     for path in python_files():
         for module, line, _ in imports(path):
