@@ -27,9 +27,9 @@ DEFAULT_LINE_LENGTH = 110
 
 SKELETON = '''"""Cases recorded by collect-cases for {target}.
 
-``{name}`` is written by ``collect-cases emit`` (its header comment says from what); run emit again to update it,
-``emit --check`` to test that it is up to date. Hand-written entries are kept, and so are the ``marks=`` of
-generated ones.
+``{name}`` is written by ``collect-cases emit`` (its header comment says from what): run emit again to
+update it, ``emit --check`` to test that it is up to date. Hand-written entries are kept, and so are the
+``marks=`` of generated ones.
 """
 
 import pytest

@@ -87,7 +87,11 @@ def base_id(values: dict[str, Any]) -> str:
         (
             v
             for k, v in values.items()
-            if k.endswith("_shape") and isinstance(v, tuple) and v and isinstance(v[0], int)
+            if k.endswith("_shape")
+            and k != "mesh_shape"
+            and isinstance(v, tuple)
+            and v
+            and isinstance(v[0], int)
         ),
         None,
     )
