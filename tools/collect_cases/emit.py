@@ -76,9 +76,18 @@ def _normalised(codes: list[str]) -> str:
     return ast.dump(ast.parse("(" + ", ".join(codes) + ",)", mode="eval"))
 
 
-def _parse_header(module: cst.Module, statement: cst.SimpleStatementLine) -> dict[str, str]:
-    for line in statement.leading_lines:
-        if line.comment is not None and line.comment.value.startswith(HEADER):
+def _is_header(line: cst.EmptyLine) -> bool:
+    return line.comment is not None and line.comment.value.startswith(HEADER)
+
+
+def _comment_lines(module: cst.Module, index: int, statement: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
+    """The comment lines above a statement (libcst gives those above the first statement to the module)."""
+    return [*(module.header if index == 0 else ()), *statement.leading_lines]
+
+
+def _parse_header(module: cst.Module, index: int, statement: cst.SimpleStatementLine) -> dict[str, str]:
+    for line in _comment_lines(module, index, statement):
+        if _is_header(line):
             words = line.comment.value[len(HEADER) :].split()
             return dict(w.partition("=")[::2] for w in words)
     return {}
@@ -218,12 +227,12 @@ def emit(
                 f"--name {name}: assigned {len(found)} times at module level in {path}; expected once"
             )
         if found:
-            _, statement, value = found[0]
+            index, statement, value = found[0]
             if not isinstance(value, cst.List):
                 raise EmitError(
                     f"--name {name}: in {path} it is a {type(value).__name__}, not a list; refusing to replace it"
                 )
-            header = _parse_header(module, statement)
+            header = _parse_header(module, index, statement)
             if header.get("target") not in (None, target):
                 raise EmitError(
                     f"--name {name}: the list in {path} holds cases of {header['target']}, not of {target}"
@@ -287,7 +296,12 @@ def emit(
             matched.add(id(previous))
             extra = previous.extra_kwargs
         lines.append(render_param(values_code, [f'id="{ident}"', *extra], "    ", line_length))
-    foreign = [e for e in existing if id(e) not in matched]
+    # entries of other store cases (left out by the filters or --minimal) go; only what the store lacks stays
+    in_store = {
+        _normalised([render_value(v, c) for c, v in zip(columns, r.values)])
+        for r in project([c for c in cases if c.target == target], list(columns))
+    }
+    foreign = [e for e in existing if id(e) not in matched and e.values_key not in in_store]
     result_foreign = [e.ident or e.code.splitlines()[0] for e in foreign]
     warnings = []
     if foreign and not force:
@@ -307,16 +321,13 @@ def emit(
     header_line = cst.EmptyLine(comment=cst.Comment(f"{HEADER} {' '.join(header_words)}"))
     list_code = "[\n" + "\n".join(lines) + "\n]"
     new_value = cst.parse_expression(list_code)
-    leading = [
-        line
-        for line in statement.leading_lines
-        if not (line.comment and line.comment.value.startswith(HEADER))
-    ]
+    leading = [line for line in statement.leading_lines if not _is_header(line)]
     small = statement.body[0].with_changes(value=new_value)
     new_statement = statement.with_changes(body=[small], leading_lines=[*leading, header_line])
     body = list(module.body)
     body[index] = new_statement
-    new_text = module.with_changes(body=body).code
+    module_header = [line for line in module.header if not _is_header(line)] if index == 0 else module.header
+    new_text = module.with_changes(body=body, header=module_header).code
     return EmitResult(
         path, old_text, new_text, list(columns), len(rows), dropped_ids, result_foreign, warnings
     )
