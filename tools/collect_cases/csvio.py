@@ -124,7 +124,8 @@ def import_csv(path: str | Path, target: str | None) -> list[Case]:
     """Cases from a CSV in either format; ``target`` is required unless the file has a ``target`` column."""
     path = Path(path)
     try:
-        text = path.read_text(newline="")
+        with open(path, newline="") as f:
+            text = f.read()
     except OSError as exc:
         raise CollectCasesError(f"--csv {path}: cannot read it: {exc.strerror}") from None
     reader = csv.DictReader(io.StringIO(text))
@@ -173,7 +174,8 @@ def import_csv(path: str | Path, target: str | None) -> list[Case]:
         if "cluster_shape_x" in row and "cluster_shape_y" in row:
             shape = [_int(row[c], c, line) for c in ("cluster_shape_x", "cluster_shape_y")]
             fields["mesh_shape"] = shape
-            fields.setdefault("num_devices", shape[0] * shape[1])
+            if "num_devices" not in header:  # upstream's files: the device count is the mesh's, by definition
+                fields["num_devices"] = shape[0] * shape[1]
         if all(c in row for c in _UPSTREAM_SHAPE):
             specs.setdefault(("input", "x"), {})["shape"] = [_int(row[c], c, line) for c in _UPSTREAM_SHAPE]
         inputs, weights = [], {}

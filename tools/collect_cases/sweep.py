@@ -72,8 +72,8 @@ def parse_meshes(text: str) -> list[str]:
     return [upper.get(m.upper(), m) for m in chosen]
 
 
-def demo_command(model: str, mesh: str, demo_args: list[str]) -> list[str]:
-    return [sys.executable, "-m", DEMO, "--model", model, "--mesh", mesh, *demo_args]
+def demo_command(model: str, mesh: str, demo_args: list[str], demo: str = DEMO) -> list[str]:
+    return [sys.executable, "-m", demo, "--model", model, "--mesh", mesh, *demo_args]
 
 
 def sweep(
@@ -87,6 +87,7 @@ def sweep(
     logs: Path,
     demo_args: list[str] = (),
     console: Console | None = None,
+    demo: str = DEMO,
 ) -> list[Run]:
     """Run every model × mesh (``jobs`` at a time), show progress, return the runs with their outcome."""
     console = console or Console(stderr=True)
@@ -112,7 +113,7 @@ def sweep(
                 recording = start(
                     store,
                     targets,
-                    demo_command(run.model, run.mesh, list(demo_args)),
+                    demo_command(run.model, run.mesh, list(demo_args), demo),
                     fields,
                     stdout=log,
                     stderr=log,
