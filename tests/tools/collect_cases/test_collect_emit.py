@@ -76,7 +76,9 @@ def test_creates_a_documented_skeleton_that_pytest_collects_under_readable_ids(t
     wide = emit(CASES, T, target, "MLP_1D_CASES", line_length=200).new_text
     assert '    pytest.param((1, 8), "decode", "Llama-3.1-8B-tiny", (1, 1, 32, 256), ttnn.bfloat16, ttnn.bfloat4_b,' in wide  # fmt: skip
     pytester.makepyfile(test_mlp_1d=text)
-    collected = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:collect_cases")
+    collected = pytester.runpytest_inprocess(
+        "--collect-only", "-q", "-p", "no:hypothesispytest", "-p", "no:cacheprovider"
+    )
     ids = [line.split("[", 1)[1].rstrip("]") for line in collected.outlines if "::test_mlp_1d[" in line]
     assert ids == [
         "1x1-prefill-128-Llama-3.2-1B-tiny",
