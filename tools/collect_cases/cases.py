@@ -99,19 +99,19 @@ def columns_of(fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
 def default_columns(cases) -> list[str]:
     """What ``emit`` writes without ``--fields``: every column some case has, except device count, arch and the
     shapes of the module's own tensors (all three follow from the mesh and the model)."""
-    columns: list[str] = []
+    by_kind: dict[str, list[str]] = {"head": [], "input": [], "weight": [], "extra": []}
     for case in cases:
         for name, _, kind in columns_of(case.fields):
-            if name in columns or name in _NOT_EMITTED_BY_DEFAULT:
+            if name in by_kind[kind] or name in _NOT_EMITTED_BY_DEFAULT:
                 continue
             if kind == "weight" and name.endswith("_shape"):
                 continue
-            columns.append(name)
-    return order_columns(columns)
+            by_kind[kind].append(name)
+    return order_columns([c for kind in by_kind.values() for c in kind])
 
 
 def order_columns(columns) -> list[str]:
-    """Head columns first (mesh, mode, model), then the rest in first-seen order."""
+    """Head columns first (mesh, mode, model), then the rest in the order given."""
     head = [c for c in _HEAD if c in columns]
     return head + [c for c in columns if c not in head]
 

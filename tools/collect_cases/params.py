@@ -117,8 +117,16 @@ def make_ids(rows: list[Row], columns: list[str]) -> list[str]:
         differing = [
             c for c in columns if len({json.dumps(named[i].get(c), default=str) for i in members}) > 1
         ]
+        # the fewest differing columns (in column order) that tell the members apart
+        used = differing
+        for count in range(1, len(differing)):
+            if len({tuple(_short(named[i].get(c)) for c in differing[:count]) for i in members}) == len(
+                members
+            ):
+                used = differing[:count]
+                break
         for i in members:
-            extra = "-".join(f"{c}={_short(named[i].get(c))}" for c in differing)
+            extra = "-".join(f"{c}={_short(named[i].get(c))}" for c in used)
             ids[i] = _clean(f"{ident}-{extra}") if extra else ident
     seen: dict[str, int] = defaultdict(int)
     for i, ident in enumerate(ids):
