@@ -261,10 +261,13 @@ def emit(
 
     rows = project(chosen, list(columns))
     dropped_rows: list[Row] = []
+    every_row = rows
     if minimal:
         rows, dropped_rows = minimal_rows(rows, list(columns))
-    ids = make_ids(rows, list(columns))
-    dropped_ids = make_ids(dropped_rows, list(columns)) if dropped_rows else []
+    # ids come from the whole selection, so a case keeps its id with or without --minimal
+    id_of = dict(zip(map(id, every_row), make_ids(every_row, list(columns))))
+    ids = [id_of[id(r)] for r in rows]
+    dropped_ids = [id_of[id(r)] for r in dropped_rows]
 
     if module is None:
         params = ", ".join(columns)

@@ -151,7 +151,9 @@ def test_minimal_covers_every_value_and_mesh_mode_pair(tmp_path):
         assert {r.values[i] for r in kept} == {r.values[i] for r in rows}
     assert {r.values[:2] for r in kept} == {r.values[:2] for r in rows}
     result = emit(CASES, T, tmp_path / "t.py", "CASES", columns=columns, minimal=True)
-    assert result.kept == len(kept) and result.dropped == make_ids(dropped, columns)
+    id_of = dict(zip((r.values for r in rows), make_ids(rows, columns)))  # ids of the whole selection
+    assert result.kept == len(kept) and result.dropped == [id_of[r.values] for r in dropped]
+    assert result.dropped == ["1x8-prefill-Llama-3.1-8B-tiny-w1_dtype=bfloat8_b"]
     assert "minimal" in result.new_text.split("CASES = [")[0]
 
 
