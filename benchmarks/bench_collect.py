@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tttv2_tools.collect_cases.store import CaseStore
 from tttv2_tools.collect_cases.targets import TTTV1_TARGETS
 
 
@@ -85,7 +86,7 @@ def main() -> None:
     args = p.parse_args()
     demo = [sys.executable, "-m", "tttv1.demo.simple_text_demo", "--mesh", args.mesh,
             "--max-new-tokens", str(args.max_new_tokens)]  # fmt: skip
-    plain, recorded = [], []
+    plain, recorded, calls = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
             plain.append(_timed(demo))
@@ -94,6 +95,8 @@ def main() -> None:
             for target in TTTV1_TARGETS:
                 record += ["--target", target]
             recorded.append(_timed([*record, "--", *demo]))
+            with CaseStore(Path(tmp) / f"run{i}.sqlite") as store:
+                calls.append(sum(hits for _, _, hits in store.targets()))
             print(
                 f"run {i + 1}: plain {plain[-1][0]:.2f} s wall / {plain[-1][1]:.2f} s CPU, "
                 f"recorded {recorded[-1][0]:.2f} s wall / {recorded[-1][1]:.2f} s CPU",
@@ -110,6 +113,11 @@ def main() -> None:
             f"(pairwise {min(ratios):.2f}-{max(ratios):.2f}x; target <= 1.5x)"
         )
     plain_us, recorded_us = per_call_cost()
+    work = statistics.median(calls) * (recorded_us - plain_us) / 1e6
+    print(
+        f"recorded calls per run: {statistics.median(calls):.0f}; recorder work per run at the per-call cost "
+        f"below: {work * 1000:.1f} ms"
+    )
     print(
         f"per call (toy forward, case already seen): plain {plain_us:.2f} us, recorded {recorded_us:.2f} us"
     )
