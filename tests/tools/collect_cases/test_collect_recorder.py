@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 
@@ -23,6 +24,17 @@ def _recorder(store, module, *classes, fields=()):
     )
 
 
+@contextlib.contextmanager
+def recording(store, module, *classes, fields=()):
+    """A recorder installed for the block, which gets the (freshly imported) toy module."""
+    recorder = _recorder(store, module, *classes, fields=fields)
+    recorder.install()
+    try:
+        yield importlib.import_module(module)
+    finally:
+        recorder.close()
+
+
 def test_hook_patches_only_the_named_class_when_its_module_is_imported(tmp_path, toy_module):
     recorder = _recorder(tmp_path / "s.sqlite", toy_module, "ToyMLP")
     recorder.install()
@@ -41,10 +53,7 @@ def test_hook_patches_only_the_named_class_when_its_module_is_imported(tmp_path,
 
 def test_a_call_records_mesh_mode_inputs_weights_model_and_layer(tmp_path, toy_module, mesh):
     store = tmp_path / "s.sqlite"
-    recorder = _recorder(store, toy_module, "ToyMLP")
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
+    with recording(store, toy_module, "ToyMLP") as toy:
         from tttv2 import ttnn
 
         args = toy.Args(mesh, "Toy-8B")
@@ -54,8 +63,6 @@ def test_a_call_records_mesh_mode_inputs_weights_model_and_layer(tmp_path, toy_m
             for layer in layers:
                 layer.forward(x, toy.Mode.DECODE)
         layers[0].forward(toy.tensor(mesh, (1, 1, 128, 64)), "prefill")
-    finally:
-        recorder.close()
     cases = load_cases(store, f"{toy_module}:ToyMLP")
     assert [(c.mode, c.hits, c.layers) for c in cases] == [("decode", 15, (0, 1, 2)), ("prefill", 1, (0,))]
     decode = cases[0]
@@ -77,17 +84,12 @@ def test_a_call_records_mesh_mode_inputs_weights_model_and_layer(tmp_path, toy_m
 
 def test_model_from_constructor_arguments_nested_targets_and_lists_of_tensors(tmp_path, toy_module, mesh):
     store = tmp_path / "s.sqlite"
-    recorder = _recorder(store, toy_module, "ToyAttention", "ToyNorm")
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
+    with recording(store, toy_module, "ToyAttention", "ToyNorm") as toy:
         attention = toy.ToyAttention(mesh, toy.Args(mesh, "Toy-70B"), layer_num=4)
         x = toy.tensor(mesh, (1, 1, 32, 64))
         rot = [toy.tensor(mesh, (1, 1, 32, 32)), toy.tensor(mesh, (1, 1, 32, 32))]
         attention.forward(x, toy.tensor(mesh, (1, 32)), rot_mats=rot, page_table=toy.tensor(mesh, (1, 32)))
         toy.ToyNorm(mesh)(x)  # outside any attention: no model known
-    finally:
-        recorder.close()
     (att,) = load_cases(store, f"{toy_module}:ToyAttention")
     assert att.flat["model_name"] == "Toy-70B" and att.layers == (4,)  # init.configuration / init.layer_num
     assert att.flat["mesh_shape"] == (1, 2) and att.flat["mode"] == "decode"  # self.mesh_device, default mode
@@ -103,15 +105,10 @@ def test_model_from_constructor_arguments_nested_targets_and_lists_of_tensors(tm
 
 def test_subclass_calls_are_recorded_with_their_class_name(tmp_path, toy_module, mesh):
     store = tmp_path / "s.sqlite"
-    recorder = _recorder(store, toy_module, "ToyMLP")
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
+    with recording(store, toy_module, "ToyMLP") as toy:
         x = toy.tensor(mesh, (1, 1, 32, 64))
         toy.SubMLP(mesh, toy.Args(mesh), 0).forward(x, "decode")
         toy.ToyMLP(mesh, toy.Args(mesh), 0).forward(x, "decode")
-    finally:
-        recorder.close()
     names = sorted(c.flat.get("class_name", "-") for c in load_cases(store, f"{toy_module}:ToyMLP"))
     assert names == ["-", "SubMLP"]
 
@@ -119,51 +116,34 @@ def test_subclass_calls_are_recorded_with_their_class_name(tmp_path, toy_module,
 def test_user_fields_are_evaluated_on_self_arguments_and_x(tmp_path, toy_module, mesh):
     store = tmp_path / "s.sqlite"
     fields = ["seq_len=x.shape[-2]", "scale=self.scale", "up=self.w1.dtype", "m=mode"]
-    recorder = _recorder(store, toy_module, "ToyMLP", fields=fields)
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
+    with recording(store, toy_module, "ToyMLP", fields=fields) as toy:
         toy.ToyMLP(mesh, toy.Args(mesh), 0).forward(toy.tensor(mesh, (1, 1, 64, 64)), toy.Mode.PREFILL)
-    finally:
-        recorder.close()
     (case,) = load_cases(store, f"{toy_module}:ToyMLP")
     assert case.fields["extra"] == {"seq_len": 64, "scale": 2.0, "up": "bfloat8_b", "m": "prefill"}
     assert case.flat["seq_len"] == 64
 
 
 def test_a_failing_user_field_is_an_error_naming_it(tmp_path, toy_module, mesh):
-    recorder = _recorder(tmp_path / "s.sqlite", toy_module, "ToyMLP", fields=["bad=self.missing"])
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
+    with recording(tmp_path / "s.sqlite", toy_module, "ToyMLP", fields=["bad=self.missing"]) as toy:
         layer = toy.ToyMLP(mesh, toy.Args(mesh), 0)
         with pytest.raises(CollectCasesError, match=r"--field bad: .*AttributeError"):
             layer.forward(toy.tensor(mesh, (1, 1, 32, 64)), "decode")
-    finally:
-        recorder.close()
 
 
 def test_an_unrecordable_user_field_value_is_an_error(tmp_path, toy_module, mesh):
-    recorder = _recorder(tmp_path / "s.sqlite", toy_module, "ToyMLP", fields=["obj=self"])
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
-        with pytest.raises(CollectCasesError, match="--field obj: a value of type ToyMLP cannot be recorded"):
-            toy.ToyMLP(mesh, toy.Args(mesh), 0).forward(toy.tensor(mesh, (1, 1, 32, 64)), "decode")
-    finally:
-        recorder.close()
+    message = "--field obj: a value of type ToyMLP cannot be recorded"
+    store = tmp_path / "s.sqlite"
+    with (
+        recording(store, toy_module, "ToyMLP", fields=["obj=self"]) as toy,
+        pytest.raises(CollectCasesError, match=message),
+    ):
+        toy.ToyMLP(mesh, toy.Args(mesh), 0).forward(toy.tensor(mesh, (1, 1, 32, 64)), "decode")
 
 
 def test_calls_that_do_not_bind_are_not_recorded_and_still_raise(tmp_path, toy_module, mesh):
     store = tmp_path / "s.sqlite"
-    recorder = _recorder(store, toy_module, "ToyMLP")
-    recorder.install()
-    try:
-        toy = importlib.import_module(toy_module)
-        with pytest.raises(TypeError):
-            toy.ToyMLP(mesh, toy.Args(mesh), 0).forward()
-    finally:
-        recorder.close()
+    with recording(store, toy_module, "ToyMLP") as toy, pytest.raises(TypeError):
+        toy.ToyMLP(mesh, toy.Args(mesh), 0).forward()
     assert load_cases(store, f"{toy_module}:ToyMLP") == []
 
 
