@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .cases import Case
 from .errors import StoreError
+from .fields import canonical_json
 
 SCHEMA_VERSION = 1
 TOOL = "collect-cases"
@@ -178,8 +179,6 @@ class CaseStore:
 
     def add_cases(self, cases: Iterable[Case], command: str) -> int:
         """Add whole cases (``import``): their hits, layers and first command are kept when they are new."""
-        from .fields import canonical_json
-
         return self.add(
             Observation(c.target, canonical_json(c.fields), c.hits, set(c.layers), c.first_command or command)
             for c in cases

@@ -93,6 +93,8 @@ def sweep(
     console = console or Console(stderr=True)
     if jobs < 1:
         raise CollectCasesError(f"--jobs: expected at least 1, got {jobs}")
+    if logs.exists() and (not logs.is_dir() or any(logs.iterdir())):
+        raise CollectCasesError(f"--logs {logs}: exists and is not an empty folder; choose a new one")
     logs.mkdir(parents=True, exist_ok=True)
     queue = [Run(m, x, logs / f"{m}-{x}.log") for m in models for x in meshes]
     runs = list(queue)

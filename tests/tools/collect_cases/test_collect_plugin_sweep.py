@@ -117,6 +117,10 @@ def test_sweep_arguments_are_checked(tmp_path, capsys):
         parse_models("Llama-9000")
     with pytest.raises(CollectCasesError, match="--meshes: expected"):
         parse_meshes("T9K")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "old.log").write_text("a previous sweep")
+    with pytest.raises(CollectCasesError, match=r"--logs .*used: exists and is not an empty folder"):
+        sweep(tmp_path / "s.sqlite", ["m"], ["N150"], [], logs=tmp_path / "used")
     with pytest.raises(CollectCasesError, match="--jobs: expected at least 1"):
         sweep(tmp_path / "s.sqlite", ["m"], ["N150"], [], jobs=0, logs=tmp_path / "logs")
     assert main(["sweep", "--store", str(tmp_path / "s.sqlite"), "--meshes", "Mars"]) == 2
