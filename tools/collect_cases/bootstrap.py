@@ -48,7 +48,7 @@ def _start(config: dict) -> Recorder:
     return recorder
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], at_exit=atexit.register) -> None:
     raw = os.environ.pop(CONFIG_ENV, None)
     if raw is None:
         sys.exit(f"collect-cases bootstrap: {CONFIG_ENV} is not set (run it through `collect-cases record`)")
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> None:
             },
         )
 
-    atexit.register(finish)
+    at_exit(finish)
     if argv[0] == "-m":
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     elif argv[0] == "-c":

@@ -118,3 +118,49 @@ def test_non_python_commands_are_refused(tmp_path, capsys):
         == 2
     )
     assert "can only run Python commands" in capsys.readouterr().err
+
+
+def test_bootstrap_in_process(tmp_path, plain_module, monkeypatch):
+    """The child's side, run here: settings from the environment, targets first, then the program."""
+    import json
+    import runpy
+
+    from tttv2_tools.collect_cases import bootstrap
+
+    store, status = tmp_path / "s.sqlite", tmp_path / "status.json"
+    config = {
+        "store": str(store),
+        "targets": ["plain_layers:Plain"],
+        "fields": [["v", "x"]],
+        "status": str(status),
+    }
+    monkeypatch.syspath_prepend(str(plain_module))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    finish = []
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    bootstrap.main(["-c", "from plain_layers import Plain; Plain().forward(5)"], at_exit=finish.append)
+    assert json.loads(status.read_text()) == {"ready": True}
+    finish[0]()
+    assert json.loads(status.read_text()) == {"ready": True, "calls": 1, "distinct": 1, "new": 1}
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    script = plain_module / "script.py"
+    script.write_text("from plain_layers import Plain\nPlain().forward(6)\n")
+    bootstrap.main([str(script)], at_exit=finish.append)
+    finish[1]()
+    monkeypatch.setattr(runpy, "run_module", lambda name, **kw: None)  # -m: what would run, not run here
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    bootstrap.main(["-m", "some.module", "--flag"], at_exit=finish.append)
+    finish[2]()
+    assert sys.argv == ["some.module", "--flag"]
+    assert sorted(c.fields["extra"]["v"] for c in load_cases(store, "plain_layers:Plain")) == [5, 6]
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps({**config, "targets": ["plain_layers:Nope"]}))
+    with pytest.raises(SystemExit) as stopped:
+        bootstrap.main(["-c", "pass"], at_exit=finish.append)
+    assert stopped.value.code == bootstrap.TARGET_ERROR_EXIT
+    assert "has no attribute 'Nope'" in json.loads(status.read_text())["error"]
+    monkeypatch.delenv(bootstrap.CONFIG_ENV, raising=False)  # main() took it out already
+    with pytest.raises(SystemExit, match="is not set"):
+        bootstrap.main(["-c", "pass"])
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    with pytest.raises(SystemExit, match="expected -m MODULE"):
+        bootstrap.main(["-m"])
