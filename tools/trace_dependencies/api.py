@@ -19,7 +19,7 @@ def analyze(
     config_path: str | Path | None = None,
     *,
     class_name: str | None = None,
-    entry: str = "forward",
+    entry: str | None = None,
     follow_helpers: bool = True,
     auto_config: bool = True,
     base: str | Path | None = None,
@@ -30,7 +30,7 @@ def analyze(
     Nothing is imported or executed. With ``config_path=None`` and ``auto_config`` the file
     ``model_config.py`` next to the module is used if it exists. Raises :class:`TraceError` (with
     ``file:line``) for input that cannot be analysed at all: a missing file, a file that does not parse,
-    a module without a class that has ``entry`` (default ``forward``). Everything else that cannot be
+    a module without a class that has ``entry`` (default: ``forward``, else ``__call__``). Everything else that cannot be
     understood ends up in ``Analysis.skipped`` and as explicit ``unknown:`` nodes.
     """
     # The analysis allocates many small, short-lived objects and frees them all at the end: the cyclic garbage

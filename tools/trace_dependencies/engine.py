@@ -27,6 +27,7 @@ ENVIRON = ("environ",)
 GETENV = ("getenv",)
 HFCFG = ("hfcfg",)
 NOTHING = object()
+ROLE_DEPTH = 24
 _SKIP_CHILDREN = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
 
 
@@ -96,7 +97,7 @@ class Engine:
         module: SourceFile,
         config: SourceFile | None,
         class_name: str | None = None,
-        entry: str = "forward",
+        entry: str | None = None,
         follow_helpers: bool = True,
         progress: Callable[[str], None] | None = None,
     ):
@@ -138,7 +139,7 @@ class Engine:
         self.module_branches: dict[str, str] = {}  # branch id -> side
         self.entry_ids: list[str] = []
         self.branch_phase: dict[str, set[str]] = {}
-        self.consumer = self._find_consumer(class_name)
+        self.consumer, self.entry = self._find_consumer(class_name, entry)
         self.config_chain: list[ClassInfo] = self._find_config_class()
         self.config_class = self.config_chain[0] if self.config_chain else None
         self.key_defs: dict[str, list[DefSite]] = {}
@@ -149,6 +150,7 @@ class Engine:
         self._callers: dict[str, list] | None = None
         self.param_consts: dict[tuple[str, str], set | None] = {}
         self._inline: tuple[FuncInfo, set[str]] | None = None
+        self.param_roles: dict[tuple[str, str], tuple] = {}
 
     # ================================================================================ files & lookup
     def index(self, source: SourceFile) -> ModuleIndex:
@@ -213,29 +215,41 @@ class Engine:
             self._skip_seen.add(key)
             self.skipped.append(Skipped(loc, what, reason, severity))
 
-    def _find_consumer(self, class_name: str | None) -> ClassInfo:
+    def cut(self, what: str, e: ast.AST, info: FuncInfo, limit: int) -> None:
+        """A depth limit stopped the analysis of ``e``: say so (an explicit unknown and a warning), never guess."""
+        loc = loc_of(info.file, e)
+        reason = f"{what} nested deeper than {limit} levels: not followed"
+        self.unknown(f"depth:{loc}", reason, loc)
+        self.skip(loc, info.file.segment(e, 60), reason, "warning")
+
+    def _find_consumer(self, class_name: str | None, entry: str | None) -> tuple[ClassInfo, str]:
+        """The analysed class and its per-call entry: ``entry`` if given, else ``forward``, else ``__call__``."""
         classes = self.mindex.classes
+        entries = (entry,) if entry else C.ENTRY_METHODS
         if class_name:
             if class_name not in classes:
                 found = ", ".join(sorted(classes)) or "none"
                 raise TraceError(f"no class {class_name!r} (classes: {found})", where=f"{self.module.name}:1")
             cls = classes[class_name]
-            if self.method_info(cls, self.entry) is None:
-                raise TraceError(
-                    f"class {class_name} has no {self.entry}() method",
-                    where=cls.loc(),
-                    hint="use --entry METHOD",
-                )
-            return cls
-        for cls in classes.values():
-            if self.entry in cls.methods:
-                return cls
-        for cls in classes.values():
-            if self.method_info(cls, self.entry) is not None:
-                return cls
+            for name in entries:
+                if self.method_info(cls, name) is not None:
+                    return cls, name
+            raise TraceError(
+                f"class {class_name} has no {' or '.join(f'{e}()' for e in entries)} method",
+                where=cls.loc(),
+                hint="use --entry METHOD",
+            )
+        for name in entries:
+            for cls in classes.values():
+                if name in cls.methods:
+                    return cls, name
+            for cls in classes.values():
+                if self.method_info(cls, name) is not None:
+                    return cls, name
         listed = ", ".join(f"{c.name} (line {c.node.lineno})" for c in classes.values()) or "none"
+        wanted = " or ".join(f"{e}()" for e in entries)
         raise TraceError(
-            f"no class with a {self.entry}() method; nothing to trace (classes: {listed})",
+            f"no class with a {wanted} method; nothing to trace (classes: {listed})",
             where=f"{self.module.name}:1",
             hint="pass --class NAME and/or --entry METHOD",
         )
@@ -415,7 +429,8 @@ class Engine:
         return ("builtin", None)
 
     def role(self, e: ast.AST, info: FuncInfo, depth: int = 0):
-        if depth > 24:
+        if depth > ROLE_DEPTH:
+            self.cut("name resolution", e, info, ROLE_DEPTH)
             return None
         kind = type(e)
         if kind is ast.Name:
@@ -461,6 +476,8 @@ class Engine:
                     return MC
                 if base == HFCFG and func.attr in ("get", "to_dict", "copy"):
                     return HFCFG
+                if base == ENVIRON and func.attr == "copy":
+                    return ENVIRON
             return None
         if isinstance(e, ast.IfExp):
             a = self.role(e.body, info, depth + 1)
@@ -505,6 +522,9 @@ class Engine:
             ann = owner.annotations.get(name)
             if ann is not None and unparse(ann).split(".")[-1].strip("'\"") == "ModelArgs":
                 return ARGS
+            bound = self.param_roles.get((owner.id, name))
+            if bound is not None:
+                return bound
             if name in C.ARGS_NAMES:
                 return ARGS
             if name in C.MESH_NAMES:
@@ -676,10 +696,7 @@ class Engine:
         except TraceError as exc:
             self.skip(f"{source.name}:1:0", f"import {module}", f"{exc}", "warning")
             return None
-        if target is self.module:
-            return None
-        fn = self.module_function(target, attr)
-        return fn
+        return self.module_function(target, attr)  # also the analysed module itself (import cycles)
 
     def _attr_dep(self, e: ast.Attribute, info: FuncInfo, out: set[str]) -> list:
         role = self.role(e.value, info)
@@ -698,6 +715,11 @@ class Engine:
             return []
         if kind == "mesh":
             out.add(self.hw(C.MESH_MEMBERS.get(e.attr, "mesh_device")))
+            return []
+        if kind == "os" and e.attr == "environ":
+            out.add(
+                self.env("*", loc_of(info.file, e))
+            )  # the whole environment (copied, passed on, iterated)
             return []
         if kind == "self":
             nid = self.self_attr_node(role[1], e.attr)
@@ -812,6 +834,10 @@ class Engine:
         if isinstance(func, ast.Name):
             name = func.id
             role = self.role_name(name, info)
+            dynamic = self._dynamic_call(e, name, info, loc)
+            if dynamic is not None:
+                out.add(dynamic)
+                return args
             if role == GETENV:
                 return self._getenv(e, info, loc, out)
             if role is not None and role[0] == "ttnn":
@@ -849,6 +875,26 @@ class Engine:
                     self.bind(callee, e, info, skip_first=False)
         return [func, *args]
 
+    def _dynamic_call(self, e: ast.Call, name: str, info: FuncInfo, loc: str) -> str | None:
+        """``exec``/``eval``/``compile``/``__import__`` and ``getattr(module, <computed name>)``: code chosen at run
+        time. Each is an explicit unknown at its file:line (so ``--strict`` fails), never silently nothing."""
+        if name not in C.DYNAMIC_CODE and name != "getattr":
+            return None
+        if self.lookup(name, info)[0] != "builtin":
+            return None
+        if name in C.DYNAMIC_CODE:
+            reason = f"{name}() runs code chosen at run time: not followed"
+        else:
+            if len(e.args) < 2 or const_str(e.args[1]) is not None:
+                return None
+            base = self.role(e.args[0], info)
+            if base is None or base[0] not in ("ttnn", "os"):
+                return None
+            target = "ttnn" if base[0] == "ttnn" else "os"
+            reason = f"getattr({target}, {info.file.segment(e.args[1], 40)}): member chosen at run time: not followed"
+        self.skip(loc, info.file.segment(e, 60), reason, "warning")
+        return self.unknown(f"dynamic:{loc}", reason, loc)
+
     def _getenv(self, e: ast.Call, info: FuncInfo, loc: str, out: set[str]) -> list:
         key = const_str(e.args[0]) if e.args else None
         rest = [a for a in e.args[1:]] + [k.value for k in e.keywords]
@@ -881,7 +927,10 @@ class Engine:
 
     def value_callees(self, value: ast.AST | None, info: FuncInfo, depth: int = 0) -> list[FuncInfo]:
         """Functions a value may hold (lambdas, nested defs, functions), following simple aliases."""
-        if value is None or depth > 6:
+        if value is None:
+            return []
+        if depth > 6:
+            self.cut("callee resolution", value, info, 6)
             return []
         if isinstance(value, ast.Lambda):
             return [self.nested_info(info, value)]
@@ -1002,12 +1051,28 @@ class Engine:
                 "*args/**kwargs at the call site: bound to every remaining parameter",
             )
         for pname, value in pairs:
+            self._bind_role(callee, pname, value, caller)
+        for pname, value in pairs:
             target = self.param_node(callee, pname)
             if target is None:
                 continue
             self.g.nodes[target]["bound"] = True
             for dep in self.deps(value, caller):
                 self.edge(dep, target, "bind", loc)
+
+    def _bind_role(self, callee: FuncInfo, pname: str, value: ast.AST, caller: FuncInfo) -> None:
+        """A parameter that receives model_config / ModelArgs / the mesh device / os.environ / an HF config at a
+        call site stands for it inside the callee, whatever its name (``def helper(cfg): cfg["K"]``)."""
+        key = (callee.id, pname)
+        if key in self.param_roles or pname == callee.self_name:
+            return
+        role = self.role(value, caller)
+        if role not in (MC, ARGS, MESH, ENVIRON, HFCFG):
+            return
+        self.param_roles[key] = role
+        # roles computed before this binding may be stale: forget them (rare, cheap to recompute)
+        self.role_memo.clear()
+        self._role_cache.clear()
 
     # ================================================================================ config composition
     def compose(self) -> None:
@@ -1366,6 +1431,7 @@ class Engine:
 
     def static_iter(self, e: ast.expr, info: FuncInfo, depth: int = 0):
         if depth > 6:
+            self.cut("constant iterable", e, info, 6)
             return None
         value = const_eval(e, {})
         if isinstance(value, (list, tuple)):
@@ -1666,6 +1732,7 @@ class Engine:
     def galaxy_polarity(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> int | None:
         """+1 if ``e`` means "is galaxy", -1 if it means "is not galaxy", None otherwise."""
         if depth > 10:
+            self.cut("topology test", e, info, 10)
             return None
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             pol = self.galaxy_polarity(e.operand, info, depth + 1)
@@ -1706,6 +1773,7 @@ class Engine:
 
     def is_num_devices(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
         if depth > 10:
+            self.cut("device-count test", e, info, 10)
             return False
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "get_num_devices":
             return True
@@ -1744,6 +1812,7 @@ class Engine:
 
     def is_mode(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
         if depth > 8:
+            self.cut("mode test", e, info, 8)
             return False
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
@@ -1767,6 +1836,7 @@ class Engine:
     def mesh_shape_expr(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
         """``mesh_device.shape`` / ``list(mesh_device.shape)`` / a local alias of either / ``args.cluster_shape``."""
         if depth > 6:
+            self.cut("mesh shape test", e, info, 6)
             return False
         if (
             isinstance(e, ast.Call)
@@ -1803,6 +1873,7 @@ class Engine:
 
     def _facts(self, e: ast.AST, info: FuncInfo, pol: int, out: list, depth: int) -> None:
         if depth > 30:
+            self.cut("condition", e, info, 30)
             return
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             self._facts(e.operand, info, -pol, out, depth + 1)
@@ -1917,6 +1988,7 @@ class Engine:
     def fact_tree(self, e: ast.AST, info: FuncInfo, depth: int = 0):
         """The test as ("and"|"or", [trees]) / ("not", tree) / ("const", bool) / ("fact", name, polarity) / None."""
         if depth > 30:
+            self.cut("condition", e, info, 30)
             return None
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
             inner = self.fact_tree(e.operand, info, depth + 1)
@@ -2085,6 +2157,7 @@ class Engine:
         """Whether ``e`` holds a device tensor: a ttnn op result, a weight made with ttnn.as_tensor/from_torch,
         or a parameter annotated ``ttnn.Tensor``."""
         if depth > 6:
+            self.cut("tensor test", e, info, 6)
             return False
         if isinstance(e, ast.Call):
             if self.op_name(e, info) is not None:

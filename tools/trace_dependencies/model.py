@@ -208,6 +208,10 @@ class Analysis:
     def branches_by_loc(self) -> dict[str, Branch]:
         return {b.loc: b for b in self.branches}
 
+    def unknowns(self) -> list[str]:
+        """Ids of the explicit ``unknown:`` nodes (what could not be understood)."""
+        return sorted(n for n, d in self.graph.nodes(data=True) if d.get("category") == "unknown")
+
     def keys_read(self) -> list[str]:
         return sorted({r.name for r in self.reads if r.kind == "key"})
 

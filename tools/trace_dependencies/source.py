@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import io
 import os
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,10 +67,7 @@ def read_source(path: Path, name: str) -> SourceFile:
         raise UsageError(f"file not found: {path}") from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=name) from exc
+    text = decode_source(raw, name)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter(
@@ -83,6 +82,25 @@ def read_source(path: Path, name: str) -> SourceFile:
     source = SourceFile(path=path, name=name, text=text, tree=tree, lines=text.count("\n") + 1)
     source.imports = _collect_imports(tree)
     return source
+
+
+def decode_source(raw: bytes, name: str) -> str:
+    """Bytes -> text the way Python reads a source file: a UTF-8 BOM or a PEP 263 coding line picks the
+    encoding (default UTF-8); the BOM itself is dropped, so columns count from the first real character."""
+    try:
+        encoding, _lines = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except (SyntaxError, LookupError) as exc:
+        raise TraceError(f"not UTF-8 text and no valid coding line ({exc})", where=f"{name}:1") from exc
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        label = "UTF-8" if encoding.startswith("utf-8") else encoding
+        raise TraceError(
+            f"not {label} text ({exc.reason} at byte {exc.start})", where=f"{name}:{line}"
+        ) from exc
+    except LookupError as exc:  # pragma: no cover - detect_encoding already checked the codec
+        raise TraceError(f"unknown encoding {encoding!r}", where=f"{name}:1") from exc
 
 
 def _module_statements(body: list[ast.stmt]):
