@@ -10,7 +10,8 @@ from pathlib import Path
 from .engine import Engine, resolve_default_config
 from .errors import TraceError, UsageError
 from .graphing import build
-from .model import Analysis, Skipped
+from .model import Analysis
+from .records import Skipped
 from .source import Project, common_base
 
 
@@ -86,7 +87,7 @@ def _analyze(
         follow_helpers=follow_helpers,
         progress=progress,
     )
-    if config is not None and engine.config_class is None:
+    if config is not None and engine.st.config_class is None:
         notes.append(
             Skipped(
                 f"{config.name}:1:0",
@@ -108,9 +109,9 @@ def _analyze(
                 "warning",
             )
         )
-    engine.skipped.extend(notes)
+    engine.out.skipped.extend(notes)
     elapsed = time.perf_counter() - started
-    return build(engine, {"seconds": round(elapsed, 4)})
+    return build(engine, seconds=round(elapsed, 4))
 
 
 __all__ = ["TraceError", "UsageError", "analyze"]

@@ -257,13 +257,11 @@ def _run(args: argparse.Namespace, err) -> int:
         follow_helpers=not args.no_helpers,
         progress=progress,
     )
-    progress(f"analysed {analysis.stats.get('lines')} lines in {analysis.stats.get('seconds')}s")
+    progress(f"analysed {analysis.stats.get('lines')} lines in {analysis.seconds}s")
     view = analysis.restrict(mode=args.mode, topology=args.topology)
     graph_view = view
     if args.focus:
-        from .export import focus
-
-        graph_view = focus(view, args.focus)
+        graph_view = view.focus(args.focus)
         if graph_view.graph.number_of_nodes() == 0:
             raise UsageError(f"--focus {args.focus!r} matches nothing in the graph")
     width = args.width or (None if sys.stdout.isatty() else 140)
@@ -281,7 +279,7 @@ def _run(args: argparse.Namespace, err) -> int:
                 err.print(f"wrote {target} ({fmt})")
     ok = True
     if why_json:
-        from .graphing import resolve_name
+        from .query import resolve_name
 
         ok = bool(resolve_name(view, args.why))
     elif args.why:
@@ -303,18 +301,18 @@ def _run(args: argparse.Namespace, err) -> int:
 
 
 def _render(fmt: str, analysis, why: str | None) -> str:
-    from .export import WRITERS, to_json_dict
+    from .export import WRITERS
 
     if fmt != "json" or why is None:
         return WRITERS[fmt](analysis)
-    data = to_json_dict(analysis)
+    data = analysis.to_dict()
     data["why"] = why_dict(analysis, why)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
 def why_dict(analysis, name: str) -> dict:
     """``--why NAME`` as JSON: the nodes NAME resolved to and one path per root (each hop: node, label, loc)."""
-    from .graphing import resolve_name
+    from .query import resolve_name
 
     targets = resolve_name(analysis, name)
     paths = analysis.why(name) if targets else []

@@ -90,3 +90,4 @@ MODEL_NAME_HINTS = ("model_name", "base_model_name", "CKPT_DIR", "checkpoint_dir
 ENTRY_METHODS = ("forward", "__call__")
 #: Builtins that run code chosen at run time: every call is an explicit unknown.
 DYNAMIC_CODE = frozenset({"exec", "eval", "compile", "__import__"})
+ROLE_DEPTH = 24  # how deep name resolution follows aliases and attribute chains before it reports a cut

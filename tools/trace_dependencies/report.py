@@ -298,7 +298,7 @@ def _how(r) -> str:
 
 
 def render_why(analysis: Analysis, name: str, console: Console, limit: int = 12) -> bool:
-    from .graphing import resolve_name
+    from .query import resolve_name
 
     console = plain(console)
     targets = resolve_name(analysis, name)

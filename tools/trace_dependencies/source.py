@@ -23,7 +23,25 @@ class SourceFile:
     tree: ast.Module
     lines: int
     imports: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
+    ascii: bool = True  # the whole text is ASCII: byte and character columns agree
     _blines: list[bytes] | None = field(default=None, repr=False)
+
+    def char_col(self, line: int, byte_col: int) -> int:
+        """``ast`` columns count UTF-8 bytes; every location trace-deps reports counts characters (as libcst and
+        editors do), so a line with a non-ASCII character before the node does not shift it."""
+        if self.ascii:
+            return byte_col
+        if self._blines is None:
+            self._blines = self.text.encode("utf-8").split(b"\n")
+        raw = self._blines[line - 1] if 0 < line <= len(self._blines) else b""
+        if raw.isascii():
+            return byte_col
+        return len(raw[:byte_col].decode("utf-8", "replace"))
+
+    def loc(self, node: ast.AST) -> str:
+        """``file:line:col`` of a node, col in characters."""
+        line = getattr(node, "lineno", 1)
+        return f"{self.name}:{line}:{self.char_col(line, getattr(node, 'col_offset', 0))}"
 
     def segment(self, node: ast.AST | None, limit: int = 120) -> str:
         """Source text of ``node`` on one line, shortened to ``limit`` characters (sliced from the file for
@@ -79,7 +97,9 @@ def read_source(path: Path, name: str) -> SourceFile:
         raise TraceError(f"does not parse: {exc.msg}", where=where) from exc
     except (ValueError, RecursionError, MemoryError) as exc:
         raise TraceError(f"does not parse: {exc}", where=name) from exc
-    source = SourceFile(path=path, name=name, text=text, tree=tree, lines=text.count("\n") + 1)
+    source = SourceFile(
+        path=path, name=name, text=text, tree=tree, lines=text.count("\n") + 1, ascii=text.isascii()
+    )
     source.imports = _collect_imports(tree)
     return source
 
