@@ -162,9 +162,12 @@ class Dependencies(Part):
             if key is not None:
                 out.add(self.key_node(key))
                 return []
-            keys = self.loop_keys(e.slice, info)
+            keys, param = self.read_keys(e.slice, info)
             if keys:
                 out.update(self.key_node(k) for k in keys)
+                if param is not None:  # which key depends on the argument: keep that dependency
+                    self.out.param_key_uses.setdefault(param, (loc, len(keys)))
+                    return [e.slice]
                 return []
             out.add(
                 self.unknown(

@@ -135,6 +135,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
                 if self.st.follow_helpers or callee.file is self.st.module:
                     queue.append((callee, phase, (*via, callee.qualname)))
             self.expand_all()
+        self.resolve_deferred_reads()
         self.expand_all()
 
     def _set_entry_params(self, info: FuncInfo, construction: bool) -> None:

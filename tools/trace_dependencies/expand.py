@@ -64,6 +64,9 @@ class Expansion(Part):
             ):
                 for caller, call in self.config_callers(info.name):
                     self.bind(info, call, caller, skip_first=True)
+            elif info.name in self.config_builders() and not self.out.g.nodes[nid].get("bound"):
+                for caller, call in self.builder_callers(info.name):
+                    self.bind(info, call, caller, skip_first=False)
             default = info.defaults.get(name)
             if default is not None:
                 for dep in self.deps(default, info):
@@ -168,7 +171,7 @@ class Expansion(Part):
             data["resolved"] = False
             if self.st.config is None:
                 reason = "no config module given"
-            elif self.st.config_class is None:
+            elif self.st.config_class is None and not self.config_builders():
                 reason = f"{self.st.config.name} has no ModelArgs class"
             else:
                 reason = f"no definition of model_config[{key!r}] in {self.st.config.name}"

@@ -32,13 +32,29 @@ def guard_strings(engine: Engine, guards) -> list[str]:
 
 
 def _shadowing(defs: list[Definition], raw) -> None:
-    """Last assignment wins: a later definition that always runs when an earlier one ran replaces it."""
+    """Last assignment wins: a later definition that always runs when an earlier one ran replaces it. A
+    ``setdefault()`` replaces nothing; it never takes effect when an earlier definition always ran before it."""
     for i, (d_i, s_i) in enumerate(zip(defs, raw)):
         gi = set(s_i.guards)
         arms_i = dict(s_i.guards)
         extras: list[str] = []
+        if s_i.only_if_absent:
+            d_i.only_if_absent = True
+            earlier = [
+                (d, s)
+                for d, s in zip(defs[:i], raw[:i])
+                if not any(dict(s.guards).get(b, a) != a for b, a in s_i.guards)
+            ]
+            always = [d.id for d, s in earlier if set(s.guards) <= gi]
+            if always:
+                d_i.shadowed_by.extend(always)
+                continue
+            extras = [
+                " and ".join(g.describe() for g in d.guards if (g.branch, g.arm) not in gi)
+                for d, _ in earlier
+            ]
         for d_j, s_j in zip(defs[i + 1 :], raw[i + 1 :]):
-            if s_j.order <= s_i.order:
+            if s_j.order <= s_i.order or s_j.only_if_absent:
                 continue
             gj = set(s_j.guards)
             if any(bid in arms_i and arms_i[bid] != arm for bid, arm in s_j.guards):

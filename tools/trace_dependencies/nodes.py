@@ -82,6 +82,8 @@ class Nodes(Part):
             return self.node(
                 f"arg:{name}", "model_arg", f"{name} (ModelArgs constructor argument)", info.loc()
             )
+        if info in self.entry_builders():
+            return self.config_function_root(info, name)
         category = "param"
         label = f"{name} (param of {info.qualname})"
         if isinstance(info.node, ast.Lambda) and info.file is self.st.config:
@@ -97,6 +99,18 @@ class Nodes(Part):
         if self.is_mode_param(info, name):
             self.out.g.nodes[nid]["mode_param"] = True
         return nid
+
+    def config_function_root(self, info: FuncInfo, name: str) -> str:
+        """A parameter of a config function nothing else calls (``get_model_config(model_config_str, llm_mode,
+        input_shape, num_devices)``) is a root: the device count is hardware, ``llm_mode`` the mode, shapes are
+        per-call inputs, anything else is a config argument (static, like a ModelArgs constructor argument)."""
+        if name in C.DEVICE_COUNT_NAMES:
+            return self.hw("num_devices")
+        if self.is_mode_param(info, name):
+            return self.node("input:mode", "mode", "mode (per-call: decode / prefill)", info.loc())
+        if name in C.SHAPE_NAMES:
+            return self.node(f"input:{name}", "input", f"{name} (per-call input shape)", info.loc())
+        return self.node(f"arg:{name}", "model_arg", f"{name} ({info.name}() argument)", info.loc())
 
     def self_attr_node(self, cls: ClassInfo, name: str) -> str | None:
         sites = self.self_sites(cls, name)

@@ -36,6 +36,9 @@ class DefSite:
     env: dict[str, object] = field(default_factory=dict)
     via: tuple[str, ...] = ()
     dynamic: str | None = None
+    only_if_absent: bool = (
+        False  # model_config.setdefault(KEY, value): never overwrites an earlier definition
+    )
 
     @property
     def loc(self) -> str:
@@ -105,6 +108,9 @@ class Caches:
     fact_trees: dict[str, object] = field(default_factory=dict)
     call_deps: dict[int, tuple[ast.AST, frozenset[str]]] = field(default_factory=dict)
     config_callers: dict[str, list] | None = None
+    builders: dict[str, FuncInfo] | None = None
+    constants: dict[str, dict[str, object]] = field(default_factory=dict)
+    expr_loops: dict[str, dict[int, tuple]] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +149,8 @@ class Results:
     order: int = 0
     param_consts: dict[tuple[str, str], set | None] = field(default_factory=dict)
     param_roles: dict[tuple[str, str], object] = field(default_factory=dict)
+    deferred_reads: list[tuple] = field(default_factory=list)  # (ExprSite, FuncInfo, phase, called)
+    param_key_uses: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass

@@ -193,7 +193,10 @@ class Visitor(Part):
             call = call_funcs.get(id(e))
             called = [info.file.segment(a, 40) for a in call.args] if call is not None else None
             if key is None:
-                keys = self.loop_keys(e.slice, info)
+                keys, param = self.read_keys(e.slice, info, site.loops)
+                if param is not None:  # named by the call sites' constants: read them once all are seen
+                    self.out.deferred_reads.append((site, info, phase, called))
+                    return
                 if keys:
                     for key in keys:
                         self._read(
@@ -271,6 +274,34 @@ class Visitor(Part):
             self._read(
                 e.attr, "attr", info.file.segment(e, 80), e, info, phase, site.guards, site.in_condition
             )
+
+    def resolve_deferred_reads(self) -> None:
+        """Reads whose key comes from a parameter's constants, now that every call site has been visited."""
+        for site, info, phase, called in self.out.deferred_reads:
+            e = site.node
+            keys, _param = self.read_keys(e.slice, info, site.loops)
+            for key in keys or ():
+                self._read(
+                    key,
+                    "key",
+                    info.file.segment(e, 80),
+                    e,
+                    info,
+                    phase,
+                    site.guards,
+                    site.in_condition,
+                    called=called,
+                    note=f"key from {info.file.segment(e.slice, 30)} with the constants its call sites pass",
+                )
+        for (fid, name), (loc, seen) in self.out.param_key_uses.items():
+            values = self.out.param_consts.get((fid, name))
+            if values is None or len(values) != seen:
+                self.skip(
+                    loc,
+                    f"model_config[...] keyed by parameter {name!r}",
+                    "its dependency edges were drawn before every call site was seen; the reads list every key",
+                    "warning",
+                )
 
     def _read_from_call(self, call, info: FuncInfo, phase: str) -> None:
         node = call.node
