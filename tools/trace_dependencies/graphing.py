@@ -231,10 +231,11 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         for o in out.ops
     ]
     ops.sort(key=lambda o: _loc_key(o.loc))
-    calls = sorted(
-        {(c.caller, c.callee, tuple(guard_strings(engine, c.guards)), c.loc) for c in out.call_edges},
-        key=lambda c: (c[0], c[1], _loc_key(c[3]), c[2]),
-    )
+    unique = {}
+    for c in out.call_edges:
+        link = CallLink(c.caller, c.callee, guard_strings(engine, c.guards), c.loc, as_lists(c.args))
+        unique.setdefault((c.caller, c.callee, tuple(link.guards), c.loc), link)
+    calls = [unique[k] for k in sorted(unique, key=lambda c: (c[0], c[1], _loc_key(c[3]), c[2]))]
     construction_ops = sorted({o.op for o in ops if o.phase == "construction"})
 
     # -- roots and levels -------------------------------------------------------------------------
@@ -278,7 +279,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         levels=levels,
         skipped=sorted(out.skipped, key=lambda s: (_loc_key(s.loc), s.what)),
         stats=stats,
-        calls=[CallLink(caller, callee, list(guards), loc) for caller, callee, guards, loc in calls],
+        calls=calls,
         entries=list(out.entry_ids),
         entry=engine.st.entry,
         seconds=seconds,

@@ -144,8 +144,10 @@ class Analysis:
     def decide(
         self, branch: Branch | str, topology: str | None = None, mode: str | None = None
     ) -> bool | None:
-        """True / False / None: ``branch`` (a Branch, its id or ``file:line[:col]``) on ``topology`` in ``mode``."""
-        return query.decide(self._branch(branch), topology=topology, mode=mode)
+        """True / False / None: ``branch`` (a Branch, its id or ``file:line[:col]``) on ``topology`` in ``mode``,
+        in every call context that reaches it (a helper's test on its parameters is closed with what each call
+        site passes; None when the contexts disagree)."""
+        return query.decide_in(self, self._branch(branch), topology=topology, mode=mode)
 
     def _branch(self, branch: Branch | str) -> Branch:
         if isinstance(branch, Branch):

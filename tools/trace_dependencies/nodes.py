@@ -9,6 +9,7 @@ from . import constants as C
 from .astutil import (
     NOTHING,
 )
+from .flow import PARAM
 from .ids import (
     NodeKind,
 )
@@ -72,6 +73,34 @@ class Nodes(Part):
             f"{name} ({info.qualname})",
             loc,
             payload=(NodeKind.LOCAL, info, name),
+        )
+
+    def local_uses(self, e: ast.AST, info: FuncInfo, owner: FuncInfo) -> list[str]:
+        """The nodes a use of a local depends on: one node per assignment that reaches it (flow-sensitive), the
+        parameter for its value on entry; the local's single node when every assignment reaches it anyway."""
+        name = e.id if isinstance(e, ast.Name) else e.target.id
+        sites = owner.assigns[name]
+        reach = self.reaching_sites(e, info, owner)
+        if reach is None or (len(sites) == 1 and name not in owner.params and reach == (sites[0],)):
+            return [self.local_node(owner, name)]
+        out = []
+        for site in reach:
+            if site is PARAM:
+                nid = self.param_node(owner, name)
+                if nid is not None:
+                    out.append(nid)
+            else:
+                out.append(self.local_version_node(owner, name, site))
+        return out
+
+    def local_version_node(self, info: FuncInfo, name: str, site) -> str:
+        """One assignment of a local (``local:...:x@12:8``): what a use reached only by it depends on."""
+        return self.node(
+            f"local:{info.id}:{name}@{site.line}:{site.col}",
+            "local",
+            f"{name} ({info.qualname}, line {site.line})",
+            f"{info.file.name}:{site.line}:{site.col}",
+            payload=(NodeKind.LOCAL, info, name, site),
         )
 
     def param_node(self, info: FuncInfo, name: str) -> str | None:

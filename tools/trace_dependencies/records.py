@@ -183,6 +183,7 @@ class CallLink:
     callee: str
     guards: list[str] = field(default_factory=list)
     loc: str = ""
+    args: dict[str, Any] = field(default_factory=dict)  # parameter -> ["value", constant] or a fact tree
 
 
 @dataclass

@@ -20,7 +20,7 @@ def loc_of(source: SourceFile, node: ast.AST) -> str:
     return source.loc(node)
 
 
-@dataclass
+@dataclass(eq=False)
 class AssignSite:
     value: ast.expr | None
     line: int
@@ -30,6 +30,7 @@ class AssignSite:
     source: ast.expr | None = None
     order: int = 0
     loops: tuple[tuple[ast.expr, ast.expr], ...] = ()
+    target: ast.AST | None = field(default=None, repr=False, compare=False)  # the binding node (flow.py)
 
 
 @dataclass
@@ -376,6 +377,7 @@ class Scanner:
             source,
             self._next(),
             self.loops,
+            node,
         )
         self.info.assigns.setdefault(name, []).append(site)
 

@@ -58,6 +58,9 @@ class CallEdge:
     callee: str
     guards: Guards
     loc: str
+    args: dict[str, object] = field(
+        default_factory=dict
+    )  # parameter -> what the call passes (decision.close)
 
 
 @dataclass
@@ -111,6 +114,7 @@ class Caches:
     builders: dict[str, FuncInfo] | None = None
     constants: dict[str, dict[str, object]] = field(default_factory=dict)
     expr_loops: dict[str, dict[int, tuple]] = field(default_factory=dict)
+    reaching: dict[str, dict[int, tuple]] = field(default_factory=dict)  # FuncInfo.id -> flow.reaching()
 
 
 @dataclass

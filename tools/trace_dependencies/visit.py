@@ -59,7 +59,7 @@ class Visitor(Part):
                 name, spelled = op
                 self._record_op(name, spelled, node, call, info, phase, via, deps)
             for callee in self.callees_of(node, info):
-                callees.append((callee, call.guards, loc))
+                callees.append((callee, call.guards, loc, node))
         return callees
 
     def callees_of(self, call: ast.Call, info: FuncInfo) -> list[FuncInfo]:
@@ -71,7 +71,9 @@ class Visitor(Part):
                 return [meth] if meth is not None else []
             if role is not None and role.kind is RoleKind.SELF:
                 return self.self_callees(role.cls, func.attr)
-            return []
+            cls = self.instance_class(func.value, info)
+            method = self.method_info(cls, func.attr) if cls is not None else None
+            return [method] if method is not None else []
         if isinstance(func, ast.Name):
             if self.role_name(func.id, info) is not None:
                 return []
@@ -115,7 +117,7 @@ class Visitor(Part):
             if kind is Scope.LOCAL:
                 return any(
                     s.value is not None and self.is_tensor(s.value, owner, depth + 1)
-                    for s in owner.assigns[e.id]
+                    for s in self.local_sites(e, info, owner)
                 )
             if kind is Scope.PARAM:
                 ann = owner.annotations.get(e.id)
