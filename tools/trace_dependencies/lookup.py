@@ -116,21 +116,19 @@ class Lookup(Part):
         return self.cache.imports[key]
 
     def _imported_function(self, source: SourceFile, name: str) -> FuncInfo | None:
-        module, attr, level = source.imports[name]
-        if attr is None:
-            return None
-        path = self.st.project.resolve_module(module, level, source.path)
-        if path is None:
-            return None
-        try:
-            target = self.st.project.load(path)
-        except TraceError as exc:
-            self.skip(f"{source.name}:1:0", f"import {module}", f"{exc}", "warning")
-            return None
-        return self.module_function(target, attr)  # also the analysed module itself (import cycles)
+        found = self.imported_file(source, name)
+        return (
+            self.module_function(*found) if found else None
+        )  # also the analysed module itself (import cycles)
 
     def imported_class(self, source: SourceFile, name: str) -> ClassInfo | None:
         """The class ``name`` stands for when it is imported from an analysed file (``from .norm import RMSNorm``)."""
+        found = self.imported_file(source, name)
+        return self.index(found[0]).classes.get(found[1]) if found else None
+
+    def imported_file(self, source: SourceFile, name: str) -> tuple[SourceFile, str] | None:
+        """``(file, attribute)`` for ``from module import attribute [as name]`` when the module is an analysed file
+        (a file that cannot be read or parsed is reported once)."""
         module, attr, level = source.imports[name]
         if attr is None:
             return None
@@ -138,10 +136,10 @@ class Lookup(Part):
         if path is None:
             return None
         try:
-            target = self.st.project.load(path)
-        except TraceError:
-            return None  # reported by imported_function
-        return self.index(target).classes.get(attr)
+            return self.st.project.load(path), attr
+        except TraceError as exc:
+            self.skip(f"{source.name}:1:0", f"import {module}", f"{exc}", "warning")
+            return None
 
     def class_named(self, name: str, info: FuncInfo) -> ClassInfo | None:
         """The analysed class a bare name refers to in ``info`` (defined in the same file or imported)."""
