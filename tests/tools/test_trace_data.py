@@ -8,6 +8,8 @@ import dataclasses
 import importlib
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import libcst as cst
@@ -65,8 +67,8 @@ def test_equality_sees_every_field():
     other.branches[0].decision = ["const", True]
     assert other != analysis
     other = Analysis.from_json(analysis.to_json())
-    node = sorted(other.graph)[0]
-    other.graph.nodes[node]["label"] = "changed"
+    node = sorted(other.dependencies)[0]
+    other.dependencies.nodes[node]["label"] = "changed"
     assert other != analysis
     assert loaded.seconds == 0.0 and loaded == dataclasses.replace(
         analysis, seconds=123.0
@@ -223,3 +225,21 @@ def test_no_import_cycles_between_the_package_modules():
 def test_public_api_lists_the_codemod_helpers():
     for name in ("node_at", "node_for", "parse_loc", "decide", "arm", "deciding_facts", "Span", "Analysis"):
         assert name in td.__all__ and hasattr(td, name)
+
+
+def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
+    """networkx is imported only for graph outputs and ``Analysis.graph``, rich only for the terminal report."""
+    script = (
+        "import sys\n"
+        "from tttv2_tools.trace_dependencies.cli import main\n"
+        f"code = main([{str(FIX / 'g2/mlp.py')!r}, '--json={tmp_path / 'a.json'}', '--quiet'])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'rich', 'libcst'})\n"
+        "print(code, heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0 []"
+    loaded = Analysis.from_json((tmp_path / "a.json").read_text())
+    assert loaded.graph.number_of_nodes() == loaded.dependencies.number_of_nodes() > 0  # networkx on demand
+    assert sorted(loaded.graph.predecessors("key:FF1_3_TG_PROGCFG")) == sorted(
+        loaded.dependencies.predecessors("key:FF1_3_TG_PROGCFG")
+    )

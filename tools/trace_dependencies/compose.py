@@ -136,8 +136,12 @@ class Composition(Part):
 
     def entry_builders(self) -> list[FuncInfo]:
         """The builders no function of the config file calls: where composition starts (the dispatchers)."""
-        builders = self.config_builders()
-        return [info for name, info in builders.items() if not self.builder_callers(name)]
+        if self.cache.entry_builders is None:
+            builders = self.config_builders()
+            self.cache.entry_builders = [
+                info for name, info in builders.items() if not self.builder_callers(name)
+            ]
+        return self.cache.entry_builders
 
     def _compose_functions(self) -> None:
         builders = self.config_builders()

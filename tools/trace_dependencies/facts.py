@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from collections import deque
 
-import networkx as nx
-
 from . import constants as C
 from .astutil import (
     NOTHING,
@@ -20,6 +18,7 @@ from .astutil import (
     mentions,
     unparse,
 )
+from .graph import Graph
 from .ids import (
     ARGS,
     MESH,
@@ -377,7 +376,7 @@ def classify_bits(bits: int) -> tuple[str, list[str]]:
     return STATIC, []
 
 
-def root_bits(g: nx.DiGraph, node: str, indeg: int) -> int:
+def root_bits(g: Graph, node: str, indeg: int) -> int:
     data = g.nodes[node]
     category = data.get("category")
     if data.get("mode_param") and indeg == 0:
@@ -394,7 +393,7 @@ class DataView:
     """Predecessors of each node without 'nest' edges (a branch's kind comes from its own test, not from the
     branches around it). Built once from networkx's adjacency dicts."""
 
-    def __init__(self, g: nx.DiGraph):
+    def __init__(self, g: Graph):
         self.preds: dict[str, list[str]] = {
             n: [p for p, d in g._pred[n].items() if d.get("kind") != "nest"] for n in g.nodes
         }
@@ -406,7 +405,7 @@ class DataView:
         return len(self.preds[node])
 
 
-def compute_bits(g: nx.DiGraph, h: DataView) -> dict[str, int]:
+def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
     """Root kinds reaching each node (bit set), and each node's depth, by Kahn's order plus a fixpoint for the
     rare cycles."""
     preds = h.preds
@@ -451,7 +450,7 @@ class Proofs:
     """For each kind, a shortest path from the nearest root of that kind to every node (one multi-source BFS per
     kind over the data edges), so a branch's proof of classification is a walk up the parent pointers."""
 
-    def __init__(self, g: nx.DiGraph, h: DataView, own: dict[str, int]):
+    def __init__(self, g: Graph, h: DataView, own: dict[str, int]):
         self.g = g
         succ: dict[str, list[str]] = {n: [] for n in h.preds}
         for n, preds in h.preds.items():

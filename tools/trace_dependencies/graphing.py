@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import ast
 
-import networkx as nx
-
 from .decision import as_lists
 from .engine import Engine
 from .facts import DataView, Proofs, bits_to_kinds, classify_bits, compute_bits, root_bits
+from .graph import Graph
 from .ids import NodeKind, parse_node
 from .model import Analysis
 from .query import all_paths
@@ -68,7 +67,7 @@ def _shadowing(defs: list[Definition], raw) -> None:
             d_i.live_when = " and ".join(f"not ({e})" for e in dict.fromkeys(extras))
 
 
-def _definition(engine: Engine, site, g: nx.DiGraph) -> Definition:
+def _definition(engine: Engine, site, g: Graph) -> Definition:
     guards = [guard_text(engine, bid, arm) for bid, arm in site.guards]
     params: list[str] = []
     value_kind = site.value_kind
@@ -267,7 +266,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         module_class=engine.st.consumer.name,
         config_class=engine.st.config_class.name if engine.st.config_class else None,
         files=files,
-        graph=_public_graph(g),
+        dependencies=_public_graph(g),
         reads=reads,
         definitions=dict(sorted(definitions.items())),
         attr_definitions=dict(sorted(attr_definitions.items())),
@@ -288,15 +287,13 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
     return analysis
 
 
-def _public_graph(g: nx.DiGraph) -> nx.DiGraph:
-    """The graph with only the attributes an analysis publishes (the engine's bookkeeping is dropped), so a
-    saved and loaded analysis has the same graph."""
-    public = nx.DiGraph()
-    public.add_nodes_from((n, node_attrs(d)) for n, d in g.nodes(data=True))
-    public.add_edges_from(
-        (u, v, {"kind": d.get("kind"), "loc": d.get("loc")}) for u, v, d in g.edges(data=True)
-    )
-    return public
+def _public_graph(g: Graph) -> Graph:
+    """The graph with only the attributes an analysis publishes (the engine's bookkeeping is dropped, in place:
+    the engine is done with it), so a saved and loaded analysis has the same graph. Edges carry only
+    ``kind`` and ``loc`` already."""
+    for node, data in list(g.nodes.items()):
+        g.set_node_attrs(node, node_attrs(data))
+    return g
 
 
 def _side_rank(side: str) -> int:

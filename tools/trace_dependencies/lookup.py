@@ -187,9 +187,12 @@ class Lookup(Part):
 
     def local_sites(self, e: ast.Name, info: FuncInfo, owner: FuncInfo) -> list:
         """The assignment sites of local ``e.id`` that can reach this use (all of them when not mapped)."""
+        sites = owner.assigns[e.id]
+        if len(sites) == 1 and e.id not in owner.params:
+            return sites
         reach = self.reaching_sites(e, info, owner)
         if reach is None:
-            return owner.assigns[e.id]
+            return sites
         return [s for s in reach if s is not PARAM]
 
     def call_entry(self, cls: ClassInfo) -> FuncInfo | None:

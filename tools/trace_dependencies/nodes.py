@@ -80,8 +80,10 @@ class Nodes(Part):
         parameter for its value on entry; the local's single node when every assignment reaches it anyway."""
         name = e.id if isinstance(e, ast.Name) else e.target.id
         sites = owner.assigns[name]
+        if len(sites) == 1 and name not in owner.params:
+            return [self.local_node(owner, name)]  # one assignment: nothing to tell apart
         reach = self.reaching_sites(e, info, owner)
-        if reach is None or (len(sites) == 1 and name not in owner.params and reach == (sites[0],)):
+        if reach is None:
             return [self.local_node(owner, name)]
         out = []
         for site in reach:
@@ -111,7 +113,7 @@ class Nodes(Part):
             return self.node(
                 f"arg:{name}", "model_arg", f"{name} (ModelArgs constructor argument)", info.loc()
             )
-        if info in self.entry_builders():
+        if info.file is self.st.config and info in self.entry_builders():
             return self.config_function_root(info, name)
         category = "param"
         label = f"{name} (param of {info.qualname})"

@@ -13,8 +13,7 @@ from .decision import assumption, close, eval_tree, tree_facts
 from .records import LEVELS, Branch, Hop
 
 if TYPE_CHECKING:  # annotations only: model.py imports this module
-    import networkx as nx
-
+    from .graph import Graph
     from .model import Analysis
 
 PATHS = {
@@ -61,11 +60,14 @@ class Decider:
     def __init__(self, analysis: Analysis, assume: dict[str, object]):
         self.assume = assume
         self.trees = {b.id: b.decision for b in analysis.branches}
-        self.memo: dict[tuple[str, str], bool | None] = {}
+        self.memo: dict[tuple[str, int], bool | None] = {}
+        self.contexts: dict[int, dict[str, Any]] = {}  # keeps each binding alive while its id() is a memo key
 
     def value(self, bid: str, binding: dict[str, Any] | None = None) -> bool | None:
-        key = (bid, _context_key(binding))
+        binding = binding or UNKNOWN_CONTEXT
+        key = (bid, id(binding))
         if key not in self.memo:
+            self.contexts[id(binding)] = binding
             self.memo[key] = eval_tree(self.trees.get(bid), self.assume, binding)
         return self.memo[key]
 
@@ -143,8 +145,6 @@ def decide_in(analysis: Analysis, branch: Branch, topology: str | None = None, m
 def restrict(analysis: Analysis, mode: str | None = None, topology: str | None = None) -> Analysis:
     """A view of the analysis that keeps only what can run for ``mode`` and/or ``topology`` (1d | 2d); decided
     branches get a ``decided:true|false`` fact."""
-    import networkx as nx
-
     assume = assumption(topology, mode)
     galaxy = assume["galaxy"]
     if mode is None and galaxy is None:
@@ -180,7 +180,7 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
         kept = [d for d in defs if decider.possible([f"{g.branch}#{g.arm}" for g in d.guards])]
         if key in keys or kept:
             definitions[key] = kept
-    g = analysis.graph.copy()
+    g = analysis.dependencies.copy()
     dropped = {f"branch:{b.id}" for b in analysis.branches} - {f"branch:{b.id}" for b in branches}
     dropped |= {d.id for defs in analysis.definitions.values() for d in defs} - {
         d.id for defs in definitions.values() for d in defs
@@ -191,7 +191,7 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
     sinks = {f"branch:{b.id}" for b in branches} | kept_ops | {r.node for r in reads}
     keep = {s for s in sinks if s in g}
     for s in list(keep):
-        keep |= nx.ancestors(g, s)
+        keep |= g.ancestors(s)
     g = g.subgraph(sorted(keep)).copy()
     levels = {level: sorted(n for n in nodes if n in g) for level, nodes in analysis.levels.items()}
     roots = {cat: [n for n in nodes if n in g] for cat, nodes in analysis.roots.items()}
@@ -213,7 +213,7 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
     return replace(
         analysis,
         stats=stats,
-        graph=g,
+        dependencies=g,
         reads=reads,
         ops=ops,
         branches=branches,
@@ -233,7 +233,7 @@ def _path_matches(name: str, mode: str | None, galaxy: bool | None) -> bool:
 # -- names, why, focus ----------------------------------------------------------------------------------------
 def resolve_name(analysis: Analysis, name: str) -> list[str]:
     """Graph nodes that ``name`` refers to: a node id, key, attribute, op or branch location."""
-    g = analysis.graph
+    g = analysis.dependencies
     if name in g:
         return [name]
     candidates = []
@@ -268,14 +268,14 @@ def pred_key(node: str) -> tuple[bool, str]:
     return (node in ("hw:device_present", "hw:mesh_device"), node)
 
 
-def hop(g: nx.DiGraph, node: str) -> Hop:
+def hop(g: Graph, node: str) -> Hop:
     data = g.nodes[node]
     return Hop(node, data.get("label", node), data.get("loc"))
 
 
 def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]:
     """For each root parameter that reaches ``name``, one shortest path root -> ... -> name."""
-    g = analysis.graph
+    g = analysis.dependencies
     out: list[list[Hop]] = []
     for target in resolve_name(analysis, name):
         parents = {target: None}
@@ -300,14 +300,12 @@ def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]
 
 def focus(analysis: Analysis, name: str) -> Analysis:
     """The analysis with its graph cut down to ``name`` and everything it depends on."""
-    import networkx as nx
-
     targets = resolve_name(analysis, name)
-    g = analysis.graph
+    g = analysis.dependencies
     keep: set[str] = set(targets)
     for t in targets:
-        keep |= nx.ancestors(g, t)
-    return replace(analysis, graph=g.subgraph(sorted(keep)).copy())
+        keep |= g.ancestors(t)
+    return replace(analysis, dependencies=g.subgraph(sorted(keep)))
 
 
 __all__ = [

@@ -41,7 +41,8 @@ class SourceFile:
     def loc(self, node: ast.AST) -> str:
         """``file:line:col`` of a node, col in characters."""
         line = getattr(node, "lineno", 1)
-        return f"{self.name}:{line}:{self.char_col(line, getattr(node, 'col_offset', 0))}"
+        col = getattr(node, "col_offset", 0)
+        return f"{self.name}:{line}:{col if self.ascii else self.char_col(line, col)}"
 
     def segment(self, node: ast.AST | None, limit: int = 120) -> str:
         """Source text of ``node`` on one line, shortened to ``limit`` characters (sliced from the file for

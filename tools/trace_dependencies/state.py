@@ -9,8 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import networkx as nx
-
+from .graph import Graph
 from .index import ClassInfo, ModuleIndex
 from .records import Skipped
 from .scan import BranchSite, FuncInfo, Guards
@@ -112,6 +111,7 @@ class Caches:
     call_deps: dict[int, tuple[ast.AST, frozenset[str]]] = field(default_factory=dict)
     config_callers: dict[str, list] | None = None
     builders: dict[str, FuncInfo] | None = None
+    entry_builders: list[FuncInfo] | None = None
     constants: dict[str, dict[str, object]] = field(default_factory=dict)
     expr_loops: dict[str, dict[int, tuple]] = field(default_factory=dict)
     reaching: dict[str, dict[int, tuple]] = field(default_factory=dict)  # FuncInfo.id -> flow.reaching()
@@ -130,7 +130,7 @@ class Worklist:
 class Results:
     """What the analysis found: the graph and the records ``graphing.build`` turns into an ``Analysis``."""
 
-    g: nx.DiGraph = field(default_factory=nx.DiGraph)
+    g: Graph = field(default_factory=Graph)
     funcs: dict[str, FuncInfo] = field(default_factory=dict)
     branch_index: dict[str, tuple[BranchSite, FuncInfo]] = field(default_factory=dict)
     entry_params: dict[tuple[str, str], str | None] = field(default_factory=dict)
