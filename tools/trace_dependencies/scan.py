@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .source import SourceFile
 
@@ -123,7 +124,7 @@ class FuncInfo:
     def name(self) -> str:
         return self.qualname.rsplit(".", 1)[-1]
 
-    @property
+    @cached_property
     def id(self) -> str:
         return f"{self.file.name}:{self.qualname}"
 

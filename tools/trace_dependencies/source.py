@@ -166,6 +166,7 @@ class Project:
         self.base = base
         self.files: dict[Path, SourceFile] = {}
         self.failed: dict[Path, TraceError] = {}
+        self._resolved: dict[tuple[str, int, Path], Path | None] = {}
 
     def display(self, path: Path) -> str:
         try:
@@ -188,6 +189,13 @@ class Project:
         return source
 
     def resolve_module(self, module: str, level: int, importer: Path) -> Path | None:
+        """:meth:`find_module`, once per (module, level, importing folder)."""
+        key = (module, level, importer.parent)
+        if key not in self._resolved:
+            self._resolved[key] = self.find_module(module, level, importer)
+        return self._resolved[key]
+
+    def find_module(self, module: str, level: int, importer: Path) -> Path | None:
         """Find the file for ``module`` as imported from ``importer`` (relative to the importer's folder).
 
         Absolute dotted names are matched by their tail: ``models.tt_transformers.tt.ccl`` imported from
