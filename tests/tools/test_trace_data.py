@@ -243,3 +243,29 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
     assert sorted(loaded.graph.predecessors("key:FF1_3_TG_PROGCFG")) == sorted(
         loaded.dependencies.predecessors("key:FF1_3_TG_PROGCFG")
     )
+
+
+def test_small_graph_matches_networkx():
+    from tttv2_tools.trace_dependencies.graph import Graph
+
+    g = Graph()
+    g.add_nodes_from(["a", ("b", {"category": "key"})])
+    g.add_edges_from([("a", "b", {"kind": "data"}), ("b", "c"), ("c", "d", {"kind": "bind"})])
+    g.add_edge("a", "b", loc="x.py:1:0")  # updates the same edge
+    g.add_node("b", label="B")  # updates the attributes
+    assert (
+        g.nodes["b"] == {"category": "key", "label": "B"} and g.nodes.get("zz", 1) == 1 and len(g.nodes) == 4
+    )
+    assert dict(g.nodes.items())["a"] == {} and list(g.nodes()) == ["a", "b", "c", "d"]
+    assert sorted(g.edges(data=True))[0] == ("a", "b", {"kind": "data", "loc": "x.py:1:0"})
+    assert g.has_edge("a", "b") and not g.has_edge("b", "a") and g.in_degree("d") == 1
+    assert list(g.successors("b")) == ["c"] and g.ancestors("d") == {"a", "b", "c"}
+    sub = g.subgraph(["d", "c", "zz"])
+    assert list(sub) == ["d", "c"] and list(sub.edges()) == [("c", "d")]
+    nxg = g.to_networkx()
+    assert sorted(nxg.edges(data=True)) == sorted(g.edges(data=True)) and dict(nxg.nodes["b"]) == g.nodes["b"]
+    g.remove_nodes_from(["c", "missing"])
+    assert list(g) == ["a", "b", "d"] and g.number_of_edges() == 1 and "c" not in g and len(g) == 3
+    copy = g.copy()
+    copy.add_edge("d", "a")
+    assert not g.has_edge("d", "a") and g.number_of_nodes() == 3

@@ -47,6 +47,7 @@ class Graph:
         self._node: dict[str, dict[str, Any]] = {}
         self._succ: dict[str, dict[str, dict[str, Any]]] = {}
         self._pred: dict[str, dict[str, dict[str, Any]]] = {}
+        self.nodes = NodeView(self._node)  # ``g.nodes[n]``, ``g.nodes(data=True)``
 
     # -- building --------------------------------------------------------------------------------------------
     def add_node(self, node: str, **attrs: Any) -> None:
@@ -79,6 +80,18 @@ class Graph:
             self._pred[v][u] = data
         data.update(attrs)
 
+    def add_edge_once(self, u: str, v: str, kind: str, loc: str | None) -> None:
+        """Add ``u -> v`` with ``kind`` and ``loc`` unless the edge exists (the engine's hot path)."""
+        succ = self._succ.get(u)
+        if succ is not None and v in succ:
+            return
+        if succ is None or v not in self._node:
+            self.add_edge(u, v, kind=kind, loc=loc)
+            return
+        data = {"kind": kind, "loc": loc}
+        succ[v] = data
+        self._pred[v][u] = data
+
     def add_edges_from(self, edges: Iterable[tuple]) -> None:
         for edge in edges:
             self.add_edge(edge[0], edge[1], **(edge[2] if len(edge) > 2 else {}))
@@ -94,10 +107,6 @@ class Graph:
             del self._node[node]
 
     # -- reading ---------------------------------------------------------------------------------------------
-    @property
-    def nodes(self) -> NodeView:
-        return NodeView(self._node)
-
     def edges(self, data: bool = False):
         for u, succs in self._succ.items():
             for v, attrs in succs.items():

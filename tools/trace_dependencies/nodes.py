@@ -31,8 +31,8 @@ class Nodes(Part):
         return nid
 
     def edge(self, u: str, v: str, kind: str, loc: str | None = None) -> None:
-        if u != v and not self.out.g.has_edge(u, v):
-            self.out.g.add_edge(u, v, kind=kind, loc=loc)
+        if u != v:
+            self.out.g.add_edge_once(u, v, kind, loc)
 
     def hw(self, name: str) -> str:
         return self.node(f"hw:{name}", "hardware", C.HW_LABELS.get(name, f"hardware: {name}"))
