@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # pragma: no cover
         err.print("trace-deps: interrupted")
         return 130
+    except OSError as exc:  # an I/O error anywhere (e.g. the terminal report on a closed stdout): exit 2
+        where = f" ({exc.filename})" if exc.filename else ""
+        err.print(f"trace-deps: error: I/O error{where}: {exc.strerror or exc}")
+        return 2
     except Exception as exc:  # never show a traceback unless asked
         if args.debug:
             traceback.print_exc()
