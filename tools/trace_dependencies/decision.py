@@ -49,7 +49,7 @@ def eval_tree(tree: Any, assume: dict[str, object], binding: dict[str, Any] | No
     if fact == "galaxy" and galaxy is not None:
         value = bool(galaxy)
     elif fact.startswith("mode:") and assume.get("mode"):
-        value = fact[5:] == assume["mode"]
+        value = fact.removeprefix("mode:") == assume["mode"]
     elif fact == "mesh_1d" and galaxy is not None:
         value = not galaxy
     elif fact == "single_device" and galaxy:

@@ -10,9 +10,7 @@ from .astutil import (
     NOTHING,
 )
 from .flow import PARAM
-from .ids import (
-    NodeKind,
-)
+from .ids import NodeKind, node_id
 from .index import ClassInfo
 from .scan import FuncInfo, Guards
 from .source import SourceFile
@@ -35,7 +33,7 @@ class Nodes(Part):
             self.out.g.add_edge_once(u, v, kind, loc)
 
     def hw(self, name: str) -> str:
-        return self.node(f"hw:{name}", "hardware", C.HW_LABELS.get(name, f"hardware: {name}"))
+        return self.node(node_id(NodeKind.HW, name), "hardware", C.HW_LABELS.get(name, f"hardware: {name}"))
 
     def env(self, name: str, loc: str | None) -> str:
         return self.node(f"env:{name}", "env", f"env {name}", loc)
@@ -50,13 +48,19 @@ class Nodes(Part):
         return self.node(f"extern:{qualified}", "extern", f"{qualified}() (not analysed)", loc)
 
     def key_node(self, key: str, loc: str | None = None) -> str:
-        return self.node(f"key:{key}", "key", f'model_config["{key}"]', None, payload=(NodeKind.KEY, key))
+        return self.node(
+            node_id(NodeKind.KEY, key), "key", f'model_config["{key}"]', None, payload=(NodeKind.KEY, key)
+        )
 
     def attr_node(self, name: str) -> str:
-        return self.node(f"attr:{name}", "attr", f"args.{name}", None, payload=(NodeKind.ATTR, name))
+        return self.node(
+            node_id(NodeKind.ATTR, name), "attr", f"args.{name}", None, payload=(NodeKind.ATTR, name)
+        )
 
     def method_node(self, name: str) -> str:
-        return self.node(f"method:{name}", "method", f"args.{name}()", None, payload=(NodeKind.METHOD, name))
+        return self.node(
+            node_id(NodeKind.METHOD, name), "method", f"args.{name}()", None, payload=(NodeKind.METHOD, name)
+        )
 
     def func_node(self, info: FuncInfo) -> str:
         if info.parent is None and self.is_config_class(info.cls):
@@ -68,7 +72,7 @@ class Nodes(Part):
         sites = info.assigns[name]
         loc = f"{info.file.name}:{sites[0].line}:{sites[0].col}"
         return self.node(
-            f"local:{info.id}:{name}",
+            node_id(NodeKind.LOCAL, f"{info.id}:{name}"),
             "local",
             f"{name} ({info.qualname})",
             loc,
@@ -98,7 +102,7 @@ class Nodes(Part):
     def local_version_node(self, info: FuncInfo, name: str, site) -> str:
         """One assignment of a local (``local:...:x@12:8``): what a use reached only by it depends on."""
         return self.node(
-            f"local:{info.id}:{name}@{site.line}:{site.col}",
+            node_id(NodeKind.LOCAL, f"{info.id}:{name}@{site.line}:{site.col}"),
             "local",
             f"{name} ({info.qualname}, line {site.line})",
             f"{info.file.name}:{site.line}:{site.col}",
@@ -149,7 +153,7 @@ class Nodes(Part):
             return None
         info, site = sites[0]
         loc = f"{info.file.name}:{site.line}:{site.col}"
-        nid = f"self:{cls.file.name}:{cls.name}.{name}"
+        nid = node_id(NodeKind.SELF, f"{cls.file.name}:{cls.name}.{name}")
         return self.node(
             nid, "self_attr", f"self.{name} ({cls.name})", loc, payload=(NodeKind.SELF, cls, name)
         )
@@ -174,12 +178,12 @@ class Nodes(Part):
         return out
 
     def branch_node(self, bid: str) -> str:
-        nid = f"branch:{bid}"
+        nid = node_id(NodeKind.BRANCH, bid)
         if nid in self.out.g:
             return nid
         site, info = self.out.branch_index[bid]
         return self.node(
-            f"branch:{bid}",
+            nid,
             "branch",
             f"{site.construct} {info.file.segment(site.test_node, 60)}",
             bid,
@@ -190,7 +194,7 @@ class Nodes(Part):
         stmts = self.index(source).globals[name]
         loc = source.loc(stmts[0])
         return self.node(
-            f"global:{source.name}:{name}",
+            node_id(NodeKind.GLOBAL, f"{source.name}:{name}"),
             "global",
             f"{name} (module {source.name})",
             loc,
@@ -205,7 +209,7 @@ class Nodes(Part):
 
     def fact_node(self, name: str) -> str:
         labels = {"galaxy": "topology: galaxy (num_devices == 32, 2D mesh)"}
-        nid = self.node(f"fact:{name}", "fact", labels.get(name, name))
+        nid = self.node(node_id(NodeKind.FACT, name), "fact", labels.get(name, name))
         if name == "galaxy":
             self.edge(self.hw("num_devices"), nid, "data")
         return nid

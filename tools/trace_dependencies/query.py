@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .decision import assumption, close, eval_tree, tree_facts
+from .ids import NodeKind, is_kind, node_id
 from .records import LEVELS, Branch, Hop
 
 if TYPE_CHECKING:  # annotations only: model.py imports this module
@@ -185,8 +186,8 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
     dropped |= {d.id for defs in analysis.definitions.values() for d in defs} - {
         d.id for defs in definitions.values() for d in defs
     }
-    kept_ops = {f"op:{o.op}" for o in ops}
-    dropped |= {n for n in g.nodes if n.startswith("op:") and n not in kept_ops}
+    kept_ops = {node_id(NodeKind.OP, o.op) for o in ops}
+    dropped |= {n for n in g.nodes if is_kind(n, NodeKind.OP) and n not in kept_ops}
     g.remove_nodes_from(dropped)
     sinks = {f"branch:{b.id}" for b in branches} | kept_ops | {r.node for r in reads}
     keep = {s for s in sinks if s in g}
@@ -241,7 +242,7 @@ def resolve_name(analysis: Analysis, name: str) -> list[str]:
         if prefix + name in g:
             candidates.append(prefix + name)
     if name.startswith("args."):
-        member = name[5:].removesuffix("()")
+        member = name.removeprefix("args.").removesuffix("()")
         candidates += [n for n in (f"attr:{member}", f"method:{member}") if n in g]
     if not candidates and ":" in name:
         parts = name.rsplit(":", 2)

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from .ids import NodeKind, is_kind, parse_node
 from .model import LEVELS, Analysis, Hop
 
 STYLE = {"static": "blue", "weights": "green", "mode": "dark_orange", "runtime": "red", "unknown": "grey50"}
@@ -164,7 +165,7 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
         for name in methods:
             node = f"method:{name}"
             data = a.dependencies.nodes.get(node, {})
-            keys = sorted(n[4:] for n in _upstream(a, node) if n.startswith("key:"))
+            keys = sorted(parse_node(n).rest for n in _upstream(a, node) if is_kind(n, NodeKind.KEY))
             where = data.get("loc") or ""
             table.add_row(
                 Text(name + "()", style="" if data.get("resolved", False) else "bold red"),
@@ -245,9 +246,9 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
         if level in ("hardware", "model_args", "per_call_inputs"):
             shown = ", ".join(short_name(n) for n in (roots or nodes))
         elif level == "config_keys":
-            shown = ", ".join(sorted(n[4:] for n in nodes if n.startswith("key:")))
+            shown = ", ".join(sorted(parse_node(n).rest for n in nodes if is_kind(n, NodeKind.KEY)))
         elif level == "terminal_ops":
-            shown = ", ".join(n[3:] for n in nodes)
+            shown = ", ".join(parse_node(n).rest for n in nodes)
         else:
             shown = f"{len(nodes)} nodes"
         console.print(Text.assemble((f"  {LEVEL_TITLES[level]}: ", "bold"), shown))

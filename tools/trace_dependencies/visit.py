@@ -10,12 +10,7 @@ from .astutil import (
     const_str,
     unparse,
 )
-from .ids import (
-    ARGS,
-    MC,
-    RoleKind,
-    Scope,
-)
+from .ids import ARGS, MC, NodeKind, RoleKind, Scope, is_kind, node_id
 from .scan import FuncInfo, Guards, loc_of
 from .state import OpRecord, Part, ReadRecord
 
@@ -136,9 +131,9 @@ class Visitor(Part):
 
     def _record_op(self, name, spelled, node, call, info, phase, via, deps) -> None:
         loc = loc_of(info.file, node)
-        nid = self.node(f"op:{name}", "op", name)
+        nid = self.node(node_id(NodeKind.OP, name), "op", name)
         for dep in deps:
-            if not dep.startswith("op:"):
+            if not is_kind(dep, NodeKind.OP):
                 self.edge(dep, nid, "arg", loc)
         self.guard_edges(nid, call.guards)
         self.out.ops.append(OpRecord(name, loc, info.qualname, spelled, phase, call.guards, via, info.id))
