@@ -38,22 +38,12 @@ class Composition(Part):
         for klass in reversed(self.st.config_chain):
             for name, stmt in klass.class_attrs.items():
                 info = self._class_body_info(klass)
-                value = getattr(stmt, "value", None)
-                self.out.order += 1
-                site = DefSite(
-                    name,
-                    "attr",
-                    info,
-                    value,
-                    None,
+                where = (
                     stmt.lineno,
                     klass.file.char_col(stmt.lineno, stmt.col_offset),
                     getattr(stmt, "end_lineno", stmt.lineno),
-                    (),
-                    self.out.order,
-                    "class",
                 )
-                self.out.attr_defs.setdefault(name, []).append(site)
+                self.define(name, "attr", info, getattr(stmt, "value", None), where, (), (), "class")
         visited: set[str] = set()
         init = self.method_info(cls, "__init__")
         if init is not None:
@@ -156,6 +146,43 @@ class Composition(Part):
                 pseudo = (f"call:{info.qualname}", "called")
                 self._walk(info, (pseudo,), (f"{info.qualname}()",), visited)
 
+    def define(
+        self,
+        name: str,
+        kind: str,
+        info: FuncInfo,
+        value: ast.expr | None,
+        where: tuple[int, int, int],
+        guards: Guards,
+        via,
+        value_kind: str | None = None,
+        **extra,
+    ) -> DefSite:
+        """Record one definition (in execution order): of a key (``kind="key"``; ``dynamic=`` when the key has no
+        name) or of an attribute. ``where`` is (line, character column, end line)."""
+        self.out.order += 1
+        line, col, end = where
+        site = DefSite(
+            name,
+            kind,
+            info,
+            value,
+            extra.pop("source", None),
+            line,
+            col,
+            end,
+            guards,
+            self.out.order,
+            value_kind or value_kind_of(value),
+            via=via,
+            **extra,
+        )
+        if site.dynamic is not None:
+            self.out.dynamic_defs.append(site)
+        else:
+            (self.out.key_defs if kind == "key" else self.out.attr_defs).setdefault(name, []).append(site)
+        return site
+
     def _class_body_info(self, klass: ClassInfo) -> FuncInfo:
         key = f"{klass.file.name}:{klass.name}.<class>"
         if key not in self.out.funcs:
@@ -172,23 +199,8 @@ class Composition(Part):
             guards = (*prefix, *event.guards)
             if event.kind == "attr":
                 name, site = event.payload
-                self.out.order += 1
-                end = site.line
-                d = DefSite(
-                    name,
-                    "attr",
-                    info,
-                    site.value,
-                    site.source,
-                    site.line,
-                    site.col,
-                    end,
-                    guards,
-                    self.out.order,
-                    value_kind_of(site.value),
-                    via=via,
-                )
-                self.out.attr_defs.setdefault(name, []).append(d)
+                where = (site.line, site.col, site.line)
+                self.define(name, "attr", info, site.value, where, guards, via, source=site.source)
                 if name == "model_config" and isinstance(site.value, ast.Dict):
                     self._dict_defs(site.value, info, guards, via, site.line, site.col, "value")
             elif event.kind == "key":
@@ -244,42 +256,11 @@ class Composition(Part):
         keys = self.key_names(sa.target.slice, info, sa.loops)
         line, col = sa.target.lineno, info.file.char_col(sa.target.lineno, sa.target.col_offset)
         if keys is None:
-            self.out.order += 1
-            d = DefSite(
-                "?",
-                "key",
-                info,
-                sa.value,
-                None,
-                line,
-                col,
-                end,
-                guards,
-                self.out.order,
-                value_kind_of(sa.value),
-                via=via,
-                dynamic=f"model_config[{info.file.segment(sa.target.slice, 60)}]",
-            )
-            self.out.dynamic_defs.append(d)
+            dynamic = f"model_config[{info.file.segment(sa.target.slice, 60)}]"
+            self.define("?", "key", info, sa.value, (line, col, end), guards, via, dynamic=dynamic)
             return
         for key, env in keys:
-            self.out.order += 1
-            d = DefSite(
-                key,
-                "key",
-                info,
-                sa.value,
-                None,
-                line,
-                col,
-                end,
-                guards,
-                self.out.order,
-                value_kind_of(sa.value),
-                env=env,
-                via=via,
-            )
-            self.out.key_defs.setdefault(key, []).append(d)
+            self.define(key, "key", info, sa.value, (line, col, end), guards, via, env=env)
 
     def _mutation(self, mut, info: FuncInfo, guards: Guards, via) -> None:
         if self.role(mut.base, info) != MC:
@@ -291,24 +272,7 @@ class Composition(Part):
             key = const_str(call.args[0])
             value = call.args[1] if len(call.args) > 1 else None
             if key is not None:
-                self.out.order += 1
-                self.out.key_defs.setdefault(key, []).append(
-                    DefSite(
-                        key,
-                        "key",
-                        info,
-                        value,
-                        None,
-                        line,
-                        col,
-                        end,
-                        guards,
-                        self.out.order,
-                        value_kind_of(value),
-                        via=via,
-                        only_if_absent=True,
-                    )
-                )
+                self.define(key, "key", info, value, (line, col, end), guards, via, only_if_absent=True)
                 return
         if mut.method != "update":
             return
@@ -328,67 +292,21 @@ class Composition(Part):
             if kw.arg:
                 self._keyword_def(kw, info, guards, via, end)
         if not handled:
-            self.out.order += 1
-            self.out.dynamic_defs.append(
-                DefSite(
-                    "?",
-                    "key",
-                    info,
-                    None,
-                    None,
-                    line,
-                    col,
-                    end,
-                    guards,
-                    self.out.order,
-                    "value",
-                    via=via,
-                    dynamic=f"model_config.update({info.file.segment(call.args[0] if call.args else None, 60)})",
-                )
-            )
+            dynamic = f"model_config.update({info.file.segment(call.args[0] if call.args else None, 60)})"
+            self.define("?", "key", info, None, (line, col, end), guards, via, dynamic=dynamic)
 
     def _keyword_def(self, kw: ast.keyword, info: FuncInfo, guards: Guards, via, end: int) -> None:
         """``update(KEY=value)`` / ``dict(KEY=value)``: one definition of KEY."""
-        self.out.order += 1
-        self.out.key_defs.setdefault(kw.arg, []).append(
-            DefSite(
-                kw.arg,
-                "key",
-                info,
-                kw.value,
-                None,
-                kw.value.lineno,
-                info.file.char_col(kw.value.lineno, kw.value.col_offset),
-                end,
-                guards,
-                self.out.order,
-                value_kind_of(kw.value),
-                via=via,
-            )
-        )
+        where = (kw.value.lineno, info.file.char_col(kw.value.lineno, kw.value.col_offset), end)
+        self.define(kw.arg, "key", info, kw.value, where, guards, via)
 
     def _dict_defs(self, d: ast.Dict, info, guards, via, line, col, kind, end=None) -> None:
         for k, v in zip(d.keys, d.values):
             key = const_str(k)
             if key is None:
                 continue
-            self.out.order += 1
-            self.out.key_defs.setdefault(key, []).append(
-                DefSite(
-                    key,
-                    "key",
-                    info,
-                    v,
-                    None,
-                    k.lineno,
-                    info.file.char_col(k.lineno, k.col_offset),
-                    end or v.end_lineno or k.lineno,
-                    guards,
-                    self.out.order,
-                    value_kind_of(v),
-                    via=via,
-                )
-            )
+            where = (k.lineno, info.file.char_col(k.lineno, k.col_offset), end or v.end_lineno or k.lineno)
+            self.define(key, "key", info, v, where, guards, via)
 
     def _dictcomp_defs(self, comp: ast.DictComp, info, guards, via, line, col, end) -> bool:
         if len(comp.generators) != 1 or not isinstance(comp.generators[0].target, ast.Name):
@@ -401,36 +319,21 @@ class Composition(Part):
         produced = False
         constants = self.constant_names(info)
         for item in values:
-            env = {**constants, var: item}
-            if not all(const_eval(test, env) is True for test in gen.ifs):
+            env = {var: item}
+            scope = {**constants, **env}  # module constants for the filters (``key not in NO_MEMCFG``)
+            if not all(const_eval(test, scope) is True for test in gen.ifs):
                 continue
-            key = const_eval(comp.key, env)
+            key = const_eval(comp.key, scope)
             if not isinstance(key, str):
                 return False
             value = comp.value
             while isinstance(value, ast.IfExp):
-                test = const_eval(value.test, env)
+                test = const_eval(value.test, scope)
                 if test is NOTHING:
                     break
                 value = value.body if test else value.orelse
-            self.out.order += 1
-            self.out.key_defs.setdefault(key, []).append(
-                DefSite(
-                    key,
-                    "key",
-                    info,
-                    value,
-                    None,
-                    comp.key.lineno,
-                    info.file.char_col(comp.key.lineno, comp.key.col_offset),
-                    end,
-                    guards,
-                    self.out.order,
-                    "comprehension",
-                    env=env,
-                    via=via,
-                )
-            )
+            where = (comp.key.lineno, info.file.char_col(comp.key.lineno, comp.key.col_offset), end)
+            self.define(key, "key", info, value, where, guards, via, "comprehension", env=env)
             produced = True
         return produced or not values
 
