@@ -31,6 +31,23 @@ def test_ddp_trains_like_one_device_on_the_full_batch(mesh, kind, shape):
     assert run.losses[-1] < run.losses[0]
 
 
+def test_ddp_works_with_gradient_checkpointing(mesh):
+    # the blocks' parameters get their gradients in the backward nested inside the outer one
+    m, one = mesh((1, 2)), mesh((1, 1))
+    x, y = batches(4, steps=1)[0]
+    dense = build("gpt", one)
+    ids = ttnn.from_numpy(x.astype(np.uint32), dtype=ttnn.uint32, device=one)
+    ttnn.cross_entropy_loss(
+        dense(ids), ttnn.from_numpy(y.astype(np.uint32), dtype=ttnn.uint32, device=one)
+    ).backward()
+    model = build("gpt", m)
+    model.config.checkpointing = True
+    ddp = P.DistributedDataParallel(model, m, bucket_cap_mb=0.05)
+    ttnn.cross_entropy_loss(ddp(P.shard_batch(x, m)), P.shard_batch(y, m)).backward()
+    want = {n: np.array(p.grad.shards()[0]) for n, p in dense.named_parameters()}
+    assert_grads_close(ddp.dense_state_dict(grads=True), want)
+
+
 def test_reported_loss_is_the_mean_over_the_group_and_gradients_do_not_change(mesh):
     m = mesh((1, 4))
     model = P.DistributedDataParallel(build("gpt", m), m)
@@ -154,5 +171,11 @@ def test_bad_input_errors_name_the_argument(mesh):
     ddp = P.DistributedDataParallel(model, m)
     with pytest.raises(ValidationError, match="module: is already a DistributedDataParallel"):
         P.DistributedDataParallel(ddp, m)
+    with pytest.raises(
+        ValidationError, match=r"is already reduced by ttnn\.nn\.parallel\.DistributedDataParallel"
+    ):
+        P.DistributedDataParallel(model, m)  # a second wrapper would reduce every gradient twice
+    ddp.reducer.remove()
+    P.DistributedDataParallel(model, m)
     with pytest.raises(ValidationError, match="lives on"):
         P.DistributedDataParallel(build("gpt", mesh((1, 1))), m)

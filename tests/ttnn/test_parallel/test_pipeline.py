@@ -124,6 +124,20 @@ def test_plain_forward_backpropagates_through_the_transfers(mesh):
         )
 
 
+def test_pipeline_generates_and_takes_device_inputs(mesh):
+    m = mesh((1, 2))
+    pipe = P.Pipeline(P.pipeline_stages(build("llama", m), 2), m)
+    assert pipe.context == 32
+    out = pipe.generate(np.array([[1, 2, 3]]), 3)
+    assert out.shape == (1, 6) and list(out[0, :3]) == [1, 2, 3]
+    ids = ttnn.from_numpy(np.ones((1, 32), np.uint32), dtype=ttnn.uint32, device=pipe.submeshes[0])
+    with ttnn.autograd.no_grad():
+        assert list(pipe(ids).shape) == [1, 1, 32, 64]
+    plain = P.Pipeline([ttnn.nn.Sequential(), ttnn.nn.Sequential()], m)
+    with pytest.raises(ValidationError, match="generation needs stages made by pipeline_stages"):
+        plain.generate(np.array([[1]]), 1)
+
+
 def test_bad_input_errors_name_the_argument(mesh):
     m = mesh((1, 4))
     with pytest.raises(ValidationError, match="stages: expected a stage count that tiles the 1x4 mesh"):

@@ -295,3 +295,58 @@ def test_bad_input_errors_name_the_argument(mesh):
         P.DistributedDataParallel(
             P.TensorParallel(build("gpt-mid", wide), wide, cluster_axis=1), wide, cluster_axis=1
         )
+
+
+def test_blocks_built_from_scratch_are_initialised_like_the_dense_ones(mesh):
+    m = mesh((1, 2))
+    for dense_block, parallel_block in (
+        (lambda: ttnn.nn.GPTBlock(128, 4, device=m), lambda: P.GPTBlock(128, 4, device=m)),
+        (
+            lambda: ttnn.nn.LlamaBlock(128, 2, 2, hidden_dim=64, device=m),
+            lambda: P.LlamaBlock(128, 2, 2, hidden_dim=64, device=m),
+        ),
+    ):
+        ttnn.nn.manual_seed(5)
+        dense = {n: np.array(p.shards()[0]) for n, p in dense_block().named_parameters()}
+        ttnn.nn.manual_seed(5)
+        wrapper = P.TensorParallel(parallel_block(), m)
+        got = wrapper.dense_state_dict()
+        assert set(got) == set(dense)
+        for name, value in dense.items():
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+        x = ttnn.from_numpy(RNG.standard_normal((1, 1, 32, 128)).astype(np.float32), layout=TILE, device=m)
+        ttnn.sum(wrapper(x)).backward()
+        assert all(p.grad is not None for p in wrapper.parameters())
+
+
+def test_row_parallel_splits_a_replicated_input_along_one_axis_of_a_2d_mesh(mesh):
+    m, one = mesh((2, 2)), mesh((1, 1))
+    x = RNG.standard_normal((1, 1, 32, 64)).astype(np.float32)
+    ttnn.nn.manual_seed(0)
+    dense = ttnn.nn.Linear(64, 32, device=one)
+    weight, bias = (np.array(p.shards()[0]) for p in (dense.weight, dense.bias))
+    row = P.RowParallelLinear(64, 32, cluster_axis=1, device=m, init=(weight, bias))
+    wrapper = P.TensorParallel(row, m, cluster_axis=1)
+    want = np.array(dense(ttnn.from_numpy(x, layout=TILE, device=one)).shards()[0])
+    out = wrapper(ttnn.from_numpy(x, layout=TILE, device=m))
+    for shard in out.shards():
+        np.testing.assert_allclose(shard, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(row.weight.shards()[0], weight[:32])  # device (0, 0): rows of rank 0
+    np.testing.assert_array_equal(row.weight.shards()[3], weight[32:])  # device (1, 1): rank 1
+    ttnn.sum(out).backward()
+    np.testing.assert_array_equal(wrapper.dense_state_dict(grads=True)["bias"], np.full((1, 32), 32.0))
+
+
+def test_tensor_parallel_wrapper_errors(mesh):
+    m, other = mesh((1, 2)), mesh((1, 2))
+    with pytest.raises(ValidationError, match=r"module: expected a ttnn\.nn\.Module"):
+        P.TensorParallel(object(), m)
+    with pytest.raises(ValidationError, match="lives on"):
+        P.TensorParallel(build("gpt-mid", other), m)
+    closed = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    ttnn.close_mesh_device(closed)
+    with pytest.raises(ValidationError, match="is closed"):
+        P.TensorParallel(build("gpt-mid", m), closed)
+    layer = P.ColumnParallelLinear(64, 64, device=m)
+    with pytest.raises(ValidationError, match="expected a replicated"):
+        P.ColumnParallelLinear.from_dense(layer)  # its weight is already split

@@ -111,6 +111,13 @@ class GradientReducer:
             if p.device() is not mesh:
                 raise ValidationError(f"{owner}: parameter {name!r} lives on {p.device()}, not on {mesh}")
             self.params.append((name, p))
+        for name, p in self.params:
+            other = getattr(p, "_gradient_reducer", None)
+            if other is not None and other is not self:
+                raise ValidationError(
+                    f"{owner}: module: parameter {name!r} is already reduced by {other.owner} (its gradients would be "
+                    "reduced twice); wrap the model once, or call .reducer.remove() on the old wrapper first"
+                )
         self.names = {id(p): name for name, p in self.params}
         self.by_id = {id(p): p for _, p in self.params}
         self.buckets = self._make_buckets(float(bucket_cap_mb) * _MB)
@@ -122,6 +129,8 @@ class GradientReducer:
         for _, p in self.params:
             self._handles.append(p.register_hook(self._make_pre_hook(p)))
             self._handles.append(p.register_post_accumulate_grad_hook(self._post_hook))
+        for _, p in self.params:
+            p._gradient_reducer = self
         for layer in self.layers:
             object.__setattr__(layer, "_reducer", self)
 
@@ -245,6 +254,9 @@ class GradientReducer:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        for _, p in self.params:
+            if getattr(p, "_gradient_reducer", None) is self:
+                p._gradient_reducer = None
         for layer in self.layers:
             if getattr(layer, "_reducer", None) is self:
                 object.__setattr__(layer, "_reducer", None)
