@@ -20,7 +20,9 @@ from tttv2 import ttnn
 from tttv2.ttnn import ValidationError
 
 
-@pytest.mark.parametrize(("kind", "shape"), [("gpt", (1, 2)), ("gpt", (1, 8)), ("llama", (1, 2)), ("llama", (1, 8))])
+@pytest.mark.parametrize(
+    ("kind", "shape"), [("gpt", (1, 2)), ("gpt", (1, 8)), ("llama", (1, 2)), ("llama", (1, 8))]
+)
 def test_ddp_trains_like_one_device_on_the_full_batch(mesh, kind, shape):
     m = mesh(shape)
     model = P.DistributedDataParallel(build(kind, m), m, bucket_cap_mb=0.1, check_parameters=True)
