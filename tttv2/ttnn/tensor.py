@@ -336,6 +336,18 @@ class Tensor:
     def grad_fn(self):
         return self._node
 
+    def register_hook(self, hook):
+        """``hook(grad)`` sees each gradient reaching this leaf before it is added into ``.grad`` (see autograd)."""
+        from .autograd.engine import register_hook
+
+        return register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(self)`` runs once per backward, after this leaf's ``.grad`` is complete (see autograd)."""
+        from .autograd.engine import register_post_accumulate_grad_hook
+
+        return register_post_accumulate_grad_hook(self, hook)
+
     def retain_grad(self) -> None:
         """Keep ``.grad`` on a non-leaf tensor too."""
         self._retains_grad = True
