@@ -47,8 +47,9 @@ def test_constant_fills_equal_the_quantised_full_array(dtype, shape):
 def test_rand_in_chunks_equals_one_draw(monkeypatch, dtype, shape):
     # chunks of one 40-wide row, or 32-wide pieces of the 100- and 70-wide rows
     monkeypatch.setattr(creation, "_CHUNK_ELEMENTS", 40)
-    t = ttnn.rand(shape, dtype=dtype, layout=_layout(dtype), low=-2.0, high=50.0, seed=11)
-    draw = np.random.default_rng(11).uniform(-2.0, 50.0, size=shape).astype(np.float32)
+    low = -2.0 if dtype.is_float else 0.0
+    t = ttnn.rand(shape, dtype=dtype, layout=_layout(dtype), low=low, high=50.0, seed=11)
+    draw = np.random.default_rng(11).uniform(low, 50.0, size=shape).astype(np.float32)
     np.testing.assert_array_equal(_stored(t), quantize(draw, dtype))
 
 

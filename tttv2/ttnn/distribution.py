@@ -18,6 +18,7 @@ from . import _kernels
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig
+from .numerics import check_integer_range
 from .placement import PlacementReplicate, PlacementShard, TensorTopology
 from .tensor import Tensor, padded_shape_of
 from .types import DataType, Layout
@@ -326,6 +327,7 @@ def _build(
     dtype = inferred if dtype is None else dtype
     if not isinstance(dtype, DataType):
         raise ValidationError(f"{op}: dtype must be a ttnn.DataType, got {dtype!r}")
+    check_integer_range(array, dtype, f"{op}: tensor")
     layout = Layout.ROW_MAJOR if layout is None else layout
     if not isinstance(layout, Layout):
         raise ValidationError(f"{op}: layout must be a ttnn.Layout, got {layout!r}")
@@ -376,6 +378,10 @@ def from_torch(
         raise ValidationError(
             f"ttnn.from_torch: torch dtype {tensor.dtype} has no ttnn equivalent; pass dtype="
         )
+    if array.dtype.kind == "c":
+        raise ValidationError(
+            f"ttnn.from_torch: tensor: expected a real (not complex) tensor, got {tensor.dtype}"
+        )
     return _build(
         "ttnn.from_torch", array, dtype, inferred, layout, device, memory_config, mesh_mapper, pad_value
     )
@@ -400,6 +406,10 @@ def from_numpy(
         )
     if array.dtype.name in ("bfloat16", "float16", "float64"):
         array = array.astype(np.float32)
+    if array.dtype.kind not in "biuf":
+        raise ValidationError(
+            f"ttnn.from_numpy: array: expected a numeric array (bool, integer or float), got dtype {array.dtype}"
+        )
     return _build("ttnn.from_numpy", array, dtype, inferred, layout, device, memory_config, mesh_mapper)
 
 

@@ -443,6 +443,7 @@ def prepare_assign(target: Tensor, value: Any, what: str) -> list[np.ndarray]:
     for arr in arrays:
         q = done.get(id(arr))
         if q is None:
+            numerics.check_integer_range(arr, target.dtype, what)
             q = done[id(arr)] = numerics.quantize(arr, target.dtype)
         out.append(q)
     return out

@@ -17,9 +17,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..device import MeshDevice
-from ..errors import op_error
+from ..errors import ValidationError, op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
-from ..numerics import quantize
+from ..numerics import check_integer_range, quantize
 from ..placement import TensorTopology
 from ..tensor import Shape, Tensor, device_bytes, resolve_shard_spec, validate_memory_config
 from ..types import TILE_SIZE, DataType, Layout
@@ -85,23 +85,26 @@ def _check_device_memory(op: str, shape: tuple[int, ...], dtype, layout, device,
 def _make(
     op: str,
     shape,
-    fill: Callable[[tuple[int, ...], DataType], np.ndarray],
+    fill: Callable[[tuple[int, ...], DataType, str], np.ndarray],
     dtype,
     layout,
     device,
     memory_config,
 ) -> Tensor:
-    """Validate, check device memory, then build a host or replicated device tensor from ``fill(shape, dtype)``,
-    which returns the stored values (already quantised, in the dtype's storage type)."""
+    """Validate, check device memory, then build a host or replicated device tensor from
+    ``fill(shape, dtype, op)``, which returns the stored values (already quantised, in the dtype's storage type)."""
     _check_args(op, dtype, layout, device, memory_config)
     shape = _shape(op, shape)
     if device is not None:
         _check_device_memory(op, shape, dtype, layout, device, memory_config or DRAM_MEMORY_CONFIG)
     try:
-        values = fill(shape, dtype)
+        values = fill(shape, dtype, op)
+    except ValidationError:
+        raise
     except ValueError as exc:
         if "array is too big" not in str(exc) and "maximum" not in str(exc).lower():
             raise
+        # numpy cannot even describe an array of this many elements
         raise op_error(op, "shape", "a shape whose element count fits in host memory", list(shape)) from exc
     if device is None:
         return Tensor([values], dtype, layout, None, None, quantized=True, what=op)
@@ -117,24 +120,34 @@ def _make(
     )
 
 
-def _constant(value) -> Callable[[tuple[int, ...], DataType], np.ndarray]:
+def _constant(value, arg: str = "fill_value") -> Callable[[tuple[int, ...], DataType, str], np.ndarray]:
     """A fill with one value: quantised once, then written at the storage dtype (no float64 array)."""
 
-    def fill(shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
+    def fill(shape: tuple[int, ...], dtype: DataType, op: str) -> np.ndarray:
+        one = np.array([value], dtype=np.float64 if isinstance(value, float) else np.int64)
+        check_integer_range(one, dtype, f"{op}: {arg}")
         # a block of equal values shares their exponent: one quantised value is every element's value
-        q = quantize(np.array([value], dtype=np.float64 if isinstance(value, float) else np.int64), dtype)
+        q = quantize(one, dtype)
         return np.full(shape, q[0], dtype=q.dtype)
 
     return fill
 
 
-def _generated(values: Callable[[int, int], np.ndarray]) -> Callable[[tuple[int, ...], DataType], np.ndarray]:
+def _generated(
+    values: Callable[[int, int], np.ndarray], arg: str
+) -> Callable[[tuple[int, ...], DataType, str], np.ndarray]:
     """A fill computed in float64 chunks (``values(start, count)`` gives flat elements ``start .. start + count``,
     asked for in order), each quantised into the output: float64 never holds the whole tensor. A chunk is whole
     rows, or pieces of one long row cut at multiples of the 32-wide tile, so block floats (blocks of 16 values
-    along a row, rows padded to the tile width) quantise exactly as in one pass."""
+    along a row, rows padded to the tile width) quantise exactly as in one pass. ``arg`` names the arguments
+    that chose the values, for the integer range check."""
 
-    def fill(shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
+    def chunk_of(start: int, count: int, rows: int, dtype: DataType, op: str) -> np.ndarray:
+        chunk = values(start, count).reshape(rows, count // rows)
+        check_integer_range(chunk, dtype, f"{op}: {arg}")
+        return quantize(chunk, dtype)
+
+    def fill(shape: tuple[int, ...], dtype: DataType, op: str) -> np.ndarray:
         out = np.empty(shape, dtype=dtype.numpy_dtype)
         if out.size == 0:
             return out
@@ -144,13 +157,13 @@ def _generated(values: Callable[[int, int], np.ndarray]) -> Callable[[tuple[int,
             step = _CHUNK_ELEMENTS // width
             for r0 in range(0, flat.shape[0], step):
                 r1 = min(flat.shape[0], r0 + step)
-                flat[r0:r1] = quantize(values(r0 * width, (r1 - r0) * width).reshape(r1 - r0, width), dtype)
+                flat[r0:r1] = chunk_of(r0 * width, (r1 - r0) * width, r1 - r0, dtype, op)
             return out
         piece = max(TILE_SIZE, _CHUNK_ELEMENTS // TILE_SIZE * TILE_SIZE)
         for r in range(flat.shape[0]):
             for c0 in range(0, width, piece):
                 c1 = min(width, c0 + piece)
-                flat[r, c0:c1] = quantize(values(r * width + c0, c1 - c0).reshape(1, c1 - c0), dtype)[0]
+                flat[r, c0:c1] = chunk_of(r * width + c0, c1 - c0, 1, dtype, op)[0]
         return out
 
     return fill
@@ -268,7 +281,7 @@ def rand(
     ) -> np.ndarray:  # the generator's stream, drawn in order, chunk by chunk
         return rng.uniform(low, high, size=count).astype(np.float32)
 
-    return _make(op, shape, _generated(uniform), dtype, layout, device, memory_config)
+    return _make(op, shape, _generated(uniform, "low/high"), dtype, layout, device, memory_config)
 
 
 def _like(op: str, tensor, fill: float | None, dtype, layout, device, memory_config) -> Tensor:
@@ -333,4 +346,4 @@ def arange(
     def values(begin: int, n: int) -> np.ndarray:
         return first + np.arange(begin, begin + n, dtype=np.float64) * delta
 
-    return _make(op, (count,), _generated(values), dtype, layout, device, memory_config)
+    return _make(op, (count,), _generated(values, "start/end"), dtype, layout, device, memory_config)
