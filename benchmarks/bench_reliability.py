@@ -107,15 +107,21 @@ def training_step_ms(steps: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--only", choices=["creation", "autograd"], default=None)
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"\n1. creation of a {SHAPE} bfloat16 tensor (256 MiB on the device): host peak added, MiB")
-    figures = {name: peak_mib(expr) for name, expr in CREATION.items()}
-    for name, mib in figures.items():
-        print(f"   {name:24s} {mib:8.0f}")
-    for op in ("ones", "rand"):
-        now, before = figures[f"ttnn.{op} (now)"], figures[f"{op}, former method"]
-        print(f"   {op}: former / now = {before / now:.2f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    if args.only != "autograd":
+        print(f"\n1. creation of a {SHAPE} bfloat16 tensor (256 MiB on the device): host peak added, MiB")
+        figures = {name: peak_mib(expr) for name, expr in CREATION.items()}
+        for name, mib in figures.items():
+            print(f"   {name:24s} {mib:8.0f}")
+        for op in ("ones", "rand"):
+            now, before = figures[f"ttnn.{op} (now)"], figures[f"{op}, former method"]
+            print(f"   {op}: former / now = {before / now:.2f}")
+    if args.only == "creation":
+        return
     checked, unchecked = training_step_ms(args.steps)
     print(f"\n2. NanoGPT training step (batch 2), median of {args.steps}, ms")
     print(f"   with version checks {checked:8.1f}\n   checks disabled     {unchecked:8.1f}")

@@ -297,37 +297,39 @@ def _versions_of(value) -> Any:
     return value._version if isinstance(value, _tensor_type()) else None
 
 
-def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any]) -> None:
+def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any], outputs: Any = None) -> None:
     """Raise if a tensor saved for the backward of ``op_name`` was modified in place since it was saved.
 
     ``saved`` maps a name to a version (or a list of versions); ``values`` maps the same names to the tensors
-    (or lists of tensors) now.
+    (or lists of tensors) now; ``outputs`` are the op's outputs now (saved under ``_OUTPUT_KEY``).
     """
+    Tensor = _tensor_type()
     for name, then in saved.items():
-        value = values.get(name)
-        pairs = (
-            list(zip(value, then)) if isinstance(then, list) and isinstance(value, (list, tuple)) else None
-        )
-        if pairs is None:
-            pairs = [(value, then)]
-        for index, (tensor, version) in enumerate(pairs):
-            if version is None or not isinstance(tensor, _tensor_type()) or tensor._version == version:
-                continue
-            what = "the output" if name == _OUTPUT_KEY else name
-            if len(pairs) > 1:
-                what = f"{what}[{index}]"
-            raise ValidationError(
-                f"Tensor.backward: {what} of {op_name} was saved for backward at version {version} and has "
-                f"since been modified in place by {tensor._versions.last_op} (now version {tensor._version}); "
-                f"the gradients of {op_name} would be computed from the new values. Run the in-place op after "
-                "backward(), or give the op a copy (ttnn.clone) of the tensor"
-            )
+        value = _outputs_of(outputs) if name == _OUTPUT_KEY else values.get(name)
+        if not isinstance(then, list):
+            if then is not None and isinstance(value, Tensor) and value._version != then:
+                _raise_modified(op_name, name, value, then)
+            continue
+        if isinstance(value, (list, tuple)):
+            for index, (tensor, version) in enumerate(zip(value, then)):
+                if version is not None and isinstance(tensor, Tensor) and tensor._version != version:
+                    _raise_modified(op_name, f"{name}[{index}]" if len(then) > 1 else name, tensor, version)
+
+
+def _raise_modified(op_name: str, name: str, tensor, version: int) -> None:
+    what = name.replace(_OUTPUT_KEY, "the output")
+    raise ValidationError(
+        f"Tensor.backward: {what} of {op_name} was saved for backward at version {version} and has "
+        f"since been modified in place by {tensor._versions.last_op} (now version {tensor._version}); "
+        f"the gradients of {op_name} would be computed from the new values. Run the in-place op after "
+        "backward(), or give the op a copy (ttnn.clone) of the tensor"
+    )
 
 
 def _check_saved(node: Node) -> None:
     ctx = node.ctx
     if ctx.versions:
-        check_versions(node.name, ctx.versions, {**ctx.args, _OUTPUT_KEY: _outputs_of(ctx.output)})
+        check_versions(node.name, ctx.versions, ctx.args, ctx.output)
 
 
 def _outputs_of(output) -> list:
