@@ -121,7 +121,10 @@ def test_oversized_requests_raise_device_memory_error_before_host_allocation(ope
 
 
 def test_host_shape_too_big_for_numpy_names_the_shape():
-    with pytest.raises(
-        ValidationError, match=r"ttnn\.zeros: shape: expected a shape whose element count fits"
-    ):
-        ttnn.zeros((2**62, 2**62))
+    for shape in ((2**62, 2**62), (2**62, 0, 2**62), (2**64,)):
+        with pytest.raises(
+            ValidationError, match=r"ttnn\.zeros: shape: expected a shape whose element count fits"
+        ):
+            ttnn.zeros(shape)
+    assert ttnn.zeros((0, 2**40)).shape == [0, 2**40]  # empty: nothing to allocate
+    assert ttnn.rand((0, 4)).shape == [0, 4]

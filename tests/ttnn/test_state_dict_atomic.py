@@ -122,3 +122,27 @@ def test_optimizer_load_is_all_or_nothing(model):
     opt.load_state_dict(saved)  # the real one loads
     restored = _snapshot(opt)
     assert restored[1][id(opt.param_groups[0]["params"][0])]["step"] == 1
+
+
+def test_optimizer_load_names_malformed_states(model):
+    opt = _trained(model, ttnn.optim.AdamW, lr=0.1)
+    saved = opt.state_dict()
+    key = next(iter(saved["state"]))
+    cases = [
+        ({**saved, "state": "x"}, "state: expected a dict, got str"),
+        (
+            {**saved, "state": {**saved["state"], key: 5}},
+            f"state {key}: expected a dict of state entries, got 5",
+        ),
+        (
+            {**saved, "state": {**saved["state"], key: {**saved["state"][key], "momentum_buffer": 1}}},
+            rf"state {key} has entries \['momentum_buffer'\] that AdamW does not keep",
+        ),
+        (
+            {"state": {}, "param_groups": [{**saved["param_groups"][0], "rho": 0.9}]},
+            r"the state was saved by another optimizer, not a AdamW",
+        ),
+    ]
+    for state, message in cases:
+        with pytest.raises(ValidationError, match=message):
+            opt.load_state_dict(state)

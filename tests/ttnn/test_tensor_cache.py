@@ -122,3 +122,16 @@ def test_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_path
     got = ttnn.as_tensor(torch.ones(2, 2), ttnn.float32, cache_file_name=base)
     np.testing.assert_array_equal(ttnn.to_numpy(got), np.ones((2, 2)))
     assert _temps(tmp_path) == sorted([mine.name, remote.name])
+
+
+def test_stale_temp_detection_edges(tmp_path, monkeypatch):
+    host = socket.gethostname().replace(".", "_")
+    assert not distribution._writer_gone(host, "not-a-pid")
+    assert not distribution._writer_gone("otherhost", str(os.getpid()))
+
+    def denied(pid, signal):  # a live process of another user
+        raise PermissionError(pid)
+
+    monkeypatch.setattr(distribution.os, "kill", denied)
+    assert not distribution._writer_gone(host, "12345")
+    distribution._remove_stale_temps(tmp_path / "missing-dir" / "x.tensorbin")  # nothing to scan: no error

@@ -209,6 +209,8 @@ def rms_norm_backward(x, weight, rms, dy, eps: float) -> tuple[np.ndarray, np.nd
     """
     x, dy = _f32(x), _f32(dy)
     d = x.shape[-1]
+    if d == 0:  # empty rows: nothing to differentiate (and no 0/0 means)
+        return x.copy(), np.zeros(0, np.float32)
     w = _vec(weight, d)
     rms = rms_norm_forward(x, None, eps)[1] if rms is None else _f32(rms).reshape((*x.shape[:-1], 1))
     inv = np.float32(1.0) / rms
@@ -244,6 +246,8 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps: float) -> tuple[np.ndarr
     """
     x, dy = _f32(x), _f32(dy)
     d = x.shape[-1]
+    if d == 0:  # empty rows: nothing to differentiate (and no 0/0 means)
+        return x.copy(), np.zeros(0, np.float32), np.zeros(0, np.float32)
     w = _vec(weight, d)
     if mean is None or rstd is None:
         _, mean, rstd = layer_norm_forward(x, None, None, eps)

@@ -12,12 +12,13 @@ the output, so no float64 copy of the whole tensor exists.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 
 import numpy as np
 
 from ..device import MeshDevice
-from ..errors import ValidationError, op_error
+from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from ..numerics import check_integer_range, quantize
 from ..placement import TensorTopology
@@ -97,15 +98,11 @@ def _make(
     shape = _shape(op, shape)
     if device is not None:
         _check_device_memory(op, shape, dtype, layout, device, memory_config or DRAM_MEMORY_CONFIG)
-    try:
-        values = fill(shape, dtype, op)
-    except ValidationError:
-        raise
-    except ValueError as exc:
-        if "array is too big" not in str(exc) and "maximum" not in str(exc).lower():
-            raise
+    nonzero = math.prod(d for d in shape if d)
+    if max(shape, default=0) > sys.maxsize or nonzero * dtype.numpy_dtype.itemsize > sys.maxsize:
         # numpy cannot even describe an array of this many elements
-        raise op_error(op, "shape", "a shape whose element count fits in host memory", list(shape)) from exc
+        raise op_error(op, "shape", "a shape whose element count fits in host memory", list(shape))
+    values = fill(shape, dtype, op)
     if device is None:
         return Tensor([values], dtype, layout, None, None, quantized=True, what=op)
     return Tensor(
