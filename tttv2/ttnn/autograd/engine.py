@@ -18,6 +18,12 @@ How it fits together:
   gradient before it is added into ``.grad``; ``register_post_accumulate_grad_hook`` runs once per backward,
   after the leaf's last contribution of that backward was added; ``queue_callback`` runs a function when the
   outermost backward has finished.
+* every tensor carries a version counter that each in-place write bumps (KV-cache fills and updates, the
+  optimizer steps, ``copy_host_to_device_tensor``, ``output_tensor=`` and persistent output buffers,
+  ``load_state_dict``). A node remembers the versions of the tensors it saved (its tensor arguments and its
+  outputs; a custom :class:`Function` those passed to ``save_for_backward``); before its rule runs, a changed
+  version raises an error naming the op that saved the tensor and the op that last modified it, as torch does,
+  instead of computing gradients from the new values.
 
 Gradients are ttnn tensors distributed like their forward counterparts: every rule works per device.
 """
@@ -132,13 +138,22 @@ class BackwardContext:
     outputs strongly until their backward has run (so a rule can read statistics the caller dropped).
     """
 
-    __slots__ = ("_output", "_weak", "args", "needs", "op_name")
+    __slots__ = ("_output", "_weak", "args", "needs", "op_name", "versions")
 
-    def __init__(self, op_name: str, args: dict[str, Any], output: Any, needs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        op_name: str,
+        args: dict[str, Any],
+        output: Any,
+        needs: dict[str, Any],
+        versions: dict[str, Any] | None = None,
+    ) -> None:
         self.op_name = op_name
         self.args = args
         self.needs = needs
         self.output = output
+        # argument name (or _OUTPUT_KEY) -> the saved tensors' versions (a list for a list of tensors)
+        self.versions = versions if versions is not None else {}
 
     @property
     def output(self) -> Any:
@@ -272,11 +287,62 @@ def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -
     ]
     if not targets:
         return
-    ctx = BackwardContext(op_name, arguments, output, needs)
+    versions = {name: _versions_of(arguments[name]) for name in needs}
+    versions[_OUTPUT_KEY] = _versions_of(list(outputs))
+    ctx = BackwardContext(op_name, arguments, output, needs, versions)
     node = Node(op_name, rule, ctx)
     for index, out in targets:
         out._node = node
         out._output_index = index
+
+
+_OUTPUT_KEY = "<output>"  # BackwardContext.versions key of the op's outputs
+
+
+def _versions_of(value) -> Any:
+    """The version of a tensor, or the list of versions of a list of tensors (None for non-tensors)."""
+    if isinstance(value, (list, tuple)):
+        return [v._version if isinstance(v, _tensor_type()) else None for v in value]
+    return value._version if isinstance(value, _tensor_type()) else None
+
+
+def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any], outputs: Any = None) -> None:
+    """Raise if a tensor saved for the backward of ``op_name`` was modified in place since it was saved.
+
+    ``saved`` maps a name to a version (or a list of versions); ``values`` maps the same names to the tensors
+    (or lists of tensors) now; ``outputs`` are the op's outputs now (saved under ``_OUTPUT_KEY``).
+    """
+    Tensor = _tensor_type()
+    for name, then in saved.items():
+        value = _outputs_of(outputs) if name == _OUTPUT_KEY else values.get(name)
+        if not isinstance(then, list):
+            if then is not None and isinstance(value, Tensor) and value._version != then:
+                _raise_modified(op_name, name, value, then)
+            continue
+        if isinstance(value, (list, tuple)):
+            for index, (tensor, version) in enumerate(zip(value, then)):
+                if version is not None and isinstance(tensor, Tensor) and tensor._version != version:
+                    _raise_modified(op_name, f"{name}[{index}]" if len(then) > 1 else name, tensor, version)
+
+
+def _raise_modified(op_name: str, name: str, tensor, version: int) -> None:
+    what = name.replace(_OUTPUT_KEY, "the output")
+    raise ValidationError(
+        f"Tensor.backward: {what} of {op_name} was saved for backward at version {version} and has "
+        f"since been modified in place by {tensor._versions.last_op} (now version {tensor._version}); "
+        f"the gradients of {op_name} would be computed from the new values. Run the in-place op after "
+        "backward(), or give the op a copy (ttnn.clone) of the tensor"
+    )
+
+
+def _check_saved(node: Node) -> None:
+    ctx = node.ctx
+    if ctx.versions:
+        check_versions(node.name, ctx.versions, ctx.args, ctx.output)
+
+
+def _outputs_of(output) -> list:
+    return list(output) if isinstance(output, (tuple, list)) else [output]
 
 
 def run_backward(root, grad, retain_graph: bool = False) -> None:
@@ -352,6 +418,7 @@ def _backward(root, grad, retain_graph: bool) -> None:
             upstream = (
                 grads_out.get(0) if outputs is None else tuple(grads_out.get(i) for i in range(len(outputs)))
             )
+            _check_saved(node)
             input_grads = node.rule(node.ctx, upstream)
             for name, flag in node.ctx.needs.items():
                 if not flag:
@@ -509,9 +576,12 @@ class FunctionContext:
     def __init__(self) -> None:
         self.saved_tensors: tuple = ()
         self.needs_input_grad: tuple[bool, ...] = ()
+        self._saved_versions: list = []
 
     def save_for_backward(self, *tensors) -> None:
+        """Keep ``tensors`` for backward; modifying one in place before backward makes backward raise."""
         self.saved_tensors = tensors
+        self._saved_versions = _versions_of(list(tensors))
 
 
 class Function:
@@ -540,6 +610,9 @@ class Function:
         names = [f"arg{i}" for i in range(len(args))]
 
         def rule(bctx: BackwardContext, upstream):
+            check_versions(
+                cls.__name__, {"saved_tensors": ctx._saved_versions}, {"saved_tensors": ctx.saved_tensors}
+            )
             grads = upstream if isinstance(upstream, tuple) else (upstream,)
             result = cls.backward(ctx, *grads)
             if not isinstance(result, tuple):
