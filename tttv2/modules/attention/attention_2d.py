@@ -1,0 +1,581 @@
+"""Attention2D: grouped-query attention with a KV cache on a 2-D mesh of R rows × C columns (Galaxy 8x4, 4x8).
+
+The heads are split over the mesh rows (KV heads replicated when the rows outnumber them) and the model dim over
+the mesh columns, so each device's QKV product is a partial sum over its column's slice of dim: an all-reduce
+over the columns completes it. In decode the columns also split the users: each column keeps the 32/C rows of
+its own users (a 0/1 selection matmul), so every device attends for its column's users only and its KV cache
+holds only them. The head outputs are then gathered over the columns (back to all users, another selection
+matmul), multiplied by WO (rows: heads, columns: dim) and all-reduced over the mesh rows. The result is
+fractured over the columns along dim and replicated over the rows, as the residual stream is on a Galaxy.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tttv2 import ttnn
+from tttv2.modules import _grids
+from tttv2.modules._inputs import load_input
+from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mesh, resolve_mesh_device
+from tttv2.modules.attention import _shared
+from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.tt_ccl import (
+    CCL_CHUNKS_PER_SYNC,
+    CCL_NUM_BUFFERS_PER_CHANNEL,
+    CCL_NUM_WORKERS_PER_LINK,
+    get_tt_ccl,
+)
+
+__all__ = ["Attention2D", "Attention2DConfig"]
+
+_OWNER = "Attention2D"
+_SELECTION_GRID = ttnn.CoreGrid(y=4, x=8)  # where the user-selection and WO matmuls of decode run
+
+
+@dataclass
+class Attention2DConfig:
+    """Everything Attention2D needs; ``None`` fields are resolved by ``Attention2D`` (see docs/modules.md)."""
+
+    # weights ([in, out]); Q and K columns in the interleaved-pair ("Meta") rotary order
+    wqkv: LazyWeight  # [dim, (n_heads + 2·n_kv_heads)·head_dim]: Q | K | V
+    wo: LazyWeight  # [n_heads·head_dim, dim]
+    wqkv_bias: LazyWeight | None = None
+    q_norm_config: Any = None  # RMSNorm1DConfig over head_dim, or None
+    k_norm_config: Any = None
+
+    # dims
+    n_heads: int | None = None
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    dim: int | None = None
+    max_batch_size: int = 32
+    max_seq_len: int | None = None
+
+    # mesh and collectives
+    mesh_device: Any = None
+    tt_ccl: Any = None
+    topology: Any = None
+    num_reduce_scatter_links: int = 1
+    num_all_gather_links: int = 2
+    decode_gather_users_num_links: int = 2
+    use_composite_all_reduce: bool = False  # WO decode: reduce-scatter + all-gather instead of gather + sum
+    ccl_chunks_per_sync: int = CCL_CHUNKS_PER_SYNC
+    ccl_num_workers_per_link: int = CCL_NUM_WORKERS_PER_LINK
+    ccl_num_buffers_per_channel: int = CCL_NUM_BUFFERS_PER_CHANNEL
+
+    # attention
+    scale: float | None = None
+    sliding_window: int | None = None
+
+    # KV cache (per device: its column's users, its row's KV heads)
+    paged_attention_config: Any = None
+    external_kv_cache: bool = False
+    kv_cache: list | None = None
+    kv_cache_dtype: Any = None
+
+    # dtypes; the collectives run in the dtype of the tensor they reduce
+    wqkv_dtype: Any = None
+    wo_dtype: Any = None
+    wqkv_bias_dtype: Any = None
+    qkv_dtype: Any = None  # QKV projection output (and its all-reduce)
+    decode_wo_dtype: Any = None  # decode WO output (and its all-reduce)
+    prefill_attention_dtype: Any = None  # Q into prefill SDPA, prefill WO output (and its all-reduce)
+
+    # compute kernels
+    li_qkv_decode_compute_kernel_cfg: Any = None
+    sdpa_decode_compute_kernel_cfg: Any = None
+    li_o_decode_compute_kernel_cfg: Any = None
+    li_qkv_prefill_compute_kernel_cfg: Any = None
+    sdpa_prefill_compute_kernel_cfg: Any = None
+    li_o_prefill_compute_kernel_cfg: Any = None
+    selection_compute_kernel_cfg: Any = None  # the 0/1 user-selection matmuls (exact: HiFi4)
+
+    # decode
+    decode_input_memcfg: Any = None
+    decode_qkv_gathered_memcfg: Any = None
+    decode_create_head_input_memcfg: Any = None
+    decode_create_qkv_head_memcfg: Any = None
+    decode_sdpa_prg_config: Any = None
+    decode_scores_memcfg: Any = None
+    decode_gather_users_memcfg: Any = None
+    decode_wo_reduce_memcfg: Any = None  # where the row all-reduce lands
+
+    # prefill: program configs are functions of seq_len
+    prefill_input_memcfg: Any = None
+    prefill_xqkv_prg_config: Any = None
+    prefill_sdpa_prg_config: Any = None
+    prefill_wo_prg_config: Any = None
+    max_qkv_mm_seq_len: int = 2048
+    max_wo_mm_seq_len: int = 1024
+
+    # rotary matrices and the user-selection matrices (LazyWeight or ttnn.Tensor); built when None
+    transformation_mat_decode: Any = None
+    transformation_mat_prefill: Any = None
+    qkv_user_picker: Any = None
+    user_gather_picker: Any = None
+
+
+def _qkv_user_picker(rows: int, cols: int) -> np.ndarray:
+    """(1, R·C, u, 32), u = 32 / C: device d keeps rows [u·c, u·c + u) of the 32-row QKV tile, c = d mod C."""
+    u = _shared.TILE // cols
+    picker = np.zeros((1, rows * cols, u, _shared.TILE), dtype=np.float32)
+    for device in range(rows * cols):
+        first = (device % cols) * u
+        picker[0, device, :, first : first + u] = np.eye(u)
+    return picker
+
+
+def _user_gather_picker(cols: int) -> np.ndarray:
+    """(1, 1, 32, 32·C): after the C columns' 32-row tiles are stacked, keep the first u rows of each, in order."""
+    u, tile = _shared.TILE // cols, _shared.TILE
+    picker = np.zeros((1, 1, u * cols, tile * cols), dtype=np.float32)
+    for column in range(cols):
+        picker[0, 0, column * u : (column + 1) * u, column * tile : column * tile + u] = np.eye(u)
+    return picker
+
+
+def _resolve_attention2d_config(config: Attention2DConfig) -> Attention2DConfig:
+    """A resolved copy of ``config``; fields the caller set are kept as they are."""
+    _shared.check_weight_types(_OWNER, config)
+    mesh = resolve_mesh_device(_OWNER, config.mesh_device, config.wqkv, config.wo)
+    require_2d_mesh(_OWNER, mesh, "Attention1D")
+    rows, cols = mesh_shape(mesh)
+    layout = _shared.head_layout(_OWNER, config, rows, "mesh rows")
+    _shared.check_common(_OWNER, config, layout)
+    dim = config.dim or config.wqkv.shape[-2]
+    if dim % (_grids.TILE * cols):
+        raise ValueError(
+            f"{_OWNER}: dim must split into whole tiles over the {cols} mesh columns, got dim={dim}"
+        )
+    if _shared.TILE % cols:
+        raise ValueError(f"{_OWNER}: the {cols} mesh columns must divide the {_shared.TILE} users of a tile")
+    users = max(config.max_batch_size // cols, 1)
+    local_qkv = layout.local_qkv_size
+    heads_width = layout.local_heads * layout.head_dim
+    column_dim = dim // cols
+
+    def width_sharded(height: int, width: int):
+        return _grids.width_sharded(height, width, ttnn.CoreGrid(y=1, x=_grids.largest_divisor(width // 32)))
+
+    @functools.lru_cache
+    def prefill_xqkv(seq_len: int):
+        m = min(seq_len, config.max_qkv_mm_seq_len)
+        return _grids.multicast_matmul(
+            m,
+            column_dim,
+            local_qkv,
+            _grids.prefill_grid(m, local_qkv),
+            fuse_batch=seq_len <= config.max_qkv_mm_seq_len,
+        )
+
+    @functools.lru_cache
+    def prefill_wo(seq_len: int):
+        m = min(seq_len, config.max_wo_mm_seq_len)
+        return _grids.multicast_matmul(
+            m,
+            heads_width,
+            column_dim,
+            _grids.prefill_grid(m, column_dim),
+            fuse_batch=seq_len <= config.max_wo_mm_seq_len,
+        )
+
+    def picker(source, mapper, name):
+        return LazyWeight(
+            source,
+            dtype=ttnn.bfloat4_b,
+            layout=ttnn.TILE_LAYOUT,
+            mesh_mapper_config=mapper,
+            device=mesh,
+            name=name,
+        )
+
+    qkv_dtype = config.qkv_dtype or ttnn.bfloat8_b
+    defaults = dict(
+        mesh_device=mesh,
+        tt_ccl=get_tt_ccl(mesh),
+        topology=default_topology(mesh),
+        dim=dim,
+        scale=layout.head_dim**-0.5,
+        kv_cache_dtype=ttnn.bfloat8_b,
+        wqkv_dtype=ttnn.bfloat8_b,
+        wo_dtype=ttnn.bfloat8_b,
+        wqkv_bias_dtype=ttnn.bfloat16,
+        qkv_dtype=qkv_dtype,
+        decode_wo_dtype=ttnn.bfloat8_b,
+        prefill_attention_dtype=ttnn.bfloat8_b,
+        **_shared.default_compute_configs(),
+        selection_compute_kernel_cfg=_grids.compute_kernel_config(
+            ttnn.MathFidelity.HiFi4, fp32_acc=True, l1_acc=True
+        ),
+        decode_input_memcfg=width_sharded(_shared.TILE, column_dim),
+        decode_qkv_gathered_memcfg=width_sharded(_shared.TILE * cols, local_qkv),
+        decode_create_head_input_memcfg=ttnn.L1_MEMORY_CONFIG,
+        decode_create_qkv_head_memcfg=_shared.create_qkv_head_memcfg(mesh, layout.head_dim),
+        decode_sdpa_prg_config=_shared.sdpa_decode_program_config(),
+        decode_scores_memcfg=_shared.scores_memcfg(mesh, layout, users),
+        decode_gather_users_memcfg=width_sharded(_shared.TILE * cols, heads_width),
+        decode_wo_reduce_memcfg=(
+            ttnn.L1_MEMORY_CONFIG
+            if config.use_composite_all_reduce
+            else width_sharded(_shared.TILE * rows, column_dim)
+        ),
+        prefill_input_memcfg=ttnn.DRAM_MEMORY_CONFIG,
+        prefill_xqkv_prg_config=prefill_xqkv,
+        prefill_sdpa_prg_config=_shared.sdpa_prefill_program_config(),
+        prefill_wo_prg_config=prefill_wo,
+        transformation_mat_decode=_shared.decode_transformation_mat(mesh, users),
+        transformation_mat_prefill=_shared.prefill_transformation_mat(mesh),
+        qkv_user_picker=picker(
+            _qkv_user_picker(rows, cols),
+            ttnn.MeshMapperConfig([ttnn.PlacementShard(1)], ttnn.MeshShape(rows * cols)),
+            "qkv_user_picker",
+        ),
+        user_gather_picker=picker(_user_gather_picker(cols), None, "user_gather_picker"),
+    )
+    resolved = _shared.fill_unset(config, defaults)
+    if resolved.kv_cache is None and not resolved.external_kv_cache:
+        shape = _shared.kv_cache_shape(resolved, layout, users)
+        resolved = replace(resolved, kv_cache=_shared.zero_kv_cache(mesh, shape, resolved.kv_cache_dtype))
+    return _resolve_weights(resolved, layout, mesh, rows, cols)
+
+
+def _resolve_weights(cfg: Attention2DConfig, layout, mesh, rows: int, cols: int) -> Attention2DConfig:
+    """QKV: columns (heads) split over the mesh rows, rows (dim) over the mesh columns; WO the other way."""
+
+    def placed(weight, dtype, placements):
+        return weight.with_defaults(
+            device=mesh,
+            dtype=dtype,
+            layout=ttnn.TILE_LAYOUT,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            mesh_mapper_config=ttnn.MeshMapperConfig(placements, ttnn.MeshShape(rows, cols)),
+        )
+
+    shard, replicate = ttnn.PlacementShard, ttnn.PlacementReplicate
+    changes = dict(
+        wqkv=placed(_shared.per_device_qkv(cfg.wqkv, layout), cfg.wqkv_dtype, [shard(-1), shard(-2)]),
+        wo=placed(cfg.wo, cfg.wo_dtype, [shard(-2), shard(-1)]),
+    )
+    if cfg.wqkv_bias is not None:
+        bias = _shared.per_device_qkv(cfg.wqkv_bias, layout)
+        changes["wqkv_bias"] = placed(bias, cfg.wqkv_bias_dtype, [shard(-1), replicate()])
+    for name in ("q_norm_config", "k_norm_config"):
+        norm = getattr(cfg, name)
+        if norm is not None:
+            _shared.check_head_norm(_OWNER, name, norm, layout)
+            changes[name] = replace(norm, mesh_device=norm.mesh_device or mesh)
+    return replace(cfg, **changes)
+
+
+class Attention2D(_shared.AttentionBase):
+    """``Attention2D(wqkv, wo, n_heads, n_kv_heads, head_dim, max_batch_size, max_seq_len)`` on an R×C mesh.
+
+    Weights as for ``Attention1D`` (whole, [in, out]); the module splits them over the mesh. Decode input
+    [1, 1, 32, dim / C] is fractured over the columns along dim (and replicated over the rows); ``current_pos``
+    holds max_batch_size positions, each column taking its users'."""
+
+    CONFIG_CLASS = Attention2DConfig
+
+    def __init__(
+        self,
+        wqkv: LazyWeight,
+        wo: LazyWeight,
+        n_heads: int,
+        n_kv_heads: int,
+        head_dim: int,
+        max_batch_size: int = 32,
+        max_seq_len: int | None = None,
+    ) -> None:
+        self._setup(
+            Attention2DConfig(
+                wqkv=wqkv,
+                wo=wo,
+                n_heads=n_heads,
+                n_kv_heads=n_kv_heads,
+                head_dim=head_dim,
+                max_batch_size=max_batch_size,
+                max_seq_len=max_seq_len,
+            )
+        )
+
+    _resolve_config = staticmethod(_resolve_attention2d_config)
+
+    def _bind(self) -> None:
+        cfg = self.config
+        rows, cols = mesh_shape(cfg.mesh_device)
+        self.layout = _shared.head_layout(_OWNER, cfg, rows, "mesh rows")
+        self.users = max(cfg.max_batch_size // cols, 1)
+        self._cols = cols
+        shard, replicate = ttnn.PlacementShard, ttnn.PlacementReplicate
+        # a single user is the same user on every column; more are dealt out over the columns
+        self._users_mapper = (
+            None
+            if cfg.max_batch_size == 1
+            else ttnn.MeshMapperConfig([replicate(), shard(0)], ttnn.MeshShape(rows, cols))
+        )
+        self._page_table_decode_mapper = (
+            None
+            if cfg.max_batch_size == 1
+            else ttnn.MeshMapperConfig([replicate(), shard(-2)], ttnn.MeshShape(rows, cols))
+        )
+        self._input_mapper = ttnn.MeshMapperConfig([replicate(), shard(-1)], ttnn.MeshShape(rows, cols))
+        self._bind_common()
+        self._add_bias_decode = _shared._unchanged if cfg.wqkv_bias is None else self._add_bias_rows
+        self._add_bias_prefill = _shared._unchanged if cfg.wqkv_bias is None else self._add_bias_row
+        self._reduce_wo_decode = (
+            self._composite_all_reduce if cfg.use_composite_all_reduce else self._gather_sum_decode
+        )
+
+    # --- decode ------------------------------------------------------------------------------------------------
+
+    def decode_forward(self, x, current_pos, rot_mats, page_table=None, kv_cache=None):
+        """One token per user. x: [1, 1, 32, dim / C] per device (fractured over the columns); current_pos:
+        [max_batch_size] int32 (each column takes its users'); rot_mats: [cos, sin] of this column's users;
+        page_table: [max_batch_size, blocks] with a paged cache. → [1, 1, 32, dim / C] (all users), L1."""
+        cfg = self.config
+        x = load_input(
+            x,
+            owner="Attention2D.decode_forward",
+            device=cfg.mesh_device,
+            memory_config=cfg.decode_input_memcfg,
+            mesh_mapper_config=self._input_mapper,
+        )
+        current_pos = self._positions(current_pos)
+        page_table = self._table(page_table, self._page_table_decode_mapper)
+        partial = ttnn.linear(
+            x,
+            cfg.wqkv.get_device_weight(),
+            dtype=cfg.qkv_dtype,
+            memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
+            compute_kernel_config=cfg.li_qkv_decode_compute_kernel_cfg,
+        )
+        ttnn.deallocate(x)
+        # each column holds a partial sum over its slice of dim
+        qkv = self._gather_sum(partial, 1, cfg.decode_qkv_gathered_memcfg, cfg.num_all_gather_links)
+        qkv = self._add_bias_decode(qkv)  # after the sum, so that it counts once
+        # keep only the users of this device's column
+        own_users = ttnn.matmul(
+            cfg.qkv_user_picker.get_device_weight(),
+            qkv,
+            dtype=ttnn.bfloat16,
+            memory_config=cfg.decode_create_head_input_memcfg,
+            compute_kernel_config=cfg.selection_compute_kernel_cfg,
+        )
+        ttnn.deallocate(partial)
+        merged = self._attend_decode(own_users, current_pos, rot_mats, page_table, kv_cache)
+
+        # every column's heads for all users: stack the C columns' tiles, keep the first u rows of each
+        stacked = ttnn.experimental.all_gather_async(
+            merged,
+            persistent_output_buffer=None,
+            dim=2,
+            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(1),
+            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(1),
+            num_links=cfg.decode_gather_users_num_links,
+            topology=cfg.topology,
+            memory_config=cfg.decode_gather_users_memcfg,
+            chunks_per_sync=cfg.ccl_chunks_per_sync,
+            num_workers_per_link=cfg.ccl_num_workers_per_link,
+            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            cluster_axis=1,
+        )
+        merged.deallocate(True)
+        stacked = ttnn.to_memory_config(stacked, ttnn.L1_MEMORY_CONFIG)
+        all_users = ttnn.matmul(
+            cfg.user_gather_picker.get_device_weight(),
+            stacked,
+            core_grid=_SELECTION_GRID,
+            dtype=ttnn.bfloat16,
+            memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
+            compute_kernel_config=cfg.selection_compute_kernel_cfg,
+        )
+        projected = ttnn.matmul(
+            all_users,
+            cfg.wo.get_device_weight(),
+            core_grid=_SELECTION_GRID,
+            memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG,
+            dtype=cfg.decode_wo_dtype,
+            compute_kernel_config=cfg.li_o_decode_compute_kernel_cfg,
+        )
+        # each mesh row holds a partial sum over its heads
+        return self._reduce_wo_decode(projected)
+
+    def _add_bias_rows(self, qkv):
+        return ttnn.add(qkv, self._bias_decode.get_device_weight(), memory_config=ttnn.L1_MEMORY_CONFIG)
+
+    # --- prefill -----------------------------------------------------------------------------------------------
+
+    def prefill_forward(
+        self,
+        x,
+        rot_mats,
+        user_id: int = 0,
+        page_table=None,
+        chunk_page_table=None,
+        chunk_start_idx=None,
+        kv_cache=None,
+    ):
+        """One user's prompt. x: [1, 1, S, dim / C] per device (S a multiple of 128); rot_mats: [cos, sin] of
+        positions [start, start + S) (replicated); user_id picks the column (and row) of a contiguous cache;
+        page tables are replicated. → [1, 1, S, dim / C]."""
+        cfg = self.config
+        x, seq_len = self._prefill_input(x)
+        page_table = self._table(page_table, None)
+        chunk_page_table = self._table(chunk_page_table, None)
+        x = self._fold_rows(x, seq_len, cfg.max_qkv_mm_seq_len)
+        partial = ttnn.linear(
+            x,
+            cfg.wqkv.get_device_weight(),
+            dtype=cfg.qkv_dtype,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            program_config=cfg.prefill_xqkv_prg_config(seq_len),
+            compute_kernel_config=cfg.li_qkv_prefill_compute_kernel_cfg,
+        )
+        qkv = self._gather_sum_prefill(partial, 1)
+        qkv = self._add_bias_prefill(qkv)
+        qkv = self._unfold_rows(qkv, seq_len, cfg.max_qkv_mm_seq_len)
+        ttnn.deallocate(x)
+        merged = self._attend_prefill(
+            qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, kv_cache
+        )
+        merged = self._fold_rows(merged, seq_len, cfg.max_wo_mm_seq_len)
+        out = ttnn.linear(
+            merged,
+            cfg.wo.get_device_weight(),
+            dtype=cfg.prefill_attention_dtype,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            program_config=cfg.prefill_wo_prg_config(seq_len),
+            compute_kernel_config=cfg.li_o_prefill_compute_kernel_cfg,
+        )
+        out = self._unfold_rows(out, seq_len, cfg.max_wo_mm_seq_len)
+        ttnn.deallocate(merged)
+        return self._gather_sum_prefill(out, 0)
+
+    def _add_bias_row(self, qkv):
+        return qkv + self._bias_prefill.get_device_weight()
+
+    def _fill_contiguous(self, cache_k, cache_v, k, v, seq_len, user_id, page_table, chunk_page_table):
+        """Only the devices of the mesh column that serves ``user_id`` hold its cache row."""
+        column, slot = divmod(user_id, self.users)
+        for cache, fill in ((cache_k, k), (cache_v, v)):
+            # device tensors come row-major over the mesh: one column is every C-th from ``column``
+            pairs = list(zip(ttnn.get_device_tensors(cache), ttnn.get_device_tensors(fill)))
+            for on_device, fill_on_device in pairs[column :: self._cols]:
+                ttnn.fill_cache(on_device, fill_on_device, slot)
+
+    # --- collectives -------------------------------------------------------------------------------------------
+
+    def _gather_sum(self, x, axis: int, landing, num_links: int):
+        """All-reduce over mesh ``axis`` of a sharded decode tensor: gather the partial sums on dim 0, add."""
+        cfg = self.config
+        stacked = ttnn.experimental.all_gather_async(
+            x,
+            persistent_output_buffer=None,
+            dim=0,
+            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(axis),
+            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(axis),
+            num_links=num_links,
+            topology=cfg.topology,
+            memory_config=landing,
+            chunks_per_sync=cfg.ccl_chunks_per_sync,
+            num_workers_per_link=cfg.ccl_num_workers_per_link,
+            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            cluster_axis=axis,
+        )
+        stacked = ttnn.to_memory_config(stacked, ttnn.L1_MEMORY_CONFIG)
+        summed = ttnn.experimental.fast_reduce_nc(
+            stacked, dims=[0], output=None, compute_kernel_config=None, memory_config=ttnn.L1_MEMORY_CONFIG
+        )
+        stacked.deallocate(True)
+        return ttnn.reshape(summed, x.shape)
+
+    def _gather_sum_decode(self, projected):
+        cfg = self.config
+        return self._gather_sum(projected, 0, cfg.decode_wo_reduce_memcfg, cfg.num_all_gather_links)
+
+    def _composite_all_reduce(self, projected):
+        """All-reduce over the mesh rows as a reduce-scatter on dim 3 then an all-gather back."""
+        cfg = self.config
+        layout_before = projected.memory_config()
+        partial = ttnn.experimental.reduce_scatter_minimal_async(
+            projected,
+            persistent_output_buffers=None,
+            dim=3,
+            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_rs_semaphore_handles(0),
+            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(0),
+            num_links=cfg.num_reduce_scatter_links,
+            memory_config=cfg.decode_wo_reduce_memcfg,
+            intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            topology=cfg.topology,
+            chunks_per_sync=cfg.ccl_chunks_per_sync,
+            num_workers_per_link=cfg.ccl_num_workers_per_link,
+            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            cluster_axis=0,
+        )
+        summed = ttnn.experimental.all_gather_async(
+            partial,
+            persistent_output_buffer=None,
+            dim=3,
+            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(0),
+            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(0),
+            num_links=cfg.num_all_gather_links,
+            topology=cfg.topology,
+            memory_config=layout_before,
+            chunks_per_sync=cfg.ccl_chunks_per_sync,
+            num_workers_per_link=cfg.ccl_num_workers_per_link,
+            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            cluster_axis=0,
+        )
+        return ttnn.reshape(summed, projected.shape)
+
+    def _gather_sum_prefill(self, x, axis: int):
+        """All-reduce over mesh ``axis`` of a prefill tensor in DRAM (outer dims folded into the rows first)."""
+        cfg = self.config
+        shape_in = x.shape
+        if (shape_in[0], shape_in[1]) != (1, 1):
+            x = ttnn.reshape(x, (1, 1, shape_in[0] * shape_in[1] * shape_in[2], shape_in[3]))
+        x = ttnn.to_memory_config(x, ttnn.DRAM_MEMORY_CONFIG)
+        stacked = ttnn.experimental.all_gather_async(
+            x,
+            persistent_output_buffer=None,
+            dim=0,
+            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(axis),
+            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(axis),
+            num_links=cfg.num_all_gather_links,
+            topology=cfg.topology,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            chunks_per_sync=cfg.ccl_chunks_per_sync,
+            num_workers_per_link=cfg.ccl_num_workers_per_link,
+            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            cluster_axis=axis,
+        )
+        summed = ttnn.experimental.fast_reduce_nc(
+            stacked, dims=[0], output=None, compute_kernel_config=None, memory_config=ttnn.DRAM_MEMORY_CONFIG
+        )
+        stacked.deallocate(True)
+        return ttnn.reshape(summed, shape_in)
+
+    # --- host-side inputs --------------------------------------------------------------------------------------
+
+    def _table(self, table, mapper):
+        """A page table given as a LazyWeight (host array) or a device tensor; None passes through."""
+        if table is None:
+            return None
+        return load_input(
+            table,
+            owner=_OWNER,
+            device=self.config.mesh_device,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            mesh_mapper_config=mapper,
+            dtype=ttnn.int32,
+            layout=ttnn.ROW_MAJOR_LAYOUT,
+            arg="page_table",
+        )
+
+    def prepare_positions(self, positions) -> ttnn.Tensor:
+        """Host positions [max_batch_size] → the int32 device tensor ``decode_forward`` takes."""
+        return self._positions(LazyWeight(host_array(positions).astype("int32")))
