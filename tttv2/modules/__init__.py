@@ -5,11 +5,16 @@ The public API is ``__all__``; everything else (modules starting with ``_``) is 
 """
 
 from tttv2.modules.lazy_weight import LazyWeight
+from tttv2.modules.mlp import MLP1D, MLP2D, MLP1DConfig, MLP2DConfig
 from tttv2.modules.tt_ccl import TT_CCL, clear_tt_ccl_cache, get_tt_ccl
 
 __all__ = [
+    "MLP1D",
+    "MLP2D",
     "TT_CCL",
     "LazyWeight",
+    "MLP1DConfig",
+    "MLP2DConfig",
     "clear_tt_ccl_cache",
     "get_tt_ccl",
 ]

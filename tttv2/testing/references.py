@@ -52,7 +52,7 @@ _FAMILY_CONFIGS: dict[str, dict] = {
         "rms_norm_eps": 1e-5,
         "rope_theta": 500000.0,
         "rope_scaling": _LLAMA3_SCALING,
-        "max_position_embeddings": 8192,
+        "max_position_embeddings": 131072,
         "hidden_act": "silu",
     },
     # Qwen2.5-7B: QKV bias, eps 1e-6, theta 1e6, hidden ≈5.3×dim
@@ -99,6 +99,8 @@ _FAMILY_CONFIGS: dict[str, dict] = {
         "original_max_position_embeddings": 4096,
         "hidden_act": "silu",
         "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
     },
 }
 
