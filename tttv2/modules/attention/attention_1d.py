@@ -19,7 +19,7 @@ from tttv2 import ttnn
 from tttv2.modules import _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
-from tttv2.modules.attention import _shared
+from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.lazy_weight import LazyWeight, host_array
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
@@ -509,3 +509,64 @@ class Attention1D(_shared.AttentionBase):
     def prepare_positions(self, positions) -> ttnn.Tensor:
         """Host positions [max_batch_size] → the int32 device tensor ``decode_forward`` takes."""
         return self._positions(LazyWeight(host_array(positions).astype("int32")))
+
+    # --- TTTv1 bridge ------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_model_args(
+        cls,
+        mesh_device,
+        tt_ccl,
+        args,
+        state_dict,
+        weight_cache_path,
+        layer_num: int,
+        transformation_mats,
+        paged_attention_config=None,
+        use_paged_kv_cache: bool = False,
+        dtype=None,
+    ) -> Attention1D:
+        """The tttv1 ``Attention`` of ``layer_num`` as an Attention1D: the same weights, per-layer precision,
+        program and memory configs (read from ``args`` where tttv1's Attention reads them), the rotary matrices
+        of tttv1's ``RotarySetup`` (``transformation_mats``). ``dtype`` is tttv1's ``dtype`` argument (the QKV
+        bias is stored in it); ``use_paged_kv_cache``: the caller passes ``kv_cache`` to every forward."""
+        from tttv1.tt.model_config import OpGroup, TensorGroup
+
+        if args.is_galaxy:
+            raise ValueError("Attention1D cannot be used for Galaxy devices; use Attention2D instead")
+        model_config = args.get_model_config()
+        n = args.num_devices
+        fused = bool(model_config["USE_FUSED_ALL_GATHER_MATMUL"])
+        fields = _tttv1_bridge.common_fields(
+            args, state_dict, layer_num, weight_cache_path, dtype, OpGroup, TensorGroup
+        )
+        activation_dtype = model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
+            decoder_id=layer_num, tensor=TensorGroup.ACTIVATION
+        )
+        heads_width = args.n_heads * args.head_dim
+        config = Attention1DConfig(
+            **fields,
+            **_tttv1_bridge.paging_fields(paged_attention_config, use_paged_kv_cache),
+            **_tttv1_bridge.transformation_fields(transformation_mats),
+            mesh_device=mesh_device,
+            tt_ccl=tt_ccl,
+            qkv_dtype=activation_dtype or ttnn.bfloat16,
+            wqkv_memcfg=args.create_dram_sharded_mem_config(args.dim, args.qkv_size // n),
+            wo_memcfg=(
+                ttnn.DRAM_MEMORY_CONFIG
+                if fused
+                else args.create_dram_sharded_mem_config(heads_width // n, args.dim)
+            ),
+            decode_input_memcfg=model_config["SHARDED_ATTN_INPUT_MEMCFG"],
+            decode_xqkv_prg_config=model_config["XQKV_DECODE_PROGCFG"],
+            decode_scores_memcfg=model_config["SCORES_BATCHED_MM_OUTPUT_MEMCFG"](args.max_batch_size),
+            decode_attn_output_prg_config=model_config["ATTN_OUTPUT_PROGCFG"],
+            decode_residual_memcfg=model_config["DECODE_RESIDUAL_MEMCFG"],
+            use_fused_all_gather_matmul=fused,
+            decode_all_gather_matmul_prg_config=model_config["ATTN_ALL_GATHER_MATMUL_PROGCFG"],
+            decode_all_gather_matmul_memcfg=model_config["ATTN_ALL_GATHER_MATMUL_OUTPUT_MEMCFG"],
+            decode_all_gather_matmul_num_links=1 if args.ccl_topology() == ttnn.Topology.Ring else 2,
+            prefill_kv_memcfg=model_config["KV_PREFILL_MEM_CFG"],
+            min_kv_prefill_shard_seqlen=args.min_kv_prefill_shard_seqlen,
+        )
+        return cls.from_config(config)

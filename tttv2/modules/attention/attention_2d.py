@@ -21,7 +21,7 @@ from tttv2 import ttnn
 from tttv2.modules import _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mesh, resolve_mesh_device
-from tttv2.modules.attention import _shared
+from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.lazy_weight import LazyWeight, host_array
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
@@ -579,3 +579,65 @@ class Attention2D(_shared.AttentionBase):
     def prepare_positions(self, positions) -> ttnn.Tensor:
         """Host positions [max_batch_size] → the int32 device tensor ``decode_forward`` takes."""
         return self._positions(LazyWeight(host_array(positions).astype("int32")))
+
+    # --- TTTv1 bridge ------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_model_args(
+        cls,
+        mesh_device,
+        tt_ccl,
+        args,
+        state_dict,
+        weight_cache_path,
+        layer_num: int,
+        transformation_mats,
+        paged_attention_config=None,
+        use_paged_kv_cache: bool = False,
+        dtype=None,
+    ) -> Attention2D:
+        """The tttv1 ``Attention`` of ``layer_num`` on a Galaxy as an Attention2D (the same weights, precision,
+        program and memory configs; see ``Attention1D.from_model_args``). Checked before any device work."""
+        from tttv1.tt.model_config import OpGroup, TensorGroup
+
+        if not args.is_galaxy:
+            raise ValueError(
+                f"Attention2D requires a Galaxy mesh (8x4); ModelArgs is for a {args.cluster_shape} mesh; "
+                "use Attention1D instead"
+            )
+        if args.ccl_dtype != ttnn.bfloat8_b:
+            raise ValueError(
+                "Attention2D.from_model_args: ccl_dtype must be bfloat8_b (tttv1 casts its bfloat8_b outputs to "
+                f"ccl_dtype before each collective; Attention2D reduces in the output dtype), got {args.ccl_dtype}"
+            )
+        model_config = args.get_model_config()
+        rows, cols = args.cluster_shape
+        composite = args.dim == 8192
+        fields = _tttv1_bridge.common_fields(
+            args, state_dict, layer_num, weight_cache_path, dtype, OpGroup, TensorGroup
+        )
+        config = Attention2DConfig(
+            **fields,
+            **_tttv1_bridge.paging_fields(paged_attention_config, use_paged_kv_cache),
+            **_tttv1_bridge.transformation_fields(transformation_mats),
+            mesh_device=mesh_device,
+            tt_ccl=tt_ccl,
+            qkv_dtype=args.ccl_dtype,
+            decode_wo_dtype=ttnn.bfloat8_b,
+            use_composite_all_reduce=composite,
+            selection_compute_kernel_cfg=args.compute_kernel_config_hifi4,
+            decode_input_memcfg=model_config["SHARDED_ATTN_INPUT_MEMCFG"],
+            decode_qkv_gathered_memcfg=model_config["QKV_OUT_GATHERED_MEMCFG"](cols),
+            decode_create_head_input_memcfg=model_config["CREATE_HEAD_INPUT_MEMCFG"]
+            or ttnn.DRAM_MEMORY_CONFIG,
+            decode_scores_memcfg=model_config["SCORES_BATCHED_MM_OUTPUT_MEMCFG"](
+                max(args.max_batch_size // cols, 1)
+            ),
+            decode_gather_users_memcfg=model_config["GATHER_USERS_MEMCFG"](cols),
+            decode_wo_reduce_memcfg=(
+                model_config["SELF_OUT_REDUCE_SCATTER_MEMCFG"]
+                if composite
+                else model_config["SELF_OUT_GATHERED_MEMCFG"](rows)
+            ),
+        )
+        return cls.from_config(config)
