@@ -6,6 +6,7 @@ The public API is ``__all__``; everything else (modules starting with ``_``) is 
 
 from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.mlp import MLP1D, MLP2D, MLP1DConfig, MLP2DConfig
+from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm1DConfig, RMSNorm2D, RMSNorm2DConfig
 from tttv2.modules.tt_ccl import TT_CCL, clear_tt_ccl_cache, get_tt_ccl
 
 __all__ = [
@@ -15,6 +16,10 @@ __all__ = [
     "LazyWeight",
     "MLP1DConfig",
     "MLP2DConfig",
+    "RMSNorm1D",
+    "RMSNorm1DConfig",
+    "RMSNorm2D",
+    "RMSNorm2DConfig",
     "clear_tt_ccl_cache",
     "get_tt_ccl",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
@@ -217,9 +217,9 @@ class MLP1D(TTModule):
     def _bind(self) -> None:
         cfg = self.config
         multi = num_devices(cfg.mesh_device) > 1
-        self._reduce_decode = self._reduce_scatter_decode if multi else _unchanged
-        self._reduce_prefill = self._reduce_scatter_prefill if multi else _unchanged
-        self._spill_gate = _to_dram if cfg.decode_spill_w1_to_dram_before_w3 else _unchanged
+        self._reduce_decode = self._reduce_scatter_decode if multi else _ccl.unchanged
+        self._reduce_prefill = self._reduce_scatter_prefill if multi else _ccl.unchanged
+        self._spill_gate = _to_dram if cfg.decode_spill_w1_to_dram_before_w3 else _ccl.unchanged
         self._activations = [cfg.activation]
 
     # --- decode ------------------------------------------------------------------------------------------------
@@ -331,19 +331,13 @@ class MLP1D(TTModule):
 
     def _reduce_scatter(self, x, memory_config):
         cfg = self.config
-        out = ttnn.experimental.reduce_scatter_minimal_async(
+        out = _ccl.reduce_scatter(
             x,
-            persistent_output_buffers=None,
+            cfg,
             dim=3,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_rs_semaphore_handles(),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-            num_links=cfg.num_reduce_scatter_links,
+            cluster_axis=None,
             memory_config=memory_config,
-            intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            topology=cfg.topology,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            num_links=cfg.num_reduce_scatter_links,
         )
         x.deallocate(True)
         return out
@@ -438,10 +432,6 @@ class MLP1D(TTModule):
             prefill_output_memcfg=args.get_mlp_ff2_all_reduce_mem_config(Mode.PREFILL, None),
         )
         return cls.from_config(config)
-
-
-def _unchanged(x):
-    return x
 
 
 def _to_dram(x):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import mesh_shape, require_2d_mesh, resolve_mesh_device
@@ -368,38 +368,19 @@ class MLP2D(TTModule):
     # --- collectives ---------------------------------------------------------------------------------------------
 
     def _reduce_scatter(self, x, dim, axis, memory_config, num_links):
-        cfg = self.config
-        return ttnn.experimental.reduce_scatter_minimal_async(
-            x,
-            persistent_output_buffers=None,
-            dim=dim,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_rs_semaphore_handles(axis),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(axis),
-            num_links=num_links,
-            memory_config=memory_config,
-            intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            topology=cfg.topology,
-            cluster_axis=axis,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+        return _ccl.reduce_scatter(
+            x, self.config, dim=dim, cluster_axis=axis, memory_config=memory_config, num_links=num_links
         )
 
     def _all_gather(self, x, dim, axis, memory_config):
         cfg = self.config
-        return ttnn.experimental.all_gather_async(
+        return _ccl.all_gather(
             x,
-            persistent_output_buffer=None,
+            cfg,
             dim=dim,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(axis),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(axis),
-            num_links=cfg.num_all_gather_links,
-            topology=cfg.topology,
-            memory_config=memory_config,
             cluster_axis=axis,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            memory_config=memory_config,
+            num_links=cfg.num_all_gather_links,
         )
 
     # --- TTTv1 bridge ------------------------------------------------------------------------------------------
