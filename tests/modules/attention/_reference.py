@@ -71,6 +71,18 @@ def hf_attention(config_key: tuple, seed: int = 0):
     return config, module.float().eval()
 
 
+def _rotary(config):
+    """The family's own rotary embedding module (Qwen3 included, which ``references`` does not list)."""
+    family = config.model_type
+    modeling = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    return getattr(modeling, f"{_PREFIX[family]}RotaryEmbedding")(config=config)
+
+
+def _hf_cos_sin(config, positions, like):
+    with torch.no_grad():
+        return _rotary(config)(like, torch.as_tensor(np.asarray(positions), dtype=torch.long).reshape(1, -1))
+
+
 def key(family: str, **kwargs) -> tuple:
     return (family, tuple(sorted(kwargs.items())))
 
@@ -119,22 +131,20 @@ def attention_weights(module, config) -> dict[str, np.ndarray | None]:
 def reference_attention(module, config, x: np.ndarray, sliding_window: int | None = None) -> np.ndarray:
     """HF attention over the whole sequence x [batch, T, dim] at positions 0..T-1 → [batch, T, dim]."""
     t = x.shape[1]
-    rotary = references.hf_rotary(config)
-    positions = torch.arange(t).reshape(1, -1)
     allowed = torch.ones(t, t).tril().bool()
     if sliding_window is not None:
         allowed &= ~torch.ones(t, t).tril(-sliding_window).bool()
     mask = torch.zeros(t, t).masked_fill(~allowed, float("-inf"))[None, None]
     hidden = torch.as_tensor(x).float()
+    cos, sin = _hf_cos_sin(config, np.arange(t), hidden)
     with torch.no_grad():
-        cos, sin = rotary(hidden, positions)
         out = module(hidden, position_embeddings=(cos, sin), attention_mask=mask)[0]
     return out.numpy()
 
 
 def rot_tables(config, positions) -> tuple[np.ndarray, np.ndarray]:
     """HF's cos/sin for ``positions`` [len, hd], moved to the interleaved-pair order."""
-    cos, sin = references.rope_reference(config, positions)
+    cos, sin = (t[0].numpy() for t in _hf_cos_sin(config, positions, torch.zeros(1)))
     half = cos.shape[-1] // 2
     return np.repeat(cos[:, :half], 2, axis=-1), np.repeat(sin[:, :half], 2, axis=-1)
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule, mode_name
 from tttv2.modules.lazy_weight import LazyWeight, host_array
@@ -127,14 +127,22 @@ def check_weight_types(owner: str, config) -> None:
             )
 
 
-def check_head_norm(owner: str, name: str, norm_config, layout: HeadLayout) -> None:
+def resolve_head_norm(
+    owner: str, name: str, norm_config, layout: HeadLayout, mesh, config_class, local: dict
+):
+    """A q/k norm config placed on ``mesh`` and made local: decode heads reach the norm as whole, interleaved
+    rows on every device (``local`` holds the fields that say so for ``config_class``)."""
     weight = getattr(norm_config, "weight", None)
-    if not isinstance(weight, LazyWeight) or math.prod(weight.shape) != layout.head_dim:
-        shape = getattr(weight, "shape", None)
-        raise ValueError(
-            f"{owner}: {name} must be an RMSNorm1DConfig whose weight holds head_dim={layout.head_dim} values, "
-            f"got weight shape {shape}"
+    if not isinstance(norm_config, config_class):
+        raise TypeError(
+            f"{owner}: {name} must be a {config_class.__name__}, got {type(norm_config).__name__}"
         )
+    if not isinstance(weight, LazyWeight) or math.prod(weight.shape) != layout.head_dim:
+        raise ValueError(
+            f"{owner}: {name}.weight must hold head_dim={layout.head_dim} values, got shape "
+            f"{getattr(weight, 'shape', None)}"
+        )
+    return replace(norm_config, mesh_device=norm_config.mesh_device or mesh, **local)
 
 
 def check_common(owner: str, config, layout: HeadLayout) -> None:
@@ -376,10 +384,6 @@ def as_device(weight):
     return weight.get_device_weight() if isinstance(weight, LazyWeight) else weight
 
 
-def _unchanged(x, *_):
-    return x
-
-
 # --- the shared module ---------------------------------------------------------------------------------------
 
 
@@ -388,6 +392,7 @@ class AttentionBase(TTModule):
 
     layout: HeadLayout
     users: int  # users (decode rows) one device serves
+    _NORM_CLASS: type  # the RMSNorm of the q/k norms on this topology
 
     # --- binding (construction only) ----------------------------------------------------------------------
 
@@ -401,7 +406,7 @@ class AttentionBase(TTModule):
             self._chunked_sdpa = self._chunked_sliding_window
         self._own_kv_cache = self._external_cache_missing if cfg.external_kv_cache else self._stored_kv_cache
         # the prefill rotary kernel takes bfloat16 heads only
-        self._rotary_input = _unchanged if cfg.qkv_dtype == ttnn.bfloat16 else _to_bfloat16
+        self._rotary_input = _ccl.unchanged if cfg.qkv_dtype == ttnn.bfloat16 else _to_bfloat16
         if cfg.wqkv_bias is not None:
             # decode: no broadcasting (it must also run under a captured trace), so a block as tall as the
             # padded batch (one tile); prefill: one row that the add broadcasts over the sequence
@@ -409,19 +414,13 @@ class AttentionBase(TTModule):
             self._bias_prefill = bias_row(cfg.wqkv_bias)
         self._q_norm = self._norm_module(cfg.q_norm_config)
         self._k_norm = self._norm_module(cfg.k_norm_config)
-        self._norm_q_decode = self._norm_decode_with(self._q_norm) if self._q_norm else _unchanged
-        self._norm_k_decode = self._norm_decode_with(self._k_norm) if self._k_norm else _unchanged
-        self._norm_q_prefill = self._q_norm.prefill_forward if self._q_norm else _unchanged
-        self._norm_k_prefill = self._k_norm.prefill_forward if self._k_norm else _unchanged
+        self._norm_q_decode = self._norm_decode_with(self._q_norm) if self._q_norm else _ccl.unchanged
+        self._norm_k_decode = self._norm_decode_with(self._k_norm) if self._k_norm else _ccl.unchanged
+        self._norm_q_prefill = self._q_norm.prefill_forward if self._q_norm else _ccl.unchanged
+        self._norm_k_prefill = self._k_norm.prefill_forward if self._k_norm else _ccl.unchanged
 
-    @staticmethod
-    def _norm_module(norm_config):
-        """The per-head RMSNorm1D of a q/k norm config (imported here: rmsnorm is a sibling package)."""
-        if norm_config is None:
-            return None
-        from tttv2.modules.rmsnorm import RMSNorm1D
-
-        return RMSNorm1D.from_config(norm_config)
+    def _norm_module(self, norm_config):
+        return None if norm_config is None else self._NORM_CLASS.from_config(norm_config)
 
     @staticmethod
     def _norm_decode_with(norm):

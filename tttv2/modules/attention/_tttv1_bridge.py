@@ -13,18 +13,13 @@ from tttv2 import ttnn
 from tttv2.modules.lazy_weight import LazyWeight, host_array
 
 
-def _head_norm_config(args, state_dict, key: str, cache_dir, name: str):
+def _head_norm_config(args, state_dict, key: str, cache_dir, name: str, norm_config_class):
     """TTTv1's per-head RMSNorm (over head_dim, bfloat16 weight, HiFi2 with fp32 accumulation) as a config."""
-    from tttv2.modules.rmsnorm import RMSNorm1DConfig
-
     weight = host_array(state_dict[f"{key}.weight"]).astype(np.float32)
-    return RMSNorm1DConfig(
+    return norm_config_class(
         weight=LazyWeight(weight, cache_dir=cache_dir, name=name),
         eps=args.norm_eps,
         add_unit_offset=args.rms_norm_add_unit_offset,
-        decode_in_sharded=False,
-        decode_out_sharded=False,
-        prefill_distributed=False,
         compute_kernel_config=ttnn.WormholeComputeKernelConfig(
             math_fidelity=ttnn.MathFidelity.HiFi2,
             math_approx_mode=False,
@@ -34,8 +29,11 @@ def _head_norm_config(args, state_dict, key: str, cache_dir, name: str):
     )
 
 
-def common_fields(args, state_dict, layer_num: int, weight_cache_path, dtype, op_group, tensor_group) -> dict:
-    """Config fields both topologies take from TTTv1 for layer ``layer_num``."""
+def common_fields(
+    args, state_dict, layer_num: int, weight_cache_path, dtype, op_group, tensor_group, norm_config_class
+) -> dict:
+    """Config fields both topologies take from TTTv1 for layer ``layer_num`` (q/k norms as
+    ``norm_config_class``, the topology's RMSNorm config)."""
     model_config = args.get_model_config()
     precision = model_config["DECODERS_OPTIMIZATIONS"]
 

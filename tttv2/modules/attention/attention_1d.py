@@ -16,11 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm1DConfig
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
     CCL_NUM_BUFFERS_PER_CHANNEL,
@@ -30,6 +31,9 @@ from tttv2.modules.tt_ccl import (
 
 __all__ = ["Attention1D", "Attention1DConfig"]
 
+_LOCAL_NORM = dict(
+    decode_in_sharded=False, decode_out_sharded=False, prefill_distributed=False
+)  # q/k norms see whole heads on every device
 _OWNER = "Attention1D"
 _AG_MM_CORES = 8  # the fused all-gather + WO matmul runs on one row of 8 cores
 
@@ -268,8 +272,9 @@ def _resolve_weights(cfg: Attention1DConfig, layout, mesh, n: int) -> Attention1
     for name in ("q_norm_config", "k_norm_config"):
         norm = getattr(cfg, name)
         if norm is not None:
-            _shared.check_head_norm(_OWNER, name, norm, layout)
-            changes[name] = replace(norm, mesh_device=norm.mesh_device or mesh)
+            changes[name] = _shared.resolve_head_norm(
+                _OWNER, name, norm, layout, mesh, RMSNorm1DConfig, _LOCAL_NORM
+            )
     return replace(cfg, **changes)
 
 
@@ -279,6 +284,7 @@ class Attention1D(_shared.AttentionBase):
     ``wqkv`` is [dim, (n_heads + 2·n_kv_heads)·head_dim] with columns Q | K | V, ``wo`` is
     [n_heads·head_dim, dim] (TT-NN's [in, out] layout); Q/K columns are in the interleaved-pair rotary order."""
 
+    _NORM_CLASS = RMSNorm1D
     CONFIG_CLASS = Attention1DConfig
 
     def __init__(
@@ -313,17 +319,17 @@ class Attention1D(_shared.AttentionBase):
         self._users_mapper = None  # positions and page tables: every device serves every user
         self._input_mapper = None  # QKV input: the whole row on every device
         self._bind_common()
-        self._add_bias_decode = _shared._unchanged if cfg.wqkv_bias is None else self._add_bias_rows
-        self._add_bias_prefill = _shared._unchanged if cfg.wqkv_bias is None else self._add_bias_row
+        self._add_bias_decode = _ccl.unchanged if cfg.wqkv_bias is None else self._add_bias_rows
+        self._add_bias_prefill = _ccl.unchanged if cfg.wqkv_bias is None else self._add_bias_row
         if cfg.use_fused_all_gather_matmul:
             self._wo_decode = self._wo_fused_decode
             self._gather_heads_prefill = self._all_gather_heads
-            self._reduce_prefill = _shared._unchanged
+            self._reduce_prefill = _ccl.unchanged
         else:
             self._wo_decode = self._wo_decode_then_reduce
-            self._gather_heads_prefill = _shared._unchanged
-            self._reduce_prefill = self._reduce_scatter_prefill if n > 1 else _shared._unchanged
-        self._reduce_decode = self._reduce_scatter_decode if n > 1 else _shared._unchanged
+            self._gather_heads_prefill = _ccl.unchanged
+            self._reduce_prefill = self._reduce_scatter_prefill if n > 1 else _ccl.unchanged
+        self._reduce_decode = self._reduce_scatter_decode if n > 1 else _ccl.unchanged
 
     # --- decode ------------------------------------------------------------------------------------------------
 
@@ -462,18 +468,13 @@ class Attention1D(_shared.AttentionBase):
     def _all_gather_heads(self, merged):
         """WO is split by columns for the fused decode op, so prefill gathers all heads first (no reduce after)."""
         cfg = self.config
-        return ttnn.experimental.all_gather_async(
+        return _ccl.all_gather(
             merged,
-            persistent_output_buffer=None,
+            cfg,
             dim=3,
-            num_links=cfg.num_all_gather_links,
-            topology=cfg.topology,
+            cluster_axis=None,
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            num_links=cfg.num_all_gather_links,
         )
 
     # --- collectives (bound in _bind) --------------------------------------------------------------------------
@@ -481,19 +482,13 @@ class Attention1D(_shared.AttentionBase):
     def _reduce_scatter(self, x, memory_config):
         """Sum the per-device partial products; each device keeps its slice of dim."""
         cfg = self.config
-        out = ttnn.experimental.reduce_scatter_minimal_async(
+        out = _ccl.reduce_scatter(
             x,
-            persistent_output_buffers=None,
+            cfg,
             dim=3,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_rs_semaphore_handles(),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(),
-            num_links=cfg.num_reduce_scatter_links,
+            cluster_axis=None,
             memory_config=memory_config,
-            intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            topology=cfg.topology,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
+            num_links=cfg.num_reduce_scatter_links,
         )
         x.deallocate(True)
         return out
@@ -538,7 +533,7 @@ class Attention1D(_shared.AttentionBase):
         n = args.num_devices
         fused = bool(model_config["USE_FUSED_ALL_GATHER_MATMUL"])
         fields = _tttv1_bridge.common_fields(
-            args, state_dict, layer_num, weight_cache_path, dtype, OpGroup, TensorGroup
+            args, state_dict, layer_num, weight_cache_path, dtype, OpGroup, TensorGroup, RMSNorm1DConfig
         )
         activation_dtype = model_config["DECODERS_OPTIMIZATIONS"].get_tensor_dtype(
             decoder_id=layer_num, tensor=TensorGroup.ACTIVATION

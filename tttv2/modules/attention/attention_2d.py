@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from tttv2 import ttnn
-from tttv2.modules import _grids
+from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.rmsnorm import RMSNorm2D, RMSNorm2DConfig
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
     CCL_NUM_BUFFERS_PER_CHANNEL,
@@ -32,6 +33,7 @@ from tttv2.modules.tt_ccl import (
 
 __all__ = ["Attention2D", "Attention2DConfig"]
 
+_LOCAL_NORM = dict(distributed=False)  # q/k norms see whole heads on every device
 _OWNER = "Attention2D"
 _SELECTION_GRID = ttnn.CoreGrid(y=4, x=8)  # where the user-selection and WO matmuls of decode run
 
@@ -119,22 +121,25 @@ class Attention2DConfig:
     user_gather_picker: Any = None
 
 
-def _qkv_user_picker(rows: int, cols: int) -> np.ndarray:
-    """(1, R·C, u, 32), u = 32 / C: device d keeps rows [u·c, u·c + u) of the 32-row QKV tile, c = d mod C."""
-    u = _shared.TILE // cols
-    picker = np.zeros((1, rows * cols, u, _shared.TILE), dtype=np.float32)
+def _qkv_user_picker(rows: int, cols: int, users: int) -> np.ndarray:
+    """(1, R·C, 32/C, 32): device d keeps the ``users`` rows [users·c, users·(c + 1)) of the 32-row QKV tile,
+    c = d mod C its mesh column (rows after ``users`` are zero)."""
+    picker = np.zeros((1, rows * cols, _shared.TILE // cols, _shared.TILE), dtype=np.float32)
     for device in range(rows * cols):
-        first = (device % cols) * u
-        picker[0, device, :, first : first + u] = np.eye(u)
+        first = (device % cols) * users
+        picker[0, device, :users, first : first + users] = np.eye(users)
     return picker
 
 
-def _user_gather_picker(cols: int) -> np.ndarray:
-    """(1, 1, 32, 32·C): after the C columns' 32-row tiles are stacked, keep the first u rows of each, in order."""
-    u, tile = _shared.TILE // cols, _shared.TILE
-    picker = np.zeros((1, 1, u * cols, tile * cols), dtype=np.float32)
+def _user_gather_picker(cols: int, users: int) -> np.ndarray:
+    """(1, 1, 32, 32·C): after the C columns' 32-row tiles are stacked, row users·c + i takes row i of column c's
+    tile (i < users): every user back in its place."""
+    tile = _shared.TILE
+    picker = np.zeros((1, 1, tile, tile * cols), dtype=np.float32)
     for column in range(cols):
-        picker[0, 0, column * u : (column + 1) * u, column * tile : column * tile + u] = np.eye(u)
+        picker[0, 0, column * users : (column + 1) * users, column * tile : column * tile + users] = np.eye(
+            users
+        )
     return picker
 
 
@@ -153,6 +158,11 @@ def _resolve_attention2d_config(config: Attention2DConfig) -> Attention2DConfig:
         )
     if _shared.TILE % cols:
         raise ValueError(f"{_OWNER}: the {cols} mesh columns must divide the {_shared.TILE} users of a tile")
+    if config.max_batch_size != 1 and config.max_batch_size % cols:
+        raise ValueError(
+            f"{_OWNER}: max_batch_size must be 1 or a multiple of the {cols} mesh columns (each column serves an "
+            f"equal share of the users), got {config.max_batch_size}"
+        )
     users = max(config.max_batch_size // cols, 1)
     local_qkv = layout.local_qkv_size
     heads_width = layout.local_heads * layout.head_dim
@@ -230,11 +240,11 @@ def _resolve_attention2d_config(config: Attention2DConfig) -> Attention2DConfig:
         transformation_mat_decode=_shared.decode_transformation_mat(mesh, users),
         transformation_mat_prefill=_shared.prefill_transformation_mat(mesh),
         qkv_user_picker=picker(
-            _qkv_user_picker(rows, cols),
+            _qkv_user_picker(rows, cols, users),
             ttnn.MeshMapperConfig([ttnn.PlacementShard(1)], ttnn.MeshShape(rows * cols)),
             "qkv_user_picker",
         ),
-        user_gather_picker=picker(_user_gather_picker(cols), None, "user_gather_picker"),
+        user_gather_picker=picker(_user_gather_picker(cols, users), None, "user_gather_picker"),
     )
     resolved = _shared.fill_unset(config, defaults)
     if resolved.kv_cache is None and not resolved.external_kv_cache:
@@ -266,8 +276,9 @@ def _resolve_weights(cfg: Attention2DConfig, layout, mesh, rows: int, cols: int)
     for name in ("q_norm_config", "k_norm_config"):
         norm = getattr(cfg, name)
         if norm is not None:
-            _shared.check_head_norm(_OWNER, name, norm, layout)
-            changes[name] = replace(norm, mesh_device=norm.mesh_device or mesh)
+            changes[name] = _shared.resolve_head_norm(
+                _OWNER, name, norm, layout, mesh, RMSNorm2DConfig, _LOCAL_NORM
+            )
     return replace(cfg, **changes)
 
 
@@ -278,6 +289,7 @@ class Attention2D(_shared.AttentionBase):
     [1, 1, 32, dim / C] is fractured over the columns along dim (and replicated over the rows); ``current_pos``
     holds max_batch_size positions, each column taking its users'."""
 
+    _NORM_CLASS = RMSNorm2D
     CONFIG_CLASS = Attention2DConfig
 
     def __init__(
@@ -324,8 +336,8 @@ class Attention2D(_shared.AttentionBase):
         )
         self._input_mapper = ttnn.MeshMapperConfig([replicate(), shard(-1)], ttnn.MeshShape(rows, cols))
         self._bind_common()
-        self._add_bias_decode = _shared._unchanged if cfg.wqkv_bias is None else self._add_bias_rows
-        self._add_bias_prefill = _shared._unchanged if cfg.wqkv_bias is None else self._add_bias_row
+        self._add_bias_decode = _ccl.unchanged if cfg.wqkv_bias is None else self._add_bias_rows
+        self._add_bias_prefill = _ccl.unchanged if cfg.wqkv_bias is None else self._add_bias_row
         self._reduce_wo_decode = (
             self._composite_all_reduce if cfg.use_composite_all_reduce else self._gather_sum_decode
         )
@@ -369,19 +381,13 @@ class Attention2D(_shared.AttentionBase):
         merged = self._attend_decode(own_users, current_pos, rot_mats, page_table, kv_cache)
 
         # every column's heads for all users: stack the C columns' tiles, keep the first u rows of each
-        stacked = ttnn.experimental.all_gather_async(
+        stacked = _ccl.all_gather(
             merged,
-            persistent_output_buffer=None,
+            cfg,
             dim=2,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(1),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(1),
-            num_links=cfg.decode_gather_users_num_links,
-            topology=cfg.topology,
-            memory_config=cfg.decode_gather_users_memcfg,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
             cluster_axis=1,
+            memory_config=cfg.decode_gather_users_memcfg,
+            num_links=cfg.decode_gather_users_num_links,
         )
         merged.deallocate(True)
         stacked = ttnn.to_memory_config(stacked, ttnn.L1_MEMORY_CONFIG)
@@ -472,19 +478,8 @@ class Attention2D(_shared.AttentionBase):
     def _gather_sum(self, x, axis: int, landing, num_links: int):
         """All-reduce over mesh ``axis`` of a sharded decode tensor: gather the partial sums on dim 0, add."""
         cfg = self.config
-        stacked = ttnn.experimental.all_gather_async(
-            x,
-            persistent_output_buffer=None,
-            dim=0,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(axis),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(axis),
-            num_links=num_links,
-            topology=cfg.topology,
-            memory_config=landing,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
-            cluster_axis=axis,
+        stacked = _ccl.all_gather(
+            x, cfg, dim=0, cluster_axis=axis, memory_config=landing, num_links=num_links
         )
         stacked = ttnn.to_memory_config(stacked, ttnn.L1_MEMORY_CONFIG)
         summed = ttnn.experimental.fast_reduce_nc(
@@ -501,34 +496,21 @@ class Attention2D(_shared.AttentionBase):
         """All-reduce over the mesh rows as a reduce-scatter on dim 3 then an all-gather back."""
         cfg = self.config
         layout_before = projected.memory_config()
-        partial = ttnn.experimental.reduce_scatter_minimal_async(
+        partial = _ccl.reduce_scatter(
             projected,
-            persistent_output_buffers=None,
+            cfg,
             dim=3,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_rs_semaphore_handles(0),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(0),
-            num_links=cfg.num_reduce_scatter_links,
+            cluster_axis=0,
             memory_config=cfg.decode_wo_reduce_memcfg,
-            intermediate_memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            topology=cfg.topology,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
-            cluster_axis=0,
+            num_links=cfg.num_reduce_scatter_links,
         )
-        summed = ttnn.experimental.all_gather_async(
+        summed = _ccl.all_gather(
             partial,
-            persistent_output_buffer=None,
+            cfg,
             dim=3,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(0),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(0),
-            num_links=cfg.num_all_gather_links,
-            topology=cfg.topology,
-            memory_config=layout_before,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
             cluster_axis=0,
+            memory_config=layout_before,
+            num_links=cfg.num_all_gather_links,
         )
         return ttnn.reshape(summed, projected.shape)
 
@@ -539,19 +521,13 @@ class Attention2D(_shared.AttentionBase):
         if (shape_in[0], shape_in[1]) != (1, 1):
             x = ttnn.reshape(x, (1, 1, shape_in[0] * shape_in[1] * shape_in[2], shape_in[3]))
         x = ttnn.to_memory_config(x, ttnn.DRAM_MEMORY_CONFIG)
-        stacked = ttnn.experimental.all_gather_async(
+        stacked = _ccl.all_gather(
             x,
-            persistent_output_buffer=None,
+            cfg,
             dim=0,
-            multi_device_global_semaphore=cfg.tt_ccl.get_and_cycle_ag_semaphore_handles(axis),
-            barrier_semaphore=cfg.tt_ccl.get_and_cycle_barrier_semaphore_handle(axis),
-            num_links=cfg.num_all_gather_links,
-            topology=cfg.topology,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            chunks_per_sync=cfg.ccl_chunks_per_sync,
-            num_workers_per_link=cfg.ccl_num_workers_per_link,
-            num_buffers_per_channel=cfg.ccl_num_buffers_per_channel,
             cluster_axis=axis,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            num_links=cfg.num_all_gather_links,
         )
         summed = ttnn.experimental.fast_reduce_nc(
             stacked, dims=[0], output=None, compute_kernel_config=None, memory_config=ttnn.DRAM_MEMORY_CONFIG
@@ -614,7 +590,7 @@ class Attention2D(_shared.AttentionBase):
         rows, cols = args.cluster_shape
         composite = args.dim == 8192
         fields = _tttv1_bridge.common_fields(
-            args, state_dict, layer_num, weight_cache_path, dtype, OpGroup, TensorGroup
+            args, state_dict, layer_num, weight_cache_path, dtype, OpGroup, TensorGroup, RMSNorm2DConfig
         )
         config = Attention2DConfig(
             **fields,
