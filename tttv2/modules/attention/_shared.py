@@ -148,8 +148,9 @@ def resolve_head_norm(
 def check_common(owner: str, config, layout: HeadLayout) -> None:
     """Shapes of the weights and the bounds every topology shares."""
     dim = config.dim or config.wqkv.shape[-2]
+    qkv_width = layout.shards * layout.local_qkv_size if config.wqkv_per_device else layout.qkv_size
     expected = {
-        "wqkv": (dim, layout.qkv_size),
+        "wqkv": (dim, qkv_width),
         "wo": (layout.n_heads * layout.head_dim, dim),
     }
     for name, shape in expected.items():
@@ -162,12 +163,9 @@ def check_common(owner: str, config, layout: HeadLayout) -> None:
     if config.wqkv_bias is not None:
         if not isinstance(config.wqkv_bias, LazyWeight):
             raise TypeError(f"{owner}: wqkv_bias must be a LazyWeight, got {type(config.wqkv_bias).__name__}")
-        if (
-            config.wqkv_bias.shape[-1] != layout.qkv_size
-            or math.prod(config.wqkv_bias.shape) != layout.qkv_size
-        ):
+        if config.wqkv_bias.shape[-1] != qkv_width or math.prod(config.wqkv_bias.shape) != qkv_width:
             raise ValueError(
-                f"{owner}: wqkv_bias must hold {layout.qkv_size} values (Q | K | V), got shape "
+                f"{owner}: wqkv_bias must hold {qkv_width} values (like wqkv's columns), got shape "
                 f"{config.wqkv_bias.shape}"
             )
     batch = _positive_int(owner, "max_batch_size", config.max_batch_size)
@@ -196,14 +194,22 @@ def check_common(owner: str, config, layout: HeadLayout) -> None:
 # --- weights laid out per device ----------------------------------------------------------------------------
 
 
-def per_device_qkv(weight: LazyWeight, layout: HeadLayout) -> LazyWeight:
+def per_device_qkv(weight: LazyWeight, layout: HeadLayout, already: bool) -> LazyWeight:
     """The fused QKV weight (or bias) with its columns reordered device by device; sharding the result on the
-    last dim gives each device its own Q, K and V heads side by side (KV heads copied where replicated)."""
+    last dim gives each device its own Q, K and V heads side by side (KV heads copied where replicated).
+    ``already``: the columns are in that order (a resolved config, or a caller who laid them out)."""
     columns = layout.qkv_columns()
-    if layout.kv_repeat == 1 and layout.shards == 1:
+    if already or (layout.kv_repeat == 1 and layout.shards == 1):
         return weight
     source = host_array(weight.source)
     return replace(weight, source=np.ascontiguousarray(source[..., columns]))
+
+
+def as_4d(weight: LazyWeight) -> LazyWeight:
+    """A matrix weight as [1, 1, in, out], the rank the fused all-gather matmul takes."""
+    if len(weight.shape) == 4:
+        return weight
+    return replace(weight, source=host_array(weight.source).reshape(1, 1, *weight.shape[-2:]))
 
 
 def bias_rows(bias: LazyWeight, rows: int) -> LazyWeight:
@@ -379,9 +385,16 @@ def fill_unset(config, defaults: dict):
     return replace(config, **{k: v for k, v in defaults.items() if getattr(config, k) is None})
 
 
-def as_device(weight):
-    """A LazyWeight's device tensor, or the tensor itself."""
-    return weight.get_device_weight() if isinstance(weight, LazyWeight) else weight
+def device_getter(weight):
+    """A no-argument callable giving ``weight``'s device tensor: a LazyWeight converts on first call, a device
+    tensor is returned as given (decided once, at construction)."""
+    if isinstance(weight, LazyWeight):
+        return weight.get_device_weight
+    return functools.partial(_given, weight)
+
+
+def _given(tensor):
+    return tensor
 
 
 # --- the shared module ---------------------------------------------------------------------------------------
@@ -401,10 +414,14 @@ class AttentionBase(TTModule):
         paged = cfg.paged_attention_config is not None
         self._sdpa_decode = self._sdpa_decode_paged if paged else self._sdpa_decode_contiguous
         self._fill_prefill = self._fill_paged if paged else self._fill_contiguous
-        self._chunked_sdpa = self._chunked_sdpa_paged if paged else self._chunked_needs_paging
+        self._check_chunked = _ccl.unchanged if paged else self._chunked_needs_paging
         if cfg.sliding_window is not None:
-            self._chunked_sdpa = self._chunked_sliding_window
+            self._check_chunked = self._chunked_sliding_window
         self._own_kv_cache = self._external_cache_missing if cfg.external_kv_cache else self._stored_kv_cache
+        if not cfg.external_kv_cache:
+            self._k_cache, self._v_cache = (device_getter(cache) for cache in cfg.kv_cache)
+        self._trans_decode = device_getter(cfg.transformation_mat_decode)
+        self._trans_prefill = device_getter(cfg.transformation_mat_prefill)
         # the prefill rotary kernel takes bfloat16 heads only
         self._rotary_input = _ccl.unchanged if cfg.qkv_dtype == ttnn.bfloat16 else _to_bfloat16
         if cfg.wqkv_bias is not None:
@@ -478,7 +495,7 @@ class AttentionBase(TTModule):
     # --- KV cache ----------------------------------------------------------------------------------------------
 
     def _stored_kv_cache(self):
-        return as_device(self.config.kv_cache[0]), as_device(self.config.kv_cache[1])
+        return self._k_cache(), self._v_cache()
 
     def _external_cache_missing(self):
         raise ValueError(
@@ -487,26 +504,43 @@ class AttentionBase(TTModule):
         )
 
     def _caches(self, kv_cache):
-        """The caller's [K, V] cache when given (serving engines own it), else this layer's own."""
+        """The caller's [K, V] cache when given (serving engines own it), else this layer's own (fetched first in
+        each forward, so that a missing external cache fails before any work)."""
         if kv_cache is None:
             return self._own_kv_cache()
         return kv_cache[0], kv_cache[1]
 
     # --- decode steps ------------------------------------------------------------------------------------------
 
-    def _positions(self, current_pos):
+    def _int_input(self, x, mapper, arg: str):
+        """Positions / page tables: a device tensor as given, a LazyWeight (host array) as int32 row-major."""
+        if isinstance(x, LazyWeight):
+            x = x.with_defaults(dtype=ttnn.int32, layout=ttnn.ROW_MAJOR_LAYOUT)
         return load_input(
-            current_pos,
-            owner=f"{type(self).__name__}.decode_forward",
+            x,
+            owner=type(self).__name__,
             device=self.config.mesh_device,
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            mesh_mapper_config=self._users_mapper,
-            dtype=ttnn.int32,
-            layout=ttnn.ROW_MAJOR_LAYOUT,
-            arg="current_pos",
+            mesh_mapper_config=mapper,
+            arg=arg,
         )
 
-    def _attend_decode(self, qkv, current_pos, rot_mats, page_table, kv_cache):
+    def _positions(self, current_pos):
+        return self._int_input(current_pos, self._users_mapper, "current_pos")
+
+    def _table(self, table, mapper):
+        """An optional page table (None passes through)."""
+        if table is None:
+            return None
+        return self._int_input(table, mapper, "page_table")
+
+    def prepare_positions(self, positions) -> ttnn.Tensor:
+        """Host positions [max_batch_size] (a sequence, numpy or torch) → the int32 device tensor
+        ``decode_forward`` takes."""
+        values = host_array(positions) if hasattr(positions, "detach") else np.asarray(positions)
+        return self._positions(LazyWeight(values.astype(np.int32).reshape(-1)))
+
+    def _attend_decode(self, qkv, current_pos, rot_mats, page_table, caches):
         """[1, 1, users (→32), local QKV] bfloat16 interleaved → merged heads [1, 1, users, local heads · hd]."""
         cfg = self.config
         layout = self.layout
@@ -523,13 +557,13 @@ class AttentionBase(TTModule):
         ttnn.deallocate(qkv)
 
         cos, sin = rot_mats[0], rot_mats[1]
-        trans = as_device(cfg.transformation_mat_decode)
+        trans = self._trans_decode()
         q_rot = ttnn.experimental.rotary_embedding_llama(q, cos, sin, trans, is_decode_mode=True)
         k_rot = ttnn.experimental.rotary_embedding_llama(k, cos, sin, trans, is_decode_mode=True)
         ttnn.deallocate(q)
         ttnn.deallocate(k)
 
-        cache_k, cache_v = self._caches(kv_cache)
+        cache_k, cache_v = caches
         ttnn.experimental.paged_update_cache(
             cache_k, k_rot, update_idxs_tensor=current_pos, page_table=page_table
         )
@@ -578,8 +612,11 @@ class AttentionBase(TTModule):
 
     # --- prefill steps -----------------------------------------------------------------------------------------
 
-    def _prefill_input(self, x):
+    def _prefill_input(self, x, chunk_start_idx):
+        """The prompt on device and its length, after the checks that need no device work."""
         cfg = self.config
+        if chunk_start_idx is not None:
+            self._check_chunked(chunk_start_idx)
         x = load_input(
             x,
             owner=f"{type(self).__name__}.prefill_forward",
@@ -613,7 +650,7 @@ class AttentionBase(TTModule):
         return ttnn.reshape(x, [1, 1, seq_len, -1])
 
     def _attend_prefill(
-        self, qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, kv_cache
+        self, qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, caches
     ):
         """[1, 1, S, local QKV] → merged heads [1, 1, S, local heads · hd]; fills this user's K/V cache."""
         cfg = self.config
@@ -629,11 +666,11 @@ class AttentionBase(TTModule):
         k = self._norm_k_prefill(k)
         ttnn.deallocate(qkv)
 
-        trans = as_device(cfg.transformation_mat_prefill)
+        trans = self._trans_prefill()
         q_rot = self._rotate_prefill(q, rot_mats, trans)
         k_rot = self._rotate_prefill(k, rot_mats, trans)
 
-        cache_k, cache_v = self._caches(kv_cache)
+        cache_k, cache_v = caches
         k_cached = ttnn.typecast(k_rot, dtype=cache_k.dtype)
         ttnn.deallocate(k_rot)
         v_cached = ttnn.typecast(v, dtype=cache_v.dtype)
@@ -683,7 +720,7 @@ class AttentionBase(TTModule):
                 fill = fill[:, :, :covered, :]
             ttnn.experimental.paged_fill_cache(cache, fill, pages, batch_idx=0)
 
-    def _chunked_sdpa_paged(self, q, cache_k, cache_v, page_table, chunk_start_idx, seq_len):
+    def _chunked_sdpa(self, q, cache_k, cache_v, page_table, chunk_start_idx, seq_len):
         """A later chunk of a long prompt attends to everything already in the paged cache."""
         cfg = self.config
         return ttnn.transformer.chunked_scaled_dot_product_attention(

@@ -93,7 +93,7 @@ def common_fields(
     for norm in ("q_norm", "k_norm"):
         if f"{prefix}.{norm}.weight" in state_dict:
             fields[f"{norm}_config"] = _head_norm_config(
-                args, state_dict, f"{prefix}.{norm}", cache_dir, norm
+                args, state_dict, f"{prefix}.{norm}", cache_dir, norm, norm_config_class
             )
     return fields
 

@@ -20,7 +20,7 @@ from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
-from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm1DConfig
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
@@ -46,6 +46,9 @@ class Attention1DConfig:
     wqkv: LazyWeight  # [dim, (n_heads + 2·n_kv_heads)·head_dim]: Q | K | V
     wo: LazyWeight  # [n_heads·head_dim, dim]
     wqkv_bias: LazyWeight | None = None  # [(n_heads + 2·n_kv_heads)·head_dim], Q | K | V
+    wqkv_per_device: bool = (
+        False  # wqkv / bias columns already laid out device by device ([q0 k0 v0 | q1 k1 v1 …])
+    )
     q_norm_config: Any = None  # RMSNorm1DConfig over head_dim (Qwen3, Gemma-3), or None
     k_norm_config: Any = None
 
@@ -263,11 +266,19 @@ def _resolve_weights(cfg: Attention1DConfig, layout, mesh, n: int) -> Attention1
         )
 
     changes = dict(
-        wqkv=placed(_shared.per_device_qkv(cfg.wqkv, layout), cfg.wqkv_dtype, cfg.wqkv_memcfg, -1),
-        wo=placed(cfg.wo, cfg.wo_dtype, cfg.wo_memcfg, -1 if cfg.use_fused_all_gather_matmul else -2),
+        wqkv_per_device=True,
+        wqkv=placed(
+            _shared.as_4d(_shared.per_device_qkv(cfg.wqkv, layout, cfg.wqkv_per_device)),
+            cfg.wqkv_dtype,
+            cfg.wqkv_memcfg,
+            -1,
+        ),
+        wo=placed(
+            _shared.as_4d(cfg.wo), cfg.wo_dtype, cfg.wo_memcfg, -1 if cfg.use_fused_all_gather_matmul else -2
+        ),
     )
     if cfg.wqkv_bias is not None:
-        bias = _shared.per_device_qkv(cfg.wqkv_bias, layout)
+        bias = _shared.per_device_qkv(cfg.wqkv_bias, layout, cfg.wqkv_per_device)
         changes["wqkv_bias"] = placed(bias, cfg.wqkv_bias_dtype, ttnn.DRAM_MEMORY_CONFIG, -1)
     for name in ("q_norm_config", "k_norm_config"):
         norm = getattr(cfg, name)
@@ -338,6 +349,7 @@ class Attention1D(_shared.AttentionBase):
         the position each user's token is written at; rot_mats: [cos, sin] per user (RotarySetup1D);
         page_table: [max_batch_size, blocks] int32 with a paged cache. → [1, 1, users, dim / devices]."""
         cfg = self.config
+        caches = self._caches(kv_cache)
         x = load_input(
             x,
             owner="Attention1D.decode_forward",
@@ -345,6 +357,7 @@ class Attention1D(_shared.AttentionBase):
             memory_config=cfg.decode_input_memcfg,
         )
         current_pos = self._positions(current_pos)
+        page_table = self._table(page_table, None)
         qkv = ttnn.linear(
             x,
             cfg.wqkv.get_device_weight(),
@@ -358,7 +371,7 @@ class Attention1D(_shared.AttentionBase):
         # the head split takes bfloat16, interleaved
         heads_in = ttnn.sharded_to_interleaved(qkv, ttnn.L1_MEMORY_CONFIG, ttnn.bfloat16)
         ttnn.deallocate(qkv)
-        merged = self._attend_decode(heads_in, current_pos, rot_mats, page_table, kv_cache)
+        merged = self._attend_decode(heads_in, current_pos, rot_mats, page_table, caches)
         return self._wo_decode(merged)
 
     def _add_bias_rows(self, qkv):
@@ -417,7 +430,10 @@ class Attention1D(_shared.AttentionBase):
         [start, start + S); user_id: the cache row of a contiguous cache; page_table (and chunk_page_table,
         chunk_start_idx for a later chunk of a long prompt) with a paged cache. → [1, 1, S, dim / devices]."""
         cfg = self.config
-        x, seq_len = self._prefill_input(x)
+        caches = self._caches(kv_cache)
+        x, seq_len = self._prefill_input(x, chunk_start_idx)
+        page_table = self._table(page_table, None)
+        chunk_page_table = self._table(chunk_page_table, None)
         x = self._fold_rows(x, seq_len, cfg.max_qkv_mm_seq_len)
         qkv = ttnn.linear(
             x,
@@ -431,7 +447,7 @@ class Attention1D(_shared.AttentionBase):
         qkv = self._unfold_rows(qkv, seq_len, cfg.max_qkv_mm_seq_len)
         ttnn.deallocate(x)
         merged = self._attend_prefill(
-            qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, kv_cache
+            qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, caches
         )
         merged = self._fold_rows(merged, seq_len, cfg.max_wo_mm_seq_len)
         merged = self._gather_heads_prefill(merged)
@@ -498,12 +514,6 @@ class Attention1D(_shared.AttentionBase):
 
     def _reduce_scatter_prefill(self, x):
         return self._reduce_scatter(x, ttnn.DRAM_MEMORY_CONFIG)
-
-    # --- host-side inputs --------------------------------------------------------------------------------------
-
-    def prepare_positions(self, positions) -> ttnn.Tensor:
-        """Host positions [max_batch_size] → the int32 device tensor ``decode_forward`` takes."""
-        return self._positions(LazyWeight(host_array(positions).astype("int32")))
 
     # --- TTTv1 bridge ------------------------------------------------------------------------------------------
 

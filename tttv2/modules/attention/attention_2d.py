@@ -22,7 +22,7 @@ from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
-from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.rmsnorm import RMSNorm2D, RMSNorm2DConfig
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
@@ -46,6 +46,9 @@ class Attention2DConfig:
     wqkv: LazyWeight  # [dim, (n_heads + 2·n_kv_heads)·head_dim]: Q | K | V
     wo: LazyWeight  # [n_heads·head_dim, dim]
     wqkv_bias: LazyWeight | None = None
+    wqkv_per_device: bool = (
+        False  # wqkv / bias columns already laid out device by device ([q0 k0 v0 | q1 k1 v1 …])
+    )
     q_norm_config: Any = None  # RMSNorm1DConfig over head_dim, or None
     k_norm_config: Any = None
 
@@ -267,11 +270,16 @@ def _resolve_weights(cfg: Attention2DConfig, layout, mesh, rows: int, cols: int)
 
     shard, replicate = ttnn.PlacementShard, ttnn.PlacementReplicate
     changes = dict(
-        wqkv=placed(_shared.per_device_qkv(cfg.wqkv, layout), cfg.wqkv_dtype, [shard(-1), shard(-2)]),
-        wo=placed(cfg.wo, cfg.wo_dtype, [shard(-2), shard(-1)]),
+        wqkv_per_device=True,
+        wqkv=placed(
+            _shared.as_4d(_shared.per_device_qkv(cfg.wqkv, layout, cfg.wqkv_per_device)),
+            cfg.wqkv_dtype,
+            [shard(-1), shard(-2)],
+        ),
+        wo=placed(_shared.as_4d(cfg.wo), cfg.wo_dtype, [shard(-2), shard(-1)]),
     )
     if cfg.wqkv_bias is not None:
-        bias = _shared.per_device_qkv(cfg.wqkv_bias, layout)
+        bias = _shared.per_device_qkv(cfg.wqkv_bias, layout, cfg.wqkv_per_device)
         changes["wqkv_bias"] = placed(bias, cfg.wqkv_bias_dtype, [shard(-1), replicate()])
     for name in ("q_norm_config", "k_norm_config"):
         norm = getattr(cfg, name)
@@ -349,6 +357,7 @@ class Attention2D(_shared.AttentionBase):
         [max_batch_size] int32 (each column takes its users'); rot_mats: [cos, sin] of this column's users;
         page_table: [max_batch_size, blocks] with a paged cache. → [1, 1, 32, dim / C] (all users), L1."""
         cfg = self.config
+        caches = self._caches(kv_cache)
         x = load_input(
             x,
             owner="Attention2D.decode_forward",
@@ -378,7 +387,7 @@ class Attention2D(_shared.AttentionBase):
             compute_kernel_config=cfg.selection_compute_kernel_cfg,
         )
         ttnn.deallocate(partial)
-        merged = self._attend_decode(own_users, current_pos, rot_mats, page_table, kv_cache)
+        merged = self._attend_decode(own_users, current_pos, rot_mats, page_table, caches)
 
         # every column's heads for all users: stack the C columns' tiles, keep the first u rows of each
         stacked = _ccl.all_gather(
@@ -429,7 +438,8 @@ class Attention2D(_shared.AttentionBase):
         positions [start, start + S) (replicated); user_id picks the column (and row) of a contiguous cache;
         page tables are replicated. → [1, 1, S, dim / C]."""
         cfg = self.config
-        x, seq_len = self._prefill_input(x)
+        caches = self._caches(kv_cache)
+        x, seq_len = self._prefill_input(x, chunk_start_idx)
         page_table = self._table(page_table, None)
         chunk_page_table = self._table(chunk_page_table, None)
         x = self._fold_rows(x, seq_len, cfg.max_qkv_mm_seq_len)
@@ -446,7 +456,7 @@ class Attention2D(_shared.AttentionBase):
         qkv = self._unfold_rows(qkv, seq_len, cfg.max_qkv_mm_seq_len)
         ttnn.deallocate(x)
         merged = self._attend_prefill(
-            qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, kv_cache
+            qkv, seq_len, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx, caches
         )
         merged = self._fold_rows(merged, seq_len, cfg.max_wo_mm_seq_len)
         out = ttnn.linear(
@@ -534,27 +544,6 @@ class Attention2D(_shared.AttentionBase):
         )
         stacked.deallocate(True)
         return ttnn.reshape(summed, shape_in)
-
-    # --- host-side inputs --------------------------------------------------------------------------------------
-
-    def _table(self, table, mapper):
-        """A page table given as a LazyWeight (host array) or a device tensor; None passes through."""
-        if table is None:
-            return None
-        return load_input(
-            table,
-            owner=_OWNER,
-            device=self.config.mesh_device,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            mesh_mapper_config=mapper,
-            dtype=ttnn.int32,
-            layout=ttnn.ROW_MAJOR_LAYOUT,
-            arg="page_table",
-        )
-
-    def prepare_positions(self, positions) -> ttnn.Tensor:
-        """Host positions [max_batch_size] → the int32 device tensor ``decode_forward`` takes."""
-        return self._positions(LazyWeight(host_array(positions).astype("int32")))
 
     # --- TTTv1 bridge ------------------------------------------------------------------------------------------
 
