@@ -4,6 +4,7 @@ through from_model_args, against tttv1's Attention bit for bit, its static-branc
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -338,3 +339,21 @@ def test_attention_1d_from_model_args_rejects_galaxy(ttnn_mesh_pool):
         ValueError, match=r"Attention1D cannot be used for Galaxy devices; use Attention2D instead"
     ):
         Attention1D.from_model_args(galaxy, None, args, {}, None, 0, {})
+
+
+SHARED_STEPS = ["_attend_decode", "_attend_prefill", "_prefill_input", "_positions", "_table", "_fold_rows"]
+
+
+@pytest.mark.parametrize("entry", SHARED_STEPS)
+def test_attention_shared_steps_branch_only_on_runtime_facts(entry):
+    """The forward steps Attention1D and Attention2D inherit from AttentionBase (trace-deps does not follow a
+    class into its base in another file, so tests/modules/test_static_branches.py cannot see them): every branch
+    they reach, including the strategies bound at construction, depends on a call argument or a shape."""
+    import tttv2.modules.attention._shared as shared
+    from tttv2_tools.trace_dependencies import analyze
+
+    analysis = analyze(Path(shared.__file__), None, class_name="AttentionBase", entry=entry)
+    branches = [b for b in analysis.branches if b.phase == "forward"]
+    assert analysis.module_class == "AttentionBase" and (analysis.ops or branches)  # the entry was found
+    static = [f"{b.loc}: {b.test} is {b.classification}" for b in branches if b.classification != "runtime"]
+    assert not static, f"AttentionBase.{entry}:\n" + "\n".join(static)
