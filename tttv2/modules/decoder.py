@@ -594,8 +594,11 @@ class _Decoder:
         )
         return self._decode_logits(logits)[:users]
 
-    def generate(self, prompts, max_new_tokens: int, *, page_table=None, block_size=None) -> np.ndarray:
-        """Greedy generation: prompts [max_batch_size, S] (every user the same length S) → [users, new tokens]."""
+    def generate(
+        self, prompts, max_new_tokens: int, *, page_table=None, block_size=None, return_logits=False
+    ):
+        """Greedy generation: prompts [max_batch_size, S] (every user the same length S) → tokens [users, new
+        tokens] (and, with ``return_logits``, the logits [users, vocab] of every step)."""
         prompts = np.asarray(prompts)
         users, length = prompts.shape
         if users != self.dims.max_batch_size:
@@ -616,13 +619,13 @@ class _Decoder:
                 for u in range(users)
             ]
         )
-        out = [first.argmax(-1)]
+        logits = [first]
         positions = np.full(users, length, dtype=np.int64)
         for _ in range(max_new_tokens - 1):
-            logits = self.decode(out[-1], positions, page_table=table)
-            out.append(logits.argmax(-1))
+            logits.append(self.decode(logits[-1].argmax(-1), positions, page_table=table))
             positions = positions + 1
-        return np.stack(out, axis=1)
+        tokens = np.stack([step.argmax(-1) for step in logits], axis=1)
+        return (tokens, logits) if return_logits else tokens
 
     def _prompt_pages(self, table, length, block_size):
         """The user's pages that the padded prompt covers (all of them for a chunked prefill)."""
