@@ -103,7 +103,8 @@ def fused_wide_args(mesh):
 
     config = catalogue.config_dict("Llama-3.1-8B-tiny") | {
         "hidden_size": 2048,
-        "intermediate_size": 2048,
+        "intermediate_size": 256,  # the MLP is not built here: keep its random weights small
+        "vocab_size": 256,
         "num_attention_heads": 8,
         "num_key_value_heads": 8,
         "head_dim": 64,

@@ -40,7 +40,7 @@ CASES = [
     C((1, 2), "qwen3", 16, 8, "decode", 128, batch=4),  # q/k norm, users at different positions
     C((1, 2), "phi3", 8, 8, "prefill", 256, "paged-chunked"),  # fused qkv_proj, chunked prefill
     C((1, 8), "llama", 8, 2, "decode", 0, batch=32),  # 8 devices, 2 KV heads: each replicated on 4 devices
-    C((1, 8), "llama", 32, 8, "decode", 128, "paged", batch=8),
+    C((1, 8), "llama", 32, 8, "decode", 128, "paged", batch=4),
     C((1, 8), "qwen2", 16, 2, "prefill", 128),  # KV replication with bias (8 devices, 2 KV heads)
 ]
 
