@@ -65,6 +65,10 @@ def test_decoder_generates_tttv1_tokens(mesh_shape, name, users, paged, ttnn_mes
 
     cls = Decoder2D if args.is_galaxy else Decoder1D
     decoder = cls.from_model_args(mesh, args, state_dict, paged_attention_config=paged_config)
+    layer = decoder.layers[0]
+    assert not layer.mlp.config.w1.is_loaded()  # construction converts nothing
+    decoder.load_device_weights()
+    assert layer.mlp.config.w1.is_loaded() and layer.attention.config.wqkv.is_loaded()
     tokens, logits = decoder.generate(
         prompts, STEPS, page_table=page_table, block_size=block, return_logits=True
     )
@@ -85,13 +89,15 @@ def test_decoder_chunked_prefill_matches_tttv1(ttnn_mesh_pool, monkeypatch):
     prompts = np.random.default_rng(3).integers(3, args.vocab_size, (1, 300))
     paged = PagedAttentionConfig(block_size=32, max_num_blocks=16)
     page_table = np.argsort(np.random.default_rng(4).permutation(16)).reshape(1, 16).astype(np.int32)
+    decoder = Decoder1D.from_model_args(mesh, args, state_dict, paged_attention_config=paged)
     with ttnn.OpTrace() as trace:
         expected, _ = _tttv1_run(mesh, args, state_dict, prompts, page_table, paged)
-        got = Decoder1D.from_model_args(mesh, args, state_dict, paged_attention_config=paged).generate(
-            prompts, STEPS, page_table=page_table, block_size=32
-        )
+        got = decoder.generate(prompts, STEPS, page_table=page_table, block_size=32)
     assert "ttnn.transformer.chunked_scaled_dot_product_attention" in trace.names
     np.testing.assert_array_equal(got, expected)
+    decoder.dims.max_prefill_chunk_size = 384
+    with pytest.raises(ValueError, match=r"padded length 512 is not a multiple of the chunk 384"):
+        decoder.prefill(prompts[0], page_table=page_table, block_size=32)
 
 
 def test_decoder_rejections(ttnn_mesh_pool):

@@ -670,7 +670,14 @@ class Decoder1D(_Decoder):
         self._gather_logits = self._all_gather_logits if multi else _ccl.unchanged
 
     def _parts(self):
-        return [self.embedding, self.rope, *self.layers, self.norm, self.lm_head]
+        return [self.embedding, self.rope, *self.layers, self.norm]
+
+    def load_device_weights(self) -> None:
+        super().load_device_weights()
+        # LMHead1D.load_device_weights() also tries the unsplit source weight, which it never resolves: load the
+        # per-device chunks it runs on instead
+        for weight in self.lm_head.config.output_weights:
+            weight.get_device_weight()
 
     # --- device side -------------------------------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ from ._tttv1 import compare_with_tttv1, fused_wide_args, hf_catalogue_attention,
 C = AttentionCase
 # upstream's case style: mesh × family × heads (real GQA ratios) × mode × seq_len × KV cache × QKV dtype
 CASES = [
-    C((1, 1), "llama", 32, 8, "prefill", 128),  # Llama-3.1-8B's 32:8, happy path
+    # Llama-3.1-8B's 32:8, happy path; 256 tokens reach min_kv_prefill_shard_seqlen (the KV fill via an L1 shard)
+    C((1, 1), "llama", 32, 8, "prefill", 256),
     C((1, 1), "mistral", 8, 2, "decode", 0, batch=32, steps=3, options=(("sliding_window", 2),)),
     # the QKV / WO matmuls of long prompts run in pieces (here 128 rows, by default 2048 / 1024)
     C(
@@ -308,11 +309,27 @@ def test_attention_1d_rejections(ttnn_mesh_pool):
             )
         )
 
+    with pytest.raises(ValueError, match=r"dim must split into whole tiles over 8 devices, got dim=320"):
+        Attention1D.from_config(
+            config(
+                wqkv=LazyWeight(np.zeros((320, 384), np.float32)),
+                wo=LazyWeight(np.zeros((256, 320), np.float32)),
+                mesh_device=ttnn_mesh_pool((1, 8)),
+            )
+        )
+    with pytest.raises(TypeError, match=r"wqkv_bias must be a LazyWeight, got ndarray"):
+        Attention1D.from_config(config(wqkv_bias=np.zeros(384, np.float32)))
+
     module = Attention1D.from_config(config())
     config_hf, _ = _weights()
     rot = R.prefill_rot_mats(single, config_hf, 0, 128)
     with pytest.raises(ValueError, match=r"seq_len must be a positive multiple of 128, got 96"):
         module.prefill_forward(LazyWeight(np.zeros((1, 1, 96, 256), np.float32)), rot)
+    folded = Attention1D.from_config(config(max_qkv_mm_seq_len=256, max_seq_len=512))
+    with pytest.raises(ValueError, match=r"seq_len 384 must be a multiple of 256 once it exceeds 256"):
+        folded.prefill_forward(
+            LazyWeight(np.zeros((1, 1, 384, 256), np.float32)), R.prefill_rot_mats(single, config_hf, 0, 384)
+        )
     with pytest.raises(ValueError, match=r"chunked prefill \(chunk_start_idx\) needs a paged KV cache"):
         module.prefill_forward(LazyWeight(np.zeros((1, 1, 128, 256), np.float32)), rot, chunk_start_idx=128)
     windowed = Attention1D.from_config(
@@ -357,3 +374,83 @@ def test_attention_shared_steps_branch_only_on_runtime_facts(entry):
     assert analysis.module_class == "AttentionBase" and (analysis.ops or branches)  # the entry was found
     static = [f"{b.loc}: {b.test} is {b.classification}" for b in branches if b.classification != "runtime"]
     assert not static, f"AttentionBase.{entry}:\n" + "\n".join(static)
+
+
+def test_attention_1d_padded_prompt_with_fewer_pages(ttnn_mesh_pool):
+    """A 200-token prompt padded to 256 rows, with pages for its first 224 tokens only: the fill drops the rows no
+    page covers, and decode at position 200 reads exactly the prompt's history."""
+    mesh = ttnn_mesh_pool((1, 1))
+    config, hf = R.hf_attention(R.key("llama", n_heads=8, n_kv_heads=2, head_dim=32, dim=256))
+    w = R.attention_weights(hf, config)
+    module = Attention1D.from_config(
+        Attention1DConfig(
+            wqkv=LazyWeight(w["wqkv"]),
+            wo=LazyWeight(w["wo"]),
+            n_heads=8,
+            n_kv_heads=2,
+            head_dim=32,
+            max_batch_size=1,
+            max_seq_len=256,
+            mesh_device=mesh,
+            paged_attention_config=PagedAttentionConfig(block_size=32, max_num_blocks=8),
+        )
+    )
+    x = np.random.default_rng(5).standard_normal((1, 201, 256)).astype(np.float32)
+    expected = R.reference_attention(hf, config, x)
+    prompt = np.zeros((1, 1, 256, 256), np.float32)
+    prompt[0, 0, :200] = x[0, :200]
+    table = np.array([[5, 2, 7, 0, 3, 6, 1, 4]], np.int32)
+    out = module.prefill_forward(
+        LazyWeight(prompt), R.prefill_rot_mats(mesh, config, 0, 256), page_table=LazyWeight(table[:, :7])
+    )
+    assert_pcc(expected[0, :200], to_host(out)[0, 0, :200], pcc_threshold("attention"))
+    token = np.zeros((1, 1, 32, 256), np.float32)
+    token[0, 0, 0] = x[0, 200]
+    out = module.decode_forward(
+        LazyWeight(token),
+        module.prepare_positions([200]),
+        R.decode_rot_mats(mesh, config, [200]),
+        LazyWeight(table),
+    )
+    assert_pcc(expected[0, 200:], to_host(out)[0, 0, :1], pcc_threshold("attention"))
+
+
+def test_attention_1d_q_k_norm_weights_load_and_blackhole_head_layout(ttnn_mesh_pool, open_mesh):
+    config, hf = R.hf_attention(R.key("qwen3", n_heads=8, n_kv_heads=2, head_dim=32, dim=256))
+    w = R.attention_weights(hf, config)
+
+    def build(mesh):
+        return Attention1D.from_config(
+            Attention1DConfig(
+                wqkv=LazyWeight(w["wqkv"]),
+                wo=LazyWeight(w["wo"]),
+                q_norm_config=RMSNorm1DConfig(weight=LazyWeight(w["q_norm"])),
+                k_norm_config=RMSNorm1DConfig(weight=LazyWeight(w["k_norm"])),
+                n_heads=8,
+                n_kv_heads=2,
+                head_dim=32,
+                max_seq_len=64,
+                mesh_device=mesh,
+            )
+        )
+
+    module = build(ttnn_mesh_pool((1, 2)))
+    norm = module.config.q_norm_config
+    assert not norm.decode_in_sharded and not norm.decode_out_sharded  # heads reach the norm interleaved
+    assert not norm.weight.is_loaded()
+    module.load_device_weights()
+    assert module.q_norm.config.weight.is_loaded() and module.k_norm.config.weight.is_loaded()
+    # Blackhole: the decode head split gets an explicit one-tile-per-core height shard
+    blackhole = build(open_mesh((1, 1), arch=ttnn.Arch.BLACKHOLE)).config.decode_create_qkv_head_memcfg
+    assert blackhole.is_sharded() and blackhole.shard_spec.shape == (32, 32)
+
+
+def test_attention_1d_from_model_args_sliding_window_layers(ttnn_mesh_pool):
+    """Only the layers tttv1 marks "sliding_attention" get the window; the scale follows query_pre_attn_scalar."""
+    mesh = ttnn_mesh_pool((1, 2))
+    module, _, args = tttv1_attention(mesh, "Mistral-7B-tiny", ours=True)
+    assert module.config.sliding_window is None and module.config.scale == args.head_dim**-0.5
+    args.layer_types = ["sliding_attention", "full_attention"]
+    args.sliding_window, args.query_pre_attn_scalar = 64, 256
+    module, _, _ = tttv1_attention(mesh, args, ours=True)
+    assert module.config.sliding_window == 64 and module.config.scale == 256**-0.5

@@ -23,13 +23,22 @@ from ._tttv1 import compare_with_tttv1, hf_catalogue_attention, tttv1_attention
 
 C = AttentionCase
 CASES = [
-    C((8, 4), "llama", 8, 8, "prefill", 128),  # happy path: heads over the 8 rows, dim over the 4 columns
+    # heads over the 8 rows, dim over the 4 columns; the QKV / WO matmuls in 128-row pieces
+    C(
+        (8, 4),
+        "llama",
+        8,
+        8,
+        "prefill",
+        256,
+        options=(("max_qkv_mm_seq_len", 128), ("max_wo_mm_seq_len", 128)),
+    ),
     C((8, 4), "qwen2", 16, 2, "decode", 0, batch=32),  # 2 KV heads replicated over 8 rows, QKV bias
     C((8, 4), "mistral", 8, 8, "decode", 128, "paged", batch=8),  # 2 users per column, different positions
     C((8, 4), "qwen3", 16, 8, "decode", 0, batch=4),  # q/k norm; one user per column
     C((8, 4), "phi3", 8, 8, "prefill", 256, "paged-chunked"),
     C((8, 4), "llama", 8, 8, "decode", 0, batch=32, options=(("use_composite_all_reduce", True),)),
-    C((4, 8), "llama", 8, 4, "decode", 0, batch=32),  # the other orientation: 4 users per column
+    C((4, 8), "llama", 8, 4, "decode", 0, batch=32),  # happy path, the other orientation: 4 users per column
 ]
 
 
@@ -155,8 +164,14 @@ def test_attention_2d_rejections(ttnn_mesh_pool):
     with pytest.raises(
         ValueError, match=r"dim must split into whole tiles over the 3 mesh columns, got dim=256"
     ):
+        Attention2D.from_config(config(mesh_device=odd))
+    with pytest.raises(ValueError, match=r"the 3 mesh columns must divide the 32 users of a tile"):
         Attention2D.from_config(
-            config(mesh_device=odd, n_heads=8, n_kv_heads=2, wqkv=LazyWeight(w["wqkv"][:, :384]))
+            config(
+                mesh_device=odd,
+                wqkv=LazyWeight(np.zeros((288, 768), np.float32)),
+                wo=LazyWeight(np.zeros((256, 288), np.float32)),
+            )
         )
     with pytest.raises(TypeError, match=r"q_norm_config must be a RMSNorm2DConfig, got RMSNorm1DConfig"):
         Attention2D.from_config(

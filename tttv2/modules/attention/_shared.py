@@ -20,7 +20,7 @@ import numpy as np
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
-from tttv2.modules._module import TTModule, mode_name
+from tttv2.modules._module import TTModule, lazy_weights_of, mode_name
 from tttv2.modules.lazy_weight import LazyWeight, host_array
 
 TILE = _grids.TILE
@@ -406,6 +406,8 @@ class AttentionBase(TTModule):
     layout: HeadLayout
     users: int  # users (decode rows) one device serves
     _NORM_CLASS: type  # the RMSNorm of the q/k norms on this topology
+    q_norm: TTModule | None  # the per-head norms (their resolved configs are q_norm.config / k_norm.config)
+    k_norm: TTModule | None
 
     # --- binding (construction only) ----------------------------------------------------------------------
 
@@ -429,12 +431,12 @@ class AttentionBase(TTModule):
             # padded batch (one tile); prefill: one row that the add broadcasts over the sequence
             self._bias_decode = bias_rows(cfg.wqkv_bias, TILE)
             self._bias_prefill = bias_row(cfg.wqkv_bias)
-        self._q_norm = self._norm_module(cfg.q_norm_config)
-        self._k_norm = self._norm_module(cfg.k_norm_config)
-        self._norm_q_decode = self._norm_decode_with(self._q_norm) if self._q_norm else _ccl.unchanged
-        self._norm_k_decode = self._norm_decode_with(self._k_norm) if self._k_norm else _ccl.unchanged
-        self._norm_q_prefill = self._q_norm.prefill_forward if self._q_norm else _ccl.unchanged
-        self._norm_k_prefill = self._k_norm.prefill_forward if self._k_norm else _ccl.unchanged
+        self.q_norm = self._norm_module(cfg.q_norm_config)
+        self.k_norm = self._norm_module(cfg.k_norm_config)
+        self._norm_q_decode = self._norm_decode_with(self.q_norm) if self.q_norm else _ccl.unchanged
+        self._norm_k_decode = self._norm_decode_with(self.k_norm) if self.k_norm else _ccl.unchanged
+        self._norm_q_prefill = self.q_norm.prefill_forward if self.q_norm else _ccl.unchanged
+        self._norm_k_prefill = self.k_norm.prefill_forward if self.k_norm else _ccl.unchanged
 
     def _norm_module(self, norm_config):
         return None if norm_config is None else self._NORM_CLASS.from_config(norm_config)
@@ -484,8 +486,10 @@ class AttentionBase(TTModule):
         return list(self._own_kv_cache())
 
     def load_device_weights(self) -> None:
-        super().load_device_weights()
-        for norm in (self._q_norm, self._k_norm):
+        # the q/k norm configs are resolved by their own modules (``q_norm`` / ``k_norm``), not in this config
+        for weight in lazy_weights_of(replace(self.config, q_norm_config=None, k_norm_config=None)):
+            weight.get_device_weight()
+        for norm in (self.q_norm, self.k_norm):
             if norm is not None:
                 norm.load_device_weights()
         if self.config.wqkv_bias is not None:

@@ -218,8 +218,6 @@ def _resolve_attention1d_config(config: Attention1DConfig) -> Attention1DConfig:
     if resolved.kv_cache is None and not resolved.external_kv_cache:
         shape = _shared.kv_cache_shape(resolved, layout, resolved.max_batch_size)
         resolved = replace(resolved, kv_cache=_shared.zero_kv_cache(mesh, shape, resolved.kv_cache_dtype))
-    if n > 1 and resolved.tt_ccl is None:
-        raise ValueError(f"{_OWNER}: tt_ccl is needed on {n} devices")
     return _resolve_weights(resolved, layout, mesh, n)
 
 
