@@ -11,6 +11,7 @@ from tttv2.modules.attention import (
     Attention2DConfig,
     PagedAttentionConfig,
 )
+from tttv2.modules.decoder import Decoder1D, Decoder2D, TransformerBlock1D, TransformerBlock2D
 from tttv2.modules.embedding import Embedding1D, Embedding1DConfig
 from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.lm_head import LMHead1D, LMHead1DConfig
@@ -27,6 +28,8 @@ __all__ = [
     "Attention1DConfig",
     "Attention2D",
     "Attention2DConfig",
+    "Decoder1D",
+    "Decoder2D",
     "Embedding1D",
     "Embedding1DConfig",
     "LMHead1D",
@@ -41,6 +44,8 @@ __all__ = [
     "RMSNorm2DConfig",
     "RotarySetup1D",
     "RotarySetup1DConfig",
+    "TransformerBlock1D",
+    "TransformerBlock2D",
     "clear_tt_ccl_cache",
     "get_tt_ccl",
     "rope_tables",

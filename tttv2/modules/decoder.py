@@ -493,9 +493,21 @@ class _Decoder:
         for part in self._parts():
             part.load_device_weights()
 
-    def _run_layers(self, x, mode, current_pos=None, rot_mats=None, user_id=0, **kwargs):
+    def _layers_decode(self, x, current_pos, rot_mats, page_table):
         for layer in self.layers:
-            x = layer.forward(x, current_pos, rot_mats, user_id, mode, **kwargs)
+            x = layer.decode_forward(x, current_pos, rot_mats, page_table=page_table)
+        return x
+
+    def _layers_prefill(self, x, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx):
+        for layer in self.layers:
+            x = layer.prefill_forward(
+                x,
+                rot_mats,
+                user_id=user_id,
+                page_table=page_table,
+                chunk_page_table=chunk_page_table,
+                chunk_start_idx=chunk_start_idx,
+            )
         return x
 
     # --- host side -----------------------------------------------------------------------------------------
@@ -712,16 +724,7 @@ class Decoder1D(_Decoder):
     ):
         """Embedded prompt [1, 1, S, dim / devices] → logits of the 32 rows from ``last_token_tile`` (row-major,
         DRAM, each device its share of the vocab)."""
-        x = self._run_layers(
-            x,
-            "prefill",
-            None,
-            rot_mats,
-            user_id,
-            page_table=page_table,
-            chunk_page_table=chunk_page_table,
-            chunk_start_idx=chunk_start_idx,
-        )
+        x = self._layers_prefill(x, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx)
         x = ttnn.slice(x, (0, 0, last_token_tile, 0), (1, 1, last_token_tile + TILE, x.shape[-1]))
         x = self.norm.prefill_forward(self._gather(x, ttnn.DRAM_MEMORY_CONFIG))
         logits = self.lm_head.prefill_forward(self._head_input_prefill(x, self._head_input))
@@ -729,7 +732,7 @@ class Decoder1D(_Decoder):
 
     def decode_forward(self, x, current_pos, rot_mats, page_table=None):
         """Embedded tokens [1, 1, 32, dim / devices] → logits [1, 1, 32, padded vocab] on every device."""
-        x = self._run_layers(x, "decode", current_pos, rot_mats, page_table=page_table)
+        x = self._layers_decode(x, current_pos, rot_mats, page_table)
         x = self.norm.decode_forward(self._gather(x, self.norm.config.decode_memory_config))
         logits = self.lm_head.decode_forward(ttnn.to_memory_config(x, self._head_input))
         return ttnn.untilize(self._gather_logits(logits), use_multicore=True)
@@ -899,23 +902,14 @@ class Decoder2D(_Decoder):
     ):
         """Embedded prompt [1, 1, S, dim / columns] → logits of the 32 rows from ``last_token_tile`` (row-major,
         DRAM, each mesh row its share of the vocab)."""
-        x = self._run_layers(
-            x,
-            "prefill",
-            None,
-            rot_mats,
-            user_id,
-            page_table=page_table,
-            chunk_page_table=chunk_page_table,
-            chunk_start_idx=chunk_start_idx,
-        )
+        x = self._layers_prefill(x, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx)
         x = ttnn.slice(x, (0, 0, last_token_tile, 0), (1, 1, last_token_tile + TILE, x.shape[-1]))
         logits = self.lm_head(self.norm.prefill_forward(x), ttnn.DRAM_MEMORY_CONFIG)
         return ttnn.to_layout(logits, layout=ttnn.ROW_MAJOR_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG)
 
     def decode_forward(self, x, current_pos, rot_mats, page_table=None):
         """Embedded tokens [1, 1, 32, dim / columns] → logits [1, 1, 32, padded vocab] on every device."""
-        x = self._run_layers(x, "decode", current_pos, rot_mats, page_table=page_table)
+        x = self._layers_decode(x, current_pos, rot_mats, page_table)
         logits = self.lm_head(self.norm.decode_forward(x), ttnn.L1_MEMORY_CONFIG)
         logits = ttnn.all_gather(
             logits, dim=3, num_links=self._logits_gather_links, cluster_axis=0, topology=ttnn.Topology.Linear
