@@ -147,7 +147,11 @@ def test_rotary_setup_1d_rejections(ttnn_mesh_pool):
         module.get_rot_idxs([1, 2, 3, 4, 5])
     with pytest.raises(ValueError, match=r"positions must be a 1-D array"):
         module.get_rot_idxs([-1])
-    assert module.get_rot_idxs([1, 2], on_host=True).storage_type() != ttnn.StorageType.DEVICE
+    host_idxs = module.get_rot_idxs([1, 2], on_host=True)
+    assert host_idxs.device() is None
+    from_host = module.decode_forward(host_idxs)
+    from_device = module.decode_forward(module.get_rot_idxs([1, 2]))
+    np.testing.assert_array_equal(to_host(from_host[0]), to_host(from_device[0]))
     with pytest.raises(ValueError, match=r"positions \[60, 70\) are outside the tables' \[0, 64\)"):
         module.prefill_forward(60, 10)
     with pytest.raises(ValueError, match=r"pad_to 8 is shorter than seq_len 10"):

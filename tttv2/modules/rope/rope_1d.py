@@ -216,7 +216,8 @@ class RotarySetup1D(TTModule):
             layout=ttnn.ROW_MAJOR_LAYOUT,
             arg="rot_idxs",
         )
-        idxs = ttnn.to_device(idxs, cfg.mesh_device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        if idxs.device() is None:  # a host tensor (e.g. get_rot_idxs(on_host=True), a trace input)
+            idxs = ttnn.to_device(idxs, cfg.mesh_device, memory_config=ttnn.DRAM_MEMORY_CONFIG)
         return [self._rows_per_user(idxs, table) for table in (cfg.cos_matrix, cfg.sin_matrix)]
 
     def _rows_per_user(self, idxs, table):
