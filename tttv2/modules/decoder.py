@@ -34,7 +34,7 @@ from tttv2.modules.lazy_weight import LazyWeight, host_array
 from tttv2.modules.lm_head import LMHead1D
 from tttv2.modules.mlp import MLP1D, MLP2D
 from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm2D
-from tttv2.modules.rope import RotarySetup1D, rotation_tile
+from tttv2.modules.rope import RotarySetup1D
 from tttv2.modules.tt_ccl import get_tt_ccl
 
 __all__ = ["Decoder1D", "Decoder2D", "TransformerBlock1D", "TransformerBlock2D", "padded_prefill_len"]
@@ -283,15 +283,12 @@ class _Rotary2D:
         grid = ttnn.num_cores_to_corerangeset(
             self.users, mesh.compute_with_storage_grid_size(), row_wise=True
         )
-        self._per_user, self._per_user_tile = (
-            ttnn.create_sharded_memory_config(
-                shape=(TILE, width),
-                core_grid=grid,
-                strategy=ttnn.ShardStrategy.HEIGHT,
-                orientation=ttnn.ShardOrientation.ROW_MAJOR,
-                use_height_and_width_as_shard_shape=True,
-            )
-            for width in (self.head_dim, TILE)
+        self._per_user = ttnn.create_sharded_memory_config(
+            shape=(TILE, self.head_dim),
+            core_grid=grid,
+            strategy=ttnn.ShardStrategy.HEIGHT,
+            orientation=ttnn.ShardOrientation.ROW_MAJOR,
+            use_height_and_width_as_shard_shape=True,
         )
 
     def rot_idxs(self, positions) -> ttnn.Tensor:
@@ -317,18 +314,6 @@ class _Rotary2D:
             rows = rows[:, : self.users, :, :]
             out.append(ttnn.interleaved_to_sharded(rows, self._per_user))
         return out
-
-    def transformation_mats(self) -> dict:
-        """The rotation matrices attention needs: one tile per user of a column (decode), one tile (prefill)."""
-        decode = LazyWeight(
-            np.concatenate([rotation_tile()] * self.users, axis=2),
-            dtype=ttnn.bfloat16,
-            layout=ttnn.TILE_LAYOUT,
-            memory_config=self._per_user_tile,
-            device=self.mesh,
-        )
-        prefill = LazyWeight(rotation_tile(), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=self.mesh)
-        return {"decode": decode, "prefill": prefill}
 
     def prefill(self, start: int, seq_len: int) -> list:
         out = []
@@ -957,7 +942,7 @@ class Decoder2D(_Decoder):
             rope_scaling=args.rope_scaling,
         )
         rope = _Rotary2D(host_array(cos), host_array(sin), mesh_device, args.max_batch_size)
-        mats = rope.transformation_mats()
+        mats = {"decode": None, "prefill": None}  # Attention2D builds its own rotation matrices
         layers = [
             _tttv1_block_2d(
                 mesh_device,

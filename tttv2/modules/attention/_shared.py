@@ -22,6 +22,7 @@ from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule, lazy_weights_of, mode_name
 from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.rope import rotation_tile
 
 TILE = _grids.TILE
 MAX_BATCH = 32  # decode runs one 32-row tile of users
@@ -224,13 +225,6 @@ def bias_rows(bias: LazyWeight, rows: int) -> LazyWeight:
 def bias_row(bias: LazyWeight) -> LazyWeight:
     """The QKV bias as one [1, 1, 1, width] row that prefill's add broadcasts over the sequence."""
     return replace(bias, source=host_array(bias.source).reshape(1, 1, 1, -1))
-
-
-def rotation_tile() -> np.ndarray:
-    """The 32×32 tile ``rotary_embedding_llama`` multiplies each head tile by: within each interleaved pair
-    (x0, x1) -> (-x1, x0)."""
-    pair = np.array([[0.0, 1.0], [-1.0, 0.0]], dtype=np.float32)
-    return np.kron(np.eye(TILE // 2, dtype=np.float32), pair).reshape(1, 1, TILE, TILE)
 
 
 def user_cores(mesh_device, users: int):
