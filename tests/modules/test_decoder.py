@@ -15,7 +15,7 @@ from tttv2.modules.attention import PagedAttentionConfig
 from tttv2.modules.decoder import Decoder1D, Decoder2D, TransformerBlock1D, padded_prefill_len
 from tttv2.testing.legacy import catalogue_state_dicts, tttv1_model_args
 
-STEPS = 4
+STEPS = 3
 PROMPT = 40
 
 CASES = [

@@ -20,15 +20,12 @@ from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm1DConfig
-from tttv2.modules.tt_ccl import (
-    get_tt_ccl,
-)
+from tttv2.modules.tt_ccl import get_tt_ccl
 
 __all__ = ["Attention1D", "Attention1DConfig"]
 
-_LOCAL_NORM = dict(
-    decode_in_sharded=False, decode_out_sharded=False, prefill_distributed=False
-)  # q/k norms see whole heads on every device
+# q/k norms see whole heads on every device, interleaved
+_LOCAL_NORM = dict(decode_in_sharded=False, decode_out_sharded=False, prefill_distributed=False)
 _OWNER = "Attention1D"
 _AG_MM_CORES = 8  # the fused all-gather + WO matmul runs on one row of 8 cores
 

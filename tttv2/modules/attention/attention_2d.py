@@ -23,9 +23,7 @@ from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mes
 from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.rmsnorm import RMSNorm2D, RMSNorm2DConfig
-from tttv2.modules.tt_ccl import (
-    get_tt_ccl,
-)
+from tttv2.modules.tt_ccl import get_tt_ccl
 
 __all__ = ["Attention2D", "Attention2DConfig"]
 
