@@ -206,9 +206,29 @@ def tp_cluster_axis(owner: str, mesh, axis) -> int | None:
     return axis if sum(size > 1 for size in shape) > 1 else None
 
 
-class ColumnParallelLinear(_LayerShim):
-    """TTML's ``ColumnParallelLinear``: ``ttnn.nn.parallel.ColumnParallelLinear`` (output features split over the
-    tensor-parallel axis; ``gather_output`` all-gathers them)."""
+class _ParallelLinearShim(_LayerShim):
+    """TTML's tensor-parallel linear layers: the ``ttnn.nn.parallel`` layer of the same name on the open mesh,
+    over the axis TTML calls ``axis_name`` (or ``cluster_axis`` of a 2-D mesh). Train them inside
+    ``ttnn.nn.parallel.TensorParallel`` (``ttml.distributed.parallelize_module`` returns one): it owns the
+    gradient reduction."""
+
+    def _build(
+        self, in_features, out_features, has_bias, weight_init, bias_init, axis_name, cluster_axis, **kw
+    ):
+        name = type(self).__name__
+        _no_init(name, weight_init, bias_init)
+        mesh = AutoContext._shared().get_device()
+        if cluster_axis is None:
+            cluster_axis = tp_cluster_axis(f"ttml.modules.{name}", mesh, axis_name)
+        layer_class = getattr(ttnn.nn.parallel, name)
+        self.layer = layer_class(
+            in_features, out_features, bool(has_bias), cluster_axis=cluster_axis, device=mesh, **kw
+        )
+
+
+class ColumnParallelLinear(_ParallelLinearShim):
+    """TTML's ``ColumnParallelLinear``: output features split over the tensor-parallel axis; ``gather_output``
+    all-gathers them."""
 
     def __init__(
         self,
@@ -223,19 +243,13 @@ class ColumnParallelLinear(_LayerShim):
         cluster_axis: int | None = None,
     ) -> None:
         super().__init__()
-        _no_init("ColumnParallelLinear", weight_init, bias_init)
-        mesh = AutoContext._shared().get_device()
-        if cluster_axis is None:
-            cluster_axis = tp_cluster_axis("ttml.modules.ColumnParallelLinear", mesh, axis_name)
-        self.layer = ttnn.nn.parallel.ColumnParallelLinear(
-            in_features, out_features, bool(has_bias), gather_output=gather_output, cluster_axis=cluster_axis,
-            device=mesh,
-        )  # fmt: skip
+        args = (in_features, out_features, has_bias, weight_init, bias_init, axis_name, cluster_axis)
+        self._build(*args, gather_output=gather_output)
 
 
-class RowParallelLinear(_LayerShim):
-    """TTML's ``RowParallelLinear``: ``ttnn.nn.parallel.RowParallelLinear`` (input features split over the
-    tensor-parallel axis, partial products all-reduced, bias added once)."""
+class RowParallelLinear(_ParallelLinearShim):
+    """TTML's ``RowParallelLinear``: input features split over the tensor-parallel axis, partial products
+    all-reduced, the bias added once."""
 
     def __init__(
         self,
@@ -250,11 +264,5 @@ class RowParallelLinear(_LayerShim):
         cluster_axis: int | None = None,
     ) -> None:
         super().__init__()
-        _no_init("RowParallelLinear", weight_init, bias_init)
-        mesh = AutoContext._shared().get_device()
-        if cluster_axis is None:
-            cluster_axis = tp_cluster_axis("ttml.modules.RowParallelLinear", mesh, axis_name)
-        self.layer = ttnn.nn.parallel.RowParallelLinear(
-            in_features, out_features, bool(has_bias), input_is_parallel=input_is_parallel,
-            cluster_axis=cluster_axis, device=mesh,
-        )  # fmt: skip
+        args = (in_features, out_features, has_bias, weight_init, bias_init, axis_name, cluster_axis)
+        self._build(*args, input_is_parallel=input_is_parallel)
