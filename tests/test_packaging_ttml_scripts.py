@@ -5,8 +5,9 @@ Each script is written the way TTML's guides and examples write them: ``import n
 and, for NanoGPT, a greedy generation loop that uploads the context with ``ttnn.from_buffer``, wraps it with
 ``ttml.autograd.Tensor(tensor, False)``, slices the last position's logits with ``ttnn.slice`` and picks the next
 token with ``int(ttnn.argmax(last_logits, dim=-1).item())``; a third defines its own ``ttml.modules`` model,
-splits it with TTML's ``parallelize_module`` and samples with ``ttml.ops.sample.sample_op``. They run as plain ``python script.py`` in a fresh
-process from an empty folder, so ``import ttnn`` resolves through the package's import hook. Shapes are tiny.
+splits it with TTML's ``parallelize_module`` and samples with ``ttml.ops.sample.sample_op``. They run as plain
+``python script.py`` in a fresh process from an empty folder, so ``import ttnn`` resolves through the package's
+import hook. Shapes are tiny.
 """
 
 from __future__ import annotations
