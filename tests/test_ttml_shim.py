@@ -353,6 +353,10 @@ def test_modules_register_parameters_buffers_and_children(ttml):
         ttml.modules.LinearLayer(2, 2, weight_init=lambda shape: None)
     with pytest.raises(TypeError, match=r"Parameter: tensor: expected a ttml or ttnn Tensor, got ndarray"):
         ttml.modules.Parameter(np.ones(2))
+    raw = ttnn.from_numpy(np.ones((1, 2), np.float32))  # a ttnn tensor is taken as it is
+    assert repr(ttml.modules.Parameter(raw)).startswith("Parameter(ttml.autograd.Tensor(")
+    assert repr(ttml.modules.Buffer(raw)).startswith("Buffer(ttml.autograd.Tensor(")
+    assert [name for name, _ in items.items()] == ["b"]
 
 
 def test_parallelize_module_matches_the_dense_model(ttml):
@@ -416,6 +420,14 @@ def test_parallelize_module_matches_the_dense_model(ttml):
         TypeError, match=r"plan\['fc1'\]: expected ColwiseParallel\(\) or RowwiseParallel\(\), got 'col'"
     ):
         ttml.distributed.parallelize_module(_TinyMLP.make(ttml), mesh, {"fc1": "col"}, 1)
+    with pytest.raises(TypeError, match=r"module: expected a ttml\.modules\.AbstractModuleBase, got Linear"):
+        ttml.distributed.parallelize_module(ttnn.nn.Linear(2, 2, device=mesh), mesh, {}, 1)
+    with pytest.raises(
+        TypeError, match=r"plan\['fc1\.layer'\]: matches 'fc1\.layer', a ColumnParallelLinear; expected"
+    ):
+        ttml.distributed.parallelize_module(
+            model, mesh, {"fc1.layer": ttml.distributed.RowwiseParallel()}, 1
+        )
 
 
 def test_tp_layers_built_directly(ttml):
@@ -470,6 +482,9 @@ def test_common_utils_and_config(ttml, tmp_path):
         ttml.common.config.TrainingConfig({"training_config": {"batch_size": "many"}})
     with pytest.raises(FileNotFoundError, match=r"get_config: path: expected a YAML file, got 'nope\.yaml'"):
         ttml.common.config.get_config("nope.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ValueError, match=r"get_config: .*list\.yaml: expected a YAML mapping, got list"):
+        ttml.common.config.get_config(tmp_path / "list.yaml")
     with pytest.raises(TypeError, match=r"DeviceConfig: yaml_config: expected a dict, got list"):
         ttml.common.config.DeviceConfig([])
 
