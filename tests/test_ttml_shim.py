@@ -425,9 +425,7 @@ def test_parallelize_module_matches_the_dense_model(ttml):
     with pytest.raises(
         TypeError, match=r"plan\['fc1\.layer'\]: matches 'fc1\.layer', a ColumnParallelLinear; expected"
     ):
-        ttml.distributed.parallelize_module(
-            model, mesh, {"fc1.layer": ttml.distributed.RowwiseParallel()}, 1
-        )
+        ttml.distributed.parallelize_module(model, mesh, {"fc1.layer": ttml.distributed.RowwiseParallel()}, 1)
 
 
 def test_tp_layers_built_directly(ttml):
