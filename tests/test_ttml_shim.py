@@ -324,6 +324,9 @@ def test_modules_register_parameters_buffers_and_children(ttml):
         "fc2.layer.weight",
     ]
     assert [n for n, _ in model.named_buffers()] == ["offset"]
+    model.extra = _f32(ttml, np.zeros((1, 2)))  # a bare ttml tensor registers as a parameter too (as in TTML)
+    assert model.extra.get_value() is model._parameters["extra"] and model.extra.get_requires_grad()
+    del model.extra
     assert model.scale.tensor.get_value() is model._parameters["scale"]  # one tensor, two views of it
     model.set_run_mode(ttml.modules.RunMode.EVAL)
     assert model.get_run_mode() is ttml.modules.RunMode.EVAL and not model.fc1.training
