@@ -71,7 +71,9 @@ def test_every_family_from_transformers_configs(family):
         expected["vocab_size"],
     )
     assert spec.num_layers == 2 and spec.num_kv_heads == expected["num_key_value_heads"]
-    assert spec.head_dim == expected.get("head_dim", expected["hidden_size"] // expected["num_attention_heads"])
+    assert spec.head_dim == expected.get(
+        "head_dim", expected["hidden_size"] // expected["num_attention_heads"]
+    )
     assert spec.rope_theta == expected["rope_theta"] and spec.norm_eps == expected["rms_norm_eps"]
     assert spec.activation is ActivationType.SILU
     assert spec.qkv_bias == (family == "qwen2")
@@ -87,8 +89,13 @@ def test_sliding_windows():
     qwen["use_sliding_window"] = True
     spec = ModelFactory.from_huggingface(qwen)
     assert [spec.layer(i).sliding_window for i in range(4)] == [None, None, 64, 64]
-    spec = ModelFactory.from_huggingface(hf_config("qwen2", **{k: v for k, v in qwen.items() if k != "model_type"}))
-    assert spec.layer_overrides == {0: LayerOverride(full_attention=True), 1: LayerOverride(full_attention=True)}
+    spec = ModelFactory.from_huggingface(
+        hf_config("qwen2", **{k: v for k, v in qwen.items() if k != "model_type"})
+    )
+    assert spec.layer_overrides == {
+        0: LayerOverride(full_attention=True),
+        1: LayerOverride(full_attention=True),
+    }
     phi3 = ModelFactory.from_huggingface(family_config("phi3", sliding_window=2047))
     assert phi3.sliding_window == 2047
 
@@ -99,15 +106,24 @@ def test_sliding_windows():
         (dict(model_type="gpt2"), r"unsupported model_type='gpt2': supported: llama, mistral, qwen2, phi3"),
         (dict(model_type=None), r"unsupported model_type=None"),
         (dict(colour="red", shade=2), r"unknown llama config field\(s\) colour, shade"),
-        (dict(rope_scaling={"rope_type": "yarn", "factor": 4.0}), r"unsupported rope_scaling.rope_type='yarn'"),
-        (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "beta": 1}), r"unknown llama3 scaling keys"),
+        (
+            dict(rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+            r"unsupported rope_scaling.rope_type='yarn'",
+        ),
+        (
+            dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "beta": 1}),
+            r"unknown llama3 scaling keys",
+        ),
         (dict(attention_bias=True), r"unsupported attention_bias=True"),
         (dict(mlp_bias=True), r"unsupported mlp_bias=True"),
         (dict(pretraining_tp=2), r"unsupported pretraining_tp=2"),
         (dict(hidden_act="swiglu"), r"unsupported hidden_act='swiglu'"),
         (dict(partial_rotary_factor=0.5), r"unsupported partial_rotary_factor=0.5"),
         (dict(vocab_size=None), r"missing required field\(s\) vocab_size"),
-        (dict(layer_types=["full_attention", "sliding_attention"]), r"sliding-window layers need a sliding_window"),
+        (
+            dict(layer_types=["full_attention", "sliding_attention"]),
+            r"sliding-window layers need a sliding_window",
+        ),
     ],
 )
 def test_unsupported_configs_are_named(changes, message):
@@ -128,5 +144,7 @@ def test_ignore_fields_and_layer_type_errors():
         ModelFactory.from_huggingface({**window, "layer_types": ["sliding_attention"]})
     every_layer_full = ModelFactory.from_huggingface({**window, "layer_types": ["full_attention"] * 2})
     assert every_layer_full.sliding_window is None and every_layer_full.layer_overrides == {}
-    with pytest.raises(TypeError, match=r"config must be a dict \(config.json\) or a transformers config, got list"):
+    with pytest.raises(
+        TypeError, match=r"config must be a dict \(config.json\) or a transformers config, got list"
+    ):
         ModelFactory.from_huggingface([("model_type", "llama")])

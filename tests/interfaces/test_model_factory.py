@@ -89,5 +89,7 @@ def test_from_spec_rejections(ttnn_mesh_pool):
     with pytest.raises(ValueError, match=r"mode must be one of performance, accuracy, got 'fast'"):
         ModelFactory.from_spec(spec, mesh, weights=state, hw_mode="fast", max_seq_len=MAX_SEQ_LEN)
     wider = ModelSpec.uniform(vocab_size=512, hidden_dim=512, num_layers=1, num_heads=8, intermediate_dim=896)
-    with pytest.raises(ValueError, match=r"'model.embed_tokens.weight' must have shape \(512, 512\), got \(512, 256\)"):
+    with pytest.raises(
+        ValueError, match=r"'model.embed_tokens.weight' must have shape \(512, 512\), got \(512, 256\)"
+    ):
         ModelFactory.from_spec(wider, mesh, weights=state, max_seq_len=MAX_SEQ_LEN)

@@ -33,7 +33,10 @@ def test_layer_overrides_reach_each_layer():
         head_dim=32,
         intermediate_dim=896,
         sliding_window=64,
-        layer_overrides={0: LayerOverride(full_attention=True), 2: LayerOverride(sliding_window=16, intermediate_dim=512)},
+        layer_overrides={
+            0: LayerOverride(full_attention=True),
+            2: LayerOverride(sliding_window=16, intermediate_dim=512),
+        },
     )
     assert [spec.layer(i).sliding_window for i in range(3)] == [None, 64, 16]
     assert [spec.layer(i).intermediate_dim for i in range(3)] == [896, 896, 512]
@@ -58,7 +61,11 @@ def test_rope_scaling_round_trips_to_the_hf_dict():
 @pytest.mark.parametrize(
     ("changes", "error", "message"),
     [
-        (dict(num_heads=8, num_kv_heads=3), ValueError, r"num_heads \(8\) must be a multiple of num_kv_heads \(3\)"),
+        (
+            dict(num_heads=8, num_kv_heads=3),
+            ValueError,
+            r"num_heads \(8\) must be a multiple of num_kv_heads \(3\)",
+        ),
         (dict(head_dim=33), ValueError, r"head_dim must be even"),
         (dict(vocab_size=0), ValueError, r"vocab_size must be a positive int, got 0"),
         (dict(intermediate_dim=1.5), ValueError, r"intermediate_dim must be a positive int, got 1.5"),

@@ -22,7 +22,9 @@ def test_safetensors_reader_matches_safetensors(tmp_path):
         "f16": torch.randn(7, generator=gen).to(torch.float16),
         "i64": torch.arange(6, dtype=torch.int64).reshape(2, 3),
     }
-    save_file({k: tensors[k] for k in ("f32", "bf16")}, tmp_path / "model-00001.safetensors", metadata={"a": "b"})
+    save_file(
+        {k: tensors[k] for k in ("f32", "bf16")}, tmp_path / "model-00001.safetensors", metadata={"a": "b"}
+    )
     save_file({k: tensors[k] for k in ("f16", "i64")}, tmp_path / "model-00002.safetensors")
     checkpoint = SafetensorsCheckpoint(tmp_path)
     assert sorted(checkpoint) == ["bf16", "f16", "f32", "i64"] and len(checkpoint) == 4
@@ -74,13 +76,20 @@ def test_block_weights_in_tt_layout(family, tmp_path):
     state = model.state_dict()
     weights = HuggingFaceWeights(state)
     hd = config.hidden_size // config.num_attention_heads if family == "phi3" else config.head_dim
-    nh, nkv, dim, hidden = config.num_attention_heads, config.num_key_value_heads, config.hidden_size, config.intermediate_size
+    nh, nkv, dim, hidden = (
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        config.hidden_size,
+        config.intermediate_size,
+    )
     attn = weights.attention(0, dim, nh, nkv, hd, bias=family == "qwen2")
     x = np.random.default_rng(0).standard_normal((5, dim)).astype(np.float32)
     layer = model.model.layers[0]
     with torch.no_grad():
         if family == "phi3":
-            q, k, v = np.split(layer.self_attn.qkv_proj(torch.as_tensor(x)).numpy(), [nh * hd, (nh + nkv) * hd], axis=-1)
+            q, k, v = np.split(
+                layer.self_attn.qkv_proj(torch.as_tensor(x)).numpy(), [nh * hd, (nh + nkv) * hd], axis=-1
+            )
         else:
             q, k, v = (getattr(layer.self_attn, f"{p}_proj")(torch.as_tensor(x)).numpy() for p in "qkv")
     got = x @ attn["wqkv"] + (0 if attn["bias"] is None else attn["bias"])
@@ -95,26 +104,46 @@ def test_block_weights_in_tt_layout(family, tmp_path):
     with torch.no_grad():
         expected = layer.mlp(torch.as_tensor(x)).numpy()
     gate = x @ mlp["w1"]
-    np.testing.assert_allclose(((gate / (1 + np.exp(-gate))) * (x @ mlp["w3"])) @ mlp["w2"], expected, rtol=1e-4, atol=1e-4)
-    np.testing.assert_array_equal(weights.attention_norm(0, dim), layer.input_layernorm.weight.detach().numpy())
-    np.testing.assert_array_equal(weights.ffn_norm(0, dim), layer.post_attention_layernorm.weight.detach().numpy())
+    np.testing.assert_allclose(
+        ((gate / (1 + np.exp(-gate))) * (x @ mlp["w3"])) @ mlp["w2"], expected, rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_array_equal(
+        weights.attention_norm(0, dim), layer.input_layernorm.weight.detach().numpy()
+    )
+    np.testing.assert_array_equal(
+        weights.ffn_norm(0, dim), layer.post_attention_layernorm.weight.detach().numpy()
+    )
     np.testing.assert_array_equal(weights.final_norm(dim), model.model.norm.weight.detach().numpy())
     head = weights.lm_head(config.vocab_size, dim, tied=config.tie_word_embeddings)
     np.testing.assert_array_equal(head, model.lm_head.weight.detach().numpy().T)
     # the same from a safetensors file, and from a base-model state dict (no "model." prefix)
-    save_file({k: v.contiguous() for k, v in state.items() if k != "lm_head.weight" or not config.tie_word_embeddings}, tmp_path / "m.safetensors")
+    save_file(
+        {
+            k: v.contiguous()
+            for k, v in state.items()
+            if k != "lm_head.weight" or not config.tie_word_embeddings
+        },
+        tmp_path / "m.safetensors",
+    )
     from_file = HuggingFaceWeights(tmp_path / "m.safetensors")
-    np.testing.assert_array_equal(from_file.attention(0, dim, nh, nkv, hd, bias=family == "qwen2")["wqkv"], attn["wqkv"])
+    np.testing.assert_array_equal(
+        from_file.attention(0, dim, nh, nkv, hd, bias=family == "qwen2")["wqkv"], attn["wqkv"]
+    )
     base = HuggingFaceWeights(model.model.state_dict())
-    np.testing.assert_array_equal(base.embedding(config.vocab_size, dim), weights.embedding(config.vocab_size, dim))
+    np.testing.assert_array_equal(
+        base.embedding(config.vocab_size, dim), weights.embedding(config.vocab_size, dim)
+    )
 
 
 def test_weight_errors_name_the_tensor():
-    config, model = hf_causal_lm("llama", seed=1, num_hidden_layers=1)
+    _, model = hf_causal_lm("llama", seed=1, num_hidden_layers=1)
     weights = HuggingFaceWeights(model.state_dict())
     with pytest.raises(KeyError, match=r"the checkpoint has no tensor 'model.layers.1.mlp.gate_proj.weight'"):
         weights.mlp(1, 256, 896)
-    with pytest.raises(ValueError, match=r"'model.layers.0.mlp.gate_proj.weight' must have shape \(512, 256\), got \(896, 256\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"'model.layers.0.mlp.gate_proj.weight' must have shape \(512, 256\), got \(896, 256\)",
+    ):
         weights.mlp(0, 256, 512)
     with pytest.raises(TypeError, match=r"weights must be a state dict, a SafetensorsCheckpoint or a path"):
         HuggingFaceWeights([1, 2])

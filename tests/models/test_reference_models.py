@@ -66,7 +66,9 @@ def _same_or_near_tie(expected: np.ndarray, got: np.ndarray, step: int) -> None:
 def test_reference_model_generates_hf_tokens(name, mesh_shape, ttnn_mesh_pool):
     cls = MODELS[name][0]
     hf_config, state, tokens, expected = _reference(name)
-    model = cls.from_huggingface(hf_config, ttnn_mesh_pool(mesh_shape), state, hw_mode="accuracy", max_seq_len=256)
+    model = cls.from_huggingface(
+        hf_config, ttnn_mesh_pool(mesh_shape), state, hw_mode="accuracy", max_seq_len=256
+    )
     got = [model.prefill(tokens[:PROMPT])]
     for step in range(1, STEPS):
         position = PROMPT + step - 1
@@ -90,7 +92,11 @@ def test_configs_from_hugging_face():
     config = MistralConfig.from_huggingface(hf_config)
     assert config.sliding_window == WINDOW and config.n_kv_heads == 2 and config.rope_scaling is None
     llama = Llama3Config.from_huggingface(_reference("llama3")[0])
-    assert llama.tie_word_embeddings and llama.rope_scaling["rope_type"] == "llama3" and llama.rope_theta == 500000.0
+    assert (
+        llama.tie_word_embeddings
+        and llama.rope_scaling["rope_type"] == "llama3"
+        and llama.rope_theta == 500000.0
+    )
     with pytest.raises(ValueError, match=r"model_type must be one of llama, got 'mistral'"):
         Llama3Config.from_huggingface(hf_config)
     with pytest.raises(ValueError, match=r"attention_bias=True is not a Llama-3 layout"):
@@ -98,7 +104,9 @@ def test_configs_from_hugging_face():
     with pytest.raises(ValueError, match=r"hidden_act must be 'silu', got 'gelu'"):
         Llama3Config.from_huggingface({**hf_config, "model_type": "llama", "hidden_act": "gelu"})
     with pytest.raises(ValueError, match=r"rope_scaling type 'yarn' is not Llama-3's"):
-        Llama3Config.from_huggingface({**hf_config, "model_type": "llama", "rope_scaling": {"rope_type": "yarn"}})
+        Llama3Config.from_huggingface(
+            {**hf_config, "model_type": "llama", "rope_scaling": {"rope_type": "yarn"}}
+        )
     with pytest.raises(ValueError, match=r"sliding_window must be a positive int or null, got 0"):
         MistralConfig.from_huggingface({**hf_config, "sliding_window": 0})
     with pytest.raises(TypeError, match=r"MistralModel: config must be a MistralConfig, got Llama3Config"):
