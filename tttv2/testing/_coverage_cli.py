@@ -96,7 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         _error("needs pytest to run the tests (pip install 'tttv2[test]')")
         return 2
     recorder = CoverageRecorder()
-    pytest_args = [*args.tests, "-q", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    pytest_args = [
+        *args.tests,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::pytest.PytestAssertRewriteWarning",
+    ]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     status = pytest.main(pytest_args, plugins=[_RecordingPlugin(recorder)])
