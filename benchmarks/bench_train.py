@@ -1,6 +1,6 @@
 """Benchmark training on the emulator against torch on the CPU (float32).
 
-Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-only | --step-only]
+Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-only | --step-only | --threads-only]
 
 1. NanoGPT (6 layers, 384 wide, 6 heads, block 128, batch 4, the sonnets' character vocabulary, dropout 0.2):
    the median time of a full training step — forward, cross-entropy, backward, AdamW — with ``ttnn.nn`` /
@@ -8,23 +8,23 @@ Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-
 2. Each fused training op at the model's shapes: median forward and backward time against torch's
    equivalent (autograd for the backward; the optimizer steps against ``torch.optim``'s single-tensor step).
 
-Prints the machine and both tables. Times are wall-clock medians in milliseconds.
+3. Thread settings: the emulator's NanoGPT step in two fresh processes, one with no thread variables in its
+   environment (how users start a script) and one with ``OPENBLAS_NUM_THREADS=1``. The library runs BLAS
+   single-threaded inside its own ops (``tttv2/ttnn/_threads.py``), so both should take the same time.
 
-The emulator's numpy matmuls run on one OpenBLAS thread (``OPENBLAS_NUM_THREADS=1`` unless set): in a process
-where torch's OpenMP threads also run, multi-threaded OpenBLAS contends with them for the cores and small
-matmuls slow down by orders of magnitude. torch runs with its default thread count and, for reference, with one.
+Prints the machine and the tables. Times are wall-clock medians in milliseconds. The bench sets no thread
+variables itself; torch runs with its default thread count and, for reference, with one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS (see the module docstring)
-
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -53,7 +53,7 @@ def machine() -> str:
                 break
     except OSError:  # pragma: no cover - not Linux
         pass
-    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
     return (
         f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
         f"numpy {np.__version__} (OPENBLAS_NUM_THREADS={threads}), torch {torch.__version__} ({torch.get_num_threads()} threads)"
@@ -120,7 +120,8 @@ def batch(rng: np.random.Generator, ids: np.ndarray) -> tuple[np.ndarray, np.nda
     )
 
 
-def bench_step(steps: int) -> tuple[float, float, float, int]:
+def bench_emulator_step(steps: int) -> tuple[float, int]:
+    """Median ms of the emulator's training step, and the model's parameter count."""
     ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
     rng = np.random.default_rng(0)
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
@@ -146,11 +147,15 @@ def bench_step(steps: int) -> tuple[float, float, float, int]:
             loss.backward()
             opt.step()
 
-        emulator = median_ms(emulator_step, steps)
-        params = model.num_parameters()
+        return median_ms(emulator_step, steps), model.num_parameters()
     finally:
         ttnn.close_mesh_device(mesh)
 
+
+def bench_step(steps: int) -> tuple[float, float, float, int]:
+    emulator, params = bench_emulator_step(steps)
+    ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
+    rng = np.random.default_rng(0)
     torch.manual_seed(0)
     ref = TorchGPT(len(VOCAB))
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=3e-4)
@@ -361,14 +366,53 @@ def _bench_optimizer_steps(mesh, rng, repeats):
     return out
 
 
+# --- thread settings ---------------------------------------------------------------------------------------------
+
+_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def bench_thread_settings(steps: int) -> tuple[float, float]:
+    """Median emulator step (ms) in a fresh process with no thread variables, then in one with
+    ``OPENBLAS_NUM_THREADS=1`` (run one after the other, never side by side)."""
+    clean = {k: v for k, v in os.environ.items() if k not in _THREAD_VARIABLES and k != "TTTV2_NUM_THREADS"}
+    times = []
+    for env in (clean, {**clean, "OPENBLAS_NUM_THREADS": "1"}):
+        out = subprocess.run(
+            [sys.executable, __file__, "--emulator-step-ms", "--steps", str(steps)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        times.append(json.loads(out.stdout.strip().splitlines()[-1])["emulator_ms"])
+    return times[0], times[1]
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=5, help="timed training steps per framework")
     p.add_argument("--repeats", type=int, default=10, help="timed calls per fused op")
     p.add_argument("--step-only", action="store_true")
     p.add_argument("--ops-only", action="store_true")
+    p.add_argument("--threads-only", action="store_true", help="only the thread-settings row (3.)")
+    p.add_argument("--emulator-step-ms", action="store_true", help=argparse.SUPPRESS)  # a child of (3.)
     args = p.parse_args(argv)
+    if args.emulator_step_ms:
+        print(json.dumps({"emulator_ms": bench_emulator_step(args.steps)[0]}))
+        return
     print(f"Machine: {machine()}")
+    if not args.ops_only and not args.step_only:
+        default, single = bench_thread_settings(args.steps)
+        print(
+            f"\nThread settings: the emulator's NanoGPT step, median of {args.steps} steps, one process each"
+        )
+        print(f"| {'environment':33} | {'ms / step':>10} |")
+        print(f"|{'-' * 35}|{'-' * 12}|")
+        print(f"| {'no thread variables':33} | {default:10.1f} |")
+        print(f"| {'OPENBLAS_NUM_THREADS=1':33} | {single:10.1f} |")
+        print(f"| {'ratio (no variables / =1)':33} | {default / single:10.2f} |")
+        if args.threads_only:
+            return
     if not args.ops_only:
         emulator, reference, single, params = bench_step(args.steps)
         print(

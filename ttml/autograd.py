@@ -101,9 +101,14 @@ def _value(t):
 class Tensor:
     """A ttml tensor wrapping a ``ttnn.Tensor``; use the ``ttnn.Tensor`` itself instead."""
 
-    def __init__(self, value: ttnn.Tensor) -> None:
+    def __init__(self, value: ttnn.Tensor, requires_grad: bool | None = None) -> None:
+        """``Tensor(value)`` wraps ``value``; ``Tensor(value, requires_grad)`` (TTML's two-argument form) makes a
+        new leaf: the same values, cut from any graph, with that flag (``value`` itself is left as it is)."""
         if not isinstance(value, ttnn.Tensor):
             raise TypeError(f"ttml.autograd.Tensor wraps a ttnn.Tensor, got {type(value).__name__}")
+        if requires_grad is not None and (not value.is_leaf or value.requires_grad != bool(requires_grad)):
+            value = value.detach()
+            value.requires_grad = bool(requires_grad)
         self._value = value
 
     @staticmethod

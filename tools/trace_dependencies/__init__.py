@@ -4,13 +4,18 @@ Public API (shared with the refactor codemod)::
 
     from tttv2_tools.trace_dependencies import analyze
     a = analyze("tttv1/tt/mlp.py", "tttv1/tt/model_config.py")
-    a.graph                      # networkx.DiGraph, edges point from a dependency to its dependant
+    a.graph                      # networkx.DiGraph (built on first use), edges point from a dependency to its dependant
+    a.dependencies               # the same graph without networkx (graph.Graph: nodes, edges, predecessors, ...)
     a.branch_at("mlp.py", 91)    # classification (static / mode / runtime / weights) + proof chain
     a.definitions["FF1_3_TG_PROGCFG"], a.paths["decode/galaxy"], a.why("DECODE_MLP_W2_PRG_CONFIG")
+    decide(a.branch_at("mlp.py", 91), topology="2d", mode="decode")   # True / False / None
+    Analysis.from_json(a.to_json()) == a                              # pure data: save, load, query again
+    node_at(libcst_wrapper, 91, 11)                                   # the libcst node at a location
 """
 
 from .api import analyze
 from .errors import TraceError, UsageError
+from .locate import node_at, node_for, parse_loc
 from .model import (
     KIND_ORDER,
     LEVELS,
@@ -22,13 +27,17 @@ from .model import (
     WEIGHTS,
     Analysis,
     Branch,
+    CallLink,
     ConfigRead,
     Definition,
     Guard,
     Hop,
     OpCall,
     Skipped,
+    Span,
 )
+from .query import arm, decide, deciding_facts, focus, restrict, why_paths
+from .serial import SchemaError
 
 __all__ = [
     "KIND_ORDER",
@@ -41,13 +50,25 @@ __all__ = [
     "WEIGHTS",
     "Analysis",
     "Branch",
+    "CallLink",
     "ConfigRead",
     "Definition",
     "Guard",
     "Hop",
     "OpCall",
+    "SchemaError",
     "Skipped",
+    "Span",
     "TraceError",
     "UsageError",
     "analyze",
+    "arm",
+    "decide",
+    "deciding_facts",
+    "focus",
+    "node_at",
+    "node_for",
+    "parse_loc",
+    "restrict",
+    "why_paths",
 ]

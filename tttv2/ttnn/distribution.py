@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import tempfile
 import zipfile
@@ -34,6 +36,7 @@ __all__ = [
     "create_mesh_composer",
     "create_mesh_mapper",
     "dump_tensor",
+    "from_buffer",
     "from_device",
     "from_numpy",
     "from_torch",
@@ -401,6 +404,32 @@ def from_numpy(
     return _build("ttnn.from_numpy", array, dtype, inferred, layout, device, memory_config, mesh_mapper)
 
 
+def from_buffer(
+    buffer,
+    shape,
+    dtype: DataType,
+    device: MeshDevice | None = None,
+    layout: Layout = Layout.ROW_MAJOR,
+    memory_config: MemoryConfig | None = None,
+) -> Tensor:
+    """A flat sequence of Python numbers → a tensor of ``shape`` and ``dtype`` (ttnn's ``from_buffer``, which
+    TTML's generation loops use to upload token ids)."""
+    op = "ttnn.from_buffer"
+    if not isinstance(dtype, DataType):
+        raise ValidationError(f"{op}: dtype must be a ttnn.DataType, got {dtype!r}")
+    try:
+        dims = [int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise ValidationError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+    values = np.asarray(buffer, dtype=np.float32 if dtype.is_float else dtype.numpy_dtype)
+    if values.ndim != 1 or values.size != math.prod(dims):
+        raise ValidationError(
+            f"{op}: buffer must be a flat sequence of {math.prod(dims)} values for shape {dims}, "
+            f"got {values.size} values of shape {list(values.shape)}"
+        )
+    return from_numpy(values.reshape(dims), dtype, layout=layout, device=device, memory_config=memory_config)
+
+
 def _compose(tensor: Tensor, mesh_composer: MeshToTensor | None, op: str) -> np.ndarray:
     shards = tensor.shards(op)
     if mesh_composer is not None:
@@ -548,13 +577,24 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
 
 
 def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
-    """Inverse of :func:`get_device_tensors`: one tensor on the parent mesh, shard i from tensors[i]."""
+    """Inverse of :func:`get_device_tensors`: the per-device tensors of one mesh as one multi-device tensor.
+
+    As in ttnn (``ttnn/cpp/ttnn/distributed/api.cpp``): every shard must come from the same mesh, the shards are
+    placed by their device's mesh coordinate (sorted, whatever the list order), a coordinate given twice is an
+    error, and the list may cover only part of the mesh — Galaxy attention prefill combines the tensors of one
+    mesh column. ttnn then keeps the full mesh and records which coordinates hold data; the emulator gives such a
+    tensor a view of the mesh made of exactly those devices (the rectangle they form, else a 1×n line), and ops
+    that take it together with tensors on the whole mesh (``fill_cache``, ``paged_fill_cache``) run on those
+    devices only, as ttnn runs an op on the smallest coordinate set of its inputs.
+    """
     op = "ttnn.combine_device_tensors"
     tensors = list(tensors)
     if not tensors:
         raise ValidationError(f"{op}: tensors: expected a non-empty list, got []")
     first = tensors[0]
     for t in tensors:
+        if not isinstance(t, Tensor):
+            raise ValidationError(f"{op}: tensors: expected ttnn.Tensor items, got {type(t).__name__}")
         if t.shape != first.shape or t.dtype is not first.dtype or t.layout is not first.layout:
             raise ValidationError(
                 f"{op}: tensors: expected one shape/dtype/layout, got {list(first.shape)} {first.dtype.name} and "
@@ -572,22 +612,61 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
             TensorTopology(MeshShape(len(shards)), (PlacementShard(0),)),
             quantized=True,
         )
-    parents = {id(d._parent) for d in devices if d is not None}
     parent = devices[0]._parent if devices[0] is not None else None
-    if parent is None or len(parents) != 1 or parent.get_num_devices() != len(tensors):
+    if parent is None or any(
+        d is None or d._parent is not parent or d.get_num_devices() != 1 for d in devices
+    ):
         raise ValidationError(
-            f"{op}: tensors: expected one tensor per device of one mesh (from get_device_tensors)"
+            f"{op}: tensors: expected single-device tensors of one mesh (from ttnn.get_device_tensors)"
         )
+    mesh_devices = parent.get_devices()
+    placed = sorted(
+        zip((mesh_devices.index(d.get_devices()[0]) for d in devices), shards), key=lambda p: p[0]
+    )
+    indices = [i for i, _ in placed]
+    for a, b in itertools.pairwise(indices):
+        if a == b:
+            raise ValidationError(
+                f"{op}: tensors: two tensors of the device at mesh coordinate {_coordinate(parent, a)}"
+            )
+    owner = parent if len(indices) == parent.get_num_devices() else _devices_view(parent, indices)
     return Tensor(
-        shards,
+        [shard for _, shard in placed],
         first.dtype,
         first.layout,
-        parent,
+        owner,
         first.memory_config(),
-        TensorTopology.replicated(parent.shape),
+        TensorTopology.replicated(owner.shape),
         what=op,
         quantized=True,
     )
+
+
+def _coordinate(mesh: MeshDevice, index: int) -> tuple[int, int]:
+    return divmod(index, mesh.shape.as_2d()[1])
+
+
+def _devices_view(mesh: MeshDevice, indices: list[int]) -> MeshDevice:
+    """A view of ``mesh`` made of the devices at ``indices`` (row-major, sorted), one per set of devices: their
+    rectangle's shape when they fill one, else 1×n."""
+    views = mesh.__dict__.setdefault("_combined_views", {})
+    key = tuple(indices)
+    view = views.get(key)
+    if view is None or not view.is_open:
+        coords = [_coordinate(mesh, i) for i in indices]
+        rows = sorted({r for r, _ in coords})
+        cols = sorted({c for _, c in coords})
+        rectangle = (
+            len(rows) * len(cols) == len(coords)
+            and rows == list(range(rows[0], rows[-1] + 1))
+            and cols == list(range(cols[0], cols[-1] + 1))
+        )
+        shape = MeshShape(len(rows), len(cols)) if rectangle else MeshShape(1, len(indices))
+        devices = [mesh.get_devices()[i] for i in indices]
+        view = MeshDevice(shape, arch=mesh.arch(), devices=devices, parent=mesh)
+        mesh._submeshes.append(view)
+        views[key] = view
+    return view
 
 
 # --- serialisation and the tensor cache ---------------------------------------------------------------------------

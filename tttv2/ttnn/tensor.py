@@ -254,9 +254,7 @@ class Tensor:
         return self._memory_config is not None and self._memory_config.is_sharded()
 
     def storage_type(self) -> StorageType:
-        if self._device is not None:
-            return StorageType.DEVICE
-        return StorageType.MULTI_DEVICE_HOST if len(self._shards or ()) > 1 else StorageType.HOST
+        return StorageType.HOST if self._device is None else StorageType.DEVICE
 
     def is_allocated(self) -> bool:
         return self._shards is not None
@@ -403,6 +401,32 @@ class Tensor:
         if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
             shape = tuple(shape[0])
         return reshape(self, shape)
+
+    # --- Python values and device lists (ttnn's Tensor.item / to_list / devices) -------------------------
+    def _host_values(self, op: str) -> np.ndarray:
+        from .distribution import _compose
+
+        return np.asarray(_compose(self, None, op))
+
+    def item(self) -> float | int:
+        """The value of a one-element tensor as a Python number: a float for float dtypes, an int for integer
+        ones (what ttnn's ``Tensor.item()`` returns). A tensor distributed over devices must be replicated."""
+        values = self._host_values("Tensor.item")
+        if values.size != 1:
+            raise ValidationError(
+                f"Tensor.item: expected a tensor with exactly one element, got shape {list(self._shape)} "
+                f"({values.size} elements); use Tensor.to_list() or ttnn.to_numpy() for more"
+            )
+        return values.reshape(()).item()
+
+    def to_list(self) -> list | float | int:
+        """The values as nested Python lists in the tensor's shape, floats for float dtypes and ints for
+        integer ones (ttnn's ``Tensor.to_list()``); a rank-0 tensor gives its number."""
+        return self._host_values("Tensor.to_list").tolist()
+
+    def devices(self) -> list[MeshDevice]:
+        """The mesh the tensor lives on, as a one-element list (ttnn's ``Tensor.devices()``); [] on host."""
+        return [] if self._device is None else [self._device]
 
     def __getitem__(self, index) -> Tensor:
         from .ops.data_movement import getitem

@@ -69,7 +69,6 @@ def test_embedding_1d_vs_reference_from_model_args(ttnn_mesh_pool):
 
 @pytest.mark.parametrize("mesh_shape", MESH_1D, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_embedding_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.embedding import Embedding, ScaledEmbedding
 
     mesh = ttnn_mesh_pool(mesh_shape)

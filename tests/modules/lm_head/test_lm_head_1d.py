@@ -58,7 +58,6 @@ def test_lm_head_1d_vs_reference_from_model_args(ttnn_mesh_pool):
 @pytest.mark.parametrize("mesh_shape", MESH_1D, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_lm_head_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
     """tttv1's LMHead with its default chunk and with 256-column chunks, decode and prefill: equal to the bit."""
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.ccl import TT_CCL
     from tttv1.tt.lm_head import LMHead
 

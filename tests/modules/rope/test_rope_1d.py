@@ -87,7 +87,6 @@ def test_rotary_setup_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
     """tttv1's RotarySetup (decode lookups, transformation matrices) and get_prefill_rot_mat: equal to the bit."""
     import torch
 
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.common import get_prefill_rot_mat
     from tttv1.tt.rope import RotarySetup
 

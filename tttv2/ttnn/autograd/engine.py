@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._threads import single_threaded_blas
 from ..errors import ValidationError
 
 __all__ = [
@@ -307,7 +308,7 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
     pending: dict[int, dict[int, Any]] = {id(root._node): {root._output_index: grad}}
     # tensors that received a gradient, kept alive until their node ran (its rule may read ctx.output)
     alive: dict[int, list] = {}
-    with no_grad():
+    with no_grad(), single_threaded_blas:  # the emulator's BLAS policy (see _threads.py)
         for node in order:
             grads_out = pending.pop(id(node), None)
             keep = alive.pop(id(node), None)  # noqa: F841 - holds the node's outputs while its rule runs
