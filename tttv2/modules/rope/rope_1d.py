@@ -113,7 +113,35 @@ class RotarySetup1DConfig:
     prefill_output_memcfg: Any = None
 
 
-def _table(owner: str, name: str, weight) -> LazyWeight:
+# the same for RotarySetup2D
+HARDWARE_GROUPS = HardwareGroups(
+    dtypes={"datatype": ttnn.bfloat16},
+    placement={
+        "decode_cos_sin_memcfg": Placement("L1", "height_sharded"),
+        "prefill_output_memcfg": Placement("DRAM", "interleaved"),
+    },
+)
+
+
+def placed_tables(config, cos: LazyWeight, sin: LazyWeight, mesh, per_user):
+    """``config`` with the tables (row-major, DRAM) and the rotation matrices (tiled; one tile per user in decode,
+    ``per_user(width)`` the height-sharded layout) placed on ``mesh`` in ``config.datatype``."""
+
+    def on_mesh(weight, layout, memory_config):
+        return weight.with_defaults(
+            device=mesh, dtype=config.datatype, layout=layout, memory_config=memory_config
+        )
+
+    return replace(
+        config,
+        cos_matrix=on_mesh(cos, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
+        sin_matrix=on_mesh(sin, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
+        decode_trans_mat=on_mesh(config.decode_trans_mat, ttnn.TILE_LAYOUT, per_user(TILE)),
+        prefill_trans_mat=on_mesh(config.prefill_trans_mat, ttnn.TILE_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
+    )
+
+
+def table_weight(owner: str, name: str, weight) -> LazyWeight:
     if not isinstance(weight, LazyWeight):
         raise TypeError(f"{owner}: {name} must be a LazyWeight, got {type(weight).__name__}")
     shape = weight.shape
@@ -128,8 +156,8 @@ def _table(owner: str, name: str, weight) -> LazyWeight:
 
 def _resolve_rope_config(config: RotarySetup1DConfig) -> RotarySetup1DConfig:
     owner = "RotarySetup1D"
-    cos = _table(owner, "cos_matrix", config.cos_matrix)
-    sin = _table(owner, "sin_matrix", config.sin_matrix)
+    cos = table_weight(owner, "cos_matrix", config.cos_matrix)
+    sin = table_weight(owner, "sin_matrix", config.sin_matrix)
     if cos.shape != sin.shape:
         raise ValueError(
             f"{owner}: cos_matrix {cos.shape} and sin_matrix {sin.shape} must have the same shape"
@@ -171,29 +199,14 @@ def _resolve_rope_config(config: RotarySetup1DConfig) -> RotarySetup1DConfig:
     )
     resolved = replace(config, **{k: v for k, v in defaults.items() if getattr(config, k) is None})
 
-    def on_mesh(weight, layout, memory_config):
-        return weight.with_defaults(device=mesh, dtype=datatype, layout=layout, memory_config=memory_config)
-
-    return replace(
-        resolved,
-        cos_matrix=on_mesh(cos, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-        sin_matrix=on_mesh(sin, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-        decode_trans_mat=on_mesh(resolved.decode_trans_mat, ttnn.TILE_LAYOUT, per_user(TILE)),
-        prefill_trans_mat=on_mesh(resolved.prefill_trans_mat, ttnn.TILE_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-    )
+    return placed_tables(resolved, cos, sin, mesh, per_user)
 
 
 class RotarySetup1D(TTModule):
     """``RotarySetup1D(cos_matrix, sin_matrix, max_batch_size)``: tables as LazyWeights (see ``rope_tables``)."""
 
     CONFIG_CLASS = RotarySetup1DConfig
-    HARDWARE = HardwareGroups(
-        dtypes={"datatype": ttnn.bfloat16},
-        placement={
-            "decode_cos_sin_memcfg": Placement("L1", "height_sharded"),
-            "prefill_output_memcfg": Placement("DRAM", "interleaved"),
-        },
-    )
+    HARDWARE = HARDWARE_GROUPS
 
     def __init__(self, cos_matrix: LazyWeight, sin_matrix: LazyWeight, max_batch_size: int = 32) -> None:
         self._setup(

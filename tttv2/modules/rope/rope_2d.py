@@ -17,12 +17,18 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _grids
-from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule, mode_name
 from tttv2.modules._topology import mesh_shape, require_2d_mesh, resolve_mesh_device
 from tttv2.modules.lazy_weight import LazyWeight
-from tttv2.modules.rope.rope_1d import lookup_rows, prefill_rows, rotation_tile
+from tttv2.modules.rope.rope_1d import (
+    HARDWARE_GROUPS,
+    lookup_rows,
+    placed_tables,
+    prefill_rows,
+    rotation_tile,
+    table_weight,
+)
 
 __all__ = ["RotarySetup2D", "RotarySetup2DConfig"]
 
@@ -47,22 +53,9 @@ class RotarySetup2DConfig:
     prefill_output_memcfg: Any = None
 
 
-def _table(name: str, weight) -> LazyWeight:
-    if not isinstance(weight, LazyWeight):
-        raise TypeError(f"{_OWNER}: {name} must be a LazyWeight, got {type(weight).__name__}")
-    shape = weight.shape
-    if len(shape) == 2:
-        return replace(weight, source=weight.source.reshape(1, 1, *shape))
-    if len(shape) != 4 or shape[:2] != (1, 1):
-        raise ValueError(
-            f"{_OWNER}: {name} must have shape (positions, head_dim) or (1, 1, positions, head_dim), got {shape}"
-        )
-    return weight
-
-
 def _resolve_rope2d_config(config: RotarySetup2DConfig) -> RotarySetup2DConfig:
-    cos = _table("cos_matrix", config.cos_matrix)
-    sin = _table("sin_matrix", config.sin_matrix)
+    cos = table_weight(_OWNER, "cos_matrix", config.cos_matrix)
+    sin = table_weight(_OWNER, "sin_matrix", config.sin_matrix)
     if cos.shape != sin.shape:
         raise ValueError(
             f"{_OWNER}: cos_matrix {cos.shape} and sin_matrix {sin.shape} must have the same shape"
@@ -104,31 +97,14 @@ def _resolve_rope2d_config(config: RotarySetup2DConfig) -> RotarySetup2DConfig:
     )
     resolved = replace(config, **{k: v for k, v in defaults.items() if getattr(config, k) is None})
 
-    def on_mesh(weight, layout, memory_config):
-        return weight.with_defaults(
-            device=mesh, dtype=resolved.datatype, layout=layout, memory_config=memory_config
-        )
-
-    return replace(
-        resolved,
-        cos_matrix=on_mesh(cos, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-        sin_matrix=on_mesh(sin, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-        decode_trans_mat=on_mesh(resolved.decode_trans_mat, ttnn.TILE_LAYOUT, per_user(TILE)),
-        prefill_trans_mat=on_mesh(resolved.prefill_trans_mat, ttnn.TILE_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-    )
+    return placed_tables(resolved, cos, sin, mesh, per_user)
 
 
 class RotarySetup2D(TTModule):
     """``RotarySetup2D(cos_matrix, sin_matrix, max_batch_size)`` on an R×C mesh (tables from ``rope_tables``)."""
 
     CONFIG_CLASS = RotarySetup2DConfig
-    HARDWARE = HardwareGroups(
-        dtypes={"datatype": ttnn.bfloat16},
-        placement={
-            "decode_cos_sin_memcfg": Placement("L1", "height_sharded"),
-            "prefill_output_memcfg": Placement("DRAM", "interleaved"),
-        },
-    )
+    HARDWARE = HARDWARE_GROUPS
 
     def __init__(self, cos_matrix: LazyWeight, sin_matrix: LazyWeight, max_batch_size: int = 32) -> None:
         self._setup(
