@@ -25,9 +25,9 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl
-from tttv2.modules._module import mode_name
 from tttv2.modules._topology import mesh_shape, num_devices
 from tttv2.modules.attention import Attention1D, Attention2D
+from tttv2.modules.attention._shared import Tttv1CallShape
 from tttv2.modules.embedding import Embedding1D, Embedding2D, Embedding2DConfig
 from tttv2.modules.lazy_weight import LazyWeight, host_array
 from tttv2.modules.lm_head import LMHead1D, LMHead2D, LMHead2DConfig
@@ -53,35 +53,11 @@ def padded_prefill_len(seq_len: int) -> int:
 # --- blocks -------------------------------------------------------------------------------------------------
 
 
-class _Block:
-    """What both blocks share: the two residual adds around attention and MLP, and the forward dispatcher."""
+class _Block(Tttv1CallShape):
+    """What both blocks share: TTTv1's call shape and weight loading."""
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
-
-    def forward(
-        self,
-        x,
-        current_pos=None,
-        rot_mats=None,
-        user_id: int = 0,
-        mode="decode",
-        page_table=None,
-        chunk_page_table=None,
-        chunk_start_idx=None,
-        kv_cache=None,
-    ):
-        if mode_name(type(self).__name__, mode) == "decode":
-            return self.decode_forward(x, current_pos, rot_mats, page_table=page_table, kv_cache=kv_cache)
-        return self.prefill_forward(
-            x,
-            rot_mats,
-            user_id=user_id,
-            page_table=page_table,
-            chunk_page_table=chunk_page_table,
-            chunk_start_idx=chunk_start_idx,
-            kv_cache=kv_cache,
-        )
 
     def load_device_weights(self) -> None:
         for part in (self.attention_norm, self.attention, self.ff_norm, self.mlp):
@@ -310,6 +286,30 @@ class _Decoder:
     dims: _Dims
     mesh_device: object
 
+    def _set_parts(
+        self, embedding, rope, layers, norm, lm_head, vocab_size, max_seq_len, max_prefill_chunk_size
+    ):
+        self.embedding, self.rope, self.layers, self.norm, self.lm_head = (
+            embedding,
+            rope,
+            layers,
+            norm,
+            lm_head,
+        )
+        attention = layers[0].attention.config
+        self.mesh_device = attention.mesh_device
+        self.dims = _Dims(
+            vocab_size, attention.max_batch_size, max_seq_len, max_prefill_chunk_size or max_seq_len
+        )
+
+    def prepare_positions(self, positions) -> ttnn.Tensor:
+        return self.layers[0].attention.prepare_positions(positions)
+
+    def _decode_logits(self, logits) -> np.ndarray:
+        """The gathered logits are on every device: read the first."""
+        one = ttnn.get_device_tensors(logits)[0]
+        return ttnn.to_numpy(one)[0, 0, :, : self.dims.vocab_size].astype(np.float32)
+
     def load_device_weights(self) -> None:
         for part in self._parts():
             part.load_device_weights()
@@ -483,17 +483,10 @@ class Decoder1D(_Decoder):
         max_seq_len: int,
         max_prefill_chunk_size: int | None = None,
     ) -> None:
-        self.embedding, self.rope, self.layers, self.norm, self.lm_head = (
-            embedding,
-            rope,
-            layers,
-            norm,
-            lm_head,
+        self._set_parts(
+            embedding, rope, layers, norm, lm_head, vocab_size, max_seq_len, max_prefill_chunk_size
         )
         attention = layers[0].attention
-        self.mesh_device = attention.config.mesh_device
-        batch = attention.config.max_batch_size
-        self.dims = _Dims(vocab_size, batch, max_seq_len, max_prefill_chunk_size or max_seq_len)
         self._collectives = attention.config
         self._residual_decode = attention.config.decode_residual_memcfg
         self._head_input = lm_head.config.input_memcfg
@@ -526,9 +519,6 @@ class Decoder1D(_Decoder):
 
     def rot_mats_decode(self, positions) -> list:
         return self.rope.decode_forward(self.rope.get_rot_idxs(positions))
-
-    def prepare_positions(self, positions) -> ttnn.Tensor:
-        return self.layers[0].attention.prepare_positions(positions)
 
     def prepare_page_table(self, page_table) -> ttnn.Tensor:
         return self._replicated_int32(page_table)
@@ -568,10 +558,6 @@ class Decoder1D(_Decoder):
         parts = [ttnn.to_numpy(t) for t in ttnn.get_device_tensors(logits)]
         full = np.concatenate(parts, axis=-1)
         return full[0, 0, row, : self.dims.vocab_size].astype(np.float32)
-
-    def _decode_logits(self, logits) -> np.ndarray:
-        one = ttnn.get_device_tensors(logits)[0]
-        return ttnn.to_numpy(one)[0, 0, :, : self.dims.vocab_size].astype(np.float32)
 
     # --- TTTv1 bridge --------------------------------------------------------------------------------------------
 
@@ -661,18 +647,11 @@ class Decoder2D(_Decoder):
         max_prefill_chunk_size: int | None = None,
         logits_gather_links: int = 2,
     ) -> None:
-        self.embedding, self.rope, self.layers, self.norm, self.lm_head = (
-            embedding,
-            rope,
-            layers,
-            norm,
-            lm_head,
+        self._set_parts(
+            embedding, rope, layers, norm, lm_head, vocab_size, max_seq_len, max_prefill_chunk_size
         )
         attention = layers[0].attention
-        self.mesh_device = attention.config.mesh_device
         self._rows, self._cols = mesh_shape(self.mesh_device)
-        batch = attention.config.max_batch_size
-        self.dims = _Dims(vocab_size, batch, max_seq_len, max_prefill_chunk_size or max_seq_len)
         self._residual_decode = layers[0]._residual_decode
         self._logits_gather_links = logits_gather_links
         self._page_table_mapper = attention._page_table_decode_mapper
@@ -693,9 +672,6 @@ class Decoder2D(_Decoder):
 
     def rot_mats_decode(self, positions) -> list:
         return self.rope.decode_forward(self.rope.get_rot_idxs(positions))
-
-    def prepare_positions(self, positions) -> ttnn.Tensor:
-        return self.layers[0].attention.prepare_positions(positions)
 
     def prepare_page_table(self, page_table) -> ttnn.Tensor:
         return LazyWeight(
@@ -739,10 +715,6 @@ class Decoder2D(_Decoder):
         # every column holds the whole sum; the mesh rows hold consecutive runs of the vocab
         full = np.concatenate([ttnn.to_numpy(devices[r * self._cols]) for r in range(self._rows)], axis=-1)
         return full[0, 0, row, : self.dims.vocab_size].astype(np.float32)
-
-    def _decode_logits(self, logits) -> np.ndarray:
-        one = ttnn.get_device_tensors(logits)[0]
-        return ttnn.to_numpy(one)[0, 0, :, : self.dims.vocab_size].astype(np.float32)
 
     # --- TTTv1 bridge --------------------------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ class AttentionCase:
     batch: int = 1
     head_dim: int = 32
     dim: int = DIM
-    steps: int = 3
+    steps: int = 2
     options: tuple = field(default=())  # extra config fields, e.g. (("sliding_window", 48),)
 
     @property

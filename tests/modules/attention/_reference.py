@@ -128,6 +128,12 @@ def attention_weights(module, config) -> dict[str, np.ndarray | None]:
     return {"wqkv": wqkv, "wo": arr(module.o_proj.weight).T.copy(), "bias": bias, **norms}
 
 
+def config_from_weights(config_class, weights: dict, **fields):
+    """``config_class`` (Attention1DConfig / Attention2DConfig) with ``attention_weights``' wqkv and wo as
+    LazyWeights and ``fields``."""
+    return config_class(wqkv=LazyWeight(weights["wqkv"]), wo=LazyWeight(weights["wo"]), **fields)
+
+
 def reference_attention(module, config, x: np.ndarray, sliding_window: int | None = None) -> np.ndarray:
     """HF attention over the whole sequence x [batch, T, dim] at positions 0..T-1 → [batch, T, dim]."""
     t = x.shape[1]

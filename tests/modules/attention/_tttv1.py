@@ -53,7 +53,6 @@ def _state_dict(args, qk_norm: bool):
 
 def tttv1_attention(mesh, name_or_args, *, ours: bool, batch: int = 1, paged_config=None, qk_norm=False):
     """(attention, tttv1 RotarySetup, args): tttv1's Attention or ours via from_model_args, layer 0."""
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.attention import Attention
     from tttv1.tt.ccl import TT_CCL
     from tttv1.tt.rope import RotarySetup

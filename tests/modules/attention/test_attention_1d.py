@@ -64,9 +64,9 @@ def test_attention_1d_fused_all_gather_matmul_on_ring(ttnn_mesh_pool):
     config, hf = case.hf()
     w = R.attention_weights(hf, config)
     module = Attention1D.from_config(
-        Attention1DConfig(
-            wqkv=LazyWeight(w["wqkv"]),
-            wo=LazyWeight(w["wo"]),
+        R.config_from_weights(
+            Attention1DConfig,
+            w,
             n_heads=8,
             n_kv_heads=8,
             head_dim=64,
@@ -206,9 +206,9 @@ def test_attention_1d_external_kv_cache(ttnn_mesh_pool):
     config, hf = case.hf()
     w = R.attention_weights(hf, config)
     module = Attention1D.from_config(
-        Attention1DConfig(
-            wqkv=LazyWeight(w["wqkv"]),
-            wo=LazyWeight(w["wo"]),
+        R.config_from_weights(
+            Attention1DConfig,
+            w,
             n_heads=8,
             n_kv_heads=2,
             head_dim=32,
@@ -383,9 +383,9 @@ def test_attention_1d_padded_prompt_with_fewer_pages(ttnn_mesh_pool):
     config, hf = R.hf_attention(R.key("llama", n_heads=8, n_kv_heads=2, head_dim=32, dim=256))
     w = R.attention_weights(hf, config)
     module = Attention1D.from_config(
-        Attention1DConfig(
-            wqkv=LazyWeight(w["wqkv"]),
-            wo=LazyWeight(w["wo"]),
+        R.config_from_weights(
+            Attention1DConfig,
+            w,
             n_heads=8,
             n_kv_heads=2,
             head_dim=32,
@@ -421,9 +421,9 @@ def test_attention_1d_q_k_norm_weights_load_and_blackhole_head_layout(ttnn_mesh_
 
     def build(mesh):
         return Attention1D.from_config(
-            Attention1DConfig(
-                wqkv=LazyWeight(w["wqkv"]),
-                wo=LazyWeight(w["wo"]),
+            R.config_from_weights(
+                Attention1DConfig,
+                w,
                 q_norm_config=RMSNorm1DConfig(weight=LazyWeight(w["q_norm"])),
                 k_norm_config=RMSNorm1DConfig(weight=LazyWeight(w["k_norm"])),
                 n_heads=8,

@@ -94,9 +94,9 @@ def test_attention_2d_config_resolution(ttnn_mesh_pool):
     case = C((8, 4), "qwen2", 16, 2, "decode", 0, batch=8)
     config, hf = case.hf()
     w = R.attention_weights(hf, config)
-    user = Attention2DConfig(
-        wqkv=LazyWeight(w["wqkv"]),
-        wo=LazyWeight(w["wo"]),
+    user = R.config_from_weights(
+        Attention2DConfig,
+        w,
         wqkv_bias=LazyWeight(w["bias"]),
         n_heads=16,
         n_kv_heads=2,

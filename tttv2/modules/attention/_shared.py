@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +23,8 @@ from tttv2.modules import _ccl, _grids
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule, lazy_weights_of, mode_name
 from tttv2.modules.lazy_weight import LazyWeight, host_array
+from tttv2.modules.rope import rotation_tile
+from tttv2.modules.tt_ccl import CCL_CHUNKS_PER_SYNC, CCL_NUM_BUFFERS_PER_CHANNEL, CCL_NUM_WORKERS_PER_LINK
 
 TILE = _grids.TILE
 MAX_BATCH = 32  # decode runs one 32-row tile of users
@@ -35,6 +38,80 @@ class PagedAttentionConfig:
 
     block_size: int = 32
     max_num_blocks: int = 1024
+
+
+@dataclass
+class AttentionConfig:
+    """The fields every attention config has (Attention1DConfig and Attention2DConfig add their topology's).
+    The weights are required, ``None`` fields are resolved by the module."""
+
+    # weights ([in, out]); Q and K columns in the interleaved-pair ("Meta") rotary order
+    wqkv: LazyWeight  # [dim, (n_heads + 2·n_kv_heads)·head_dim]: Q | K | V
+    wo: LazyWeight  # [n_heads·head_dim, dim]
+    wqkv_bias: LazyWeight | None = None  # [(n_heads + 2·n_kv_heads)·head_dim], Q | K | V
+    wqkv_per_device: bool = False  # wqkv / bias columns already laid out device by device ([q0 k0 v0 | …])
+    q_norm_config: Any = None  # the topology's RMSNorm config over head_dim (Qwen3, Gemma-3), or None
+    k_norm_config: Any = None
+
+    # dims
+    n_heads: int | None = None
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    dim: int | None = None  # from wqkv
+    max_batch_size: int = 32
+    max_seq_len: int | None = None  # sizes the contiguous KV cache
+
+    # mesh and collectives
+    mesh_device: Any = None
+    tt_ccl: Any = None
+    topology: Any = None
+    num_reduce_scatter_links: int = 1
+    ccl_chunks_per_sync: int = CCL_CHUNKS_PER_SYNC
+    ccl_num_workers_per_link: int = CCL_NUM_WORKERS_PER_LINK
+    ccl_num_buffers_per_channel: int = CCL_NUM_BUFFERS_PER_CHANNEL
+
+    # attention
+    scale: float | None = None  # head_dim ** -0.5
+    sliding_window: int | None = None
+
+    # KV cache: contiguous [users, kv heads, max_seq_len, hd] or paged [blocks, kv heads, block, hd] per device
+    paged_attention_config: Any = None  # PagedAttentionConfig (block_size, max_num_blocks) or None
+    external_kv_cache: bool = False  # the caller (a serving engine) passes kv_cache to every forward
+    kv_cache: list | None = None  # [K, V] as LazyWeight or ttnn.Tensor; zeros when None
+    kv_cache_dtype: Any = None
+
+    # dtypes
+    wqkv_dtype: Any = None
+    wo_dtype: Any = None
+    wqkv_bias_dtype: Any = None
+    qkv_dtype: Any = None  # the QKV projection's output
+    prefill_attention_dtype: Any = None  # Q into prefill SDPA and the prefill WO output
+
+    # compute kernels
+    li_qkv_decode_compute_kernel_cfg: Any = None
+    sdpa_decode_compute_kernel_cfg: Any = None
+    li_o_decode_compute_kernel_cfg: Any = None
+    li_qkv_prefill_compute_kernel_cfg: Any = None
+    sdpa_prefill_compute_kernel_cfg: Any = None
+    li_o_prefill_compute_kernel_cfg: Any = None
+
+    # decode
+    decode_input_memcfg: Any = None
+    decode_create_qkv_head_memcfg: Any = None
+    decode_sdpa_prg_config: Any = None
+    decode_scores_memcfg: Any = None
+
+    # prefill: program configs are functions of seq_len
+    prefill_input_memcfg: Any = None
+    prefill_xqkv_prg_config: Callable[[int], Any] | None = None
+    prefill_sdpa_prg_config: Callable[..., Any] | None = None  # (seq_len, chunk_start_idx=None)
+    prefill_wo_prg_config: Callable[[int], Any] | None = None
+    max_qkv_mm_seq_len: int = 2048  # longer prefills run the QKV matmul in pieces of this many rows
+    max_wo_mm_seq_len: int = 1024  # ... and WO in pieces of this many
+
+    # rotary matrices (LazyWeight or ttnn.Tensor); built when None
+    transformation_mat_decode: Any = None
+    transformation_mat_prefill: Any = None
 
 
 @dataclass(frozen=True)
@@ -226,13 +303,6 @@ def bias_row(bias: LazyWeight) -> LazyWeight:
     return replace(bias, source=host_array(bias.source).reshape(1, 1, 1, -1))
 
 
-def rotation_tile() -> np.ndarray:
-    """The 32×32 tile ``rotary_embedding_llama`` multiplies each head tile by: within each interleaved pair
-    (x0, x1) -> (-x1, x0)."""
-    pair = np.array([[0.0, 1.0], [-1.0, 0.0]], dtype=np.float32)
-    return np.kron(np.eye(TILE // 2, dtype=np.float32), pair).reshape(1, 1, TILE, TILE)
-
-
 def user_cores(mesh_device, users: int):
     """One core per user, row-major over the worker grid."""
     return ttnn.num_cores_to_corerangeset(users, mesh_device.compute_with_storage_grid_size(), row_wise=True)
@@ -314,6 +384,18 @@ def sdpa_prefill_program_config(grid=(8, 8)):
             q_chunk_size=chunk,
             k_chunk_size=k_chunk,
         )
+
+    return config
+
+
+def prefill_matmul_config(k: int, n: int, max_rows: int):
+    """seq_len → the multicast program config of a prefill matmul [rows, k] @ [k, n]; prompts longer than
+    ``max_rows`` run as a batch of ``max_rows``-row pieces."""
+
+    @functools.lru_cache
+    def config(seq_len: int):
+        m = min(seq_len, max_rows)
+        return _grids.multicast_matmul(m, k, n, _grids.prefill_grid(m, n), fuse_batch=seq_len <= max_rows)
 
     return config
 
@@ -412,8 +494,59 @@ def _given(tensor):
 # --- the shared module ---------------------------------------------------------------------------------------
 
 
-class AttentionBase(TTModule):
+class Tttv1CallShape:
+    """``forward`` with TTTv1's call shape: ``mode`` picks ``decode_forward`` or ``prefill_forward``."""
+
+    def forward(
+        self,
+        x,
+        current_pos=None,
+        rot_mats=None,
+        user_id: int = 0,
+        mode="decode",
+        page_table=None,
+        chunk_page_table=None,
+        chunk_start_idx=None,
+        kv_cache=None,
+    ):
+        if mode_name(type(self).__name__, mode) == "decode":
+            return self.decode_forward(x, current_pos, rot_mats, page_table=page_table, kv_cache=kv_cache)
+        return self.prefill_forward(
+            x,
+            rot_mats,
+            user_id=user_id,
+            page_table=page_table,
+            chunk_page_table=chunk_page_table,
+            chunk_start_idx=chunk_start_idx,
+            kv_cache=kv_cache,
+        )
+
+
+class AttentionBase(Tttv1CallShape, TTModule):
     """Bound strategies and forward steps shared by Attention1D and Attention2D (see the module docstring)."""
+
+    def __init__(
+        self,
+        wqkv: LazyWeight,
+        wo: LazyWeight,
+        n_heads: int,
+        n_kv_heads: int,
+        head_dim: int,
+        max_batch_size: int = 32,
+        max_seq_len: int | None = None,
+    ) -> None:
+        """The happy path: the two weights and the dims that cannot be inferred from them."""
+        self._setup(
+            self.CONFIG_CLASS(
+                wqkv=wqkv,
+                wo=wo,
+                n_heads=n_heads,
+                n_kv_heads=n_kv_heads,
+                head_dim=head_dim,
+                max_batch_size=max_batch_size,
+                max_seq_len=max_seq_len,
+            )
+        )
 
     layout: HeadLayout
     users: int  # users (decode rows) one device serves
@@ -427,6 +560,13 @@ class AttentionBase(TTModule):
         cfg = self.config
         paged = cfg.paged_attention_config is not None
         self._sdpa_decode = self._sdpa_decode_paged if paged else self._sdpa_decode_contiguous
+        self._sdpa_decode_options = dict(
+            scale=cfg.scale,
+            sliding_window_size=cfg.sliding_window,
+            program_config=cfg.decode_sdpa_prg_config,
+            compute_kernel_config=cfg.sdpa_decode_compute_kernel_cfg,
+            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+        )
         self._fill_prefill = self._fill_paged if paged else self._fill_contiguous
         self._check_chunked = _ccl.unchanged if paged else self._chunked_needs_paging
         if cfg.sliding_window is not None:
@@ -466,31 +606,6 @@ class AttentionBase(TTModule):
         return normed
 
     # --- public helpers ----------------------------------------------------------------------------------------
-
-    def forward(
-        self,
-        x,
-        current_pos=None,
-        rot_mats=None,
-        user_id: int = 0,
-        mode="decode",
-        page_table=None,
-        chunk_page_table=None,
-        chunk_start_idx=None,
-        kv_cache=None,
-    ):
-        """TTTv1's call shape: ``mode`` picks ``decode_forward`` or ``prefill_forward``."""
-        if mode_name(type(self).__name__, mode) == "decode":
-            return self.decode_forward(x, current_pos, rot_mats, page_table=page_table, kv_cache=kv_cache)
-        return self.prefill_forward(
-            x,
-            rot_mats,
-            user_id=user_id,
-            page_table=page_table,
-            chunk_page_table=chunk_page_table,
-            chunk_start_idx=chunk_start_idx,
-            kv_cache=kv_cache,
-        )
 
     @property
     def kv_cache(self) -> list:
@@ -598,32 +713,18 @@ class AttentionBase(TTModule):
         return merged
 
     def _sdpa_decode_contiguous(self, q, cache_k, cache_v, current_pos, page_table):
-        cfg = self.config
         return ttnn.transformer.scaled_dot_product_attention_decode(
-            q,
-            cache_k,
-            cache_v,
-            cur_pos_tensor=current_pos,
-            scale=cfg.scale,
-            sliding_window_size=cfg.sliding_window,
-            program_config=cfg.decode_sdpa_prg_config,
-            compute_kernel_config=cfg.sdpa_decode_compute_kernel_cfg,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            q, cache_k, cache_v, cur_pos_tensor=current_pos, **self._sdpa_decode_options
         )
 
     def _sdpa_decode_paged(self, q, cache_k, cache_v, current_pos, page_table):
-        cfg = self.config
         return ttnn.transformer.paged_scaled_dot_product_attention_decode(
             q,
             cache_k,
             cache_v,
             cur_pos_tensor=current_pos,
             page_table_tensor=page_table,
-            scale=cfg.scale,
-            sliding_window_size=cfg.sliding_window,
-            program_config=cfg.decode_sdpa_prg_config,
-            compute_kernel_config=cfg.sdpa_decode_compute_kernel_cfg,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
+            **self._sdpa_decode_options,
         )
 
     # --- prefill steps -----------------------------------------------------------------------------------------

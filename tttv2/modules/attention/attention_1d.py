@@ -10,7 +10,6 @@ of a longer prompt against a paged cache.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,92 +20,31 @@ from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
-from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm1DConfig
-from tttv2.modules.tt_ccl import (
-    CCL_CHUNKS_PER_SYNC,
-    CCL_NUM_BUFFERS_PER_CHANNEL,
-    CCL_NUM_WORKERS_PER_LINK,
-    get_tt_ccl,
-)
+from tttv2.modules.tt_ccl import get_tt_ccl
 
 __all__ = ["Attention1D", "Attention1DConfig"]
 
-_LOCAL_NORM = dict(
-    decode_in_sharded=False, decode_out_sharded=False, prefill_distributed=False
-)  # q/k norms see whole heads on every device
+# q/k norms see whole heads on every device, interleaved
+_LOCAL_NORM = dict(decode_in_sharded=False, decode_out_sharded=False, prefill_distributed=False)
 _OWNER = "Attention1D"
 _AG_MM_CORES = 8  # the fused all-gather + WO matmul runs on one row of 8 cores
 
 
 @dataclass
-class Attention1DConfig:
-    """Everything Attention1D needs; ``None`` fields are resolved by ``Attention1D`` (see docs/modules.md)."""
+class Attention1DConfig(_shared.AttentionConfig):
+    """Everything Attention1D needs: the fields every attention config has (``AttentionConfig``) and the 1-D
+    ones below. ``None`` fields are resolved by ``Attention1D`` (see docs/attention.md)."""
 
-    # weights ([in, out]); Q and K columns in the interleaved-pair ("Meta") rotary order
-    wqkv: LazyWeight  # [dim, (n_heads + 2·n_kv_heads)·head_dim]: Q | K | V
-    wo: LazyWeight  # [n_heads·head_dim, dim]
-    wqkv_bias: LazyWeight | None = None  # [(n_heads + 2·n_kv_heads)·head_dim], Q | K | V
-    wqkv_per_device: bool = (
-        False  # wqkv / bias columns already laid out device by device ([q0 k0 v0 | q1 k1 v1 …])
-    )
-    q_norm_config: Any = None  # RMSNorm1DConfig over head_dim (Qwen3, Gemma-3), or None
-    k_norm_config: Any = None
-
-    # dims
-    n_heads: int | None = None
-    n_kv_heads: int | None = None
-    head_dim: int | None = None
-    dim: int | None = None  # from wqkv
-    max_batch_size: int = 32
-    max_seq_len: int | None = None  # sizes the contiguous KV cache
-
-    # mesh and collectives
-    mesh_device: Any = None
-    tt_ccl: Any = None
-    topology: Any = None
-    num_reduce_scatter_links: int = 1
     num_all_gather_links: int = 1
-    ccl_chunks_per_sync: int = CCL_CHUNKS_PER_SYNC
-    ccl_num_workers_per_link: int = CCL_NUM_WORKERS_PER_LINK
-    ccl_num_buffers_per_channel: int = CCL_NUM_BUFFERS_PER_CHANNEL
-
-    # attention
-    scale: float | None = None  # head_dim ** -0.5
-    sliding_window: int | None = None
-
-    # KV cache: contiguous [batch, kv heads, max_seq_len, hd] or paged [blocks, kv heads, block, hd]
-    paged_attention_config: Any = None  # PagedAttentionConfig (block_size, max_num_blocks) or None
-    external_kv_cache: bool = False  # the caller (a serving engine) passes kv_cache to every forward
-    kv_cache: list | None = None  # [K, V] as LazyWeight or ttnn.Tensor; zeros when None
-    kv_cache_dtype: Any = None
-
-    # dtypes
-    wqkv_dtype: Any = None
-    wo_dtype: Any = None
-    wqkv_bias_dtype: Any = None
-    activation_dtype: Any = None  # optional override of the two below
-    qkv_dtype: Any = None  # the QKV projection's output
-    prefill_attention_dtype: Any = None  # Q into prefill SDPA and the prefill WO output
-
-    # compute kernels
-    li_qkv_decode_compute_kernel_cfg: Any = None
-    sdpa_decode_compute_kernel_cfg: Any = None
-    li_o_decode_compute_kernel_cfg: Any = None
-    li_qkv_prefill_compute_kernel_cfg: Any = None
-    sdpa_prefill_compute_kernel_cfg: Any = None
-    li_o_prefill_compute_kernel_cfg: Any = None
+    activation_dtype: Any = None  # optional override of qkv_dtype and prefill_attention_dtype
 
     # weight placement
     wqkv_memcfg: Any = None
     wo_memcfg: Any = None
 
     # decode
-    decode_input_memcfg: Any = None
     decode_xqkv_prg_config: Any = None
-    decode_create_qkv_head_memcfg: Any = None
-    decode_sdpa_prg_config: Any = None
-    decode_scores_memcfg: Any = None
     decode_attn_output_prg_config: Any = None
     decode_residual_memcfg: Any = None
 
@@ -116,19 +54,9 @@ class Attention1DConfig:
     decode_all_gather_matmul_memcfg: Any = None
     decode_all_gather_matmul_num_links: int = 1
 
-    # prefill: program configs are functions of seq_len
-    prefill_input_memcfg: Any = None
-    prefill_xqkv_prg_config: Callable[[int], Any] | None = None
-    prefill_sdpa_prg_config: Callable[..., Any] | None = None  # (seq_len, chunk_start_idx=None)
-    prefill_wo_prg_config: Callable[[int], Any] | None = None
+    # prefill: contiguous fills of at least min_kv_prefill_shard_seqlen rows go through an L1 height shard
     prefill_kv_memcfg: Callable[[int], Any] | None = None
-    min_kv_prefill_shard_seqlen: int | None = None  # contiguous fills this long go through an L1 shard
-    max_qkv_mm_seq_len: int = 2048  # longer prefills run the QKV matmul in pieces of this many rows
-    max_wo_mm_seq_len: int = 1024  # ... and WO in pieces of this many
-
-    # rotary matrices (LazyWeight or ttnn.Tensor); built when None
-    transformation_mat_decode: Any = None
-    transformation_mat_prefill: Any = None
+    min_kv_prefill_shard_seqlen: int | None = None
 
 
 def _resolve_attention1d_config(config: Attention1DConfig) -> Attention1DConfig:
@@ -161,25 +89,6 @@ def _resolve_attention1d_config(config: Attention1DConfig) -> Attention1DConfig:
     dram_banks = mesh.dram_grid_size().x
     activation_dtype = config.activation_dtype
 
-    @functools.lru_cache
-    def prefill_xqkv(seq_len: int):
-        m = min(seq_len, config.max_qkv_mm_seq_len)
-        return _grids.multicast_matmul(
-            m,
-            dim,
-            local_qkv,
-            _grids.prefill_grid(m, local_qkv),
-            fuse_batch=seq_len <= config.max_qkv_mm_seq_len,
-        )
-
-    @functools.lru_cache
-    def prefill_wo(seq_len: int):
-        m = min(seq_len, config.max_wo_mm_seq_len)
-        k = heads_width * (n if fused else 1)
-        return _grids.multicast_matmul(
-            m, k, dim, _grids.prefill_grid(m, dim), fuse_batch=seq_len <= config.max_wo_mm_seq_len
-        )
-
     defaults = dict(
         mesh_device=mesh,
         tt_ccl=get_tt_ccl(mesh) if n > 1 else None,
@@ -205,9 +114,11 @@ def _resolve_attention1d_config(config: Attention1DConfig) -> Attention1DConfig:
         decode_attn_output_prg_config=_grids.dram_sharded_matmul(rows, heads_width, dim, layout.local_heads),
         decode_residual_memcfg=_grids.width_sharded(rows, dim // n, residual_grid),
         prefill_input_memcfg=ttnn.DRAM_MEMORY_CONFIG,
-        prefill_xqkv_prg_config=prefill_xqkv,
+        prefill_xqkv_prg_config=_shared.prefill_matmul_config(dim, local_qkv, config.max_qkv_mm_seq_len),
         prefill_sdpa_prg_config=_shared.sdpa_prefill_program_config(),
-        prefill_wo_prg_config=prefill_wo,
+        prefill_wo_prg_config=_shared.prefill_matmul_config(
+            heads_width * (n if fused else 1), dim, config.max_wo_mm_seq_len
+        ),
         prefill_kv_memcfg=_shared.kv_prefill_memcfg(layout),
         min_kv_prefill_shard_seqlen=64 * _grids.TILE // layout.local_kv_heads,
         transformation_mat_decode=_shared.decode_transformation_mat(mesh, config.max_batch_size),
@@ -307,28 +218,6 @@ class Attention1D(_shared.AttentionBase):
             "prefill_input_memcfg": Placement("DRAM", "interleaved"),
         },
     )
-
-    def __init__(
-        self,
-        wqkv: LazyWeight,
-        wo: LazyWeight,
-        n_heads: int,
-        n_kv_heads: int,
-        head_dim: int,
-        max_batch_size: int = 32,
-        max_seq_len: int | None = None,
-    ) -> None:
-        self._setup(
-            Attention1DConfig(
-                wqkv=wqkv,
-                wo=wo,
-                n_heads=n_heads,
-                n_kv_heads=n_kv_heads,
-                head_dim=head_dim,
-                max_batch_size=max_batch_size,
-                max_seq_len=max_seq_len,
-            )
-        )
 
     _resolve_config = staticmethod(_resolve_attention1d_config)
 

@@ -11,7 +11,6 @@ fractured over the columns along dim and replicated over the rows, as the residu
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,12 +24,7 @@ from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mes
 from tttv2.modules.attention import _shared, _tttv1_bridge
 from tttv2.modules.lazy_weight import LazyWeight
 from tttv2.modules.rmsnorm import RMSNorm2D, RMSNorm2DConfig
-from tttv2.modules.tt_ccl import (
-    CCL_CHUNKS_PER_SYNC,
-    CCL_NUM_BUFFERS_PER_CHANNEL,
-    CCL_NUM_WORKERS_PER_LINK,
-    get_tt_ccl,
-)
+from tttv2.modules.tt_ccl import get_tt_ccl
 
 __all__ = ["Attention2D", "Attention2DConfig"]
 
@@ -40,87 +34,24 @@ _SELECTION_GRID = ttnn.CoreGrid(y=4, x=8)  # where the user-selection and WO mat
 
 
 @dataclass
-class Attention2DConfig:
-    """Everything Attention2D needs; ``None`` fields are resolved by ``Attention2D`` (see docs/modules.md)."""
+class Attention2DConfig(_shared.AttentionConfig):
+    """Everything Attention2D needs: the fields every attention config has (``AttentionConfig``) and the 2-D
+    ones below. ``None`` fields are resolved by ``Attention2D`` (see docs/attention.md). The collectives run in
+    the dtype of the tensor they reduce (qkv_dtype, decode_wo_dtype, prefill_attention_dtype)."""
 
-    # weights ([in, out]); Q and K columns in the interleaved-pair ("Meta") rotary order
-    wqkv: LazyWeight  # [dim, (n_heads + 2·n_kv_heads)·head_dim]: Q | K | V
-    wo: LazyWeight  # [n_heads·head_dim, dim]
-    wqkv_bias: LazyWeight | None = None
-    wqkv_per_device: bool = (
-        False  # wqkv / bias columns already laid out device by device ([q0 k0 v0 | q1 k1 v1 …])
-    )
-    q_norm_config: Any = None  # RMSNorm1DConfig over head_dim, or None
-    k_norm_config: Any = None
-
-    # dims
-    n_heads: int | None = None
-    n_kv_heads: int | None = None
-    head_dim: int | None = None
-    dim: int | None = None
-    max_batch_size: int = 32
-    max_seq_len: int | None = None
-
-    # mesh and collectives
-    mesh_device: Any = None
-    tt_ccl: Any = None
-    topology: Any = None
-    num_reduce_scatter_links: int = 1
     num_all_gather_links: int = 2
     decode_gather_users_num_links: int = 2
     use_composite_all_reduce: bool = False  # WO decode: reduce-scatter + all-gather instead of gather + sum
-    ccl_chunks_per_sync: int = CCL_CHUNKS_PER_SYNC
-    ccl_num_workers_per_link: int = CCL_NUM_WORKERS_PER_LINK
-    ccl_num_buffers_per_channel: int = CCL_NUM_BUFFERS_PER_CHANNEL
-
-    # attention
-    scale: float | None = None
-    sliding_window: int | None = None
-
-    # KV cache (per device: its column's users, its row's KV heads)
-    paged_attention_config: Any = None
-    external_kv_cache: bool = False
-    kv_cache: list | None = None
-    kv_cache_dtype: Any = None
-
-    # dtypes; the collectives run in the dtype of the tensor they reduce
-    wqkv_dtype: Any = None
-    wo_dtype: Any = None
-    wqkv_bias_dtype: Any = None
-    qkv_dtype: Any = None  # QKV projection output (and its all-reduce)
     decode_wo_dtype: Any = None  # decode WO output (and its all-reduce)
-    prefill_attention_dtype: Any = None  # Q into prefill SDPA, prefill WO output (and its all-reduce)
-
-    # compute kernels
-    li_qkv_decode_compute_kernel_cfg: Any = None
-    sdpa_decode_compute_kernel_cfg: Any = None
-    li_o_decode_compute_kernel_cfg: Any = None
-    li_qkv_prefill_compute_kernel_cfg: Any = None
-    sdpa_prefill_compute_kernel_cfg: Any = None
-    li_o_prefill_compute_kernel_cfg: Any = None
     selection_compute_kernel_cfg: Any = None  # the 0/1 user-selection matmuls (exact: HiFi4)
 
     # decode
-    decode_input_memcfg: Any = None
     decode_qkv_gathered_memcfg: Any = None
     decode_create_head_input_memcfg: Any = None
-    decode_create_qkv_head_memcfg: Any = None
-    decode_sdpa_prg_config: Any = None
-    decode_scores_memcfg: Any = None
     decode_gather_users_memcfg: Any = None
     decode_wo_reduce_memcfg: Any = None  # where the row all-reduce lands
 
-    # prefill: program configs are functions of seq_len
-    prefill_input_memcfg: Any = None
-    prefill_xqkv_prg_config: Any = None
-    prefill_sdpa_prg_config: Any = None
-    prefill_wo_prg_config: Any = None
-    max_qkv_mm_seq_len: int = 2048
-    max_wo_mm_seq_len: int = 1024
-
-    # rotary matrices and the user-selection matrices (LazyWeight or ttnn.Tensor); built when None
-    transformation_mat_decode: Any = None
-    transformation_mat_prefill: Any = None
+    # the user-selection matrices (LazyWeight or ttnn.Tensor); built when None
     qkv_user_picker: Any = None
     user_gather_picker: Any = None
 
@@ -175,28 +106,6 @@ def _resolve_attention2d_config(config: Attention2DConfig) -> Attention2DConfig:
     def width_sharded(height: int, width: int):
         return _grids.width_sharded(height, width, ttnn.CoreGrid(y=1, x=_grids.largest_divisor(width // 32)))
 
-    @functools.lru_cache
-    def prefill_xqkv(seq_len: int):
-        m = min(seq_len, config.max_qkv_mm_seq_len)
-        return _grids.multicast_matmul(
-            m,
-            column_dim,
-            local_qkv,
-            _grids.prefill_grid(m, local_qkv),
-            fuse_batch=seq_len <= config.max_qkv_mm_seq_len,
-        )
-
-    @functools.lru_cache
-    def prefill_wo(seq_len: int):
-        m = min(seq_len, config.max_wo_mm_seq_len)
-        return _grids.multicast_matmul(
-            m,
-            heads_width,
-            column_dim,
-            _grids.prefill_grid(m, column_dim),
-            fuse_batch=seq_len <= config.max_wo_mm_seq_len,
-        )
-
     def picker(source, mapper, name):
         return LazyWeight(
             source,
@@ -238,9 +147,13 @@ def _resolve_attention2d_config(config: Attention2DConfig) -> Attention2DConfig:
             else width_sharded(_shared.TILE * rows, column_dim)
         ),
         prefill_input_memcfg=ttnn.DRAM_MEMORY_CONFIG,
-        prefill_xqkv_prg_config=prefill_xqkv,
+        prefill_xqkv_prg_config=_shared.prefill_matmul_config(
+            column_dim, local_qkv, config.max_qkv_mm_seq_len
+        ),
         prefill_sdpa_prg_config=_shared.sdpa_prefill_program_config(),
-        prefill_wo_prg_config=prefill_wo,
+        prefill_wo_prg_config=_shared.prefill_matmul_config(
+            heads_width, column_dim, config.max_wo_mm_seq_len
+        ),
         transformation_mat_decode=_shared.decode_transformation_mat(mesh, users),
         transformation_mat_prefill=_shared.prefill_transformation_mat(mesh),
         qkv_user_picker=picker(
@@ -309,28 +222,6 @@ class Attention2D(_shared.AttentionBase):
             "prefill_input_memcfg": Placement("DRAM", "interleaved"),
         },
     )
-
-    def __init__(
-        self,
-        wqkv: LazyWeight,
-        wo: LazyWeight,
-        n_heads: int,
-        n_kv_heads: int,
-        head_dim: int,
-        max_batch_size: int = 32,
-        max_seq_len: int | None = None,
-    ) -> None:
-        self._setup(
-            Attention2DConfig(
-                wqkv=wqkv,
-                wo=wo,
-                n_heads=n_heads,
-                n_kv_heads=n_kv_heads,
-                head_dim=head_dim,
-                max_batch_size=max_batch_size,
-                max_seq_len=max_seq_len,
-            )
-        )
 
     _resolve_config = staticmethod(_resolve_attention2d_config)
 
