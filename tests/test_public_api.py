@@ -1,7 +1,8 @@
 """The public API is ``__all__``: every public module has one and every name in it exists; docs/api.md documents
 each public module's ``__all__`` exactly (both ways); packages re-export nothing from a private module without
 listing it; the seed-style namespaces re-export the module library's objects; the spellings importable before the
-policy still import; ``tttv2.ttnn`` (which mirrors Tenstorrent's ttnn) is checked by its submodules' ``__all__``."""
+policy still import; ``tttv2.ttnn`` (which mirrors Tenstorrent's ttnn) is checked by its submodules' ``__all__``,
+and its own training API (autograd, nn.parallel) by every exported name appearing in docs/."""
 
 from __future__ import annotations
 
@@ -214,6 +215,28 @@ def test_ttnn_by_all():
             assert hasattr(module, name), f"{info.name}.__all__ names {name!r}, which it does not have"
             checked += 1
     assert checked > 300
+
+
+# tttv2.ttnn packages that are this project's own API (TTML's place), not a mirror of Tenstorrent's ttnn
+DOCUMENTED_TTNN_PACKAGES = ["tttv2.ttnn.autograd", "tttv2.ttnn.nn.parallel"]
+
+
+@pytest.mark.parametrize("package", DOCUMENTED_TTNN_PACKAGES)
+def test_training_api_names_are_documented(package):
+    text = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
+    names = [package] + [
+        info.name
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, f"{package}.")
+        if not _private(info.name)
+    ]
+    undocumented = [
+        f"{name}.{exported}"
+        for name in names
+        if hasattr(importlib.import_module(name), "__all__")
+        for exported in importlib.import_module(name).__all__
+        if f"`{exported}" not in text and f"{exported}`" not in text
+    ]
+    assert not undocumented, f"not in docs/: {undocumented}"
 
 
 def test_version_and_lazy_top_level():
