@@ -138,3 +138,14 @@ def test_a_topology_that_does_not_fit_the_tensor_is_an_error(mesh):
         match=r"ttnn.unsqueeze: input_tensor: expected a tensor whose topology fits its shape, got PlacementShard\(5\) does not fit a rank-2 tensor",
     ):
         ttnn.unsqueeze(t, 0)
+
+
+@pytest.mark.parametrize(("dim", "moved"), [(1, 2), (-2, -1), (0, 0)])
+def test_transpose_and_permute_move_the_shard_dim_with_its_data(mesh, dim, moved):
+    x = _data(4, 8, 32)
+    t = _sharded(mesh, x, dim)
+    swapped = ttnn.transpose(t, 1, 2)
+    assert _shard_dim(swapped) == moved
+    np.testing.assert_array_equal(to_host(swapped), np.swapaxes(x, 1, 2))
+    rotated = ttnn.permute(t, (2, 0, 1))  # new dim 1 is old dim 0, new dim 2 old dim 1
+    np.testing.assert_array_equal(to_host(rotated), np.transpose(x, (2, 0, 1)))

@@ -64,9 +64,25 @@ def reshaped_topology(
     are then placed on dim 0, i.e. the tensor reads as the device buffers stacked one after the other, which is
     what the devices hold, rather than on a dim that would interleave them.
     """
+    old, new = [int(d) for d in old_shape], [int(d) for d in new_shape]
+    if inserted is not None:
+        return _moved_shard_dims(
+            topology, old, len(new), lambda k: k + inserted[1] if k >= inserted[0] else k
+        )
+    return _moved_shard_dims(topology, old, len(new), lambda k: _followed_dim(k, old, new))
+
+
+def permuted_topology(topology: TensorTopology | None, shape, order) -> TensorTopology | None:
+    """The topology after each shard's dims are reordered (new dim ``i`` is old dim ``order[i]``, as in
+    ``permute``): a shard dim moves with its data and keeps its sign."""
+    order = list(order)
+    return _moved_shard_dims(topology, [int(d) for d in shape], len(order), order.index)
+
+
+def _moved_shard_dims(topology, old: list[int], new_rank: int, move) -> TensorTopology | None:
+    """Each shard dim ``k`` (of a tensor of shape ``old``) moved to ``move(k)`` in a rank-``new_rank`` tensor."""
     if topology is None or not any(isinstance(p, PlacementShard) for p in topology.placements()):
         return topology
-    old, new = [int(d) for d in old_shape], [int(d) for d in new_shape]
     placements = []
     for p in topology.placements():
         if not isinstance(p, PlacementShard):
@@ -74,12 +90,8 @@ def reshaped_topology(
             continue
         if not -len(old) <= p.dim < len(old):
             raise ValueError(f"{p!r} does not fit a rank-{len(old)} tensor of shape {old}")
-        k = p.dim % len(old)
-        if inserted is not None:
-            j = k + inserted[1] if k >= inserted[0] else k
-        else:
-            j = _followed_dim(k, old, new)
-        placements.append(PlacementShard(j if p.dim >= 0 else j - len(new)))
+        j = move(p.dim % len(old))
+        placements.append(PlacementShard(j if p.dim >= 0 else j - new_rank))
     return TensorTopology(topology.distribution_shape, tuple(placements))
 
 

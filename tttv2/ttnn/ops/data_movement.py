@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRange, CoreRangeSet, MemoryConfig, ShardSpec
-from ..placement import reshaped_topology
+from ..placement import permuted_topology, reshaped_topology
 from ..tensor import Shape, Tensor, padded_shape_of
 from ..types import (
     TILE_SIZE,
@@ -153,10 +153,10 @@ def _shards(t: Tensor, op: str) -> list[np.ndarray]:
     return t.shards(op)
 
 
-def _reshaped_topology(op: str, t: Tensor, old_shape, new_shape, inserted: tuple[int, int] | None = None):
-    """``t``'s topology with its shard dims moved through a per-shard reshape (see ``reshaped_topology``)."""
+def _moved_topology(op: str, move, t: Tensor, *args, **kwargs):
+    """``move(t's topology, *args)``: its shard dims moved with the data by a reshape or a permute."""
     try:
-        return reshaped_topology(t.tensor_topology(), old_shape, new_shape, inserted=inserted)
+        return move(t.tensor_topology(), *args, **kwargs)
     except ValueError as exc:  # the input's own topology names a dim it does not have
         raise op_error(op, "input_tensor", "a tensor whose topology fits its shape", str(exc)) from None
 
@@ -329,7 +329,7 @@ def reshape(
 
 def _reshape(op: str, t: Tensor, logical: list[int], memory_config=None, inserted=None) -> Tensor:
     """Reshape every shard; the shard dims of the topology follow the data (``inserted``: see unsqueeze)."""
-    topology = _reshaped_topology(op, t, t.shape, logical, inserted)
+    topology = _moved_topology(op, reshaped_topology, t, t.shape, logical, inserted=inserted)
     new_shape = tuple(logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))
     return output_like(op, shards, t, memory_config=memory_config, topology=topology)
@@ -369,7 +369,9 @@ def _reshape_view(op: str, t: Tensor, logical: list[int], padded: list[int] | No
     def view_shard(s: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(_padded_array(s, cur_padded).reshape(padded)[index])
 
-    topology = _reshaped_topology(op, t, cur_padded, padded)  # the padded buffer is what is reinterpreted
+    topology = _moved_topology(
+        op, reshaped_topology, t, cur_padded, padded
+    )  # the padded buffer is what is reinterpreted
     shards = _map(t, op, view_shard)
     out_padded = None if padded == list(padded_shape_of(logical, t.layout)) else padded
     return output_like(op, shards, t, memory_config=memory_config, padded_shape=out_padded, topology=topology)
@@ -400,7 +402,7 @@ def view(input_tensor: Tensor, shape) -> Tensor:
                 op, "shape", f"an unchanged second-last dim {h_old} (TILE padding would move)", logical
             )
     new_shape = tuple(logical)
-    topology = _reshaped_topology(op, t, old, logical)
+    topology = _moved_topology(op, reshaped_topology, t, old, logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))
     if t.device() is None:
         out = Tensor(shards, t.dtype, t.layout, None, None, topology, quantized=True, what=op)
@@ -480,8 +482,11 @@ def permute(
         raise op_error(op, "dims", f"a permutation of range({rank})", list(dims))
     if order == list(range(rank)) and memory_config is None:
         return t
+    topology = _moved_topology(op, permuted_topology, t, t.shape, order)  # a shard dim moves with its data
     shards = _map(t, op, lambda s: np.ascontiguousarray(np.transpose(s, order)))
-    return output_like(op, shards, t, memory_config=memory_config if t.device() is not None else None)
+    return output_like(
+        op, shards, t, memory_config=memory_config if t.device() is not None else None, topology=topology
+    )
 
 
 @ttnn_op("ttnn.transpose")
