@@ -463,6 +463,10 @@ def module_case(mesh_shape, mode, model_name, x_shape, w1_dtype=None, w2_dtype=N
     return ModuleCase(tuple(mesh_shape), family_of(model_name), mode, rows_of(x_shape), precision)
 
 
+def module_case_args(*values) -> tuple:
+    return (module_case(*values),)
+
+
 def attention_case(
     mesh_shape, mode, model_name, x_shape, rot_mats_shape, current_pos_shape, wqkv_dtype, wo_dtype
 ):
@@ -487,3 +491,7 @@ def attention_case(
         dim=config["hidden_size"],
         options=() if wo_dtype == ttnn.bfloat8_b else (("wo_dtype", wo_dtype),),
     )
+
+
+def attention_case_args(*values) -> tuple:
+    return (attention_case(*values),)

@@ -16,7 +16,7 @@ from tttv2.testing import assert_pcc
 from tttv2.testing.cases import pcc_threshold
 from tttv2.testing.host import to_host
 
-from ..cases import ATTENTION_1D_CASES, attention_case, recorded
+from ..cases import ATTENTION_1D_CASES, attention_case_args, recorded
 from . import _reference as R
 from ._harness import AttentionCase, build, run
 from ._tttv1 import compare_with_tttv1, fused_wide_args, hf_catalogue_attention, tttv1_attention
@@ -49,7 +49,7 @@ FEATURE_CASES = [
 
 
 CASES = [
-    *recorded(ATTENTION_1D_CASES, lambda *values: (attention_case(*values),)),
+    *recorded(ATTENTION_1D_CASES, attention_case_args),
     *(pytest.param(case, id=case.id) for case in FEATURE_CASES),
 ]
 

@@ -17,7 +17,7 @@ from tttv2.testing.cases import pcc_threshold
 from tttv2.testing.host import to_host
 from tttv2.testing.legacy import tttv1_model_args
 
-from ..cases import ATTENTION_2D_CASES, attention_case, recorded
+from ..cases import ATTENTION_2D_CASES, attention_case_args, recorded
 from . import _reference as R
 from ._harness import AttentionCase, build, run
 from ._tttv1 import compare_with_tttv1, hf_catalogue_attention, tttv1_attention
@@ -46,7 +46,7 @@ FEATURE_CASES = [
 
 
 CASES = [
-    *recorded(ATTENTION_2D_CASES, lambda *values: (attention_case(*values),)),
+    *recorded(ATTENTION_2D_CASES, attention_case_args),
     *(pytest.param(case, id=case.id) for case in FEATURE_CASES),
 ]
 

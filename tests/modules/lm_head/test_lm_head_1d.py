@@ -32,12 +32,10 @@ CASES = [
     *(
         pytest.param(case, columns, splits, id=f"{case.id}-max{columns}")
         for case, columns, splits in (
-            (ModuleCase((1, 2), "phi3", "decode", 32), 128, [128, 128]),  # vocab 500 padded to 512
-            (
-                ModuleCase((1, 8), "qwen2", "prefill", 32),
-                64,
-                [64, 32],
-            ),  # vocab 640 padded to 768: 96 per device
+            # vocab 500 padded to 512
+            (ModuleCase((1, 2), "phi3", "decode", 32), 128, [128, 128]),
+            # vocab 640 padded to 768: 96 per device
+            (ModuleCase((1, 8), "qwen2", "prefill", 32), 64, [64, 32]),
         )
     ),
 ]

@@ -17,19 +17,19 @@ from tttv2.testing.legacy import catalogue_hf_module, catalogue_state_dicts, ttt
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import hf_config, hf_mlp, mlp_weights, random_activations, run_reference
 
-from ..cases import MLP_1D_CASES, module_case, recorded
+from ..cases import MLP_1D_CASES, module_case_args, recorded
 
 # upstream's style: mesh × family × mode × seq_len × precision. The cases tttv1's demos run (emitted by collect-cases
 # into ../cases.py), then what they never run
 CASES = [
-    *recorded(MLP_1D_CASES, lambda *values: (module_case(*values),)),
+    *recorded(MLP_1D_CASES, module_case_args),
     *(
         pytest.param(case, id=case.id)
         for case in (
-            ModuleCase(
-                (1, 2), "llama", "prefill", 256, "mixed"
-            ),  # folded into rows of prefill_len_cutoff=128
-            ModuleCase((1, 8), "phi3", "decode", 32, "mixed"),  # hidden 688 padded to 768 for 8 devices
+            # folded into rows of prefill_len_cutoff=128
+            ModuleCase((1, 2), "llama", "prefill", 256, "mixed"),
+            # hidden 688 padded to 768 for 8 devices
+            ModuleCase((1, 8), "phi3", "decode", 32, "mixed"),
         )
     ),
 ]

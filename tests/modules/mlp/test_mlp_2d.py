@@ -14,12 +14,12 @@ from tttv2.testing.host import to_host, to_host_rows
 from tttv2.testing.legacy import catalogue_hf_module, catalogue_state_dicts, tttv1_model_args
 from tttv2.testing.references import hf_config, hf_mlp, mlp_weights, random_activations, run_reference
 
-from ..cases import MLP_2D_CASES, module_case, recorded
+from ..cases import MLP_2D_CASES, module_case_args, recorded
 
 # the cases tttv1's Galaxy demos run (emitted by collect-cases into ../cases.py; phi3's hidden 688 is padded to 1024,
 # 32 per device), then the other orientation, which they never run
 CASES = [
-    *recorded(MLP_2D_CASES, lambda *values: (module_case(*values),)),
+    *recorded(MLP_2D_CASES, module_case_args),
     pytest.param(ModuleCase((4, 8), "llama", "decode", 32, "uniform"), id="4x8-llama-decode-32-uniform"),
 ]
 
