@@ -37,6 +37,9 @@ EMITTED = [
     ("ATTENTION_2D_CASES", "tttv1.tt.attention:Attention", ["--topology", "2d", "--minimal"]),
     ("ROPE_1D_CASES", "tttv1.tt.attention:Attention", ["--topology", "1d", "--minimal"]),
     ("DECODER_CASES", "tttv1.tt.attention:Attention", ["--mode", "prefill", "--minimal"]),
+    ("EMBEDDING_2D_CASES", "tttv1.tt.embedding:Embedding", ["--topology", "2d", "--minimal"]),
+    ("LM_HEAD_2D_CASES", "tttv1.tt.lm_head:LMHead", ["--topology", "2d", "--minimal"]),
+    ("ROPE_2D_CASES", "tttv1.tt.attention:Attention", ["--topology", "2d", "--minimal"]),
 ]
 
 # collect-cases: target=tttv1.tt.mlp:MLP fields=mesh_shape,mode,model_name,x_shape,w1_dtype,w2_dtype topology=1d minimal
@@ -417,6 +420,76 @@ DECODER_CASES = [
 ]
 
 
+# collect-cases: target=tttv1.tt.embedding:Embedding fields=mesh_shape,model_name,x_shape topology=2d minimal
+EMBEDDING_2D_CASES = [
+    pytest.param((8, 4), "Llama-3.1-8B-tiny", (1, 1, 1, 32), id="8x4-1-Llama-3.1-8B-tiny-x_shape=1x1x1x32"),
+    pytest.param((8, 4), "Llama-3.2-1B-tiny", (1, 1, 1, 128), id="8x4-1-Llama-3.2-1B-tiny-x_shape=1x1x1x128"),
+    pytest.param((8, 4), "Mistral-7B-tiny", (1, 1, 1, 32), id="8x4-1-Mistral-7B-tiny-x_shape=1x1x1x32"),
+    pytest.param((8, 4), "Phi-3-mini-tiny", (1, 1, 1, 32), id="8x4-1-Phi-3-mini-tiny-x_shape=1x1x1x32"),
+    pytest.param((8, 4), "Qwen2.5-7B-tiny", (1, 1, 1, 32), id="8x4-1-Qwen2.5-7B-tiny-x_shape=1x1x1x32"),
+]
+
+# collect-cases: target=tttv1.tt.lm_head:LMHead fields=mesh_shape,mode,model_name,x_shape topology=2d minimal
+LM_HEAD_2D_CASES = [
+    pytest.param(
+        (8, 4),
+        "decode",
+        "Llama-3.1-8B-tiny",
+        (1, 1, 32, 128),
+        id="8x4-decode-32-Llama-3.1-8B-tiny",
+    ),
+    pytest.param((8, 4), "decode", "Mistral-7B-tiny", (1, 1, 32, 128), id="8x4-decode-32-Mistral-7B-tiny"),
+    pytest.param((8, 4), "decode", "Phi-3-mini-tiny", (1, 1, 32, 128), id="8x4-decode-32-Phi-3-mini-tiny"),
+    pytest.param((8, 4), "decode", "Qwen2.5-7B-tiny", (1, 1, 32, 128), id="8x4-decode-32-Qwen2.5-7B-tiny"),
+    pytest.param(
+        (8, 4),
+        "prefill",
+        "Llama-3.2-1B-tiny",
+        (1, 1, 32, 128),
+        id="8x4-prefill-32-Llama-3.2-1B-tiny",
+    ),
+]
+
+# collect-cases: target=tttv1.tt.attention:Attention fields=mesh_shape,mode,model_name,rot_mats_shape topology=2d minimal
+ROPE_2D_CASES = [
+    pytest.param(
+        (8, 4),
+        "decode",
+        "Llama-3.1-8B-tiny",
+        ((1, 1, 1, 32), (1, 1, 1, 32)),
+        id="8x4-decode-Llama-3.1-8B-tiny",
+    ),
+    pytest.param(
+        (8, 4),
+        "decode",
+        "Mistral-7B-tiny",
+        ((1, 1, 1, 32), (1, 1, 1, 32)),
+        id="8x4-decode-Mistral-7B-tiny",
+    ),
+    pytest.param(
+        (8, 4),
+        "decode",
+        "Phi-3-mini-tiny",
+        ((1, 1, 1, 64), (1, 1, 1, 64)),
+        id="8x4-decode-Phi-3-mini-tiny",
+    ),
+    pytest.param(
+        (8, 4),
+        "prefill",
+        "Llama-3.2-1B-tiny",
+        ((1, 1, 128, 32), (1, 1, 128, 32)),
+        id="8x4-prefill-Llama-3.2-1B-tiny",
+    ),
+    pytest.param(
+        (8, 4),
+        "prefill",
+        "Qwen2.5-7B-tiny",
+        ((1, 1, 128, 64), (1, 1, 128, 64)),
+        id="8x4-prefill-Qwen2.5-7B-tiny",
+    ),
+]
+
+
 # --- from a recorded case to what a test builds ---------------------------------------------------------------
 
 
@@ -461,6 +534,17 @@ def module_case(mesh_shape, mode, model_name, x_shape, w1_dtype=None, w2_dtype=N
 
     precision = "uniform" if w1_dtype is None else precision_of(w1_dtype, w2_dtype)
     return ModuleCase(tuple(mesh_shape), family_of(model_name), mode, rows_of(x_shape), precision)
+
+
+def embedding_case(mesh_shape, model_name, x_shape):
+    """A ``ModuleCase`` of a recorded embedding case. tttv1's Embedding takes no mode: [1, 1, 1, 32] token ids are
+    a decode batch, longer ones a prompt."""
+    from tttv2.testing.cases import DECODE_ROWS, ModuleCase
+
+    tokens = x_shape[-1]
+    return ModuleCase(
+        tuple(mesh_shape), family_of(model_name), "decode" if tokens == DECODE_ROWS else "prefill", tokens
+    )
 
 
 def module_case_args(*values) -> tuple:

@@ -19,8 +19,25 @@ from tttv2.modules import (
     rope_tables,
 )
 from tttv2.testing import assert_pcc
-from tttv2.testing.cases import pcc_threshold
-from tttv2.testing.references import hf_config, hf_embedding, hf_lm_head, random_activations, run_reference
+from tttv2.testing.cases import ModuleCase, pcc_threshold
+from tttv2.testing.references import (
+    hf_config,
+    hf_embedding,
+    hf_lm_head,
+    random_activations,
+    rope_reference,
+    run_reference,
+)
+
+from .cases import (
+    EMBEDDING_2D_CASES,
+    LM_HEAD_2D_CASES,
+    ROPE_2D_CASES,
+    embedding_case,
+    module_case_args,
+    recorded,
+)
+from .rope.test_rope_1d import BF16_STEP, _interleaved_to_hf, catalogue_rope
 
 ROWS, COLS = 8, 4
 
@@ -35,65 +52,97 @@ def _columns(tensor) -> np.ndarray:
     return np.concatenate(parts[:COLS], axis=-1).astype(np.float32)
 
 
-@pytest.mark.parametrize("scale", [1.0, 4.0])
-def test_embedding_2d_vs_reference(scale, ttnn_mesh_pool):
-    mesh = ttnn_mesh_pool((ROWS, COLS))
-    config = hf_config("qwen2")
+# (case, embed_scale): the cases tttv1's Galaxy demos run (emitted by collect-cases into cases.py), then a scale
+EMBEDDING_CASES = [
+    *recorded(EMBEDDING_2D_CASES, lambda *values: (embedding_case(*values), 1.0)),
+    pytest.param(ModuleCase((ROWS, COLS), "qwen2", "decode", 64), 4.0, id="8x4-qwen2-decode-64-x4"),
+]
+
+
+@pytest.mark.parametrize(("case", "scale"), EMBEDDING_CASES)
+def test_embedding_2d_vs_reference(case, scale, ttnn_mesh_pool):
+    mesh = ttnn_mesh_pool(case.mesh_shape)
+    config = hf_config(case.family)
     table = hf_embedding(config, seed=31).weight.detach().numpy()
     module = Embedding2D(LazyWeight(table, device=mesh), embed_scale=scale)
-    ids = np.random.default_rng(2).integers(0, config.vocab_size, (1, 1, 1, 64)).astype(np.uint32)
-    out = module.forward(LazyWeight(ids), "decode")
-    assert list(out.shape) == [1, 1, 64, config.hidden_size // COLS]
+    ids = np.random.default_rng(case.seq_len).integers(0, config.vocab_size, (1, 1, 1, case.seq_len))
+    out = module.forward(LazyWeight(ids.astype(np.uint32)), case.mode)
+    assert list(out.shape) == [1, 1, case.seq_len, config.hidden_size // COLS]
     assert_pcc(table[ids[0, 0, 0]] * scale, _columns(out)[0, 0], pcc_threshold("embedding"))
     assert module.config.weights.dtype == ttnn.bfloat16
 
 
-@pytest.mark.parametrize("family", ["llama", "phi3"])  # phi3: vocab 500, padded to 1024 (32 × 32 devices)
-def test_lm_head_2d_vs_reference(family, ttnn_mesh_pool):
-    mesh = ttnn_mesh_pool((ROWS, COLS))
-    config = hf_config(family)
+@pytest.mark.parametrize("case", recorded(LM_HEAD_2D_CASES, module_case_args))
+def test_lm_head_2d_vs_reference(case, ttnn_mesh_pool):
+    """The cases tttv1's Galaxy demos run (emitted by collect-cases into cases.py): every family, both modes; the
+    vocab is padded to whole tiles on each of the 32 devices (phi3's 500 to 1024)."""
+    mesh = ttnn_mesh_pool(case.mesh_shape)
+    config = hf_config(case.family)
     head = hf_lm_head(config, seed=41)
     module = LMHead2D(LazyWeight(head.weight.detach().numpy().T.copy(), device=mesh))
-    assert module.config.padded_vocab_size == 1024
-    x = random_activations((1, 1, 32, config.hidden_size), seed=5)
-    expected = run_reference(head, x).reshape(32, -1)
-    for mode in ("decode", "prefill"):
-        out = module.forward(LazyWeight(x), mode)
-        parts = [ttnn.to_numpy(p).astype(np.float32) for p in ttnn.get_device_tensors(out)]
-        # the vocab is split over the mesh rows; every column holds the whole sum
-        logits = np.concatenate([parts[r * COLS] for r in range(ROWS)], axis=-1)[0, 0]
-        np.testing.assert_array_equal(parts[1], parts[0])
-        assert np.all(logits[:, config.vocab_size :] == 0)
-        assert_pcc(expected, logits[:, : config.vocab_size], pcc_threshold("lm_head"))
+    assert module.config.padded_vocab_size == -(-config.vocab_size // 1024) * 1024
+    x = random_activations((1, 1, case.seq_len, config.hidden_size), seed=5)
+    expected = run_reference(head, x).reshape(case.seq_len, -1)
+    out = module.forward(LazyWeight(x), case.mode)
+    parts = [ttnn.to_numpy(p).astype(np.float32) for p in ttnn.get_device_tensors(out)]
+    # the vocab is split over the mesh rows; every column holds the whole sum
+    logits = np.concatenate([parts[r * COLS] for r in range(ROWS)], axis=-1)[0, 0]
+    np.testing.assert_array_equal(parts[1], parts[0])
+    assert np.all(logits[:, config.vocab_size :] == 0)
+    assert_pcc(expected, logits[:, : config.vocab_size], pcc_threshold("lm_head"))
 
 
-@pytest.mark.parametrize("batch", [1, 8])  # one user (the same on every column) / two users per column
-def test_rotary_setup_2d(batch, ttnn_mesh_pool):
-    mesh = ttnn_mesh_pool((ROWS, COLS))
-    cos, sin = rope_tables(32, 256, 500000.0, hf_config("llama").rope_scaling)
+# (mesh_shape, mode, model_name, rot_mats_shape, max_batch_size): the cases tttv1's Galaxy demos run (one user,
+# emitted by collect-cases into cases.py), then eight users (two per column), which they never run
+ROPE_CASES = [
+    *recorded(ROPE_2D_CASES, lambda *values: (*values, 1)),
+    pytest.param(
+        (ROWS, COLS),
+        "decode",
+        "Llama-3.1-8B-tiny",
+        ((1, 2, 1, 32), (1, 2, 1, 32)),
+        8,
+        id="8x4-decode-Llama-3.1-8B-tiny-8-users",
+    ),
+]
+
+
+@pytest.mark.parametrize("mesh_shape, mode, model_name, rot_mats_shape, batch", ROPE_CASES)
+def test_rotary_setup_2d_vs_reference(mesh_shape, mode, model_name, rot_mats_shape, batch, ttnn_mesh_pool):
+    """The catalogue model's theta and scaling against HF's tables, in the shapes tttv1's attention received:
+    decode rows [1, users per column, 1, head_dim] height-sharded, each column its own users (every column the
+    same one user when there is one); prefill rows padded with zeros to the recorded length."""
+    mesh = ttnn_mesh_pool(mesh_shape)
+    config, head_dim, cos, sin = catalogue_rope(model_name, rot_mats_shape)
     module = RotarySetup2D(LazyWeight(cos, device=mesh), LazyWeight(sin), max_batch_size=batch)
-    users = max(batch // COLS, 1)
-    assert module.config.users_per_column == users
-    positions = np.random.default_rng(3).integers(0, 256, batch)
-    got_cos, got_sin = module.forward("decode", module.get_rot_idxs(positions))
-    assert list(got_cos.shape) == [1, users, 1, 32]
-    assert got_cos.memory_config().memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
-    for column in range(COLS):
-        mine = positions[column * users : (column + 1) * users] if batch > 1 else positions
-        for got, table in ((got_cos, cos), (got_sin, sin)):
-            rows = ttnn.to_numpy(ttnn.get_device_tensors(got)[column]).reshape(users, 32)
-            np.testing.assert_allclose(rows, table[0, 0, mine], atol=2.0**-8)
-    prefill = module.prefill_forward(10, 64, pad_to=96)
-    rows = ttnn.to_numpy(ttnn.get_device_tensors(prefill[0])[5])[0, 0]
-    np.testing.assert_allclose(rows[:64], cos[0, 0, 10:74], atol=2.0**-8)
-    assert np.all(rows[64:] == 0) and list(prefill[1].shape) == [1, 1, 96, 32]
-    mats = module.transformation_mats
-    assert list(mats["decode"].shape) == [1, 1, 32 * users, 32] and list(mats["prefill"].shape) == [
-        1,
-        1,
-        32,
-        32,
-    ]
+    if mode == "decode":
+        users = rot_mats_shape[0][1]
+        assert module.config.users_per_column == users
+        positions = np.random.default_rng(3).integers(0, 512, batch)
+        got = module.forward("decode", module.get_rot_idxs(positions))
+        assert got[0].memory_config().memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+        assert list(module.transformation_mats["decode"].shape) == [1, 1, 32 * users, 32]
+        # column c holds users [c * users, (c + 1) * users); one user is on every column
+        expected = [
+            rope_reference(config, positions[c * users : (c + 1) * users] if batch > 1 else positions)
+            for c in range(COLS)
+        ]
+        valid = users
+    else:
+        rows = rot_mats_shape[0][-2]
+        valid = rows - 4  # a prompt padded to the recorded rows: the padding rows are zero
+        got = module.forward("prefill", 100, valid, pad_to=rows)
+        assert list(module.transformation_mats["prefill"].shape) == [1, 1, 32, 32]
+        expected = [rope_reference(config, range(100, 100 + valid))] * COLS
+    for index, (table, shape) in enumerate(zip(got, rot_mats_shape)):
+        assert list(table.shape) == list(shape)
+        devices = ttnn.get_device_tensors(table)
+        for device, tensor in enumerate(devices):
+            host = ttnn.to_numpy(tensor).astype(np.float32).reshape(-1, head_dim)
+            reference = expected[device % COLS][index]
+            assert np.all(host[valid:] == 0)
+            assert np.abs(_interleaved_to_hf(host[:valid]) - reference).max() <= BF16_STEP
+            assert_pcc(reference, _interleaved_to_hf(host[:valid]), pcc_threshold("rope"))
 
 
 def test_galaxy_io_rejections(ttnn_mesh_pool):

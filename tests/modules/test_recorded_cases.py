@@ -82,6 +82,9 @@ def _columns(params):
         ("ATTENTION_1D_CASES", {(1, 1), (1, 2), (1, 8)}),
         ("ATTENTION_2D_CASES", {(8, 4)}),
         ("DECODER_CASES", {(1, 1), (1, 2), (1, 8), (8, 4)}),
+        ("EMBEDDING_2D_CASES", {(8, 4)}),
+        ("LM_HEAD_2D_CASES", {(8, 4)}),
+        ("ROPE_2D_CASES", {(8, 4)}),
     ],
 )
 def test_the_selection_keeps_every_model_mesh_and_mode(name, meshes):

@@ -9,25 +9,17 @@ import pytest
 from tttv2 import ttnn
 from tttv2.modules import Embedding1D, Embedding1DConfig, LazyWeight
 from tttv2.testing import assert_pcc
-from tttv2.testing.cases import DECODE_ROWS, ModuleCase, pcc_threshold
+from tttv2.testing.cases import ModuleCase, pcc_threshold
 from tttv2.testing.host import to_host
 from tttv2.testing.legacy import catalogue_state_dicts, tttv1_model_args
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import hf_config, hf_embedding
 
-from ..cases import EMBEDDING_1D_CASES, family_of, recorded
-
-
-def _recorded(mesh_shape, model_name, x_shape):
-    """tttv1's Embedding takes no mode: [1, 1, 1, 32] token ids are a decode batch, longer ones a prompt."""
-    tokens = x_shape[-1]
-    mode = "decode" if tokens == DECODE_ROWS else "prefill"
-    return ModuleCase(tuple(mesh_shape), family_of(model_name), mode, tokens), 1.0
-
+from ..cases import EMBEDDING_1D_CASES, embedding_case, recorded
 
 # (case, embed_scale): the cases tttv1's demos run (emitted by collect-cases into ../cases.py), then a scale
 CASES = [
-    *recorded(EMBEDDING_1D_CASES, _recorded),
+    *recorded(EMBEDDING_1D_CASES, lambda *values: (embedding_case(*values), 1.0)),
     pytest.param(
         ModuleCase((1, 8), "phi3", "prefill", 128), 16.0, id="1x8-phi3-prefill-128-x16"
     ),  # Gemma-style

@@ -39,18 +39,24 @@ def test_rope_tables_vs_reference(family):
     np.testing.assert_allclose(_interleaved_to_hf(cos[0, 0, positions[:4]]), hf_cos[:4], atol=2e-6)
 
 
+def catalogue_rope(model_name, rot_mats_shape):
+    """The catalogue model's HF config, and our cos / sin tables (512 positions) for its theta and scaling at the
+    head dim of the recorded rotary tables (which must be the model's)."""
+    from tttv1 import catalogue
+
+    model = catalogue.config_dict(model_name)
+    head_dim = rot_mats_shape[0][-1]
+    assert head_dim == model["head_dim"]
+    cos, sin = rope_tables(head_dim, 512, model["rope_theta"], model.get("rope_scaling"))
+    return catalogue.hf_config(model_name), head_dim, cos, sin
+
+
 @pytest.mark.parametrize("mesh_shape, mode, model_name, rot_mats_shape", ROPE_1D_CASES)
 def test_rotary_setup_1d_vs_reference(mesh_shape, mode, model_name, rot_mats_shape, ttnn_mesh_pool):
     """The rotary tables tttv1's attention received in its demos (emitted by collect-cases into ../cases.py), for
     the catalogue model's theta and scaling: the same shapes (decode users, or prompt rows), HF's values."""
-    from tttv1 import catalogue
-
     mesh = ttnn_mesh_pool(mesh_shape)
-    model = catalogue.config_dict(model_name)
-    config = catalogue.hf_config(model_name)
-    head_dim = rot_mats_shape[0][-1]
-    assert head_dim == model["head_dim"]
-    cos, sin = rope_tables(head_dim, 512, model["rope_theta"], model.get("rope_scaling"))
+    config, head_dim, cos, sin = catalogue_rope(model_name, rot_mats_shape)
     if mode == "decode":
         users = rot_mats_shape[0][1]
         module = RotarySetup1D(LazyWeight(cos, device=mesh), LazyWeight(sin), max_batch_size=users)
