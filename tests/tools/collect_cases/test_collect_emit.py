@@ -167,6 +167,18 @@ def test_ids_are_unique_when_everything_but_an_unnamed_column_differs():
     ]
 
 
+def test_ids_fall_back_to_numbers_when_no_column_tells_cases_apart():
+    """Model names that differ only in characters an id cannot hold: -2, -3 in sort order, after the column."""
+    cases = [mlp_case((1, 8), "decode", 32, model=name) for name in ("m:a", "m a", "m/a")]
+    rows = project(cases, ["mesh_shape", "mode", "model_name"])
+    assert [r.values[2] for r in rows] == ["m a", "m/a", "m:a"]
+    assert make_ids(rows, ["mesh_shape", "mode", "model_name"]) == [
+        "1x8-decode-m_a-model_name=m_a",
+        "1x8-decode-m_a-model_name=m_a-2",
+        "1x8-decode-m_a-model_name=m_a-3",
+    ]
+
+
 @pytest.mark.parametrize(
     "content, name, kwargs, message",
     [
