@@ -88,8 +88,19 @@ class CaseStore:
 
     def _prepare(self, create: bool) -> None:
         db = self._db
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # one read transaction: the version, tables and tool of one snapshot, never half of another process's
+        # _create (its tables and tool already committed with the version read before it committed)
+        db.execute("BEGIN")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tool = (
+                db.execute("SELECT value FROM meta WHERE name = 'tool'").fetchone()
+                if {"meta", "cases"} <= tables
+                else None
+            )
+        finally:
+            db.execute("COMMIT")
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"store {self.path}: schema version {version} is newer than this collect-cases reads "
@@ -105,7 +116,6 @@ class CaseStore:
                 f"store {self.path}: an SQLite database but not a collect-cases store "
                 f"(tables: {', '.join(sorted(tables))})"
             )
-        tool = db.execute("SELECT value FROM meta WHERE name = 'tool'").fetchone()
         if tool is None or tool[0] != TOOL or version != SCHEMA_VERSION:
             raise StoreError(
                 f"store {self.path}: not a collect-cases store (tool {tool and tool[0]!r}, version {version})"
