@@ -3,8 +3,10 @@ catalogue model, paged and non-paged) runs here, plus the CLI once."""
 
 from __future__ import annotations
 
-import subprocess
+import runpy
 import sys
+
+import pytest
 
 from tttv1.demo.simple_text_demo import main, make_prompts, parse_mesh, test_demo_text  # noqa: F401 - collected here
 
@@ -22,11 +24,11 @@ def test_mesh_and_prompt_helpers():
     assert len(prompts) == 3 and all(len(p) == 19 for p in prompts)
 
 
-def test_module_entry_point_help():
-    result = subprocess.run(
-        [sys.executable, "-m", "tttv1.demo.simple_text_demo", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0 and "--max-new-tokens" in result.stdout
+def test_module_entry_point_help(monkeypatch, capsys):
+    """``python -m tttv1.demo.simple_text_demo --help``, run the way ``-m`` runs it (runpy, as ``__main__``) in
+    this interpreter, which has torch imported already: a new interpreter would spend seconds importing it."""
+    monkeypatch.setattr(sys, "argv", ["simple_text_demo", "--help"])
+    monkeypatch.delitem(sys.modules, "tttv1.demo.simple_text_demo")  # as in a new interpreter: not imported yet
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("tttv1.demo.simple_text_demo", run_name="__main__", alter_sys=True)
+    assert exited.value.code == 0 and "--max-new-tokens" in capsys.readouterr().out
