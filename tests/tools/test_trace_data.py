@@ -269,3 +269,39 @@ def test_small_graph_matches_networkx():
     copy = g.copy()
     copy.add_edge("d", "a")
     assert not g.has_edge("d", "a") and g.number_of_nodes() == 3
+
+
+def test_proof_chains_do_not_depend_on_the_order_the_graph_was_built_in():
+    """Two equally short paths from a root: the chain takes the smaller node id, whatever the insertion order
+    (the engine's order follows set iteration, which changes with the hash seed)."""
+    from tttv2_tools.trace_dependencies.facts import DataView, Proofs, compute_bits, root_bits
+    from tttv2_tools.trace_dependencies.graph import Graph
+
+    edges = [("hw:a", "local:y"), ("hw:a", "local:x"), ("local:y", "branch:b"), ("local:x", "branch:b")]
+    chains = []
+    for order in (edges, edges[::-1]):
+        g = Graph()
+        for node in sorted({n for e in order for n in e}, reverse=order is edges):
+            g.add_node(node, category=node.split(":")[0].replace("hw", "hardware"), label=node)
+        for u, v in order:
+            g.add_edge(u, v, kind="data")
+        view = DataView(g)
+        compute_bits(g, view)
+        proofs = Proofs(g, view, {n: root_bits(g, n, view.in_degree(n)) for n in g.nodes})
+        chains.append([h.node for h in proofs.chain("branch:b", "static")])
+    assert chains == [["hw:a", "local:x", "branch:b"]] * 2
+
+
+def test_reaching_definitions_come_in_source_order():
+    from tttv2_tools.trace_dependencies.flow import PARAM, reaching
+    from tttv2_tools.trace_dependencies.scan import make_funcinfo
+    from tttv2_tools.trace_dependencies.source import SourceFile
+
+    def read_source_text(text):
+        return SourceFile(Path("f.py"), "f.py", text, ast.parse(text), text.count("\n") + 1)
+
+    text = "def f(x, c):\n    if c:\n        x = 1\n    elif c > 1:\n        x = 2\n    return x\n"
+    source = read_source_text(text)
+    info = make_funcinfo(source, source.tree.body[0], "f", None, None, False)
+    use = info.returns[0][0]
+    assert [s if s is PARAM else s.line for s in reaching(info)[id(use)]] == [PARAM, 3, 5]

@@ -17,6 +17,14 @@ _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 Env = dict[str, frozenset]
 
 
+def _in_source_order(sites: frozenset) -> tuple:
+    """A set of reaching definitions as a tuple in source order (the parameter first): a set's own order follows
+    object addresses and string hashes, which change from run to run."""
+    if len(sites) == 1:
+        return tuple(sites)
+    return tuple(sorted(sites, key=lambda s: -1 if s is PARAM else s.order))
+
+
 def reaching(info: FuncInfo) -> dict[int, tuple]:
     """``id(Name node) -> (AssignSite | PARAM, ...)``: the definitions that reach each use of a local of ``info``
     (and, for ``x += ...``, the ones its target reads)."""
@@ -120,7 +128,7 @@ class _Reaching:
         if isinstance(s, ast.AugAssign):
             env = self.expr(s.value, env)
             if isinstance(s.target, ast.Name) and s.target.id in env:
-                self.uses[id(s.target)] = tuple(env[s.target.id])
+                self.uses[id(s.target)] = _in_source_order(env[s.target.id])
             else:
                 env = self.expr(s.target, env)
             return self.bind(s.target, env)
@@ -161,7 +169,7 @@ class _Reaching:
             node = stack.pop()
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if node.id in env:
-                    self.uses[id(node)] = tuple(env[node.id])
+                    self.uses[id(node)] = _in_source_order(env[node.id])
                 continue
             if isinstance(node, _NESTED):
                 continue
