@@ -427,11 +427,13 @@ def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
             if remaining[s] == 0:
                 order.append(s)
     seen = set(order)
-    order += [n for n in sorted(preds) if n not in seen]  # nodes on cycles
-    changed = True
-    while changed:
+    cyclic = [n for n in sorted(preds) if n not in seen]  # nodes on cycles and those after them
+    # One pass in Kahn's order settles every acyclic node (all its predecessors come before it); only the nodes
+    # on or after cycles need more passes, until nothing changes.
+    todo = order + cyclic
+    while True:
         changed = False
-        for n in order:
+        for n in todo:
             b, d = bits[n], depth[n]
             for p in preds[n]:
                 b |= bits[p]
@@ -440,6 +442,9 @@ def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
             if b != bits[n] or d != depth[n]:
                 bits[n], depth[n] = b, d
                 changed = changed or n not in seen
+        if not changed:
+            break
+        todo = cyclic
     for n in preds:
         g.nodes[n]["depth"] = depth[n]
     return bits

@@ -27,10 +27,16 @@ def _in_source_order(sites: frozenset) -> tuple:
 
 def reaching(info: FuncInfo) -> dict[int, tuple]:
     """``id(Name node) -> (AssignSite | PARAM, ...)``: the definitions that reach each use of a local of ``info``
-    (and, for ``x += ...``, the ones its target reads)."""
+    (and, for ``x += ...``, the ones its target reads). Only locals with something to tell apart are mapped:
+    those assigned more than once and parameters that are assigned. A local assigned once has the same value at
+    every use (and each variable's reaching set is computed independently of the others)."""
     if isinstance(info.node, ast.Lambda) or not isinstance(getattr(info.node, "body", None), list):
         return {}
-    return _Reaching(info).run()
+    params = {*info.params, *(n for n in (info.vararg, info.kwarg) if n)}
+    tracked = {name for name, sites in info.assigns.items() if len(sites) > 1 or name in params}
+    if not tracked:
+        return {}
+    return _Reaching(info, tracked).run()
 
 
 def _merge(envs: list[Env | None]) -> Env | None:
@@ -45,11 +51,12 @@ def _merge(envs: list[Env | None]) -> Env | None:
 
 
 class _Reaching:
-    def __init__(self, info: FuncInfo):
+    def __init__(self, info: FuncInfo, tracked: set[str]):
         self.info = info
+        self.tracked = tracked
         self.by_target: dict[int, tuple[str, AssignSite]] = {}
-        for name, sites in info.assigns.items():
-            for site in sites:
+        for name in tracked:
+            for site in info.assigns[name]:
                 if site.target is not None and site.kind != "comp":
                     self.by_target[id(site.target)] = (name, site)
         self.uses: dict[int, tuple] = {}
@@ -57,7 +64,7 @@ class _Reaching:
 
     def run(self) -> dict[int, tuple]:
         params = [*self.info.params, *(n for n in (self.info.vararg, self.info.kwarg) if n)]
-        env: Env = {p: frozenset([PARAM]) for p in params}
+        env: Env = {p: frozenset([PARAM]) for p in params if p in self.tracked}
         self.block(self.info.node.body, env)
         return self.uses
 

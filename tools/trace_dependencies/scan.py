@@ -9,6 +9,8 @@ from functools import cached_property
 
 from .source import SourceFile
 
+# Engine-internal records get no generated __repr__ (and no __eq__ where identity is meant): dataclasses
+# compile each generated method when the module is imported, a large part of the tool's start-up time.
 GuardKey = tuple[str, str]  # (branch id, arm)
 Guards = tuple[GuardKey, ...]
 
@@ -21,7 +23,7 @@ def loc_of(source: SourceFile, node: ast.AST) -> str:
     return source.loc(node)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class AssignSite:
     value: ast.expr | None
     line: int
@@ -34,7 +36,7 @@ class AssignSite:
     target: ast.AST | None = field(default=None, repr=False, compare=False)  # the binding node (flow.py)
 
 
-@dataclass
+@dataclass(repr=False)
 class SubAssign:
     target: ast.Subscript
     value: ast.expr | None
@@ -44,7 +46,7 @@ class SubAssign:
     stmt: ast.stmt
 
 
-@dataclass
+@dataclass(repr=False)
 class Mutation:
     call: ast.Call
     base: ast.expr
@@ -54,7 +56,7 @@ class Mutation:
     loops: tuple[tuple[ast.expr, ast.expr], ...]
 
 
-@dataclass
+@dataclass(repr=False)
 class BranchSite:
     id: str  # unique: the test's file:line:col, plus ":boolop" for boolean operators (they can share it)
     construct: str
@@ -65,7 +67,7 @@ class BranchSite:
     parent: str | None = None
 
 
-@dataclass
+@dataclass(repr=False)
 class CallSite:
     node: ast.Call
     guards: Guards
@@ -73,7 +75,7 @@ class CallSite:
     in_condition: bool
 
 
-@dataclass
+@dataclass(repr=False)
 class ExprSite:
     node: ast.expr
     guards: Guards
@@ -81,7 +83,7 @@ class ExprSite:
     loops: tuple[tuple[ast.expr, ast.expr], ...] = ()  # enclosing for loops: (target, iterable)
 
 
-@dataclass
+@dataclass(repr=False)
 class Event:
     order: int
     kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...})
@@ -89,7 +91,7 @@ class Event:
     guards: Guards
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FuncInfo:
     """Everything pass 1 recorded about one function, method or lambda."""
 

@@ -16,7 +16,9 @@ from .scan import BranchSite, FuncInfo, Guards
 from .source import Project, SourceFile
 
 
-@dataclass
+# Engine-internal records get no generated __repr__ (and no __eq__ where identity is meant): dataclasses
+# compile each generated method when the module is imported, a large part of the tool's start-up time.
+@dataclass(repr=False)
 class DefSite:
     """One definition found by composing the config (ModelArgs.__init__ and the methods it calls, or the config
     functions), in execution order."""
@@ -49,7 +51,7 @@ class DefSite:
         return f"def:{self.loc}{suffix}"
 
 
-@dataclass
+@dataclass(repr=False)
 class CallEdge:
     """A call from one analysed function to another, under the guards of the call site."""
 
@@ -62,7 +64,7 @@ class CallEdge:
     )  # parameter -> what the call passes (decision.close)
 
 
-@dataclass
+@dataclass(repr=False)
 class ReadRecord:
     """One config read as the engine records it (``graphing.build`` turns it into a public ``ConfigRead``)."""
 
@@ -81,7 +83,7 @@ class ReadRecord:
     note: str | None = None
 
 
-@dataclass
+@dataclass(repr=False)
 class OpRecord:
     """One terminal ttnn op call as the engine records it."""
 
@@ -95,7 +97,7 @@ class OpRecord:
     func: str  # FuncInfo.id of the calling function
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Caches:
     """Memo tables: dropping any of them changes no result, only the time it takes."""
 
@@ -117,7 +119,7 @@ class Caches:
     reaching: dict[str, dict[int, tuple]] = field(default_factory=dict)  # FuncInfo.id -> flow.reaching()
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Worklist:
     """Graph nodes waiting to be expanded, and the closure being computed (lambda handling, see binding.py)."""
 
@@ -126,7 +128,7 @@ class Worklist:
     inline: tuple[FuncInfo, set[str]] | None = None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Results:
     """What the analysis found: the graph and the records ``graphing.build`` turns into an ``Analysis``."""
 
@@ -157,7 +159,7 @@ class Results:
     param_key_uses: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class State:
     """The inputs and options of one analysis plus the three groups above."""
 
