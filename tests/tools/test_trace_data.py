@@ -245,6 +245,29 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
     )
 
 
+def test_analysis_api_imports_neither_networkx_nor_rich_nor_libcst():
+    """The analysis entry point and the queries over its data (what the codemod and collect-cases call) load none
+    of the heavy libraries: networkx only for ``Analysis.graph`` and graph outputs, rich only for the terminal
+    report, libcst only for ``locate``. Checked in a fresh interpreter, so an import added at the top of any module
+    on this path fails here (a check of what is imported, not of how long it takes)."""
+    script = (
+        "import sys\n"
+        "import tttv2_tools.trace_dependencies as td\n"
+        f"a = td.analyze({str(ROOT / 'tttv1/tt/attention.py')!r}, {str(ROOT / 'tttv1/tt/model_config.py')!r})\n"
+        "loaded = td.Analysis.from_json(a.to_json())\n"
+        "assert loaded == a\n"
+        "view = loaded.restrict(mode='decode', topology='2d')\n"
+        "paths = loaded.why('args.dim')\n"
+        "small = loaded.focus('args.dim')\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'rich', 'libcst'})\n"
+        "print(len(view.ops) > 0, len(paths) > 0, small.dependencies.number_of_nodes() > 0, heavy)\n"
+        "a.graph\n"  # asking for the networkx graph does load it (the check above can see an import)
+        "print('networkx' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["True True True []", "True"]
+
+
 def test_small_graph_matches_networkx():
     from tttv2_tools.trace_dependencies.graph import Graph
 
