@@ -91,36 +91,46 @@ class Event:
     guards: Guards
 
 
-@dataclass(eq=False, repr=False)
 class FuncInfo:
-    """Everything pass 1 recorded about one function, method or lambda."""
+    """Everything pass 1 recorded about one function, method or lambda. (A plain class: one is made per function,
+    compared by identity; a generated __init__ over these fields would be compiled at every start-up.)"""
 
-    file: SourceFile
-    node: ast.AST  # FunctionDef | AsyncFunctionDef | Lambda
-    qualname: str
-    cls: object | None  # ClassInfo of the defining class for methods
-    parent: FuncInfo | None
-    params: list[str] = field(default_factory=list)
-    defaults: dict[str, ast.expr] = field(default_factory=dict)
-    annotations: dict[str, ast.expr] = field(default_factory=dict)
-    vararg: str | None = None
-    kwarg: str | None = None
-    self_name: str | None = None
-    assigns: dict[str, list[AssignSite]] = field(default_factory=dict)
-    self_assigns: dict[str, list[AssignSite]] = field(default_factory=dict)
-    sub_assigns: list[SubAssign] = field(default_factory=list)
-    mutations: list[Mutation] = field(default_factory=list)
-    calls: list[CallSite] = field(default_factory=list)
-    branches: list[BranchSite] = field(default_factory=list)
-    returns: list[tuple[ast.expr | None, Guards]] = field(default_factory=list)
-    exprs: list[ExprSite] = field(default_factory=list)
-    binops: list[ExprSite] = field(default_factory=list)
-    nested: dict[str, ast.AST] = field(default_factory=dict)
-    lambdas: list[ast.Lambda] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    is_method: bool = False
-    is_property: bool = False
-    decorators: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        file: SourceFile,
+        node: ast.AST,  # FunctionDef | AsyncFunctionDef | Lambda
+        qualname: str,
+        cls: object | None,  # ClassInfo of the defining class for methods
+        parent: FuncInfo | None,
+        is_method: bool = False,
+        decorators: list[str] | None = None,
+    ) -> None:
+        self.file = file
+        self.node = node
+        self.qualname = qualname
+        self.cls = cls
+        self.parent = parent
+        self.params: list[str] = []
+        self.defaults: dict[str, ast.expr] = {}
+        self.annotations: dict[str, ast.expr] = {}
+        self.vararg: str | None = None
+        self.kwarg: str | None = None
+        self.self_name: str | None = None
+        self.assigns: dict[str, list[AssignSite]] = {}
+        self.self_assigns: dict[str, list[AssignSite]] = {}
+        self.sub_assigns: list[SubAssign] = []
+        self.mutations: list[Mutation] = []
+        self.calls: list[CallSite] = []
+        self.branches: list[BranchSite] = []
+        self.returns: list[tuple[ast.expr | None, Guards]] = []
+        self.exprs: list[ExprSite] = []
+        self.binops: list[ExprSite] = []
+        self.nested: dict[str, ast.AST] = {}
+        self.lambdas: list[ast.Lambda] = []
+        self.events: list[Event] = []
+        self.is_method = is_method
+        self.is_property = False
+        self.decorators: list[str] = decorators if decorators is not None else []
 
     @property
     def name(self) -> str:
