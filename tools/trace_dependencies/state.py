@@ -113,6 +113,10 @@ class Caches:
         self.roles_active: set[tuple[str, str]] = set()
         self.fact_trees: dict[str, object] = {}
         self.call_deps: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        # deps.py: what one call adds by itself and the sub-expressions it leaves to the walk, per call node; valid
+        # while the roles are (role_epoch counts the times binding.py forgot the roles)
+        self.call_parts: dict[int, tuple[ast.AST, FuncInfo, int, frozenset[str], list]] = {}
+        self.role_epoch = 0
         self.config_callers: dict[str, list] | None = None
         self.builders: dict[str, FuncInfo] | None = None
         self.entry_builders: list[FuncInfo] | None = None
