@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from .scan import AssignSite, FuncInfo
+from .scan import AssignSite, FuncInfo, _fields
 
 #: Stands for "the parameter's value on entry" in a set of reaching definitions.
 PARAM = "<param>"
@@ -190,7 +190,13 @@ class _Reaching:
                 walrus.append(node.target)
                 stack.append(node.value)
                 continue
-            stack.extend(ast.iter_child_nodes(node))
+            # the children ast.iter_child_nodes gives, without the contexts and operators (cheaper)
+            for field in _fields(type(node)):
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    stack.extend(v for v in value if isinstance(v, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
         for target in walrus:
             env = self.bind(target, env)
         return env

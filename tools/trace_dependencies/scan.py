@@ -131,6 +131,7 @@ class FuncInfo:
         self.is_method = is_method
         self.is_property = False
         self.decorators: list[str] = decorators if decorators is not None else []
+        self._loc: str | None = None
 
     @property
     def name(self) -> str:
@@ -141,7 +142,10 @@ class FuncInfo:
         return f"{self.file.name}:{self.qualname}"
 
     def loc(self) -> str:
-        return loc_of(self.file, self.node)
+        """``file:line:col`` of the function (asked for at every node made for its parameters: kept)."""
+        if self._loc is None:
+            self._loc = loc_of(self.file, self.node)
+        return self._loc
 
 
 class Scanner:
