@@ -42,6 +42,10 @@ from tttv2 import ttnn  # noqa: E402
 from tttv2.modules import (  # noqa: E402
     MLP1D,
     MLP2D,
+    Attention1D,
+    Attention2D,
+    Decoder1D,
+    Decoder2D,
     Embedding1D,
     LMHead1D,
     RMSNorm1D,
@@ -217,6 +221,75 @@ def rope_row(mesh, args, state_dict):
     }
 
 
+def attention_row(mesh, args, state_dict):
+    """tttv1's Attention and ours (Attention1D / Attention2D.from_model_args): one prefill of 128 tokens, one
+    decode step of all users; positions and rotary matrices are made outside the timed part."""
+    from tttv1.tt.attention import Attention
+    from tttv1.tt.ccl import TT_CCL
+    from tttv1.tt.common import get_prefill_rot_mat
+    from tttv1.tt.rope import RotarySetup
+
+    rope = RotarySetup(
+        mesh, args.max_batch_size, args.head_dim, args.max_seq_len, args.rope_theta, args.rope_scaling
+    )
+    mats = rope.get_both_trans_mats()
+    legacy = Attention(mesh, TT_CCL(mesh), args, state_dict, None, 0, ttnn.bfloat8_b, mats, args)
+    cls = Attention2D if args.is_galaxy else Attention1D
+    ours = cls.from_model_args(mesh, get_tt_ccl(mesh), args, state_dict, None, 0, mats, dtype=ttnn.bfloat8_b)
+    positions = torch.arange(args.max_batch_size) + 100
+    split = args.is_galaxy and args.max_batch_size > 1
+    current_pos = ttnn.from_torch(
+        positions,
+        device=mesh,
+        dtype=ttnn.int32,
+        mesh_mapper=ttnn.ShardTensor2dMesh(
+            mesh, dims=(None, 0) if split else (None, None), mesh_shape=tuple(mesh.shape)
+        ),
+    )
+    decode_rot = rope.get_rot_mats(positions)
+    prefill_rot = get_prefill_rot_mat(args.head_dim, mesh, 128, args.rope_theta, args.rope_scaling)
+    galaxy = args.is_galaxy
+    mapper = ttnn.ShardTensor2dMesh(mesh, dims=(None, 3), mesh_shape=tuple(mesh.shape)) if galaxy else None
+    decode_mem = None if galaxy else args.model_config["SHARDED_ATTN_INPUT_MEMCFG"]
+    return {
+        "decode": Pair(
+            lambda x: ours.decode_forward(x, current_pos, decode_rot),
+            lambda x: legacy(x, current_pos, decode_rot, mode="decode"),
+            _activation(mesh, args, 32, decode_mem, mapper),
+        ),
+        "prefill": Pair(
+            lambda x: ours.prefill_forward(x, prefill_rot),
+            lambda x: legacy(x, None, prefill_rot, 0, "prefill"),
+            _activation(mesh, args, 128, None, mapper),
+        ),
+    }
+
+
+def decoder_row(mesh, args, state_dict):
+    """The whole model, host side included: tttv1's Generator and Decoder1D / Decoder2D (same ModelArgs and
+    weights). Prefill: one 40-token prompt (logits of its last token); decode: one step of all users."""
+    from tttv1.tt.generator import Generator
+    from tttv1.tt.model import Transformer
+
+    generator = Generator(Transformer(args, ttnn.bfloat8_b, mesh, state_dict, None), args, mesh)
+    ours = (Decoder2D if args.is_galaxy else Decoder1D).from_model_args(mesh, args, state_dict)
+    users = args.max_batch_size
+    tokens = torch.randint(3, args.vocab_size, (users, 40), generator=torch.Generator().manual_seed(0))
+    positions = torch.full((users,), 40)
+    return {
+        "decode": Pair(
+            lambda t: ours.decode(t.numpy(), positions.numpy()),
+            lambda t: generator.decode_forward_text(t, positions),
+            lambda: tokens[:, 0],
+        ),
+        "prefill": Pair(
+            lambda t: ours.prefill(t[0].numpy()),
+            lambda t: generator.prefill_forward_text(t[:1]),
+            lambda: tokens,
+        ),
+    }
+
+
 ROWS = [
     Row("MLP1D", (1, 8), "Llama-3.1-8B-tiny", mlp_row),
     Row("MLP2D", (8, 4), "Llama-3.1-8B-tiny", mlp_row),
@@ -225,6 +298,10 @@ ROWS = [
     Row("Embedding1D", (1, 8), "Llama-3.1-8B-tiny", embedding_row),
     Row("LMHead1D", (1, 8), "Llama-3.1-8B-tiny", lm_head_row),
     Row("RotarySetup1D", (1, 8), "Llama-3.1-8B-tiny", rope_row),
+    Row("Attention1D", (1, 8), "Llama-3.1-8B-tiny", attention_row),
+    Row("Attention2D", (8, 4), "Llama-3.1-8B-tiny", attention_row),
+    Row("Decoder1D", (1, 8), "Llama-3.1-8B-tiny", decoder_row),
+    Row("Decoder2D", (8, 4), "Llama-3.1-8B-tiny", decoder_row),
 ]
 
 

@@ -19,10 +19,12 @@ import math
 import numpy as np
 
 from . import _kernels, _threads
+from .errors import ValidationError
 from .types import TILE_SIZE, DataType, MathFidelity
 
 __all__ = [
     "apply_fidelity",
+    "check_integer_range",
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
@@ -48,6 +50,35 @@ def quantize(values: np.ndarray, dtype: DataType) -> np.ndarray:
             raise ValueError(f"cannot store non-finite values in a {dtype.name} tensor")
         values = np.trunc(values)
     return np.ascontiguousarray(values.astype(dtype.numpy_dtype)).reshape(values.shape)
+
+
+def check_integer_range(values, dtype: DataType, what: str) -> None:
+    """Raise if host ``values`` going into an integer ``dtype`` tensor hold a number it cannot store.
+
+    Real ttnn's ``from_torch`` converts UINT32/INT32 data through ``torch.int32`` and UINT16 through
+    ``torch.int16`` (then reinterprets the bits), so such values wrap around silently; the emulator refuses
+    them instead. Floats are truncated towards zero first, as storing them does. Ops' integer results are not
+    checked here (the device's integer arithmetic and typecast rules apply to them, see docs/numerics.md).
+    """
+    if dtype.is_float:
+        return
+    values = np.asarray(values)
+    if values.size == 0 or values.dtype == dtype.numpy_dtype or values.dtype.kind == "b":
+        return
+    info = np.iinfo(dtype.numpy_dtype)
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)):
+            raise ValidationError(
+                f"{what}: expected finite values for a {dtype.name} tensor, got non-finite ones (inf or nan)"
+            )
+        values = np.trunc(values)
+    low, high = values.min(), values.max()
+    if low < info.min or high > info.max:
+        bad = low if low < info.min else high
+        raise ValidationError(
+            f"{what}: expected values in [{info.min}, {info.max}] for a {dtype.name} tensor, got {bad} "
+            "(out of range: real ttnn would wrap it around silently)"
+        )
 
 
 def _quantize_bfp(values: np.ndarray, mantissa_bits: int) -> np.ndarray:

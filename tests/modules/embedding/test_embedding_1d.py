@@ -94,7 +94,7 @@ def test_embedding_1d_rejections(ttnn_mesh_pool):
     galaxy, t3k = ttnn_mesh_pool((8, 4)), ttnn_mesh_pool((1, 8))
     table = np.zeros((64, 64), np.float32)
     with pytest.raises(
-        ValueError, match=r"Embedding1D runs on 1-D meshes .* got a 8x4 mesh; use a 1-D submesh"
+        ValueError, match=r"Embedding1D runs on 1-D meshes .* got a 8x4 mesh; use Embedding2D instead"
     ):
         Embedding1D(LazyWeight(table, device=galaxy))
     with pytest.raises(

@@ -90,7 +90,9 @@ def test_lm_head_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
 def test_lm_head_1d_rejections(ttnn_mesh_pool):
     galaxy, mesh = ttnn_mesh_pool((8, 4)), ttnn_mesh_pool((1, 2))
     weight = np.zeros((64, 100), np.float32)
-    with pytest.raises(ValueError, match=r"LMHead1D runs on 1-D meshes .* got a 8x4 mesh; use a 1-D submesh"):
+    with pytest.raises(
+        ValueError, match=r"LMHead1D runs on 1-D meshes .* got a 8x4 mesh; use LMHead2D instead"
+    ):
         LMHead1D(LazyWeight(weight, device=galaxy))
     with pytest.raises(
         ValueError, match=r"LMHead1D: weight must have shape \(dim, vocab\), got \(1, 64, 100\)"

@@ -117,7 +117,7 @@ def test_rotary_setup_1d_rejections(ttnn_mesh_pool):
         rotation_tile()[0, 0] @ rotation_tile()[0, 0], -np.eye(32)
     )
     with pytest.raises(
-        ValueError, match=r"RotarySetup1D runs on 1-D meshes .* got a 8x4 mesh; use a 1-D submesh"
+        ValueError, match=r"RotarySetup1D runs on 1-D meshes .* got a 8x4 mesh; use RotarySetup2D instead"
     ):
         RotarySetup1D(LazyWeight(cos, device=galaxy), LazyWeight(sin))
     with pytest.raises(

@@ -386,18 +386,21 @@ def view(input_tensor: Tensor, shape) -> Tensor:
     new_shape = tuple(logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))
     if t.device() is None:
-        return Tensor(shards, t.dtype, t.layout, None, None, t.tensor_topology(), quantized=True, what=op)
-    return Tensor(
-        shards,
-        t.dtype,
-        t.layout,
-        t.device(),
-        t.memory_config(),
-        t.tensor_topology(),
-        quantized=True,
-        view_of=t,
-        what=op,
-    )
+        out = Tensor(shards, t.dtype, t.layout, None, None, t.tensor_topology(), quantized=True, what=op)
+    else:
+        out = Tensor(
+            shards,
+            t.dtype,
+            t.layout,
+            t.device(),
+            t.memory_config(),
+            t.tensor_topology(),
+            quantized=True,
+            view_of=t,
+            what=op,
+        )
+    out._versions = t._versions  # the view aliases t's buffer: in-place writes to t show through it
+    return out
 
 
 @ttnn_op("ttnn.unsqueeze_to_4D")
