@@ -328,3 +328,40 @@ def test_reaching_definitions_come_in_source_order():
     info = make_funcinfo(source, source.tree.body[0], "f", None, None, False)
     use = info.returns[0][0]
     assert [s if s is PARAM else s.line for s in reaching(info)[id(use)]] == [PARAM, 3, 5]
+
+
+def test_reaching_definitions_map_only_locals_with_several_assignments():
+    """A local assigned once is the same at every use, so only reassigned locals and parameters are mapped (what
+    ``local_uses`` asks for); the sets of the mapped ones do not depend on the others."""
+    from tttv2_tools.trace_dependencies.flow import PARAM, reaching
+    from tttv2_tools.trace_dependencies.scan import make_funcinfo
+    from tttv2_tools.trace_dependencies.source import SourceFile
+
+    def info_of(text):
+        source = SourceFile(Path("f.py"), "f.py", text, ast.parse(text), text.count("\n") + 1)
+        return make_funcinfo(source, source.tree.body[0], "f", None, None, False)
+
+    assert reaching(info_of("def f(a):\n    y = a\n    return y\n")) == {}
+    info = info_of("def f(a, c):\n    y = a\n    z = 1\n    if c:\n        z = y\n    return z + y\n")
+    use = info.returns[0][0]  # z + y
+    mapped = reaching(info)
+    assert id(use.right) not in mapped  # y: one assignment
+    assert [s if s is PARAM else s.line for s in mapped[id(use.left)]] == [3, 5]
+
+
+def test_plain_turns_records_into_json_values():
+    from enum import Enum
+
+    from tttv2_tools.trace_dependencies.records import Hop, Span
+    from tttv2_tools.trace_dependencies.serial import plain
+
+    class Side(str, Enum):  # a str subclass: kept as it is (json writes its value)
+        MODULE = "module"
+
+    value = {"chain": {"static": [Hop("hw:a", "a", None)]}, "span": Span(1, 0, 2, 3), "t": (1, [Side.MODULE])}
+    assert plain(value) == {
+        "chain": {"static": [{"node": "hw:a", "label": "a", "loc": None}]},
+        "span": {"start_line": 1, "start_col": 0, "end_line": 2, "end_col": 3},
+        "t": [1, [Side.MODULE]],
+    }
+    assert plain("text") == "text" and plain(None) is None
