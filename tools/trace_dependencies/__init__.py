@@ -24,11 +24,13 @@ from .model import (
     Branch,
     ConfigRead,
     Definition,
+    FactSite,
     Guard,
     Hop,
     OpCall,
     Skipped,
 )
+from .sites import decide_fact
 
 __all__ = [
     "KIND_ORDER",
@@ -43,6 +45,7 @@ __all__ = [
     "Branch",
     "ConfigRead",
     "Definition",
+    "FactSite",
     "Guard",
     "Hop",
     "OpCall",
@@ -50,4 +53,5 @@ __all__ = [
     "TraceError",
     "UsageError",
     "analyze",
+    "decide_fact",
 ]

@@ -29,6 +29,7 @@ from .model import (
     Hop,
     OpCall,
 )
+from .sites import fact_sites
 
 _CHAIN_SKIP = ("fact",)
 _BFS_LIMIT = 20000
@@ -416,6 +417,7 @@ def build(engine: Engine, stats: dict) -> Analysis:
         levels=levels,
         skipped=sorted(engine.skipped, key=lambda s: (_loc_key(s.loc), s.what)),
         stats=stats,
+        fact_sites=fact_sites(engine),
     )
     analysis._views = views  # type: ignore[attr-defined]
     return analysis

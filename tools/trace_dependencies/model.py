@@ -158,6 +158,32 @@ class OpCall:
 
 
 @dataclass
+class FactSite:
+    """A sub-expression that states a topology or mode fact, or is the mode itself (``fact == "mode"``).
+
+    ``fact`` is ``galaxy`` / ``mesh_1d`` / ``single_device`` / ``mode:decode`` / ``mode:prefill`` with a
+    ``polarity`` of +1 (the expression is true when the fact holds) or -1 (when it does not), or ``mode`` (the
+    expression evaluates to the mode; ``mode_form`` says whether the function spells it as the ``Mode`` enum
+    or as a string). Positions are the expression's start and end (line, column as in ``loc``).
+    """
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    function: str
+    phase: str  # "forward" | "construction"
+    fact: str
+    polarity: int
+    mode_form: str = "str"  # "enum" | "str"
+
+    @property
+    def loc(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass
 class Skipped:
     loc: str
     what: str
@@ -187,6 +213,7 @@ class Analysis:
     skipped: list[Skipped]
     stats: dict[str, Any]
     assumptions: dict[str, str] = field(default_factory=dict)
+    fact_sites: list[FactSite] = field(default_factory=list)
 
     # -- lookups the codemod uses -------------------------------------------------------------------
     def branch_at(self, file: str, line: int, col: int | None = None) -> Branch | None:
