@@ -92,7 +92,7 @@ def test_graph_formats_to_files(tmp_path, capsys):
     paths = {fmt: tmp_path / f"out.{fmt}" for fmt in ("json", "dot", "graphml", "mermaid", "html", "svg")}
     argv = [MLP, CFG, "--quiet"]
     for fmt, path in paths.items():
-        argv += [f"--{fmt}", str(path)]
+        argv += [f"--{fmt}={path}"]
     code, out, err = run(capsys, *argv)
     assert code == 0 and out == "" and err == ""
     g = nx.read_graphml(paths["graphml"])
@@ -107,7 +107,7 @@ def test_graph_formats_to_files(tmp_path, capsys):
     assert svg.startswith("<svg") and svg.count('class="node"') == len(
         json.loads(paths["json"].read_text())["nodes"]
     )
-    code, out, err = run(capsys, MLP, CFG, "--dot", str(paths["dot"]))
+    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}")
     assert f"wrote {paths['dot']} (dot)" in err and "Config reads" in out
 
 
@@ -131,7 +131,7 @@ def test_mode_topology_focus_why(capsys):
 def test_progress_and_strict(capsys):
     code, _, err = run(capsys, MLP, CFG, "--progress", "--quiet")
     assert code == 0 and err == ""  # --quiet wins
-    code, _, err = run(capsys, MLP, CFG, "--progress", "--json", "/dev/null")
+    code, _, err = run(capsys, MLP, CFG, "--progress", "--json=/dev/null")
     assert code == 0 and "[trace-deps +" in err and "parsing" in err and "analysed" in err
     code, _, err = run(capsys, str(FIX / "bad" / "weird.py"), "--strict", "--quiet")
     assert code == 1 and "--strict" in err
@@ -145,11 +145,14 @@ def test_progress_and_strict(capsys):
         (["/no/such/mlp.py"], "module not found: /no/such/mlp.py"),
         ([MLP, "/no/such/model_config.py"], "config module not found"),
         (["{broken}"], "broken.py:3:"),
-        ([str(FIX / "bad" / "no_forward.py")], "no_forward.py:1: no class with a forward() method"),
+        (
+            [str(FIX / "bad" / "no_forward.py")],
+            "no_forward.py:1: no class with a forward() or __call__() method",
+        ),
         ([MLP, "--class", "Nope"], "no class 'Nope'"),
         ([MLP, "--class", "MLP", "--entry", "decode_forward"], "class MLP has no decode_forward() method"),
         ([MLP, "--json", "--dot"], "only one output can go to stdout"),
-        ([MLP, "--dot", "/no/such/folder/out.dot"], "folder /no/such/folder does not exist"),
+        ([MLP, "--dot=/no/such/folder/out.dot"], "folder /no/such/folder does not exist"),
         ([MLP, "{broken}"], "broken.py:3:"),
     ],
 )
@@ -169,12 +172,12 @@ def test_argparse_errors_exit_2(capsys):
 
 
 def test_internal_errors_are_one_line(capsys, monkeypatch):
-    import tttv2_tools.trace_dependencies.cli as cli
+    import tttv2_tools.trace_dependencies.api as api
 
     def boom(*args, **kwargs):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(cli, "analyze", boom)
+    monkeypatch.setattr(api, "analyze", boom)
     code, _, err = run(capsys, MLP)
     assert code == 3 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
     code, _out, err = run(capsys, MLP, "--debug")

@@ -9,7 +9,8 @@ import networkx as nx
 import pytest
 
 from tttv2_tools.trace_dependencies import MODE, STATIC, TraceError, analyze
-from tttv2_tools.trace_dependencies.engine import NOTHING, Engine, const_eval
+from tttv2_tools.trace_dependencies.astutil import NOTHING, const_eval
+from tttv2_tools.trace_dependencies.engine import Engine
 from tttv2_tools.trace_dependencies.source import Project, common_base, read_source
 
 FIX = Path(__file__).parent / "fixtures"
@@ -60,7 +61,7 @@ def test_config_class_found_by_model_config_use_and_inheritance(misc):
 
 
 def test_generated_and_literal_keys(misc_engine):
-    keys = set(misc_engine.key_defs)
+    keys = set(misc_engine.out.key_defs)
     assert {
         "LITERAL_A",
         "LITERAL_B",
@@ -79,11 +80,11 @@ def test_generated_and_literal_keys(misc_engine):
         "CYCLE",
     } <= keys
     assert "Q_C" not in keys  # filtered by the comprehension's if
-    dynamic = sorted(d.dynamic for d in misc_engine.dynamic_defs)
+    dynamic = sorted(d.dynamic for d in misc_engine.out.dynamic_defs)
     assert dynamic == ["model_config.update(self.extra())", 'model_config[f"{key}_DYN"]']
-    (orphan,) = misc_engine.key_defs["ORPHAN"]
+    (orphan,) = misc_engine.out.key_defs["ORPHAN"]
     assert orphan.guards == (("call:Config.orphan", "called"),)
-    (cycle,) = misc_engine.key_defs["CYCLE"]
+    (cycle,) = misc_engine.out.key_defs["CYCLE"]
     assert cycle.guards[0][0] == "call:Config.cycle_a"
 
 
@@ -98,10 +99,10 @@ def test_env_hardware_and_imports(misc):
     for attr in ("env_a", "env_b", "env_c", "env_d", "env_e", "arch", "cluster", "grid"):
         engine.attr_node(attr)
     engine.expand_all()
-    assert {"env:ENV_A", "env:ENV_B", "env:ENV_C"} <= set(engine.g)
-    unknown_env = [n for n in engine.g if n.startswith("unknown:env:")]
+    assert {"env:ENV_A", "env:ENV_B", "env:ENV_C"} <= set(engine.out.g)
+    unknown_env = [n for n in engine.out.g if n.startswith("unknown:env:")]
     assert len(unknown_env) == 2  # os.getenv(name) and environ.get(name) with a computed name
-    assert {"hw:arch", "hw:cluster_type", "hw:compute_grid"} <= set(engine.g)
+    assert {"hw:arch", "hw:cluster_type", "hw:compute_grid"} <= set(engine.out.g)
 
 
 def test_module_spellings(misc):

@@ -40,8 +40,9 @@ def _by_text(analysis, source):
     lines = textwrap.dedent(SOURCE).splitlines()
     out = {}
     for site in analysis.fact_sites:
-        assert site.line == site.end_line
-        out[lines[site.line - 1][site.col : site.end_col]] = site
+        span = site.span
+        assert span.start_line == span.end_line
+        out[lines[span.start_line - 1][span.start_col : span.end_col]] = site
     return out
 
 
@@ -67,6 +68,13 @@ def test_decide_fact(analysis):
         decide_fact(tg, topology="galaxy", mode="decode")
     with pytest.raises(ValueError, match="the mode itself"):
         decide_fact(sites["mode"], topology="1d", mode="decode")
+
+
+def test_sites_survive_json(analysis):
+    from tttv2_tools.trace_dependencies import Analysis
+
+    loaded = Analysis.from_json(analysis.to_json())
+    assert loaded.fact_sites == analysis.fact_sites and loaded == analysis
 
 
 def test_tttv1_mlp_sites():

@@ -142,17 +142,17 @@ def test_moe_dynamic_and_function_valued_keys():
     moe_sites = a.definitions.get("FF1_OUTPUT_PROGCFG")
     assert moe_sites is None  # not read by the MLP, so not in the graph ...
     engine_defs = _engine_defs(FIX / "g2" / "mlp.py")
-    (moe,) = engine_defs.key_defs["FF1_OUTPUT_PROGCFG"]
+    (moe,) = engine_defs.out.key_defs["FF1_OUTPUT_PROGCFG"]
     assert moe.guards[0] == ("call:ModelArgs.load_state_dict", "called")
-    (xattn,) = engine_defs.key_defs["XATTN_KV_PREFILL_MEM_CFG"]
+    (xattn,) = engine_defs.out.key_defs["XATTN_KV_PREFILL_MEM_CFG"]
     assert xattn.value.id == "_get_xattn_kv_prefill_mem_cfg"
-    assert [d.dynamic for d in engine_defs.dynamic_defs] == ['model_config[f"{name}_EXTRA"]']
-    assert len(engine_defs.key_defs["DECODERS_OPTIMIZATIONS"]) == 2
-    assert sorted(k for k in engine_defs.key_defs if k.endswith("_TILE")) == [
+    assert [d.dynamic for d in engine_defs.out.dynamic_defs] == ['model_config[f"{name}_EXTRA"]']
+    assert len(engine_defs.out.key_defs["DECODERS_OPTIMIZATIONS"]) == 2
+    assert sorted(k for k in engine_defs.out.key_defs if k.endswith("_TILE")) == [
         "ATTN_W_LAYOUT_TILE",
         "MLP_W_LAYOUT_TILE",
     ]
-    assert "DEFAULTED_KEY" in engine_defs.key_defs
+    assert "DEFAULTED_KEY" in engine_defs.out.key_defs
 
 
 def _engine_defs(module):

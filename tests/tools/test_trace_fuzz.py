@@ -9,7 +9,7 @@ from pathlib import Path
 import hypothesmith
 from hypothesis import HealthCheck, given, settings
 
-from tttv2_tools.trace_dependencies import TraceError, analyze
+from tttv2_tools.trace_dependencies import Analysis, TraceError, analyze
 from tttv2_tools.trace_dependencies.cli import main
 from tttv2_tools.trace_dependencies.export import WRITERS
 
@@ -44,7 +44,9 @@ def _try(module: Path, config: Path | None) -> None:
         return
     for writer in WRITERS.values():
         assert writer(result)
-    result.restrict(mode="decode", topology="2d")
+    view = result.restrict(mode="decode", topology="2d")
+    assert Analysis.from_json(result.to_json()) == result  # pure data on every generated program
+    assert Analysis.from_json(view.to_json()) == view
 
 
 @SETTINGS

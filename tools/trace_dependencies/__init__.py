@@ -7,10 +7,14 @@ Public API (shared with the refactor codemod)::
     a.graph                      # networkx.DiGraph, edges point from a dependency to its dependant
     a.branch_at("mlp.py", 91)    # classification (static / mode / runtime / weights) + proof chain
     a.definitions["FF1_3_TG_PROGCFG"], a.paths["decode/galaxy"], a.why("DECODE_MLP_W2_PRG_CONFIG")
+    decide(a.branch_at("mlp.py", 91), topology="2d", mode="decode")   # True / False / None
+    Analysis.from_json(a.to_json()) == a                              # pure data: save, load, query again
+    node_at(libcst_wrapper, 91, 11)                                   # the libcst node at a location
 """
 
 from .api import analyze
 from .errors import TraceError, UsageError
+from .locate import node_at, node_for, parse_loc
 from .model import (
     KIND_ORDER,
     LEVELS,
@@ -22,6 +26,7 @@ from .model import (
     WEIGHTS,
     Analysis,
     Branch,
+    CallLink,
     ConfigRead,
     Definition,
     FactSite,
@@ -29,7 +34,10 @@ from .model import (
     Hop,
     OpCall,
     Skipped,
+    Span,
 )
+from .query import arm, decide, deciding_facts, focus, restrict, why_paths
+from .serial import SchemaError
 from .sites import decide_fact
 
 __all__ = [
@@ -43,15 +51,27 @@ __all__ = [
     "WEIGHTS",
     "Analysis",
     "Branch",
+    "CallLink",
     "ConfigRead",
     "Definition",
     "FactSite",
     "Guard",
     "Hop",
     "OpCall",
+    "SchemaError",
     "Skipped",
+    "Span",
     "TraceError",
     "UsageError",
     "analyze",
+    "arm",
+    "decide",
     "decide_fact",
+    "deciding_facts",
+    "focus",
+    "node_at",
+    "node_for",
+    "parse_loc",
+    "restrict",
+    "why_paths",
 ]

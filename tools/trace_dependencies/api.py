@@ -10,7 +10,8 @@ from pathlib import Path
 from .engine import Engine, resolve_default_config
 from .errors import TraceError, UsageError
 from .graphing import build
-from .model import Analysis, Skipped
+from .model import Analysis
+from .records import Skipped
 from .source import Project, common_base
 
 
@@ -19,7 +20,7 @@ def analyze(
     config_path: str | Path | None = None,
     *,
     class_name: str | None = None,
-    entry: str = "forward",
+    entry: str | None = None,
     follow_helpers: bool = True,
     auto_config: bool = True,
     base: str | Path | None = None,
@@ -30,7 +31,7 @@ def analyze(
     Nothing is imported or executed. With ``config_path=None`` and ``auto_config`` the file
     ``model_config.py`` next to the module is used if it exists. Raises :class:`TraceError` (with
     ``file:line``) for input that cannot be analysed at all: a missing file, a file that does not parse,
-    a module without a class that has ``entry`` (default ``forward``). Everything else that cannot be
+    a module without a class that has ``entry`` (default: ``forward``, else ``__call__``). Everything else that cannot be
     understood ends up in ``Analysis.skipped`` and as explicit ``unknown:`` nodes.
     """
     # The analysis allocates many small, short-lived objects and frees them all at the end: the cyclic garbage
@@ -86,7 +87,7 @@ def _analyze(
         follow_helpers=follow_helpers,
         progress=progress,
     )
-    if config is not None and engine.config_class is None:
+    if config is not None and engine.st.config_class is None:
         notes.append(
             Skipped(
                 f"{config.name}:1:0",
@@ -108,9 +109,9 @@ def _analyze(
                 "warning",
             )
         )
-    engine.skipped.extend(notes)
+    engine.out.skipped.extend(notes)
     elapsed = time.perf_counter() - started
-    return build(engine, {"seconds": round(elapsed, 4)})
+    return build(engine, seconds=round(elapsed, 4))
 
 
 __all__ = ["TraceError", "UsageError", "analyze"]

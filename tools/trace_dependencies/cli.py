@@ -1,27 +1,34 @@
 """Command line: ``trace-deps [MODULE] [CONFIG] [options]``.
 
-Exit codes: 0 analysed; 1 ``--strict`` and something was not understood; 2 usage error (bad arguments, a
-missing file, a file that does not parse, a module with no class that has ``forward``); 3 internal error.
+Output design (one rule, no ambiguity): an output flag is ``--FORMAT`` (stdout) or ``--FORMAT=FILE``. A flag
+never takes the next argument as its file, so ``trace-deps --json mlp.py model_config.py`` analyses ``mlp.py``
+and writes JSON to stdout. The tool refuses to write onto any input file or any existing Python file, to write
+two outputs to the same file, and to send two outputs to stdout. Files are written atomically.
+
+Exit codes: 0 analysed; 1 ``--strict`` and something was not understood; 2 usage or I/O error (bad arguments,
+a missing or unreadable file, a file that does not parse, a module with no entry class, an output that cannot
+be written); 3 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import json
+import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
 
-from rich.console import Console
-
-from .api import analyze
 from .errors import TraceError, UsageError
-from .export import WRITERS, focus
 from .model import SCHEMA_VERSION
-from .report import render, render_why
 
 FORMATS = ("json", "dot", "graphml", "mermaid", "html", "svg")
+STDOUT = "-"
+MIN_WIDTH = 20
 
 
 def builtin_paths() -> tuple[Path, Path]:
@@ -40,24 +47,47 @@ def builtin_paths() -> tuple[Path, Path]:
     )
 
 
+def _width(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_WIDTH}, got {text!r}") from None
+    if value < MIN_WIDTH:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_WIDTH}, got {value}")
+    return value
+
+
+def _output(text: str) -> str:
+    if text == "":
+        raise argparse.ArgumentTypeError("expected --FORMAT (stdout) or --FORMAT=FILE, got an empty FILE")
+    return text
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trace-deps",
+        usage="trace-deps [MODULE] [CONFIG] [--json[=FILE]] [--dot[=FILE]] [--graphml[=FILE]] "
+        "[--mermaid[=FILE]] [--html[=FILE]] [--svg[=FILE]] [options]",
+        allow_abbrev=False,  # an abbreviated output flag must not take the next argument as its file
         description="Static dependency tracer for TTTv1 modules: which config keys, ModelArgs members, branches "
         "and ttnn ops depend on which root parameters. Never imports or runs the analysed code.",
         epilog="Without MODULE the built-in tttv1/tt/mlp.py + tttv1/tt/model_config.py is analysed. "
-        "Each output flag takes an optional FILE (default: stdout).",
+        "Outputs: --FORMAT writes to stdout, --FORMAT=FILE to FILE (the flag never takes the next argument).",
     )
     p.add_argument("module", nargs="?", help="the TTTv1 module (e.g. mlp.py)")
     p.add_argument("config", nargs="?", help="its model_config.py (default: model_config.py next to MODULE)")
+    p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
     p.add_argument(
-        "--class", dest="class_name", metavar="NAME", help="class to analyse (default: first with forward)"
+        "--class", dest="class_name", metavar="NAME", help="class to analyse (default: first with the entry)"
     )
     p.add_argument(
-        "--entry", default="forward", metavar="METHOD", help="per-call entry method (default: forward)"
+        "--entry",
+        default=None,
+        metavar="METHOD",
+        help="per-call entry method (default: forward, else __call__)",
     )
     for fmt in FORMATS:
-        p.add_argument(f"--{fmt}", nargs="?", const="-", metavar="FILE", help=f"write {fmt.upper()} output")
+        p.add_argument(f"--{fmt}", type=_output, metavar="=FILE", help=f"{fmt} output to stdout, or to FILE")
     p.add_argument(
         "--why", metavar="NAME", help="paths from root parameters to a key, args.attr, op or file:line"
     )
@@ -73,45 +103,138 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 if anything was not understood")
     p.add_argument("--quiet", "-q", action="store_true", help="no report and no progress")
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
-    p.add_argument("--width", type=int, default=None, help="report width (default: terminal, or 140)")
+    p.add_argument(
+        "--width", type=_width, default=None, help=f"report width >= {MIN_WIDTH} (default: terminal, or 140)"
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     p.add_argument("--version", action="version", version=f"trace-deps (JSON schema {SCHEMA_VERSION})")
     return p
 
 
+def normalise_argv(argv: list[str]) -> list[str]:
+    """A bare ``--FORMAT`` means stdout: spelled ``--FORMAT=-`` so argparse never gives it the next argument."""
+    out, rest = [], False
+    for arg in argv:
+        if not rest and arg in {f"--{fmt}" for fmt in FORMATS}:
+            arg += "=" + STDOUT
+        rest = rest or arg == "--"
+        out.append(arg)
+    return out
+
+
+def _console(stderr: bool, width: int | None = None):
+    from rich.console import Console
+
+    # user text (keys, file names, source excerpts) is never markup or :emoji: codes
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=stderr, markup=False, emoji=False)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    args = parser().parse_intermixed_args(normalise_argv(list(sys.argv[1:] if argv is None else argv)))
+    err = _console(stderr=True)
     try:
         return _run(args, err)
     except TraceError as exc:
-        err.print(f"trace-deps: error: {exc}", markup=False)
+        err.print(f"trace-deps: error: {exc}")
         return 2
     except KeyboardInterrupt:  # pragma: no cover
-        err.print("trace-deps: interrupted", markup=False)
+        err.print("trace-deps: interrupted")
         return 130
     except Exception as exc:  # never show a traceback unless asked
         if args.debug:
             traceback.print_exc()
-        err.print(f"trace-deps: internal error: {type(exc).__name__}: {exc} (run with --debug)", markup=False)
+        err.print(f"trace-deps: internal error: {type(exc).__name__}: {exc} (run with --debug)")
         return 3
 
 
-def _run(args: argparse.Namespace, err: Console) -> int:
-    if args.module is None:
-        if args.config is not None:  # pragma: no cover - argparse fills module first
-            raise UsageError("CONFIG given without MODULE")
-        module, config = builtin_paths()
-        config = config if config.is_file() else None
-    else:
-        module = Path(args.module)
-        config = Path(args.config) if args.config else None
-    stdout_formats = [f for f in FORMATS if getattr(args, f) == "-"]
-    if len(stdout_formats) > 1:
+def _inputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    if args.extra:
         raise UsageError(
-            f"only one output can go to stdout, got --{' --'.join(stdout_formats)}",
-            hint="give FILE names to the others",
+            f"too many positional arguments: {' '.join(args.extra)} (expected MODULE [CONFIG]); "
+            f"an output file is given as --FORMAT=FILE, e.g. --json={args.extra[0]}"
         )
+    if args.module is None:
+        module, config = builtin_paths()
+        return module, (config if config.is_file() else None)
+    module = Path(args.module)
+    config = Path(args.config) if args.config else None
+    if config is not None and config.suffix != ".py" and not config.is_file():
+        raise UsageError(
+            f"CONFIG {args.config!r} is not a Python file; an output file is given as --FORMAT=FILE, "
+            f"e.g. --json={args.config}"
+        )
+    return module, config
+
+
+def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
+    """Check every output before anything is analysed: at most one on stdout, no two on one file, none onto an
+    input or an existing Python file, none into a missing folder or onto a folder."""
+    targets = {fmt: getattr(args, fmt) for fmt in FORMATS if getattr(args, fmt) is not None}
+    on_stdout = [f"--{fmt}" for fmt, target in targets.items() if target == STDOUT]
+    if args.why and on_stdout and on_stdout != ["--json"]:
+        on_stdout.append("--why")
+    if len(on_stdout) > 1:
+        raise UsageError(
+            f"only one output can go to stdout, got {' '.join(on_stdout)}; give the others as --FORMAT=FILE"
+        )
+    seen: dict[Path, str] = {}
+    readonly = {p.resolve(): p for p in inputs}
+    for fmt, target in targets.items():
+        if target == STDOUT:
+            continue
+        path = Path(target)
+        resolved = path.resolve()
+        if resolved in readonly:
+            raise UsageError(f"refusing to write {fmt} output onto the input file {target}")
+        if resolved.suffix in (".py", ".pyi") and resolved.exists():
+            raise UsageError(f"refusing to overwrite the Python file {target} with {fmt} output")
+        if resolved in seen:
+            raise UsageError(f"--{seen[resolved]} and --{fmt} would both write {target}")
+        seen[resolved] = fmt
+        if path.is_dir():
+            raise UsageError(f"cannot write {fmt} output: {target} is a folder")
+        if not path.parent.is_dir():
+            raise UsageError(f"cannot write {fmt} output: folder {path.parent} does not exist")
+    return targets
+
+
+def write_atomically(path: Path, text: str, what: str) -> None:
+    """Write a regular file through a temporary file in the same folder, then rename: a reader never sees half a
+    file and a failure (disk full, permission denied) leaves the old file as it was. A target that exists and is
+    not a regular file (``/dev/null``, a FIFO) is written in place; a symlink is followed."""
+    target = path.resolve()
+    if target.exists() and not target.is_file():
+        try:
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {what} output to {path}: {exc.strerror or exc}") from None
+        return
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # the mode any file the user writes gets (mkstemp makes it 0600)
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} output to {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _run(args: argparse.Namespace, err) -> int:
+    module, config = _inputs(args)
+    targets = _targets(args, [module] + ([config] if config else []))
     show_progress = args.progress and not args.quiet
     # on a terminal, long runs (huge config modules) report progress by themselves after a second
     auto_progress = not args.quiet and sys.stderr.isatty()
@@ -120,10 +243,12 @@ def _run(args: argparse.Namespace, err: Console) -> int:
     def progress(message: str) -> None:
         elapsed = time.perf_counter() - started
         if show_progress or (auto_progress and elapsed > 1.0):
-            err.print(f"[trace-deps +{elapsed:.2f}s] {message}", markup=False)
+            err.print(f"[trace-deps +{elapsed:.2f}s] {message}")
 
     if show_progress:
         progress(f"parsing {module}" + (f" and {config}" if config else ""))
+    from .api import analyze
+
     analysis = analyze(
         module,
         config,
@@ -132,44 +257,80 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         follow_helpers=not args.no_helpers,
         progress=progress,
     )
-    progress(f"analysed {analysis.stats.get('lines')} lines in {analysis.stats.get('seconds')}s")
+    progress(f"analysed {analysis.stats.get('lines')} lines in {analysis.seconds}s")
     view = analysis.restrict(mode=args.mode, topology=args.topology)
     graph_view = view
     if args.focus:
-        graph_view = focus(view, args.focus)
+        graph_view = view.focus(args.focus)
         if graph_view.graph.number_of_nodes() == 0:
             raise UsageError(f"--focus {args.focus!r} matches nothing in the graph")
     width = args.width or (None if sys.stdout.isatty() else 140)
-    out = Console(width=width, highlight=False, soft_wrap=False, markup=False)
-    for fmt in FORMATS:
-        target = getattr(args, fmt)
-        if target is None:
-            continue
-        text = WRITERS[fmt](view if fmt == "json" and not args.focus else graph_view)
-        if target == "-":
-            sys.stdout.write(text)
+    out = _console(stderr=False, width=width)
+    why_json = bool(args.why) and targets.get("json") == STDOUT
+    for fmt, target in targets.items():
+        text = _render(
+            fmt, view if fmt == "json" and not args.focus else graph_view, args.why if why_json else None
+        )
+        if target == STDOUT:
+            _stdout(text)
         else:
-            path = Path(target)
-            if path.parent and not path.parent.is_dir():
-                raise UsageError(f"cannot write {fmt} output: folder {path.parent} does not exist")
-            path.write_text(text, encoding="utf-8")
+            write_atomically(Path(target), text, fmt)
             if not args.quiet:
-                err.print(f"wrote {path} ({fmt})", markup=False)
+                err.print(f"wrote {target} ({fmt})")
     ok = True
-    if args.why:
+    if why_json:
+        from .query import resolve_name
+
+        ok = bool(resolve_name(view, args.why))
+    elif args.why:
+        from .report import render_why
+
         ok = render_why(view, args.why, out)
-    elif not stdout_formats and not args.quiet:
+    elif STDOUT not in targets.values() and not args.quiet:
+        from .report import render
+
         render(view, out, verbose=args.verbose)
     if not ok:
+        if why_json:
+            err.print(f"trace-deps: error: --why {args.why!r}: nothing by that name in the graph")
         return 2
-    if args.strict:
-        unknown = any(d.get("category") == "unknown" for _, d in analysis.graph.nodes(data=True))
-        if unknown or analysis.skipped:
-            err.print(
-                "trace-deps: --strict: some constructs were not understood (see the report)", markup=False
-            )
-            return 1
+    if args.strict and (analysis.unknowns() or analysis.skipped):
+        err.print("trace-deps: --strict: some constructs were not understood (see the report)")
+        return 1
     return 0
+
+
+def _render(fmt: str, analysis, why: str | None) -> str:
+    from .export import WRITERS
+
+    if fmt != "json" or why is None:
+        return WRITERS[fmt](analysis)
+    data = analysis.to_dict()
+    data["why"] = why_dict(analysis, why)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def why_dict(analysis, name: str) -> dict:
+    """``--why NAME`` as JSON: the nodes NAME resolved to and one path per root (each hop: node, label, loc)."""
+    from .query import resolve_name
+
+    targets = resolve_name(analysis, name)
+    paths = analysis.why(name) if targets else []
+    return {
+        "name": name,
+        "targets": targets,
+        "paths": [[{"node": h.node, "label": h.label, "loc": h.loc} for h in path] for path in paths],
+    }
+
+
+def _stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to do
+        pass
+    except OSError as exc:
+        raise UsageError(f"cannot write to stdout: {exc.strerror or exc}") from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,3 +85,9 @@ TENSOR_METHOD_OPS = frozenset({"deallocate", "cpu"})
 MODE_VALUES = {"decode": "decode", "prefill": "prefill", "DECODE": "decode", "PREFILL": "prefill"}
 #: Attribute names on ModelArgs that are clearly model-name facts.
 MODEL_NAME_HINTS = ("model_name", "base_model_name", "CKPT_DIR", "checkpoint_dir", "hf_model", "HF_MODEL")
+#: Per-call entry methods tried in order when none is given (TTTv1 modules define forward; older T3000-style
+#: ones define __call__).
+ENTRY_METHODS = ("forward", "__call__")
+#: Builtins that run code chosen at run time: every call is an explicit unknown.
+DYNAMIC_CODE = frozenset({"exec", "eval", "compile", "__import__"})
+ROLE_DEPTH = 24  # how deep name resolution follows aliases and attribute chains before it reports a cut

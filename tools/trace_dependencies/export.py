@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import asdict
-from typing import Any
 
 import networkx as nx
 
-from .model import LEVELS, SCHEMA_VERSION, Analysis
+from .model import Analysis
+from .query import focus
+from .records import LEVELS
+from .serial import NODE_FIELDS, OPTIONAL_FIELDS, to_json_dict
 
 KIND_COLOURS = {
     "static": "#4e79a7",
@@ -35,8 +36,6 @@ CATEGORY_SHAPES = {
     "unknown": "octagon",
     "fact": "hexagon",
 }
-NODE_FIELDS = ("category", "level", "label", "loc", "kinds", "depth")
-OPTIONAL_FIELDS = ("root", "resolved", "reason")
 
 
 def node_kind(data: dict) -> str:
@@ -49,64 +48,8 @@ def node_kind(data: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- JSON
-def to_json_dict(analysis: Analysis) -> dict[str, Any]:
-    g = analysis.graph
-    nodes = []
-    for nid in sorted(g.nodes):
-        data = g.nodes[nid]
-        item: dict[str, Any] = {"id": nid}
-        for key in NODE_FIELDS:
-            value = data.get(key)
-            item[key] = list(value) if isinstance(value, (list, tuple)) else value
-        for key in OPTIONAL_FIELDS:
-            if key in data:
-                item[key] = data[key]
-        nodes.append(item)
-    edges = [
-        {"source": u, "target": v, "kind": d.get("kind"), "loc": d.get("loc")}
-        for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1]))
-    ]
-    stats = {k: v for k, v in analysis.stats.items() if k != "seconds"}
-    unknowns = [
-        {"id": n["id"], "reason": n.get("reason"), "loc": n.get("loc")}
-        for n in nodes
-        if n["category"] == "unknown"
-    ]
-    return {
-        "schema": "trace-deps",
-        "schema_version": SCHEMA_VERSION,
-        "module": analysis.module,
-        "config": analysis.config,
-        "module_class": analysis.module_class,
-        "config_class": analysis.config_class,
-        "files": analysis.files,
-        "assumptions": analysis.assumptions,
-        "stats": stats,
-        "keys_read": analysis.keys_read(),
-        "reads": [asdict(r) for r in analysis.reads],
-        "definitions": {k: [_def(d) for d in v] for k, v in analysis.definitions.items()},
-        "attr_definitions": {k: [_def(d) for d in v] for k, v in analysis.attr_definitions.items()},
-        "branches": [asdict(b) for b in analysis.branches],
-        "ops": [asdict(o) for o in analysis.ops],
-        "paths": analysis.paths,
-        "construction_ops": analysis.construction_ops,
-        "roots": analysis.roots,
-        "levels": analysis.levels,
-        "unknowns": unknowns,
-        "skipped": [asdict(s) for s in analysis.skipped],
-        "nodes": nodes,
-        "edges": edges,
-    }
-
-
-def _def(d) -> dict[str, Any]:
-    out = asdict(d)
-    out["live"] = d.live
-    return out
-
-
 def to_json(analysis: Analysis) -> str:
-    return json.dumps(to_json_dict(analysis), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    return analysis.to_json()
 
 
 # ---------------------------------------------------------------------------------------------- DOT
@@ -424,23 +367,6 @@ def _tint(colour: str) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def focus(analysis: Analysis, name: str) -> Analysis:
-    """The analysis with its graph cut down to ``name`` and everything it depends on."""
-    from dataclasses import replace
-
-    from .graphing import resolve_name
-
-    targets = resolve_name(analysis, name)
-    g = analysis.graph
-    keep: set[str] = set(targets)
-    for t in targets:
-        keep |= nx.ancestors(g, t)
-    sub = g.subgraph(sorted(keep)).copy()
-    result = replace(analysis, graph=sub)
-    result._views = getattr(analysis, "_views", None)  # type: ignore[attr-defined]
-    return result
-
-
 WRITERS = {
     "json": to_json,
     "dot": to_dot,
@@ -449,3 +375,16 @@ WRITERS = {
     "html": to_html,
     "svg": to_svg,
 }
+
+__all__ = [
+    "WRITERS",
+    "focus",
+    "node_kind",
+    "to_dot",
+    "to_graphml",
+    "to_html",
+    "to_json",
+    "to_json_dict",
+    "to_mermaid",
+    "to_svg",
+]

@@ -1,187 +1,27 @@
-"""Turning the engine's graph into an :class:`Analysis`: classification with proof chains, roots, levels,
-terminal ops per path, restricted views and --why paths."""
+"""Turning the engine's typed records into an :class:`Analysis` (pure data): definitions with "last assignment
+wins", branches with their classification, proof chains, spans and fact trees, reads, ops, the call graph, roots,
+levels and the four paths. Nothing of the engine (no AST, no cache) is kept."""
 
 from __future__ import annotations
 
 import ast
-import copy
-from collections import deque
-from dataclasses import replace
 
 import networkx as nx
 
+from .decision import as_lists
 from .engine import Engine
-from .model import (
-    CATEGORY_LEVEL,
-    KIND_BIT,
-    KIND_ORDER,
-    LEVELS,
-    MODE,
-    ROOT_KIND,
-    RUNTIME,
-    STATIC,
-    UNKNOWN,
-    Analysis,
-    Branch,
-    ConfigRead,
-    Definition,
-    Guard,
-    Hop,
-    OpCall,
-)
+from .facts import DataView, Proofs, bits_to_kinds, classify_bits, compute_bits, root_bits
+from .ids import NodeKind, parse_node
+from .model import Analysis
+from .query import all_paths
+from .records import CATEGORY_LEVEL, LEVELS, Branch, CallLink, ConfigRead, Definition, Guard, OpCall, Span
+from .serial import node_attrs
 from .sites import fact_sites
-
-_CHAIN_SKIP = ("fact",)
-_BFS_LIMIT = 20000
-PATHS = {
-    "decode/galaxy": ("decode", True),
-    "decode/non-galaxy": ("decode", False),
-    "prefill/galaxy": ("prefill", True),
-    "prefill/non-galaxy": ("prefill", False),
-}
-
-
-def _bits_to_kinds(bits: int) -> list[str]:
-    return [k for k in (*KIND_ORDER, UNKNOWN) if bits & KIND_BIT[k]]
-
-
-def classify_bits(bits: int) -> tuple[str, list[str]]:
-    factors = _bits_to_kinds(bits)
-    known = [k for k in factors if k != UNKNOWN]
-    if known:
-        return known[-1], factors
-    if factors:
-        return UNKNOWN, factors
-    return STATIC, []
-
-
-def root_bits(g: nx.DiGraph, node: str, indeg: int) -> int:
-    data = g.nodes[node]
-    category = data.get("category")
-    if data.get("mode_param") and indeg == 0:
-        return KIND_BIT[MODE]  # a mode parameter given constants ("decode") at its call sites
-    if category in ROOT_KIND and indeg == 0:
-        return KIND_BIT[ROOT_KIND[category]]
-    if category == "param" and indeg == 0 and not data.get("bound"):
-        label = data.get("label", "")
-        return KIND_BIT[MODE] if label.startswith("mode ") else KIND_BIT[UNKNOWN]
-    return 0
-
-
-class DataView:
-    """Predecessors of each node without 'nest' edges (a branch's kind comes from its own test, not from the
-    branches around it). Built once from networkx's adjacency dicts."""
-
-    def __init__(self, g: nx.DiGraph):
-        self.preds: dict[str, list[str]] = {
-            n: [p for p, d in g._pred[n].items() if d.get("kind") != "nest"] for n in g.nodes
-        }
-
-    def predecessors(self, node: str) -> list[str]:
-        return self.preds[node]
-
-    def in_degree(self, node: str) -> int:
-        return len(self.preds[node])
-
-
-def compute_bits(g: nx.DiGraph, h: DataView) -> dict[str, int]:
-    """Root kinds reaching each node (bit set), and each node's depth, by Kahn's order plus a fixpoint for the
-    rare cycles."""
-    preds = h.preds
-    succs: dict[str, list[str]] = {n: [] for n in preds}
-    indeg = {}
-    for n, ps in preds.items():
-        indeg[n] = len(ps)
-        for p in ps:
-            succs[p].append(n)
-    bits = {n: root_bits(g, n, len(ps)) for n, ps in preds.items()}
-    depth = dict.fromkeys(preds, 0)
-    order = [n for n in sorted(preds) if indeg[n] == 0]
-    remaining = dict(indeg)
-    i = 0
-    while i < len(order):
-        n = order[i]
-        i += 1
-        for s in succs[n]:
-            remaining[s] -= 1
-            if remaining[s] == 0:
-                order.append(s)
-    seen = set(order)
-    order += [n for n in sorted(preds) if n not in seen]  # nodes on cycles
-    changed = True
-    while changed:
-        changed = False
-        for n in order:
-            b, d = bits[n], depth[n]
-            for p in preds[n]:
-                b |= bits[p]
-                if p in seen and depth[p] + 1 > d:
-                    d = depth[p] + 1
-            if b != bits[n] or d != depth[n]:
-                bits[n], depth[n] = b, d
-                changed = changed or n not in seen
-    for n in preds:
-        g.nodes[n]["depth"] = depth[n]
-    return bits
-
-
-def _pred_key(node: str) -> tuple[bool, str]:
-    """Prefer informative roots in proofs: the device object / its presence come last."""
-    return (node in ("hw:device_present", "hw:mesh_device"), node)
-
-
-def hop(g: nx.DiGraph, node: str) -> Hop:
-    data = g.nodes[node]
-    return Hop(node, data.get("label", node), data.get("loc"))
-
-
-class Proofs:
-    """For each kind, a shortest path from the nearest root of that kind to every node (one multi-source BFS per
-    kind over the data edges), so a branch's proof of classification is a walk up the parent pointers."""
-
-    def __init__(self, g: nx.DiGraph, h: DataView, own: dict[str, int]):
-        self.g = g
-        succ: dict[str, list[str]] = {n: [] for n in h.preds}
-        for n, preds in h.preds.items():
-            for p in preds:
-                succ[p].append(n)
-        skip = {n for n in g.nodes if g.nodes[n].get("category") in _CHAIN_SKIP}
-        self.parents: dict[str, dict[str, str | None]] = {}
-        for kind in (*KIND_ORDER, UNKNOWN):
-            bit = KIND_BIT[kind]
-            roots = sorted((n for n, b in own.items() if b & bit and n not in skip), key=_pred_key)
-            parents: dict[str, str | None] = dict.fromkeys(roots)
-            queue = deque(roots)
-            while queue:
-                n = queue.popleft()
-                for s in succ[n]:
-                    if s not in parents and s not in skip:
-                        parents[s] = n
-                        queue.append(s)
-            self.parents[kind] = parents
-
-    def chain(self, node: str, kind: str) -> list[Hop] | None:
-        parents = self.parents[kind]
-        if node not in parents:
-            return None
-        path = []
-        while node is not None:
-            path.append(hop(self.g, node))
-            node = parents[node]
-        path.reverse()
-        return path
-
-    def chains(self, node: str, kinds: list[str]) -> dict[str, list[Hop]]:
-        out = {}
-        for kind in kinds:
-            path = self.chain(node, kind)
-            if path:
-                out[kind] = path
-        return out
+from .source import SourceFile
 
 
 def guard_text(engine: Engine, bid: str, arm: str) -> Guard:
-    entry = engine.branch_index.get(bid)
+    entry = engine.out.branch_index.get(bid)
     if entry is None:
         return Guard(bid, arm, bid.replace("call:", "when ") + "() runs" if bid.startswith("call:") else bid)
     site, _info = entry
@@ -226,7 +66,7 @@ def _definition(engine: Engine, site, g: nx.DiGraph) -> Definition:
     deps = sorted(g.predecessors(nid)) if nid in g else []
     facts = []
     for bid, arm in site.guards:
-        entry = engine.branch_index.get(bid)
+        entry = engine.out.branch_index.get(bid)
         if entry is not None and arm in ("then", "else"):
             for fact, pol in engine.facts_of(*entry):
                 pol = pol if arm == "then" else -pol
@@ -252,59 +92,65 @@ def _definition(engine: Engine, site, g: nx.DiGraph) -> Definition:
     )
 
 
-def build(engine: Engine, stats: dict) -> Analysis:
-    g = engine.g
+def span_of(file: SourceFile, node: ast.AST) -> Span | None:
+    """The node's start and end as lines and CHARACTER columns."""
+    line, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    if line is None or end is None:
+        return None
+    return Span(line, file.char_col(line, node.col_offset), end, file.char_col(end, node.end_col_offset))
+
+
+def build(engine: Engine, seconds: float = 0.0) -> Analysis:
+    out = engine.out
+    g = out.g
     h = DataView(g)
     bits = compute_bits(g, h)
     own = {n: root_bits(g, n, h.in_degree(n)) for n in g.nodes}
     for node, b in bits.items():
-        g.nodes[node]["kinds"] = _bits_to_kinds(b)
+        g.nodes[node]["kinds"] = bits_to_kinds(b)
         g.nodes[node]["level"] = CATEGORY_LEVEL.get(g.nodes[node]["category"], "derived")
         if own[node]:
             g.nodes[node]["root"] = True
 
     # -- reads ------------------------------------------------------------------------------------
-    reads = []
-    for r in engine.reads:
-        data = g.nodes[r["node"]]
-        reads.append(
-            ConfigRead(
-                name=r["name"],
-                kind=r["kind"],
-                via=r["via"],
-                loc=r["loc"],
-                function=r["function"],
-                node=r["node"],
-                resolved=bool(data.get("resolved", False)),
-                in_condition=r["in_condition"],
-                default=r["default"],
-                called_with=r["called_with"],
-                guards=guard_strings(engine, r["guards"]),
-                phase=r["phase"],
-                note=r["note"],
-            )
+    reads = [
+        ConfigRead(
+            name=r.name,
+            kind=r.kind,
+            via=r.via,
+            loc=r.loc,
+            function=r.function,
+            node=r.node,
+            resolved=bool(g.nodes[r.node].get("resolved", False)),
+            in_condition=r.in_condition,
+            default=r.default,
+            called_with=r.called_with,
+            guards=guard_strings(engine, r.guards),
+            phase=r.phase,
+            note=r.note,
+            function_id=r.func,
         )
+        for r in out.reads
+    ]
     reads.sort(key=lambda r: (*_loc_key(r.loc), r.name))
 
     # -- definitions ------------------------------------------------------------------------------
     definitions: dict[str, list[Definition]] = {}
-    for node, data in g.nodes(data=True):
-        if data["category"] == "key":
-            key = node[4:]
-            raw = sorted(engine.key_defs.get(key, []), key=lambda s: s.order)
-            defs = [_definition(engine, s, g) for s in raw]
-            _shadowing(defs, raw)
-            definitions[key] = defs
     attr_definitions: dict[str, list[Definition]] = {}
     for node, data in g.nodes(data=True):
-        if data["category"] == "attr":
-            name = node[5:]
-            raw = sorted(engine.attr_defs.get(name, []), key=lambda s: s.order)
+        ref = parse_node(node)
+        if data["category"] == "key":
+            raw = sorted(out.key_defs.get(ref.rest, []), key=lambda s: s.order)
+            defs = [_definition(engine, s, g) for s in raw]
+            _shadowing(defs, raw)
+            definitions[ref.rest] = defs
+        elif data["category"] == "attr":
+            raw = sorted(out.attr_defs.get(ref.rest, []), key=lambda s: s.order)
             defs = [_definition(engine, s, g) for s in raw]
             for d in defs:
-                d.id = f"attrdef:{d.loc}:{name}"
+                d.id = f"{NodeKind.ATTR_DEF.value}:{d.loc}:{ref.rest}"
             _shadowing(defs, raw)
-            attr_definitions[name] = defs
+            attr_definitions[ref.rest] = defs
 
     # -- branches ---------------------------------------------------------------------------------
     branches: list[Branch] = []
@@ -312,15 +158,14 @@ def build(engine: Engine, stats: dict) -> Analysis:
     for node, data in g.nodes(data=True):
         if data["category"] != "branch":
             continue
-        bid = node[len("branch:") :]
-        site, info = engine.branch_index[bid]
-        side = engine.module_branches.get(bid, "config")
-        phases = engine.branch_phase.get(bid, set())
+        bid = parse_node(node).rest
+        site, info = out.branch_index[bid]
+        side = out.module_branches.get(bid, "config")
+        phases = out.branch_phase.get(bid, set())
         phase = "forward" if "forward" in phases else "construction" if phases else "config"
         classification, factors = classify_bits(bits[node])
-        facts = engine.facts_of(site, info)
         topo, mode, other = [], [], []
-        for fact, pol in facts:
+        for fact, pol in engine.facts_of(site, info):
             text = fact if pol > 0 else f"not {fact}"
             if fact.startswith("mode:"):
                 mode.append(text.replace("mode:", ""))
@@ -328,15 +173,15 @@ def build(engine: Engine, stats: dict) -> Analysis:
                 topo.append(text)
             else:
                 other.append(text)
-        stmt_node = site.node
-        construct = site.construct
+        stmt = site.node
+        test = site.test_node if site.construct != "match" else site.deciders[0]
         branches.append(
             Branch(
                 id=bid,
                 loc=bid.removesuffix(":boolop"),
-                stmt_loc=f"{info.file.name}:{getattr(stmt_node, 'lineno', 1)}:{getattr(stmt_node, 'col_offset', 0)}",
-                construct=construct,
-                test=info.file.segment(site.test_node if construct != "match" else site.deciders[0], 120),
+                stmt_loc=info.file.loc(stmt),
+                construct=site.construct,
+                test=info.file.segment(test, 120),
                 function=info.qualname,
                 side=side,
                 phase=phase,
@@ -348,31 +193,33 @@ def build(engine: Engine, stats: dict) -> Analysis:
                 chain=proofs.chains(node, factors) if side != "config" else {},
                 parent=site.parent,
                 guards=guard_strings(engine, site.guards),
+                function_id=info.id,
+                span=span_of(info.file, stmt),
+                test_span=span_of(info.file, test),
+                decision=as_lists(engine.branch_tree(bid)),
             )
         )
     branches.sort(key=lambda b: (_side_rank(b.side), *_loc_key(b.loc), b.construct == "boolop"))
 
-    # -- ops and paths ----------------------------------------------------------------------------
+    # -- ops and the call graph ---------------------------------------------------------------------
     ops = [
         OpCall(
-            op=o["op"],
-            loc=o["loc"],
-            function=o["function"],
-            spelled=o["spelled"],
-            phase=o["phase"],
-            guards=guard_strings(engine, o["guards"]),
-            via=list(o["via"]),
+            op=o.op,
+            loc=o.loc,
+            function=o.function,
+            spelled=o.spelled,
+            phase=o.phase,
+            guards=guard_strings(engine, o.guards),
+            via=list(o.via),
+            function_id=o.func,
         )
-        for o in engine.ops
+        for o in out.ops
     ]
-    order = sorted(range(len(ops)), key=lambda i: _loc_key(ops[i].loc))
-    ops = [ops[i] for i in order]
-    raw_ops = [engine.ops[i] for i in order]
-    views = _Views(engine, raw_ops, reads, branches, definitions)
-    paths = {}
-    for name, (mode, galaxy) in PATHS.items():
-        keep = views.ops((mode, galaxy))
-        paths[name] = sorted({ops[i].op for i in keep if ops[i].phase == "forward"})
+    ops.sort(key=lambda o: _loc_key(o.loc))
+    calls = sorted(
+        {(c.caller, c.callee, tuple(guard_strings(engine, c.guards)), c.loc) for c in out.call_edges},
+        key=lambda c: (c[0], c[1], _loc_key(c[3]), c[2]),
+    )
     construction_ops = sorted({o.op for o in ops if o.phase == "construction"})
 
     # -- roots and levels -------------------------------------------------------------------------
@@ -387,11 +234,10 @@ def build(engine: Engine, stats: dict) -> Analysis:
         levels[data["level"]].append(node)
     levels = {k: sorted(v) for k, v in levels.items()}
 
-    files = sorted(engine.project.files[p].name for p in engine.project.files)
-    stats = dict(stats)
-    stats.update(
+    files = sorted(s.name for s in engine.st.project.files.values())
+    stats = dict(
         files=len(files),
-        lines=sum(s.lines for s in engine.project.files.values()),
+        lines=sum(s.lines for s in engine.st.project.files.values()),
         nodes=g.number_of_nodes(),
         edges=g.number_of_edges(),
         keys_read=len({r.name for r in reads if r.kind == "key"}),
@@ -400,27 +246,42 @@ def build(engine: Engine, stats: dict) -> Analysis:
         unknown=sum(1 for n in g.nodes if g.nodes[n]["category"] == "unknown"),
     )
     analysis = Analysis(
-        module=engine.module.name,
-        config=engine.config.name if engine.config else None,
-        module_class=engine.consumer.name,
-        config_class=engine.config_class.name if engine.config_class else None,
+        module=engine.st.module.name,
+        config=engine.st.config.name if engine.st.config else None,
+        module_class=engine.st.consumer.name,
+        config_class=engine.st.config_class.name if engine.st.config_class else None,
         files=files,
-        graph=g,
+        graph=_public_graph(g),
         reads=reads,
         definitions=dict(sorted(definitions.items())),
         attr_definitions=dict(sorted(attr_definitions.items())),
         branches=branches,
         ops=ops,
-        paths=paths,
+        paths={},
         construction_ops=construction_ops,
         roots=roots,
         levels=levels,
-        skipped=sorted(engine.skipped, key=lambda s: (_loc_key(s.loc), s.what)),
+        skipped=sorted(out.skipped, key=lambda s: (_loc_key(s.loc), s.what)),
         stats=stats,
+        calls=[CallLink(caller, callee, list(guards), loc) for caller, callee, guards, loc in calls],
+        entries=list(out.entry_ids),
+        entry=engine.st.entry,
+        seconds=seconds,
         fact_sites=fact_sites(engine),
     )
-    analysis._views = views  # type: ignore[attr-defined]
+    analysis.paths = all_paths(analysis)
     return analysis
+
+
+def _public_graph(g: nx.DiGraph) -> nx.DiGraph:
+    """The graph with only the attributes an analysis publishes (the engine's bookkeeping is dropped), so a
+    saved and loaded analysis has the same graph."""
+    public = nx.DiGraph()
+    public.add_nodes_from((n, node_attrs(d)) for n, d in g.nodes(data=True))
+    public.add_edges_from(
+        (u, v, {"kind": d.get("kind"), "loc": d.get("loc")}) for u, v, d in g.edges(data=True)
+    )
+    return public
 
 
 def _side_rank(side: str) -> int:
@@ -435,219 +296,4 @@ def _loc_key(loc: str) -> tuple:
         return (loc, 0, 0)
 
 
-class _Views:
-    """Which reads / branches / ops / definitions are possible under a (mode, galaxy) assumption; computed on
-    first use (the four path views are always needed, the others only for --mode / --topology)."""
-
-    def __init__(self, engine: Engine, raw_ops, reads, branches, definitions):
-        self.args = (engine, raw_ops, reads, branches, definitions)
-        self.cache: dict = {}
-
-    def __getitem__(self, key):
-        if key not in self.cache:
-            self.cache[key] = _view(*self.args, *key)
-        return self.cache[key]
-
-    def ops(self, key) -> set[int]:
-        """Only the ops possible under ``key`` (enough for the four paths; the full view is built lazily)."""
-        if key in self.cache:
-            return self.cache[key]["ops"]
-        engine, raw_ops = self.args[0], self.args[1]
-        assume = {"mode": key[0], "galaxy": key[1]}
-        reach = _reach(engine, assume)
-        return {
-            i
-            for i, o in enumerate(raw_ops)
-            if o["func"] in reach and engine.guard_possible(o["guards"], assume)
-        }
-
-
-def _reach(engine: Engine, assume: dict) -> set[str]:
-    adjacency: dict[str, list] = {}
-    for edge in engine.call_edges:
-        adjacency.setdefault(edge.caller, []).append(edge)
-    reach = set(engine.entry_ids)
-    queue = deque(engine.entry_ids)
-    while queue:
-        fid = queue.popleft()
-        for edge in adjacency.get(fid, ()):
-            if edge.callee not in reach and engine.guard_possible(edge.guards, assume):
-                reach.add(edge.callee)
-                queue.append(edge.callee)
-    return reach
-
-
-def _view(engine: Engine, raw_ops, reads, branches, definitions, mode, galaxy) -> dict:
-    assume = {"mode": mode, "galaxy": galaxy}
-    reach = _reach(engine, assume)
-    keep_ops = {
-        i for i, o in enumerate(raw_ops) if o["func"] in reach and engine.guard_possible(o["guards"], assume)
-    }
-    raw_reads = {(r["loc"], r["name"]): r for r in engine.reads}
-    keep_reads = set()
-    for i, r in enumerate(reads):
-        raw = raw_reads[(r.loc, r.name)]
-        if raw["func"] in reach and engine.guard_possible(raw["guards"], assume):
-            keep_reads.add(i)
-    keep_branches, decided = set(), {}
-    for b in branches:
-        site, info = engine.branch_index[b.id]
-        if b.side != "config" and info.id not in reach:
-            continue
-        if not engine.guard_possible(site.guards, assume):
-            continue
-        keep_branches.add(b.id)
-        if site.construct in ("if", "elif", "ifexp", "while", "assert", "comprehension-if"):
-            value = engine.branch_value(b.id, assume)
-            if value is not None:
-                decided[b.id] = value
-    keep_defs = set()
-    for key, defs in definitions.items():
-        for d, site in zip(defs, sorted(engine.key_defs.get(key, []), key=lambda s: s.order)):
-            if engine.guard_possible(site.guards, assume):
-                keep_defs.add(d.id)
-    return {
-        "ops": keep_ops,
-        "reads": keep_reads,
-        "branches": keep_branches,
-        "decided": decided,
-        "defs": keep_defs,
-        "funcs": reach,
-    }
-
-
-def restrict(analysis: Analysis, mode: str | None = None, topology: str | None = None) -> Analysis:
-    """A view of the analysis that keeps only what can run for ``mode`` and/or ``topology`` (1d | 2d)."""
-    galaxy = None if topology is None else topology == "2d"
-    if mode is None and galaxy is None:
-        return analysis
-    views = analysis._views  # type: ignore[attr-defined]
-    view = views[(mode, galaxy)]
-    reads = [r for i, r in enumerate(analysis.reads) if i in view["reads"]]
-    ops = [o for i, o in enumerate(analysis.ops) if i in view["ops"]]
-    branches = []
-    for b in analysis.branches:
-        if b.id in view["branches"]:
-            nb = copy.copy(b)
-            if b.id in view["decided"]:
-                nb.facts = [*b.facts, f"decided:{str(view['decided'][b.id]).lower()}"]
-            branches.append(nb)
-    keys = {r.name for r in reads if r.kind == "key"}
-    definitions = {}
-    for key, defs in analysis.definitions.items():
-        kept = [d for d in defs if d.id in view["defs"]]
-        if key in keys or kept:
-            definitions[key] = kept
-    g = analysis.graph.copy()
-    dropped = {f"branch:{b.id}" for b in analysis.branches} - {f"branch:{b.id}" for b in branches}
-    dropped |= {d.id for defs in analysis.definitions.values() for d in defs} - {
-        d.id for defs in definitions.values() for d in defs
-    }
-    kept_ops = {f"op:{o.op}" for o in ops}
-    dropped |= {n for n in g.nodes if n.startswith("op:") and n not in kept_ops}
-    g.remove_nodes_from(dropped)
-    sinks = {f"branch:{b.id}" for b in branches} | kept_ops | {r.node for r in reads}
-    sinks = {s for s in sinks if s in g}
-    keep = set(sinks)
-    for s in sinks:
-        keep |= nx.ancestors(g, s)
-    g = g.subgraph(sorted(keep)).copy()
-    levels = {level: sorted(n for n in nodes if n in g) for level, nodes in analysis.levels.items()}
-    roots = {cat: [n for n in nodes if n in g] for cat, nodes in analysis.roots.items()}
-    roots = {k: v for k, v in roots.items() if v}
-    assumptions = {}
-    if mode:
-        assumptions["mode"] = mode
-    if topology:
-        assumptions["topology"] = topology
-    paths = {name: ops_ for name, ops_ in analysis.paths.items() if _path_matches(name, mode, galaxy)}
-    stats = dict(
-        analysis.stats,
-        nodes=g.number_of_nodes(),
-        edges=g.number_of_edges(),
-        keys_read=len(keys),
-        branches_module=sum(1 for b in branches if b.side == "module"),
-        branches_helper=sum(1 for b in branches if b.side == "helper"),
-        unknown=sum(1 for n in g.nodes if g.nodes[n]["category"] == "unknown"),
-    )
-    result = replace(
-        analysis,
-        stats=stats,
-        graph=g,
-        reads=reads,
-        ops=ops,
-        branches=branches,
-        definitions=definitions,
-        levels=levels,
-        roots=roots,
-        paths=paths,
-        assumptions=assumptions,
-    )
-    result._views = views  # type: ignore[attr-defined]
-    return result
-
-
-def _path_matches(name: str, mode: str | None, galaxy: bool | None) -> bool:
-    pmode, pgal = PATHS[name]
-    return (mode is None or pmode == mode) and (galaxy is None or pgal == galaxy)
-
-
-def resolve_name(analysis: Analysis, name: str) -> list[str]:
-    """Graph nodes that ``name`` refers to: a node id, key, attribute, op or branch location."""
-    g = analysis.graph
-    if name in g:
-        return [name]
-    candidates = []
-    for prefix in ("key:", "attr:", "method:", "op:", "op:ttnn.", "env:", "hw:", "input:", "module:", "hf:"):
-        if prefix + name in g:
-            candidates.append(prefix + name)
-    if name.startswith("args."):
-        member = name[5:].removesuffix("()")
-        candidates += [n for n in (f"attr:{member}", f"method:{member}") if n in g]
-    if not candidates and ":" in name:
-        parts = name.rsplit(":", 2)
-        try:
-            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-                branch = analysis.branch_at(parts[0], int(parts[1]), int(parts[2]))
-            else:
-                file, line = name.rsplit(":", 1)
-                branch = analysis.branch_at(file, int(line))
-        except ValueError:
-            branch = None
-        if branch is not None:
-            candidates.append(f"branch:{branch.id}")
-    if not candidates:
-        lowered = name.lower()
-        for node, data in g.nodes(data=True):
-            if data.get("category") in ("op", "key", "attr") and node.lower().endswith(lowered):
-                candidates.append(node)
-    return sorted(set(candidates))
-
-
-def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]:
-    """For each root parameter that reaches ``name``, one shortest path root -> ... -> name."""
-    g = analysis.graph
-    targets = resolve_name(analysis, name)
-    out: list[list[Hop]] = []
-    for target in targets:
-        parents = {target: None}
-        queue = deque([target])
-        roots = []
-        while queue:
-            node = queue.popleft()
-            if g.nodes[node].get("root"):
-                roots.append(node)
-            for pred in sorted(g.predecessors(node), key=_pred_key):
-                if pred not in parents and g.nodes[pred].get("category") not in _CHAIN_SKIP:
-                    parents[pred] = node
-                    queue.append(pred)
-        for root in sorted(roots, key=lambda r: (LEVELS.index(g.nodes[r]["level"]), r))[:limit]:
-            path, node = [], root
-            while node is not None:
-                path.append(hop(g, node))
-                node = parents[node]
-            out.append(path)
-    return out
-
-
-__all__ = ["PATHS", "RUNTIME", "build", "classify_bits", "resolve_name", "restrict", "why_paths"]
+__all__ = ["build", "span_of"]

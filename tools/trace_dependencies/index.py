@@ -19,7 +19,7 @@ class ClassInfo:
     class_attrs: dict[str, ast.stmt] = field(default_factory=dict)
 
     def loc(self) -> str:
-        return f"{self.file.name}:{self.node.lineno}:{self.node.col_offset}"
+        return self.file.loc(self.node)
 
 
 class ModuleIndex:
@@ -92,7 +92,7 @@ class ModuleIndex:
 
     def nested(self, parent: FuncInfo, node: ast.AST) -> FuncInfo:
         if isinstance(node, ast.Lambda):
-            qual = f"{parent.qualname}.<lambda@{node.lineno}:{node.col_offset}>"
+            qual = f"{parent.qualname}.<lambda@{node.lineno}:{parent.file.char_col(node.lineno, node.col_offset)}>"
         else:
             qual = f"{parent.qualname}.{node.name}"
         return self.funcinfo(node, qual, None, parent)

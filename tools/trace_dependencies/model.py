@@ -1,199 +1,47 @@
-"""The result of an analysis: plain dataclasses plus the networkx graph (the API the codemod uses)."""
+"""The result of an analysis: :class:`Analysis`, pure data (plain dataclasses from records.py plus a networkx graph)
+that can be saved with ``to_json()`` and loaded with ``Analysis.from_json()``; every query works on a loaded one."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import json
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+from . import query, serial
+from .records import (
+    CATEGORY_LEVEL,
+    KIND_BIT,
+    KIND_ORDER,
+    LEVELS,
+    MODE,
+    ROOT_KIND,
+    RUNTIME,
+    SCHEMA_VERSION,
+    STATIC,
+    UNKNOWN,
+    WEIGHTS,
+    Branch,
+    CallLink,
+    ConfigRead,
+    Definition,
+    FactSite,
+    Guard,
+    Hop,
+    OpCall,
+    Skipped,
+    Span,
+)
 
-SCHEMA_VERSION = "1.0"
-
-STATIC, WEIGHTS, MODE, RUNTIME, UNKNOWN = "static", "weights", "mode", "runtime", "unknown"
-#: Classification order: a branch is classified by the most dynamic factor it depends on.
-KIND_ORDER = (STATIC, WEIGHTS, MODE, RUNTIME)
-KIND_BIT = {STATIC: 1, WEIGHTS: 2, MODE: 4, RUNTIME: 8, UNKNOWN: 16}
-
-#: Hierarchy levels, from the roots to the terminal ops.
-LEVELS = ("hardware", "model_args", "derived", "config_keys", "per_call_inputs", "branches", "terminal_ops")
-
-#: Node category -> hierarchy level.
-CATEGORY_LEVEL = {
-    "hardware": "hardware",
-    "env": "hardware",
-    "model": "model_args",
-    "model_arg": "model_args",
-    "module_arg": "model_args",
-    "weights": "model_args",
-    "attr": "derived",
-    "method": "derived",
-    "local": "derived",
-    "param": "derived",
-    "function": "derived",
-    "self_attr": "derived",
-    "global": "derived",
-    "fact": "derived",
-    "extern": "derived",
-    "unknown": "derived",
-    "key": "config_keys",
-    "definition": "config_keys",
-    "input": "per_call_inputs",
-    "mode": "per_call_inputs",
-    "branch": "branches",
-    "op": "terminal_ops",
-}
-
-#: Categories that are root parameters when nothing flows into them, and the kind they contribute.
-ROOT_KIND = {
-    "hardware": STATIC,
-    "env": STATIC,
-    "model": STATIC,
-    "model_arg": STATIC,
-    "module_arg": STATIC,
-    "weights": WEIGHTS,
-    "input": RUNTIME,
-    "mode": MODE,
-    "unknown": UNKNOWN,
-}
+if TYPE_CHECKING:
+    import networkx as nx
 
 
-@dataclass
-class Guard:
-    """One condition a definition or read sits under: the branch, which arm, and its source text."""
-
-    branch: str
-    arm: str
-    text: str
-
-    def describe(self) -> str:
-        if self.arm in ("then", "case", "called"):
-            return self.text
-        if self.arm == "rhs":
-            return f"short-circuit({self.text})"
-        return f"not ({self.text})"
-
-
-@dataclass
-class ConfigRead:
-    """One place the module reaches configuration: a dict key, a ModelArgs attribute or method."""
-
-    name: str
-    kind: str  # "key" | "attr" | "method"
-    via: str  # how it was reached, e.g. 'model_config["K"]', 'self.args.get_model_config()["K"]'
-    loc: str  # file:line:col
-    function: str
-    node: str
-    resolved: bool
-    in_condition: bool = False
-    default: str | None = None
-    called_with: list[str] | None = None
-    guards: list[str] = field(default_factory=list)
-    phase: str = "forward"  # "forward" (per call) or "construction" (__init__)
-    note: str | None = None
-
-
-@dataclass
-class Definition:
-    """One definition of a config key (or ModelArgs attribute), with its guards and whether it survives."""
-
-    id: str
-    name: str
-    kind: str  # "key" | "attr"
-    loc: str
-    end_line: int
-    function: str
-    value: str
-    value_kind: str  # "value" | "lambda" | "function" | "comprehension" | "property" | "class" | "method"
-    params: list[str] = field(default_factory=list)
-    guards: list[Guard] = field(default_factory=list)
-    order: int = 0
-    shadowed_by: list[str] = field(default_factory=list)
-    live_when: str | None = None
-    deps: list[str] = field(default_factory=list)
-    facts: list[str] = field(default_factory=list)
-
-    @property
-    def live(self) -> bool:
-        return not self.shadowed_by
-
-
-@dataclass
-class Hop:
-    node: str
-    label: str
-    loc: str | None
-
-
-@dataclass
-class Branch:
-    """A branching construct and what decides it."""
-
-    id: str
-    loc: str  # file:line:col of the test expression (the address the codemod uses)
-    stmt_loc: str  # file:line:col of the statement / expression node
-    construct: str  # if | elif | ifexp | boolop | assert | match | while | comprehension-if
-    test: str
-    function: str
-    side: str  # "module" | "helper" | "config"
-    phase: str  # "forward" | "construction" | "config"
-    classification: str = STATIC
-    factors: list[str] = field(default_factory=list)
-    topology: list[str] = field(default_factory=list)  # e.g. ["galaxy"], ["not galaxy"], ["mesh_1d"]
-    mode: list[str] = field(default_factory=list)  # e.g. ["decode"], ["not prefill"]
-    facts: list[str] = field(default_factory=list)  # e.g. ["model-name", "env"]
-    chain: dict[str, list[Hop]] = field(default_factory=dict)
-    parent: str | None = None
-    guards: list[str] = field(default_factory=list)
-
-
-@dataclass
-class OpCall:
-    op: str
-    loc: str
-    function: str
-    spelled: str
-    phase: str
-    guards: list[str] = field(default_factory=list)
-    via: list[str] = field(default_factory=list)  # helper call chain from the module, e.g. ["tt_all_reduce"]
-
-
-@dataclass
-class FactSite:
-    """A sub-expression that states a topology or mode fact, or is the mode itself (``fact == "mode"``).
-
-    ``fact`` is ``galaxy`` / ``mesh_1d`` / ``single_device`` / ``mode:decode`` / ``mode:prefill`` with a
-    ``polarity`` of +1 (the expression is true when the fact holds) or -1 (when it does not), or ``mode`` (the
-    expression evaluates to the mode; ``mode_form`` says whether the function spells it as the ``Mode`` enum
-    or as a string). Positions are the expression's start and end (line, column as in ``loc``).
-    """
-
-    file: str
-    line: int
-    col: int
-    end_line: int
-    end_col: int
-    function: str
-    phase: str  # "forward" | "construction"
-    fact: str
-    polarity: int
-    mode_form: str = "str"  # "enum" | "str"
-
-    @property
-    def loc(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
-
-
-@dataclass
-class Skipped:
-    loc: str
-    what: str
-    reason: str
-    severity: str = "info"  # "info" | "warning"
-
-
-@dataclass
+@dataclass(eq=False)
 class Analysis:
-    """Everything trace-deps found. ``graph`` edges point from a dependency to what depends on it."""
+    """Everything trace-deps found. ``graph`` edges point from a dependency to what depends on it.
+
+    Two analyses are equal when all their data is (the graph by its nodes, edges and their attributes);
+    ``seconds`` (how long the analysis took) is not data and is not compared or saved."""
 
     module: str
     config: str | None
@@ -213,11 +61,52 @@ class Analysis:
     skipped: list[Skipped]
     stats: dict[str, Any]
     assumptions: dict[str, str] = field(default_factory=dict)
-    fact_sites: list[FactSite] = field(default_factory=list)
+    calls: list[CallLink] = field(default_factory=list)  # the call graph between analysed functions
+    entries: list[str] = field(default_factory=list)  # ids of the entry functions (__init__, forward)
+    entry: str | None = None  # the per-call entry method analysed ("forward" or "__call__")
+    fact_sites: list[FactSite] = field(default_factory=list)  # facts inside expressions (for the codemod)
+    seconds: float = 0.0
 
-    # -- lookups the codemod uses -------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Analysis):
+            return NotImplemented
+        for f in fields(self):
+            if f.name == "seconds":
+                continue
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "graph":
+                a, b = _graph_data(a), _graph_data(b)
+            if a != b:
+                return False
+        return True
+
+    __hash__ = None  # mutable data
+
+    # -- saving and loading ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (schema in docs/trace_deps.md)."""
+        return serial.to_json_dict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Analysis:
+        return serial.from_json_dict(data, cls)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Analysis:
+        """Load what :meth:`to_json` wrote; raises ``SchemaError`` (a ``ValueError``) for anything else."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise serial.SchemaError(f"not JSON: {exc}") from exc
+        return serial.from_json_dict(data, cls)
+
+    # -- lookups the codemod uses -------------------------------------------------------------------------------
     def branch_at(self, file: str, line: int, col: int | None = None) -> Branch | None:
-        """The branch whose test (or statement) starts at ``file:line[:col]`` (file may be a path tail)."""
+        """The branch whose test (or statement) starts at ``file:line[:col]`` (file may be a path tail; col is a
+        character column)."""
         best = None
         for branch in self.branches:
             for where in (branch.loc, branch.stmt_loc):
@@ -235,6 +124,10 @@ class Analysis:
     def branches_by_loc(self) -> dict[str, Branch]:
         return {b.loc: b for b in self.branches}
 
+    def unknowns(self) -> list[str]:
+        """Ids of the explicit ``unknown:`` nodes (what could not be understood)."""
+        return sorted(n for n, d in self.graph.nodes(data=True) if d.get("category") == "unknown")
+
     def keys_read(self) -> list[str]:
         return sorted({r.name for r in self.reads if r.kind == "key"})
 
@@ -242,23 +135,63 @@ class Analysis:
         return dict(self.graph.nodes[node_id])
 
     def why(self, name: str, limit: int = 12) -> list[list[Hop]]:
-        from .graphing import why_paths
-
-        return why_paths(self, name, limit=limit)
+        return query.why_paths(self, name, limit=limit)
 
     def restrict(self, mode: str | None = None, topology: str | None = None) -> Analysis:
-        from .graphing import restrict
+        return query.restrict(self, mode=mode, topology=topology)
 
-        return restrict(self, mode=mode, topology=topology)
+    def focus(self, name: str) -> Analysis:
+        return query.focus(self, name)
 
-    def to_dict(self) -> dict[str, Any]:
-        from .export import to_json_dict
+    def decide(
+        self, branch: Branch | str, topology: str | None = None, mode: str | None = None
+    ) -> bool | None:
+        """True / False / None: ``branch`` (a Branch, its id or ``file:line[:col]``) on ``topology`` in ``mode``."""
+        return query.decide(self._branch(branch), topology=topology, mode=mode)
 
-        return to_json_dict(self)
+    def _branch(self, branch: Branch | str) -> Branch:
+        if isinstance(branch, Branch):
+            return branch
+        for b in self.branches:
+            if b.id == branch:
+                return b
+        file, _, rest = branch.partition(":")
+        parts = rest.split(":")
+        try:
+            found = self.branch_at(file, int(parts[0]), int(parts[1]) if len(parts) > 1 else None)
+        except ValueError:
+            found = None
+        if found is None:
+            raise KeyError(f"branch: no branch at {branch!r}")
+        return found
 
 
-def as_plain(obj: Any) -> Any:
-    """Dataclass -> dict recursively (for JSON)."""
-    if hasattr(obj, "__dataclass_fields__"):
-        return asdict(obj)
-    return obj
+def _graph_data(g: nx.DiGraph) -> tuple:
+    nodes = sorted((n, sorted(d.items())) for n, d in g.nodes(data=True))
+    edges = sorted((u, v, sorted(d.items())) for u, v, d in g.edges(data=True))
+    return nodes, edges
+
+
+__all__ = [
+    "CATEGORY_LEVEL",
+    "KIND_BIT",
+    "KIND_ORDER",
+    "LEVELS",
+    "MODE",
+    "ROOT_KIND",
+    "RUNTIME",
+    "SCHEMA_VERSION",
+    "STATIC",
+    "UNKNOWN",
+    "WEIGHTS",
+    "Analysis",
+    "Branch",
+    "CallLink",
+    "ConfigRead",
+    "Definition",
+    "Guard",
+    "Hop",
+    "OpCall",
+    "Skipped",
+    "Span",
+]

@@ -72,8 +72,26 @@ def _hops(hops: list[Hop], limit: int = 7) -> str:
     return " → ".join(parts)
 
 
+def plain(console: Console) -> Console:
+    """The same output stream with markup and ``:emoji:`` codes off: keys, file names and source excerpts are user
+    text and are printed as they are (``[red]`` or ``:key:`` in a key name stays literal)."""
+    if not console._markup and not console._emoji:  # rich has no public getter
+        return console
+    return Console(
+        file=console.file,
+        width=console.width,
+        color_system=console.color_system,
+        force_terminal=console.is_terminal,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=console.soft_wrap,
+    )
+
+
 def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     a = analysis
+    console = plain(console)
     head = Text.assemble(
         ("trace-deps ", "bold"),
         (a.module, "bold cyan"),
@@ -280,8 +298,9 @@ def _how(r) -> str:
 
 
 def render_why(analysis: Analysis, name: str, console: Console, limit: int = 12) -> bool:
-    from .graphing import resolve_name
+    from .query import resolve_name
 
+    console = plain(console)
     targets = resolve_name(analysis, name)
     if not targets:
         console.print(

@@ -17,7 +17,7 @@ _TENSOR_BINOPS = frozenset({ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult})
 
 
 def loc_of(source: SourceFile, node: ast.AST) -> str:
-    return f"{source.name}:{getattr(node, 'lineno', 1)}:{getattr(node, 'col_offset', 0)}"
+    return source.loc(node)
 
 
 @dataclass
@@ -335,7 +335,14 @@ class Scanner:
             self.expr(target.value, guards, False, None)
             if isinstance(target.value, ast.Name) and target.value.id == info.self_name:
                 site = AssignSite(
-                    value, target.lineno, target.col_offset, guards, kind, source, self._next(), self.loops
+                    value,
+                    target.lineno,
+                    self.file.char_col(target.lineno, target.col_offset),
+                    guards,
+                    kind,
+                    source,
+                    self._next(),
+                    self.loops,
                 )
                 info.self_assigns.setdefault(target.attr, []).append(site)
                 info.events.append(Event(site.order, "attr", (target.attr, site), guards))
@@ -360,7 +367,7 @@ class Scanner:
         site = AssignSite(
             value,
             getattr(node, "lineno", 1),
-            getattr(node, "col_offset", 0),
+            self.file.char_col(getattr(node, "lineno", 1), getattr(node, "col_offset", 0)),
             guards,
             kind,
             source,

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 
-from .engine import Engine, _endswith_mode, _eval_tree
-from .model import FactSite
+from .astutil import endswith_mode
+from .decision import assumption, eval_tree
+from .engine import Engine
+from .records import FactSite, Span
 
 #: Facts a (topology, mode) assumption decides.
 _DECIDABLE = ("galaxy", "mesh_1d", "single_device", "mode:decode", "mode:prefill")
@@ -24,9 +26,9 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 def fact_sites(engine: Engine) -> list[FactSite]:
     """Fact sites of every function the engine visited outside the config module, sorted by location."""
     out: list[FactSite] = []
-    for fid, phases in engine.scanned.items():
-        info = engine.funcs.get(fid)
-        if info is None or info.file is engine.config:
+    for fid, phases in engine.out.scanned.items():
+        info = engine.out.funcs.get(fid)
+        if info is None or info.file is engine.st.config:
             continue
         phase = "forward" if "forward" in phases else "construction"
         body = [info.node.body] if isinstance(info.node, ast.Lambda) else list(info.node.body)
@@ -46,7 +48,7 @@ def fact_sites(engine: Engine) -> list[FactSite]:
                 stack.extend(reversed([*node.args, *(k.value for k in node.keywords)]))
                 continue
             stack.extend(reversed(list(ast.iter_child_nodes(node))))
-    out.sort(key=lambda s: (s.file, s.line, s.col, -s.end_line, -s.end_col))
+    out.sort(key=lambda s: (s.file, s.span.start_line, s.span.start_col, -s.span.end_line, -s.span.end_col))
     return out
 
 
@@ -57,7 +59,7 @@ def decide_fact(site: FactSite, *, topology: str, mode: str):
         raise ValueError(f"decide_fact: {site.loc} is the mode itself, not a fact")
     if topology not in ("1d", "2d"):
         raise ValueError(f"decide_fact: topology must be '1d' or '2d', got {topology!r}")
-    return _eval_tree(("fact", site.fact, site.polarity), {"mode": mode, "galaxy": topology == "2d"})
+    return eval_tree(("fact", site.fact, site.polarity), assumption(topology, mode))
 
 
 def _site(engine: Engine, info, node: ast.AST, phase: str, form: str) -> FactSite | None:
@@ -70,12 +72,14 @@ def _site(engine: Engine, info, node: ast.AST, phase: str, form: str) -> FactSit
         fact, polarity = "mode", 0
     else:
         return None
+    end = node.end_lineno or node.lineno
+    file = info.file
+    span = Span(
+        node.lineno, file.char_col(node.lineno, node.col_offset), end, file.char_col(end, node.end_col_offset)
+    )
     return FactSite(
-        file=info.file.name,
-        line=node.lineno,
-        col=node.col_offset,
-        end_line=node.end_lineno or node.lineno,
-        end_col=node.end_col_offset or node.col_offset,
+        file=file.name,
+        span=span,
         function=info.qualname,
         phase=phase,
         fact=fact,
@@ -90,7 +94,7 @@ def _mode_form(info) -> str:
     for sites in info.assigns.values():
         for site in sites:
             value = site.value
-            if isinstance(value, ast.Call) and _endswith_mode(value.func):
+            if isinstance(value, ast.Call) and endswith_mode(value.func):
                 return "enum"
     for node in ast.walk(info.node):
         if isinstance(node, ast.Compare):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import io
 import os
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,25 @@ class SourceFile:
     tree: ast.Module
     lines: int
     imports: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
+    ascii: bool = True  # the whole text is ASCII: byte and character columns agree
     _blines: list[bytes] | None = field(default=None, repr=False)
+
+    def char_col(self, line: int, byte_col: int) -> int:
+        """``ast`` columns count UTF-8 bytes; every location trace-deps reports counts characters (as libcst and
+        editors do), so a line with a non-ASCII character before the node does not shift it."""
+        if self.ascii:
+            return byte_col
+        if self._blines is None:
+            self._blines = self.text.encode("utf-8").split(b"\n")
+        raw = self._blines[line - 1] if 0 < line <= len(self._blines) else b""
+        if raw.isascii():
+            return byte_col
+        return len(raw[:byte_col].decode("utf-8", "replace"))
+
+    def loc(self, node: ast.AST) -> str:
+        """``file:line:col`` of a node, col in characters."""
+        line = getattr(node, "lineno", 1)
+        return f"{self.name}:{line}:{self.char_col(line, getattr(node, 'col_offset', 0))}"
 
     def segment(self, node: ast.AST | None, limit: int = 120) -> str:
         """Source text of ``node`` on one line, shortened to ``limit`` characters (sliced from the file for
@@ -65,10 +85,7 @@ def read_source(path: Path, name: str) -> SourceFile:
         raise UsageError(f"file not found: {path}") from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", where=name) from exc
+    text = decode_source(raw, name)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter(
@@ -80,9 +97,30 @@ def read_source(path: Path, name: str) -> SourceFile:
         raise TraceError(f"does not parse: {exc.msg}", where=where) from exc
     except (ValueError, RecursionError, MemoryError) as exc:
         raise TraceError(f"does not parse: {exc}", where=name) from exc
-    source = SourceFile(path=path, name=name, text=text, tree=tree, lines=text.count("\n") + 1)
+    source = SourceFile(
+        path=path, name=name, text=text, tree=tree, lines=text.count("\n") + 1, ascii=text.isascii()
+    )
     source.imports = _collect_imports(tree)
     return source
+
+
+def decode_source(raw: bytes, name: str) -> str:
+    """Bytes -> text the way Python reads a source file: a UTF-8 BOM or a PEP 263 coding line picks the
+    encoding (default UTF-8); the BOM itself is dropped, so columns count from the first real character."""
+    try:
+        encoding, _lines = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except (SyntaxError, LookupError) as exc:
+        raise TraceError(f"not UTF-8 text and no valid coding line ({exc})", where=f"{name}:1") from exc
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        label = "UTF-8" if encoding.startswith("utf-8") else encoding
+        raise TraceError(
+            f"not {label} text ({exc.reason} at byte {exc.start})", where=f"{name}:{line}"
+        ) from exc
+    except LookupError as exc:  # pragma: no cover - detect_encoding already checked the codec
+        raise TraceError(f"unknown encoding {encoding!r}", where=f"{name}:1") from exc
 
 
 def _module_statements(body: list[ast.stmt]):

@@ -1,0 +1,225 @@
+"""``Analysis`` is pure data: JSON round trip, queries on a loaded analysis, character columns, the libcst helper,
+branch decisions per (topology, mode), and a package without import cycles (issue 10, items 1, 2 and 6)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import json
+import re
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper
+
+import tttv2_tools.trace_dependencies as td
+from tttv2_tools.trace_dependencies import (
+    SCHEMA_VERSION,
+    Analysis,
+    SchemaError,
+    analyze,
+    arm,
+    decide,
+    deciding_facts,
+    node_at,
+    node_for,
+    parse_loc,
+)
+from tttv2_tools.trace_dependencies.query import all_paths
+
+FIX = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+INPUTS = {
+    "tttv1 mlp": (ROOT / "tttv1/tt/mlp.py", ROOT / "tttv1/tt/model_config.py"),
+    "tttv1 attention": (ROOT / "tttv1/tt/attention.py", ROOT / "tttv1/tt/model_config.py"),
+    "g2 mlp": (FIX / "g2/mlp.py", FIX / "g2/model_config.py"),
+    "g2 attention": (FIX / "g2/attention.py", FIX / "g2/model_config.py"),
+    "g3 mlp": (FIX / "g3/mlp.py", FIX / "g3/model_config.py"),
+    "misc": (FIX / "misc/module.py", FIX / "misc/model_config.py"),
+    "weird": (FIX / "bad/weird.py", None),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(INPUTS))
+def analysis(request):
+    module, config = INPUTS[request.param]
+    return analyze(module, config, auto_config=False)
+
+
+def test_json_round_trip_gives_an_equal_object(analysis):
+    text = analysis.to_json()
+    loaded = Analysis.from_json(text)
+    assert loaded == analysis and loaded.to_json() == text
+    assert json.loads(text)["schema_version"] == SCHEMA_VERSION == "2.0"
+    view = analysis.restrict(mode="decode", topology="2d")
+    assert Analysis.from_json(view.to_json()) == view
+
+
+def test_equality_sees_every_field():
+    analysis = analyze(*INPUTS["g2 mlp"])
+    loaded = Analysis.from_json(analysis.to_json())
+    assert loaded != dataclasses.replace(loaded, entries=[])
+    other = Analysis.from_json(analysis.to_json())
+    other.branches[0].decision = ["const", True]
+    assert other != analysis
+    other = Analysis.from_json(analysis.to_json())
+    node = sorted(other.graph)[0]
+    other.graph.nodes[node]["label"] = "changed"
+    assert other != analysis
+    assert loaded.seconds == 0.0 and loaded == dataclasses.replace(
+        analysis, seconds=123.0
+    )  # timing is not data
+
+
+def test_queries_work_on_a_loaded_analysis(analysis):
+    loaded = Analysis.from_json(analysis.to_json())
+    assert all_paths(loaded) == loaded.paths == analysis.paths
+    for mode, topology in (("prefill", "2d"), ("decode", None)):
+        assert loaded.restrict(mode=mode, topology=topology) == analysis.restrict(
+            mode=mode, topology=topology
+        )
+    for name in [*analysis.keys_read()[:2], *(b.loc for b in analysis.branches[:2])]:
+        assert loaded.why(name) == analysis.why(name)
+        assert loaded.focus(name) == analysis.focus(name)
+
+
+def test_loading_rejects_other_json():
+    with pytest.raises(SchemaError, match="not a trace-deps analysis"):
+        Analysis.from_json("{}")
+    with pytest.raises(SchemaError, match=re.escape("schema_version: expected one of 2.0, got '1.0'")):
+        Analysis.from_json(json.dumps({"schema": "trace-deps", "schema_version": "1.0"}))
+    with pytest.raises(SchemaError, match="malformed trace-deps JSON: KeyError"):
+        Analysis.from_json(json.dumps({"schema": "trace-deps", "schema_version": SCHEMA_VERSION}))
+    with pytest.raises(SchemaError, match="not JSON"):
+        Analysis.from_json("{")
+
+
+# -- branch decisions per (topology, mode) ------------------------------------------------------------------
+def test_decide_per_topology_and_mode():
+    a = analyze(FIX / "g2/mlp.py", FIX / "g2/model_config.py")
+    mode_branch = a.branch_at("mlp.py", 50)  # if mode == "decode":
+    galaxy_branch = a.branch_at("mlp.py", 51)  # if TG:  (TG = self.args.is_galaxy)
+    both = a.branch_at("mlp.py", 71)  # if self.TG and mode != "decode":
+    assert [decide(mode_branch, mode=m) for m in ("decode", "prefill", None)] == [True, False, None]
+    assert [decide(galaxy_branch, topology=t) for t in ("2d", "1d", None)] == [True, False, None]
+    assert decide(both, "2d", "prefill") is True and decide(both, "1d", "prefill") is False
+    assert decide(both, "2d", None) is None and decide(both, None, "decode") is False
+    assert arm(both, "2d", "prefill") == "then" and arm(both, "1d") == "else" and arm(both) is None
+    assert deciding_facts(both) == [("galaxy", True), ("mode:decode", False)]
+    assert a.decide("mlp.py:71", topology="2d", mode="prefill") is True
+    assert a.decide(both.id, topology="1d") is False
+    loaded = Analysis.from_json(a.to_json())
+    assert decide(loaded.branch_at("mlp.py", 71), "2d", "prefill") is True
+    with pytest.raises(KeyError, match=re.escape("no branch at 'mlp.py:9999'")):
+        a.decide("mlp.py:9999")
+    with pytest.raises(ValueError, match="topology: expected one of 1d, 2d or None, got '3d'"):
+        decide(both, topology="3d")
+    with pytest.raises(ValueError, match="mode: expected one of decode, prefill or None, got 'train'"):
+        decide(both, mode="train")
+
+
+# -- character columns and the libcst helper ------------------------------------------------------------------
+NON_ASCII = """import ttnn
+
+
+class MLP:
+    def forward(self, x, mode):
+        s = "héllo"; a = self.model_config["K_é"] if mode == "décode" else x
+        t = "ü→"; y = ttnn.linear(x, x) if "é" else ttnn.relu(x)
+        if "ß" and mode == "prefill":
+            return ttnn.softmax(y)
+        return a
+"""
+
+
+def test_locations_are_character_columns_on_non_ascii_lines(tmp_path):
+    path = tmp_path / "mlp.py"
+    path.write_text(NON_ASCII, encoding="utf-8")
+    lines = NON_ASCII.splitlines()
+    a = analyze(path, auto_config=False)
+
+    def col(line: int, text: str) -> int:
+        return lines[line - 1].index(text)
+
+    (read,) = a.reads
+    assert read.loc == f"mlp.py:6:{col(6, 'self.model_config')}"
+    ifexp = a.branch_at("mlp.py", 6)
+    assert (
+        ifexp.loc == f"mlp.py:6:{col(6, 'mode ==')}" and ifexp.stmt_loc == f"mlp.py:6:{col(6, 'self.model')}"
+    )
+    ops = {o.op: o.loc for o in a.ops}
+    assert ops["ttnn.linear"] == f"mlp.py:7:{col(7, 'ttnn.linear')}"
+    assert ops["ttnn.relu"] == f"mlp.py:7:{col(7, 'ttnn.relu')}"
+    stmt = a.branch_at("mlp.py", 8)
+    assert stmt.span == td.Span(8, 8, 9, 34) and stmt.test_span == td.Span(8, 11, 8, 36)
+
+    wrapper = MetadataWrapper(cst.parse_module(NON_ASCII))
+    module = wrapper.module
+    test = node_at(wrapper, *parse_loc(ifexp.loc)[1:])
+    assert isinstance(test, cst.Comparison) and module.code_for_node(test) == 'mode == "décode"'
+    whole = node_at(wrapper, *parse_loc(ifexp.stmt_loc)[1:], kind=cst.IfExp)
+    assert module.code_for_node(whole) == 'self.model_config["K_é"] if mode == "décode" else x'
+    if_stmt = node_for(wrapper, stmt.span, kind=cst.If)
+    assert module.code_for_node(if_stmt).startswith('if "ß" and mode == "prefill":')
+    assert module.code_for_node(node_for(NON_ASCII, stmt.test_span)) == '"ß" and mode == "prefill"'
+    line, column = parse_loc(ops["ttnn.relu"])[1:]
+    assert module.code_for_node(node_at(module, line, column, kind=cst.Call)) == "ttnn.relu(x)"
+    assert node_at(wrapper, 6, 3) is None and node_at(wrapper, 8, 11, kind=cst.If) is None
+    with pytest.raises(ValueError, match=re.escape("loc: expected 'file:line:col', got 'mlp.py'")):
+        parse_loc("mlp.py")
+    with pytest.raises(TypeError, match="source: expected source text"):
+        node_at(b"x = 1", 1, 0)
+
+
+# -- structure: no import cycles, every module importable on its own ------------------------------------------
+PACKAGE = Path(td.__file__).resolve().parent
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of the package that ``path`` imports anywhere (functions included), except under TYPE_CHECKING."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            skip |= {id(n) for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out |= {alias.name for alias in node.names}
+    return out
+
+
+def test_no_import_cycles_between_the_package_modules():
+    graph = {p.stem: _imports(p) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert {"engine", "model", "query", "serial", "records", "graphing", "facts", "roles"} <= set(graph)
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        assert state.get(name) != 1, f"import cycle: {' -> '.join([*path, name])}"
+        state[name] = 1
+        for dep in sorted(graph.get(name, ())):
+            visit(dep, [*path, name])
+        state[name] = 2
+
+    for name in sorted(graph):
+        visit(name, [])
+    for pure in ("records", "decision", "ids", "query", "serial", "model", "locate"):  # the data layer ...
+        assert not graph[pure] & {"engine", "graphing", "api", "cli", "scan", "state"}, (
+            pure
+        )  # ... needs no engine
+    for name in sorted(graph):
+        importlib.import_module(f"tttv2_tools.trace_dependencies.{name}")
+
+
+def test_public_api_lists_the_codemod_helpers():
+    for name in ("node_at", "node_for", "parse_loc", "decide", "arm", "deciding_facts", "Span", "Analysis"):
+        assert name in td.__all__ and hasattr(td, name)

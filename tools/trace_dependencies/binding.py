@@ -1,0 +1,269 @@
+"""Callees and binding: which functions a call may reach, binding call-site arguments to parameters, and all
+handling of function values (lambdas, nested defs): a function value depends on its closure only."""
+
+from __future__ import annotations
+
+import ast
+
+from .astutil import (
+    const_str,
+    unique_funcs,
+)
+from .ids import (
+    ARGS,
+    MC,
+    PASSED_ON,
+    RoleKind,
+    Scope,
+)
+from .index import ClassInfo
+from .scan import FuncInfo, Guards, loc_of
+from .state import Part
+
+
+class Binding(Part):
+    """Callees, argument binding and function values (lambdas)."""
+
+    def self_callees(self, cls: ClassInfo, name: str) -> list[FuncInfo]:
+        meth = self.method_info(cls, name)
+        if meth is not None:
+            return [meth]
+        out = []
+        for info, site in self.self_sites(cls, name):
+            out.extend(self.value_callees(site.value, info))
+        return out
+
+    def value_callees(self, value: ast.AST | None, info: FuncInfo, depth: int = 0) -> list[FuncInfo]:
+        """Functions a value may hold (lambdas, nested defs, functions), following simple aliases."""
+        if value is None:
+            return []
+        if depth > 6:
+            self.cut("callee resolution", value, info, 6)
+            return []
+        if isinstance(value, ast.Lambda):
+            return [self.nested_info(info, value)]
+        if isinstance(value, ast.Name):
+            return self.name_callees(value.id, info, depth + 1) or []
+        if isinstance(value, ast.IfExp):
+            return self.value_callees(value.body, info, depth + 1) + self.value_callees(
+                value.orelse, info, depth + 1
+            )
+        if isinstance(value, ast.Attribute):
+            role = self.role(value.value, info)
+            if role == ARGS:
+                meth = self.config_method(value.attr)
+                return [meth] if meth is not None else []
+            if role is not None and role.kind is RoleKind.SELF:
+                return self.self_callees(role.cls, value.attr)
+        if isinstance(value, ast.Subscript) and self.role(value.value, info) == MC:
+            key = const_str(value.slice)
+            if key is not None:
+                return self.key_callees(key)
+        return []
+
+    def name_callees(self, name: str, info: FuncInfo, depth: int = 0) -> list[FuncInfo] | None:
+        kind, owner = self.lookup(name, info)
+        if kind is Scope.LOCAL:
+            out = []
+            for site in owner.assigns[name]:
+                if site.kind == "def" and name in owner.nested:
+                    out.append(self.nested_info(owner, owner.nested[name]))
+                else:
+                    out.extend(self.value_callees(site.value, owner, depth + 1))
+            return unique_funcs(out)
+        if kind is Scope.FUNCTION:
+            fn = self.module_function(info.file, name)
+            return [fn] if fn is not None else []
+        if kind is Scope.IMPORT:
+            fn = self.imported_function(info.file, name)
+            return [fn] if fn is not None else None
+        if kind is Scope.PARAM:
+            return []
+        return []
+
+    def key_callees(self, key: str) -> list[FuncInfo]:
+        self.compose()
+        out = []
+        for site in self.out.key_defs.get(key, ()):
+            out.extend(self.value_callees(site.value, site.func))
+        return unique_funcs(out)
+
+    def bind(self, callee: FuncInfo, call: ast.Call, caller: FuncInfo, skip_first: bool) -> None:
+        memo = (id(call), callee.id)
+        if memo in self.out.bound:
+            return
+        self.out.bound.add(memo)
+        saved, self.work.inline = self.work.inline, None
+        try:
+            self._bind(callee, call, caller, skip_first)
+        finally:
+            self.work.inline = saved
+
+    def _bind(self, callee: FuncInfo, call: ast.Call, caller: FuncInfo, skip_first: bool) -> None:
+        params = list(callee.params)
+        if skip_first and params and callee.self_name:
+            params = params[1:]
+        loc = loc_of(caller.file, call)
+        pairs: list[tuple[str, ast.expr]] = []
+        positional = list(call.args)
+        starred = None
+        for i, arg in enumerate(positional):
+            if isinstance(arg, ast.Starred):
+                starred = arg.value
+                break
+            if i < len(params):
+                pairs.append((params[i], arg))
+            elif callee.vararg:
+                pairs.append((callee.vararg, arg))
+        named = {k.arg: k.value for k in call.keywords if k.arg is not None}
+        double = [k.value for k in call.keywords if k.arg is None]
+        where = f"{callee.qualname}() ({callee.loc()})"
+        if len(positional) > len(params) and not callee.vararg and starred is None:
+            self.skip(
+                loc,
+                f"call {callee.qualname}()",
+                f"{len(positional)} positional arguments, but {where} takes {len(params)}",
+                "warning",
+            )
+        positional_names = {p for p, _ in pairs}
+        for pname, value in named.items():
+            if pname in callee.params:
+                if pname in positional_names:
+                    self.skip(
+                        loc,
+                        f"call {callee.qualname}()",
+                        f"argument {pname!r} given by position and by keyword ({where})",
+                        "warning",
+                    )
+                pairs.append((pname, value))
+            elif callee.kwarg:
+                pairs.append((callee.kwarg, value))
+            else:
+                self.skip(loc, f"call {callee.qualname}()", f"{where} has no parameter {pname!r}", "warning")
+        bound_now = {p for p, _ in pairs}
+        for pname in params:
+            if pname not in bound_now:
+                default = callee.defaults.get(pname)
+                self._const_binding(callee, pname, default)
+        for pname, value in pairs:
+            self._const_binding(callee, pname, value)
+        if starred is not None or double:
+            bound_names = {p for p, _ in pairs}
+            for pname in params:
+                if pname not in bound_names:
+                    for value in ([starred] if starred is not None else []) + double:
+                        pairs.append((pname, value))
+            self.skip(
+                loc,
+                f"call {callee.qualname}()",
+                "*args/**kwargs at the call site: bound to every remaining parameter",
+            )
+        for pname, value in pairs:
+            self._bind_role(callee, pname, value, caller)
+        for pname, value in pairs:
+            target = self.param_node(callee, pname)
+            if target is None:
+                continue
+            self.out.g.nodes[target]["bound"] = True
+            for dep in self.deps(value, caller):
+                self.edge(dep, target, "bind", loc)
+
+    def _bind_role(self, callee: FuncInfo, pname: str, value: ast.AST, caller: FuncInfo) -> None:
+        """A parameter that receives model_config / ModelArgs / the mesh device / os.environ / an HF config at a
+        call site stands for it inside the callee, whatever its name (``def helper(cfg): cfg["K"]``)."""
+        key = (callee.id, pname)
+        if key in self.out.param_roles or pname == callee.self_name:
+            return
+        role = self.role(value, caller)
+        if role not in PASSED_ON:
+            return
+        self.out.param_roles[key] = role
+        # roles computed before this binding may be stale: forget them (rare, cheap to recompute)
+        self.cache.name_roles.clear()
+        self.cache.attr_roles.clear()
+
+    def _const_binding(self, callee: FuncInfo, pname: str, value: ast.AST | None) -> None:
+        key = (callee.id, pname)
+        if isinstance(value, ast.Constant) and not isinstance(value.value, (bytes, complex)):
+            values = self.out.param_consts.setdefault(key, set())
+            if values is not None:
+                values.add(value.value)
+        else:
+            self.out.param_consts[key] = None
+
+    def param_constants(self, info: FuncInfo, name: str):
+        """The constants a parameter receives at every call site seen, or None if any is not constant."""
+        return self.out.param_consts.get((info.id, name))
+
+    def config_callers(self, name: str) -> list[tuple[FuncInfo, ast.Call]]:
+        """Calls ``self.<name>(...)`` made inside the config class (to bind the parameters of ``name``)."""
+        if self.cache.config_callers is None:
+            self.cache.config_callers = {}
+            for klass in self.st.config_chain:
+                for mname in klass.methods:
+                    info = self.method_info(klass, mname)
+                    for event in info.events if info is not None else ():
+                        if event.kind == "call":
+                            self.cache.config_callers.setdefault(event.payload.func.attr, []).append(
+                                (info, event.payload)
+                            )
+        return self.cache.config_callers.get(name, [])
+
+    def _expand_function(self, nid: str, info: FuncInfo) -> None:
+        """A function *value* depends on its closure only (self attributes, enclosing locals, globals, keys, env,
+        hardware, the functions it calls), never on its own parameters: those belong to each call site, which
+        adds its arguments' dependencies to the call's result itself. Parameters still receive 'bind' edges from
+        every call site, which classify the branches inside the function."""
+        for dep in self.closure_deps(info):
+            self.edge(dep, nid, "data", info.loc())
+
+    def closure_deps(self, info: FuncInfo) -> set[str]:
+        saved = self.work.inline
+        self.work.inline = (info, set())
+        out: set[str] = set()
+        try:
+            for value, guards in info.returns:
+                if value is not None:
+                    self._deps(value, info, out)
+                self._inline_guards(guards, info, out)
+        finally:
+            self.work.inline = saved
+        return out
+
+    def _inline_guards(self, guards: Guards, owner: FuncInfo, out: set[str]) -> None:
+        fn = self.work.inline[0] if self.work.inline else None
+        for bid, _arm in guards:
+            entry = self.out.branch_index.get(bid)
+            if entry is None:
+                continue
+            site, where = entry
+            if where is fn:
+                for decider in site.deciders:
+                    self._deps(decider, where, out)
+            else:
+                out.add(self.branch_node(bid))
+
+    def _inline_name(self, name: str, info: FuncInfo, out: set[str]) -> bool:
+        """While computing a function's closure: own parameters vanish, own locals are inlined."""
+        fn, seen = self.work.inline
+        kind, owner = self.lookup(name, info)
+        if owner is not fn:
+            return False
+        if kind is Scope.PARAM:
+            return True
+        if kind is not Scope.LOCAL:
+            return False
+        if name in seen:
+            return True
+        seen.add(name)
+        for site in owner.assigns[name]:
+            if site.kind == "def" and name in owner.nested:
+                out.add(self.func_node(self.nested_info(owner, owner.nested[name])))
+                continue
+            if site.kind == "import":
+                continue
+            value = site.value if site.value is not None else site.source
+            if value is not None:
+                self._deps(value, owner, out)
+            self._inline_guards(site.guards, owner, out)
+        return True

@@ -1,0 +1,440 @@
+"""Facts and branch classification: topology (galaxy, 1D mesh, single device), mode and model-name facts named by
+a branch's test, compiled into small fact trees (evaluated by decision.py), and the classification of every
+branch by the root kinds that reach its test, with proof chains."""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+
+import networkx as nx
+
+from . import constants as C
+from .astutil import (
+    NOTHING,
+    const_eval,
+    const_str,
+    endswith_mode,
+    is_const,
+    is_str_seq,
+    mentions,
+    unparse,
+)
+from .ids import (
+    ARGS,
+    MESH,
+    RoleKind,
+    Scope,
+)
+from .query import hop, pred_key
+from .records import KIND_BIT, KIND_ORDER, MODE, ROOT_KIND, STATIC, UNKNOWN, Hop
+from .scan import BranchSite, FuncInfo
+from .state import Part
+
+
+class Facts(Part):
+    """Topology / mode facts of branch tests and their three-valued evaluation."""
+
+    def galaxy_polarity(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> int | None:
+        """+1 if ``e`` means "is galaxy", -1 if it means "is not galaxy", None otherwise."""
+        if depth > 10:
+            self.cut("topology test", e, info, 10)
+            return None
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            pol = self.galaxy_polarity(e.operand, info, depth + 1)
+            return -pol if pol else None
+        if isinstance(e, ast.Compare) and len(e.ops) == 1:
+            op, other = e.ops[0], e.comparators[0]
+            left = e.left
+            if is_const(other, C.GALAXY_DEVICES) and self.is_num_devices(left, info, depth + 1):
+                return 1 if isinstance(op, ast.Eq) else -1 if isinstance(op, ast.NotEq) else None
+            if is_const(left, C.GALAXY_DEVICES) and self.is_num_devices(other, info, depth + 1):
+                return 1 if isinstance(op, ast.Eq) else -1 if isinstance(op, ast.NotEq) else None
+            return None
+        if isinstance(e, ast.Attribute):
+            role = self.role(e.value, info)
+            if role == ARGS and e.attr == "is_galaxy":
+                return 1
+            if role is not None and role.kind is RoleKind.SELF:
+                values = [(i, s.value) for i, s in self.self_sites(role.cls, e.attr)]
+                return self._alias_polarity(values, depth)
+            return None
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind is Scope.PARAM:
+                if e.id in C.GALAXY_NAMES:
+                    return 1
+                return None
+            if kind is Scope.LOCAL:
+                return self._alias_polarity([(owner, s.value) for s in owner.assigns[e.id]], depth)
+        return None
+
+    def _alias_polarity(self, values, depth: int) -> int | None:
+        pols = set()
+        for owner, value in values:
+            if value is None:
+                return None
+            pols.add(self.galaxy_polarity(value, owner, depth + 1))
+        return pols.pop() if len(pols) == 1 else None
+
+    def is_num_devices(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
+        if depth > 10:
+            self.cut("device-count test", e, info, 10)
+            return False
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "get_num_devices":
+            return True
+        if isinstance(e, ast.Attribute):
+            role = self.role(e.value, info)
+            if role == ARGS and e.attr == "num_devices":
+                return True
+            if role is not None and role.kind is RoleKind.SELF and e.attr == "num_devices":
+                return all(
+                    self.is_num_devices(s.value, i, depth + 1)
+                    for i, s in self.self_sites(role.cls, e.attr)
+                    if s.value is not None
+                ) and bool(self.self_sites(role.cls, e.attr))
+            return False
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind is Scope.LOCAL:
+                sites = owner.assigns[e.id]
+                return all(
+                    s.value is not None and self.is_num_devices(s.value, owner, depth + 1) for s in sites
+                )
+            return kind is Scope.PARAM and e.id == "num_devices"
+        return False
+
+    def mode_value(self, e: ast.AST) -> str | None:
+        text = const_str(e)
+        if text in ("decode", "prefill"):
+            return text
+        if isinstance(e, ast.Attribute) and e.attr in C.MODE_VALUES and endswith_mode(e.value):
+            return C.MODE_VALUES[e.attr]
+        return None
+
+    def is_mode_param(self, info: FuncInfo, name: str) -> bool:
+        ann = info.annotations.get(name)
+        return name in C.MODE_NAMES or (ann is not None and unparse(ann).endswith("Mode"))
+
+    def is_mode(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
+        if depth > 8:
+            self.cut("mode test", e, info, 8)
+            return False
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind is Scope.PARAM:
+                return self.is_mode_param(owner, e.id)
+            if kind is Scope.LOCAL:
+                if e.id in owner.params and self.is_mode_param(owner, e.id):
+                    return True  # e.g. ``mode = Mode(mode)`` normalising a string mode
+                sites = owner.assigns[e.id]
+                return bool(sites) and all(
+                    s.value is not None and self.is_mode(s.value, owner, depth + 1) for s in sites
+                )
+            return False
+        if isinstance(e, ast.Call) and len(e.args) == 1 and endswith_mode(e.func):
+            return self.is_mode(e.args[0], info, depth + 1)
+        if isinstance(e, ast.Attribute) and e.attr in C.MODE_NAMES:
+            role = self.role(e.value, info)
+            return role is not None and role.kind is RoleKind.SELF
+        return False
+
+    def mesh_shape_expr(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:
+        """``mesh_device.shape`` / ``list(mesh_device.shape)`` / a local alias of either / ``args.cluster_shape``."""
+        if depth > 6:
+            self.cut("mesh shape test", e, info, 6)
+            return False
+        if (
+            isinstance(e, ast.Call)
+            and isinstance(e.func, ast.Name)
+            and e.func.id in ("list", "tuple")
+            and e.args
+        ):
+            e = e.args[0]
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind is Scope.LOCAL:
+                sites = owner.assigns[e.id]
+                return all(
+                    s.value is not None and self.mesh_shape_expr(s.value, owner, depth + 1) for s in sites
+                )
+            return False
+        if isinstance(e, ast.Attribute):
+            role = self.role(e.value, info)
+            if e.attr == "shape" and role == MESH:
+                return True
+            return e.attr == "cluster_shape" and role == ARGS
+        return False
+
+    def facts_of(self, site: BranchSite, info: FuncInfo) -> list[tuple[str, int]]:
+        """Topology / mode / model-name facts named in a branch's deciders (with polarity)."""
+        cached = self.cache.facts.get(site.id)
+        if cached is not None:
+            return cached
+        out: list[tuple[str, int]] = []
+        for decider in site.deciders:
+            self._facts(decider, info, 1, out, 0)
+        self.cache.facts[site.id] = out
+        return out
+
+    def _facts(self, e: ast.AST, info: FuncInfo, pol: int, out: list, depth: int) -> None:
+        if depth > 30:
+            self.cut("condition", e, info, 30)
+            return
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            self._facts(e.operand, info, -pol, out, depth + 1)
+            return
+        if isinstance(e, ast.BoolOp):
+            for value in e.values:
+                self._facts(value, info, pol, out, depth + 1)
+            return
+        gp = self.galaxy_polarity(e, info)
+        if gp:
+            out.append(("galaxy", gp * pol))
+            return
+        if isinstance(e, ast.Compare) and len(e.ops) == 1:
+            left, op, right = e.left, e.ops[0], e.comparators[0]
+            for a, b in ((left, right), (right, left)):
+                mv = self.mode_value(b)
+                if mv and self.is_mode(a, info):
+                    sign = (
+                        1
+                        if isinstance(op, (ast.Eq, ast.Is))
+                        else -1
+                        if isinstance(op, (ast.NotEq, ast.IsNot))
+                        else 0
+                    )
+                    if sign:
+                        out.append((f"mode:{mv}", sign * pol))
+                    return
+            if isinstance(op, (ast.In, ast.NotIn)) and self.is_mode(left, info):
+                values = {self.mode_value(x) for x in getattr(right, "elts", [])}
+                if len(values) == 1 and None not in values:
+                    out.append((f"mode:{values.pop()}", pol if isinstance(op, ast.In) else -pol))
+                return
+            if (
+                isinstance(op, (ast.In, ast.NotIn))
+                and is_const(left, 1)
+                and self.mesh_shape_expr(right, info)
+            ):
+                out.append(("mesh_1d", pol if isinstance(op, ast.In) else -pol))
+                return
+            if isinstance(op, (ast.Eq, ast.NotEq)) and self.mesh_shape_expr(left, info):
+                values = const_eval(right, {})
+                if isinstance(values, (list, tuple)) and list(values) == [1, 1]:
+                    out.append(("single_device", pol if isinstance(op, ast.Eq) else -pol))
+                    return
+            if self._is_model_name_check(e):
+                out.append(("model-name", pol))
+                return
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "all" and e.args:
+            arg = e.args[0]
+            if (
+                isinstance(arg, (ast.ListComp, ast.GeneratorExp))
+                and arg.generators
+                and self.mesh_shape_expr(arg.generators[0].iter, info)
+            ):
+                out.append(("galaxy", pol))
+                return
+        if (
+            isinstance(e, ast.Call)
+            and isinstance(e.func, ast.Attribute)
+            and e.func.attr in ("startswith", "endswith")
+            and mentions(e.func.value, C.MODEL_NAME_HINTS)
+        ):
+            out.append(("model-name", pol))
+
+    def _is_model_name_check(self, e: ast.Compare) -> bool:
+        parts = [e.left, *e.comparators]
+        has_str = any(const_str(p) is not None or is_str_seq(p) for p in parts)
+        return has_str and any(mentions(p, C.MODEL_NAME_HINTS) for p in parts)
+
+    def _const_compare(self, e: ast.AST, info: FuncInfo):
+        """``param == CONST`` where every call site passes constants: decided if they all agree."""
+        if not (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Eq, ast.NotEq))):
+            return None
+        left, right = e.left, e.comparators[0]
+        if isinstance(right, ast.Name) and isinstance(left, ast.Constant):
+            left, right = right, left
+        if not (isinstance(left, ast.Name) and isinstance(right, ast.Constant)):
+            return None
+        kind, owner = self.lookup(left.id, info)
+        if kind is not Scope.PARAM or left.id in C.MODE_NAMES:
+            return None
+        values = self.param_constants(owner, left.id)
+        if not values:
+            return None
+        results = {v == right.value for v in values}
+        if len(results) != 1:
+            return None
+        result = results.pop()
+        return result if isinstance(e.ops[0], ast.Eq) else not result
+
+    def branch_tree(self, bid: str):
+        """A branch's test compiled into a small tree of facts (cached; None for match cases), which is then cheap
+        to evaluate under any assumption (decision.eval_tree)."""
+        tree = self.cache.fact_trees.get(bid, NOTHING)
+        if tree is NOTHING:
+            entry = self.out.branch_index.get(bid)
+            tree = None
+            if entry is not None and entry[0].construct != "match":
+                tree = self.fact_tree(entry[0].deciders[0], entry[1])
+            self.cache.fact_trees[bid] = tree
+        return tree
+
+    def fact_tree(self, e: ast.AST, info: FuncInfo, depth: int = 0):
+        """The test as ("and"|"or", [trees]) / ("not", tree) / ("const", bool) / ("fact", name, polarity) / None."""
+        if depth > 30:
+            self.cut("condition", e, info, 30)
+            return None
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            inner = self.fact_tree(e.operand, info, depth + 1)
+            return None if inner is None else ("not", inner)
+        if isinstance(e, ast.BoolOp):
+            return (
+                "and" if isinstance(e.op, ast.And) else "or",
+                [self.fact_tree(v, info, depth + 1) for v in e.values],
+            )
+        known = self._const_compare(e, info)
+        if known is not None:
+            return ("const", known)
+        facts: list[tuple[str, int]] = []
+        self._facts(e, info, 1, facts, 0)
+        if len(facts) != 1:
+            return None
+        return ("fact", facts[0][0], facts[0][1])
+
+
+# ---------------------------------------------------------------------------------------------- classification
+# A branch is classified by the root kinds (static < weights < mode < runtime) that reach its test through the
+# data edges, with one shortest proof chain per kind.
+_CHAIN_SKIP = ("fact",)
+
+
+def bits_to_kinds(bits: int) -> list[str]:
+    return [k for k in (*KIND_ORDER, UNKNOWN) if bits & KIND_BIT[k]]
+
+
+def classify_bits(bits: int) -> tuple[str, list[str]]:
+    factors = bits_to_kinds(bits)
+    known = [k for k in factors if k != UNKNOWN]
+    if known:
+        return known[-1], factors
+    if factors:
+        return UNKNOWN, factors
+    return STATIC, []
+
+
+def root_bits(g: nx.DiGraph, node: str, indeg: int) -> int:
+    data = g.nodes[node]
+    category = data.get("category")
+    if data.get("mode_param") and indeg == 0:
+        return KIND_BIT[MODE]  # a mode parameter given constants ("decode") at its call sites
+    if category in ROOT_KIND and indeg == 0:
+        return KIND_BIT[ROOT_KIND[category]]
+    if category == "param" and indeg == 0 and not data.get("bound"):
+        label = data.get("label", "")
+        return KIND_BIT[MODE] if label.startswith("mode ") else KIND_BIT[UNKNOWN]
+    return 0
+
+
+class DataView:
+    """Predecessors of each node without 'nest' edges (a branch's kind comes from its own test, not from the
+    branches around it). Built once from networkx's adjacency dicts."""
+
+    def __init__(self, g: nx.DiGraph):
+        self.preds: dict[str, list[str]] = {
+            n: [p for p, d in g._pred[n].items() if d.get("kind") != "nest"] for n in g.nodes
+        }
+
+    def predecessors(self, node: str) -> list[str]:
+        return self.preds[node]
+
+    def in_degree(self, node: str) -> int:
+        return len(self.preds[node])
+
+
+def compute_bits(g: nx.DiGraph, h: DataView) -> dict[str, int]:
+    """Root kinds reaching each node (bit set), and each node's depth, by Kahn's order plus a fixpoint for the
+    rare cycles."""
+    preds = h.preds
+    succs: dict[str, list[str]] = {n: [] for n in preds}
+    indeg = {}
+    for n, ps in preds.items():
+        indeg[n] = len(ps)
+        for p in ps:
+            succs[p].append(n)
+    bits = {n: root_bits(g, n, len(ps)) for n, ps in preds.items()}
+    depth = dict.fromkeys(preds, 0)
+    order = [n for n in sorted(preds) if indeg[n] == 0]
+    remaining = dict(indeg)
+    i = 0
+    while i < len(order):
+        n = order[i]
+        i += 1
+        for s in succs[n]:
+            remaining[s] -= 1
+            if remaining[s] == 0:
+                order.append(s)
+    seen = set(order)
+    order += [n for n in sorted(preds) if n not in seen]  # nodes on cycles
+    changed = True
+    while changed:
+        changed = False
+        for n in order:
+            b, d = bits[n], depth[n]
+            for p in preds[n]:
+                b |= bits[p]
+                if p in seen and depth[p] + 1 > d:
+                    d = depth[p] + 1
+            if b != bits[n] or d != depth[n]:
+                bits[n], depth[n] = b, d
+                changed = changed or n not in seen
+    for n in preds:
+        g.nodes[n]["depth"] = depth[n]
+    return bits
+
+
+class Proofs:
+    """For each kind, a shortest path from the nearest root of that kind to every node (one multi-source BFS per
+    kind over the data edges), so a branch's proof of classification is a walk up the parent pointers."""
+
+    def __init__(self, g: nx.DiGraph, h: DataView, own: dict[str, int]):
+        self.g = g
+        succ: dict[str, list[str]] = {n: [] for n in h.preds}
+        for n, preds in h.preds.items():
+            for p in preds:
+                succ[p].append(n)
+        skip = {n for n in g.nodes if g.nodes[n].get("category") in _CHAIN_SKIP}
+        self.parents: dict[str, dict[str, str | None]] = {}
+        for kind in (*KIND_ORDER, UNKNOWN):
+            bit = KIND_BIT[kind]
+            roots = sorted((n for n, b in own.items() if b & bit and n not in skip), key=pred_key)
+            parents: dict[str, str | None] = dict.fromkeys(roots)
+            queue = deque(roots)
+            while queue:
+                n = queue.popleft()
+                for s in succ[n]:
+                    if s not in parents and s not in skip:
+                        parents[s] = n
+                        queue.append(s)
+            self.parents[kind] = parents
+
+    def chain(self, node: str, kind: str) -> list[Hop] | None:
+        parents = self.parents[kind]
+        if node not in parents:
+            return None
+        path = []
+        while node is not None:
+            path.append(hop(self.g, node))
+            node = parents[node]
+        path.reverse()
+        return path
+
+    def chains(self, node: str, kinds: list[str]) -> dict[str, list[Hop]]:
+        out = {}
+        for kind in kinds:
+            path = self.chain(node, kind)
+            if path:
+                out[kind] = path
+        return out

@@ -1,0 +1,145 @@
+"""Typed roles of names and typed graph node ids (instead of tuples and strings sliced by position).
+
+Graph nodes keep their stable string ids (``key:FF1_3_TG_PROGCFG``, ``def:model_config.py:33:8``: the JSON and the
+goldens use them); :func:`node_id` builds one from a :class:`NodeKind` and :func:`parse_node` splits one back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class RoleKind(Enum):
+    """What a name or expression stands for, as far as the analysis cares."""
+
+    ARGS = "args"  # the ModelArgs object
+    MC = "mc"  # the model_config dict
+    MESH = "mesh"  # the mesh device
+    OS = "os"  # the os module
+    ENVIRON = "environ"  # os.environ (or a copy)
+    GETENV = "getenv"  # os.getenv
+    HFCFG = "hfcfg"  # a Hugging Face config dict
+    SELF = "self"  # an instance of an analysed class (``cls`` says which)
+    TTNN = "ttnn"  # ttnn or a member of it (``path`` is the dotted name, e.g. "ttnn.experimental")
+
+
+@dataclass(frozen=True)
+class Role:
+    kind: RoleKind
+    cls: object | None = None  # ClassInfo for SELF
+    path: str = ""  # dotted name for TTNN
+
+    @property
+    def last(self) -> str:
+        """The last component of a TTNN path (``ttnn.experimental.all_gather_async`` -> ``all_gather_async``)."""
+        return self.path.rsplit(".", 1)[-1]
+
+
+ARGS = Role(RoleKind.ARGS)
+MC = Role(RoleKind.MC)
+MESH = Role(RoleKind.MESH)
+OS = Role(RoleKind.OS)
+ENVIRON = Role(RoleKind.ENVIRON)
+GETENV = Role(RoleKind.GETENV)
+HFCFG = Role(RoleKind.HFCFG)
+#: Roles a parameter takes over from the argument a call site passes (``def helper(cfg): cfg["K"]``).
+PASSED_ON = frozenset({ARGS, MC, MESH, ENVIRON, HFCFG})
+
+
+def self_role(cls: object) -> Role:
+    return Role(RoleKind.SELF, cls=cls)
+
+
+def ttnn_role(path: str) -> Role:
+    return Role(RoleKind.TTNN, path=path)
+
+
+class Scope(Enum):
+    """Where a name is bound, seen from a function (see ``Lookup.lookup``)."""
+
+    LOCAL = "local"
+    PARAM = "param"
+    FUNCTION = "function"
+    CLASS = "class"
+    GLOBAL = "global"
+    IMPORT = "import"
+    BUILTIN = "builtin"
+
+
+class NodeKind(Enum):
+    """The prefix of a graph node id, i.e. what the node stands for."""
+
+    HW = "hw"
+    ENV = "env"
+    HF = "hf"
+    ARG = "arg"
+    MODULE_ARG = "module"
+    WEIGHTS = "weights"
+    INPUT = "input"
+    ATTR = "attr"
+    METHOD = "method"
+    KEY = "key"
+    DEF = "def"
+    ATTR_DEF = "attrdef"
+    LOCAL = "local"
+    PARAM = "param"
+    SELF = "self"
+    FUNC = "func"
+    GLOBAL = "global"
+    BRANCH = "branch"
+    OP = "op"
+    FACT = "fact"
+    EXTERN = "extern"
+    UNKNOWN = "unknown"
+
+
+_BY_PREFIX = {kind.value: kind for kind in NodeKind}
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A parsed node id: its kind and the rest (the key, the attribute, the location, ...)."""
+
+    kind: NodeKind
+    rest: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}:{self.rest}"
+
+
+def node_id(kind: NodeKind, rest: str) -> str:
+    return f"{kind.value}:{rest}"
+
+
+def parse_node(nid: str) -> NodeRef | None:
+    """``"key:K"`` -> ``NodeRef(NodeKind.KEY, "K")``; None for a string that is no node id."""
+    prefix, sep, rest = nid.partition(":")
+    kind = _BY_PREFIX.get(prefix)
+    return NodeRef(kind, rest) if sep and kind is not None else None
+
+
+def is_kind(nid: str, kind: NodeKind) -> bool:
+    return nid.startswith(kind.value + ":")
+
+
+__all__ = [
+    "ARGS",
+    "ENVIRON",
+    "GETENV",
+    "HFCFG",
+    "MC",
+    "MESH",
+    "OS",
+    "PASSED_ON",
+    "NodeKind",
+    "NodeRef",
+    "Role",
+    "RoleKind",
+    "Scope",
+    "is_kind",
+    "node_id",
+    "parse_node",
+    "self_role",
+    "ttnn_role",
+]

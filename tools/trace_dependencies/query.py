@@ -1,0 +1,278 @@
+"""Functions over the data of an analysis (fresh or loaded from JSON): what can run under a mode / topology
+(``restrict``), the four paths, ``why`` paths, ``focus`` and branch decisions. Nothing here needs the engine."""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .decision import assumption, eval_tree, tree_facts
+from .records import LEVELS, Branch, Hop
+
+if TYPE_CHECKING:  # annotations only: model.py imports this module
+    import networkx as nx
+
+    from .model import Analysis
+
+PATHS = {
+    "decode/galaxy": ("decode", True),
+    "decode/non-galaxy": ("decode", False),
+    "prefill/galaxy": ("prefill", True),
+    "prefill/non-galaxy": ("prefill", False),
+}
+#: Constructs whose test value decides which arm runs (match cases and boolean operators are not decided).
+DECIDABLE = ("if", "elif", "ifexp", "while", "assert", "comprehension-if")
+_CHAIN_SKIP = ("fact",)
+
+
+# -- branch decisions -----------------------------------------------------------------------------------------
+def decide(branch: Branch, topology: str | None = None, mode: str | None = None) -> bool | None:
+    """What ``branch``'s test evaluates to on ``topology`` ("1d" | "2d") in ``mode`` ("decode" | "prefill"):
+    True (the then-arm runs), False (the else-arm runs) or None (not decided by topology and mode alone)."""
+    return eval_tree(branch.decision, assumption(topology, mode))
+
+
+def arm(branch: Branch, topology: str | None = None, mode: str | None = None) -> str | None:
+    """``"then"`` / ``"else"`` / None: the arm of ``branch`` that runs on ``topology`` in ``mode``."""
+    value = decide(branch, topology, mode)
+    return None if value is None else "then" if value else "else"
+
+
+def deciding_facts(branch: Branch) -> list[tuple[str, bool]]:
+    """The facts ``branch``'s test reads and, for each, the value that makes its part of the test true, e.g.
+    ``[("galaxy", True), ("mode:prefill", True)]`` for ``if TG and mode == "prefill"``."""
+    return tree_facts(branch.decision)
+
+
+# -- what can run under an assumption -------------------------------------------------------------------------
+class Decider:
+    """Evaluates guards (``"branch#arm"`` strings) of one analysis under one assumption (memoised)."""
+
+    def __init__(self, analysis: Analysis, assume: dict[str, object]):
+        self.assume = assume
+        self.trees = {b.id: b.decision for b in analysis.branches}
+        self.memo: dict[str, bool | None] = {}
+
+    def value(self, bid: str) -> bool | None:
+        if bid not in self.memo:
+            self.memo[bid] = eval_tree(self.trees.get(bid), self.assume)
+        return self.memo[bid]
+
+    def possible(self, guards: list[str]) -> bool:
+        for guard in guards:
+            bid, _, arm_ = guard.rpartition("#")
+            if arm_ not in ("then", "else"):
+                continue
+            value = self.value(bid)
+            if value is not None and (arm_ == "then") != value:
+                return False
+        return True
+
+
+def reach(analysis: Analysis, decider: Decider) -> set[str]:
+    """Ids of the functions reachable from the entry points through calls whose guards can hold."""
+    adjacency: dict[str, list] = {}
+    for link in analysis.calls:
+        adjacency.setdefault(link.caller, []).append(link)
+    seen = set(analysis.entries)
+    queue = deque(analysis.entries)
+    while queue:
+        fid = queue.popleft()
+        for link in adjacency.get(fid, ()):
+            if link.callee not in seen and decider.possible(link.guards):
+                seen.add(link.callee)
+                queue.append(link.callee)
+    return seen
+
+
+def path_ops(analysis: Analysis, mode: str, galaxy: bool) -> list[str]:
+    """The terminal ops ``forward`` can reach in ``mode`` on galaxy (True) or not (False)."""
+    decider = Decider(analysis, {"mode": mode, "galaxy": galaxy})
+    funcs = reach(analysis, decider)
+    return sorted(
+        {
+            o.op
+            for o in analysis.ops
+            if o.phase == "forward" and o.function_id in funcs and decider.possible(o.guards)
+        }
+    )
+
+
+def all_paths(analysis: Analysis) -> dict[str, list[str]]:
+    return {name: path_ops(analysis, mode, galaxy) for name, (mode, galaxy) in PATHS.items()}
+
+
+def restrict(analysis: Analysis, mode: str | None = None, topology: str | None = None) -> Analysis:
+    """A view of the analysis that keeps only what can run for ``mode`` and/or ``topology`` (1d | 2d); decided
+    branches get a ``decided:true|false`` fact."""
+    import networkx as nx
+
+    assume = assumption(topology, mode)
+    galaxy = assume["galaxy"]
+    if mode is None and galaxy is None:
+        return analysis
+    decider = Decider(analysis, assume)
+    funcs = reach(analysis, decider)
+    reads = [r for r in analysis.reads if r.function_id in funcs and decider.possible(r.guards)]
+    ops = [o for o in analysis.ops if o.function_id in funcs and decider.possible(o.guards)]
+    branches = []
+    for b in analysis.branches:
+        if b.side != "config" and b.function_id not in funcs:
+            continue
+        if not decider.possible(b.guards):
+            continue
+        nb = copy.copy(b)
+        value = decider.value(b.id) if b.construct in DECIDABLE else None
+        if value is not None:
+            nb.facts = [*b.facts, f"decided:{str(value).lower()}"]
+        branches.append(nb)
+    keys = {r.name for r in reads if r.kind == "key"}
+    definitions = {}
+    for key, defs in analysis.definitions.items():
+        kept = [d for d in defs if decider.possible([f"{g.branch}#{g.arm}" for g in d.guards])]
+        if key in keys or kept:
+            definitions[key] = kept
+    g = analysis.graph.copy()
+    dropped = {f"branch:{b.id}" for b in analysis.branches} - {f"branch:{b.id}" for b in branches}
+    dropped |= {d.id for defs in analysis.definitions.values() for d in defs} - {
+        d.id for defs in definitions.values() for d in defs
+    }
+    kept_ops = {f"op:{o.op}" for o in ops}
+    dropped |= {n for n in g.nodes if n.startswith("op:") and n not in kept_ops}
+    g.remove_nodes_from(dropped)
+    sinks = {f"branch:{b.id}" for b in branches} | kept_ops | {r.node for r in reads}
+    keep = {s for s in sinks if s in g}
+    for s in list(keep):
+        keep |= nx.ancestors(g, s)
+    g = g.subgraph(sorted(keep)).copy()
+    levels = {level: sorted(n for n in nodes if n in g) for level, nodes in analysis.levels.items()}
+    roots = {cat: [n for n in nodes if n in g] for cat, nodes in analysis.roots.items()}
+    assumptions = {}
+    if mode:
+        assumptions["mode"] = mode
+    if topology:
+        assumptions["topology"] = topology
+    paths = {name: ops_ for name, ops_ in analysis.paths.items() if _path_matches(name, mode, galaxy)}
+    stats = dict(
+        analysis.stats,
+        nodes=g.number_of_nodes(),
+        edges=g.number_of_edges(),
+        keys_read=len(keys),
+        branches_module=sum(1 for b in branches if b.side == "module"),
+        branches_helper=sum(1 for b in branches if b.side == "helper"),
+        unknown=sum(1 for n in g.nodes if g.nodes[n]["category"] == "unknown"),
+    )
+    return replace(
+        analysis,
+        stats=stats,
+        graph=g,
+        reads=reads,
+        ops=ops,
+        branches=branches,
+        definitions=definitions,
+        levels=levels,
+        roots={k: v for k, v in roots.items() if v},
+        paths=paths,
+        assumptions=assumptions,
+    )
+
+
+def _path_matches(name: str, mode: str | None, galaxy: bool | None) -> bool:
+    pmode, pgal = PATHS[name]
+    return (mode is None or pmode == mode) and (galaxy is None or pgal == galaxy)
+
+
+# -- names, why, focus ----------------------------------------------------------------------------------------
+def resolve_name(analysis: Analysis, name: str) -> list[str]:
+    """Graph nodes that ``name`` refers to: a node id, key, attribute, op or branch location."""
+    g = analysis.graph
+    if name in g:
+        return [name]
+    candidates = []
+    for prefix in ("key:", "attr:", "method:", "op:", "op:ttnn.", "env:", "hw:", "input:", "module:", "hf:"):
+        if prefix + name in g:
+            candidates.append(prefix + name)
+    if name.startswith("args."):
+        member = name[5:].removesuffix("()")
+        candidates += [n for n in (f"attr:{member}", f"method:{member}") if n in g]
+    if not candidates and ":" in name:
+        parts = name.rsplit(":", 2)
+        try:
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                branch = analysis.branch_at(parts[0], int(parts[1]), int(parts[2]))
+            else:
+                file, line = name.rsplit(":", 1)
+                branch = analysis.branch_at(file, int(line))
+        except ValueError:
+            branch = None
+        if branch is not None:
+            candidates.append(f"branch:{branch.id}")
+    if not candidates:
+        lowered = name.lower()
+        for node, data in g.nodes(data=True):
+            if data.get("category") in ("op", "key", "attr") and node.lower().endswith(lowered):
+                candidates.append(node)
+    return sorted(set(candidates))
+
+
+def pred_key(node: str) -> tuple[bool, str]:
+    """Prefer informative roots in proofs: the device object / its presence come last."""
+    return (node in ("hw:device_present", "hw:mesh_device"), node)
+
+
+def hop(g: nx.DiGraph, node: str) -> Hop:
+    data = g.nodes[node]
+    return Hop(node, data.get("label", node), data.get("loc"))
+
+
+def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]:
+    """For each root parameter that reaches ``name``, one shortest path root -> ... -> name."""
+    g = analysis.graph
+    out: list[list[Hop]] = []
+    for target in resolve_name(analysis, name):
+        parents = {target: None}
+        queue = deque([target])
+        roots = []
+        while queue:
+            node = queue.popleft()
+            if g.nodes[node].get("root"):
+                roots.append(node)
+            for pred in sorted(g.predecessors(node), key=pred_key):
+                if pred not in parents and g.nodes[pred].get("category") not in _CHAIN_SKIP:
+                    parents[pred] = node
+                    queue.append(pred)
+        for root in sorted(roots, key=lambda r: (LEVELS.index(g.nodes[r]["level"]), r))[:limit]:
+            path, node = [], root
+            while node is not None:
+                path.append(hop(g, node))
+                node = parents[node]
+            out.append(path)
+    return out
+
+
+def focus(analysis: Analysis, name: str) -> Analysis:
+    """The analysis with its graph cut down to ``name`` and everything it depends on."""
+    import networkx as nx
+
+    targets = resolve_name(analysis, name)
+    g = analysis.graph
+    keep: set[str] = set(targets)
+    for t in targets:
+        keep |= nx.ancestors(g, t)
+    return replace(analysis, graph=g.subgraph(sorted(keep)).copy())
+
+
+__all__ = [
+    "PATHS",
+    "all_paths",
+    "arm",
+    "decide",
+    "deciding_facts",
+    "focus",
+    "path_ops",
+    "resolve_name",
+    "restrict",
+    "why_paths",
+]

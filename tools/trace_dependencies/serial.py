@@ -1,0 +1,158 @@
+"""The JSON form of an analysis (schema in docs/trace_deps.md) and loading it back: ``from_json_dict(
+to_json_dict(a)) == a``. Everything is emitted sorted, so the same input gives byte-identical JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from .records import (
+    SCHEMA_VERSION,
+    Branch,
+    CallLink,
+    ConfigRead,
+    Definition,
+    FactSite,
+    Guard,
+    Hop,
+    OpCall,
+    Skipped,
+    Span,
+)
+
+if TYPE_CHECKING:  # annotations only: model.py imports this module
+    from .model import Analysis
+
+#: Node attributes every node has in the JSON (None when unset) and those it has only when set.
+NODE_FIELDS = ("category", "level", "label", "loc", "kinds", "depth")
+OPTIONAL_FIELDS = ("root", "resolved", "reason")
+#: The schema versions ``from_json_dict`` reads.
+READABLE = (SCHEMA_VERSION,)
+
+
+class SchemaError(ValueError):
+    """The JSON is not a trace-deps analysis of a schema version this code reads."""
+
+
+def node_attrs(data: dict[str, Any]) -> dict[str, Any]:
+    """The public attributes of a graph node, in their JSON form."""
+    out = {
+        key: list(data[key]) if isinstance(data.get(key), (list, tuple)) else data.get(key)
+        for key in NODE_FIELDS
+    }
+    out.update({key: data[key] for key in OPTIONAL_FIELDS if key in data})
+    return out
+
+
+def to_json_dict(analysis: Analysis) -> dict[str, Any]:
+    g = analysis.graph
+    nodes = [{"id": nid, **node_attrs(g.nodes[nid])} for nid in sorted(g.nodes)]
+    edges = [
+        {"source": u, "target": v, "kind": d.get("kind"), "loc": d.get("loc")}
+        for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1]))
+    ]
+    unknowns = [
+        {"id": n["id"], "reason": n.get("reason"), "loc": n.get("loc")}
+        for n in nodes
+        if n["category"] == "unknown"
+    ]
+    return {
+        "schema": "trace-deps",
+        "schema_version": SCHEMA_VERSION,
+        "module": analysis.module,
+        "config": analysis.config,
+        "module_class": analysis.module_class,
+        "config_class": analysis.config_class,
+        "entry": analysis.entry,
+        "files": analysis.files,
+        "assumptions": analysis.assumptions,
+        "stats": dict(analysis.stats),
+        "keys_read": analysis.keys_read(),
+        "reads": [asdict(r) for r in analysis.reads],
+        "definitions": {k: [_definition(d) for d in v] for k, v in analysis.definitions.items()},
+        "attr_definitions": {k: [_definition(d) for d in v] for k, v in analysis.attr_definitions.items()},
+        "branches": [asdict(b) for b in analysis.branches],
+        "ops": [asdict(o) for o in analysis.ops],
+        "calls": [asdict(c) for c in analysis.calls],
+        "entries": analysis.entries,
+        "paths": analysis.paths,
+        "construction_ops": analysis.construction_ops,
+        "roots": analysis.roots,
+        "levels": analysis.levels,
+        "unknowns": unknowns,
+        "skipped": [asdict(s) for s in analysis.skipped],
+        "fact_sites": [asdict(f) for f in analysis.fact_sites],
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def _definition(d: Definition) -> dict[str, Any]:
+    out = asdict(d)
+    out["live"] = d.live
+    return out
+
+
+def from_json_dict(data: dict[str, Any], cls: type[Analysis]) -> Analysis:
+    """Rebuild an analysis (of class ``cls``) from :func:`to_json_dict`'s output (raises :class:`SchemaError`)."""
+    import networkx as nx
+
+    if not isinstance(data, dict) or data.get("schema") != "trace-deps":
+        raise SchemaError('not a trace-deps analysis (no "schema": "trace-deps")')
+    version = data.get("schema_version")
+    if version not in READABLE:
+        raise SchemaError(f"schema_version: expected one of {', '.join(READABLE)}, got {version!r}")
+    try:
+        g = nx.DiGraph()
+        for node in data["nodes"]:
+            attrs = {k: v for k, v in node.items() if k != "id"}
+            g.add_node(node["id"], **attrs)
+        for edge in data["edges"]:
+            g.add_edge(edge["source"], edge["target"], kind=edge["kind"], loc=edge["loc"])
+        return cls(
+            module=data["module"],
+            config=data["config"],
+            module_class=data["module_class"],
+            config_class=data["config_class"],
+            files=list(data["files"]),
+            graph=g,
+            reads=[ConfigRead(**r) for r in data["reads"]],
+            definitions={k: [_load_definition(d) for d in v] for k, v in data["definitions"].items()},
+            attr_definitions={
+                k: [_load_definition(d) for d in v] for k, v in data["attr_definitions"].items()
+            },
+            branches=[_load_branch(b) for b in data["branches"]],
+            ops=[OpCall(**o) for o in data["ops"]],
+            paths={k: list(v) for k, v in data["paths"].items()},
+            construction_ops=list(data["construction_ops"]),
+            roots={k: list(v) for k, v in data["roots"].items()},
+            levels={k: list(v) for k, v in data["levels"].items()},
+            skipped=[Skipped(**s) for s in data["skipped"]],
+            stats=dict(data["stats"]),
+            assumptions=dict(data["assumptions"]),
+            calls=[CallLink(**c) for c in data["calls"]],
+            entries=list(data["entries"]),
+            entry=data["entry"],
+            fact_sites=[_load_fact_site(f) for f in data.get("fact_sites", [])],
+        )
+    except (KeyError, TypeError) as exc:
+        raise SchemaError(f"malformed trace-deps JSON: {type(exc).__name__}: {exc}") from exc
+
+
+def _load_definition(d: dict[str, Any]) -> Definition:
+    fields = {k: v for k, v in d.items() if k != "live"}
+    fields["guards"] = [Guard(**g) for g in d["guards"]]
+    return Definition(**fields)
+
+
+def _load_branch(b: dict[str, Any]) -> Branch:
+    fields = dict(b)
+    fields["chain"] = {kind: [Hop(**h) for h in hops] for kind, hops in b["chain"].items()}
+    for key in ("span", "test_span"):
+        if fields.get(key) is not None:
+            fields[key] = Span(**fields[key])
+    return Branch(**fields)
+
+
+def _load_fact_site(f: dict[str, Any]) -> FactSite:
+    return FactSite(**{**f, "span": Span(**f["span"])})
