@@ -1,0 +1,547 @@
+"""Rendering one :class:`ClassPlan` as a module: the config dataclass, the class with its happy-path
+``__init__``, ``from_config``, ``from_model_args``, ``load_device_weights``, the bound choices and the flat
+``decode_forward`` / ``prefill_forward``. Scaffolding comes from small templates parsed by libcst; every line of
+TTTv1 code is moved as a libcst node, so it keeps its comments."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from tttv2_tools.trace_dependencies.constants import MESH_NAMES
+
+from .cleanup import remove_dead_code, unused_imports
+from .cstutil import assigned_names, block_statements, code, names_read, one_line, small_statement
+from .errors import Gap
+from .fields import FieldTable, name_fields, rename, to_construction
+from .helpers import HelperCopier, dotted_module_of, module_names
+from .layout import sorted_imports, tidy
+from .plan import ClassPlan, MethodPlan
+from .source import Inputs
+
+LEGACY = "legacy"
+
+
+@dataclass
+class Rendered:
+    module: cst.Module
+    fields: FieldTable
+    helpers: dict[str, str]  # copied helper -> where it came from
+    methods: list[MethodPlan]
+    entry_params: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _fill(template: str, **blocks) -> cst.Module:
+    """Parse ``template`` and replace each statement ``__NAME__`` by the statements ``blocks[NAME]``."""
+    module = cst.parse_module(textwrap.dedent(template).lstrip("\n"))
+
+    class _T(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original_node, updated_node):
+            small = small_statement(updated_node)
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Name):
+                name = small.value.value
+                if name.startswith("__") and name.endswith("__") and name[2:-2] in blocks:
+                    statements = blocks[name[2:-2]]
+                    if not statements:
+                        return cst.RemoveFromParent()
+                    return cst.FlattenSentinel(statements)
+            return updated_node
+
+    return module.visit(_T())
+
+
+def _comment(text: str) -> cst.EmptyLine:
+    return cst.EmptyLine(comment=cst.Comment("# " + text))
+
+
+def _with_comment(statement: cst.BaseStatement, text: str) -> cst.BaseStatement:
+    return statement.with_changes(leading_lines=[*statement.leading_lines, _comment(text)])
+
+
+class Emitter:
+    def __init__(self, inputs: Inputs, plan: ClassPlan, other_class: str | None, gaps: list[Gap]) -> None:
+        self.inputs = inputs
+        self.plan = plan
+        self.other_class = other_class
+        self.gaps = gaps
+        self.name = plan.class_name
+        self.config_name = plan.class_name + "Config"
+        self.tttv1_class = inputs.class_name
+        self.orig = module_names(inputs.module)
+        self.construction_methods = {f.name.value for f in plan.init_methods}
+        self.mesh_param = self._mesh_param()
+        self.first_party = {dotted_module_of(inputs.module.path).split(".", 1)[0]}
+
+    def _mesh_param(self) -> str | None:
+        for param in self.plan.init_params.params:
+            if param.name.value in MESH_NAMES:
+                return param.name.value
+        return None
+
+    # ------------------------------------------------------------------------------------------ fields
+    def _reserved(self) -> set[str]:
+        return set(self.plan.device_attrs) | {"config", "forward", "mesh_device"} - {"mesh_device"}
+
+    def _defined_at(self, value: cst.BaseExpression) -> str | None:
+        """Where TTTv1 defines the config value an expression reads (first config read in it)."""
+        text = code(value)
+        for read in self.inputs.analysis.reads:
+            if read.phase != "forward":
+                continue
+            if read.kind == "key" and f'"{read.name}"' in text:
+                defs = [d for d in self.inputs.analysis.definitions.get(read.name, []) if d.live]
+                if defs:
+                    return ", ".join(d.loc.rsplit(":", 1)[0] for d in defs)
+            if read.kind in ("method", "attr") and f".{read.name}" in text:
+                node = self.inputs.analysis.graph.nodes.get(read.node, {})
+                if node.get("loc") and read.kind == "method":
+                    return node["loc"].rsplit(":", 1)[0]
+                defs = [d for d in self.inputs.analysis.attr_definitions.get(read.name, []) if d.live]
+                if defs:
+                    return defs[-1].loc.rsplit(":", 1)[0]
+        return None
+
+    def render(self) -> Rendered:
+        plan = self.plan
+        if self.mesh_param is not None:
+            mesh_value = (
+                cst.parse_expression(f"self.{self._mesh_attr()}")
+                if self._mesh_attr()
+                else cst.Name(self.mesh_param)
+            )
+            plan.registry.add("mesh_device", mesh_value, (), "decode", self.mesh_param, self.inputs.module.name)
+        constructions = {m: p.construction for m, p in plan.modes.items()}
+        table = name_fields(plan.registry, constructions, self.tttv1_class, self._reserved(), self._defined_at)
+        methods = [
+            MethodPlan(m.name, rename(m.func, table), m.mode, m.origin, m.kind) for m in plan.methods
+        ]
+        bindings = [(b, rename(b.test, table)) for b in plan.bindings]
+        helpers = HelperCopier(self.inputs, plan.topology, self.gaps, plan.helper_ops)
+        module_file = self.inputs.module.name
+        for method in methods:
+            helpers.require(self._module_level_reads(method.func), module_file, f"{module_file}")
+        for _, test in bindings:
+            helpers.require(self._module_level_reads(test), module_file, module_file)
+        entry_params = {}
+        final_methods = []
+        for method in methods:
+            func = method.func
+            if method.kind == "forward":
+                func, kept = self._finish_entry(func, method)
+                entry_params[method.mode] = kept
+            final_methods.append(MethodPlan(method.name, func, method.mode, method.origin, method.kind))
+        module = self._module(table, final_methods, bindings, helpers, entry_params)
+        return Rendered(module, table, dict(helpers.sources), final_methods, entry_params)
+
+    def _mesh_attr(self) -> str | None:
+        init = self.plan.init_body
+        for statement in init:
+            small = small_statement(statement)
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name):
+                if small.value.value == self.mesh_param:
+                    target = small.targets[0].target
+                    if isinstance(target, cst.Attribute) and code(target.value) == "self":
+                        return target.attr.value
+        return None
+
+    def _module_level_reads(self, node: cst.CSTNode) -> set[str]:
+        reads = names_read(node)
+        return {n for n in reads if n in self.orig.imports or n in self.orig.definitions}
+
+    # ------------------------------------------------------------------------------------------ methods
+    def _finish_entry(self, func: cst.FunctionDef, method: MethodPlan) -> tuple[cst.FunctionDef, list[str]]:
+        """Name, drop unused parameters, docstring, and load the weights first."""
+        used = names_read(func.body)
+        params = func.params
+        kept_params = [params.params[0]] + [p for p in params.params[1:] if p.name.value in used]
+        kept_params[-1] = kept_params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        kept_kwonly = [p for p in params.kwonly_params if p.name.value in used]
+        new_params = params.with_changes(params=kept_params, kwonly_params=kept_kwonly)
+        if not kept_kwonly and isinstance(params.star_arg, cst.ParamStar):
+            new_params = new_params.with_changes(star_arg=cst.MaybeSentinel.DEFAULT)
+        body = [s for s in block_statements(func.body) if not _docstring(s)]
+        doc = self._entry_doc(method)
+        load = cst.parse_statement("self.load_device_weights()")
+        func = func.with_changes(
+            name=cst.Name(method.name),
+            params=new_params,
+            body=func.body.with_changes(body=[doc, load, *body]),
+            decorators=[],
+        )
+        kept = [p.name.value for p in kept_params[1:]] + [p.name.value for p in kept_kwonly]
+        return func, kept
+
+    def _entry_doc(self, method: MethodPlan) -> cst.SimpleStatementLine:
+        origin = f"{self.tttv1_class}.{method.origin}"
+        text = (
+            f'"""{method.mode.capitalize()} path of {origin} ({self.inputs.module.name}) on '
+            f'{self._topology_words()}, with every static choice made at construction."""'
+        )
+        return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(text))])
+
+    def _topology_words(self) -> str:
+        return "1D meshes" if self.plan.topology == "1d" else "2D (galaxy) meshes"
+
+    # ------------------------------------------------------------------------------------------ module
+    def _module(self, table, methods, bindings, helpers: HelperCopier, entry_params) -> cst.Module:
+        fields_block = self._dataclass_fields(table)
+        class_body = self._class_body(table, methods, bindings, entry_params)
+        topology_check = self._topology_helper()
+        module = _fill(
+            f'''
+            """{self.name}: TTTv1's {self.tttv1_class} ({self.inputs.module.name}) on {self._topology_words()}.
+
+            Generated by tttv2-refactor: decode and prefill are separate flat methods, every choice known at construction
+            is made once (config fields, bound methods), and from_model_args computes each field as TTTv1 does.
+            """
+
+            __IMPORTS__
+
+
+            __CHECK__
+
+            __HELPERS__
+
+
+            @dataclasses.dataclass(kw_only=True)
+            class {self.config_name}:
+                """Everything {self.name} uses, resolved: device tensors, then values (each says which TTTv1 code
+                computes it; from_model_args fills them that way)."""
+
+                __FIELDS__
+
+
+            class {self.name}:
+                """TTTv1's {self.tttv1_class} on {self._topology_words()}, flattened."""
+
+                __BODY__
+            ''',
+            IMPORTS=self._noqa(sorted_imports(
+                [
+                    ("__future__", "annotations", "annotations"),
+                    ("dataclasses", None, "dataclasses"),
+                    ("types", None, "types"),
+                    ("typing", "Any", "Any"),
+                    ("ttnn", None, "ttnn"),
+                    *helpers.imports.values(),
+                ],
+                self.first_party,
+            )),
+            CHECK=topology_check,
+            HELPERS=helpers.statements(),
+            FIELDS=fields_block,
+            BODY=class_body,
+        )
+        return tidy(unused_imports(module))
+
+    def _noqa(self, imports: list[cst.SimpleStatementLine]) -> list[cst.SimpleStatementLine]:
+        """Carry the TTTv1 file's own ``# ruff: noqa`` over: the moved TTTv1 code keeps its style."""
+        lines = [line.strip() for line in self.inputs.module.text.splitlines() if line.startswith("# ruff: noqa")]
+        if not lines or not imports:
+            return imports
+        comments = [
+            _comment(f"the moved TTTv1 code keeps its style: {self.inputs.module.name}'s file-level ruff rules"),
+            *(cst.EmptyLine(comment=cst.Comment(line)) for line in lines),
+            cst.EmptyLine(indent=False),
+        ]
+        return [imports[0].with_changes(leading_lines=comments), *imports[1:]]
+
+    def _topology_helper(self) -> list[cst.BaseStatement]:
+        if self.plan.topology == "1d":
+            test, words = "min(shape) > 1", "2D (galaxy) mesh"
+        else:
+            test, words = "1 in shape", "1D mesh"
+        other = f": use {self.other_class}" if self.other_class else ""
+        text = f'''
+        def _check_mesh(owner: str, mesh_device) -> None:
+            """Topology is checked before any device work."""
+            shape = tuple(mesh_device.shape)
+            if {test}:
+                raise ValueError(f"{{owner}}: mesh_device is a {{shape[0]}}x{{shape[1]}} {words}{other}")
+        '''
+        return list(cst.parse_module(textwrap.dedent(text)).body)
+
+    def _dataclass_fields(self, table: FieldTable) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for attr in self.plan.device_attrs:
+            line = cst.parse_statement(f"{attr}: Any")
+            out.append(line.with_changes(trailing_whitespace=_trailing(f"device tensor self.{attr} of TTTv1")))
+        for f in table.fields:
+            line = cst.parse_statement(f"{f.name}: Any")
+            note = f.source if len(f.source) < 70 else f.source[:69] + "…"
+            where = ", ".join(f.locs)
+            text = f"{note} ({where})"
+            if f.defined_at:
+                text += f"; defined at {f.defined_at}"
+            if f.params:
+                text = f"callable of ({', '.join(f.params)}): {text}"
+            out.append(line.with_changes(trailing_whitespace=_trailing(text)))
+        return out
+
+    def _class_body(self, table, methods, bindings, entry_params) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        out.extend(self._init())
+        out.extend(self._from_config())
+        out.extend(self._from_model_args(table))
+        out.extend(self._load_weights())
+        out.extend(self._bind(bindings))
+        out.extend(self._dispatcher(entry_params))
+        for method in methods:
+            out.append(method.func.with_changes(leading_lines=[cst.EmptyLine()]))
+        return out
+
+    def _init(self) -> list[cst.BaseStatement]:
+        weights = self.plan.device_attrs
+        params = "".join(f", {w}" for w in weights)
+        passed = ", ".join(f"{w}={w}" for w in weights)
+        passed = passed + ", " if passed else ""
+        text = f'''
+        def __init__(self{params}, **fields: Any) -> None:
+            """Build from the device tensors and every other field of {self.config_name} (from_model_args computes
+            them from TTTv1's ModelArgs)."""
+            try:
+                config = {self.config_name}({passed}**fields)
+            except TypeError as exc:
+                raise ValueError(f"{self.name}: {{exc}} (see {self.config_name}, or use {self.name}.from_model_args)") from None
+            self._setup(config)
+
+
+        @classmethod
+        def from_config(cls, config: {self.config_name}) -> {self.name}:
+            """Build from a complete config (copied: the caller's object is never changed)."""
+            if not isinstance(config, {self.config_name}):
+                raise TypeError(f"{self.name}.from_config: config must be a {self.config_name}, got {{type(config).__name__}}")
+            module = object.__new__(cls)
+            module._setup(dataclasses.replace(config))
+            return module
+
+
+        def _setup(self, config: {self.config_name}) -> None:
+            if config.mesh_device is not None:
+                _check_mesh("{self.name}", config.mesh_device)
+            self.config = config
+            self._device_weights_loaded = False
+            self._bind_methods()
+        '''
+        if self.mesh_param is None:
+            text = text.replace(
+                f'            if config.mesh_device is not None:\n                _check_mesh("{self.name}", config.mesh_device)\n',
+                "",
+            )
+        return list(cst.parse_module(textwrap.dedent(text)).body)
+
+    def _from_config(self) -> list[cst.BaseStatement]:
+        return []
+
+    def _load_weights(self) -> list[cst.BaseStatement]:
+        lines = [cst.parse_statement(f"self.{a} = self.config.{a}") for a in self.plan.device_attrs]
+        return list(
+            _fill(
+                """
+                def load_device_weights(self) -> None:
+                    \"\"\"Put the device tensors on the module (idempotent; every forward calls it first).\"\"\"
+                    if self._device_weights_loaded:
+                        return
+                    __BODY__
+                    self._device_weights_loaded = True
+                """,
+                BODY=lines,
+            ).body
+        )
+
+    def _bind(self, bindings) -> list[cst.BaseStatement]:
+        lines = []
+        for binding, test in bindings:
+            line = cst.parse_statement(
+                f"self.{binding.attr} = self.{binding.when_true} if {code(test)} else self.{binding.when_false}"
+            )
+            origin = self.inputs.module.loc(binding.origin)
+            tested = binding.origin.test if isinstance(binding.origin, cst.If) else binding.origin
+            lines.append(_with_comment(line, f"{binding.mode}: if {one_line(tested, 80)} ({origin})"))
+        return list(
+            _fill(
+                """
+                def _bind_methods(self) -> None:
+                    \"\"\"The code choices TTTv1 makes in every forward call, made once.\"\"\"
+                    __BODY__
+                """,
+                BODY=lines,
+            ).body
+        )
+
+    def _dispatcher(self, entry_params) -> list[cst.BaseStatement]:
+        forward = self.plan.forward_params
+        lines = []
+        for mode, plan in self.plan.modes.items():
+            kept = set(entry_params.get(mode, []))
+            args = self._call_args(plan, kept)
+            lines.append(cst.parse_statement(f'if mode == "{mode}":\n    return self.{plan.entry}({args})\n'))
+        module = _fill(
+            f"""
+            def forward(__PARAMS__):
+                \"\"\"TTTv1's signature: dispatch on mode (a string or a Mode member).\"\"\"
+                mode = getattr(mode, "value", mode)
+                __BODY__
+                raise ValueError(f"{self.name}.forward: mode must be 'decode' or 'prefill', got {{mode!r}}")
+
+
+            def __call__(self, *args, **kwargs):
+                return self.forward(*args, **kwargs)
+            """,
+            BODY=lines,
+        )
+        forward_def = module.body[0].with_changes(params=forward)
+        return [forward_def, *module.body[1:]]
+
+    def _call_args(self, plan, kept: set[str]) -> str:
+        entry = next(m for m in self.plan.methods if m.kind == "forward" and m.mode == plan.mode)
+        params = [p.name.value for p in entry.func.params.params[1:]]
+        out = []
+        for index, arg in enumerate(plan.call_args):
+            if arg.keyword is not None:
+                if arg.keyword.value in kept:
+                    out.append(f"{arg.keyword.value}={code(arg.value)}")
+            elif index < len(params) and params[index] in kept:
+                out.append(f"{params[index]}={code(arg.value)}")
+        return ", ".join(out)
+
+    # ------------------------------------------------------------------------------------------ bridge
+    def _from_model_args(self, table: FieldTable) -> list[cst.BaseStatement]:
+        plan = self.plan
+        methods = self.construction_methods
+        init_body = [to_construction(s, self.tttv1_class, methods) for s in plan.init_body]
+        init_body = [s for s in init_body if isinstance(s, cst.CSTNode) and not _docstring(s)]
+        nested = []
+        for func in plan.init_methods:
+            converted = to_construction(func, self.tttv1_class, methods)
+            params = converted.params.with_changes(params=converted.params.params[1:])
+            nested.append(converted.with_changes(params=params, decorators=[]))
+        mode_blocks = []
+        order = list(plan.modes)
+        for mode in order:
+            statements = [to_construction(s, self.tttv1_class, methods) for s in plan.modes[mode].construction]
+            statements = [s for s in statements if isinstance(s, cst.CSTNode)]
+            mine = [f for f in table.fields if f.home == mode]
+            if not mine:
+                continue
+            returns = []
+            for f in mine:
+                value = f.value
+                if f.params:
+                    value = cst.Lambda(
+                        params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value
+                    )
+                returns.append(f"        {f.name}=__V{len(returns)}__,")
+            fn_name = f"_{mode}_fields"
+            src = f"def {fn_name}():\n    return dict(\n" + "\n".join(returns) + "\n    )\n"
+            fn = cst.parse_statement(src)
+            fn = _substitute_values(fn, [f for f in mine], self._field_value)
+            body = [*_predeclare(statements), *statements, *block_statements(fn.body)]
+            fn = fn.with_changes(body=fn.body.with_changes(body=body))
+            fn = remove_dead_code(fn, lambda _call: True)  # construction statements were proven pure
+            fn = fn.with_changes(
+                leading_lines=[_comment(f"fields of {mode}_forward: the static part of TTTv1's {self.tttv1_class} in {mode} mode")]
+            )
+            mode_blocks.append((fn_name, fn))
+        device = ", ".join(f"{a}={LEGACY}.{a}" for a in plan.device_attrs)
+        calls = ", ".join(f"**{name}()" for name, _ in mode_blocks)
+        args = ", ".join(x for x in (device, calls) if x)
+        final = cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")
+        check = []
+        if self.mesh_param is not None:
+            check = [cst.parse_statement(f'_check_mesh("{self.name}", {self.mesh_param})')]
+        legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
+        legacy = _with_comment(legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them")
+        body_nodes: list[cst.BaseStatement] = [*check]
+        construction_code = [legacy, *nested, *init_body, *(fn for _, fn in mode_blocks), final]
+        imports = self._construction_imports(construction_code)
+        body_nodes += imports + construction_code
+        first = plan.init_params.params[0]
+        params = plan.init_params.with_changes(
+            params=[first.with_changes(name=cst.Name("cls"), annotation=None), *plan.init_params.params[1:]]
+        )
+        doc = (
+            f'"""Build from TTTv1\'s {self.tttv1_class} constructor arguments ({self.inputs.module.name}): '
+            f'the same weights, and every field computed by the same expressions."""'
+        )
+        func = cst.FunctionDef(
+            name=cst.Name("from_model_args"),
+            params=params,
+            whitespace_before_params=plan.init_func.whitespace_before_params if plan.init_func else cst.SimpleWhitespace(""),
+            body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Expr(cst.SimpleString(doc))]), *body_nodes]),
+            decorators=[cst.Decorator(cst.Name("classmethod"))],
+            leading_lines=[cst.EmptyLine()],
+        )
+        return [func]
+
+    def _field_value(self, f) -> cst.BaseExpression:
+        value = f.value
+        if f.params:
+            value = cst.Lambda(params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value)
+        for test, polarity in reversed(f.guards):
+            # only the code path that runs under this test uses the field: compute it only then
+            none = cst.Name("None")
+            value = cst.IfExp(test=test, body=value, orelse=none) if polarity else cst.IfExp(test=test, body=none, orelse=value)
+        return value
+
+    def _construction_imports(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        reads: set[str] = set()
+        for statement in statements:
+            reads |= names_read(statement)
+        origin = dotted_module_of(self.inputs.module.path)
+        entries = []
+        for name in sorted(reads):
+            if name in ("ttnn", LEGACY, "cls", "types"):
+                continue
+            if name in self.orig.imports:
+                module, imported = self.orig.imports[name]
+                entries.append((module, imported, name))
+            elif name in self.orig.definitions:
+                entries.append((origin, name, name))
+        out = sorted_imports(entries, self.first_party)
+        if out:
+            out[0] = _with_comment(out[0].with_changes(leading_lines=[]), "TTTv1 names the bridge needs (imported here only)")
+        return out
+
+
+def _trailing(text: str) -> cst.TrailingWhitespace:
+    return cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# " + text))
+
+
+def _docstring(statement: cst.BaseStatement) -> bool:
+    small = small_statement(statement)
+    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _substitute_values(fn, fields, make_value):
+    values = {f"__V{i}__": make_value(f) for i, f in enumerate(fields)}
+
+    class _T(cst.CSTTransformer):
+        def leave_Name(self, original_node, updated_node):
+            return values.get(updated_node.value, updated_node)
+
+    out = fn.visit(_T())
+    # one comment per field: where TTTv1 computes it
+    return out
+
+
+def assigned(statement) -> list[str]:
+    return assigned_names(small_statement(statement)) or []
+
+
+def _predeclare(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """``name = None`` for every name the construction code assigns only under a static test, so that the
+    fields that read it exist (as None) on the paths where TTTv1 never computes it."""
+    top: set[str] = set()
+    guarded: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, cst.If):
+            from .cstutil import names_written
+
+            guarded |= names_written(statement)
+        else:
+            top |= set(assigned(statement))
+    names = sorted(guarded - top)
+    return [cst.parse_statement(f"{name} = None") for name in names]

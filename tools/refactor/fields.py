@@ -1,0 +1,247 @@
+"""Naming the hoisted expressions and rewriting code into its construction form.
+
+Fields computed the same way in both modes share one name; otherwise each mode gets its own, prefixed
+``decode_`` / ``prefill_``. "The same way" compares the expression together with the construction code it
+depends on, so two ``down_dtype`` locals computed differently never merge.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .cstutil import assigned_names, code, names_read, small_statement
+from .hoist import PLACEHOLDER, Registry
+
+_PLACEHOLDER_RE = re.compile(r"^__field_(\d+)__$")
+
+
+@dataclass
+class Field:
+    name: str
+    value: cst.BaseExpression  # construction form (``legacy`` instead of ``self``)
+    params: tuple[str, ...]
+    source: str  # TTTv1 text
+    locs: list[str]
+    modes: list[str]
+    home: str  # the mode whose construction computes it
+    kind: str = "value"  # "value" | "callable" | "device"
+    defined_at: str | None = None  # where TTTv1 defines the config value it reads
+    guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()  # construction-form tests; None when unmet
+
+
+@dataclass
+class FieldTable:
+    fields: list[Field] = field(default_factory=list)
+    by_key: dict[int, str] = field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        return {f.name for f in self.fields}
+
+
+# ------------------------------------------------------------------------------------------ construction form
+class ToConstruction(cst.CSTTransformer):
+    """Code of a TTTv1 method rewritten to run inside ``from_model_args``: ``self`` is the namespace of
+    TTTv1's attributes, ``self.__class__.__name__`` the TTTv1 class name, calls of construction methods call
+    the nested functions of the same name, ``super().__init__()`` disappears."""
+
+    def __init__(self, class_name: str, legacy: str = "legacy", methods: set[str] | None = None) -> None:
+        super().__init__()
+        self.class_name = class_name
+        self.legacy = legacy
+        self.methods = methods or set()
+
+    def leave_Attribute(self, original_node, updated_node):
+        value = updated_node.value
+        if updated_node.attr.value == "__name__":
+            inner = value
+            if isinstance(inner, cst.Attribute) and inner.attr.value == "__class__":
+                if isinstance(inner.value, cst.Name) and inner.value.value in ("self", self.legacy):
+                    return cst.SimpleString(f'"{self.class_name}"')
+            if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "type":
+                return cst.SimpleString(f'"{self.class_name}"')
+        if (
+            isinstance(value, cst.Name)
+            and value.value in ("self", self.legacy)
+            and updated_node.attr.value in self.methods
+        ):
+            return cst.Name(updated_node.attr.value)
+        return updated_node
+
+    def leave_Name(self, original_node, updated_node):
+        if updated_node.value == "self":
+            return updated_node.with_changes(value=self.legacy)
+        return updated_node
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        small = small_statement(updated_node)
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "__init__"
+                and isinstance(func.value, cst.Call)
+                and isinstance(func.value.func, cst.Name)
+                and func.value.func.value == "super"
+            ):
+                return cst.RemoveFromParent()
+        return updated_node
+
+
+def to_construction(node, class_name: str, methods: set[str] | None = None):
+    return node.visit(ToConstruction(class_name, methods=methods))
+
+
+# ------------------------------------------------------------------------------------------ naming
+def _sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9A-Za-z_]", "_", name).strip("_").lower() or "value"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = "value_" + name
+    return name
+
+
+def _depends(value: cst.CSTNode, statements: list[cst.BaseStatement]) -> list[str]:
+    """Texts of the construction statements ``value`` depends on, transitively (its fingerprint)."""
+    needed = names_read(value)
+    out: list[str] = []
+    for statement in reversed(statements):
+        small = small_statement(statement)
+        names = assigned_names(small) if small is not None else None
+        written = set(names or [])
+        if isinstance(statement, cst.If):
+            written = _written_in(statement)
+        if written & needed:
+            out.append(code(statement))
+            needed |= names_read(statement)
+    return out
+
+
+def _written_in(statement: cst.CSTNode) -> set[str]:
+    from .cstutil import names_written
+
+    return names_written(statement)
+
+
+def name_fields(
+    registry: Registry,
+    constructions: dict[str, list[cst.BaseStatement]],
+    class_name: str,
+    reserved: set[str],
+    defined_at,
+) -> FieldTable:
+    table = FieldTable()
+    groups: dict[str, list] = {}
+    prints: dict[int, tuple] = {}
+    unguarded_prints: set[tuple] = set()
+    for use in registry.uses:
+        value = to_construction(use.value, class_name)
+        statements = [to_construction(s, class_name) for s in constructions.get(use.mode, [])]
+        guards = _guards(use.guards, class_name) if _may_fail(use.value, use.params) else ()
+        deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
+        guard_text = tuple((code(t), p) for t, p in guards)
+        prints[use.key] = (code(value), use.params, guard_text, tuple(deps))
+        if not guards:
+            unguarded_prints.add((code(value), use.params, tuple(deps)))
+        groups.setdefault(_sanitize(use.base), []).append(use)
+    for key, (text, params, guard_text, deps) in list(prints.items()):
+        if guard_text and (text, params, deps) in unguarded_prints:
+            prints[key] = (text, params, (), deps)  # computed unconditionally anyway: share that field
+    taken = set(reserved)
+    made: dict[tuple[str, tuple], Field] = {}
+    for base, uses in groups.items():
+        distinct = list(dict.fromkeys(prints[u.key] for u in uses))
+        per_mode: dict[str, set] = {}
+        for use in uses:
+            per_mode.setdefault(use.mode, set()).add(prints[use.key])
+        prefix = len(distinct) > 1 and all(len(v) == 1 for v in per_mode.values()) and len(per_mode) > 1
+        counter: dict[str, int] = {}
+        for fingerprint in distinct:
+            owners = [u for u in uses if prints[u.key] == fingerprint]
+            modes = sorted({u.mode for u in owners}, key=("decode", "prefill", "forward").index)
+            name = f"{modes[0]}_{base}" if prefix else base
+            if len(distinct) > 1 and not prefix:
+                counter[name] = counter.get(name, 0) + 1
+                if counter[name] > 1:
+                    name = f"{name}_{counter[name]}"
+            name = _unique(name, taken)
+            first = owners[0]
+            f = Field(
+                name=name,
+                value=to_construction(first.value, class_name),
+                params=first.params,
+                source=first.source,
+                locs=sorted({u.loc for u in owners}, key=_loc_order),
+                modes=modes,
+                home=modes[0],
+                kind="callable" if first.params else "value",
+                defined_at=defined_at(first.value),
+                guards=_guards(first.guards, class_name) if prints[first.key][2] else (),
+            )
+            made[(base, fingerprint)] = f
+            table.fields.append(f)
+            for owner in owners:
+                table.by_key[owner.key] = name
+    table.fields.sort(key=lambda f: min(u.key for u in registry.uses if table.by_key.get(u.key) == f.name))
+    return table
+
+
+def _may_fail(value: cst.CSTNode, params: tuple[str, ...]) -> bool:
+    """Whether computing ``value`` at construction could raise where TTTv1 never computes it: it reads a key
+    or calls something (a callable field defers both)."""
+    if params:
+        return False
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_Lambda(self, _node) -> bool:
+            return False
+
+        def visit_Subscript(self, _node) -> None:
+            nonlocal found
+            found = True
+
+        def visit_Call(self, _node) -> None:
+            nonlocal found
+            found = True
+
+    value.visit(_V())
+    return found
+
+
+def _guards(guards, class_name: str) -> tuple[tuple[cst.BaseExpression, bool], ...]:
+    return tuple((to_construction(test, class_name), polarity) for test, polarity in guards)
+
+
+def _loc_order(loc: str) -> tuple:
+    file, _, line = loc.rpartition(":")
+    return (file, int(line) if line.isdigit() else 0)
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    out, n = name, 2
+    while out in taken:
+        out, n = f"{name}_{n}", n + 1
+    taken.add(out)
+    return out
+
+
+class RenamePlaceholders(cst.CSTTransformer):
+    def __init__(self, table: FieldTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def leave_Attribute(self, original_node, updated_node):
+        match = _PLACEHOLDER_RE.match(updated_node.attr.value)
+        if match:
+            return updated_node.with_changes(attr=cst.Name(self.table.by_key[int(match.group(1))]))
+        return updated_node
+
+
+def rename(node, table: FieldTable):
+    return node.visit(RenamePlaceholders(table))
+
+
+__all__ = ["PLACEHOLDER", "Field", "FieldTable", "name_fields", "rename", "to_construction"]
