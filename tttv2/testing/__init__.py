@@ -1,4 +1,10 @@
-"""Comparison helpers for tests of ttnn code: PCC and allclose reports that work on numpy and torch tensors."""
+"""Test helpers shared by the library's tests and the codemod's generated tests.
+
+Here: PCC and allclose reports that work on numpy and torch tensors. Submodules (import them explicitly):
+``meshes`` (mesh shapes, ``MeshPool``), ``cases`` (upstream-style case lists, PCC thresholds), ``host``
+(device tensors back to numpy), ``references`` (Hugging Face reference modules with random weights; torch and
+transformers are imported lazily). The pytest plugin ``pytest_plugin`` provides the mesh fixtures.
+"""
 
 from __future__ import annotations
 
