@@ -36,6 +36,7 @@ class Result:
     name: str
     modules: list[Generated] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def galaxy_dependent(inputs: Inputs) -> bool:

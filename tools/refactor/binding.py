@@ -27,7 +27,9 @@ class ClassFacts:
     """What the codemod knows about the ``self`` attributes of the TTTv1 class."""
 
     holders: set[str] = field(default_factory=set)  # self.args, self.model_config: dissolved into fields
-    resources: set[str] = field(default_factory=set)  # mesh device, CCL, prefetcher, sub-modules: kept as objects
+    resources: set[str] = field(
+        default_factory=set
+    )  # mesh device, CCL, prefetcher, sub-modules: kept as objects
     device: set[str] = field(default_factory=set)  # device tensors made at construction (weights, caches)
     assigned_in_forward: set[str] = field(default_factory=set)  # state a forward changes (not transformable)
 
@@ -196,9 +198,7 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
                     out.setdefault(target.target.value, []).append(node.value)
                 else:
                     for name in _all_target_names(target.target):
-                        out.setdefault(name, []).append(
-                            _element(target.target, name, node.value)
-                        )
+                        out.setdefault(name, []).append(_element(target.target, name, node.value))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             if isinstance(node.target, cst.Name):

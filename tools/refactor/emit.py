@@ -16,7 +16,7 @@ from .cleanup import remove_dead_code, unused_imports
 from .cstutil import assigned_names, block_statements, code, names_read, one_line, small_statement
 from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
-from .helpers import HelperCopier, dotted_module_of, module_names
+from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
 from .plan import ClassPlan, MethodPlan
 from .source import Inputs
@@ -72,7 +72,7 @@ class Emitter:
         self.orig = module_names(inputs.module)
         self.construction_methods = {f.name.value for f in plan.init_methods}
         self.mesh_param = self._mesh_param()
-        self.first_party = {dotted_module_of(inputs.module.path).split(".", 1)[0]}
+        self.first_party = first_party_roots(inputs.module.path)
 
     def _mesh_param(self) -> str | None:
         for param in self.plan.init_params.params:
@@ -111,11 +111,16 @@ class Emitter:
                 if self._mesh_attr()
                 else cst.Name(self.mesh_param)
             )
-            plan.registry.add("mesh_device", mesh_value, (), "decode", self.mesh_param, self.inputs.module.name)
+            plan.registry.add(
+                "mesh_device", mesh_value, (), "decode", self.mesh_param, self.inputs.module.name
+            )
         constructions = {m: p.construction for m, p in plan.modes.items()}
-        table = name_fields(plan.registry, constructions, self.tttv1_class, self._reserved(), self._defined_at)
+        table = name_fields(
+            plan.registry, constructions, self.tttv1_class, self._reserved(), self._defined_at
+        )
         methods = [
-            MethodPlan(m.name, rename(m.func, table), m.mode, m.origin, m.kind) for m in plan.methods
+            MethodPlan(m.name, rename(m.func, table, plan.prov), m.mode, m.origin, m.kind)
+            for m in plan.methods
         ]
         bindings = [(b, rename(b.test, table)) for b in plan.bindings]
         helpers = HelperCopier(self.inputs, plan.topology, self.gaps, plan.helper_ops)
@@ -188,7 +193,6 @@ class Emitter:
     def _module(self, table, methods, bindings, helpers: HelperCopier, entry_params) -> cst.Module:
         fields_block = self._dataclass_fields(table)
         class_body = self._class_body(table, methods, bindings, entry_params)
-        topology_check = self._topology_helper()
         module = _fill(
             f'''
             """{self.name}: TTTv1's {self.tttv1_class} ({self.inputs.module.name}) on {self._topology_words()}.
@@ -213,23 +217,42 @@ class Emitter:
                 __FIELDS__
 
 
-            class {self.name}:
+            class {self.name}(TTModule):
                 """TTTv1's {self.tttv1_class} on {self._topology_words()}, flattened."""
+
+                CONFIG_CLASS = {self.config_name}
 
                 __BODY__
             ''',
-            IMPORTS=self._noqa(sorted_imports(
-                [
-                    ("__future__", "annotations", "annotations"),
-                    ("dataclasses", None, "dataclasses"),
-                    ("types", None, "types"),
-                    ("typing", "Any", "Any"),
-                    ("ttnn", None, "ttnn"),
-                    *helpers.imports.values(),
-                ],
-                self.first_party,
-            )),
-            CHECK=topology_check,
+            IMPORTS=self._noqa(
+                sorted_imports(
+                    [
+                        ("__future__", "annotations", "annotations"),
+                        ("dataclasses", None, "dataclasses"),
+                        ("types", None, "types"),
+                        ("pathlib", "Path", "Path"),
+                        ("typing", "Any", "Any"),
+                        ("tttv2", "ttnn", "ttnn"),
+                        ("tttv2.modules._module", "TTModule", "TTModule"),
+                        ("tttv2.modules._module", "mode_name", "mode_name"),
+                        *(
+                            [
+                                (
+                                    "tttv2.modules._topology",
+                                    self._topology_check_name(),
+                                    self._topology_check_name(),
+                                )
+                            ]
+                            if self.other_class
+                            else []
+                        ),
+                        ("tttv2.modules.lazy_weight", "LazyWeight", "LazyWeight"),
+                        *(entry for local, entry in helpers.imports.items() if local != "ttnn"),
+                    ],
+                    self.first_party,
+                )
+            ),
+            CHECK=self._support(),
             HELPERS=helpers.statements(),
             FIELDS=fields_block,
             BODY=class_body,
@@ -238,28 +261,42 @@ class Emitter:
 
     def _noqa(self, imports: list[cst.SimpleStatementLine]) -> list[cst.SimpleStatementLine]:
         """Carry the TTTv1 file's own ``# ruff: noqa`` over: the moved TTTv1 code keeps its style."""
-        lines = [line.strip() for line in self.inputs.module.text.splitlines() if line.startswith("# ruff: noqa")]
+        lines = [
+            line.strip() for line in self.inputs.module.text.splitlines() if line.startswith("# ruff: noqa")
+        ]
         if not lines or not imports:
             return imports
         comments = [
-            _comment(f"the moved TTTv1 code keeps its style: {self.inputs.module.name}'s file-level ruff rules"),
+            _comment(
+                f"the moved TTTv1 code keeps its style: {self.inputs.module.name}'s file-level ruff rules"
+            ),
             *(cst.EmptyLine(comment=cst.Comment(line)) for line in lines),
             cst.EmptyLine(indent=False),
         ]
         return [imports[0].with_changes(leading_lines=comments), *imports[1:]]
 
-    def _topology_helper(self) -> list[cst.BaseStatement]:
-        if self.plan.topology == "1d":
-            test, words = "min(shape) > 1", "2D (galaxy) mesh"
-        else:
-            test, words = "1 in shape", "1D mesh"
-        other = f": use {self.other_class}" if self.other_class else ""
-        text = f'''
-        def _check_mesh(owner: str, mesh_device) -> None:
-            """Topology is checked before any device work."""
-            shape = tuple(mesh_device.shape)
-            if {test}:
-                raise ValueError(f"{{owner}}: mesh_device is a {{shape[0]}}x{{shape[1]}} {words}{other}")
+    def _topology_check_name(self) -> str:
+        return "require_1d_mesh" if self.plan.topology == "1d" else "require_2d_mesh"
+
+    def _support(self) -> list[cst.BaseStatement]:
+        """Module-level helpers of every generated module (scaffolding, not TTTv1 code)."""
+        text = '''
+        def _lazy_weight(tensor, dtype=None, *, layout=ttnn.ROW_MAJOR_LAYOUT, device=None, memory_config=None, mesh_mapper=None, cache_file_name=None):
+            """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh mapping, converted on first use instead of at construction."""
+            mapper_config = None if mesh_mapper is None else ttnn.MeshMapperConfig(mesh_mapper.placements, mesh_mapper.distribution_shape)
+            cache_dir = name = None
+            if cache_file_name is not None:
+                cache_dir, name = Path(cache_file_name).parent, Path(cache_file_name).name
+            return LazyWeight(tensor, dtype=dtype, layout=layout, device=device, memory_config=memory_config, mesh_mapper_config=mapper_config, cache_dir=cache_dir, name=name)
+
+
+        def _on_device(value):
+            """A LazyWeight as its device tensor (memoised), lists element by element, anything else as it is."""
+            if isinstance(value, LazyWeight):
+                return value.get_device_weight()
+            if isinstance(value, (list, tuple)):
+                return type(value)(_on_device(item) for item in value)
+            return value
         '''
         return list(cst.parse_module(textwrap.dedent(text)).body)
 
@@ -267,7 +304,9 @@ class Emitter:
         out: list[cst.BaseStatement] = []
         for attr in self.plan.device_attrs:
             line = cst.parse_statement(f"{attr}: Any")
-            out.append(line.with_changes(trailing_whitespace=_trailing(f"device tensor self.{attr} of TTTv1")))
+            out.append(
+                line.with_changes(trailing_whitespace=_trailing(f"device tensor self.{attr} of TTTv1"))
+            )
         for f in table.fields:
             line = cst.parse_statement(f"{f.name}: Any")
             note = f.source if len(f.source) < 70 else f.source[:69] + "…"
@@ -297,10 +336,16 @@ class Emitter:
         params = "".join(f", {w}" for w in weights)
         passed = ", ".join(f"{w}={w}" for w in weights)
         passed = passed + ", " if passed else ""
+        check = (
+            f'{self._topology_check_name()}("{self.name}", config.mesh_device, "{self.other_class}")'
+            if self.other_class
+            else f'{self._topology_check_name()}("{self.name}", config.mesh_device, None)'
+        )
+        if self.mesh_param is None or self.other_class is None:
+            check = "pass  # the TTTv1 module has no topology-dependent code: every mesh"
         text = f'''
         def __init__(self{params}, **fields: Any) -> None:
-            """Build from the device tensors and every other field of {self.config_name} (from_model_args computes
-            them from TTTv1's ModelArgs)."""
+            """The device tensors and every other field of {self.config_name} (from_model_args computes them from TTTv1's ModelArgs)."""
             try:
                 config = {self.config_name}({passed}**fields)
             except TypeError as exc:
@@ -308,41 +353,27 @@ class Emitter:
             self._setup(config)
 
 
-        @classmethod
-        def from_config(cls, config: {self.config_name}) -> {self.name}:
-            """Build from a complete config (copied: the caller's object is never changed)."""
-            if not isinstance(config, {self.config_name}):
-                raise TypeError(f"{self.name}.from_config: config must be a {self.config_name}, got {{type(config).__name__}}")
-            module = object.__new__(cls)
-            module._setup(dataclasses.replace(config))
-            return module
-
-
-        def _setup(self, config: {self.config_name}) -> None:
-            if config.mesh_device is not None:
-                _check_mesh("{self.name}", config.mesh_device)
-            self.config = config
-            self._device_weights_loaded = False
-            self._bind_methods()
+        @staticmethod
+        def _resolve_config(config: {self.config_name}) -> {self.config_name}:
+            """A copy of the config (the caller's object is never changed), after the topology check."""
+            {check}
+            return dataclasses.replace(config)
         '''
-        if self.mesh_param is None:
-            text = text.replace(
-                f'            if config.mesh_device is not None:\n                _check_mesh("{self.name}", config.mesh_device)\n',
-                "",
-            )
         return list(cst.parse_module(textwrap.dedent(text)).body)
 
     def _from_config(self) -> list[cst.BaseStatement]:
         return []
 
     def _load_weights(self) -> list[cst.BaseStatement]:
-        lines = [cst.parse_statement(f"self.{a} = self.config.{a}") for a in self.plan.device_attrs]
+        lines = [
+            cst.parse_statement(f"self.{a} = _on_device(self.config.{a})") for a in self.plan.device_attrs
+        ]
         return list(
             _fill(
                 """
                 def load_device_weights(self) -> None:
-                    \"\"\"Put the device tensors on the module (idempotent; every forward calls it first).\"\"\"
-                    if self._device_weights_loaded:
+                    \"\"\"Convert every LazyWeight now and keep the device tensors where the forwards read them (idempotent; each forward calls it first).\"\"\"
+                    if getattr(self, "_device_weights_loaded", False):
                         return
                     __BODY__
                     self._device_weights_loaded = True
@@ -363,7 +394,7 @@ class Emitter:
         return list(
             _fill(
                 """
-                def _bind_methods(self) -> None:
+                def _bind(self) -> None:
                     \"\"\"The code choices TTTv1 makes in every forward call, made once.\"\"\"
                     __BODY__
                 """,
@@ -378,22 +409,18 @@ class Emitter:
             kept = set(entry_params.get(mode, []))
             args = self._call_args(plan, kept)
             lines.append(cst.parse_statement(f'if mode == "{mode}":\n    return self.{plan.entry}({args})\n'))
+        lines[-1] = cst.parse_statement(f"return self.{plan.entry}({args})")
         module = _fill(
             f"""
             def forward(__PARAMS__):
-                \"\"\"TTTv1's signature: dispatch on mode (a string or a Mode member).\"\"\"
-                mode = getattr(mode, "value", mode)
+                \"\"\"TTTv1's signature; mode is "decode" / "prefill" or a Mode member.\"\"\"
+                mode = mode_name("{self.name}", mode)
                 __BODY__
-                raise ValueError(f"{self.name}.forward: mode must be 'decode' or 'prefill', got {{mode!r}}")
-
-
-            def __call__(self, *args, **kwargs):
-                return self.forward(*args, **kwargs)
             """,
             BODY=lines,
         )
         forward_def = module.body[0].with_changes(params=forward)
-        return [forward_def, *module.body[1:]]
+        return [forward_def]
 
     def _call_args(self, plan, kept: set[str]) -> str:
         entry = next(m for m in self.plan.methods if m.kind == "forward" and m.mode == plan.mode)
@@ -411,17 +438,19 @@ class Emitter:
     def _from_model_args(self, table: FieldTable) -> list[cst.BaseStatement]:
         plan = self.plan
         methods = self.construction_methods
-        init_body = [to_construction(s, self.tttv1_class, methods) for s in plan.init_body]
+        init_body = [to_construction(s, self.tttv1_class, methods, lazy=True) for s in plan.init_body]
         init_body = [s for s in init_body if isinstance(s, cst.CSTNode) and not _docstring(s)]
         nested = []
         for func in plan.init_methods:
-            converted = to_construction(func, self.tttv1_class, methods)
+            converted = to_construction(func, self.tttv1_class, methods, lazy=True)
             params = converted.params.with_changes(params=converted.params.params[1:])
             nested.append(converted.with_changes(params=params, decorators=[]))
         mode_blocks = []
         order = list(plan.modes)
         for mode in order:
-            statements = [to_construction(s, self.tttv1_class, methods) for s in plan.modes[mode].construction]
+            statements = [
+                to_construction(s, self.tttv1_class, methods) for s in plan.modes[mode].construction
+            ]
             statements = [s for s in statements if isinstance(s, cst.CSTNode)]
             mine = [f for f in table.fields if f.home == mode]
             if not mine:
@@ -442,7 +471,11 @@ class Emitter:
             fn = fn.with_changes(body=fn.body.with_changes(body=body))
             fn = remove_dead_code(fn, lambda _call: True)  # construction statements were proven pure
             fn = fn.with_changes(
-                leading_lines=[_comment(f"fields of {mode}_forward: the static part of TTTv1's {self.tttv1_class} in {mode} mode")]
+                leading_lines=[
+                    _comment(
+                        f"fields of {mode}_forward: the static part of TTTv1's {self.tttv1_class} in {mode} mode"
+                    )
+                ]
             )
             mode_blocks.append((fn_name, fn))
         device = ", ".join(f"{a}={LEGACY}.{a}" for a in plan.device_attrs)
@@ -450,10 +483,17 @@ class Emitter:
         args = ", ".join(x for x in (device, calls) if x)
         final = cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")
         check = []
-        if self.mesh_param is not None:
-            check = [cst.parse_statement(f'_check_mesh("{self.name}", {self.mesh_param})')]
+        if self.mesh_param is not None and self.other_class is not None:
+            other = f'"{self.other_class}"' if self.other_class else "None"
+            check = [
+                cst.parse_statement(
+                    f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, {other})'
+                )
+            ]
         legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
-        legacy = _with_comment(legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them")
+        legacy = _with_comment(
+            legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them"
+        )
         body_nodes: list[cst.BaseStatement] = [*check]
         construction_code = [legacy, *nested, *init_body, *(fn for _, fn in mode_blocks), final]
         imports = self._construction_imports(construction_code)
@@ -469,8 +509,12 @@ class Emitter:
         func = cst.FunctionDef(
             name=cst.Name("from_model_args"),
             params=params,
-            whitespace_before_params=plan.init_func.whitespace_before_params if plan.init_func else cst.SimpleWhitespace(""),
-            body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Expr(cst.SimpleString(doc))]), *body_nodes]),
+            whitespace_before_params=plan.init_func.whitespace_before_params
+            if plan.init_func
+            else cst.SimpleWhitespace(""),
+            body=cst.IndentedBlock(
+                body=[cst.SimpleStatementLine([cst.Expr(cst.SimpleString(doc))]), *body_nodes]
+            ),
             decorators=[cst.Decorator(cst.Name("classmethod"))],
             leading_lines=[cst.EmptyLine()],
         )
@@ -479,11 +523,17 @@ class Emitter:
     def _field_value(self, f) -> cst.BaseExpression:
         value = f.value
         if f.params:
-            value = cst.Lambda(params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value)
+            value = cst.Lambda(
+                params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value
+            )
         for test, polarity in reversed(f.guards):
             # only the code path that runs under this test uses the field: compute it only then
             none = cst.Name("None")
-            value = cst.IfExp(test=test, body=value, orelse=none) if polarity else cst.IfExp(test=test, body=none, orelse=value)
+            value = (
+                cst.IfExp(test=test, body=value, orelse=none)
+                if polarity
+                else cst.IfExp(test=test, body=none, orelse=value)
+            )
         return value
 
     def _construction_imports(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -502,7 +552,9 @@ class Emitter:
                 entries.append((origin, name, name))
         out = sorted_imports(entries, self.first_party)
         if out:
-            out[0] = _with_comment(out[0].with_changes(leading_lines=[]), "TTTv1 names the bridge needs (imported here only)")
+            out[0] = _with_comment(
+                out[0].with_changes(leading_lines=[]), "TTTv1 names the bridge needs (imported here only)"
+            )
         return out
 
 

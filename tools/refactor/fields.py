@@ -15,6 +15,7 @@ import libcst as cst
 
 from .cstutil import assigned_names, code, names_read, small_statement
 from .hoist import PLACEHOLDER, Registry
+from .track import TrackingTransformer
 
 _PLACEHOLDER_RE = re.compile(r"^__field_(\d+)__$")
 
@@ -48,11 +49,22 @@ class ToConstruction(cst.CSTTransformer):
     TTTv1's attributes, ``self.__class__.__name__`` the TTTv1 class name, calls of construction methods call
     the nested functions of the same name, ``super().__init__()`` disappears."""
 
-    def __init__(self, class_name: str, legacy: str = "legacy", methods: set[str] | None = None) -> None:
+    def __init__(
+        self, class_name: str, legacy: str = "legacy", methods: set[str] | None = None, lazy: bool = False
+    ) -> None:
         super().__init__()
         self.class_name = class_name
         self.legacy = legacy
         self.methods = methods or set()
+        self.lazy = lazy
+
+    def leave_Call(self, original_node, updated_node):
+        """With ``lazy``, TTTv1's uploads (``ttnn.as_tensor`` / ``ttnn.from_torch``) become LazyWeights."""
+        from .cstutil import dotted
+
+        if self.lazy and dotted(updated_node.func) in UPLOADS:
+            return updated_node.with_changes(func=cst.Name("_lazy_weight"))
+        return updated_node
 
     def leave_Attribute(self, original_node, updated_node):
         value = updated_node.value
@@ -61,7 +73,11 @@ class ToConstruction(cst.CSTTransformer):
             if isinstance(inner, cst.Attribute) and inner.attr.value == "__class__":
                 if isinstance(inner.value, cst.Name) and inner.value.value in ("self", self.legacy):
                     return cst.SimpleString(f'"{self.class_name}"')
-            if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == "type":
+            if (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Name)
+                and inner.func.value == "type"
+            ):
                 return cst.SimpleString(f'"{self.class_name}"')
         if (
             isinstance(value, cst.Name)
@@ -91,8 +107,11 @@ class ToConstruction(cst.CSTTransformer):
         return updated_node
 
 
-def to_construction(node, class_name: str, methods: set[str] | None = None):
-    return node.visit(ToConstruction(class_name, methods=methods))
+UPLOADS = ("ttnn.as_tensor", "ttnn.from_torch")
+
+
+def to_construction(node, class_name: str, methods: set[str] | None = None, lazy: bool = False):
+    return node.visit(ToConstruction(class_name, methods=methods, lazy=lazy))
 
 
 # ------------------------------------------------------------------------------------------ naming
@@ -228,9 +247,9 @@ def _unique(name: str, taken: set[str]) -> str:
     return out
 
 
-class RenamePlaceholders(cst.CSTTransformer):
-    def __init__(self, table: FieldTable) -> None:
-        super().__init__()
+class RenamePlaceholders(TrackingTransformer):
+    def __init__(self, table: FieldTable, prov=None) -> None:
+        super().__init__(prov)
         self.table = table
 
     def leave_Attribute(self, original_node, updated_node):
@@ -240,8 +259,8 @@ class RenamePlaceholders(cst.CSTTransformer):
         return updated_node
 
 
-def rename(node, table: FieldTable):
-    return node.visit(RenamePlaceholders(table))
+def rename(node, table: FieldTable, prov=None):
+    return node.visit(RenamePlaceholders(table, prov))
 
 
 __all__ = ["PLACEHOLDER", "Field", "FieldTable", "name_fields", "rename", "to_construction"]

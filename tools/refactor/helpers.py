@@ -31,7 +31,9 @@ RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"ttnn", "numpy"}
 class ModuleNames:
     """The top-level names of one file: imports (local name -> statement) and definitions."""
 
-    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name -> (module, imported name)
+    imports: dict[str, tuple[str, str | None]] = field(
+        default_factory=dict
+    )  # name -> (module, imported name)
     definitions: dict[str, cst.BaseStatement] = field(default_factory=dict)
     order: dict[str, int] = field(default_factory=dict)
 
@@ -88,6 +90,21 @@ def dotted_module_of(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
+def first_party_roots(path: Path) -> set[str]:
+    """Top-level packages of the project the input belongs to (the folders next to its top package), which
+    isort-style sorting puts in the first-party section."""
+    top = dotted_module_of(path).split(".", 1)[0]
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file():
+        folder = folder.parent
+    roots = {top}
+    try:
+        roots |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    except OSError:  # pragma: no cover - unreadable folder
+        pass
+    return roots
+
+
 def import_statement(module: str, name: str | None, local: str) -> cst.SimpleStatementLine:
     if name is None:
         text = f"import {module}" if module.split(".", 1)[0] == local else f"import {module} as {local}"
@@ -133,7 +150,11 @@ class HelperCopier:
                 self._copy(target_name, target_file, local=local)
                 return
             self.gaps.append(
-                Gap(where, local, f"needed at run time and imported from {module} (not copyable: not a function of an analysed file)")
+                Gap(
+                    where,
+                    local,
+                    f"needed at run time and imported from {module} (not copyable: not a function of an analysed file)",
+                )
             )
             return
         self.imports[local] = (module, imported, local)
@@ -153,7 +174,11 @@ class HelperCopier:
         statement = self.names[file].definitions[name]
         if isinstance(statement, cst.ClassDef):
             self.gaps.append(
-                Gap(f"{file}:{self.inputs.files[file].line_of(statement) or 1}", name, "a class needed at run time (classes are not copied)")
+                Gap(
+                    f"{file}:{self.inputs.files[file].line_of(statement) or 1}",
+                    name,
+                    "a class needed at run time (classes are not copied)",
+                )
             )
             return
         key = local or name
@@ -162,11 +187,14 @@ class HelperCopier:
         if isinstance(statement, cst.FunctionDef):
             replacements = fact_replacements(parsed, self.inputs.analysis.fact_sites, self.topology, "decode")
             replacements = {
-                k: v for k, v in replacements.items() if isinstance(v, cst.Name) and v.value in ("True", "False")
+                k: v
+                for k, v in replacements.items()
+                if isinstance(v, cst.Name) and v.value in ("True", "False")
             }
             replacements = _without_mode_facts(parsed, self.inputs, replacements)
             statement = remove_dead_code(
-                specialise(statement, replacements, Provenance(), Decisions()), helper_pure_call(self.helper_ops)
+                specialise(statement, replacements, Provenance(), Decisions()),
+                helper_pure_call(self.helper_ops),
             )
             if local and local != name:
                 statement = statement.with_changes(name=cst.Name(local))

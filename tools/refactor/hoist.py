@@ -171,9 +171,7 @@ def _rebuild_if(statement: cst.If, then: list, orelse: list) -> cst.If:
             new_orelse = cst.Else(body=cst.IndentedBlock(body=orelse))
     if not then:
         # ``if c: <nothing> else: X`` -> ``if not (c): X``
-        test = cst.UnaryOperation(
-            operator=cst.Not(), expression=_parenthesize(statement.test)
-        )
+        test = cst.UnaryOperation(operator=cst.Not(), expression=_parenthesize(statement.test))
         return statement.with_changes(test=test, body=body.with_changes(body=orelse), orelse=None)
     return statement.with_changes(body=body.with_changes(body=then), orelse=new_orelse)
 
@@ -185,7 +183,9 @@ def _parenthesize(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 # ================================================================================================ constants
-def propagate_literals(func: cst.FunctionDef, scope: Scope, prov: Provenance | None = None) -> cst.FunctionDef:
+def propagate_literals(
+    func: cst.FunctionDef, scope: Scope, prov: Provenance | None = None
+) -> cst.FunctionDef:
     """A local assigned one literal once (``sharded = True``) is replaced by the literal where it is read."""
     literals: dict[str, cst.BaseExpression] = {}
     for name, values in scope.assignments.items():
@@ -316,7 +316,9 @@ class Hoister(TrackingTransformer):
             value = name.value
             if value == "self" or value in out:
                 continue
-            if value in self.scope.params or (self.scope.is_local(value) and not self.scope.static_name(value)):
+            if value in self.scope.params or (
+                self.scope.is_local(value) and not self.scope.static_name(value)
+            ):
                 out.append(value)
         return tuple(out)
 
@@ -667,7 +669,11 @@ class BranchBinder:
                 cst.Name(n) if (n in before or _assigns(statements, n)) else cst.Name("None")
                 for n in live_out
             ]
-            value = values[0] if len(values) == 1 else cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
+            value = (
+                values[0]
+                if len(values) == 1
+                else cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
+            )
             body.append(cst.SimpleStatementLine([cst.Return(value)]))
         if not body:
             body = [cst.SimpleStatementLine([cst.Pass()])]

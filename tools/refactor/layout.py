@@ -96,13 +96,19 @@ def sorted_imports(
     out: list[cst.SimpleStatementLine] = []
     for section in sorted(sections):
         group = []
-        for (kind, module), names in sorted(sections[section].items(), key=lambda kv: (kv[0][0], kv[0][1].lower())):
+        for (kind, module), names in sorted(
+            sections[section].items(), key=lambda kv: (kv[0][0], kv[0][1].lower())
+        ):
             if kind == 0:
                 for _, local in sorted(set(names)):
-                    text = f"import {module}" if module.split(".")[0] == local else f"import {module} as {local}"
+                    text = (
+                        f"import {module}" if module.split(".")[0] == local else f"import {module} as {local}"
+                    )
                     group.append(cst.parse_statement(text))
             else:
-                parts = sorted({n if n == local else f"{n} as {local}" for n, local in names}, key=_member_key)
+                parts = sorted(
+                    {n if n == local else f"{n} as {local}" for n, local in names}, key=_member_key
+                )
                 group.append(cst.parse_statement(f"from {module} import {', '.join(parts)}"))
         if out and group:
             group[0] = group[0].with_changes(leading_lines=_blank(1))

@@ -12,7 +12,16 @@ from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES
 
 from .binding import ClassFacts, Scope, collect_assignments, mutated_locals
 from .cleanup import remove_dead_code
-from .cstutil import assigned_names, block_statements, code, dotted, name_use, names_read, one_line, small_statement
+from .cstutil import (
+    assigned_names,
+    block_statements,
+    code,
+    dotted,
+    name_use,
+    names_read,
+    one_line,
+    small_statement,
+)
 from .errors import Gap
 from .hoist import Binding, BranchBinder, Hoister, Registry, propagate_literals, split_static
 from .source import Inputs, methods_of
@@ -35,7 +44,9 @@ class MethodPlan:
 class ModePlan:
     mode: str
     entry: str  # generated method name (decode_forward / prefill_forward)
-    entry_origin: str  # TTTv1 method the entry was made from (forward, or forward_decode when forward dispatches)
+    entry_origin: (
+        str  # TTTv1 method the entry was made from (forward, or forward_decode when forward dispatches)
+    )
     call_args: list[cst.Arg]  # how forward() passes its parameters to the entry
     construction: list[cst.BaseStatement] = field(default_factory=list)
 
@@ -164,7 +175,11 @@ def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpressi
                 elif isinstance(t, (cst.Tuple, cst.List)):
                     for element in t.elements:
                         e = element.value
-                        if isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self":
+                        if (
+                            isinstance(e, cst.Attribute)
+                            and isinstance(e.value, cst.Name)
+                            and e.value.value == "self"
+                        ):
                             out.append((e.attr.value, node.value))
 
     func.visit(_V())
@@ -276,7 +291,9 @@ class Planner:
         )
         if mode is None:  # construction: only topology facts are decided
             replacements = {
-                k: v for k, v in replacements.items() if isinstance(v, cst.Name) and v.value in ("True", "False")
+                k: v
+                for k, v in replacements.items()
+                if isinstance(v, cst.Name) and v.value in ("True", "False")
             }
             replacements = self._topology_only(replacements)
         out = specialise(func, replacements, self.prov, decisions)
@@ -300,7 +317,9 @@ class Planner:
         body: list[cst.BaseStatement] = []
         if init is not None:
             body = block_statements(self._specialise(init, None, decisions).body)
-        helpers = [self._specialise(self.methods[m], None, decisions) for m in construction_methods(self.inputs)]
+        helpers = [
+            self._specialise(self.methods[m], None, decisions) for m in construction_methods(self.inputs)
+        ]
         return body, helpers, decisions
 
     # -- forward -------------------------------------------------------------------------------------
@@ -318,7 +337,9 @@ class Planner:
             entry_name, entry_func, call_args = self._entry(forward, mode, mode_decisions)
             plan = ModePlan(mode, f"{mode}_forward", entry_name, call_args)
             modes[mode] = plan
-            queue: list[tuple[str, cst.FunctionDef, str, str]] = [(entry_name, entry_func, plan.entry, "forward")]
+            queue: list[tuple[str, cst.FunctionDef, str, str]] = [
+                (entry_name, entry_func, plan.entry, "forward")
+            ]
             while queue:
                 origin, func, out_name, kind = queue.pop(0)
                 binder = BranchBinder(
@@ -332,7 +353,9 @@ class Planner:
                 results = self._process(func, origin, mode, binder, plan)
                 bindings.extend(binder.bindings)
                 for name, result in results:
-                    methods.append(MethodPlan(name or out_name, result, mode, origin, kind if name is None else "arm"))
+                    methods.append(
+                        MethodPlan(name or out_name, result, mode, origin, kind if name is None else "arm")
+                    )
                     for callee in self_refs(result, self.methods):
                         if callee in (self.entry, "__init__") or (callee, mode) in produced:
                             continue
@@ -394,11 +417,15 @@ class Planner:
         final = []
         for name, result in out:
             guards = binder.guards_of.get(name, ()) if name else ()
-            hoister = Hoister(scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards)
+            hoister = Hoister(
+                scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards
+            )
             result = result.visit(hoister)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
-            hoister = Hoister(scope, self.registry, mode, self.loc_of, self.gaps, leaves_only=True, prov=self.prov)
+            hoister = Hoister(
+                scope, self.registry, mode, self.loc_of, self.gaps, leaves_only=True, prov=self.prov
+            )
             binding.test = binding.test.visit(hoister)
         return final
 
@@ -446,7 +473,9 @@ def _dispatch_target(func: cst.FunctionDef, methods: dict) -> tuple[str, cst.Cal
     path = (dotted(call.func) or "").split(".")
     if len(path) != 2 or path[0] != "self" or path[1] not in methods:
         return None
-    params = {p.name.value for p in func.params.params[1:]} | {p.name.value for p in func.params.kwonly_params}
+    params = {p.name.value for p in func.params.params[1:]} | {
+        p.name.value for p in func.params.kwonly_params
+    }
     for arg in call.args:
         if arg.star or not (isinstance(arg.value, cst.Name) and arg.value.value in params):
             return None
@@ -472,7 +501,13 @@ def _dedupe_methods(methods: list[MethodPlan]) -> list[MethodPlan]:
         for method in group:
             renamed = f"_{name.lstrip('_')}_{method.mode}"
             out.append(
-                MethodPlan(renamed, method.func.with_changes(name=cst.Name(renamed)), method.mode, method.origin, method.kind)
+                MethodPlan(
+                    renamed,
+                    method.func.with_changes(name=cst.Name(renamed)),
+                    method.mode,
+                    method.origin,
+                    method.kind,
+                )
             )
     return out
 

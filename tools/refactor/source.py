@@ -36,7 +36,9 @@ class ParsedFile:
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
-            raise UsageError(f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}") from exc
+            raise UsageError(
+                f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}"
+            ) from exc
         parsed = cls(path=path, name=name, text=text, module=module)
         parsed._lines = text.splitlines()
         parsed._index()

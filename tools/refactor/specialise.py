@@ -117,7 +117,9 @@ class Specialiser(TrackingTransformer):
     def on_leave(self, original_node, updated_node):
         replacement = self.replacements.get(id(original_node))
         if replacement is not None:
-            return adopt_parens(original_node, replacement) if const_bool(replacement) is None else replacement
+            return (
+                adopt_parens(original_node, replacement) if const_bool(replacement) is None else replacement
+            )
         return super().on_leave(original_node, updated_node)
 
     def leave_UnaryOperation(self, original_node, updated_node):

@@ -1,0 +1,236 @@
+"""What the generated tests call: per module kind, how TTTv1 builds the module and feeds it, so that a generated
+module can be run side by side with its TTTv1 original (outputs identical to the bit) and against the Hugging
+Face module of its kind (PCC). It uses the library's own test helpers (``tttv2.testing``).
+
+A generated test file holds its cases and three short tests; the knowledge of how TTTv1 calls each module
+lives here, once. torch, transformers and tttv1 are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tttv2 import ttnn
+from tttv2.testing import assert_pcc
+from tttv2.testing.cases import DECODE_ROWS, pcc_threshold
+from tttv2.testing.host import to_host, to_host_rows
+
+#: Catalogue models of the default case matrix (two per kind).
+DEFAULT_MODELS = ("Llama-3.1-8B-tiny", "Qwen2.5-7B-tiny")
+PREFILL_ROWS = 128
+
+
+def load_generated(test_file: str, relative: str, class_name: str):
+    """The class ``class_name`` of the generated module at ``relative`` (a path from the test file's folder)."""
+    path = (Path(test_file).parent / relative).resolve()
+    name = f"_tttv2_refactor_generated_{path.stem}_{abs(hash(str(path)))}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"load_generated: cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return getattr(module, class_name)
+
+
+def assert_identical(expected, got, what: str = "output") -> None:
+    """Same type, shape, dtype, memory config and the same bits on every device (lists element by element)."""
+    if isinstance(expected, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(expected), (
+            f"{what}: {got!r} vs {expected!r}"
+        )
+        for i, (e, g) in enumerate(zip(expected, got)):
+            assert_identical(e, g, f"{what}[{i}]")
+        return
+    if not isinstance(expected, ttnn.Tensor):
+        assert got == expected, f"{what}: {got!r} != {expected!r}"
+        return
+    assert isinstance(got, ttnn.Tensor), f"{what}: expected a ttnn.Tensor, got {type(got).__name__}"
+    assert list(got.shape) == list(expected.shape), (
+        f"{what}: shape {list(got.shape)} != {list(expected.shape)}"
+    )
+    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
+    assert got.memory_config() == expected.memory_config(), f"{what}: memory config differs"
+    for index, (e, g) in enumerate(zip(ttnn.get_device_tensors(expected), ttnn.get_device_tensors(got))):
+        a, b = ttnn.to_numpy(e), ttnn.to_numpy(g)
+        assert np.array_equal(a, b, equal_nan=True), f"{what}: device {index} differs"
+
+
+def _tttv1():
+    import tttv1  # noqa: F401 - installs the emulator as `ttnn` before tttv1's modules import it
+
+    return tttv1
+
+
+@functools.lru_cache(maxsize=8)
+def _args(mesh, model: str):
+    from tttv2.testing.legacy import catalogue_state_dicts, tttv1_model_args
+
+    _tttv1()
+    args = tttv1_model_args(mesh, model, max_batch_size=1, max_seq_len=256)
+    _, state_dict = catalogue_state_dicts(args)
+    return args, state_dict
+
+
+def _ccl(mesh):
+    from tttv1.tt.ccl import TT_CCL
+
+    return TT_CCL(mesh)
+
+
+def _device(x: np.ndarray, mesh, *, memory_config=None, mapper=None):
+    return ttnn.from_numpy(
+        np.ascontiguousarray(x, dtype=np.float32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        memory_config=memory_config or ttnn.DRAM_MEMORY_CONFIG,
+        mesh_mapper=mapper or ttnn.ReplicateTensorToMesh(mesh),
+    )
+
+
+@dataclass
+class Kit:
+    """How TTTv1 builds, feeds and reads one kind of module."""
+
+    kind: str
+    tttv1_module: str
+    tttv1_class: str
+    models: tuple[str, ...] = DEFAULT_MODELS
+    _built: dict = field(default_factory=dict, repr=False)
+
+    # -- building ------------------------------------------------------------------------------
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        raise NotImplementedError
+
+    def legacy_class(self):
+        _tttv1()
+        return getattr(importlib.import_module(self.tttv1_module), self.tttv1_class)
+
+    def pair(self, generated, mesh, model: str):
+        """(ModelArgs, the TTTv1 module, the generated one) built from the same arguments; cached per mesh and
+        model so that every mode of a case reuses them."""
+        key = (id(mesh), model, generated)
+        if key not in self._built:
+            if len(self._built) > 4:
+                self._built.clear()
+            args, state_dict = _args(mesh, model)
+            legacy = self.legacy_class()(**self.constructor_kwargs(mesh, args, state_dict))
+            ours = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+            self._built[key] = (mesh, args, legacy, ours)
+        return self._built[key][1:]
+
+    # -- running -------------------------------------------------------------------------------
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        """Forward calls of one case: a list of (description, function making fresh (args, kwargs))."""
+        raise NotImplementedError
+
+    def assert_equivalent(self, generated, mesh, mode: str, seq_len: int, model: str) -> None:
+        args, legacy, ours = self.pair(generated, mesh, model)
+        for what, make in self.calls(mesh, args, mode, seq_len):
+            call_args, call_kwargs = make()
+            expected = legacy(*call_args, **call_kwargs)
+            call_args, call_kwargs = make()
+            got = ours(*call_args, **call_kwargs)
+            assert_identical(expected, got, f"{self.kind} {mode} {what}")
+
+    def assert_rejects(self, generated, mesh, other: str | None) -> None:
+        import inspect
+
+        import pytest
+
+        params = list(inspect.signature(generated.from_model_args).parameters)
+        kwargs = dict.fromkeys(params[1:])
+        kwargs[params[0]] = mesh
+        with pytest.raises(ValueError, match=other or "mesh"):
+            generated.from_model_args(**kwargs)
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        raise NotImplementedError
+
+
+class MLPKit(Kit):
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        return dict(
+            mesh_device=mesh,
+            tt_ccl=_ccl(mesh),
+            args=args,
+            state_dict=state_dict,
+            weight_cache_path=None,
+            layer_num=0,
+            dtype=ttnn.bfloat8_b,
+            model_config=args.get_model_config(),
+        )
+
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        x = np.random.default_rng(seq_len).standard_normal((1, 1, seq_len, args.dim)).astype(np.float32)
+        return [(f"{seq_len} rows", lambda: ((self._input_from(x, args, mesh, mode), mode), {}))]
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        from tttv2.testing.legacy import catalogue_hf_module
+        from tttv2.testing.references import hf_mlp, run_reference
+
+        args, state_dict = _args(mesh, model)
+        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
+        x = np.random.default_rng(5).standard_normal((1, 1, rows, args.dim)).astype(np.float32)
+        out = module(self._input_from(x, args, mesh, mode), mode)
+        reference = catalogue_hf_module(model, hf_mlp, "model.layers.0.mlp.")
+        expected = run_reference(reference, x).reshape(rows, -1)
+        assert_pcc(expected, _fractured_rows(out, args, rows), pcc_threshold("mlp"))
+
+    def _input_from(self, x, args, mesh, mode):
+        if args.is_galaxy:
+            mapper = ttnn.ShardTensor2dMesh(mesh, dims=(None, 3), mesh_shape=args.cluster_shape)
+            memory = args.model_config["MLP_ACT_MEMCFG"] if mode == "decode" else None
+        else:
+            mapper = None
+            memory = args.model_config["SHARDED_MLP_INPUT_MEMCFG"] if mode == "decode" else None
+        return _device(x, mesh, memory_config=memory, mapper=mapper)
+
+
+def _fractured_rows(out, args, rows: int) -> np.ndarray:
+    """A residual-stream output (split over the mesh along dim; replicated over galaxy rows) as [rows, dim]."""
+    if args.is_galaxy:
+        parts = ttnn.get_device_tensors(out)
+        columns = args.cluster_shape[1]
+        full = np.concatenate([np.asarray(ttnn.to_numpy(p), np.float32) for p in parts[:columns]], axis=-1)
+        return full.reshape(-1, full.shape[-1])[:rows]
+    host = to_host(out)
+    return host.reshape(-1, host.shape[-1])[:rows]
+
+
+KITS: dict[str, Kit] = {
+    "mlp": MLPKit("mlp", "tttv1.tt.mlp", "MLP"),
+    "mlp_legacy": MLPKit("mlp", "tttv1.tt.mlp_legacy", "MLP"),
+}
+
+
+def kit(name: str) -> Kit:
+    if name not in KITS:
+        raise ValueError(f"testkit.kit: unknown module kind {name!r} (known: {', '.join(sorted(KITS))})")
+    return KITS[name]
+
+
+def kind_of(module_path: Path, class_name: str) -> str | None:
+    """The kit of a TTTv1 module, from its file and class (None when the codemod has no test recipe)."""
+    stem = module_path.stem
+    for name, k in KITS.items():
+        if k.tttv1_module.rsplit(".", 1)[-1] == stem and k.tttv1_class == class_name:
+            return name
+    return None
+
+
+__all__ = ["KITS", "Kit", "assert_identical", "kind_of", "kit", "load_generated", "to_host_rows"]
