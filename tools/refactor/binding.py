@@ -45,6 +45,7 @@ class Scope:
     params: set[str]  # parameters other than self: per-call inputs
     facts: ClassFacts
     helper_has_ops: dict[str, bool]  # module-level function name -> it reaches device ops
+    methods: set[str] | frozenset[str] = frozenset()  # method names of the (generated) class
     local_static: dict[str, bool] = field(default_factory=dict)
     assignments: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     mutated: set[str] = field(default_factory=set)  # locals changed in place (x.append(…), x[k] = …)
@@ -66,10 +67,9 @@ class Scope:
             return False
         self.local_static[name] = False  # cycles are dynamic until proven otherwise
         kinds = self.kinds.get(f"local:{self.file}:{self.qualname}:{name}")
-        if kinds is not None:
-            result = set(kinds) <= STATIC_KINDS
-        else:
-            result = all(v is not None and self.is_static(v) for v in self.assignments[name])
+        result = kinds is None or set(kinds) <= STATIC_KINDS
+        # and every value it is given can be computed at construction (known, and free of side effects)
+        result = result and all(v is not None and self.is_static(v) for v in self.assignments[name])
         self.local_static[name] = result
         return result
 
@@ -131,7 +131,8 @@ class Scope:
         if root == "self":
             parts = path.split(".")
             if len(parts) == 1:
-                return False  # self.method(...): runs the module's own code
+                # self.method(...) runs the module's own code; a callable stored in an attribute is a value
+                return method not in self.methods and method not in self.facts.device
             attr = parts[1]
             if attr in self.facts.holders:
                 return True  # self.args.get_...(), self.model_config[...]

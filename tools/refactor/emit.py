@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tttv2_tools.trace_dependencies.constants import MESH_NAMES
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES
 
 from .cleanup import remove_dead_code, unused_imports
 from .cstutil import assigned_names, block_statements, code, names_read, one_line, small_statement
@@ -18,7 +18,7 @@ from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
-from .plan import ClassPlan, MethodPlan
+from .plan import ClassPlan, MethodPlan, dedupe_methods
 from .source import Inputs
 
 LEGACY = "legacy"
@@ -275,6 +275,38 @@ class Emitter:
         ]
         return [imports[0].with_changes(leading_lines=comments), *imports[1:]]
 
+    def _topology_guard(self) -> list[cst.BaseStatement]:
+        """The check from_model_args makes first, before any device work: the mesh (or TTTv1's own galaxy flag)
+        must be of this class's topology."""
+        if self.other_class is None:
+            return []
+        if self.mesh_param is not None:
+            return [
+                cst.parse_statement(
+                    f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.other_class}")'
+                )
+            ]
+        names = [p.name.value for p in self.plan.init_params.params[1:]]
+        flag = next((n for n in names if n in GALAXY_NAMES), None)
+        if flag is None:
+            flag = next((f"{n}.is_galaxy" for n in names if n in ARGS_NAMES), None)
+        if flag is None:
+            self.gaps.append(
+                Gap(
+                    f"{self.inputs.module.name}:1",
+                    f"{self.tttv1_class}.__init__",
+                    "no mesh, galaxy flag or ModelArgs parameter to check the topology with",
+                )
+            )
+            return []
+        wrong = flag if self.plan.topology == "1d" else f"not {flag}"
+        topology = "a galaxy" if self.plan.topology == "1d" else "not a galaxy"
+        return [
+            cst.parse_statement(
+                f'if {wrong}:\n    raise ValueError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
+            )
+        ]
+
     def _topology_check_name(self) -> str:
         return "require_1d_mesh" if self.plan.topology == "1d" else "require_2d_mesh"
 
@@ -478,18 +510,11 @@ class Emitter:
                 ]
             )
             mode_blocks.append((fn_name, fn))
-        device = ", ".join(f"{a}={LEGACY}.{a}" for a in plan.device_attrs)
+        device = ", ".join(f'{a}=getattr({LEGACY}, "{a}", None)' for a in plan.device_attrs)
         calls = ", ".join(f"**{name}()" for name, _ in mode_blocks)
         args = ", ".join(x for x in (device, calls) if x)
         final = cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")
-        check = []
-        if self.mesh_param is not None and self.other_class is not None:
-            other = f'"{self.other_class}"' if self.other_class else "None"
-            check = [
-                cst.parse_statement(
-                    f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, {other})'
-                )
-            ]
+        check = self._topology_guard()
         legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
         legacy = _with_comment(
             legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them"

@@ -158,7 +158,7 @@ def name_fields(
     for use in registry.uses:
         value = to_construction(use.value, class_name)
         statements = [to_construction(s, class_name) for s in constructions.get(use.mode, [])]
-        guards = _guards(use.guards, class_name) if _may_fail(use.value, use.params) else ()
+        guards = _guards(use.guards, class_name) if not use.params else ()
         deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
         guard_text = tuple((code(t), p) for t, p in guards)
         prints[use.key] = (code(value), use.params, guard_text, tuple(deps))
@@ -205,29 +205,6 @@ def name_fields(
                 table.by_key[owner.key] = name
     table.fields.sort(key=lambda f: min(u.key for u in registry.uses if table.by_key.get(u.key) == f.name))
     return table
-
-
-def _may_fail(value: cst.CSTNode, params: tuple[str, ...]) -> bool:
-    """Whether computing ``value`` at construction could raise where TTTv1 never computes it: it reads a key
-    or calls something (a callable field defers both)."""
-    if params:
-        return False
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Lambda(self, _node) -> bool:
-            return False
-
-        def visit_Subscript(self, _node) -> None:
-            nonlocal found
-            found = True
-
-        def visit_Call(self, _node) -> None:
-            nonlocal found
-            found = True
-
-    value.visit(_V())
-    return found
 
 
 def _guards(guards, class_name: str) -> tuple[tuple[cst.BaseExpression, bool], ...]:

@@ -130,7 +130,7 @@ def is_static_statement(statement: cst.BaseStatement, scope: Scope) -> bool:
 
 
 def split_static(
-    statements: list[cst.BaseStatement], scope: Scope
+    statements: list[cst.BaseStatement], scope: Scope, prov: Provenance | None = None
 ) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
     """(dynamic statements, static statements), both in source order; a static ``if`` is split arm by arm."""
     dynamic: list[cst.BaseStatement] = []
@@ -140,12 +140,14 @@ def split_static(
             static.append(statement)
             continue
         if isinstance(statement, cst.If) and scope.is_static(statement.test, device_static=True):
-            dyn_then, st_then = split_static(block_statements(statement.body), scope)
-            dyn_else, st_else = split_static(_orelse_statements(statement.orelse), scope)
-            if st_then or st_else:
-                static.append(_rebuild_if(statement, st_then, st_else))
-            if dyn_then or dyn_else:
-                dynamic.append(_rebuild_if(statement, dyn_then, dyn_else))
+            dyn_then, st_then = split_static(block_statements(statement.body), scope, prov)
+            dyn_else, st_else = split_static(_orelse_statements(statement.orelse), scope, prov)
+            for arms, out in (((st_then, st_else), static), ((dyn_then, dyn_else), dynamic)):
+                if arms[0] or arms[1]:
+                    rebuilt = _rebuild_if(statement, *arms)
+                    if prov is not None:
+                        prov.note(rebuilt, statement)
+                    out.append(rebuilt)
             continue
         dynamic.append(statement)
     return dynamic, static
@@ -364,7 +366,14 @@ class Hoister(TrackingTransformer):
         if isinstance(node, cst.AssignTarget):
             self._no_hoist_targets(node.target)
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            self.no_hoist.add(id(node.func))  # hoist the receiver, never the bound method
+            func = node.func
+            stored = (
+                isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and func.attr.value not in self.scope.methods
+            )
+            if not stored:  # hoist the receiver, never a bound method (a callable attribute is a value)
+                self.no_hoist.add(id(func))
         if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
             self._no_hoist_targets(node.target)
         replacement = self._try_hoist(node)
@@ -421,7 +430,9 @@ class Extracted:
     func: cst.FunctionDef
 
 
-def normalise_early_returns(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def normalise_early_returns(
+    statements: list[cst.BaseStatement], prov: Provenance | None = None
+) -> list[cst.BaseStatement]:
     """``if c: …; return x`` followed by more statements -> ``if c: …; return x else: <the rest>``."""
     out: list[cst.BaseStatement] = []
     for index, statement in enumerate(statements):
@@ -431,8 +442,11 @@ def normalise_early_returns(statements: list[cst.BaseStatement]) -> list[cst.Bas
             and _ends_with_return(block_statements(statement.body))
             and index + 1 < len(statements)
         ):
-            rest = normalise_early_returns(statements[index + 1 :])
-            out.append(statement.with_changes(orelse=cst.Else(body=cst.IndentedBlock(body=rest))))
+            rest = normalise_early_returns(statements[index + 1 :], prov)
+            rebuilt = statement.with_changes(orelse=cst.Else(body=cst.IndentedBlock(body=rest)))
+            if prov is not None:
+                prov.note(rebuilt, statement)
+            out.append(rebuilt)
             return out
         out.append(statement)
     return out
@@ -570,7 +584,7 @@ class BranchBinder:
 
     def run(self, func: cst.FunctionDef) -> cst.FunctionDef:
         self._current = self.guards_of.get(func.name.value, ())
-        body = normalise_early_returns(block_statements(func.body))
+        body = normalise_early_returns(block_statements(func.body), self.prov)
         func = func.with_changes(body=func.body.with_changes(body=body))
         while True:
             target = self._first_static_if(func)

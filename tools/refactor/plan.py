@@ -283,6 +283,7 @@ class Planner:
             helper_has_ops=self.helper_ops,
             assignments=collect_assignments(func),
             mutated=mutated_locals(func),
+            methods=self.taken,  # TTTv1's methods and the ones generated so far
         )
 
     def _specialise(self, func: cst.FunctionDef, mode: str | None, decisions: Decisions) -> cst.FunctionDef:
@@ -373,7 +374,7 @@ class Planner:
             init_methods=init_methods,
             forward_params=forward.params,
             modes=modes,
-            methods=_dedupe_methods(methods),
+            methods=methods,
             bindings=bindings,
             registry=self.registry,
             facts=self.facts,
@@ -400,7 +401,7 @@ class Planner:
         scope = binder.scope
         func = propagate_literals(func, scope, self.prov)
         scope.assignments = collect_assignments(func)
-        dynamic, static = split_static(block_statements(func.body), scope)
+        dynamic, static = split_static(block_statements(func.body), scope, self.prov)
         plan.construction.extend(static)
         func = func.with_changes(body=func.body.with_changes(body=dynamic))
         func = remove_dead_code(func, scope.pure_call, prov=self.prov)
@@ -487,29 +488,45 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
     return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
-def _dedupe_methods(methods: list[MethodPlan]) -> list[MethodPlan]:
-    """A method specialised identically for both modes is emitted once; otherwise each gets a mode suffix."""
+def dedupe_methods(methods: list[MethodPlan]) -> list[MethodPlan]:
+    """A method specialised identically for both modes is emitted once; otherwise each mode's copy gets a mode
+    suffix and that mode's methods call it by its new name."""
     by_name: dict[str, list[MethodPlan]] = {}
     for method in methods:
         by_name.setdefault(method.name, []).append(method)
-    out: list[MethodPlan] = []
+    renames: dict[tuple[str, str], str] = {}
     for name, group in by_name.items():
-        texts = {code(m.func) for m in group}
-        if len(group) == 1 or len(texts) == 1:
-            out.append(group[0])
+        if len(group) > 1 and len({code(m.func) for m in group}) > 1:
+            for method in group:
+                renames[(method.mode, name)] = f"_{name.lstrip('_')}_{method.mode}"
+    out: list[MethodPlan] = []
+    emitted: set[str] = set()
+    for method in methods:
+        new_name = renames.get((method.mode, method.name), method.name)
+        if new_name in emitted:
             continue
-        for method in group:
-            renamed = f"_{name.lstrip('_')}_{method.mode}"
-            out.append(
-                MethodPlan(
-                    renamed,
-                    method.func.with_changes(name=cst.Name(renamed)),
-                    method.mode,
-                    method.origin,
-                    method.kind,
-                )
-            )
+        emitted.add(new_name)
+        mine = {old: new for (mode, old), new in renames.items() if mode == method.mode}
+        func = _rename_self_calls(method.func, mine).with_changes(name=cst.Name(new_name))
+        out.append(MethodPlan(new_name, func, method.mode, method.origin, method.kind))
     return out
+
+
+def _rename_self_calls(func: cst.FunctionDef, renames: dict[str, str]) -> cst.FunctionDef:
+    if not renames:
+        return func
+
+    class _T(cst.CSTTransformer):
+        def leave_Attribute(self, original_node, updated_node):
+            if (
+                isinstance(updated_node.value, cst.Name)
+                and updated_node.value.value == "self"
+                and updated_node.attr.value in renames
+            ):
+                return updated_node.with_changes(attr=cst.Name(renames[updated_node.attr.value]))
+            return updated_node
+
+    return func.visit(_T())
 
 
 def _helper_ops(inputs: Inputs) -> dict[str, bool]:

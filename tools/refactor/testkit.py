@@ -201,6 +201,119 @@ class MLPKit(Kit):
         return _device(x, mesh, memory_config=memory, mapper=mapper)
 
 
+def _rmsnorm_kwargs(mesh, args, state_dict, weight_key="attention_norm") -> dict:
+    """TTTv1's decoder builds its norms this way (decoder.py, make_norm)."""
+    return dict(
+        device=mesh,
+        dim=args.dim,
+        eps=args.norm_eps,
+        state_dict=state_dict,
+        state_dict_prefix=args.get_state_dict_prefix("", 0),
+        weight_key=weight_key,
+        weight_cache_path=None,
+        weight_dtype=ttnn.bfloat16,
+        add_unit_offset=args.rms_norm_add_unit_offset,
+        is_distributed=args.is_distributed_norm,
+        sharded_program_config=args.model_config["SHARDED_NORM_ATTN_PRGM_CFG"],
+        sharded_output_config=args.model_config["SHARDED_ATTN_INPUT_MEMCFG"],
+        ccl_topology=args.ccl_topology(),
+        tt_ccl=_ccl(mesh),
+    )
+
+
+def _activations(args, rows: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((1, 1, rows, args.dim)).astype(np.float32)
+
+
+def _fractured(x, args, mesh, memory_config=None):
+    """The residual stream: split over the mesh columns along dim (replicated over galaxy rows)."""
+    mapper = ttnn.ShardTensor2dMesh(mesh, dims=(None, 3), mesh_shape=args.cluster_shape)
+    return _device(x, mesh, memory_config=memory_config, mapper=mapper)
+
+
+class RMSNormKit(Kit):
+    """RMSNorm as DistributedNorm drives it on 1-D meshes: the gathered row, sharded in decode."""
+
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        return _rmsnorm_kwargs(mesh, args, state_dict)
+
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        x = _activations(args, seq_len, seq_len + 1)
+        decode = mode == "decode"
+        if args.is_distributed_norm(mode):  # galaxy / wide prefill: the norm sees this device's slice
+
+            def make():
+                return (_fractured(x, args, mesh), mode), {}
+        else:
+            memory = args.model_config["SHARDED_ATTN_INPUT_MEMCFG"] if decode else None
+
+            def make():
+                return (_device(x, mesh, memory_config=memory), mode), {
+                    "in_sharded": decode,
+                    "out_sharded": decode,
+                }
+
+        return [(f"{seq_len} rows", make)]
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        from tttv2.testing.legacy import catalogue_hf_module
+        from tttv2.testing.references import hf_rmsnorm, run_reference
+
+        args, state_dict = _args(mesh, model)
+        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
+        x = _activations(args, rows, 9)
+        (call_args, call_kwargs) = next(iter(self.calls(mesh, args, mode, rows)))[1]()
+        call_args = (_device(x, mesh, memory_config=call_args[0].memory_config()), mode)
+        out = module(*call_args, **call_kwargs)
+        reference = catalogue_hf_module(model, hf_rmsnorm, "model.layers.0.input_layernorm.")
+        expected = run_reference(reference, x).reshape(rows, -1)
+        got = np.asarray(ttnn.to_numpy(ttnn.get_device_tensors(out)[0]), np.float32)
+        assert_pcc(expected, got.reshape(-1, got.shape[-1])[:rows], pcc_threshold("rmsnorm"))
+
+
+class DistributedNormKit(Kit):
+    """DistributedNorm around TTTv1's RMSNorm, fed the fractured residual stream."""
+
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        from tttv1.tt.rmsnorm import RMSNorm
+
+        norm = RMSNorm(**_rmsnorm_kwargs(mesh, args, state_dict))
+        return dict(norm=norm, args=args, tt_ccl=_ccl(mesh), TG=args.is_galaxy)
+
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        x = _activations(args, seq_len, seq_len + 2)
+        memory = args.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else None
+        return [(f"{seq_len} rows", lambda: ((_fractured(x, args, mesh, memory), mode), {}))]
+
+    def assert_rejects(self, generated, mesh, other: str | None) -> None:
+        import pytest
+
+        args, state_dict = _args(mesh, DEFAULT_MODELS[0])
+        with pytest.raises(ValueError, match=other or "mesh"):
+            generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        from tttv2.testing.legacy import catalogue_hf_module
+        from tttv2.testing.references import hf_rmsnorm, run_reference
+
+        args, state_dict = _args(mesh, model)
+        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
+        x = _activations(args, rows, 11)
+        memory = args.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else None
+        out = module(_fractured(x, args, mesh, memory), mode)
+        reference = catalogue_hf_module(model, hf_rmsnorm, "model.layers.0.input_layernorm.")
+        expected = run_reference(reference, x).reshape(rows, -1)
+        got = _fractured_rows(out, args, rows) if args.is_galaxy else _replicated_rows(out, rows)
+        assert_pcc(expected, got, pcc_threshold("rmsnorm"))
+
+
+def _replicated_rows(out, rows: int) -> np.ndarray:
+    got = np.asarray(ttnn.to_numpy(ttnn.get_device_tensors(out)[0]), np.float32)
+    return got.reshape(-1, got.shape[-1])[:rows]
+
+
 def _fractured_rows(out, args, rows: int) -> np.ndarray:
     """A residual-stream output (split over the mesh along dim; replicated over galaxy rows) as [rows, dim]."""
     if args.is_galaxy:
@@ -215,6 +328,10 @@ def _fractured_rows(out, args, rows: int) -> np.ndarray:
 KITS: dict[str, Kit] = {
     "mlp": MLPKit("mlp", "tttv1.tt.mlp", "MLP"),
     "mlp_legacy": MLPKit("mlp", "tttv1.tt.mlp_legacy", "MLP"),
+    "rmsnorm": RMSNormKit("rmsnorm", "tttv1.tt.rmsnorm", "RMSNorm"),
+    "distributed_norm": DistributedNormKit(
+        "distributed_norm", "tttv1.tt.distributed_norm", "DistributedNorm"
+    ),
 }
 
 
