@@ -18,7 +18,7 @@ from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
-from .plan import ClassPlan, MethodPlan, dedupe_methods
+from .plan import SINGLE, ClassPlan, MethodPlan, dedupe_methods
 from .source import Inputs
 
 LEGACY = "legacy"
@@ -111,8 +111,14 @@ class Emitter:
                 if self._mesh_attr()
                 else cst.Name(self.mesh_param)
             )
+            first_mode = next(iter(plan.modes))
             plan.registry.add(
-                "mesh_device", mesh_value, (), "decode", self.mesh_param, self.inputs.module.name
+                "mesh_device",
+                mesh_value,
+                (),
+                first_mode,
+                self.mesh_param,
+                f"{self.inputs.module.name}:__init__",
             )
         constructions = {m: p.construction for m, p in plan.modes.items()}
         table = name_fields(
@@ -160,6 +166,8 @@ class Emitter:
         """Name, drop unused parameters, docstring, and load the weights first."""
         used = names_read(func.body)
         params = func.params
+        if method.mode == SINGLE:  # a module without modes keeps TTTv1's forward signature
+            used |= {p.name.value for p in [*params.params, *params.kwonly_params]}
         kept_params = [params.params[0]] + [p for p in params.params[1:] if p.name.value in used]
         kept_params[-1] = kept_params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         kept_kwonly = [p for p in params.kwonly_params if p.name.value in used]
@@ -180,13 +188,16 @@ class Emitter:
 
     def _entry_doc(self, method: MethodPlan) -> cst.SimpleStatementLine:
         origin = f"{self.tttv1_class}.{method.origin}"
+        path = "Forward" if method.mode == SINGLE else f"{method.mode.capitalize()} path"
         text = (
-            f'"""{method.mode.capitalize()} path of {origin} ({self.inputs.module.name}) on '
+            f'"""{path} of {origin} ({self.inputs.module.name}) on '
             f'{self._topology_words()}, with every static choice made at construction."""'
         )
         return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(text))])
 
     def _topology_words(self) -> str:
+        if self.other_class is None:
+            return "every mesh (it has no topology-dependent code)"
         return "1D meshes" if self.plan.topology == "1d" else "2D (galaxy) meshes"
 
     # ------------------------------------------------------------------------------------------ module
@@ -358,7 +369,8 @@ class Emitter:
         out.extend(self._from_model_args(table))
         out.extend(self._load_weights())
         out.extend(self._bind(bindings))
-        out.extend(self._dispatcher(entry_params))
+        if SINGLE not in self.plan.modes:
+            out.extend(self._dispatcher(entry_params))
         for method in methods:
             out.append(method.func.with_changes(leading_lines=[cst.EmptyLine()]))
         return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_NAMES
 
 from .binding import ClassFacts, Scope, collect_assignments, mutated_locals
 from .cleanup import remove_dead_code
@@ -29,6 +29,7 @@ from .specialise import Decisions, enum_spelling, fact_replacements, specialise
 from .track import Provenance
 
 MODES = ("decode", "prefill")
+SINGLE = "forward"  # the one "mode" of a module whose forward takes no mode (an embedding)
 
 
 @dataclass
@@ -244,8 +245,10 @@ class Planner:
         entry = "forward" if "forward" in self.methods else "__call__"
         self.entry = entry
         self.forward_methods = sorted({entry, *self._reachable(entry)})
+        entry_params = {p.name.value for p in self.methods[entry].params.params[1:]}
+        self.modes = MODES if entry_params & MODE_NAMES else (SINGLE,)
         self.facts = class_facts(inputs, self.forward_methods)
-        self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config"}
+        self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config", "forward"}
 
     @property
     def helper_ops_table(self) -> dict[str, bool]:
@@ -290,7 +293,7 @@ class Planner:
         replacements = fact_replacements(
             self.parsed, self.analysis.fact_sites, self.topology, mode or "decode", enum_spelling(func)
         )
-        if mode is None:  # construction: only topology facts are decided
+        if mode is None or mode == SINGLE:  # construction, or a module without modes: topology facts only
             replacements = {
                 k: v
                 for k, v in replacements.items()
@@ -332,11 +335,11 @@ class Planner:
         bindings: list[Binding] = []
         forward = self.methods[self.entry]
         produced: dict[tuple[str, str], str] = {}
-        for mode in MODES:
+        for mode in self.modes:
             mode_decisions = Decisions()
             decisions[(mode, self.topology)] = mode_decisions
             entry_name, entry_func, call_args = self._entry(forward, mode, mode_decisions)
-            plan = ModePlan(mode, f"{mode}_forward", entry_name, call_args)
+            plan = ModePlan(mode, SINGLE if mode == SINGLE else f"{mode}_forward", entry_name, call_args)
             modes[mode] = plan
             queue: list[tuple[str, cst.FunctionDef, str, str]] = [
                 (entry_name, entry_func, plan.entry, "forward")
@@ -389,7 +392,7 @@ class Planner:
         func = self._specialise(forward, mode, decisions)
         params = [p.name.value for p in func.params.params[1:]]
         call_args = [cst.Arg(cst.Name(p)) for p in params]
-        target = _dispatch_target(func, self.methods)
+        target = None if mode == SINGLE else _dispatch_target(func, self.methods)
         if target is not None:
             name, call = target
             inner = self._specialise(self.methods[name], mode, decisions)

@@ -86,8 +86,9 @@ def plan_run(
             topologies = [g.topology for g in result.modules]
             for generated in result.modules:
                 other = next((g.class_name for g in result.modules if g is not generated), None)
+                modes = tuple(generated.plan.modes)
                 topology_cases = (cases or {}).get(generated.topology) or default_cases(
-                    generated.topology if len(topologies) > 1 else "any"
+                    generated.topology if len(topologies) > 1 else "any", modes=modes
                 )
                 test_path = tests_out / f"test_{generated.file_name}"
                 code = render_test(

@@ -49,9 +49,10 @@ def fact_replacements(
         if node is None:
             continue
         if site.fact == "mode":
-            out[id(node)] = mode_constant(site.mode_form, mode, enum_name)
+            if mode in ("decode", "prefill"):
+                out[id(node)] = mode_constant(site.mode_form, mode, enum_name)
             continue
-        value = decide_fact(site, topology=topology, mode=mode)
+        value = decide_fact(site, topology=topology, mode=mode if mode in ("decode", "prefill") else None)
         if value is not None:
             out[id(node)] = bool_name(value)
     return out

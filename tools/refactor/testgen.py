@@ -33,21 +33,20 @@ class Case:
         return f"{self.mesh_shape[0]}x{self.mesh_shape[1]}-{self.mode}-{self.seq_len}-{self.model}"
 
 
-def default_cases(topology: str, models: tuple[str, ...] = DEFAULT_MODELS) -> list[Case]:
-    """Every mesh of the topology in both modes, the catalogue models taken in turn (each mesh and mode runs
+def default_cases(
+    topology: str, models: tuple[str, ...] = DEFAULT_MODELS, modes: tuple[str, ...] = ("decode", "prefill")
+) -> list[Case]:
+    """Every mesh of the topology in every mode, the catalogue models taken in turn (each mesh and mode runs
     once, every model runs), and one long prefill (256 rows: the long-prompt paths) on the first mesh."""
     out: list[Case] = []
     turn = 0
     for shape in MESHES[topology]:
-        for mode in ("decode", "prefill"):
-            out.append(
-                Case(
-                    shape, mode, DECODE_ROWS if mode == "decode" else PREFILL_ROWS, models[turn % len(models)]
-                )
-            )
+        for mode in modes:
+            rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
+            out.append(Case(shape, mode, rows, models[turn % len(models)]))
             turn += 1
-    first = MESHES[topology][0]
-    out.append(Case(first, "prefill", 2 * PREFILL_ROWS, models[turn % len(models)]))
+    if "prefill" in modes:
+        out.append(Case(MESHES[topology][0], "prefill", 2 * PREFILL_ROWS, models[turn % len(models)]))
     return out
 
 
@@ -63,6 +62,7 @@ def render_test(
     cases: list[Case],
     has_hf: bool,
     cases_origin: str,
+    modes: tuple[str, ...] = ("decode", "prefill"),
 ) -> str:
     """The text of one generated test file (without the tool's header)."""
     relative = Path(os.path.relpath(module_path, test_path.parent)).as_posix()
@@ -75,7 +75,7 @@ def render_test(
     hf = (
         f'''
 
-@pytest.mark.parametrize("mode", ["decode", "prefill"])
+@pytest.mark.parametrize("mode", {list(modes)!r})
 def test_{stem}_vs_hf_reference(mode, ttnn_mesh_pool):
     """{class_name}.from_model_args against the Hugging Face module of its kind (PCC, the library's thresholds)."""
     KIT.assert_matches_hf({class_name}, ttnn_mesh_pool({hf_mesh!r}), mode, "{cases[0].model if cases else DEFAULT_MODELS[0]}")

@@ -309,6 +309,43 @@ class DistributedNormKit(Kit):
         assert_pcc(expected, got, pcc_threshold("rmsnorm"))
 
 
+class EmbeddingKit(Kit):
+    """Token ids [1, 1, 1, S] (uint32, replicated) to rows split over the mesh columns along dim."""
+
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        return dict(
+            mesh_device=mesh, args=args, weight_cache_path=None, state_dict=state_dict, dtype=ttnn.bfloat16
+        )
+
+    def _tokens(self, args, seq_len: int, seed: int) -> np.ndarray:
+        return (
+            np.random.default_rng(seed)
+            .integers(0, args.vocab_size, size=(1, 1, 1, seq_len))
+            .astype(np.uint32)
+        )
+
+    def _ids(self, tokens, mesh):
+        return ttnn.from_numpy(
+            tokens, dtype=ttnn.uint32, device=mesh, mesh_mapper=ttnn.ReplicateTensorToMesh(mesh)
+        )
+
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        tokens = self._tokens(args, seq_len, seq_len + 3)
+        return [(f"{seq_len} tokens", lambda: ((self._ids(tokens, mesh),), {}))]
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        args, state_dict = _args(mesh, model)
+        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        tokens = self._tokens(args, PREFILL_ROWS, 13)
+        out = ttnn.unsqueeze_to_4D(module(self._ids(tokens, mesh)))
+        from tttv2.testing.legacy import catalogue_state_dicts
+
+        hf, _ = catalogue_state_dicts(args)
+        table = np.asarray(hf["model.embed_tokens.weight"].float().numpy(), np.float32)
+        expected = table[tokens.reshape(-1)]
+        assert_pcc(expected, _fractured_rows(out, args, PREFILL_ROWS), pcc_threshold("embedding"))
+
+
 def _replicated_rows(out, rows: int) -> np.ndarray:
     got = np.asarray(ttnn.to_numpy(ttnn.get_device_tensors(out)[0]), np.float32)
     return got.reshape(-1, got.shape[-1])[:rows]
@@ -321,8 +358,9 @@ def _fractured_rows(out, args, rows: int) -> np.ndarray:
         columns = args.cluster_shape[1]
         full = np.concatenate([np.asarray(ttnn.to_numpy(p), np.float32) for p in parts[:columns]], axis=-1)
         return full.reshape(-1, full.shape[-1])[:rows]
-    host = to_host(out)
-    return host.reshape(-1, host.shape[-1])[:rows]
+    parts = [np.asarray(ttnn.to_numpy(p), np.float32) for p in ttnn.get_device_tensors(out)]
+    full = np.concatenate(parts, axis=-1)
+    return full.reshape(-1, full.shape[-1])[:rows]
 
 
 KITS: dict[str, Kit] = {
@@ -332,6 +370,7 @@ KITS: dict[str, Kit] = {
     "distributed_norm": DistributedNormKit(
         "distributed_norm", "tttv1.tt.distributed_norm", "DistributedNorm"
     ),
+    "embedding": EmbeddingKit("embedding", "tttv1.tt.embedding", "Embedding"),
 }
 
 

@@ -52,9 +52,10 @@ def fact_sites(engine: Engine) -> list[FactSite]:
     return out
 
 
-def decide_fact(site: FactSite, *, topology: str, mode: str):
+def decide_fact(site: FactSite, *, topology: str, mode: str | None):
     """True / False / None: the value of a fact site (not a ``mode`` value site) on ``topology`` ("1d" for the
-    meshes 1x1 ... 1x8, "2d" for galaxy) in ``mode`` ("decode" / "prefill"), by the analysis's own evaluator."""
+    meshes 1x1 ... 1x8, "2d" for galaxy) in ``mode`` ("decode" / "prefill", or None: undecided), by the
+    analysis's own evaluator."""
     if site.fact == "mode":
         raise ValueError(f"decide_fact: {site.loc} is the mode itself, not a fact")
     if topology not in ("1d", "2d"):
