@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES, MODE_NAMES
 
 from .cleanup import remove_dead_code, unused_imports
 from .cstutil import assigned_names, block_statements, code, names_read, one_line, small_statement
@@ -131,10 +131,6 @@ class Emitter:
         bindings = [(b, rename(b.test, table)) for b in plan.bindings]
         helpers = HelperCopier(self.inputs, plan.topology, self.gaps, plan.helper_ops)
         module_file = self.inputs.module.name
-        for method in methods:
-            helpers.require(self._module_level_reads(method.func), module_file, f"{module_file}")
-        for _, test in bindings:
-            helpers.require(self._module_level_reads(test), module_file, module_file)
         entry_params = {}
         final_methods = []
         for method in methods:
@@ -143,6 +139,10 @@ class Emitter:
                 func, kept = self._finish_entry(func, method)
                 entry_params[method.mode] = kept
             final_methods.append(MethodPlan(method.name, func, method.mode, method.origin, method.kind))
+        for method in final_methods:
+            helpers.require(self._module_level_reads(method.func), module_file, module_file)
+        for _, test in bindings:
+            helpers.require(self._module_level_reads(test), module_file, module_file)
         module = self._module(table, final_methods, bindings, helpers, entry_params)
         return Rendered(module, table, dict(helpers.sources), final_methods, entry_params)
 
@@ -463,7 +463,7 @@ class Emitter:
             """,
             BODY=lines,
         )
-        forward_def = module.body[0].with_changes(params=forward)
+        forward_def = module.body[0].with_changes(params=_mode_default_as_string(forward))
         return [forward_def]
 
     def _call_args(self, plan, kept: set[str]) -> str:
@@ -634,3 +634,19 @@ def _predeclare(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
             top |= set(assigned(statement))
     names = sorted(guarded - top)
     return [cst.parse_statement(f"{name} = None") for name in names]
+
+
+def _mode_default_as_string(params: cst.Parameters) -> cst.Parameters:
+    """``mode=Mode.DECODE`` -> ``mode="decode"``: the dispatcher takes either spelling and needs no TTTv1 import."""
+
+    def fix(param: cst.Param) -> cst.Param:
+        default = param.default
+        if param.name.value in MODE_NAMES and isinstance(default, cst.Attribute):
+            value = default.attr.value.lower()
+            if value in ("decode", "prefill"):
+                return param.with_changes(default=cst.SimpleString(f'"{value}"'))
+        return param
+
+    return params.with_changes(
+        params=[fix(p) for p in params.params], kwonly_params=[fix(p) for p in params.kwonly_params]
+    )

@@ -147,15 +147,12 @@ class Kit:
             assert_identical(expected, got, f"{self.kind} {mode} {what}")
 
     def assert_rejects(self, generated, mesh, other: str | None) -> None:
-        import inspect
-
+        """TTTv1's own constructor arguments for a mesh of the other topology: a ValueError naming ``other``."""
         import pytest
 
-        params = list(inspect.signature(generated.from_model_args).parameters)
-        kwargs = dict.fromkeys(params[1:])
-        kwargs[params[0]] = mesh
+        args, state_dict = _args(mesh, DEFAULT_MODELS[0])
         with pytest.raises(ValueError, match=other or "mesh"):
-            generated.from_model_args(**kwargs)
+            generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
 
     def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
         raise NotImplementedError
@@ -286,13 +283,6 @@ class DistributedNormKit(Kit):
         memory = args.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else None
         return [(f"{seq_len} rows", lambda: ((_fractured(x, args, mesh, memory), mode), {}))]
 
-    def assert_rejects(self, generated, mesh, other: str | None) -> None:
-        import pytest
-
-        args, state_dict = _args(mesh, DEFAULT_MODELS[0])
-        with pytest.raises(ValueError, match=other or "mesh"):
-            generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
-
     def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
         from tttv2.testing.legacy import catalogue_hf_module
         from tttv2.testing.references import hf_rmsnorm, run_reference
@@ -346,6 +336,50 @@ class EmbeddingKit(Kit):
         assert_pcc(expected, _fractured_rows(out, args, PREFILL_ROWS), pcc_threshold("embedding"))
 
 
+class LMHeadKit(Kit):
+    """The LM head as TTTv1's model drives it: one 32-row tile of the final norm's output, in both modes."""
+
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        return dict(
+            args=args,
+            mesh_device=mesh,
+            tt_ccl=_ccl(mesh),
+            dtype=ttnn.bfloat8_b,
+            state_dict=state_dict,
+            state_dict_prefix="",
+            weight_cache_path=None,
+            max_columns_per_device=args.max_columns_per_device_lm_head,
+        )
+
+    def _input(self, x, args, mesh, mode):
+        head_input = args.model_config["LM_HEAD_INPUT_MEMCFG"]
+        if args.is_galaxy:
+            memory = head_input if (mode == "prefill" and head_input.is_sharded()) else None
+            return _fractured(x, args, mesh, memory)
+        return _device(x, mesh, memory_config=head_input)
+
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        x = _activations(args, DECODE_ROWS, seq_len + 5)  # TTTv1 feeds the head one tile (model.py)
+        return [("one tile", lambda: ((self._input(x, args, mesh, mode),), {"mode": mode}))]
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        from tttv2.testing.legacy import catalogue_state_dicts
+
+        args, state_dict = _args(mesh, model)
+        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        x = _activations(args, DECODE_ROWS, 17)
+        out = module(self._input(x, args, mesh, mode), mode=mode)
+        hf, _ = catalogue_state_dicts(args)
+        weight = hf.get("lm_head.weight", hf["model.embed_tokens.weight"])
+        expected = x.reshape(DECODE_ROWS, -1) @ np.asarray(weight.float().numpy(), np.float32).T
+        parts = [np.asarray(ttnn.to_numpy(p), np.float32) for p in ttnn.get_device_tensors(out)]
+        if args.is_galaxy:
+            columns = args.cluster_shape[1]
+            parts = parts[::columns]  # mesh column 0: the vocab is split over the rows
+        got = np.concatenate(parts, axis=-1).reshape(-1, parts[0].shape[-1] * len(parts))
+        assert_pcc(expected, got[:DECODE_ROWS, : args.vocab_size], pcc_threshold("lm_head"))
+
+
 def _replicated_rows(out, rows: int) -> np.ndarray:
     got = np.asarray(ttnn.to_numpy(ttnn.get_device_tensors(out)[0]), np.float32)
     return got.reshape(-1, got.shape[-1])[:rows]
@@ -371,6 +405,7 @@ KITS: dict[str, Kit] = {
         "distributed_norm", "tttv1.tt.distributed_norm", "DistributedNorm"
     ),
     "embedding": EmbeddingKit("embedding", "tttv1.tt.embedding", "Embedding"),
+    "lm_head": LMHeadKit("lm_head", "tttv1.tt.lm_head", "LMHead"),
 }
 
 
