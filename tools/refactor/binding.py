@@ -233,13 +233,13 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
 
 
 def _element(target: cst.BaseExpression, name: str, value: cst.BaseExpression):
-    """For ``a, b = x, y`` the value of one name when both sides are tuples of the same length."""
+    """For ``a, b = x, y`` the value of one name; for ``a, b = f()`` the whole value (what ``a`` depends on)."""
     if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
         if len(target.elements) == len(value.elements):
             for t, v in zip(target.elements, value.elements):
                 if isinstance(t.value, cst.Name) and t.value.value == name:
                     return v.value
-    return None
+    return value
 
 
 def helper_pure_call(helper_has_ops: dict[str, bool]):

@@ -23,10 +23,22 @@ class _DeadStores(TrackingTransformer):
         if small is None or isinstance(small, cst.AugAssign):
             return updated_node
         names = assigned_names(small)
-        if not names or any(n in self.live for n in names):
+        if not names:
+            return updated_node
+        unused = [n for n in names if n not in self.live]
+        if not unused:
+            return updated_node
+        if len(unused) < len(names):
+            to_rename = {n for n in unused if not n.startswith("_")}
+            if to_rename and isinstance(small, cst.Assign) and len(small.targets) == 1:
+                self.changed = True
+                return updated_node.with_changes(body=[_rename_targets(small, to_rename)])
             return updated_node
         value = getattr(small, "value", None)
         if value is not None and not is_pure(value, self.pure_call):
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                self.changed = True  # the call must still run; nobody reads what it returns
+                return updated_node.with_changes(body=[cst.Expr(value=value)])
             return updated_node
         self.changed = True
         return cst.RemoveFromParent()
@@ -52,6 +64,21 @@ class _DeadStores(TrackingTransformer):
         if len(body) != len(updated_node.body):
             return updated_node.with_changes(body=body)
         return updated_node
+
+
+def _rename_targets(assign: cst.Assign, unused: set[str]) -> cst.Assign:
+    """``a, b = f()`` with ``a`` unread -> ``_a, b = f()`` (an unpacking that must keep its shape)."""
+
+    class _T(cst.CSTTransformer):
+        def leave_Name(self, original_node, updated_node):
+            if updated_node.value in unused and not updated_node.value.startswith("_"):
+                return updated_node.with_changes(value="_" + updated_node.value)
+            return updated_node
+
+    target = assign.targets[0]
+    if not isinstance(target.target, (cst.Tuple, cst.List)):
+        return assign
+    return assign.with_changes(targets=[target.with_changes(target=target.target.visit(_T()))])
 
 
 def _is_pass(statement: cst.CSTNode) -> bool:

@@ -18,7 +18,7 @@ from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
-from .plan import SINGLE, ClassPlan, MethodPlan, dedupe_methods
+from .plan import SINGLE, ClassPlan, MethodPlan
 from .source import Inputs
 
 LEGACY = "legacy"
@@ -429,6 +429,7 @@ class Emitter:
     def _bind(self, bindings) -> list[cst.BaseStatement]:
         lines = []
         for binding, test in bindings:
+            test = _device_attrs_from_config(test, set(self.plan.device_attrs))
             line = cst.parse_statement(
                 f"self.{binding.attr} = self.{binding.when_true} if {code(test)} else self.{binding.when_false}"
             )
@@ -532,7 +533,10 @@ class Emitter:
             legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them"
         )
         body_nodes: list[cst.BaseStatement] = [*check]
-        construction_code = [legacy, *nested, *init_body, *(fn for _, fn in mode_blocks), final]
+        construction_code = materialise_reads([legacy, *nested, *init_body]) + [
+            *(fn for _, fn in mode_blocks),
+            final,
+        ]
         imports = self._construction_imports(construction_code)
         body_nodes += imports + construction_code
         first = plan.init_params.params[0]
@@ -563,14 +567,17 @@ class Emitter:
             value = cst.Lambda(
                 params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value
             )
-        for test, polarity in reversed(f.guards):
-            # only the code path that runs under this test uses the field: compute it only then
-            none = cst.Name("None")
-            value = (
-                cst.IfExp(test=test, body=value, orelse=none)
-                if polarity
-                else cst.IfExp(test=test, body=none, orelse=value)
-            )
+        if len(f.guards) == 1:
+            for test, polarity in reversed(f.guards[0]):
+                # only the code path that runs under this test uses the field: compute it only then
+                none = cst.Name("None")
+                value = (
+                    cst.IfExp(test=test, body=value, orelse=none)
+                    if polarity
+                    else cst.IfExp(test=test, body=none, orelse=value)
+                )
+        elif f.guards:
+            value = cst.IfExp(test=_disjunction(f.guards), body=value, orelse=cst.Name("None"))
         return value
 
     def _construction_imports(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -650,3 +657,138 @@ def _mode_default_as_string(params: cst.Parameters) -> cst.Parameters:
     return params.with_changes(
         params=[fix(p) for p in params.params], kwonly_params=[fix(p) for p in params.kwonly_params]
     )
+
+
+def _literal(test: cst.BaseExpression, polarity: bool) -> cst.BaseExpression:
+    if polarity:
+        return _parens(test)
+    inverse = {
+        cst.Equal: cst.NotEqual,
+        cst.NotEqual: cst.Equal,
+        cst.Is: cst.IsNot,
+        cst.IsNot: cst.Is,
+        cst.In: cst.NotIn,
+        cst.NotIn: cst.In,
+    }
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        flipped = inverse.get(type(target.operator))
+        if flipped is not None:
+            return _parens(test.with_changes(comparisons=[target.with_changes(operator=flipped())]))
+    return cst.UnaryOperation(operator=cst.Not(), expression=_parens(test))
+
+
+def _parens(node: cst.BaseExpression) -> cst.BaseExpression:
+    from .cstutil import is_atom
+
+    if is_atom(node) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _disjunction(conjunctions) -> cst.BaseExpression:
+    terms = []
+    for conjunction in conjunctions:
+        term = None
+        for test, polarity in conjunction:
+            lit = _literal(test, polarity)
+            term = lit if term is None else cst.BooleanOperation(left=term, operator=cst.And(), right=lit)
+        terms.append(_parens(term))
+    out = terms[0]
+    for term in terms[1:]:
+        out = cst.BooleanOperation(left=out, operator=cst.Or(), right=term)
+    return out
+
+
+def _device_attrs_from_config(test: cst.BaseExpression, device: set[str]) -> cst.BaseExpression:
+    """A bound choice tested on a device tensor's presence reads it from the config (``self.config.bias``): at
+    construction only the LazyWeight (or None) exists."""
+
+    class _T(cst.CSTTransformer):
+        def leave_Attribute(self, original_node, updated_node):
+            if isinstance(updated_node.value, cst.Name) and updated_node.value.value == "self":
+                if updated_node.attr.value in device:
+                    return cst.Attribute(
+                        value=cst.Attribute(value=cst.Name("self"), attr=cst.Name("config")),
+                        attr=updated_node.attr,
+                    )
+            return updated_node
+
+    return test.visit(_T())
+
+
+def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """TTTv1's __init__ may use an uploaded tensor right away (``width = bias.shape[-1]`` on the per-device
+    tensor): every read of a LazyWeight-holding local other than storing it on ``legacy`` becomes
+    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed."""
+    module = cst.Module(body=statements)
+    producers: set[str] = set()
+    lazy: set[str] = set()
+
+    def makes_lazy(node: cst.CSTNode) -> bool:
+        found = False
+
+        class _V(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                nonlocal found
+                if isinstance(call.func, cst.Name) and call.func.value in ({"_lazy_weight"} | producers):
+                    found = True
+
+        node.visit(_V())
+        return found
+
+    class _Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            if makes_lazy(node.body):
+                producers.add(node.name.value)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if (
+                    isinstance(target.target, cst.Name)
+                    and isinstance(node.value, cst.Call)
+                    and makes_lazy(node.value)
+                ):
+                    lazy.add(target.target.value)
+
+    for _ in range(2):  # producers defined before the locals that use them
+        module.visit(_Collect())
+    if not lazy:
+        return statements
+
+    class _Wrap(cst.CSTTransformer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.keep: set[int] = set()
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            # ``legacy.x = local`` (or a list of them) stores the LazyWeight itself
+            if any(isinstance(t.target, cst.Attribute) for t in node.targets):
+                values = [node.value]
+                if isinstance(node.value, (cst.List, cst.Tuple)):
+                    values = [e.value for e in node.value.elements]
+                for value in values:
+                    if isinstance(value, cst.Name):
+                        self.keep.add(id(value))
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.keep.add(id(target.target))
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            self.keep.add(id(node.attr))
+
+        def visit_Arg(self, node: cst.Arg) -> None:
+            if node.keyword is not None:
+                self.keep.add(id(node.keyword))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Name) and node.func.value == "_on_device":
+                for arg in node.args:
+                    self.keep.add(id(arg.value))
+
+        def leave_Name(self, original_node, updated_node):
+            if updated_node.value in lazy and id(original_node) not in self.keep:
+                return cst.Call(func=cst.Name("_on_device"), args=[cst.Arg(updated_node)])
+            return updated_node
+
+    return list(module.visit(_Wrap()).body)

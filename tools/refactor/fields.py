@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from tttv2_tools.trace_dependencies.constants import TTNN_NON_OPS
+
 from .cstutil import assigned_names, code, names_read, small_statement
 from .hoist import PLACEHOLDER, Registry
 from .track import TrackingTransformer
@@ -31,7 +33,8 @@ class Field:
     home: str  # the mode whose construction computes it
     kind: str = "value"  # "value" | "callable" | "device"
     defined_at: str | None = None  # where TTTv1 defines the config value it reads
-    guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()  # construction-form tests; None when unmet
+    # the paths that use it, each a conjunction of (construction-form test, polarity); the field is None on others
+    guards: tuple[tuple[tuple[cst.BaseExpression, bool], ...], ...] = ()
 
 
 @dataclass
@@ -62,8 +65,19 @@ class ToConstruction(cst.CSTTransformer):
         """With ``lazy``, TTTv1's uploads (``ttnn.as_tensor`` / ``ttnn.from_torch``) become LazyWeights."""
         from .cstutil import dotted
 
-        if self.lazy and dotted(updated_node.func) in UPLOADS:
+        path = dotted(updated_node.func) or ""
+        if self.lazy and path in UPLOADS:
             return updated_node.with_changes(func=cst.Name("_lazy_weight"))
+        last = path.rsplit(".", 1)[-1]
+        if self.lazy and path.startswith("ttnn.") and last.islower() and last not in TTNN_NON_OPS:
+            # a device op at construction (e.g. reshaping an uploaded bias) needs the tensor itself, not its LazyWeight
+            args = [
+                a.with_changes(value=cst.Call(func=cst.Name("_on_device"), args=[cst.Arg(a.value)]))
+                if isinstance(a.value, (cst.Name, cst.Attribute)) and not _is_ttnn(a.value)
+                else a
+                for a in updated_node.args
+            ]
+            return updated_node.with_changes(args=args)
         return updated_node
 
     def leave_Attribute(self, original_node, updated_node):
@@ -110,6 +124,13 @@ class ToConstruction(cst.CSTTransformer):
 UPLOADS = ("ttnn.as_tensor", "ttnn.from_torch")
 
 
+def _is_ttnn(node: cst.BaseExpression) -> bool:
+    from .cstutil import dotted
+
+    path = dotted(node) or ""
+    return path == "ttnn" or path.startswith("ttnn.")
+
+
 def to_construction(node, class_name: str, methods: set[str] | None = None, lazy: bool = False):
     return node.visit(ToConstruction(class_name, methods=methods, lazy=lazy))
 
@@ -154,22 +175,20 @@ def name_fields(
     table = FieldTable()
     groups: dict[str, list] = {}
     prints: dict[int, tuple] = {}
-    unguarded_prints: set[tuple] = set()
+    conjunctions: dict[tuple, set[tuple]] = {}
+    tests: dict[str, cst.BaseExpression] = {}
     for use in registry.uses:
         value = to_construction(use.value, class_name)
         statements = [to_construction(s, class_name) for s in constructions.get(use.mode, [])]
         guards = _guards(use.guards, class_name) if not use.params else ()
         deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
-        guard_text = tuple((code(t), p) for t, p in guards)
-        prints[use.key] = (code(value), use.params, guard_text, tuple(deps))
-        if not guards:
-            unguarded_prints.add((code(value), use.params, tuple(deps)))
+        fingerprint = (code(value), use.params, tuple(deps))
+        prints[use.key] = fingerprint
+        conjunction = tuple((code(t), p) for t, p in guards)
+        tests.update({code(t): t for t, _ in guards})
+        conjunctions.setdefault(fingerprint, set()).add(conjunction)
         groups.setdefault(_sanitize(use.base), []).append(use)
-    for key, (text, params, guard_text, deps) in list(prints.items()):
-        if guard_text and (text, params, deps) in unguarded_prints:
-            prints[key] = (text, params, (), deps)  # computed unconditionally anyway: share that field
     taken = set(reserved)
-    made: dict[tuple[str, tuple], Field] = {}
     for base, uses in groups.items():
         distinct = list(dict.fromkeys(prints[u.key] for u in uses))
         per_mode: dict[str, set] = {}
@@ -187,6 +206,7 @@ def name_fields(
                     name = f"{name}_{counter[name]}"
             name = _unique(name, taken)
             first = owners[0]
+            reduced = reduce_conjunctions(conjunctions[fingerprint])
             f = Field(
                 name=name,
                 value=to_construction(first.value, class_name),
@@ -197,14 +217,48 @@ def name_fields(
                 home=modes[0],
                 kind="callable" if first.params else "value",
                 defined_at=defined_at(first.value),
-                guards=_guards(first.guards, class_name) if prints[first.key][2] else (),
+                guards=tuple(tuple((tests[t], p) for t, p in c) for c in reduced),
             )
-            made[(base, fingerprint)] = f
             table.fields.append(f)
             for owner in owners:
                 table.by_key[owner.key] = name
     table.fields.sort(key=lambda f: min(u.key for u in registry.uses if table.by_key.get(u.key) == f.name))
     return table
+
+
+def reduce_conjunctions(conjunctions: set[tuple]) -> list[tuple]:
+    """The paths a field is used on, as conjunctions of (test, polarity), simplified: ``A and B`` with
+    ``A and not B`` is ``A``; any unconditional use makes the field unconditional (an empty list)."""
+    current = set(conjunctions)
+    changed = True
+    while changed:
+        if () in current:
+            return []
+        changed = False
+        items = sorted(current)
+        for i, a in enumerate(items):
+            for b in items[i + 1 :]:
+                merged = _merge(a, b)
+                if merged is not None:
+                    current -= {a, b}
+                    current.add(merged)
+                    changed = True
+                    break
+            if changed:
+                break
+    return sorted(current)
+
+
+def _merge(a: tuple, b: tuple) -> tuple | None:
+    if len(a) != len(b):
+        return None
+    differing = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if len(differing) != 1:
+        return None
+    i = differing[0]
+    if a[i][0] != b[i][0]:
+        return None
+    return a[:i] + a[i + 1 :]
 
 
 def _guards(guards, class_name: str) -> tuple[tuple[cst.BaseExpression, bool], ...]:

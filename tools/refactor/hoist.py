@@ -86,7 +86,8 @@ def field_base_name(node: cst.BaseExpression, holders: set[str]) -> str | None:
     if isinstance(node, cst.Subscript):
         key = _string_key(node)
         if key is not None:
-            return key.lower()
+            owner = field_base_name(node.value, holders) if not _is_holder(node.value, holders) else None
+            return f"{owner}_{key}".lower() if owner else key.lower()
     if isinstance(node, cst.Call):
         path = dotted(node.func)
         if path is not None:
@@ -99,6 +100,14 @@ def field_base_name(node: cst.BaseExpression, holders: set[str]) -> str | None:
             if key is not None:
                 return key.lower()
     return None
+
+
+def _is_holder(node: cst.BaseExpression, holders: set[str]) -> bool:
+    """``self.model_config`` / ``model_config`` / ``self.args``: the objects whose reads are config reads."""
+    parts = (dotted(node) or "").split(".")
+    if parts[0] == "self":
+        return len(parts) == 2 and parts[1] in holders
+    return len(parts) == 1 and (parts[0] in MC_NAMES or parts[0] in ARGS_NAMES)
 
 
 def _string_key(node: cst.Subscript) -> str | None:

@@ -188,20 +188,31 @@ def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpressi
 
 
 def _tensor_producers(func: cst.FunctionDef, ops: set[int]) -> set[str]:
-    """Local functions (nested defs, lambdas) and locals of ``func`` whose value is a device tensor."""
+    """Local functions (nested defs, lambdas) and locals of ``func`` whose value is a device tensor, at any depth
+    of its body."""
+    defs: list[cst.FunctionDef] = []
+    assigns: list[cst.Assign] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            if node is not func:
+                defs.append(node)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            assigns.append(node)
+
+    func.visit(_V())
     producers: set[str] = set()
-    body = block_statements(func.body)
     changed = True
     while changed:
         changed = False
-        for statement in body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value not in producers:
-                if _contains(statement, ops, producers):
-                    producers.add(statement.name.value)
-                    changed = True
-            small = small_statement(statement)
-            names = assigned_names(small) if isinstance(small, cst.Assign) else None
-            if names and not producers.issuperset(names) and _contains(small.value, ops, producers):
+        for node in defs:
+            if node.name.value not in producers and _contains(node, ops, producers):
+                producers.add(node.name.value)
+                changed = True
+        for node in assigns:
+            names = assigned_names(node) or []
+            if names and not producers.issuperset(names) and _contains(node.value, ops, producers):
                 producers.update(names)
                 changed = True
     return producers

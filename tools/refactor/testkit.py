@@ -19,7 +19,7 @@ import numpy as np
 from tttv2 import ttnn
 from tttv2.testing import assert_pcc
 from tttv2.testing.cases import DECODE_ROWS, pcc_threshold
-from tttv2.testing.host import to_host, to_host_rows
+from tttv2.testing.host import to_host_rows
 
 #: Catalogue models of the default case matrix (two per kind).
 DEFAULT_MODELS = ("Llama-3.1-8B-tiny", "Qwen2.5-7B-tiny")
@@ -380,6 +380,113 @@ class LMHeadKit(Kit):
         assert_pcc(expected, got[:DECODE_ROWS, : args.vocab_size], pcc_threshold("lm_head"))
 
 
+@functools.lru_cache(maxsize=8)
+def _rope(mesh, args):
+    from tttv1.tt.rope import RotarySetup
+
+    return RotarySetup(
+        mesh, args.max_batch_size, args.head_dim, args.max_seq_len, args.rope_theta, args.rope_scaling
+    )
+
+
+class AttentionKit(Kit):
+    """Attention as TTTv1's decoder calls it: prefill fills the KV cache, a decode step at the next position
+    attends to it."""
+
+    prompt = 40  # real tokens of the prefill; decode writes position 40
+
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        return dict(
+            mesh_device=mesh,
+            tt_ccl=_ccl(mesh),
+            args=args,
+            state_dict=state_dict,
+            weight_cache_path=None,
+            layer_num=0,
+            dtype=ttnn.bfloat8_b,
+            transformation_mats=_rope(mesh, args).get_both_trans_mats(),
+            configuration=args,
+        )
+
+    def _prefill(self, x, args, mesh, rows):
+        import torch
+        from tttv1.tt.common import get_prefill_rot_mat
+
+        padded = np.zeros((1, 1, rows, args.dim), np.float32)
+        padded[:, :, : x.shape[2]] = x
+        rot = get_prefill_rot_mat(args.head_dim, mesh, rows, args.rope_theta, args.rope_scaling)
+        del torch
+        device_x = _fractured(padded, args, mesh) if args.is_galaxy else _device(padded, mesh)
+        return (device_x, None, rot, 0, "prefill"), {}
+
+    def _decode(self, x_row, args, mesh):
+        import torch
+
+        padded = np.zeros((1, 1, DECODE_ROWS, args.dim), np.float32)
+        padded[:, :, :1] = x_row
+        memory = None if args.is_galaxy else args.model_config["SHARDED_ATTN_INPUT_MEMCFG"]
+        device_x = (
+            _fractured(padded, args, mesh) if args.is_galaxy else _device(padded, mesh, memory_config=memory)
+        )
+        position = ttnn.from_torch(
+            torch.tensor([self.prompt]),
+            device=mesh,
+            dtype=ttnn.int32,
+            mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+        )
+        rot = _rope(mesh, args).get_rot_mats(torch.tensor([self.prompt]))
+        return (device_x, position, rot), {"mode": "decode"}
+
+    def calls(self, mesh, args, mode: str, seq_len: int):
+        x = _activations(args, self.prompt + 1, seq_len + 7)
+        rows = seq_len if mode == "prefill" else PREFILL_ROWS
+        out = [(f"prefill {rows} rows", lambda: self._prefill(x[:, :, : self.prompt], args, mesh, rows))]
+        if mode == "decode":
+            out.append(
+                ("decode at the next position", lambda: self._decode(x[:, :, self.prompt :], args, mesh))
+            )
+        return out
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        """HF's attention of the whole sequence, causal: prefill rows, or (decode) the row of the new token."""
+        import torch
+
+        from tttv1 import catalogue
+        from tttv2.testing.legacy import _hf_state_dict
+        from tttv2.testing.references import _modeling, hf_rotary
+
+        args, state_dict = _args(mesh, model)
+        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        x = _activations(args, self.prompt + 1, 23)
+        config = catalogue.hf_config(model)
+        config._attn_implementation = "sdpa"
+        modeling, prefix = _modeling(config)
+        reference = getattr(modeling, f"{prefix}Attention")(config, layer_idx=0)
+        hf = _hf_state_dict(model, 0)
+        weights = {
+            k[len("model.layers.0.self_attn.") :]: v
+            for k, v in hf.items()
+            if k.startswith("model.layers.0.self_attn.")
+        }
+        reference.load_state_dict(weights, strict=True)
+        reference = reference.float().eval()
+        hidden = torch.as_tensor(x.reshape(1, self.prompt + 1, args.dim))
+        positions = torch.arange(self.prompt + 1).reshape(1, -1)
+        with torch.no_grad():
+            cos_sin = hf_rotary(config)(hidden, positions)
+            expected = (
+                reference(hidden, position_embeddings=cos_sin, attention_mask=None)[0][0].float().numpy()
+            )
+        call_args, call_kwargs = self._prefill(x[:, :, : self.prompt], args, mesh, PREFILL_ROWS)
+        out = module(*call_args, **call_kwargs)
+        if mode == "prefill":
+            got, want = _fractured_rows(out, args, self.prompt), expected[: self.prompt]
+        else:
+            call_args, call_kwargs = self._decode(x[:, :, self.prompt :], args, mesh)
+            got, want = _fractured_rows(module(*call_args, **call_kwargs), args, 1), expected[self.prompt :]
+        assert_pcc(want, got, pcc_threshold("attention"))
+
+
 def _replicated_rows(out, rows: int) -> np.ndarray:
     got = np.asarray(ttnn.to_numpy(ttnn.get_device_tensors(out)[0]), np.float32)
     return got.reshape(-1, got.shape[-1])[:rows]
@@ -406,6 +513,7 @@ KITS: dict[str, Kit] = {
     ),
     "embedding": EmbeddingKit("embedding", "tttv1.tt.embedding", "Embedding"),
     "lm_head": LMHeadKit("lm_head", "tttv1.tt.lm_head", "LMHead"),
+    "attention": AttentionKit("attention", "tttv1.tt.attention", "Attention"),
 }
 
 
