@@ -17,7 +17,7 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_MEMBERS, TTNN_NON_OPS
 
-from .cstutil import PURE_BUILTINS, dotted, is_pure, name_use
+from .cstutil import PURE_BUILTINS, dotted, is_pure, summary
 
 STATIC_KINDS = frozenset({"static", "weights", "mode"})
 
@@ -97,14 +97,14 @@ class Scope:
     # -- expressions -----------------------------------------------------------------------------
     def is_static(self, node: cst.CSTNode, *, device_static: bool = False) -> bool:
         """Known at construction and free of side effects."""
-        reads, _ = name_use(node)
-        lambda_params = _lambda_params(node)
-        for name in reads:
-            if name.value == "self" or name.value in lambda_params:
+        info = summary(node)
+        lambda_params = _lambda_params(node) if _has_scope(node) else set()
+        for name in info.reads:
+            if name == "self" or name in lambda_params:
                 continue
-            if not self.static_name(name.value):
+            if not self.static_name(name):
                 return False
-        for attr in self_attributes(node):
+        for attr in info.self_attrs:
             if not self.self_attr_static(attr, device_static=device_static):
                 return False
         return is_pure(node, self.pure_call)
@@ -146,17 +146,16 @@ class Scope:
         return False
 
 
-def self_attributes(node: cst.CSTNode) -> list[str]:
+def self_attributes(node: cst.CSTNode) -> tuple[str, ...]:
     """Names X of every ``self.X`` in ``node``."""
-    out: list[str] = []
+    return summary(node).self_attrs
 
-    class _V(cst.CSTVisitor):
-        def visit_Attribute(self, attr: cst.Attribute) -> None:
-            if isinstance(attr.value, cst.Name) and attr.value.value == "self":
-                out.append(attr.attr.value)
 
-    node.visit(_V())
-    return out
+def _has_scope(node: cst.CSTNode) -> bool:
+    """Whether ``node`` contains a lambda or comprehension (whose parameters / targets are its own names)."""
+    return bool(summary(node).writes) or isinstance(
+        node, (cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+    )
 
 
 def _lambda_params(node: cst.CSTNode) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -120,118 +121,127 @@ def slug(text: str, limit: int = 40) -> str:
 
 
 # ------------------------------------------------------------------------------------------ names
-class _NameUse(cst.CSTVisitor):
-    """Names read and written in a subtree (value positions only: attribute names, keyword names and
-    parameter names are not variables)."""
+@dataclass(frozen=True)
+class Summary:
+    """What a subtree reads, binds and calls, computed bottom-up once per node (memoised by identity)."""
 
-    def __init__(self) -> None:
-        self.reads: list[cst.Name] = []
-        self.writes: list[cst.Name] = []
-        self._targets: set[int] = set()
-        self._skip: set[int] = set()
+    reads: tuple[str, ...]  # names read, in source order, repeats dropped
+    writes: tuple[str, ...]  # plain names bound
+    self_attrs: tuple[str, ...]  # X of every ``self.X``
+    calls: tuple[cst.Call, ...]  # calls outside lambda bodies (lambdas run nothing when defined)
+    effects: bool  # await / yield / walrus outside lambda bodies
 
-    def _mark_target(self, node: cst.CSTNode | None) -> None:
-        if node is None:
-            return
-        if isinstance(node, cst.Name):
-            self._targets.add(id(node))
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            for element in node.elements:
-                self._mark_target(element.value)
-        elif isinstance(node, cst.StarredElement):
-            self._mark_target(node.value)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._mark_target(target.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._mark_target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.target, cst.Name):
-            self.reads.append(node.target)  # x += 1 reads x
-            self._targets.add(id(node.target))
-
-    def visit_For(self, node: cst.For) -> None:
-        self._mark_target(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._mark_target(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._mark_target(node.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._mark_target(node.target)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._skip.add(id(node.attr))
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self._skip.add(id(node.keyword))
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._targets.add(id(node.name))
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._targets.add(id(node.name))
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._targets.add(id(node.name))
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
-        self._skip_all(node.name)
-        if node.asname is None:
-            name = node.name
-            while isinstance(name, cst.Attribute):
-                name = name.value
-            if isinstance(name, cst.Name):
-                self.writes.append(name)
-        return True
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is not None:
-            self._skip_all(node.module)
-
-    def _skip_all(self, node: cst.CSTNode) -> None:
-        for name in _all_names(node):
-            self._skip.add(id(name))
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if id(node) in self._skip:
-            return
-        if id(node) in self._targets:
-            self.writes.append(node)
-        else:
-            self.reads.append(node)
+    @staticmethod
+    def merge(parts: Iterable[Summary], reads=(), writes=()) -> Summary:
+        r: dict[str, None] = dict.fromkeys(reads)
+        w: dict[str, None] = dict.fromkeys(writes)
+        a: dict[str, None] = {}
+        calls: list[cst.Call] = []
+        effects = False
+        for part in parts:
+            r.update(dict.fromkeys(part.reads))
+            w.update(dict.fromkeys(part.writes))
+            a.update(dict.fromkeys(part.self_attrs))
+            calls.extend(part.calls)
+            effects = effects or part.effects
+        return Summary(tuple(r), tuple(w), tuple(a), tuple(calls), effects)
 
 
-def _all_names(node: cst.CSTNode) -> Iterable[cst.Name]:
-    out: list[cst.Name] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            out.append(n)
-
-    node.visit(_V())
-    return out
+_EMPTY_SUMMARY = Summary((), (), (), (), False)
+_MEMO: dict[int, tuple[cst.CSTNode, Summary]] = {}
+_MEMO_LIMIT = 400_000
 
 
-def name_use(node: cst.CSTNode) -> tuple[list[cst.Name], list[cst.Name]]:
-    """(names read, names written) in ``node``, as Name nodes in source order."""
-    visitor = _NameUse()
-    node.visit(visitor)
-    return visitor.reads, visitor.writes
+def summary(node: cst.CSTNode) -> Summary:
+    hit = _MEMO.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    result = _summarize(node)
+    if len(_MEMO) > _MEMO_LIMIT:
+        _MEMO.clear()
+    _MEMO[id(node)] = (node, result)
+    return result
+
+
+def _target(node: cst.CSTNode) -> Summary:
+    """An assignment target: plain names are bound; subscripts and attributes read their parts."""
+    if isinstance(node, cst.Name):
+        return Summary((), (node.value,), (), (), False)
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return Summary.merge(_target(e.value) for e in node.elements)
+    if isinstance(node, cst.StarredElement):
+        return _target(node.value)
+    return summary(node)
+
+
+def _summarize(node: cst.CSTNode) -> Summary:
+    if isinstance(node, cst.Name):
+        return Summary((node.value,), (), (), (), False)
+    if isinstance(node, cst.Attribute):
+        inner = summary(node.value)
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            return Summary.merge([inner, Summary((), (), (node.attr.value,), (), False)])
+        return inner
+    if isinstance(node, cst.Arg):
+        return summary(node.value)
+    if isinstance(node, cst.Param):
+        return Summary.merge(summary(c) for c in (node.annotation, node.default) if c is not None)
+    if isinstance(node, cst.Call):
+        inner = Summary.merge(summary(c) for c in node.children)
+        return Summary(inner.reads, inner.writes, inner.self_attrs, (*inner.calls, node), inner.effects)
+    if isinstance(node, cst.Lambda):
+        inner = Summary.merge(summary(c) for c in node.children)
+        return Summary(inner.reads, inner.writes, inner.self_attrs, (), False)
+    if isinstance(node, (cst.Await, cst.Yield)):
+        inner = Summary.merge(summary(c) for c in node.children)
+        return Summary(inner.reads, inner.writes, inner.self_attrs, inner.calls, True)
+    if isinstance(node, cst.NamedExpr):
+        inner = Summary.merge([_target(node.target), summary(node.value)])
+        return Summary(inner.reads, inner.writes, inner.self_attrs, inner.calls, True)
+    if isinstance(node, cst.Assign):
+        return Summary.merge([*(_target(t.target) for t in node.targets), summary(node.value)])
+    if isinstance(node, cst.AnnAssign):
+        parts = [_target(node.target), summary(node.annotation)]
+        if node.value is not None:
+            parts.append(summary(node.value))
+        return Summary.merge(parts)
+    if isinstance(node, cst.AugAssign):
+        target = _target(node.target)
+        return Summary.merge([target, summary(node.value)], reads=target.writes)
+    if isinstance(node, (cst.For, cst.CompFor)):
+        others = [summary(c) for c in node.children if c is not node.target]
+        return Summary.merge([_target(node.target), *others])
+    if isinstance(node, cst.AsName):
+        return _target(node.name)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        others = [summary(c) for c in node.children if c is not node.name]
+        return Summary.merge(others, writes=(node.name.value,))
+    if isinstance(node, cst.ImportAlias):
+        if node.asname is not None:
+            return _target(node.asname.name)
+        root = node.name
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        return Summary((), (root.value,) if isinstance(root, cst.Name) else (), (), (), False)
+    if isinstance(node, cst.ImportFrom):
+        if isinstance(node.names, cst.ImportStar):
+            return _EMPTY_SUMMARY
+        return Summary.merge(summary(a) for a in node.names)
+    if isinstance(node, (cst.Global, cst.Nonlocal)):
+        return _EMPTY_SUMMARY
+    return Summary.merge(summary(c) for c in node.children)
 
 
 def names_read(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in name_use(node)[0]}
+    return set(summary(node).reads)
+
+
+def names_read_ordered(node: cst.CSTNode) -> tuple[str, ...]:
+    return summary(node).reads
 
 
 def names_written(node: cst.CSTNode) -> set[str]:
-    return {n.value for n in name_use(node)[1]}
+    return set(summary(node).writes)
 
 
 def target_names(node: cst.BaseAssignTargetExpression | cst.BaseExpression) -> list[str] | None:
@@ -284,36 +294,11 @@ def small_statement(statement: cst.CSTNode) -> cst.BaseSmallStatement | None:
 # ------------------------------------------------------------------------------------------ purity
 def is_pure(node: cst.CSTNode, pure_call: Callable[[cst.Call], bool] | None = None) -> bool:
     """No calls (except builtins from :data:`PURE_BUILTINS`, constructors spelled in CamelCase, and calls
-    ``pure_call`` accepts), no await / yield / walrus."""
-    impure = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> bool:
-            nonlocal impure
-            if not (_pure_callee(call) or (pure_call is not None and pure_call(call))):
-                impure = True
-            return not impure
-
-        def visit_Await(self, _n: cst.Await) -> bool:
-            nonlocal impure
-            impure = True
-            return False
-
-        def visit_Yield(self, _n: cst.Yield) -> bool:
-            nonlocal impure
-            impure = True
-            return False
-
-        def visit_NamedExpr(self, _n: cst.NamedExpr) -> bool:
-            nonlocal impure
-            impure = True
-            return False
-
-        def visit_Lambda(self, _n: cst.Lambda) -> bool:
-            return False  # defining a function runs nothing
-
-    node.visit(_V())
-    return not impure
+    ``pure_call`` accepts), no await / yield / walrus. Lambda bodies do not count: defining runs nothing."""
+    info = summary(node)
+    if info.effects:
+        return False
+    return all(_pure_callee(call) or (pure_call is not None and pure_call(call)) for call in info.calls)
 
 
 def _pure_callee(call: cst.Call) -> bool:

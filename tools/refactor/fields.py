@@ -177,9 +177,10 @@ def name_fields(
     prints: dict[int, tuple] = {}
     conjunctions: dict[tuple, set[tuple]] = {}
     tests: dict[str, cst.BaseExpression] = {}
+    converted = {mode: [to_construction(s, class_name) for s in body] for mode, body in constructions.items()}
     for use in registry.uses:
         value = to_construction(use.value, class_name)
-        statements = [to_construction(s, class_name) for s in constructions.get(use.mode, [])]
+        statements = converted.get(use.mode, [])
         guards = _guards(use.guards, class_name) if not use.params else ()
         deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
         fingerprint = (code(value), use.params, tuple(deps))

@@ -24,12 +24,12 @@ from .cstutil import (
     code,
     dotted,
     is_atom,
-    name_use,
     names_read,
     names_written,
     one_line,
     slug,
     small_statement,
+    summary,
 )
 from .errors import Gap
 from .track import Provenance, TrackingTransformer, replace_node
@@ -290,9 +290,7 @@ class Hoister(TrackingTransformer):
         for attr in self_attributes(node):
             if attr not in self.scope.facts.device:
                 return True
-        return any(
-            self.scope.is_local(n.value) and self.scope.static_name(n.value) for n in name_use(node)[0]
-        )
+        return any(self.scope.is_local(n) and self.scope.static_name(n) for n in summary(node).reads)
 
     def _holder_call(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, cst.Call):
@@ -307,6 +305,10 @@ class Hoister(TrackingTransformer):
             return None
         if isinstance(node, cst.Name) and node.value == "self":
             return None
+        if _is_holder(node, self.scope.facts.holders):
+            return (
+                None  # the ModelArgs / model_config object itself never becomes a field (reported as a gap)
+            )
         if isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
             return None
         if not self._depends_on_construction(node):
@@ -323,8 +325,7 @@ class Hoister(TrackingTransformer):
 
     def _dynamic_names(self, node: cst.CSTNode) -> tuple[str, ...] | None:
         out: list[str] = []
-        for name in name_use(node)[0]:
-            value = name.value
+        for value in summary(node).reads:
             if value == "self" or value in out:
                 continue
             if value in self.scope.params or (

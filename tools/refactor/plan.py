@@ -17,10 +17,10 @@ from .cstutil import (
     block_statements,
     code,
     dotted,
-    name_use,
     names_read,
     one_line,
     small_statement,
+    summary,
 )
 from .errors import Gap
 from .hoist import Binding, BranchBinder, Hoister, Registry, propagate_literals, split_static
@@ -135,6 +135,14 @@ def self_refs(func: cst.CSTNode, methods: dict) -> list[str]:
 
 
 def class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
+    key = ("class_facts", tuple(forward_methods))
+    cached = inputs.cache.get(key)
+    if cached is None:
+        cached = inputs.cache[key] = _class_facts(inputs, forward_methods)
+    return cached
+
+
+def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     methods = methods_of(inputs.klass)
     facts = ClassFacts()
     ops = construction_calls(inputs)
@@ -234,7 +242,7 @@ def _contains(node: cst.CSTNode, ops: set[int], producers: set[str]) -> bool:
 def _makes_tensor(value: cst.BaseExpression, ops: set[int], producers: set[str]) -> bool:
     if _contains(value, ops, producers):
         return True
-    return any(n.value in producers for n in name_use(value)[0])
+    return any(n in producers for n in summary(value).reads)
 
 
 # ================================================================================================ planning

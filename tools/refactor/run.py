@@ -12,7 +12,7 @@ from .errors import MARKER, Gap, UsageError
 from .files import Planned, run_formatter, with_header
 from .report import Report, build_report
 from .testgen import Case, default_cases, render_test
-from .testkit import kind_of
+from .testkit import KITS, kind_of
 
 HF_KINDS = frozenset(
     {"mlp", "mlp_legacy", "rmsnorm", "distributed_norm", "embedding", "lm_head", "attention"}
@@ -88,7 +88,7 @@ def plan_run(
                 other = next((g.class_name for g in result.modules if g is not generated), None)
                 modes = tuple(generated.plan.modes)
                 topology_cases = (cases or {}).get(generated.topology) or default_cases(
-                    generated.topology if len(topologies) > 1 else "any", modes=modes
+                    generated.topology if len(topologies) > 1 else "any", models=KITS[kit].models, modes=modes
                 )
                 test_path = tests_out / f"test_{generated.file_name}"
                 code = render_test(

@@ -99,6 +99,7 @@ class Inputs:
     class_name: str
     klass: cst.ClassDef
     files: dict[str, ParsedFile]  # display name -> parsed file (module and helper files)
+    cache: dict = field(default_factory=dict)  # results shared by the 1D and 2D passes
 
     def file(self, name: str) -> ParsedFile | None:
         return self.files.get(name)

@@ -36,17 +36,16 @@ class Case:
 def default_cases(
     topology: str, models: tuple[str, ...] = DEFAULT_MODELS, modes: tuple[str, ...] = ("decode", "prefill")
 ) -> list[Case]:
-    """Every mesh of the topology in every mode, the catalogue models taken in turn (each mesh and mode runs
-    once, every model runs), and one long prefill (256 rows: the long-prompt paths) on the first mesh."""
+    """Every mesh of the topology in every mode, the catalogue models taken in turn from one mesh to the next
+    (each mesh builds its pair of modules once, every model runs), and one long prefill (256 rows: the
+    long-prompt paths) on the first mesh."""
     out: list[Case] = []
-    turn = 0
-    for shape in MESHES[topology]:
+    for index, shape in enumerate(MESHES[topology]):
+        model = models[index % len(models)]
         for mode in modes:
-            rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
-            out.append(Case(shape, mode, rows, models[turn % len(models)]))
-            turn += 1
+            out.append(Case(shape, mode, DECODE_ROWS if mode == "decode" else PREFILL_ROWS, model))
     if "prefill" in modes:
-        out.append(Case(MESHES[topology][0], "prefill", 2 * PREFILL_ROWS, models[turn % len(models)]))
+        out.append(Case(MESHES[topology][0], "prefill", 2 * PREFILL_ROWS, models[0]))
     return out
 
 
@@ -72,13 +71,17 @@ def render_test(
         for c in cases
     )
     hf_mesh = HF_MESH[topology]
+    hf_model = next(
+        (c.model for c in cases if c.mesh_shape == hf_mesh), cases[0].model if cases else DEFAULT_MODELS[0]
+    )
     hf = (
         f'''
 
-@pytest.mark.parametrize("mode", {list(modes)!r})
-def test_{stem}_vs_hf_reference(mode, ttnn_mesh_pool):
-    """{class_name}.from_model_args against the Hugging Face module of its kind (PCC, the library's thresholds)."""
-    KIT.assert_matches_hf({class_name}, ttnn_mesh_pool({hf_mesh!r}), mode, "{cases[0].model if cases else DEFAULT_MODELS[0]}")
+def test_{stem}_vs_hf_reference(ttnn_mesh_pool):
+    """{class_name}.from_model_args against the Hugging Face module of its kind in every mode (PCC, the
+    library's thresholds)."""
+    for mode in {list(modes)!r}:
+        KIT.assert_matches_hf({class_name}, ttnn_mesh_pool({hf_mesh!r}), mode, "{hf_model}")
 '''
         if has_hf
         else ""

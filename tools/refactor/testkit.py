@@ -180,7 +180,7 @@ class MLPKit(Kit):
         from tttv2.testing.references import hf_mlp, run_reference
 
         args, state_dict = _args(mesh, model)
-        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
         x = np.random.default_rng(5).standard_normal((1, 1, rows, args.dim)).astype(np.float32)
         out = module(self._input_from(x, args, mesh, mode), mode)
@@ -257,7 +257,7 @@ class RMSNormKit(Kit):
         from tttv2.testing.references import hf_rmsnorm, run_reference
 
         args, state_dict = _args(mesh, model)
-        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
         x = _activations(args, rows, 9)
         (call_args, call_kwargs) = next(iter(self.calls(mesh, args, mode, rows)))[1]()
@@ -288,7 +288,7 @@ class DistributedNormKit(Kit):
         from tttv2.testing.references import hf_rmsnorm, run_reference
 
         args, state_dict = _args(mesh, model)
-        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
         x = _activations(args, rows, 11)
         memory = args.model_config["DECODE_RESIDUAL_MEMCFG"] if mode == "decode" else None
@@ -325,7 +325,7 @@ class EmbeddingKit(Kit):
 
     def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
         args, state_dict = _args(mesh, model)
-        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         tokens = self._tokens(args, PREFILL_ROWS, 13)
         out = ttnn.unsqueeze_to_4D(module(self._ids(tokens, mesh)))
         from tttv2.testing.legacy import catalogue_state_dicts
@@ -366,7 +366,7 @@ class LMHeadKit(Kit):
         from tttv2.testing.legacy import catalogue_state_dicts
 
         args, state_dict = _args(mesh, model)
-        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         x = _activations(args, DECODE_ROWS, 17)
         out = module(self._input(x, args, mesh, mode), mode=mode)
         hf, _ = catalogue_state_dicts(args)
@@ -410,6 +410,7 @@ class AttentionKit(Kit):
 
     def _prefill(self, x, args, mesh, rows):
         import torch
+
         from tttv1.tt.common import get_prefill_rot_mat
 
         padded = np.zeros((1, 1, rows, args.dim), np.float32)
@@ -456,7 +457,7 @@ class AttentionKit(Kit):
         from tttv2.testing.references import _modeling, hf_rotary
 
         args, state_dict = _args(mesh, model)
-        module = generated.from_model_args(**self.constructor_kwargs(mesh, args, state_dict))
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         x = _activations(args, self.prompt + 1, 23)
         config = catalogue.hf_config(model)
         config._attn_implementation = "sdpa"
@@ -481,6 +482,79 @@ class AttentionKit(Kit):
         out = module(*call_args, **call_kwargs)
         if mode == "prefill":
             got, want = _fractured_rows(out, args, self.prompt), expected[: self.prompt]
+        else:
+            call_args, call_kwargs = self._decode(x[:, :, self.prompt :], args, mesh)
+            got, want = _fractured_rows(module(*call_args, **call_kwargs), args, 1), expected[self.prompt :]
+        assert_pcc(want, got, pcc_threshold("attention"))
+
+
+class DecoderKit(AttentionKit):
+    """A whole TransformerBlock on the fractured residual stream: prefill, then a decode step."""
+
+    def constructor_kwargs(self, mesh, args, state_dict) -> dict:
+        return dict(
+            args=args,
+            mesh_device=mesh,
+            tt_ccl=_ccl(mesh),
+            dtype=ttnn.bfloat8_b,
+            state_dict=state_dict,
+            layer_num=0,
+            weight_cache_path=None,
+            transformation_mats=_rope(mesh, args).get_both_trans_mats(),
+        )
+
+    def _prefill(self, x, args, mesh, rows):
+        from tttv1.tt.common import get_prefill_rot_mat
+
+        padded = np.zeros((1, 1, rows, args.dim), np.float32)
+        padded[:, :, : x.shape[2]] = x
+        rot = get_prefill_rot_mat(args.head_dim, mesh, rows, args.rope_theta, args.rope_scaling)
+        return (_fractured(padded, args, mesh), None, rot, 0, "prefill"), {}
+
+    def _decode(self, x_row, args, mesh):
+        import torch
+
+        padded = np.zeros((1, 1, DECODE_ROWS, args.dim), np.float32)
+        padded[:, :, :1] = x_row
+        device_x = _fractured(padded, args, mesh, args.model_config["DECODE_RESIDUAL_MEMCFG"])
+        position = ttnn.from_torch(
+            torch.tensor([self.prompt]),
+            device=mesh,
+            dtype=ttnn.int32,
+            mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+        )
+        rot = _rope(mesh, args).get_rot_mats(torch.tensor([self.prompt]))
+        return (device_x, position, rot), {"mode": "decode"}
+
+    def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
+        """HF's decoder layer on the whole sequence (causal): the prefill rows, or the new token's row."""
+        import torch
+
+        from tttv1 import catalogue
+        from tttv2.testing.legacy import _hf_state_dict
+        from tttv2.testing.references import _modeling, hf_rotary
+
+        args, state_dict = _args(mesh, model)
+        module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
+        x = _activations(args, self.prompt + 1, 29)
+        config = catalogue.hf_config(model)
+        config._attn_implementation = "sdpa"
+        modeling, prefix = _modeling(config)
+        reference = getattr(modeling, f"{prefix}DecoderLayer")(config, layer_idx=0)
+        hf = _hf_state_dict(model, 0)
+        weights = {k[len("model.layers.0.") :]: v for k, v in hf.items() if k.startswith("model.layers.0.")}
+        reference.load_state_dict(weights, strict=True)
+        reference = reference.float().eval()
+        hidden = torch.as_tensor(x.reshape(1, self.prompt + 1, args.dim))
+        positions = torch.arange(self.prompt + 1).reshape(1, -1)
+        with torch.no_grad():
+            cos_sin = hf_rotary(config)(hidden, positions)
+            out = reference(hidden, position_embeddings=cos_sin, attention_mask=None)
+            expected = (out[0] if isinstance(out, tuple) else out)[0].float().numpy()
+        call_args, call_kwargs = self._prefill(x[:, :, : self.prompt], args, mesh, PREFILL_ROWS)
+        result = module(*call_args, **call_kwargs)
+        if mode == "prefill":
+            got, want = _fractured_rows(result, args, self.prompt), expected[: self.prompt]
         else:
             call_args, call_kwargs = self._decode(x[:, :, self.prompt :], args, mesh)
             got, want = _fractured_rows(module(*call_args, **call_kwargs), args, 1), expected[self.prompt :]
@@ -514,6 +588,9 @@ KITS: dict[str, Kit] = {
     "embedding": EmbeddingKit("embedding", "tttv1.tt.embedding", "Embedding"),
     "lm_head": LMHeadKit("lm_head", "tttv1.tt.lm_head", "LMHead"),
     "attention": AttentionKit("attention", "tttv1.tt.attention", "Attention"),
+    "decoder": DecoderKit(
+        "decoder", "tttv1.tt.decoder", "TransformerBlock", models=("Mistral-7B-tiny", "Qwen2.5-7B-tiny")
+    ),
 }
 
 
