@@ -39,11 +39,12 @@ class Scope:
     """The binding-time view of one specialised function."""
 
     kinds: dict[str, list[str] | None]  # analysis node id -> kinds (None: not in the graph)
-    file: str
+    file: str  # the file of the function's code (the module, or a helper's file for a specialised copy)
     qualname: str
     class_name: str
     params: set[str]  # parameters other than self: per-call inputs
     facts: ClassFacts
+    self_file: str  # the module's file (where the class's ``self`` attributes are)
     helper_has_ops: dict[str, bool]  # module-level function name -> it reaches device ops
     methods: set[str] | frozenset[str] = frozenset()  # method names of the (generated) class
     local_static: dict[str, bool] = field(default_factory=dict)
@@ -80,7 +81,7 @@ class Scope:
             return device_static
         if attr in self.facts.assigned_in_forward:
             return False
-        kinds = self.kinds.get(f"self:{self.file}:{self.class_name}.{attr}")
+        kinds = self.kinds.get(f"self:{self.self_file}:{self.class_name}.{attr}")
         return kinds is None or set(kinds) <= STATIC_KINDS
 
     def is_static_given(self, node: cst.CSTNode, names: tuple[str, ...]) -> bool:
@@ -120,10 +121,19 @@ class Scope:
             if name in self.helper_has_ops:
                 return not self.helper_has_ops[name]
             return False  # an unknown function may do anything
+        if isinstance(func, cst.Subscript):
+            # a value stored in model_config (a lambda of seq_len, mesh rows, ...) called: a config computation
+            base = dotted(func.value) or ""
+            parts = base.split(".")
+            return (
+                len(parts) == 2 and parts[0] == "self" and parts[1] in self.facts.holders
+            ) or base in MC_NAMES
         if not isinstance(func, cst.Attribute):
             return False
         method = func.attr.value
         receiver = func.value
+        if not isinstance(receiver, (cst.Name, cst.Attribute)) and self._config_value(receiver):
+            return True  # a query on a config value: model_config["K"].is_sharded(), args.get_x().shape
         path = dotted(receiver) or ""
         root = path.split(".", 1)[0]
         if path == "ttnn" or path.startswith("ttnn."):
@@ -143,6 +153,20 @@ class Scope:
             return True
         if root and self.is_local(root):
             return self.static_name(root)  # a method of a config-derived value (``precision.get_...``)
+        return False
+
+    def _config_value(self, node: cst.CSTNode) -> bool:
+        """A value read from the config: a subscript / attribute / call chain rooted at ModelArgs or
+        model_config (``self.model_config["K"]``, ``self.args.get_x(...)``)."""
+        while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
+            inner = node.func if isinstance(node, cst.Call) else node.value
+            path = dotted(inner) or ""
+            parts = path.split(".")
+            if parts[0] == "self" and len(parts) >= 2 and parts[1] in self.facts.holders:
+                return True
+            if parts[0] in ARGS_NAMES or parts[0] in MC_NAMES:
+                return True
+            node = inner
         return False
 
 
@@ -186,11 +210,14 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
     out: dict[str, list[cst.BaseExpression | None]] = {}
 
     class _V(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            # statements only (a walrus inside an expression is not a binding this codemod follows)
+            if isinstance(node, cst.BaseExpression):
+                return False
+            return super().on_visit(node)
+
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is func
-
-        def visit_Lambda(self, _node: cst.Lambda) -> bool:
-            return False
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
@@ -212,16 +239,15 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
             for name in _all_target_names(node.target):
                 out.setdefault(name, []).append(None)
 
-        def visit_CompFor(self, node: cst.CompFor) -> None:
-            pass  # comprehension variables are local to the comprehension
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            if node.asname is not None:
+                for name in _all_target_names(node.asname.name):
+                    out.setdefault(name, []).append(None)
 
-        def visit_AsName(self, node: cst.AsName) -> None:
-            for name in _all_target_names(node.name):
-                out.setdefault(name, []).append(None)
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            if isinstance(node.target, cst.Name):
-                out.setdefault(node.target.value, []).append(node.value)
+        def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+            if node.name is not None:
+                for name in _all_target_names(node.name.name):
+                    out.setdefault(name, []).append(None)
 
     func.visit(_V())
     # nested function definitions bind their name
@@ -232,13 +258,42 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
 
 
 def _element(target: cst.BaseExpression, name: str, value: cst.BaseExpression):
-    """For ``a, b = x, y`` the value of one name; for ``a, b = f()`` the whole value (what ``a`` depends on)."""
-    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+    """For ``a, b = x, y`` the value of one name; for ``a, b = seq`` (no starred target, a sequence value)
+    ``seq[i]``; None when the unpacking has no such form (``*a, b = …``, a dict)."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    if isinstance(value, (cst.Tuple, cst.List)):
         if len(target.elements) == len(value.elements):
             for t, v in zip(target.elements, value.elements):
                 if isinstance(t.value, cst.Name) and t.value.value == name:
                     return v.value
-    return value
+        return None
+    if any(
+        isinstance(e.value, cst.StarredElement) or not isinstance(e.value, cst.Name) for e in target.elements
+    ):
+        return None
+    if isinstance(value, (cst.Dict, cst.DictComp, cst.Set, cst.SetComp, cst.GeneratorExp)):
+        return None
+    for index, element in enumerate(target.elements):
+        if element.value.value == name:
+            if index == 0:  # the first element, spelled as ruff likes it
+                return cst.Call(
+                    func=cst.Name("next"),
+                    args=[cst.Arg(cst.Call(func=cst.Name("iter"), args=[cst.Arg(value)]))],
+                )
+            return cst.Subscript(
+                value=value
+                if _indexable(value)
+                else value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]),
+                slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(index))))],
+            )
+    return None
+
+
+def _indexable(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tuple)) or bool(
+        node.lpar
+    )
 
 
 def helper_pure_call(helper_has_ops: dict[str, bool]):
@@ -272,12 +327,17 @@ def mutated_locals(func: cst.CSTNode) -> set[str]:
             node = node.value
         return node.value if isinstance(node, cst.Name) else None
 
+    for call in summary(func).calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in MUTATORS:
+            name = root(call.func.value)
+            if name is not None:
+                out.add(name)
+
     class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in MUTATORS:
-                name = root(node.func.value)
-                if name is not None:
-                    out.add(name)
+        def on_visit(self, node) -> bool:
+            if isinstance(node, cst.BaseExpression):
+                return False
+            return super().on_visit(node)
 
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
             if isinstance(node.target, (cst.Attribute, cst.Subscript)):

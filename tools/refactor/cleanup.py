@@ -8,10 +8,10 @@ from collections.abc import Callable
 import libcst as cst
 
 from .cstutil import assigned_names, block_statements, is_pure, names_read, small_statement
-from .track import Provenance, TrackingTransformer
+from .track import Provenance, StatementTransformer
 
 
-class _DeadStores(TrackingTransformer):
+class _DeadStores(StatementTransformer):
     def __init__(self, live: set[str], pure_call: Callable[[cst.Call], bool] | None, prov) -> None:
         super().__init__(prov)
         self.live = live
@@ -44,10 +44,10 @@ class _DeadStores(TrackingTransformer):
         return cst.RemoveFromParent()
 
     def leave_If(self, original_node, updated_node):
-        if _empty(updated_node.body) and _empty_orelse(updated_node.orelse):
-            if is_pure(updated_node.test, self.pure_call):
-                self.changed = True
-                return cst.RemoveFromParent()
+        body_empty = _empty(updated_node.body) and _empty_orelse(updated_node.orelse)
+        if body_empty and is_pure(updated_node.test, self.pure_call):
+            self.changed = True
+            return cst.RemoveFromParent()
         return updated_node
 
     def leave_IndentedBlock(self, original_node, updated_node):
@@ -116,10 +116,9 @@ def remove_dead_code(
 
 def unused_imports(module: cst.Module) -> cst.Module:
     """Drop imported names the module never reads (``from __future__`` imports stay)."""
-    used = names_read(module)
-    dotted_used = _attribute_roots(module)
+    used = names_read(module)  # an attribute chain reads its root name, so ``import os.path`` counts too
 
-    class _T(cst.CSTTransformer):
+    class _T(StatementTransformer):
         def leave_ImportFrom(self, original_node, updated_node):
             module_name = updated_node.module
             if isinstance(module_name, cst.Name) and module_name.value == "__future__":
@@ -135,7 +134,7 @@ def unused_imports(module: cst.Module) -> cst.Module:
             return updated_node
 
         def leave_Import(self, original_node, updated_node):
-            kept = [a for a in updated_node.names if _alias_name(a) in used | dotted_used]
+            kept = [a for a in updated_node.names if _alias_name(a) in used]
             if not kept:
                 return cst.RemoveFromParent()
             if len(kept) != len(updated_node.names):
@@ -143,7 +142,7 @@ def unused_imports(module: cst.Module) -> cst.Module:
                 return updated_node.with_changes(names=kept)
             return updated_node
 
-    return module.visit(_T())
+    return module.visit(_T(None))
 
 
 def _alias_name(alias: cst.ImportAlias) -> str:
@@ -153,18 +152,3 @@ def _alias_name(alias: cst.ImportAlias) -> str:
     while isinstance(name, cst.Attribute):
         name = name.value
     return name.value if isinstance(name, cst.Name) else ""
-
-
-def _attribute_roots(module: cst.Module) -> set[str]:
-    roots: set[str] = set()
-
-    class _V(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            base = node.value
-            while isinstance(base, cst.Attribute):
-                base = base.value
-            if isinstance(base, cst.Name):
-                roots.add(base.value)
-
-    module.visit(_V())
-    return roots

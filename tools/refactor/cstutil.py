@@ -16,7 +16,7 @@ TRUE, FALSE = cst.Name("True"), cst.Name("False")
 #: Builtins whose calls have no side effects (for dead-code removal and hoisting).
 PURE_BUILTINS = frozenset(
     {
-        "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "float", "frozenset", "getattr", "hasattr",
+        "abs", "all", "any", "bool", "dict", "divmod", "iter", "next", "enumerate", "float", "frozenset", "getattr", "hasattr",
         "int", "isinstance", "len", "list", "max", "min", "pow", "range", "repr", "reversed", "round", "set",
         "sorted", "str", "sum", "tuple", "type", "zip",
     }
@@ -133,6 +133,12 @@ class Summary:
 
     @staticmethod
     def merge(parts: Iterable[Summary], reads=(), writes=()) -> Summary:
+        parts = [p for p in parts if p is not _EMPTY_SUMMARY]
+        if not reads and not writes:
+            if not parts:
+                return _EMPTY_SUMMARY
+            if len(parts) == 1:
+                return parts[0]
         r: dict[str, None] = dict.fromkeys(reads)
         w: dict[str, None] = dict.fromkeys(writes)
         a: dict[str, None] = {}
@@ -174,8 +180,20 @@ def _target(node: cst.CSTNode) -> Summary:
     return summary(node)
 
 
+_LEAVES = (
+    cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Comma, cst.Dot, cst.Colon,
+    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.EmptyLine, cst.TrailingWhitespace,
+    cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
+    cst.RightCurlyBrace, cst.Comment, cst.Pass, cst.Break, cst.Continue, cst.AssignEqual, cst.AssignTarget,
+)  # fmt: skip
+
+
 def _summarize(node: cst.CSTNode) -> Summary:
+    if isinstance(node, _LEAVES) and not isinstance(node, cst.AssignTarget):
+        return _EMPTY_SUMMARY
     if isinstance(node, cst.Name):
+        if node.value in ("True", "False", "None"):
+            return _EMPTY_SUMMARY  # constants, not variables
         return Summary((node.value,), (), (), (), False)
     if isinstance(node, cst.Attribute):
         inner = summary(node.value)
@@ -301,12 +319,18 @@ def is_pure(node: cst.CSTNode, pure_call: Callable[[cst.Call], bool] | None = No
     return all(_pure_callee(call) or (pure_call is not None and pure_call(call)) for call in info.calls)
 
 
+#: Methods that only query an object (a tensor's layout, a memory config's sharding).
+QUERY_METHODS = frozenset(
+    {"is_sharded", "memory_config", "storage_type", "get_dtype", "get_layout", "num_cores"}
+)
+
+
 def _pure_callee(call: cst.Call) -> bool:
     func = call.func
     if isinstance(func, cst.Name):
         return func.value in PURE_BUILTINS or _camel(func.value)
     if isinstance(func, cst.Attribute):
-        return _camel(func.attr.value)
+        return _camel(func.attr.value) or (func.attr.value in QUERY_METHODS and not call.args)
     return False
 
 

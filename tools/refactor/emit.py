@@ -13,7 +13,16 @@ import libcst as cst
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES, MODE_NAMES
 
 from .cleanup import remove_dead_code, unused_imports
-from .cstutil import assigned_names, block_statements, code, names_read, one_line, small_statement
+from .cstutil import (
+    assigned_names,
+    block_statements,
+    code,
+    names_read,
+    one_line,
+    slug,
+    small_statement,
+    summary,
+)
 from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
@@ -72,6 +81,7 @@ class Emitter:
         self.orig = module_names(inputs.module)
         self.construction_methods = {f.name.value for f in plan.init_methods}
         self.mesh_param = self._mesh_param()
+        self.generated_names: set[str] = set()
         self.first_party = first_party_roots(inputs.module.path)
 
     def _mesh_param(self) -> str | None:
@@ -112,6 +122,9 @@ class Emitter:
                 else cst.Name(self.mesh_param)
             )
             first_mode = next(iter(plan.modes))
+            entry_group = (
+                f"{self.inputs.module.name}:{self.tttv1_class}.{plan.modes[first_mode].entry_origin}"
+            )
             plan.registry.add(
                 "mesh_device",
                 mesh_value,
@@ -119,13 +132,18 @@ class Emitter:
                 first_mode,
                 self.mesh_param,
                 f"{self.inputs.module.name}:__init__",
+                group=entry_group,
             )
-        constructions = {m: p.construction for m, p in plan.modes.items()}
+        constructions = {
+            (m, group): statements
+            for m, p in plan.modes.items()
+            for group, statements in p.construction.items()
+        }
         table = name_fields(
             plan.registry, constructions, self.tttv1_class, self._reserved(), self._defined_at
         )
         methods = [
-            MethodPlan(m.name, rename(m.func, table, plan.prov), m.mode, m.origin, m.kind)
+            MethodPlan(m.name, rename(m.func, table, plan.prov), m.mode, m.origin, m.kind, m.file)
             for m in plan.methods
         ]
         bindings = [(b, rename(b.test, table)) for b in plan.bindings]
@@ -138,11 +156,16 @@ class Emitter:
             if method.kind == "forward":
                 func, kept = self._finish_entry(func, method)
                 entry_params[method.mode] = kept
-            final_methods.append(MethodPlan(method.name, func, method.mode, method.origin, method.kind))
+            final_methods.append(
+                MethodPlan(method.name, func, method.mode, method.origin, method.kind, method.file)
+            )
         for method in final_methods:
-            helpers.require(self._module_level_reads(method.func), module_file, module_file)
-        for _, test in bindings:
-            helpers.require(self._module_level_reads(test), module_file, module_file)
+            file = method.file or module_file
+            helpers.require(self._module_level_reads(method.func, file), file, file)
+        for binding, test in bindings:
+            file = binding.file or module_file
+            helpers.require(self._module_level_reads(test, file), file, file)
+        self.generated_names = set(helpers.copied) | set(helpers.imports)
         module = self._module(table, final_methods, bindings, helpers, entry_params)
         return Rendered(module, table, dict(helpers.sources), final_methods, entry_params)
 
@@ -150,16 +173,22 @@ class Emitter:
         init = self.plan.init_body
         for statement in init:
             small = small_statement(statement)
-            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name):
-                if small.value.value == self.mesh_param:
-                    target = small.targets[0].target
-                    if isinstance(target, cst.Attribute) and code(target.value) == "self":
-                        return target.attr.value
+            if (
+                isinstance(small, cst.Assign)
+                and isinstance(small.value, cst.Name)
+                and small.value.value == self.mesh_param
+            ):
+                target = small.targets[0].target
+                if isinstance(target, cst.Attribute) and code(target.value) == "self":
+                    return target.attr.value
         return None
 
-    def _module_level_reads(self, node: cst.CSTNode) -> set[str]:
+    def _module_level_reads(self, node: cst.CSTNode, file: str | None = None) -> set[str]:
         reads = names_read(node)
-        return {n for n in reads if n in self.orig.imports or n in self.orig.definitions}
+        table = self.orig
+        if file and file != self.inputs.module.name and file in self.inputs.files:
+            table = module_names(self.inputs.files[file])
+        return {n for n in reads if n in table.imports or n in table.definitions}
 
     # ------------------------------------------------------------------------------------------ methods
     def _finish_entry(self, func: cst.FunctionDef, method: MethodPlan) -> tuple[cst.FunctionDef, list[str]]:
@@ -268,15 +297,23 @@ class Emitter:
             FIELDS=fields_block,
             BODY=class_body,
         )
-        return tidy(unused_imports(module))
+        return self._with_noqa(tidy(unused_imports(module)))
 
     def _noqa(self, imports: list[cst.SimpleStatementLine]) -> list[cst.SimpleStatementLine]:
-        """Carry the TTTv1 file's own ``# ruff: noqa`` over: the moved TTTv1 code keeps its style."""
+        return imports  # the file-level rules are added once the module is complete (_with_noqa)
+
+    def _with_noqa(self, module: cst.Module) -> cst.Module:
+        """Carry the TTTv1 file's own ``# ruff: noqa`` over (the moved TTTv1 code keeps its style), keeping only
+        the codes the generated code still needs."""
         lines = [
-            line.strip() for line in self.inputs.module.text.splitlines() if line.startswith("# ruff: noqa")
+            _needed_noqa(line.strip(), module)
+            for line in self.inputs.module.text.splitlines()
+            if line.startswith("# ruff: noqa")
         ]
-        if not lines or not imports:
-            return imports
+        lines = [line for line in lines if line]
+        first = next((i for i, st in enumerate(module.body) if _is_import_line(st)), None)
+        if not lines or first is None:
+            return module
         comments = [
             _comment(
                 f"the moved TTTv1 code keeps its style: {self.inputs.module.name}'s file-level ruff rules"
@@ -284,7 +321,9 @@ class Emitter:
             *(cst.EmptyLine(comment=cst.Comment(line)) for line in lines),
             cst.EmptyLine(indent=False),
         ]
-        return [imports[0].with_changes(leading_lines=comments), *imports[1:]]
+        body = list(module.body)
+        body[first] = body[first].with_changes(leading_lines=[*body[first].leading_lines, *comments])
+        return module.with_changes(body=body)
 
     def _topology_guard(self) -> list[cst.BaseStatement]:
         """The check from_model_args makes first, before any device work: the mesh (or TTTv1's own galaxy flag)
@@ -491,38 +530,37 @@ class Emitter:
             params = converted.params.with_changes(params=converted.params.params[1:])
             nested.append(converted.with_changes(params=params, decorators=[]))
         mode_blocks = []
-        order = list(plan.modes)
-        for mode in order:
-            statements = [
-                to_construction(s, self.tttv1_class, methods) for s in plan.modes[mode].construction
-            ]
-            statements = [s for s in statements if isinstance(s, cst.CSTNode)]
-            mine = [f for f in table.fields if f.home == mode]
-            if not mine:
-                continue
-            returns = []
-            for f in mine:
-                value = f.value
-                if f.params:
-                    value = cst.Lambda(
-                        params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value
-                    )
-                returns.append(f"        {f.name}=__V{len(returns)}__,")
-            fn_name = f"_{mode}_fields"
-            src = f"def {fn_name}():\n    return dict(\n" + "\n".join(returns) + "\n    )\n"
-            fn = cst.parse_statement(src)
-            fn = _substitute_values(fn, [f for f in mine], self._field_value)
-            body = [*_predeclare(statements), *statements, *block_statements(fn.body)]
-            fn = fn.with_changes(body=fn.body.with_changes(body=body))
-            fn = remove_dead_code(fn, lambda _call: True)  # construction statements were proven pure
-            fn = fn.with_changes(
-                leading_lines=[
-                    _comment(
-                        f"fields of {mode}_forward: the static part of TTTv1's {self.tttv1_class} in {mode} mode"
-                    )
-                ]
-            )
-            mode_blocks.append((fn_name, fn))
+        for mode, mode_plan in plan.modes.items():
+            for group, group_statements in [
+                *mode_plan.construction.items(),
+                *self._empty_groups(table, mode),
+            ]:
+                mine = [f for f in table.fields if f.home == (mode, group)]
+                if not mine:
+                    continue
+                statements = [to_construction(s, self.tttv1_class, methods) for s in group_statements]
+                statements = [s for s in statements if isinstance(s, cst.CSTNode)]
+                returns = [f"        {f.name}=__V{i}__," for i, f in enumerate(mine)]
+                origin = group.split(":", 1)[1]
+                is_entry = origin.split(".")[-1] == mode_plan.entry_origin and group.startswith(
+                    self.inputs.module.name + ":"
+                )
+                fn_name = f"_{mode}_fields" if is_entry else f"_{mode}_{slug(origin.split('.')[-1])}_fields"
+                src = f"def {fn_name}():\n    return dict(\n" + "\n".join(returns) + "\n    )\n"
+                fn = cst.parse_statement(src)
+                fn = _substitute_values(fn, mine, self._field_value)
+                body = [*_predeclare(statements), *statements, *block_statements(fn.body)]
+                fn = fn.with_changes(body=fn.body.with_changes(body=body))
+                fn = remove_dead_code(fn, lambda _call: True)  # construction statements were proven pure
+                what = (
+                    f"TTTv1's {self.tttv1_class}.{mode_plan.entry_origin}"
+                    if is_entry
+                    else f"{origin} as {mode} calls it"
+                )
+                fn = fn.with_changes(
+                    leading_lines=[_comment(f"fields of {mode}_forward: the static part of {what}")]
+                )
+                mode_blocks.append((fn_name, fn))
         device = ", ".join(f'{a}=getattr({LEGACY}, "{a}", None)' for a in plan.device_attrs)
         calls = ", ".join(f"**{name}()" for name, _ in mode_blocks)
         args = ", ".join(x for x in (device, calls) if x)
@@ -533,7 +571,8 @@ class Emitter:
             legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them"
         )
         body_nodes: list[cst.BaseStatement] = [*check]
-        construction_code = materialise_reads([legacy, *nested, *init_body]) + [
+        construction_code = [
+            *materialise_reads([legacy, *nested, *init_body]),
             *(fn for _, fn in mode_blocks),
             final,
         ]
@@ -561,6 +600,26 @@ class Emitter:
         )
         return [func]
 
+    def _empty_groups(self, table: FieldTable, mode: str) -> list[tuple[str, list]]:
+        """Groups with fields but no static code of their own (e.g. the mesh field)."""
+        known = set(self.plan.modes[mode].construction)
+        groups = {f.home[1] for f in table.fields if f.home[0] == mode and f.home[1] not in known}
+        return [(g, []) for g in sorted(groups)]
+
+    def _helper_name(self, name: str) -> tuple[str, str | None, str] | None:
+        """A name of one of the helper files (code specialised from ``ccl.py`` reads ``_links``): imported from
+        that file's TTTv1 module, in the bridge."""
+        for file, parsed in sorted(self.inputs.files.items()):
+            if file == self.inputs.module.name:
+                continue
+            table = module_names(parsed)
+            if name in table.definitions:
+                return (dotted_module_of(parsed.path), name, name)
+            if name in table.imports:
+                module, imported = table.imports[name]
+                return (module, imported, name)
+        return None
+
     def _field_value(self, f) -> cst.BaseExpression:
         value = f.value
         if f.params:
@@ -587,13 +646,17 @@ class Emitter:
         origin = dotted_module_of(self.inputs.module.path)
         entries = []
         for name in sorted(reads):
-            if name in ("ttnn", LEGACY, "cls", "types"):
-                continue
+            if name in ("ttnn", LEGACY, "cls", "types") or name in self.generated_names:
+                continue  # module-level names of the generated file itself (copied helpers) need no import
             if name in self.orig.imports:
                 module, imported = self.orig.imports[name]
                 entries.append((module, imported, name))
             elif name in self.orig.definitions:
                 entries.append((origin, name, name))
+            else:
+                found = self._helper_name(name)
+                if found is not None:
+                    entries.append(found)
         out = sorted_imports(entries, self.first_party)
         if out:
             out[0] = _with_comment(
@@ -706,12 +769,12 @@ def _device_attrs_from_config(test: cst.BaseExpression, device: set[str]) -> cst
 
     class _T(cst.CSTTransformer):
         def leave_Attribute(self, original_node, updated_node):
-            if isinstance(updated_node.value, cst.Name) and updated_node.value.value == "self":
-                if updated_node.attr.value in device:
-                    return cst.Attribute(
-                        value=cst.Attribute(value=cst.Name("self"), attr=cst.Name("config")),
-                        attr=updated_node.attr,
-                    )
+            value = updated_node.value
+            if isinstance(value, cst.Name) and value.value == "self" and updated_node.attr.value in device:
+                return cst.Attribute(
+                    value=cst.Attribute(value=cst.Name("self"), attr=cst.Name("config")),
+                    attr=updated_node.attr,
+                )
             return updated_node
 
     return test.visit(_T())
@@ -726,16 +789,8 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
     lazy: set[str] = set()
 
     def makes_lazy(node: cst.CSTNode) -> bool:
-        found = False
-
-        class _V(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> None:
-                nonlocal found
-                if isinstance(call.func, cst.Name) and call.func.value in ({"_lazy_weight"} | producers):
-                    found = True
-
-        node.visit(_V())
-        return found
+        names = {"_lazy_weight"} | producers
+        return any(isinstance(c.func, cst.Name) and c.func.value in names for c in summary(node).calls)
 
     class _Collect(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -792,3 +847,31 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
             return updated_node
 
     return list(module.visit(_Wrap()).body)
+
+
+def _needed_noqa(line: str, module: cst.Module) -> str | None:
+    """A file-level ``# ruff: noqa: A, B`` keeping only the codes the generated code still needs (ruff reports
+    unused ones). Codes this function cannot check are kept."""
+    prefix, _, codes = line.rpartition(":")
+    if not prefix.strip().endswith("noqa"):
+        return line
+    found = {"E731": False, "SIM210": False}
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if isinstance(node.value, cst.Lambda):
+                found["E731"] = True
+
+        def visit_IfExp(self, node: cst.IfExp) -> None:
+            if code(node.body).strip() == "True" and code(node.orelse).strip() == "False":
+                found["SIM210"] = True
+
+    module.visit(_V())
+    kept = [c.strip() for c in codes.split(",") if c.strip() and found.get(c.strip(), True)]
+    return f"{prefix}: {', '.join(kept)}" if kept else None
+
+
+def _is_import_line(statement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )

@@ -30,7 +30,7 @@ class Field:
     source: str  # TTTv1 text
     locs: list[str]
     modes: list[str]
-    home: str  # the mode whose construction computes it
+    home: tuple[str, str]  # (mode, group) whose construction code computes it
     kind: str = "value"  # "value" | "callable" | "device"
     defined_at: str | None = None  # where TTTv1 defines the config value it reads
     # the paths that use it, each a conjunction of (construction-form test, polarity); the field is None on others
@@ -84,9 +84,13 @@ class ToConstruction(cst.CSTTransformer):
         value = updated_node.value
         if updated_node.attr.value == "__name__":
             inner = value
-            if isinstance(inner, cst.Attribute) and inner.attr.value == "__class__":
-                if isinstance(inner.value, cst.Name) and inner.value.value in ("self", self.legacy):
-                    return cst.SimpleString(f'"{self.class_name}"')
+            if (
+                isinstance(inner, cst.Attribute)
+                and inner.attr.value == "__class__"
+                and isinstance(inner.value, cst.Name)
+                and inner.value.value in ("self", self.legacy)
+            ):
+                return cst.SimpleString(f'"{self.class_name}"')
             if (
                 isinstance(inner, cst.Call)
                 and isinstance(inner.func, cst.Name)
@@ -167,7 +171,7 @@ def _written_in(statement: cst.CSTNode) -> set[str]:
 
 def name_fields(
     registry: Registry,
-    constructions: dict[str, list[cst.BaseStatement]],
+    constructions: dict[tuple[str, str], list[cst.BaseStatement]],
     class_name: str,
     reserved: set[str],
     defined_at,
@@ -177,13 +181,14 @@ def name_fields(
     prints: dict[int, tuple] = {}
     conjunctions: dict[tuple, set[tuple]] = {}
     tests: dict[str, cst.BaseExpression] = {}
-    converted = {mode: [to_construction(s, class_name) for s in body] for mode, body in constructions.items()}
+    converted = {key: [to_construction(s, class_name) for s in body] for key, body in constructions.items()}
     for use in registry.uses:
         value = to_construction(use.value, class_name)
-        statements = converted.get(use.mode, [])
+        statements = converted.get((use.mode, use.group), [])
         guards = _guards(use.guards, class_name) if not use.params else ()
         deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
-        fingerprint = (code(value), use.params, tuple(deps))
+        # the same text computed by different functions' code is only the same value if nothing it reads is local
+        fingerprint = (code(value), use.params, tuple(deps), use.group if deps else "")
         prints[use.key] = fingerprint
         conjunction = tuple((code(t), p) for t, p in guards)
         tests.update({code(t): t for t, _ in guards})
@@ -215,7 +220,7 @@ def name_fields(
                 source=first.source,
                 locs=sorted({u.loc for u in owners}, key=_loc_order),
                 modes=modes,
-                home=modes[0],
+                home=(first.mode, first.group),
                 kind="callable" if first.params else "value",
                 defined_at=defined_at(first.value),
                 guards=tuple(tuple((tests[t], p) for t, p in c) for c in reduced),

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,10 +99,8 @@ def first_party_roots(path: Path) -> set[str]:
     while (folder / "__init__.py").is_file():
         folder = folder.parent
     roots = {top}
-    try:
+    with contextlib.suppress(OSError):  # an unreadable folder adds no roots
         roots |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
-    except OSError:  # pragma: no cover - unreadable folder
-        pass
     return roots
 
 

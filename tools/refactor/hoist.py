@@ -32,7 +32,7 @@ from .cstutil import (
     summary,
 )
 from .errors import Gap
-from .track import Provenance, TrackingTransformer, replace_node
+from .track import Provenance, StatementTransformer, TrackingTransformer, replace_node
 
 PLACEHOLDER = "__field_{}__"
 
@@ -50,6 +50,7 @@ class FieldUse:
     source: str  # the TTTv1 text it replaces
     loc: str  # file:line of the TTTv1 text
     guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()  # static tests under which the code runs
+    group: str = ""  # the function whose static code computes it (its fields function in from_model_args)
 
 
 @dataclass
@@ -58,9 +59,9 @@ class Registry:
 
     uses: list[FieldUse] = field(default_factory=list)
 
-    def add(self, base, value, params, mode, source, loc, guards=()) -> int:
+    def add(self, base, value, params, mode, source, loc, guards=(), group="") -> int:
         key = len(self.uses)
-        self.uses.append(FieldUse(key, base, value, tuple(params), mode, source, loc, tuple(guards)))
+        self.uses.append(FieldUse(key, base, value, tuple(params), mode, source, loc, tuple(guards), group))
         return key
 
 
@@ -272,9 +273,11 @@ class Hoister(TrackingTransformer):
         leaves_only: bool = False,
         prov: Provenance | None = None,
         guards: tuple = (),
+        group: str = "",
     ) -> None:
         super().__init__(prov)
         self.guards = guards
+        self.group = group
         self.scope = scope
         self.registry = registry
         self.mode = mode
@@ -311,7 +314,7 @@ class Hoister(TrackingTransformer):
             )
         if isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
             return None
-        if not self._depends_on_construction(node):
+        if not self._depends_on_construction(node) and not _is_choice(node):
             return None
         if self.scope.is_static(node, device_static=self.leaves_only):
             if self.leaves_only and not _leaf(node):
@@ -337,7 +340,7 @@ class Hoister(TrackingTransformer):
     def _field(self, node: cst.BaseExpression, params: tuple[str, ...]) -> cst.BaseExpression:
         base = field_base_name(node, self.scope.facts.holders) or self._context_name(node)
         key = self.registry.add(
-            base, node, params, self.mode, one_line(node, 160), self.loc_of(node), self.guards
+            base, node, params, self.mode, one_line(node, 160), self.loc_of(node), self.guards, self.group
         )
         replacement: cst.BaseExpression = placeholder(key)
         if params:
@@ -414,6 +417,12 @@ class Hoister(TrackingTransformer):
         return super().on_leave(original_node, updated_node)
 
 
+def _is_choice(node: cst.BaseExpression) -> bool:
+    """A conditional expression or boolean operator: a branch, hoisted when static even if it reads nothing of
+    construction (``x if ttnn.DRAM_MEMORY_CONFIG is None else y``)."""
+    return isinstance(node, (cst.IfExp, cst.BooleanOperation))
+
+
 def _leaf(node: cst.BaseExpression) -> bool:
     """Binding tests hoist only names, attributes and config reads, so they stay readable."""
     return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))
@@ -430,6 +439,7 @@ class Binding:
     when_false: str
     origin: cst.CSTNode  # the original if statement
     mode: str
+    file: str = ""  # the analysed file of the code (its module-level names resolve there)
 
 
 @dataclass
@@ -438,6 +448,58 @@ class Extracted:
 
     name: str
     func: cst.FunctionDef
+
+
+def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
+    """``assert <static test>, msg`` left in run-time code (it sits under a run-time ``if``) becomes
+    ``if not (<test>): raise AssertionError(msg)``: a static choice the binder can make at construction."""
+
+    class _T(StatementTransformer):
+        def leave_SimpleStatementLine(self, original_node, updated_node):
+            small = small_statement(updated_node)
+            if not isinstance(small, cst.Assert) or len(updated_node.body) != 1:
+                return updated_node
+            if not scope.is_static(small.test, device_static=True):
+                return updated_node
+            message = [cst.Arg(small.msg)] if small.msg is not None else []
+            raise_ = cst.SimpleStatementLine(
+                [cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))]
+            )
+            if isinstance(small.test, cst.UnaryOperation) and isinstance(small.test.operator, cst.Not):
+                test = small.test.expression  # not (not x) -> x
+            else:
+                test = cst.UnaryOperation(operator=cst.Not(), expression=_parenthesize(small.test))
+            new = cst.If(
+                test=test, body=cst.IndentedBlock(body=[raise_]), leading_lines=updated_node.leading_lines
+            )
+            if prov is not None:
+                prov.note(new, original_node)
+            return new
+
+    return func.visit(_T(prov))
+
+
+def split_mixed_tests(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
+    """``if S and R: body`` (no ``else``) with a static ``S`` and a run-time ``R`` -> ``if S: if R: body``: the
+    short-circuit on ``S`` is a static choice, which the binder then makes at construction."""
+
+    class _T(StatementTransformer):
+        def leave_If(self, original_node, updated_node):
+            test = updated_node.test
+            if updated_node.orelse is not None or not isinstance(test, cst.BooleanOperation):
+                return updated_node
+            if not isinstance(test.operator, cst.And) or test.lpar:
+                return updated_node
+            left, right = test.left, test.right
+            if not scope.is_static(left, device_static=True) or scope.is_static(right, device_static=True):
+                return updated_node
+            inner = cst.If(test=right, body=updated_node.body)
+            outer = updated_node.with_changes(test=left, body=cst.IndentedBlock(body=[inner]))
+            if prov is not None:
+                prov.note(outer, original_node)
+            return outer
+
+    return func.visit(_T(prov))
 
 
 def normalise_early_returns(
@@ -608,11 +670,13 @@ class BranchBinder:
         skipped = {id(n) for n in self.skipped}
 
         class _V(cst.CSTVisitor):
+            def on_visit(self, node) -> bool:
+                if isinstance(node, cst.BaseExpression):
+                    return False
+                return super().on_visit(node)
+
             def visit_FunctionDef(self, node) -> bool:
                 return node is func
-
-            def visit_Lambda(self, _n) -> bool:
-                return False
 
             def visit_If(self, node: cst.If) -> bool:
                 if not found and id(node) not in skipped and scope.is_static(node.test, device_static=True):
@@ -663,7 +727,9 @@ class BranchBinder:
         self._add_method(false_name, orelse, params, live_out, returns, before, target)
         self.guards_of[true_name] = (*self._current, (target.test, True))
         self.guards_of[false_name] = (*self._current, (target.test, False))
-        self.bindings.append(Binding(attr, target.test, true_name, false_name, origin, self.mode))
+        self.bindings.append(
+            Binding(attr, target.test, true_name, false_name, origin, self.mode, self.scope.file)
+        )
         call = cst.Call(
             func=cst.Attribute(value=cst.Name("self"), attr=cst.Name(attr)),
             args=[cst.Arg(cst.Name(p)) for p in params],

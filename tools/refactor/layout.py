@@ -52,10 +52,13 @@ def tidy(module: cst.Module) -> cst.Module:
 
 
 class _NoWhitespaceLines(cst.CSTTransformer):
-    """Blank lines carry no indentation (ruff W293)."""
+    """Blank lines carry no indentation (ruff W293); expressions hold none of them, so they are skipped."""
+
+    def on_visit(self, node) -> bool:
+        return not isinstance(node, cst.BaseExpression)
 
     def leave_EmptyLine(self, original_node, updated_node):
-        if updated_node.comment is None:
+        if updated_node.comment is None and (updated_node.indent or updated_node.whitespace.value):
             return updated_node.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
         return updated_node
 

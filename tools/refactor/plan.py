@@ -23,10 +23,21 @@ from .cstutil import (
     summary,
 )
 from .errors import Gap
-from .hoist import Binding, BranchBinder, Hoister, Registry, propagate_literals, split_static
-from .source import Inputs, methods_of
+from .helpers import module_names
+from .hoist import (
+    Binding,
+    BranchBinder,
+    Hoister,
+    Registry,
+    propagate_literals,
+    split_mixed_tests,
+    split_static,
+    static_asserts_as_ifs,
+)
+from .inline import MAX_DEPTH, Inliner
+from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
-from .track import Provenance
+from .track import Provenance, TrackingTransformer
 
 MODES = ("decode", "prefill")
 SINGLE = "forward"  # the one "mode" of a module whose forward takes no mode (an embedding)
@@ -38,7 +49,8 @@ class MethodPlan:
     func: cst.FunctionDef  # final body, fields as placeholders
     mode: str
     origin: str  # TTTv1 qualname it came from
-    kind: str  # "forward" | "arm" | "method"
+    kind: str  # "forward" | "arm" | "method" | "helper"
+    file: str = ""  # the analysed file its code comes from (the module, or a helper's file)
 
 
 @dataclass
@@ -49,7 +61,9 @@ class ModePlan:
         str  # TTTv1 method the entry was made from (forward, or forward_decode when forward dispatches)
     )
     call_args: list[cst.Arg]  # how forward() passes its parameters to the entry
-    construction: list[cst.BaseStatement] = field(default_factory=list)
+    # static code moved to construction, per function it came from (each gets its own fields function)
+    construction: dict[str, list[cst.BaseStatement]] = field(default_factory=dict)
+    group_files: dict[str, str] = field(default_factory=dict)  # group -> the file its code comes from
 
 
 @dataclass
@@ -123,15 +137,7 @@ def _self_calls(func: cst.CSTNode) -> list[str]:
 
 def self_refs(func: cst.CSTNode, methods: dict) -> list[str]:
     """Methods of the class a function calls or refers to (``self.forward_decode``)."""
-    found: list[str] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value in methods:
-                found.append(node.attr.value)
-
-    func.visit(_V())
-    return found
+    return [a for a in summary(func).self_attrs if a in methods]
 
 
 def class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
@@ -268,6 +274,14 @@ class Planner:
         self.modes = MODES if entry_params & MODE_NAMES else (SINGLE,)
         self.facts = class_facts(inputs, self.forward_methods)
         self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config", "forward"}
+        self.inliner = Inliner(
+            inputs,
+            {name: module_names(parsed) for name, parsed in inputs.files.items()},
+            self.helper_ops,
+            self.methods,
+            self.taken,
+            frozenset({self.entry, "__init__"}),
+        )
 
     @property
     def helper_ops_table(self) -> dict[str, bool]:
@@ -289,7 +303,7 @@ class Planner:
         line = self.parsed.line_of(original)
         return f"{self.parsed.name}:{line}" if line else self.parsed.name
 
-    def _scope(self, func: cst.FunctionDef, qualname: str) -> Scope:
+    def _scope(self, func: cst.FunctionDef, qualname: str, file: str | None = None) -> Scope:
         params = {p.name.value for p in func.params.params[1:]}
         params |= {p.name.value for p in func.params.kwonly_params}
         for star in (func.params.star_arg, func.params.star_kwarg):
@@ -297,7 +311,8 @@ class Planner:
                 params.add(star.name.value)
         return Scope(
             kinds=self.kinds,
-            file=self.parsed.name,
+            file=file or self.parsed.name,
+            self_file=self.parsed.name,
             qualname=qualname,
             class_name=self.inputs.class_name,
             params=params,
@@ -308,9 +323,12 @@ class Planner:
             methods=self.taken,  # TTTv1's methods and the ones generated so far
         )
 
-    def _specialise(self, func: cst.FunctionDef, mode: str | None, decisions: Decisions) -> cst.FunctionDef:
+    def _specialise(
+        self, func: cst.FunctionDef, mode: str | None, decisions: Decisions, parsed: ParsedFile | None = None
+    ) -> cst.FunctionDef:
+        parsed = parsed or self.parsed
         replacements = fact_replacements(
-            self.parsed, self.analysis.fact_sites, self.topology, mode or "decode", enum_spelling(func)
+            parsed, self.analysis.fact_sites, self.topology, mode or "decode", enum_spelling(func)
         )
         if mode is None or mode == SINGLE:  # construction, or a module without modes: topology facts only
             replacements = {
@@ -318,17 +336,19 @@ class Planner:
                 for k, v in replacements.items()
                 if isinstance(v, cst.Name) and v.value in ("True", "False")
             }
-            replacements = self._topology_only(replacements)
+            replacements = self._topology_only(replacements, parsed)
         out = specialise(func, replacements, self.prov, decisions)
         pure = self._scope(out, f"{self.inputs.class_name}.{func.name.value}").pure_call
         return remove_dead_code(out, pure, prov=self.prov)
 
-    def _topology_only(self, replacements: dict[int, cst.BaseExpression]) -> dict[int, cst.BaseExpression]:
+    def _topology_only(
+        self, replacements: dict[int, cst.BaseExpression], parsed: ParsedFile
+    ) -> dict[int, cst.BaseExpression]:
         keep = set()
         for site in self.analysis.fact_sites:
-            if site.file != self.parsed.name or site.fact.startswith("mode"):
+            if site.file != parsed.name or site.fact.startswith("mode"):
                 continue
-            node = self.parsed.node_for_span(site.span)
+            node = parsed.node_for_span(site.span)
             if node is not None:
                 keep.add(id(node))
         return {k: v for k, v in replacements.items() if k in keep}
@@ -360,31 +380,57 @@ class Planner:
             entry_name, entry_func, call_args = self._entry(forward, mode, mode_decisions)
             plan = ModePlan(mode, SINGLE if mode == SINGLE else f"{mode}_forward", entry_name, call_args)
             modes[mode] = plan
-            queue: list[tuple[str, cst.FunctionDef, str, str]] = [
-                (entry_name, entry_func, plan.entry, "forward")
+            queue: list[tuple[str, cst.FunctionDef, str, str, str, str, int]] = [
+                (
+                    entry_name,
+                    entry_func,
+                    plan.entry,
+                    "forward",
+                    self.parsed.name,
+                    f"{self.inputs.class_name}.{entry_name}",
+                    0,
+                )
             ]
             while queue:
-                origin, func, out_name, kind = queue.pop(0)
+                origin, func, out_name, kind, file, qualname, depth = queue.pop(0)
+                scope = self._scope(func, qualname, file)
+                func = propagate_literals(func, scope, self.prov)  # constants reach the calls they feed
+                func, copies = self._inline(func, mode, file, depth, mode_decisions, qualname)
+                queue.extend(copies)
                 binder = BranchBinder(
-                    self._scope(func, f"{self.inputs.class_name}.{origin}"),
+                    self._scope(func, qualname, file),
                     mode,
                     self.prov,
                     self.gaps,
                     self.loc_of,
                     self.taken,
                 )
-                results = self._process(func, origin, mode, binder, plan)
+                group = f"{file}:{qualname}"
+                plan.group_files[group] = file
+                results = self._process(func, origin, mode, binder, plan, group)
                 bindings.extend(binder.bindings)
                 for name, result in results:
                     methods.append(
-                        MethodPlan(name or out_name, result, mode, origin, kind if name is None else "arm")
+                        MethodPlan(
+                            name or out_name, result, mode, origin, kind if name is None else "arm", file
+                        )
                     )
                     for callee in self_refs(result, self.methods):
                         if callee in (self.entry, "__init__") or (callee, mode) in produced:
                             continue
                         callee_func = self._specialise(self.methods[callee], mode, mode_decisions)
                         produced[(callee, mode)] = callee
-                        queue.append((callee, callee_func, callee, "method"))
+                        queue.append(
+                            (
+                                callee,
+                                callee_func,
+                                callee,
+                                "method",
+                                self.parsed.name,
+                                f"{self.inputs.class_name}.{callee}",
+                                depth,
+                            )
+                        )
         self._check_holders(methods)
         init_params = self.methods["__init__"].params if "__init__" in self.methods else cst.Parameters()
         return ClassPlan(
@@ -418,15 +464,82 @@ class Planner:
             return name, inner, list(call.args)
         return self.entry, func, call_args
 
-    def _process(self, func, origin, mode, binder: BranchBinder, plan: ModePlan):
+    def _inline(
+        self, func: cst.FunctionDef, mode: str, file: str, depth: int, decisions: Decisions, qualname: str
+    ):
+        """Calls of helpers with device ops, and of methods, given constant or construction-time arguments:
+        each becomes a call of a private copy specialised for those arguments (see inline.py)."""
+        if depth >= MAX_DEPTH:
+            return func, []
+        inliner = self.inliner
+        caller_locals = set(collect_assignments(func)) | {p.name.value for p in func.params.params}
+        caller_scope = self._scope(func, qualname, file)
+        copies: list = []
+        planner = self
+
+        class _T(TrackingTransformer):
+            def leave_Call(self, original_node, updated_node):
+                callee = inliner.resolve(updated_node, file)
+                if callee is None:
+                    return updated_node
+                updated_node = updated_node.with_changes(
+                    args=[
+                        a.with_changes(value=inliner.forward_static_locals(a.value, caller_scope))
+                        if a.star == "**"
+                        else a
+                        for a in updated_node.args
+                    ]
+                )
+                binding = inliner.bind(updated_node, callee)
+                if binding is None:
+                    return updated_node
+                binding = {
+                    k: (None if v is None else inliner.forward_static_locals(v, caller_scope))
+                    for k, v in binding.items()
+                }
+                if not callee.has_ops and all(
+                    v is None or caller_scope.is_static(v) for v in binding.values()
+                ):
+                    return updated_node  # computed where it is used: at construction, if the call is static
+                body = planner._specialise(
+                    callee.func, mode if callee.is_method else None, decisions, callee.file
+                )
+                made = inliner.specialise_call(
+                    updated_node, callee, body, binding, file, caller_locals, caller_scope.pure_call
+                )
+                if made is None:
+                    return updated_node
+                new_call, copy, name, new = made
+                if new:
+                    folded = remove_dead_code(
+                        specialise(copy, {}, planner.prov, Decisions()), prov=planner.prov
+                    )
+                    copies.append(
+                        (
+                            callee.qualname,
+                            folded,
+                            name,
+                            "helper",
+                            callee.file.name,
+                            callee.qualname,
+                            depth + 1,
+                        )
+                    )
+                return new_call
+
+        return func.visit(_T(self.prov)), copies
+
+    def _process(self, func, origin, mode, binder: BranchBinder, plan: ModePlan, group: str):
         """Specialised method -> (static statements to construction, bound arms, hoisted fields)."""
         scope = binder.scope
         func = propagate_literals(func, scope, self.prov)
         scope.assignments = collect_assignments(func)
         dynamic, static = split_static(block_statements(func.body), scope, self.prov)
-        plan.construction.extend(static)
+        plan.construction.setdefault(group, []).extend(static)
         func = func.with_changes(body=func.body.with_changes(body=dynamic))
         func = remove_dead_code(func, scope.pure_call, prov=self.prov)
+        func = static_asserts_as_ifs(func, scope, self.prov)
+        func = split_mixed_tests(func, scope, self.prov)
         func = binder.run(func)
         out = [(None, func)]
         pending = list(binder.extracted)
@@ -441,13 +554,20 @@ class Planner:
         for name, result in out:
             guards = binder.guards_of.get(name, ()) if name else ()
             hoister = Hoister(
-                scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards
+                scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards, group=group
             )
             result = result.visit(hoister)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
             hoister = Hoister(
-                scope, self.registry, mode, self.loc_of, self.gaps, leaves_only=True, prov=self.prov
+                scope,
+                self.registry,
+                mode,
+                self.loc_of,
+                self.gaps,
+                leaves_only=True,
+                prov=self.prov,
+                group=group,
             )
             binding.test = binding.test.visit(hoister)
         return final
@@ -456,6 +576,8 @@ class Planner:
         """A ModelArgs / model_config object still used at run time cannot be made explicit."""
         holders = self.facts.holders
         for method in methods:
+            if not set(summary(method.func).self_attrs) & (holders | self.facts.assigned_in_forward):
+                continue
             for attr in _self_attr_nodes(method.func):
                 if attr.attr.value in holders:
                     self.gaps.append(
@@ -530,7 +652,7 @@ def dedupe_methods(methods: list[MethodPlan]) -> list[MethodPlan]:
         emitted.add(new_name)
         mine = {old: new for (mode, old), new in renames.items() if mode == method.mode}
         func = _rename_self_calls(method.func, mine).with_changes(name=cst.Name(new_name))
-        out.append(MethodPlan(new_name, func, method.mode, method.origin, method.kind))
+        out.append(MethodPlan(new_name, func, method.mode, method.origin, method.kind, method.file))
     return out
 
 

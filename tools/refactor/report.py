@@ -265,7 +265,7 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str) -> No
     # construction code of each mode and of __init__
     fma = method_lines.get("from_model_args")
     for mode, mode_plan in plan.modes.items():
-        for statement in mode_plan.construction:
+        for statement in (s for group in mode_plan.construction.values() for s in group):
             for node in _branch_nodes(statement):
                 record(node, mode, "construction", f"_{mode}_fields() in from_model_args", fma)
     for statement in plan.init_body:

@@ -41,10 +41,12 @@ class ParsedFile:
             ) from exc
         parsed = cls(path=path, name=name, text=text, module=module)
         parsed._lines = text.splitlines()
-        parsed._index()
         return parsed
 
     def _index(self) -> None:
+        """Positions of every node (computed on first use: helper files mostly need none)."""
+        if self._ranges:
+            return
         positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
         for node, where in positions.items():
             key = (where.start.line, where.start.column, where.end.line, where.end.column)
@@ -57,6 +59,7 @@ class ParsedFile:
     # -- positions (lines 1-based, columns in characters, as the analysis gives them) ----------------
     def node_at(self, line: int, col: int, end_line: int, end_col: int) -> cst.CSTNode | None:
         """The node spanning exactly (line, col)–(end_line, end_col)."""
+        self._index()
         return self._by_range.get((line, col, end_line, end_col))
 
     def node_for_span(self, span) -> cst.CSTNode | None:
@@ -64,12 +67,15 @@ class ParsedFile:
 
     def nodes_starting(self, line: int, col: int) -> list[cst.CSTNode]:
         """Nodes starting at (line, col), outermost first."""
+        self._index()
         return self._by_start.get((line, col), [])
 
     def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
+        self._index()
         return self._ranges.get(id(node))
 
     def line_of(self, node: cst.CSTNode) -> int | None:
+        self._index()
         where = self._ranges.get(id(node))
         return None if where is None else where[0]
 

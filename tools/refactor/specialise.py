@@ -60,15 +60,17 @@ def fact_replacements(
 
 def enum_spelling(node: cst.CSTNode) -> str:
     """How a function names the mode enum (``Mode`` in ``Mode.DECODE``); "Mode" when it never does."""
-    found: list[str] = []
+    code_text = _code_of(node)
+    for candidate in ("Mode", "mode_enum", "ModeEnum"):
+        if f"{candidate}.DECODE" in code_text or f"{candidate}.PREFILL" in code_text:
+            return candidate
+    return "Mode"
 
-    class _V(cst.CSTVisitor):
-        def visit_Attribute(self, attr: cst.Attribute) -> None:
-            if attr.attr.value in ("DECODE", "PREFILL") and isinstance(attr.value, cst.Name):
-                found.append(attr.value.value)
 
-    node.visit(_V())
-    return found[0] if found else "Mode"
+def _code_of(node: cst.CSTNode) -> str:
+    from .cstutil import code
+
+    return code(node)
 
 
 class Specialiser(TrackingTransformer):
@@ -122,6 +124,13 @@ class Specialiser(TrackingTransformer):
                 adopt_parens(original_node, replacement) if const_bool(replacement) is None else replacement
             )
         return super().on_leave(original_node, updated_node)
+
+    def leave_Comparison(self, original_node, updated_node):
+        """Constants compared (after a helper's arguments were substituted): ``0 == 1``, ``None is None``."""
+        value = _fold_comparison(updated_node)
+        if value is None:
+            return updated_node
+        return bool_name(value)
 
     def leave_UnaryOperation(self, original_node, updated_node):
         if isinstance(updated_node.operator, cst.Not):
@@ -203,6 +212,63 @@ class Specialiser(TrackingTransformer):
         if not updated_node.body:
             return cst.RemoveFromParent()
         return updated_node
+
+
+_OPS = {
+    cst.Equal: lambda a, b: a == b,
+    cst.NotEqual: lambda a, b: a != b,
+    cst.LessThan: lambda a, b: a < b,
+    cst.LessThanEqual: lambda a, b: a <= b,
+    cst.GreaterThan: lambda a, b: a > b,
+    cst.GreaterThanEqual: lambda a, b: a >= b,
+    cst.Is: lambda a, b: a is b,
+    cst.IsNot: lambda a, b: a is not b,
+}
+
+
+def _constant(node: cst.BaseExpression):
+    """The value of a literal number, string, None, True or False; NotImplemented otherwise."""
+    import ast
+
+    if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[node.value]
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(node, cst.UnaryOperation)
+        and isinstance(node.operator, cst.Minus)
+        and isinstance(node.expression, (cst.Integer, cst.Float))
+    ):
+        from .cstutil import code
+
+        try:
+            return ast.literal_eval(code(node).strip())
+        except (ValueError, SyntaxError):  # pragma: no cover - a literal always evaluates
+            return NotImplemented
+    return NotImplemented
+
+
+def _fold_comparison(node: cst.Comparison) -> bool | None:
+    left = _constant(node.left)
+    if left is NotImplemented:
+        return None
+    result = True
+    for target in node.comparisons:
+        right = _constant(target.comparator)
+        op = _OPS.get(type(target.operator))
+        if right is NotImplemented or op is None:
+            return None
+        if (left is None or right is None) and type(target.operator) not in (
+            cst.Is,
+            cst.IsNot,
+            cst.Equal,
+            cst.NotEqual,
+        ):
+            return None
+        try:
+            result = result and bool(op(left, right))
+        except TypeError:
+            return None
+        left = right
+    return result
 
 
 def _splice(owner: cst.BaseCompoundStatement, body) -> cst.FlattenSentinel | cst.RemovalSentinel:

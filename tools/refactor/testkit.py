@@ -69,7 +69,7 @@ def assert_identical(expected, got, what: str = "output") -> None:
 
 
 def _tttv1():
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` before tttv1's modules import it
+    import tttv1
 
     return tttv1
 
@@ -179,7 +179,7 @@ class MLPKit(Kit):
         from tttv2.testing.legacy import catalogue_hf_module
         from tttv2.testing.references import hf_mlp, run_reference
 
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
         x = np.random.default_rng(5).standard_normal((1, 1, rows, args.dim)).astype(np.float32)
@@ -256,7 +256,7 @@ class RMSNormKit(Kit):
         from tttv2.testing.legacy import catalogue_hf_module
         from tttv2.testing.references import hf_rmsnorm, run_reference
 
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
         x = _activations(args, rows, 9)
@@ -287,7 +287,7 @@ class DistributedNormKit(Kit):
         from tttv2.testing.legacy import catalogue_hf_module
         from tttv2.testing.references import hf_rmsnorm, run_reference
 
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         rows = DECODE_ROWS if mode == "decode" else PREFILL_ROWS
         x = _activations(args, rows, 11)
@@ -324,7 +324,7 @@ class EmbeddingKit(Kit):
         return [(f"{seq_len} tokens", lambda: ((self._ids(tokens, mesh),), {}))]
 
     def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         tokens = self._tokens(args, PREFILL_ROWS, 13)
         out = ttnn.unsqueeze_to_4D(module(self._ids(tokens, mesh)))
@@ -365,7 +365,7 @@ class LMHeadKit(Kit):
     def assert_matches_hf(self, generated, mesh, mode: str, model: str) -> None:
         from tttv2.testing.legacy import catalogue_state_dicts
 
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         x = _activations(args, DECODE_ROWS, 17)
         out = module(self._input(x, args, mesh, mode), mode=mode)
@@ -456,7 +456,7 @@ class AttentionKit(Kit):
         from tttv2.testing.legacy import _hf_state_dict
         from tttv2.testing.references import _modeling, hf_rotary
 
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         x = _activations(args, self.prompt + 1, 23)
         config = catalogue.hf_config(model)
@@ -534,7 +534,7 @@ class DecoderKit(AttentionKit):
         from tttv2.testing.legacy import _hf_state_dict
         from tttv2.testing.references import _modeling, hf_rotary
 
-        args, state_dict = _args(mesh, model)
+        args, _state_dict = _args(mesh, model)
         module = self.pair(generated, mesh, model)[2]  # the module the equivalence cases of this mesh use
         x = _activations(args, self.prompt + 1, 29)
         config = catalogue.hf_config(model)

@@ -45,10 +45,26 @@ class TrackingTransformer(cst.CSTTransformer):
         return result
 
 
+class StatementTransformer(TrackingTransformer):
+    """A transformer over statements only: it never descends into expressions, so they keep their identity
+    (and their memoised summaries) and the pass costs a fraction of a full walk."""
+
+    def on_visit(self, node) -> bool:
+        if isinstance(node, cst.BaseExpression):
+            return False
+        return super().on_visit(node)
+
+
 def replace_node(tree: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNode, prov: Provenance | None):
     """``tree`` with ``target`` (found by identity) replaced, keeping provenance of everything else."""
 
-    class _Replace(TrackingTransformer):
+    base = (
+        StatementTransformer
+        if isinstance(target, (cst.BaseStatement, cst.BaseSmallStatement))
+        else TrackingTransformer
+    )
+
+    class _Replace(base):
         def on_leave(self, original_node, updated_node):
             if original_node is target:
                 return replacement
