@@ -1,30 +1,33 @@
 """Benchmark training on the emulator against torch on the CPU (float32).
 
-Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-only | --step-only]
+Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-only | --step-only | --threads-only | --parallel[=ddp,tp,...]]
 
 1. NanoGPT (6 layers, 384 wide, 6 heads, block 128, batch 4, the sonnets' character vocabulary, dropout 0.2):
    the median time of a full training step — forward, cross-entropy, backward, AdamW — with ``ttnn.nn`` /
    ``ttnn.optim`` on the emulator and with the same architecture in plain torch.
 2. Each fused training op at the model's shapes: median forward and backward time against torch's
    equivalent (autograd for the backward; the optimizer steps against ``torch.optim``'s single-tensor step).
+3. Thread settings: the emulator's NanoGPT step in two fresh processes, one with no thread variables in its
+   environment (how users start a script) and one with ``OPENBLAS_NUM_THREADS=1``. The library runs BLAS
+   single-threaded inside its own ops (``tttv2/ttnn/_threads.py``), so both should take the same time.
+4. ``--parallel [ddp,tp,pp,ddp+tp]``: the same NanoGPT step under each ``ttnn.nn.parallel`` strategy on emulated
+   meshes, against one device: median step time and, per device, the parameter memory and the peak DRAM of a step
+   (the emulator runs the devices one after another, so time is CPU time; memory per device is the figure that
+   carries over to hardware).
 
-Prints the machine and both tables. Times are wall-clock medians in milliseconds.
-
-The emulator's numpy matmuls run on one OpenBLAS thread (``OPENBLAS_NUM_THREADS=1`` unless set): in a process
-where torch's OpenMP threads also run, multi-threaded OpenBLAS contends with them for the cores and small
-matmuls slow down by orders of magnitude. torch runs with its default thread count and, for reference, with one.
+Prints the machine and the tables. Times are wall-clock medians in milliseconds. The bench sets no thread
+variables itself; torch runs with its default thread count and, for reference, with one.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS (see the module docstring)
-
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -53,7 +56,7 @@ def machine() -> str:
                 break
     except OSError:  # pragma: no cover - not Linux
         pass
-    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
     return (
         f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}, Python {platform.python_version()}, "
         f"numpy {np.__version__} (OPENBLAS_NUM_THREADS={threads}), torch {torch.__version__} ({torch.get_num_threads()} threads)"
@@ -120,7 +123,8 @@ def batch(rng: np.random.Generator, ids: np.ndarray) -> tuple[np.ndarray, np.nda
     )
 
 
-def bench_step(steps: int) -> tuple[float, float, float, int]:
+def bench_emulator_step(steps: int) -> tuple[float, int]:
+    """Median ms of the emulator's training step, and the model's parameter count."""
     ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
     rng = np.random.default_rng(0)
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
@@ -146,11 +150,15 @@ def bench_step(steps: int) -> tuple[float, float, float, int]:
             loss.backward()
             opt.step()
 
-        emulator = median_ms(emulator_step, steps)
-        params = model.num_parameters()
+        return median_ms(emulator_step, steps), model.num_parameters()
     finally:
         ttnn.close_mesh_device(mesh)
 
+
+def bench_step(steps: int) -> tuple[float, float, float, int]:
+    emulator, params = bench_emulator_step(steps)
+    ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
+    rng = np.random.default_rng(0)
     torch.manual_seed(0)
     ref = TorchGPT(len(VOCAB))
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=3e-4)
@@ -361,14 +369,167 @@ def _bench_optimizer_steps(mesh, rng, repeats):
     return out
 
 
+# --- thread settings ---------------------------------------------------------------------------------------------
+
+_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def bench_thread_settings(steps: int) -> tuple[float, float]:
+    """Median emulator step (ms) in a fresh process with no thread variables, then in one with
+    ``OPENBLAS_NUM_THREADS=1`` (run one after the other, never side by side)."""
+    clean = {k: v for k, v in os.environ.items() if k not in _THREAD_VARIABLES and k != "TTTV2_NUM_THREADS"}
+    times = []
+    for env in (clean, {**clean, "OPENBLAS_NUM_THREADS": "1"}):
+        out = subprocess.run(
+            [sys.executable, __file__, "--emulator-step-ms", "--steps", str(steps)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        times.append(json.loads(out.stdout.strip().splitlines()[-1])["emulator_ms"])
+    return times[0], times[1]
+
+
+# --- parallel strategies ------------------------------------------------------------------------------------------
+
+# (label, strategy, mesh, options): TP needs the 6 heads to divide by its size; PP cuts the 6 layers in 2 stages
+PARALLEL_RUNS = [
+    ("1 device", "none", (1, 1), {}),
+    ("DDP 1x2", "ddp", (1, 2), {}),
+    ("DDP 1x4", "ddp", (1, 4), {}),
+    ("TP 1x2", "tp", (1, 2), {}),
+    ("TP 1x3", "tp", (1, 3), {}),
+    ("TP 1x6", "tp", (1, 6), {}),
+    ("PP 1x2 GPipe M=4", "pp", (1, 2), {"schedule": "gpipe"}),
+    ("PP 1x2 1F1B M=4", "pp", (1, 2), {"schedule": "1f1b"}),
+    ("DDP x TP 2x3", "ddp+tp", (2, 3), {}),
+]
+
+
+def _parallel_step(strategy: str, mesh, options: dict):
+    """Build the NanoGPT for ``strategy`` on ``mesh``; returns ``step(x, y)`` (one training step)."""
+    P = ttnn.nn.parallel
+    ttnn.nn.manual_seed(0)
+    config = ttnn.nn.GPTConfig(
+        vocab_size=len(VOCAB), block_size=BLOCK, n_layer=LAYERS, n_head=HEADS, n_embd=WIDTH, dropout=DROPOUT
+    )
+    model = ttnn.nn.GPT(config, device=mesh)
+    if strategy == "pp":
+        model = P.Pipeline(P.pipeline_stages(model, 2), mesh, micro_batches=4, schedule=options["schedule"])
+    elif strategy == "ddp":
+        model = P.DistributedDataParallel(model, mesh)
+    elif strategy == "tp":
+        model = P.TensorParallel(model, mesh)
+    elif strategy == "ddp+tp":
+        model = P.DistributedDataParallel(P.TensorParallel(model, mesh, cluster_axis=1), mesh, cluster_axis=0)
+    opt = ttnn.optim.AdamW(model.parameters(), lr=3e-4)
+
+    def place(a):
+        if strategy in ("ddp", "ddp+tp"):
+            return P.shard_batch(a, mesh, cluster_axis=0 if strategy == "ddp+tp" else None)
+        return ttnn.from_numpy(a, dtype=ttnn.uint32, device=mesh)
+
+    def step(x, y) -> None:
+        opt.zero_grad()
+        if strategy == "pp":
+            model.forward_backward(x, y)
+        else:
+            loss = ttnn.cross_entropy_loss(model(place(x)), place(y))
+            loss.backward()
+        opt.step()
+
+    return step
+
+
+def bench_parallel(strategies: set[str], steps: int) -> list[tuple[str, float, float, float]]:
+    """(label, ms / step, parameter MiB per device, peak DRAM MiB per device during a step) per run."""
+    from tttv2.ttnn.memory_tracker import MemoryTracker
+
+    ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
+    rows = []
+    for label, strategy, shape, options in PARALLEL_RUNS:
+        if strategy not in strategies and strategy != "none":
+            continue
+        rng = np.random.default_rng(0)
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        try:
+            before = max(r["dram_used"] for r in mesh.memory_report())
+            step = _parallel_step(strategy, mesh, options)
+            params = max(r["dram_used"] for r in mesh.memory_report()) - before
+            tracker = MemoryTracker(mesh)
+            times = []
+            for i in range(steps + 1):
+                x, y = batch(rng, ids)
+                with tracker.phase("step"):
+                    start = time.perf_counter()
+                    step(x, y)
+                    if i:  # the first step allocates the optimizer state
+                        times.append(time.perf_counter() - start)
+            peak = max(s.dram_peak for s in tracker.snapshots[-mesh.get_num_devices() :])
+            rows.append((label, 1e3 * statistics.median(times), params / 2**20, peak / 2**20))
+        finally:
+            ttnn.close_mesh_device(mesh)
+    return rows
+
+
+def print_parallel(rows, steps: int) -> None:
+    print(
+        f"\nNanoGPT step by parallel strategy ({LAYERS} layers, {WIDTH} wide, {HEADS} heads, block {BLOCK}, batch "
+        f"{BATCH}, AdamW, median of {steps} steps; memory: the device with the most, MiB)"
+    )
+    _, base_time, base_params, base_peak = rows[0]  # one device
+    print(
+        f"| {'strategy':18} | {'ms / step':>9} | {'x 1 dev':>7} | {'params':>7} | {'x 1 dev':>7} | {'peak':>7} | "
+        f"{'x 1 dev':>7} |"
+    )
+    print("|" + "|".join("-" * n for n in (20, 11, 9, 9, 9, 9, 9)) + "|")
+    for label, ms, params, peak in rows:
+        print(
+            f"| {label:18} | {ms:9.0f} | {ms / base_time:7.2f} | {params:7.2f} | {params / base_params:7.2f} | "
+            f"{peak:7.2f} | {peak / base_peak:7.2f} |"
+        )
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=5, help="timed training steps per framework")
     p.add_argument("--repeats", type=int, default=10, help="timed calls per fused op")
     p.add_argument("--step-only", action="store_true")
     p.add_argument("--ops-only", action="store_true")
+    p.add_argument("--threads-only", action="store_true", help="only the thread-settings row (3.)")
+    p.add_argument("--emulator-step-ms", action="store_true", help=argparse.SUPPRESS)  # a child of (3.)
+    p.add_argument(
+        "--parallel",
+        nargs="?",
+        const="ddp,tp,pp,ddp+tp",
+        default=None,
+        help="only the parallel-strategy table, for these strategies (comma-separated; default all)",
+    )
     args = p.parse_args(argv)
+    if args.emulator_step_ms:
+        print(json.dumps({"emulator_ms": bench_emulator_step(args.steps)[0]}))
+        return
     print(f"Machine: {machine()}")
+    if args.parallel is not None:
+        strategies = {s.strip() for s in args.parallel.split(",")}
+        unknown = strategies - {"ddp", "tp", "pp", "ddp+tp"}
+        if unknown:
+            p.error(f"--parallel: expected strategies among ddp, tp, pp, ddp+tp, got {sorted(unknown)}")
+        print_parallel(bench_parallel(strategies, args.steps), args.steps)
+        return
+    if not args.ops_only and not args.step_only:
+        default, single = bench_thread_settings(args.steps)
+        print(
+            f"\nThread settings: the emulator's NanoGPT step, median of {args.steps} steps, one process each"
+        )
+        print(f"| {'environment':33} | {'ms / step':>10} |")
+        print(f"|{'-' * 35}|{'-' * 12}|")
+        print(f"| {'no thread variables':33} | {default:10.1f} |")
+        print(f"| {'OPENBLAS_NUM_THREADS=1':33} | {single:10.1f} |")
+        print(f"| {'ratio (no variables / =1)':33} | {default / single:10.2f} |")
+        if args.threads_only:
+            return
     if not args.ops_only:
         emulator, reference, single, params = bench_step(args.steps)
         print(

@@ -2,9 +2,14 @@
 
     python examples/nanogpt.py                      # default run (a couple of minutes on a laptop CPU)
     python examples/nanogpt.py --steps 20 --n-layer 1 --n-embd 64 --block-size 32   # a quick smoke run
+    python examples/nanogpt.py --parallel ddp --mesh 1x8 --steps 50     # data parallel over 8 devices
+    python examples/nanogpt.py --parallel tp --mesh 1x8 --steps 50      # tensor parallel (heads, MLP, vocab)
+    python examples/nanogpt.py --parallel pp --mesh 1x8 --stages 2      # pipeline: 2 stages of 4 devices, 1F1B
+    python examples/nanogpt.py --parallel ddp+tp --mesh 2x4             # TP over each row, DP over the rows
 
 Everything runs on the ttnn emulator: the model's parameters live on an emulated device, ``loss.backward()``
-fills their ``.grad``, and AdamW updates them in place with a fused device op.
+fills their ``.grad``, and AdamW updates them in place with a fused device op. ``--parallel`` trains the same
+model on an emulated mesh with ``ttnn.nn.parallel`` (the printed loss is the mean over the data-parallel group).
 """
 
 from __future__ import annotations
@@ -59,8 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--block-size", type=int, default=64, help="context length (a multiple of 32)")
     p.add_argument("--n-layer", type=int, default=2)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--n-embd", type=int, default=128)
+    p.add_argument("--n-head", type=int, default=None, help="default 4, or the TP size if larger")
+    p.add_argument("--n-embd", type=int, default=None, help="default 128, or 32 per head if larger")
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
@@ -73,7 +78,44 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--memory", action="store_true", help="print device memory by phase for one step")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    p.add_argument("--parallel", choices=("none", "ddp", "tp", "pp", "ddp+tp"), default="none")
+    p.add_argument("--mesh", default=None, help="RxC, e.g. 1x8 or 2x4 (default 1x1, or 1x2 with --parallel)")
+    p.add_argument("--stages", type=int, default=2, help="pipeline stages (--parallel pp)")
+    p.add_argument("--micro-batches", type=int, default=4, help="micro-batches per step (--parallel pp)")
+    p.add_argument("--schedule", choices=("gpipe", "1f1b"), default="1f1b", help="pipeline schedule")
+    args = p.parse_args(argv)
+    rows, _, cols = (args.mesh or ("1x1" if args.parallel == "none" else "1x2")).lower().partition("x")
+    if not (rows.isdigit() and cols.isdigit()):
+        p.error(f"--mesh: expected RxC such as 1x8 or 2x4, got {args.mesh!r}")
+    args.mesh_shape = (int(rows), int(cols))
+    tp = {"tp": int(rows) * int(cols), "ddp+tp": int(cols)}.get(args.parallel, 1)
+    args.n_head = args.n_head or max(4, tp)
+    args.n_embd = args.n_embd or max(128, 32 * args.n_head)
+    return args
+
+
+def parallelize(args, model, mesh):
+    """The model wrapped for ``--parallel`` and how a batch is placed: ``(model, place(ids) -> tensor)``."""
+    P = ttnn.nn.parallel
+    if args.parallel == "ddp":
+        return P.DistributedDataParallel(model, mesh), lambda ids: P.shard_batch(ids, mesh)
+    if args.parallel == "tp":
+        return P.TensorParallel(model, mesh), lambda ids: to_device(ids, mesh)
+    if args.parallel == "ddp+tp":
+        model = P.DistributedDataParallel(P.TensorParallel(model, mesh, cluster_axis=1), mesh, cluster_axis=0)
+        return model, lambda ids: P.shard_batch(ids, mesh, cluster_axis=0)
+    if args.parallel == "pp":
+        stages = P.pipeline_stages(model, args.stages)
+        pipe = P.Pipeline(stages, mesh, micro_batches=args.micro_batches, schedule=args.schedule)
+        return pipe, None
+    return model, lambda ids: to_device(ids, mesh)
+
+
+def language_model(model):
+    """The GPT inside the DDP / TP wrappers (a Pipeline generates through its stages itself)."""
+    while isinstance(model, (ttnn.nn.parallel.DistributedDataParallel, ttnn.nn.parallel.TensorParallel)):
+        model = model.module
+    return model
 
 
 def main(argv=None) -> dict:
@@ -84,7 +126,7 @@ def main(argv=None) -> dict:
     split = int(0.9 * len(data))
     train, val = data[:split], data[split:]
 
-    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(*args.mesh_shape))
     try:
         ttnn.nn.manual_seed(args.seed)
         config = ttnn.nn.GPTConfig(
@@ -100,6 +142,11 @@ def main(argv=None) -> dict:
         print(
             f"NanoGPT: {model.num_parameters():,} parameters, vocab {len(vocab)}, {len(train):,} training characters"
         )
+        model, place = parallelize(args, model, mesh)
+        if args.parallel != "none":
+            print(
+                f"parallel: {args.parallel} on a {args.mesh_shape[0]}x{args.mesh_shape[1]} mesh: {model.extra_repr()}"
+            )
         opt = ttnn.optim.AdamW(model.named_parameters(), lr=args.lr, weight_decay=args.weight_decay)
         sched = ttnn.optim.CosineScheduler(
             opt, total_steps=max(args.steps, args.warmup + 1), eta_min=args.lr / 10, warmup_steps=args.warmup
@@ -111,16 +158,23 @@ def main(argv=None) -> dict:
         start = time.perf_counter()
         for step in range(args.steps):
             xb, yb = next(stream)
-            x, y = to_device(xb, mesh), to_device(yb, mesh)
             track = tracker is not None and step == min(1, args.steps - 1)
-            if track:
-                tracker.begin("forward")
-            loss = ttnn.cross_entropy_loss(model(x), y)
-            if track:
-                tracker.end()
-                tracker.begin("backward")
             opt.zero_grad()
-            loss.backward()
+            if place is None:  # a pipeline runs forward and backward per micro-batch in its schedule
+                if track:
+                    tracker.begin("forward+backward")
+                value = model.forward_backward(xb, yb)
+            else:
+                if track:
+                    tracker.begin("forward")
+                loss = ttnn.cross_entropy_loss(model(place(xb)), place(yb))
+                if hasattr(model, "reduce_loss"):
+                    loss = model.reduce_loss(loss)  # the mean over the data-parallel group
+                if track:
+                    tracker.end()
+                    tracker.begin("backward")
+                loss.backward()
+                value = ttnn.nn.utils.item(loss)
             if track:
                 tracker.end()
                 tracker.begin("optimizer")
@@ -130,7 +184,7 @@ def main(argv=None) -> dict:
             sched.step()
             if track:
                 tracker.end()
-            losses.append(ttnn.nn.utils.item(loss))
+            losses.append(value)
             if step % args.log_every == 0 or step == args.steps - 1:
                 rate = (step + 1) / (time.perf_counter() - start)
                 print(
@@ -142,15 +196,21 @@ def main(argv=None) -> dict:
         model.eval()
         with ttnn.autograd.no_grad():
             xb, yb = next(batches(val, args.block_size, args.batch_size, np.random.default_rng(1)))
-            val_loss = ttnn.nn.utils.item(
-                ttnn.cross_entropy_loss(model(to_device(xb, mesh)), to_device(yb, mesh))
-            )
+            if place is None:
+                logits = model(xb)
+                target = ttnn.from_numpy(yb.astype(np.uint32), dtype=ttnn.uint32, device=logits.device())
+                val_loss = ttnn.nn.utils.item(ttnn.cross_entropy_loss(logits, target))
+            else:
+                loss = ttnn.cross_entropy_loss(model(place(xb)), place(yb))
+                val_loss = ttnn.nn.utils.item(
+                    model.reduce_loss(loss) if hasattr(model, "reduce_loss") else loss
+                )
         print(f"validation loss {val_loss:.4f}")
 
         sample = ""
         if args.generate > 0:
             prompt = vocab.encode(args.prompt)[None, :]
-            out = model.generate(prompt, args.generate)
+            out = (model if place is None else language_model(model)).generate(prompt, args.generate)
             sample = vocab.decode(out[0])
             print("---- greedy sample ----")
             print(sample)

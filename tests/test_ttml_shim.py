@@ -190,3 +190,65 @@ def test_models_and_data(ttml):
     attend_all = model(idx, full).to_numpy()
     assert not np.allclose(attend_all[0, 0, 0], without.to_numpy()[0, 0, 0])  # position 0 now sees the future
     np.testing.assert_allclose(attend_all[0, 0, -1], without.to_numpy()[0, 0, -1], rtol=2e-2, atol=2e-2)
+
+
+# --- bad input: every error names the argument -----------------------------------------------------------
+
+
+def test_set_gradient_mode_takes_only_grad_modes(ttml):
+    ctx = ttml.autograd.AutoContext.get_instance()
+    for bad in ("off", "disabled", False, None):
+        with pytest.raises(
+            TypeError, match=r"set_gradient_mode: mode: expected ttml\.autograd\.GradMode\.ENABLED"
+        ):
+            ctx.set_gradient_mode(bad)
+        assert ttnn.autograd.is_grad_enabled()  # "off" used to switch gradients on; nothing changes now
+    ctx.set_gradient_mode(ttml.autograd.GradMode.DISABLED)
+    assert not ttnn.autograd.is_grad_enabled()
+    ctx.set_gradient_mode(ttml.autograd.GradMode.ENABLED)
+    assert ttnn.autograd.is_grad_enabled()
+
+
+def test_optimizers_name_a_missing_or_wrong_config(ttml):
+    params = {"w": ttnn.from_numpy(np.ones((2, 2), np.float32))}
+    with pytest.raises(
+        TypeError,
+        match=r"ttml\.optimizers\.SGD: config: expected a ttml\.optimizers\.SGDConfig, got NoneType",
+    ):
+        ttml.optimizers.SGD(params, None)
+    with pytest.raises(
+        TypeError,
+        match=r"SGD: config: expected a ttml\.optimizers\.SGDConfig, got AdamWConfig \(an AdamWConfig goes with ttml\.optimizers\.AdamW\)",
+    ):
+        ttml.optimizers.SGD(params, ttml.optimizers.AdamWConfig())
+    with pytest.raises(
+        TypeError, match=r"AdamW: config: expected a ttml\.optimizers\.AdamWConfig, got SGDConfig"
+    ):
+        ttml.optimizers.AdamW(params, ttml.optimizers.SGDConfig())
+    assert ttml.optimizers.SGD(params, ttml.optimizers.SGDConfig(lr=0.5)).get_lr() == 0.5
+
+
+def test_from_numpy_refuses_non_numeric_arrays(ttml):
+    for array in (np.array([1 + 2j]), np.array([1.0, "a"], dtype=object), np.array(["x"])):
+        with pytest.raises(
+            TypeError, match=r"ttml Tensor\.from_numpy: array: expected a numeric array .* got dtype"
+        ):
+            ttml.autograd.Tensor.from_numpy(array)
+    ok = ttml.autograd.Tensor.from_numpy(
+        np.ones((32, 32), dtype=ml_dtypes.bfloat16)
+    )  # bfloat16 stays accepted
+    assert ok.dtype() == ttnn.bfloat16
+
+
+def test_char_tokenizer_names_bad_text_and_unknown_characters(ttml):
+    data = ttml.common.data
+    with pytest.raises(ValueError, match=r"CharTokenizer: text: expected a non-empty str"):
+        data.CharTokenizer("")
+    with pytest.raises(TypeError, match=r"CharTokenizer: text: expected a str .* got NoneType"):
+        data.CharTokenizer(None)
+    tok = data.CharTokenizer("hello")
+    assert tok.decode(tok.encode("hole")) == "hole"
+    with pytest.raises(
+        ValueError, match=r"CharTokenizer\.encode: s: character 'z' at index 2 is not in the vocabulary"
+    ):
+        tok.encode("hez")

@@ -12,14 +12,16 @@ ttml name                                        use instead
 ``ttml.optimizers.*``                            ``ttnn.optim.SGD`` / ``ttnn.optim.AdamW``
 ``ttml.models.*``                                ``ttnn.nn.Linear`` / ``ttnn.nn.GPT``
 ``ttml.common.data.CharTokenizer``               ``examples/nanogpt.py``'s tokenizer (a plain class)
+``ttml.distributed.DistributedDataParallel``     ``ttnn.nn.parallel.DistributedDataParallel``
+``ttml.core.distributed.synchronize_gradients``  ``ttnn.nn.parallel`` / ``ttnn.nn.utils.all_reduce_gradients_``
 ===============================================  ====================================================
 """
 
 from __future__ import annotations
 
-from . import autograd, common, core, models, ops, optimizers
+from . import autograd, common, core, distributed, models, ops, optimizers
 from ._deprecation import deprecated as _deprecated
 
 _deprecated("the ttml package", "tttv2.ttnn (ttnn.nn, ttnn.optim, ttnn.autograd)", stacklevel=2)
 
-__all__ = ["autograd", "common", "core", "models", "ops", "optimizers"]
+__all__ = ["autograd", "common", "core", "distributed", "models", "ops", "optimizers"]

@@ -80,6 +80,11 @@ class AutoContext:
 
     def set_gradient_mode(self, mode: GradMode) -> None:
         deprecated("ttml AutoContext.set_gradient_mode", "with ttnn.autograd.no_grad(): ...")
+        if not isinstance(mode, GradMode):
+            raise TypeError(
+                "ttml AutoContext.set_gradient_mode: mode: expected ttml.autograd.GradMode.ENABLED or "
+                f"GradMode.DISABLED, got {mode!r}"
+            )
         if self._grad_scope is not None:
             self._grad_scope.__exit__(None, None, None)
             self._grad_scope = None
@@ -101,9 +106,14 @@ def _value(t):
 class Tensor:
     """A ttml tensor wrapping a ``ttnn.Tensor``; use the ``ttnn.Tensor`` itself instead."""
 
-    def __init__(self, value: ttnn.Tensor) -> None:
+    def __init__(self, value: ttnn.Tensor, requires_grad: bool | None = None) -> None:
+        """``Tensor(value)`` wraps ``value``; ``Tensor(value, requires_grad)`` (TTML's two-argument form) makes a
+        new leaf: the same values, cut from any graph, with that flag (``value`` itself is left as it is)."""
         if not isinstance(value, ttnn.Tensor):
             raise TypeError(f"ttml.autograd.Tensor wraps a ttnn.Tensor, got {type(value).__name__}")
+        if requires_grad is not None and (not value.is_leaf or value.requires_grad != bool(requires_grad)):
+            value = value.detach()
+            value.requires_grad = bool(requires_grad)
         self._value = value
 
     @staticmethod
@@ -113,7 +123,11 @@ class Tensor:
             "ttnn.from_numpy(array, dtype=..., layout=..., device=mesh) (set .requires_grad for leaves)",
         )
         array = np.asarray(array)
-        if array.dtype.kind not in "iuf":  # ml_dtypes.bfloat16 arrays
+        if array.dtype.kind not in "biuf" and array.dtype.name not in ("bfloat16", "float16"):
+            raise TypeError(
+                f"ttml Tensor.from_numpy: array: expected a numeric array (bool, integer or float), got dtype {array.dtype}"
+            )
+        if array.dtype.kind not in "iuf":  # ml_dtypes.bfloat16 and bool arrays
             array = array.astype(np.float32)
         dtype = _ttnn_dtype(array, new_type)
         if dtype in (ttnn.uint32, ttnn.int32, ttnn.uint16):

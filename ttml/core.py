@@ -1,13 +1,14 @@
-"""Deprecated ``ttml.core``: use ``ttnn.nn.clip_grad_norm_``."""
+"""Deprecated ``ttml.core``: use ``ttnn.nn.clip_grad_norm_`` (and ``ttnn.nn.parallel`` for ``ttml.core.distributed``)."""
 
 from __future__ import annotations
 
 from tttv2 import ttnn
 
+from . import _core_distributed as distributed
 from ._deprecation import deprecated
 from .optimizers import _params
 
-__all__ = ["clip_grad_norm"]
+__all__ = ["clip_grad_norm", "distributed"]
 
 
 def clip_grad_norm(

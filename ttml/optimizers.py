@@ -69,9 +69,23 @@ def _params(parameters) -> dict:
     return {f"param{i}": _value(t) for i, t in enumerate(parameters)}
 
 
+def _expect_config(owner: str, config, expected: type, other: str) -> None:
+    if not isinstance(config, expected):
+        hint = (
+            f" (an {type(config).__name__} goes with ttml.optimizers.{other})"
+            if type(config).__name__.startswith(other)
+            else ""
+        )
+        raise TypeError(
+            f"ttml.optimizers.{owner}: config: expected a ttml.optimizers.{expected.__name__}, got "
+            f"{type(config).__name__}{hint}"
+        )
+
+
 class SGD(ttnn.optim.SGD):
     def __init__(self, parameters, config: SGDConfig) -> None:
         deprecated("ttml.optimizers.SGD(params, config)", "ttnn.optim.SGD(model.parameters(), lr=..., ...)")
+        _expect_config("SGD", config, SGDConfig, "AdamW")
         super().__init__(
             _params(parameters),
             lr=config.lr,
@@ -87,6 +101,7 @@ class AdamW(ttnn.optim.AdamW):
         deprecated(
             "ttml.optimizers.AdamW(params, config)", "ttnn.optim.AdamW(model.parameters(), lr=..., ...)"
         )
+        _expect_config("AdamW", config, AdamWConfig, "SGD")
         if config.stochastic_rounding:
             deprecated(
                 "AdamWConfig.stochastic_rounding",

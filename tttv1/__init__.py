@@ -1,20 +1,7 @@
 """tttv1: a compact TTTv1-style transformer (laid out like tt-metal's ``models/tt_transformers``).
 
 It is the migration toolkit's built-in input and the "before" side of every equivalence test, so its modules
-import ``ttnn`` exactly as TTTv1 code does. Importing this package makes a plain ``import ttnn`` resolve to the
-emulator (``tttv2.ttnn``) unless ``TTTV2_BACKEND=ttnn`` asks for Tenstorrent's real package; this must happen
-before any submodule runs ``import ttnn``, hence here.
+import ``ttnn`` exactly as TTTv1 code does. Which package that is, is decided by the import hook installed with
+tttv2 (``_tttv2_ttnn_import``): Tenstorrent's real ``ttnn`` where it is importable, else the emulator
+``tttv2.ttnn``; ``TTTV2_BACKEND=emulator|ttnn`` forces either. Importing this package changes nothing.
 """
-
-from __future__ import annotations
-
-import os as _os
-
-BACKEND = _os.environ.get("TTTV2_BACKEND", "emulator").strip().lower()
-
-if BACKEND != "ttnn":
-    from tttv2.ttnn import install_as_ttnn as _install_as_ttnn
-
-    _install_as_ttnn()
-
-__all__ = ["BACKEND"]

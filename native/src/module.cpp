@@ -6,7 +6,9 @@
 // they must already be C-contiguous CPU arrays of the right dtype (float32, or uint8 for packed bfp
 // data), otherwise nanobind raises TypeError. Shapes are all checked before any memory is touched and
 // a mismatch raises ValueError("<kernel>: <argument> ..., expected ..., got ..."). The GIL is released
-// while the kernel runs.
+// while the kernel runs. Every bound here compares shapes of real arrays (no size arithmetic); an empty
+// array returns before the row loops (its row count may be huge). The training kernels (training.cpp)
+// also take sizes, offsets and ids from Python: see there for checked arithmetic and copied ids.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -214,6 +216,9 @@ NB_MODULE(_native, m) {
         expect_disjoint(k, "exponents", exponents, "src", src);
         expect_disjoint(k, "mantissas", mantissas, "src", src);
         expect_disjoint(k, "mantissas", mantissas, "exponents", exponents);
+        if (cols == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* in = src.data();
         uint8_t* exps = exponents.data();
         uint8_t* mants = mantissas.data();
@@ -237,6 +242,9 @@ NB_MODULE(_native, m) {
         expect_shape(k, "dst", dst, {rows, cols});
         expect_disjoint(k, "dst", dst, "exponents", exponents);
         expect_disjoint(k, "dst", dst, "mantissas", mantissas);
+        if (cols == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const uint8_t* exps = exponents.data();
         const uint8_t* mants = mantissas.data();
         float* out = dst.data();
@@ -255,6 +263,9 @@ NB_MODULE(_native, m) {
         expect_same_shape(k, "dst", dst, "src", src);
         expect_disjoint(k, "dst", dst, "src", src);
         const size_t rows = src.shape(0), cols = src.shape(1);
+        if (cols == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* in = src.data();
         float* out = dst.data();
         nb::gil_scoped_release release;
@@ -273,6 +284,9 @@ NB_MODULE(_native, m) {
         expect_same_shape(k, "dst", dst, "x", x);
         expect_disjoint(k, "dst", dst, "x", x);
         expect_disjoint_optional(k, dst, "weight", weight);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* in = x.data();
         float* out = dst.data();
         nb::gil_scoped_release release;
@@ -294,6 +308,9 @@ NB_MODULE(_native, m) {
         expect_disjoint(k, "dst", dst, "x", x);
         expect_disjoint_optional(k, dst, "weight", weight);
         expect_disjoint_optional(k, dst, "bias", bias);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* in = x.data();
         float* out = dst.data();
         nb::gil_scoped_release release;
@@ -311,6 +328,9 @@ NB_MODULE(_native, m) {
         expect_same_shape(k, "dst", dst, "x", x);
         expect_disjoint(k, "dst", dst, "x", x);
         const size_t rows = x.shape(0), d = x.shape(1);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* in = x.data();
         float* out = dst.data();
         nb::gil_scoped_release release;
@@ -342,6 +362,9 @@ NB_MODULE(_native, m) {
         expect_disjoint(k, "dst", dst, "x", x);
         expect_disjoint(k, "dst", dst, "cos", cos);
         expect_disjoint(k, "dst", dst, "sin", sin);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* in = x.data();
         const float* c = cos.data();
         const float* s = sin.data();

@@ -8,6 +8,11 @@
 // must be C-contiguous CPU arrays of the exact dtype (no implicit conversion, TypeError otherwise); shape
 // errors raise ValueError("<kernel>: ...") before any memory is touched; the GIL is released while the
 // kernel runs. Row sums accumulate in double and round to float32, like the reference.
+//
+// Sizes, offsets and strides that come from Python are combined with checked arithmetic (a wrapped product
+// would pass a bounds check and address memory far from the array). Arrays whose values decide addresses
+// (class ids, embedding ids) are copied and validated while the GIL is held, and the kernel reads the copy:
+// another Python thread may write the caller's array as soon as the GIL is released.
 #include "training.hpp"
 
 #include <nanobind/ndarray.h>
@@ -724,13 +729,36 @@ void expect_disjoint(const char* k, const char* a_name, const A& a, const char* 
   }
 }
 
-void check_ids(const char* k, const I64In& ids, size_t n) {
-  const int64_t* p = ids.data();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (p[i] < 0 || static_cast<uint64_t>(p[i]) >= n) {
-      fail(k, "id " + std::to_string(p[i]) + " is out of range [0, " + std::to_string(n) + ")");
-    }
+// a · b, or ValueError("<kernel>: <what> overflows ...") if the product does not fit in size_t
+size_t checked_mul(const char* k, size_t a, size_t b, const char* what) {
+  size_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) {
+    fail(k, std::string(what) + " overflows: " + std::to_string(a) + " * " + std::to_string(b));
   }
+  return out;
+}
+
+size_t checked_add(const char* k, size_t a, size_t b, const char* what) {
+  size_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) {
+    fail(k, std::string(what) + " overflows: " + std::to_string(a) + " + " + std::to_string(b));
+  }
+  return out;
+}
+
+// The ids, copied (each value read once) and checked to lie in [0, n). The kernel must use the copy: the
+// caller's array may change once the GIL is released.
+std::vector<int64_t> checked_ids(const char* k, const I64In& ids, size_t n) {
+  const int64_t* p = ids.data();
+  std::vector<int64_t> out(ids.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t id = p[i];
+    if (id < 0 || static_cast<uint64_t>(id) >= n) {
+      fail(k, "id " + std::to_string(id) + " is out of range [0, " + std::to_string(n) + ")");
+    }
+    out[i] = id;
+  }
+  return out;
 }
 
 const float* opt_vector(const char* k, const char* name, const std::optional<F32In>& v, size_t d) {
@@ -762,9 +790,12 @@ void bind_rows(nb::module_& t) {
         expect_shape(k, "target", target, {rows});
         expect_shape(k, "dst", loss, {rows});
         expect_disjoint(k, "dst", loss, "logits", x);
-        check_ids(k, target, v);
+        const std::vector<int64_t> ids = checked_ids(k, target, v);
+        if (rows == 0) {
+          return;  // nothing to write; a row's scratch would be sized by V, which may be huge
+        }
         const float* px = x.data();
-        const int64_t* pt = target.data();
+        const int64_t* pt = ids.data();
         float* out = loss.data();
         nb::gil_scoped_release release;
         parallel_rows(
@@ -789,10 +820,13 @@ void bind_rows(nb::module_& t) {
         }
         expect_like(k, "dst", dx, "logits", x);
         expect_disjoint(k, "dst", dx, "logits", x);
-        check_ids(k, target, v);
+        const std::vector<int64_t> ids = checked_ids(k, target, v);
+        if (rows == 0) {
+          return;  // nothing to write
+        }
         const size_t step = scale.shape(0) == 1 ? 0 : 1;
         const float* px = x.data();
-        const int64_t* pt = target.data();
+        const int64_t* pt = ids.data();
         const float* ps = scale.data();
         float* out = dx.data();
         nb::gil_scoped_release release;
@@ -812,6 +846,9 @@ void bind_rows(nb::module_& t) {
         expect_like(k, "dst", y, "x", x);
         expect_disjoint(k, "dst", y, "x", x);
         const size_t rows = x.shape(0), d = x.shape(1);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* px = x.data();
         float* out = y.data();
         nb::gil_scoped_release release;
@@ -832,6 +869,9 @@ void bind_rows(nb::module_& t) {
         expect_disjoint(k, "dst", dx, "y", y);
         expect_disjoint(k, "dst", dx, "dy", dy);
         const size_t rows = y.shape(0), d = y.shape(1);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* py = y.data();
         const float* pg = dy.data();
         float* out = dx.data();
@@ -853,6 +893,9 @@ void bind_rows(nb::module_& t) {
         expect_disjoint(k, "dst", dx, "y", y);
         expect_disjoint(k, "dst", dx, "dy", dy);
         const size_t rows = y.shape(0), d = y.shape(1);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* py = y.data();
         const float* pg = dy.data();
         float* out = dx.data();
@@ -901,6 +944,9 @@ void bind_rows(nb::module_& t) {
         expect_shape(k, "dweight", dweight, {d});
         expect_disjoint(k, "dx", dx, "x", x);
         expect_disjoint(k, "dx", dx, "dy", dy);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* px = x.data();
         const float* pg = dy.data();
         float* pdx = dx.data();
@@ -968,6 +1014,9 @@ void bind_rows(nb::module_& t) {
         expect_shape(k, "dbias", dbias, {d});
         expect_disjoint(k, "dx", dx, "x", x);
         expect_disjoint(k, "dx", dx, "dy", dy);
+        if (d == 0) {
+          return;  // nothing to write; the row count of an empty array may be huge
+        }
         const float* px = x.data();
         const float* pg = dy.data();
         float* pdx = dx.data();
@@ -1114,10 +1163,13 @@ Attn attn_params(const char* k, const F32In& raw, const std::optional<F32In>& ma
   at.sq = raw.shape(2);
   at.sk = raw.shape(3);
   at.b0 = b0;
-  if (b0 + raw.shape(0) > total_b) {
+  if (checked_add(k, b0, raw.shape(0), "batch offset + batch") > total_b) {
     fail(k, "batch offset " + std::to_string(b0) + " + " + std::to_string(raw.shape(0)) +
                 " exceeds the batch " + std::to_string(total_b));
   }
+  // rows of the chunk (B·H·Sq) and of the full array; the chunk's scores exist, but with Sk = 0 they are empty
+  checked_mul(k, checked_mul(k, raw.shape(0), at.heads, "scores rows"), at.sq, "scores rows");
+  checked_mul(k, checked_mul(k, total_b, at.heads, "attention rows"), at.sq, "attention rows");
   at.mask = nullptr;
   if (mask) {
     if (!strides) {
@@ -1127,7 +1179,16 @@ Attn attn_params(const char* k, const F32In& raw, const std::optional<F32In>& ma
     if (sb < 0 || sh < 0 || si < 0) {
       fail(k, "mask strides must be >= 0");
     }
-    const size_t last = (total_b - 1) * sb + (at.heads - 1) * sh + (at.sq - 1) * si + at.sk;
+    // elements the mask must hold: 1 + the offset of the last element read, when any is read
+    size_t last = 0;
+    if (total_b > 0 && at.heads > 0 && at.sq > 0 && at.sk > 0) {
+      last = checked_mul(k, total_b - 1, static_cast<size_t>(sb), "mask batch offset");
+      last = checked_add(k, last, checked_mul(k, at.heads - 1, static_cast<size_t>(sh), "mask head offset"),
+                         "mask offset");
+      last = checked_add(k, last, checked_mul(k, at.sq - 1, static_cast<size_t>(si), "mask row offset"),
+                         "mask offset");
+      last = checked_add(k, last, at.sk, "mask offset");
+    }
     if (mask->ndim() != 1 || mask->shape(0) < last) {
       fail(k, "the mask (flattened) must have at least " + std::to_string(last) +
                   " elements for its strides, got " + shape_of(*mask));
@@ -1196,6 +1257,9 @@ void bind_attention(nb::module_& t) {
         expect_disjoint(k, "pd", pd, "dpd", dpd);
         expect_disjoint(k, "ds", ds, "dpd", dpd);
         expect_disjoint(k, "ds", ds, "pd", pd);
+        if (at.sk == 0 || rows == 0) {
+          return;  // pd and ds are empty (B·H·Sq or Sk may then be huge: no loop, no scratch)
+        }
         const float* pr = raw.data();
         const float* pg = dpd.data();
         float* ppd = pd.data();
@@ -1248,9 +1312,9 @@ void bind_misc(nb::module_& t) {
           fail(k, "dst must have " + std::to_string(d) + " columns, got shape " + shape_of(dst));
         }
         const size_t num = dst.shape(0);
-        check_ids(k, ids, num);
+        const std::vector<int64_t> rows = checked_ids(k, ids, num);
         expect_disjoint(k, "dst", dst, "grad", grad);
-        const int64_t* pi = ids.data();
+        const int64_t* pi = rows.data();
         const float* pg = grad.data();
         float* out = dst.data();
         nb::gil_scoped_release release;

@@ -8,6 +8,8 @@ import dataclasses
 import importlib
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import libcst as cst
@@ -65,8 +67,8 @@ def test_equality_sees_every_field():
     other.branches[0].decision = ["const", True]
     assert other != analysis
     other = Analysis.from_json(analysis.to_json())
-    node = sorted(other.graph)[0]
-    other.graph.nodes[node]["label"] = "changed"
+    node = sorted(other.dependencies)[0]
+    other.dependencies.nodes[node]["label"] = "changed"
     assert other != analysis
     assert loaded.seconds == 0.0 and loaded == dataclasses.replace(
         analysis, seconds=123.0
@@ -223,3 +225,47 @@ def test_no_import_cycles_between_the_package_modules():
 def test_public_api_lists_the_codemod_helpers():
     for name in ("node_at", "node_for", "parse_loc", "decide", "arm", "deciding_facts", "Span", "Analysis"):
         assert name in td.__all__ and hasattr(td, name)
+
+
+def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
+    """networkx is imported only for graph outputs and ``Analysis.graph``, rich only for the terminal report."""
+    script = (
+        "import sys\n"
+        "from tttv2_tools.trace_dependencies.cli import main\n"
+        f"code = main([{str(FIX / 'g2/mlp.py')!r}, '--json={tmp_path / 'a.json'}', '--quiet'])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'rich', 'libcst'})\n"
+        "print(code, heavy)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "0 []"
+    loaded = Analysis.from_json((tmp_path / "a.json").read_text())
+    assert loaded.graph.number_of_nodes() == loaded.dependencies.number_of_nodes() > 0  # networkx on demand
+    assert sorted(loaded.graph.predecessors("key:FF1_3_TG_PROGCFG")) == sorted(
+        loaded.dependencies.predecessors("key:FF1_3_TG_PROGCFG")
+    )
+
+
+def test_small_graph_matches_networkx():
+    from tttv2_tools.trace_dependencies.graph import Graph
+
+    g = Graph()
+    g.add_nodes_from(["a", ("b", {"category": "key"})])
+    g.add_edges_from([("a", "b", {"kind": "data"}), ("b", "c"), ("c", "d", {"kind": "bind"})])
+    g.add_edge("a", "b", loc="x.py:1:0")  # updates the same edge
+    g.add_node("b", label="B")  # updates the attributes
+    assert (
+        g.nodes["b"] == {"category": "key", "label": "B"} and g.nodes.get("zz", 1) == 1 and len(g.nodes) == 4
+    )
+    assert dict(g.nodes.items())["a"] == {} and list(g.nodes()) == ["a", "b", "c", "d"]
+    assert sorted(g.edges(data=True))[0] == ("a", "b", {"kind": "data", "loc": "x.py:1:0"})
+    assert g.has_edge("a", "b") and not g.has_edge("b", "a") and g.in_degree("d") == 1
+    assert list(g.successors("b")) == ["c"] and g.ancestors("d") == {"a", "b", "c"}
+    sub = g.subgraph(["d", "c", "zz"])
+    assert list(sub) == ["d", "c"] and list(sub.edges()) == [("c", "d")]
+    nxg = g.to_networkx()
+    assert sorted(nxg.edges(data=True)) == sorted(g.edges(data=True)) and dict(nxg.nodes["b"]) == g.nodes["b"]
+    g.remove_nodes_from(["c", "missing"])
+    assert list(g) == ["a", "b", "d"] and g.number_of_edges() == 1 and "c" not in g and len(g) == 3
+    copy = g.copy()
+    copy.add_edge("d", "a")
+    assert not g.has_edge("d", "a") and g.number_of_nodes() == 3

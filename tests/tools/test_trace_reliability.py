@@ -119,6 +119,17 @@ def test_disk_full_exits_2_and_keeps_the_old_file(g2, capsys, tmp_path, monkeypa
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["g2", "out.json"]
 
 
+def test_io_error_while_printing_the_report_exits_2(g2, capsys, monkeypatch):
+    import tttv2_tools.trace_dependencies.report as report
+
+    def closed(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(report, "render", closed)
+    code, _, err = run(capsys, g2 / "mlp.py")
+    assert code == 2 and err == f"trace-deps: error: I/O error: {os.strerror(errno.EIO)}\n"
+
+
 def test_output_file_gets_the_umask_mode(g2, capsys, tmp_path):
     old = os.umask(0o022)
     try:

@@ -350,7 +350,7 @@ def test_host_tensor_with_mapper_and_to_device(open_mesh):
     host = ttnn.from_numpy(
         x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3)
     )
-    assert host.storage_type() is ttnn.StorageType.MULTI_DEVICE_HOST and host.shape == (1, 1, 32, 32)
+    assert host.storage_type() is ttnn.StorageType.HOST and host.shape == (1, 1, 32, 32)
     dev = ttnn.to_device(host, mesh)
     assert dev.tensor_topology() == host.tensor_topology()
     back = ttnn.to_numpy(dev, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3))
@@ -365,7 +365,7 @@ def test_host_tensor_with_mapper_and_to_device(open_mesh):
     assert single.tensor_topology() == TensorTopology.replicated(mesh.shape)
     assert all(np.array_equal(s, x) for s in _shards(single))
     host_again = ttnn.from_device(single)
-    assert host_again.storage_type() is ttnn.StorageType.MULTI_DEVICE_HOST
+    assert host_again.storage_type() is ttnn.StorageType.HOST
 
 
 def test_import_does_not_import_torch():
@@ -426,7 +426,7 @@ def test_dump_load_multi_device(open_mesh, tmp_path, dtype):
     host = ttnn.from_numpy(x, dtype=dtype, layout=ttnn.TILE_LAYOUT, mesh_mapper=mapper)
     ttnn.dump_tensor(tmp_path / "host.bin", host)
     loaded = ttnn.load_tensor(tmp_path / "host.bin")
-    assert loaded.storage_type() is ttnn.StorageType.MULTI_DEVICE_HOST
+    assert loaded.storage_type() is ttnn.StorageType.HOST
     assert loaded.tensor_topology() == host.tensor_topology()
     np.testing.assert_array_equal(
         ttnn.to_numpy(loaded, mesh_composer=composer), ttnn.to_numpy(host, mesh_composer=composer)
@@ -616,7 +616,7 @@ def test_device_tensors_of_host_tensors(open_mesh):
     parts = ttnn.get_device_tensors(host)
     assert [p.storage_type() for p in parts] == [ttnn.StorageType.HOST] * 4
     combined = ttnn.combine_device_tensors(parts)
-    assert combined.storage_type() is ttnn.StorageType.MULTI_DEVICE_HOST
+    assert combined.storage_type() is ttnn.StorageType.HOST
     np.testing.assert_array_equal(
         ttnn.to_numpy(combined, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0)), x
     )
@@ -632,11 +632,13 @@ def test_combine_errors(open_mesh):
         ttnn.combine_device_tensors([])
     with pytest.raises(ValidationError, match=r"one shape/dtype/layout"):
         ttnn.combine_device_tensors([parts[0], ttnn.from_numpy(_x((2, 8)), device=parts[1].device())])
-    with pytest.raises(ValidationError, match=r"one tensor per device of one mesh"):
-        ttnn.combine_device_tensors(parts[:1])
+    with pytest.raises(ValidationError, match=r"two tensors of the device at mesh coordinate \(0, 1\)"):
+        ttnn.combine_device_tensors([parts[1], parts[1]])
     other = ttnn.from_numpy(_x((1, 8)), device=open_mesh((1, 1)))
-    with pytest.raises(ValidationError, match=r"one tensor per device of one mesh"):
+    with pytest.raises(ValidationError, match=r"single-device tensors of one mesh"):
         ttnn.combine_device_tensors([parts[0], other])
+    with pytest.raises(ValidationError, match=r"expected ttnn.Tensor items, got ndarray"):
+        ttnn.combine_device_tensors([parts[0], _x((1, 8))])
     with pytest.raises(ValidationError, match=r"get_device_tensors.*deallocated"):
         t.deallocate() or ttnn.get_device_tensors(t)
 

@@ -1,70 +1,212 @@
-"""The threaded matmul / elementwise helpers of numerics.py give exactly what one thread gives."""
+"""The emulator's results do not depend on threads: BLAS runs single-threaded inside emulator compute, and the
+pieces that products and elementwise maps are cut into depend on the shapes only, not on the worker count."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import threading
+
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
-from tttv2.ttnn import numerics
+from tttv2 import ttnn
+from tttv2.ttnn import _threads, numerics
+from tttv2.ttnn.ops._common import ttnn_op
+
+
+def _blas_threads() -> list[int]:
+    return [lib.num_threads for lib in _threads.single_threaded_blas.libraries()]
 
 
 @pytest.fixture
-def two_workers(monkeypatch):
-    """Force the split paths (they only switch on by themselves when BLAS is single-threaded)."""
-    monkeypatch.setattr(numerics, "_MATMUL_WORKERS", 2)
+def small_pieces(monkeypatch):
+    """Cut even tiny products and maps into pieces (the real thresholds need large shapes)."""
     monkeypatch.setattr(numerics, "_MATMUL_MIN_WORK", 1)
-    monkeypatch.setattr(numerics, "_MATMUL_MIN_ROWS", 4)
-    monkeypatch.setattr(numerics, "_ELEMENTWISE_MIN_SIZE", 1)
+    monkeypatch.setattr(numerics, "_MATMUL_ROW_BLOCK", 16)
+    monkeypatch.setattr(numerics, "_ELEMENTWISE_BLOCK", 16)
 
 
-@pytest.mark.parametrize(
-    ("a_shape", "b_shape"),
-    [
-        ((128, 64), (64, 48)),  # one matrix: rows split
-        ((2, 3, 40, 64), (1, 1, 64, 32)),  # broadcast weight: rows of all batches split
-        ((4, 2, 16, 32), (4, 2, 32, 8)),  # matching batches: leading batch dim split
-        ((1, 16, 32), (1, 32, 8)),  # one batch of one: nothing to split
-        ((3, 16, 32), (2, 3, 32, 8)),  # batches that only broadcast: falls back
-    ],
-)
-def test_matmul_f32_split_is_exact(two_workers, a_shape, b_shape):
+def _under(workers: int, blas: int, monkeypatch, fn):
+    """``fn()`` with ``workers`` emulator workers while the caller's BLAS uses ``blas`` threads."""
+    monkeypatch.setattr(_threads, "WORKERS", workers)
+    with threadpool_limits(limits=blas, user_api="blas"):
+        return fn()
+
+
+SHAPES = [
+    ((128, 64), (64, 48)),  # one matrix: 8 row blocks
+    ((100, 33), (33, 7)),  # rows that do not divide into whole blocks
+    ((2, 3, 40, 64), (1, 1, 64, 32)),  # broadcast weight: the rows of all batches are flattened, then cut
+    ((4, 2, 16, 32), (4, 2, 32, 8)),  # matching batches: per leading batch index
+    ((1, 16, 32), (1, 32, 8)),  # one batch of one: a single piece
+    ((3, 16, 32), (2, 3, 32, 8)),  # batches that only broadcast: one numpy call
+    ((7, 1), (1, 5)),  # an outer product
+]
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), SHAPES)
+def test_matmul_f32_bits_do_not_depend_on_workers_or_blas_threads(
+    small_pieces, monkeypatch, a_shape, b_shape
+):
     rng = np.random.default_rng(0)
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
-    expected = np.matmul(a, b, dtype=np.float32)
-    got = numerics.matmul_f32(a, b)
-    assert got.shape == expected.shape and got.dtype == np.float32
-    np.testing.assert_array_equal(got, expected)
+    runs = [
+        _under(workers, blas, monkeypatch, lambda: numerics.matmul_f32(a, b))
+        for workers, blas in [(1, 1), (2, 1), (3, 2), (8, 2)]
+    ]
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    for got in runs:
+        assert got.shape == expected.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, runs[0])
+    np.testing.assert_allclose(runs[0], expected, rtol=1e-5, atol=1e-4)
 
 
-def test_map_row_blocks_is_exact_and_keeps_small_inputs_whole(two_workers, monkeypatch):
+def test_matmul_f32_row_blocks_are_fixed_by_the_shape(monkeypatch):
+    """The real thresholds: a 600-row product above the work threshold is cut into 3 blocks of 200 rows (at
+    most 256 each), the same ones whatever the worker count."""
+    seen = []
+    real_matmul = np.matmul
+
+    def spy(x, y, *args, **kwargs):
+        seen.append(x.shape[0])
+        return real_matmul(x, y, *args, **kwargs)
+
+    a = np.ones((600, 128), np.float32)
+    b = np.ones((128, 128), np.float32)
+    assert numerics._MATMUL_MIN_WORK <= 600 * 128 * 128
+    monkeypatch.setattr(np, "matmul", spy)
+    for workers in (1, 2, 4):
+        seen.clear()
+        monkeypatch.setattr(_threads, "WORKERS", workers)
+        out = numerics.matmul_f32(a, b)
+        assert sorted(seen) == [200, 200, 200]
+        assert np.all(out == 128)
+    seen.clear()
+    numerics.matmul_f32(a[:200], b)  # below the threshold: one call
+    assert seen == [200]
+
+
+def test_map_row_blocks_bits_do_not_depend_on_workers(small_pieces, monkeypatch):
     x = np.linspace(-4, 4, 8 * 33, dtype=np.float32).reshape(8, 33)
-    np.testing.assert_array_equal(numerics.map_row_blocks(np.tanh, x), np.tanh(x))
+    runs = [_under(w, 1, monkeypatch, lambda: numerics.map_row_blocks(np.tanh, x)) for w in (1, 2, 3)]
+    for got in runs:
+        np.testing.assert_array_equal(got, np.tanh(x))
     one_row = x[:1]
     np.testing.assert_array_equal(numerics.map_row_blocks(np.tanh, one_row), np.tanh(one_row))
     assert numerics.map_row_blocks(np.tanh, np.float32(0.5)) == np.tanh(np.float32(0.5))
-    monkeypatch.setattr(numerics, "_MATMUL_WORKERS", 1)
-    np.testing.assert_array_equal(numerics.map_row_blocks(np.tanh, x), np.tanh(x))
 
 
-def test_blas_thread_count_from_environment(monkeypatch):
-    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "not-a-number")
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert numerics._blas_threads() == 3
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
-    assert numerics._blas_threads() == 1
-    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        monkeypatch.delenv(var, raising=False)
-    assert numerics._blas_threads() >= 1
+def test_single_threaded_blas_restores_the_callers_setting():
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert set(_blas_threads()) == {2}
+        with _threads.single_threaded_blas:
+            assert set(_blas_threads()) == {1}
+            with _threads.single_threaded_blas:  # nested: still one thread, nothing restored yet
+                assert set(_blas_threads()) == {1}
+            assert set(_blas_threads()) == {1} and _threads.single_threaded_blas.active
+        assert set(_blas_threads()) == {2} and not _threads.single_threaded_blas.active
 
 
-def test_pool_is_rebuilt_after_fork_reset(two_workers):
+def test_ops_and_backward_run_blas_single_threaded():
+    seen = []
+
+    @ttnn_op("ttnn.test_blas_probe")
+    def probe(x):
+        seen.append(_blas_threads())
+        return x
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        probe(None)
+        assert seen == [[1] * len(seen[0])]
+        assert set(_blas_threads()) == {2}  # the user's setting is back after the op
+
+
+def test_ops_give_the_same_bits_with_any_thread_setting(monkeypatch, open_mesh):
+    mesh = open_mesh((1, 1))
+    rng = np.random.default_rng(3)
+    x = ttnn.from_numpy(
+        rng.standard_normal((1, 1, 192, 256)).astype(np.float32), layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    w = ttnn.from_numpy(
+        rng.standard_normal((256, 160)).astype(np.float32), layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    for t in (x, w):
+        t.requires_grad = True
+
+    def step():
+        y = ttnn.linear(x, w, dtype=ttnn.float32)
+        loss = ttnn.sum(ttnn.gelu(y))
+        x.grad = w.grad = None
+        loss.backward()
+        return [ttnn.to_numpy(t) for t in (y, x.grad, w.grad)]
+
+    monkeypatch.setattr(numerics, "_MATMUL_MIN_WORK", 1)  # make the products split
+    runs = [_under(workers, blas, monkeypatch, step) for workers, blas in [(1, 1), (2, 2)]]
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_worker_count_from_environment():
+    assert _threads.worker_count({"TTTV2_NUM_THREADS": "3"}) == 3
+    assert _threads.worker_count({"TTTV2_NUM_THREADS": " 100 "}) == 8
+    assert 1 <= _threads.worker_count({}) <= 8
+    for bad in ("0", "-2", "two"):
+        with pytest.raises(ValueError, match=rf"TTTV2_NUM_THREADS must be a positive integer .*got '{bad}'"):
+            _threads.worker_count({"TTTV2_NUM_THREADS": bad})
+
+
+def test_pool_is_rebuilt_after_fork_reset(small_pieces, monkeypatch):
+    monkeypatch.setattr(_threads, "WORKERS", 2)
     a = np.ones((64, 8), np.float32)
     numerics.matmul_f32(a, np.ones((8, 8), np.float32))
-    numerics._forget_pool()
-    assert numerics._pool is None
+    _threads._forget_pool()
+    assert _threads._pool is None
     np.testing.assert_array_equal(
         numerics.matmul_f32(a, np.ones((8, 8), np.float32)), np.full((64, 8), 8, np.float32)
     )
+    names = []
+    _threads.submit(lambda: names.append(threading.current_thread().name)).result()
+    assert names[0].startswith("tttv2-worker")
+
+
+_TRAIN = """
+import hashlib, json, numpy as np
+from tttv2 import ttnn
+mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+ttnn.nn.manual_seed(0)
+model = ttnn.nn.GPT(ttnn.nn.GPTConfig(vocab_size=64, block_size=64, n_layer=1, n_head=2, n_embd=128, dropout=0.1), device=mesh)
+opt = ttnn.optim.AdamW(model.parameters(), lr=1e-3)
+rng = np.random.default_rng(0)
+losses = []
+for _ in range(2):
+    ids = rng.integers(0, 64, (4, 65)).astype(np.uint32)
+    x = ttnn.from_numpy(ids[:, :-1], dtype=ttnn.uint32, device=mesh)
+    y = ttnn.from_numpy(ids[:, 1:], dtype=ttnn.uint32, device=mesh)
+    loss = ttnn.cross_entropy_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    losses.append(ttnn.to_numpy(loss).tobytes().hex())
+digest = hashlib.sha256(b"".join(ttnn.to_numpy(p).tobytes() for p in model.parameters())).hexdigest()
+print(json.dumps({"losses": losses, "params": digest}))
+"""
+
+
+def test_training_steps_are_bit_identical_across_thread_settings():
+    """Two NanoGPT steps in fresh interpreters: with no thread variables, and with one BLAS thread and one
+    worker (the C++ kernels' pool included). Losses and every parameter after the steps must agree bit for
+    bit."""
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    base.pop("TTTV2_NUM_THREADS", None)
+    single = {**base, "OPENBLAS_NUM_THREADS": "1", "TTTV2_NUM_THREADS": "1"}
+    results = []
+    for env in (base, single):
+        out = subprocess.run(
+            [sys.executable, "-c", _TRAIN], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert out.returncode == 0, out.stderr
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert results[0] == results[1]

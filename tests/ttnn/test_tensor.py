@@ -117,7 +117,7 @@ def test_to_and_cpu(open_mesh, rng):
     assert dev.shape == host.shape and dev.dtype is host.dtype and dev.layout is host.layout
     back = dev.cpu()
     assert back.device() is None
-    assert back.storage_type() is ttnn.StorageType.MULTI_DEVICE_HOST  # one host buffer per device
+    assert back.storage_type() is ttnn.StorageType.HOST  # one host buffer per device, host storage as in ttnn
     np.testing.assert_array_equal(ttnn.to_numpy(back), x)
     # already there with that config: the same tensor; another config: moved
     assert dev.to(mesh) is dev and dev.to(mesh, ttnn.L1_MEMORY_CONFIG) is dev

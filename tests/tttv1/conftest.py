@@ -8,7 +8,6 @@ import functools
 import pytest
 import torch
 
-import tttv1  # noqa: F401 - installs the emulator as `ttnn` before anything imports it
 from tttv1 import catalogue
 from tttv2 import ttnn
 

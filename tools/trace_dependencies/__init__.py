@@ -4,7 +4,8 @@ Public API (shared with the refactor codemod)::
 
     from tttv2_tools.trace_dependencies import analyze
     a = analyze("tttv1/tt/mlp.py", "tttv1/tt/model_config.py")
-    a.graph                      # networkx.DiGraph, edges point from a dependency to its dependant
+    a.graph                      # networkx.DiGraph (built on first use), edges point from a dependency to its dependant
+    a.dependencies               # the same graph without networkx (graph.Graph: nodes, edges, predecessors, ...)
     a.branch_at("mlp.py", 91)    # classification (static / mode / runtime / weights) + proof chain
     a.definitions["FF1_3_TG_PROGCFG"], a.paths["decode/galaxy"], a.why("DECODE_MLP_W2_PRG_CONFIG")
     decide(a.branch_at("mlp.py", 91), topology="2d", mode="decode")   # True / False / None

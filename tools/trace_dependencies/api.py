@@ -87,12 +87,12 @@ def _analyze(
         follow_helpers=follow_helpers,
         progress=progress,
     )
-    if config is not None and engine.st.config_class is None:
+    if config is not None and engine.st.config_class is None and not engine.config_builders():
         notes.append(
             Skipped(
                 f"{config.name}:1:0",
                 "ModelArgs",
-                "no ModelArgs class (or class using self.model_config) found",
+                "no ModelArgs class (or class using self.model_config) and no function returning a config dict found",
                 "warning",
             )
         )

@@ -42,6 +42,10 @@ class Binding(Part):
             return []
         if isinstance(value, ast.Lambda):
             return [self.nested_info(info, value)]
+        cls = self.instance_class(value, info) if isinstance(value, ast.Call) else None
+        if cls is not None:  # an instance of an analysed class: calling it runs forward / __call__
+            entry = self.call_entry(cls)
+            return [entry] if entry is not None else []
         if isinstance(value, ast.Name):
             return self.name_callees(value.id, info, depth + 1) or []
         if isinstance(value, ast.IfExp):
@@ -74,6 +78,10 @@ class Binding(Part):
         if kind is Scope.FUNCTION:
             fn = self.module_function(info.file, name)
             return [fn] if fn is not None else []
+        cls = self.class_named(name, info) if kind in (Scope.CLASS, Scope.IMPORT) else None
+        if cls is not None:  # constructing an analysed class runs its __init__
+            init = self.method_info(cls, "__init__")
+            return [init] if init is not None else []
         if kind is Scope.IMPORT:
             fn = self.imported_function(info.file, name)
             return [fn] if fn is not None else None

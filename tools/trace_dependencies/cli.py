@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import json
 import os
 import sys
 import tempfile
@@ -122,16 +121,26 @@ def normalise_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def _console(stderr: bool, width: int | None = None):
+def _console(width: int | None = None):
+    """The terminal report's console (rich is imported only for the report and --why)."""
     from rich.console import Console
 
     # user text (keys, file names, source excerpts) is never markup or :emoji: codes
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=stderr, markup=False, emoji=False)
+    return Console(width=width, highlight=False, soft_wrap=False, markup=False, emoji=False)
+
+
+class _Stderr:
+    """Messages on stderr: plain lines (no rich needed for them)."""
+
+    @staticmethod
+    def print(text: str) -> None:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_intermixed_args(normalise_argv(list(sys.argv[1:] if argv is None else argv)))
-    err = _console(stderr=True)
+    err = _Stderr()
     try:
         return _run(args, err)
     except TraceError as exc:
@@ -140,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # pragma: no cover
         err.print("trace-deps: interrupted")
         return 130
+    except OSError as exc:  # an I/O error anywhere (e.g. the terminal report on a closed stdout): exit 2
+        where = f" ({exc.filename})" if exc.filename else ""
+        err.print(f"trace-deps: error: I/O error{where}: {exc.strerror or exc}")
+        return 2
     except Exception as exc:  # never show a traceback unless asked
         if args.debug:
             traceback.print_exc()
@@ -262,10 +275,9 @@ def _run(args: argparse.Namespace, err) -> int:
     graph_view = view
     if args.focus:
         graph_view = view.focus(args.focus)
-        if graph_view.graph.number_of_nodes() == 0:
+        if graph_view.dependencies.number_of_nodes() == 0:
             raise UsageError(f"--focus {args.focus!r} matches nothing in the graph")
     width = args.width or (None if sys.stdout.isatty() else 140)
-    out = _console(stderr=False, width=width)
     why_json = bool(args.why) and targets.get("json") == STDOUT
     for fmt, target in targets.items():
         text = _render(
@@ -285,11 +297,11 @@ def _run(args: argparse.Namespace, err) -> int:
     elif args.why:
         from .report import render_why
 
-        ok = render_why(view, args.why, out)
+        ok = render_why(view, args.why, _console(width))
     elif STDOUT not in targets.values() and not args.quiet:
         from .report import render
 
-        render(view, out, verbose=args.verbose)
+        render(view, _console(width), verbose=args.verbose)
     if not ok:
         if why_json:
             err.print(f"trace-deps: error: --why {args.why!r}: nothing by that name in the graph")
@@ -302,12 +314,13 @@ def _run(args: argparse.Namespace, err) -> int:
 
 def _render(fmt: str, analysis, why: str | None) -> str:
     from .export import WRITERS
+    from .serial import dumps
 
     if fmt != "json" or why is None:
         return WRITERS[fmt](analysis)
     data = analysis.to_dict()
     data["why"] = why_dict(analysis, why)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return dumps(data)
 
 
 def why_dict(analysis, name: str) -> dict:

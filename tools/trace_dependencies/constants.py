@@ -11,7 +11,7 @@ MC_NAMES = frozenset({"model_config"})
 #: Parameter names that carry the weights.
 WEIGHT_NAMES = frozenset({"state_dict", "weights", "state_dict_weights"})
 #: Parameter names that carry the mode.
-MODE_NAMES = frozenset({"mode"})
+MODE_NAMES = frozenset({"mode", "llm_mode"})
 #: Constructor parameters that spell "galaxy" directly.
 GALAXY_NAMES = frozenset({"TG", "tg", "is_galaxy", "galaxy", "is_tg"})
 #: The device count that means "galaxy" (8x4 / 4x8 meshes).
@@ -91,3 +91,7 @@ ENTRY_METHODS = ("forward", "__call__")
 #: Builtins that run code chosen at run time: every call is an explicit unknown.
 DYNAMIC_CODE = frozenset({"exec", "eval", "compile", "__import__"})
 ROLE_DEPTH = 24  # how deep name resolution follows aliases and attribute chains before it reports a cut
+#: Parameters of config functions that carry the device count (a hardware root).
+DEVICE_COUNT_NAMES = frozenset({"num_devices", "n_devices", "device_count"})
+#: Parameters of config functions that carry per-call shapes (runtime roots).
+SHAPE_NAMES = frozenset({"input_shape", "seq_len", "batch", "batch_size", "shape"})

@@ -101,7 +101,7 @@ class Dependencies(Part):
             if all(s.kind == "def" for s in sites) and name in owner.nested:
                 out.add(self.func_node(self.nested_info(owner, owner.nested[name])))
             else:
-                out.add(self.local_node(owner, name))
+                out.update(self.local_uses(e, info, owner))
         elif kind is Scope.PARAM:
             nid = self.param_node(owner, name)
             if nid:
@@ -162,9 +162,12 @@ class Dependencies(Part):
             if key is not None:
                 out.add(self.key_node(key))
                 return []
-            keys = self.loop_keys(e.slice, info)
+            keys, param = self.read_keys(e.slice, info)
             if keys:
                 out.update(self.key_node(k) for k in keys)
+                if param is not None:  # which key depends on the argument: keep that dependency
+                    self.out.param_key_uses.setdefault(param, (loc, len(keys)))
+                    return [e.slice]
                 return []
             out.add(
                 self.unknown(
@@ -249,6 +252,12 @@ class Dependencies(Part):
                     out.add(self.func_node(callee))
                     self.bind(callee, e, info, skip_first=callee.self_name is not None)
                 return args
+            cls = self.instance_class(func.value, info)
+            method = self.method_info(cls, name) if cls is not None else None
+            if method is not None:  # self.norm.forward(x): a method of an analysed class's instance
+                out.add(self.func_node(method))
+                self.bind(method, e, info, skip_first=method.self_name is not None)
+                return [func.value, *args]
             if name in C.HW_FUNCS and isinstance(func.value, (ast.Name, ast.Attribute)):
                 out.add(self.hw(C.HW_FUNCS[name]))
                 return args
@@ -288,7 +297,7 @@ class Dependencies(Part):
                 return args
             for callee in callees:
                 out.add(self.func_node(callee))
-                self.bind(callee, e, info, skip_first=False)
+                self.bind(callee, e, info, skip_first=callee.self_name is not None)
             return args
         if isinstance(func, ast.Subscript) and self.role(func.value, info) == MC:
             key = const_str(func.slice)

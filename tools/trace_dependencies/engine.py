@@ -130,11 +130,13 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
             except RecursionError:
                 self.skip(info.loc(), info.qualname, "expression nested too deeply to analyse", "warning")
                 continue
-            for callee, guards, loc in callees:
-                self.out.call_edges.append(CallEdge(info.id, callee.id, guards, loc))
+            for callee, guards, loc, call in callees:
+                args = self.arg_trees(callee, call, info) if callee.params else {}
+                self.out.call_edges.append(CallEdge(info.id, callee.id, guards, loc, args))
                 if self.st.follow_helpers or callee.file is self.st.module:
                     queue.append((callee, phase, (*via, callee.qualname)))
             self.expand_all()
+        self.resolve_deferred_reads()
         self.expand_all()
 
     def _set_entry_params(self, info: FuncInfo, construction: bool) -> None:

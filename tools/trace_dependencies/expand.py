@@ -38,7 +38,9 @@ class Expansion(Part):
 
     def _expand(self, nid: str, payload) -> None:
         kind = payload[0]
-        if kind is NodeKind.LOCAL:
+        if kind is NodeKind.LOCAL and len(payload) == 4:
+            self._expand_local_site(nid, *payload[1:])
+        elif kind is NodeKind.LOCAL:
             _, info, name = payload
             if name in info.params:
                 initial = self.param_node(info, name)
@@ -64,6 +66,9 @@ class Expansion(Part):
             ):
                 for caller, call in self.config_callers(info.name):
                     self.bind(info, call, caller, skip_first=True)
+            elif info.name in self.config_builders() and not self.out.g.nodes[nid].get("bound"):
+                for caller, call in self.builder_callers(info.name):
+                    self.bind(info, call, caller, skip_first=False)
             default = info.defaults.get(name)
             if default is not None:
                 for dep in self.deps(default, info):
@@ -123,6 +128,19 @@ class Expansion(Part):
             if real:
                 self.edge(self.branch_node(real[-1][0]), nid, "nest")
 
+    def _expand_local_site(self, nid: str, info: FuncInfo, name: str, site) -> None:
+        """One assignment of a local: its value (``x += v`` also reads the assignments of ``x`` that reach it)."""
+        loc = f"{info.file.name}:{site.line}"
+        if site.kind == "def" and name in info.nested:
+            self.edge(self.func_node(self.nested_info(info, info.nested[name])), nid, "data", loc)
+        elif site.kind != "import":
+            for dep in self.deps(site.value if site.value is not None else site.source, info):
+                self.edge(dep, nid, "data", loc)
+        if site.kind == "aug" and site.target is not None:
+            for dep in self.local_uses(site.target, info, info):
+                self.edge(dep, nid, "data", loc)
+        self.guard_edges(nid, site.guards)
+
     def _module_info(self, source: SourceFile) -> FuncInfo:
         key = f"{source.name}:<module>"
         if key not in self.out.funcs:
@@ -168,7 +186,7 @@ class Expansion(Part):
             data["resolved"] = False
             if self.st.config is None:
                 reason = "no config module given"
-            elif self.st.config_class is None:
+            elif self.st.config_class is None and not self.config_builders():
                 reason = f"{self.st.config.name} has no ModelArgs class"
             else:
                 reason = f"no definition of model_config[{key!r}] in {self.st.config.name}"

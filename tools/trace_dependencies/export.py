@@ -6,8 +6,7 @@ from __future__ import annotations
 import html
 import json
 
-import networkx as nx
-
+from .graph import Graph
 from .model import Analysis
 from .query import focus
 from .records import LEVELS
@@ -58,7 +57,7 @@ def _dot_id(text: str) -> str:
 
 
 def to_dot(analysis: Analysis) -> str:
-    g = analysis.graph
+    g = analysis.dependencies
     lines = [
         "digraph trace_deps {",
         "  rankdir=LR;",
@@ -95,7 +94,9 @@ def to_dot(analysis: Analysis) -> str:
 
 # ---------------------------------------------------------------------------------------------- GraphML
 def to_graphml(analysis: Analysis) -> str:
-    g = analysis.graph
+    g = analysis.dependencies
+    import networkx as nx
+
     h = nx.DiGraph()
     for nid in sorted(g.nodes):
         data = g.nodes[nid]
@@ -117,7 +118,7 @@ def to_graphml(analysis: Analysis) -> str:
 
 # ---------------------------------------------------------------------------------------------- Mermaid
 def to_mermaid(analysis: Analysis) -> str:
-    g = analysis.graph
+    g = analysis.dependencies
     ids = {nid: f"n{i}" for i, nid in enumerate(sorted(g.nodes))}
     lines = ["flowchart LR"]
     for kind, colour in KIND_COLOURS.items():
@@ -146,11 +147,13 @@ def to_mermaid(analysis: Analysis) -> str:
 BOX_W, BOX_H, COL_W, ROW_H, PAD = 230, 20, 280, 26, 30
 
 
-def layout(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
+def layout(g: Graph) -> dict[str, tuple[float, float]]:
     """Layered left-to-right layout. Each node goes as far right as its dependants allow (layer = longest chain
     below minus the longest path to a sink), so roots sit next to what uses them; rows are ordered by
     barycentres and each column is centred vertically."""
-    cond = nx.condensation(g)
+    import networkx as nx
+
+    cond = nx.condensation(g.to_networkx())
     mapping = cond.graph["mapping"]
     height = {c: 0 for c in cond.nodes}
     for c in reversed(list(nx.topological_sort(cond))):
@@ -191,7 +194,7 @@ def layout(g: nx.DiGraph) -> dict[str, tuple[float, float]]:
 
 
 def to_svg(analysis: Analysis, interactive: bool = False) -> str:
-    g = analysis.graph
+    g = analysis.dependencies
     coords = layout(g)
     width = max((x for x, _ in coords.values()), default=0) + BOX_W + 2 * PAD
     height = max((y for _, y in coords.values()), default=0) + BOX_H + 2 * PAD
@@ -261,7 +264,7 @@ def _legend() -> str:
 
 def to_html(analysis: Analysis) -> str:
     svg = to_svg(analysis)
-    g = analysis.graph
+    g = analysis.dependencies
     data = {
         "nodes": {
             n: {

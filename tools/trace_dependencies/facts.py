@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from collections import deque
 
-import networkx as nx
-
 from . import constants as C
 from .astutil import (
     NOTHING,
@@ -20,6 +18,7 @@ from .astutil import (
     mentions,
     unparse,
 )
+from .graph import Graph
 from .ids import (
     ARGS,
     MESH,
@@ -66,7 +65,9 @@ class Facts(Part):
                     return 1
                 return None
             if kind is Scope.LOCAL:
-                return self._alias_polarity([(owner, s.value) for s in owner.assigns[e.id]], depth)
+                return self._alias_polarity(
+                    [(owner, s.value) for s in self.local_sites(e, info, owner)], depth
+                )
         return None
 
     def _alias_polarity(self, values, depth: int) -> int | None:
@@ -97,7 +98,7 @@ class Facts(Part):
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
             if kind is Scope.LOCAL:
-                sites = owner.assigns[e.id]
+                sites = self.local_sites(e, info, owner)
                 return all(
                     s.value is not None and self.is_num_devices(s.value, owner, depth + 1) for s in sites
                 )
@@ -127,7 +128,7 @@ class Facts(Part):
             if kind is Scope.LOCAL:
                 if e.id in owner.params and self.is_mode_param(owner, e.id):
                     return True  # e.g. ``mode = Mode(mode)`` normalising a string mode
-                sites = owner.assigns[e.id]
+                sites = self.local_sites(e, info, owner)
                 return bool(sites) and all(
                     s.value is not None and self.is_mode(s.value, owner, depth + 1) for s in sites
                 )
@@ -154,7 +155,7 @@ class Facts(Part):
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
             if kind is Scope.LOCAL:
-                sites = owner.assigns[e.id]
+                sites = self.local_sites(e, info, owner)
                 return all(
                     s.value is not None and self.mesh_shape_expr(s.value, owner, depth + 1) for s in sites
                 )
@@ -187,6 +188,10 @@ class Facts(Part):
         if isinstance(e, ast.BoolOp):
             for value in e.values:
                 self._facts(value, info, pol, out, depth + 1)
+            return
+        alias = self._alias_value(e, info)
+        if alias is not None:  # flag = mode == "decode"; if flag: ...
+            self._facts(alias[1], alias[0], pol, out, depth + 1)
             return
         gp = self.galaxy_polarity(e, info)
         if gp:
@@ -244,13 +249,34 @@ class Facts(Part):
         ):
             out.append(("model-name", pol))
 
+    def _alias_value(self, e: ast.AST, info: FuncInfo) -> tuple[FuncInfo, ast.expr] | None:
+        """``(owner, value)`` when ``e`` is a local (not a parameter) that only one plain assignment reaches."""
+        if not isinstance(e, ast.Name):
+            return None
+        kind, owner = self.lookup(e.id, info)
+        if kind is not Scope.LOCAL or e.id in owner.params:
+            return None
+        sites = self.local_sites(e, info, owner)
+        if len(sites) != 1 or sites[0].value is None or sites[0].kind not in ("assign", "walrus"):
+            return None
+        return owner, sites[0].value
+
     def _is_model_name_check(self, e: ast.Compare) -> bool:
         parts = [e.left, *e.comparators]
         has_str = any(const_str(p) is not None or is_str_seq(p) for p in parts)
         return has_str and any(mentions(p, C.MODEL_NAME_HINTS) for p in parts)
 
-    def _const_compare(self, e: ast.AST, info: FuncInfo):
-        """``param == CONST`` where every call site passes constants: decided if they all agree."""
+    def _param_test(self, e: ast.AST, info: FuncInfo):
+        """A test on one of ``info``'s own parameters, left open for each call site to close (per-call-site
+        precision, see query.reach): ``flag`` -> ("param", "flag", 1); ``kind == "gelu"`` -> ("param_eq", "kind",
+        "gelu", 1). None for anything else (the mode parameter is the mode fact, not an open parameter)."""
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind is Scope.PARAM and owner is info and not self.is_mode_param(info, e.id):
+                if e.id in C.GALAXY_NAMES:
+                    return None  # a parameter named TG / is_galaxy is the galaxy fact
+                return ("param", e.id, 1)
+            return None
         if not (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Eq, ast.NotEq))):
             return None
         left, right = e.left, e.comparators[0]
@@ -258,17 +284,41 @@ class Facts(Part):
             left, right = right, left
         if not (isinstance(left, ast.Name) and isinstance(right, ast.Constant)):
             return None
+        if not isinstance(right.value, (str, int, float, bool, type(None))):
+            return None
         kind, owner = self.lookup(left.id, info)
-        if kind is not Scope.PARAM or left.id in C.MODE_NAMES:
+        if kind is not Scope.PARAM or owner is not info or self.is_mode_param(info, left.id):
             return None
-        values = self.param_constants(owner, left.id)
-        if not values:
-            return None
-        results = {v == right.value for v in values}
-        if len(results) != 1:
-            return None
-        result = results.pop()
-        return result if isinstance(e.ops[0], ast.Eq) else not result
+        return ("param_eq", left.id, right.value, 1 if isinstance(e.ops[0], ast.Eq) else -1)
+
+    def arg_trees(self, callee: FuncInfo, call: ast.Call, caller: FuncInfo) -> dict[str, object]:
+        """For each parameter of ``callee`` this call passes something decidable: ("value", constant) or the fact
+        tree of the argument in the caller (which may itself be open on the caller's parameters)."""
+        params = list(callee.params)
+        if callee.self_name and params and params[0] == callee.self_name:
+            params = params[1:]
+        pairs: dict[str, ast.expr] = {}
+        for i, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred) or i >= len(params):
+                break
+            pairs[params[i]] = arg
+        for kw in call.keywords:
+            if kw.arg in callee.params:
+                pairs[kw.arg] = kw.value
+        for name in params:
+            if name not in pairs and name in callee.defaults:
+                pairs[name] = callee.defaults[name]
+        out: dict[str, object] = {}
+        for name, arg in pairs.items():
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, (str, int, float, bool, type(None))):
+                out[name] = ("value", arg.value)
+                continue
+            if callee.defaults.get(name) is arg or self.role(arg, caller) is not None:
+                continue  # a default that is not a constant; ModelArgs / model_config / the mesh passed on
+            tree = self.fact_tree(arg, caller)
+            if tree is not None:
+                out[name] = tree
+        return out
 
     def branch_tree(self, bid: str):
         """A branch's test compiled into a small tree of facts (cached; None for match cases), which is then cheap
@@ -283,7 +333,8 @@ class Facts(Part):
         return tree
 
     def fact_tree(self, e: ast.AST, info: FuncInfo, depth: int = 0):
-        """The test as ("and"|"or", [trees]) / ("not", tree) / ("const", bool) / ("fact", name, polarity) / None."""
+        """The test as ("and"|"or", [trees]) / ("not", tree) / ("fact", name, polarity) / an open test on a
+        parameter (("param", name, polarity), ("param_eq", name, value, polarity)) / None."""
         if depth > 30:
             self.cut("condition", e, info, 30)
             return None
@@ -295,14 +346,14 @@ class Facts(Part):
                 "and" if isinstance(e.op, ast.And) else "or",
                 [self.fact_tree(v, info, depth + 1) for v in e.values],
             )
-        known = self._const_compare(e, info)
-        if known is not None:
-            return ("const", known)
+        alias = self._alias_value(e, info)
+        if alias is not None:
+            return self.fact_tree(alias[1], alias[0], depth + 1)
         facts: list[tuple[str, int]] = []
         self._facts(e, info, 1, facts, 0)
-        if len(facts) != 1:
-            return None
-        return ("fact", facts[0][0], facts[0][1])
+        if len(facts) == 1:
+            return ("fact", facts[0][0], facts[0][1])
+        return self._param_test(e, info) if not facts else None
 
 
 # ---------------------------------------------------------------------------------------------- classification
@@ -325,7 +376,7 @@ def classify_bits(bits: int) -> tuple[str, list[str]]:
     return STATIC, []
 
 
-def root_bits(g: nx.DiGraph, node: str, indeg: int) -> int:
+def root_bits(g: Graph, node: str, indeg: int) -> int:
     data = g.nodes[node]
     category = data.get("category")
     if data.get("mode_param") and indeg == 0:
@@ -342,7 +393,7 @@ class DataView:
     """Predecessors of each node without 'nest' edges (a branch's kind comes from its own test, not from the
     branches around it). Built once from networkx's adjacency dicts."""
 
-    def __init__(self, g: nx.DiGraph):
+    def __init__(self, g: Graph):
         self.preds: dict[str, list[str]] = {
             n: [p for p, d in g._pred[n].items() if d.get("kind") != "nest"] for n in g.nodes
         }
@@ -354,7 +405,7 @@ class DataView:
         return len(self.preds[node])
 
 
-def compute_bits(g: nx.DiGraph, h: DataView) -> dict[str, int]:
+def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
     """Root kinds reaching each node (bit set), and each node's depth, by Kahn's order plus a fixpoint for the
     rare cycles."""
     preds = h.preds
@@ -399,7 +450,7 @@ class Proofs:
     """For each kind, a shortest path from the nearest root of that kind to every node (one multi-source BFS per
     kind over the data edges), so a branch's proof of classification is a walk up the parent pointers."""
 
-    def __init__(self, g: nx.DiGraph, h: DataView, own: dict[str, int]):
+    def __init__(self, g: Graph, h: DataView, own: dict[str, int]):
         self.g = g
         succ: dict[str, list[str]] = {n: [] for n in h.preds}
         for n, preds in h.preds.items():

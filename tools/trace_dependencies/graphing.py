@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import ast
 
-import networkx as nx
-
 from .decision import as_lists
 from .engine import Engine
 from .facts import DataView, Proofs, bits_to_kinds, classify_bits, compute_bits, root_bits
+from .graph import Graph
 from .ids import NodeKind, parse_node
 from .model import Analysis
 from .query import all_paths
@@ -33,13 +32,29 @@ def guard_strings(engine: Engine, guards) -> list[str]:
 
 
 def _shadowing(defs: list[Definition], raw) -> None:
-    """Last assignment wins: a later definition that always runs when an earlier one ran replaces it."""
+    """Last assignment wins: a later definition that always runs when an earlier one ran replaces it. A
+    ``setdefault()`` replaces nothing; it never takes effect when an earlier definition always ran before it."""
     for i, (d_i, s_i) in enumerate(zip(defs, raw)):
         gi = set(s_i.guards)
         arms_i = dict(s_i.guards)
         extras: list[str] = []
+        if s_i.only_if_absent:
+            d_i.only_if_absent = True
+            earlier = [
+                (d, s)
+                for d, s in zip(defs[:i], raw[:i])
+                if not any(dict(s.guards).get(b, a) != a for b, a in s_i.guards)
+            ]
+            always = [d.id for d, s in earlier if set(s.guards) <= gi]
+            if always:
+                d_i.shadowed_by.extend(always)
+                continue
+            extras = [
+                " and ".join(g.describe() for g in d.guards if (g.branch, g.arm) not in gi)
+                for d, _ in earlier
+            ]
         for d_j, s_j in zip(defs[i + 1 :], raw[i + 1 :]):
-            if s_j.order <= s_i.order:
+            if s_j.order <= s_i.order or s_j.only_if_absent:
                 continue
             gj = set(s_j.guards)
             if any(bid in arms_i and arms_i[bid] != arm for bid, arm in s_j.guards):
@@ -53,7 +68,7 @@ def _shadowing(defs: list[Definition], raw) -> None:
             d_i.live_when = " and ".join(f"not ({e})" for e in dict.fromkeys(extras))
 
 
-def _definition(engine: Engine, site, g: nx.DiGraph) -> Definition:
+def _definition(engine: Engine, site, g: Graph) -> Definition:
     guards = [guard_text(engine, bid, arm) for bid, arm in site.guards]
     params: list[str] = []
     value_kind = site.value_kind
@@ -216,10 +231,11 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         for o in out.ops
     ]
     ops.sort(key=lambda o: _loc_key(o.loc))
-    calls = sorted(
-        {(c.caller, c.callee, tuple(guard_strings(engine, c.guards)), c.loc) for c in out.call_edges},
-        key=lambda c: (c[0], c[1], _loc_key(c[3]), c[2]),
-    )
+    unique = {}
+    for c in out.call_edges:
+        link = CallLink(c.caller, c.callee, guard_strings(engine, c.guards), c.loc, as_lists(c.args))
+        unique.setdefault((c.caller, c.callee, tuple(link.guards), c.loc), link)
+    calls = [unique[k] for k in sorted(unique, key=lambda c: (c[0], c[1], _loc_key(c[3]), c[2]))]
     construction_ops = sorted({o.op for o in ops if o.phase == "construction"})
 
     # -- roots and levels -------------------------------------------------------------------------
@@ -251,7 +267,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         module_class=engine.st.consumer.name,
         config_class=engine.st.config_class.name if engine.st.config_class else None,
         files=files,
-        graph=_public_graph(g),
+        dependencies=_public_graph(g),
         reads=reads,
         definitions=dict(sorted(definitions.items())),
         attr_definitions=dict(sorted(attr_definitions.items())),
@@ -263,7 +279,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         levels=levels,
         skipped=sorted(out.skipped, key=lambda s: (_loc_key(s.loc), s.what)),
         stats=stats,
-        calls=[CallLink(caller, callee, list(guards), loc) for caller, callee, guards, loc in calls],
+        calls=calls,
         entries=list(out.entry_ids),
         entry=engine.st.entry,
         seconds=seconds,
@@ -273,15 +289,13 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
     return analysis
 
 
-def _public_graph(g: nx.DiGraph) -> nx.DiGraph:
-    """The graph with only the attributes an analysis publishes (the engine's bookkeeping is dropped), so a
-    saved and loaded analysis has the same graph."""
-    public = nx.DiGraph()
-    public.add_nodes_from((n, node_attrs(d)) for n, d in g.nodes(data=True))
-    public.add_edges_from(
-        (u, v, {"kind": d.get("kind"), "loc": d.get("loc")}) for u, v, d in g.edges(data=True)
-    )
-    return public
+def _public_graph(g: Graph) -> Graph:
+    """The graph with only the attributes an analysis publishes (the engine's bookkeeping is dropped, in place:
+    the engine is done with it), so a saved and loaded analysis has the same graph. Edges carry only
+    ``kind`` and ``loc`` already."""
+    for node, data in list(g.nodes.items()):
+        g.set_node_attrs(node, node_attrs(data))
+    return g
 
 
 def _side_rank(side: str) -> int:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 
 from .errors import TraceError
+from .flow import PARAM, reaching
 from .ids import (
+    RoleKind,
     Scope,
 )
 from .index import ClassInfo, ModuleIndex
@@ -114,6 +116,19 @@ class Lookup(Part):
         return self.cache.imports[key]
 
     def _imported_function(self, source: SourceFile, name: str) -> FuncInfo | None:
+        found = self.imported_file(source, name)
+        return (
+            self.module_function(*found) if found else None
+        )  # also the analysed module itself (import cycles)
+
+    def imported_class(self, source: SourceFile, name: str) -> ClassInfo | None:
+        """The class ``name`` stands for when it is imported from an analysed file (``from .norm import RMSNorm``)."""
+        found = self.imported_file(source, name)
+        return self.index(found[0]).classes.get(found[1]) if found else None
+
+    def imported_file(self, source: SourceFile, name: str) -> tuple[SourceFile, str] | None:
+        """``(file, attribute)`` for ``from module import attribute [as name]`` when the module is an analysed file
+        (a file that cannot be read or parsed is reported once)."""
         module, attr, level = source.imports[name]
         if attr is None:
             return None
@@ -121,11 +136,69 @@ class Lookup(Part):
         if path is None:
             return None
         try:
-            target = self.st.project.load(path)
+            return self.st.project.load(path), attr
         except TraceError as exc:
             self.skip(f"{source.name}:1:0", f"import {module}", f"{exc}", "warning")
             return None
-        return self.module_function(target, attr)  # also the analysed module itself (import cycles)
+
+    def class_named(self, name: str, info: FuncInfo) -> ClassInfo | None:
+        """The analysed class a bare name refers to in ``info`` (defined in the same file or imported)."""
+        kind, _owner = self.lookup(name, info)
+        if kind is Scope.CLASS:
+            return self.index(info.file).classes.get(name)
+        if kind is Scope.IMPORT:
+            return self.imported_class(info.file, name)
+        return None
+
+    def instance_class(self, e: ast.AST | None, info: FuncInfo, depth: int = 0) -> ClassInfo | None:
+        """The analysed class whose instance ``e`` holds: ``RMSNorm(...)``, a local or ``self.X`` bound only to
+        such constructions of one class."""
+        if e is None or depth > 6:
+            return None
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+            return self.class_named(e.func.id, info)
+        values: list[tuple[FuncInfo, ast.AST | None]] = []
+        if isinstance(e, ast.Name):
+            kind, owner = self.lookup(e.id, info)
+            if kind is not Scope.LOCAL:
+                return None
+            values = [(owner, s.value) for s in self.local_sites(e, info, owner)]
+        elif isinstance(e, ast.Attribute):
+            role = self.role(e.value, info)
+            if role is None or role.kind is not RoleKind.SELF:
+                return None
+            values = [(i, s.value) for i, s in self.self_sites(role.cls, e.attr)]
+        classes = {
+            id(c): c for c in (self.instance_class(v, i, depth + 1) for i, v in values if v is not None)
+        }
+        return next(iter(classes.values())) if len(classes) == 1 and None not in classes.values() else None
+
+    def reaching_sites(self, e: ast.AST, info: FuncInfo, owner: FuncInfo) -> tuple | None:
+        """The assignments (and ``flow.PARAM``) of ``owner``'s local that reach the use ``e``; None when the use is
+        not mapped (in a nested function or comprehension, or a name of an enclosing function): then every
+        assignment counts."""
+        if owner is not info:
+            return None
+        flow = self.cache.reaching.get(info.id)
+        if flow is None:
+            flow = reaching(info)
+            self.cache.reaching[info.id] = flow
+        return flow.get(id(e))
+
+    def local_sites(self, e: ast.Name, info: FuncInfo, owner: FuncInfo) -> list:
+        """The assignment sites of local ``e.id`` that can reach this use (all of them when not mapped)."""
+        sites = owner.assigns[e.id]
+        if len(sites) == 1 and e.id not in owner.params:
+            return sites
+        reach = self.reaching_sites(e, info, owner)
+        if reach is None:
+            return sites
+        return [s for s in reach if s is not PARAM]
+
+    def call_entry(self, cls: ClassInfo) -> FuncInfo | None:
+        """What calling an instance runs: ``forward`` (TTTv1 modules' ``__call__`` dispatches to it), else
+        ``__call__``."""
+        return self.method_info(cls, "forward") or self.method_info(cls, "__call__")
 
     def config_has(self, name: str) -> bool:
         """Whether ModelArgs defines ``name`` (attribute, class attribute, property or method)."""

@@ -35,10 +35,13 @@ from .records import (
 if TYPE_CHECKING:
     import networkx as nx
 
+    from .graph import Graph
+
 
 @dataclass(eq=False)
 class Analysis:
-    """Everything trace-deps found. ``graph`` edges point from a dependency to what depends on it.
+    """Everything trace-deps found. ``dependencies`` (and ``graph``, the same as networkx) edges point from a
+    dependency to what depends on it.
 
     Two analyses are equal when all their data is (the graph by its nodes, edges and their attributes);
     ``seconds`` (how long the analysis took) is not data and is not compared or saved."""
@@ -48,7 +51,7 @@ class Analysis:
     module_class: str | None
     config_class: str | None
     files: list[str]
-    graph: nx.DiGraph
+    dependencies: Graph  # the dependency graph (graph.py); ``graph`` is the same as a networkx.DiGraph
     reads: list[ConfigRead]
     definitions: dict[str, list[Definition]]
     attr_definitions: dict[str, list[Definition]]
@@ -74,11 +77,22 @@ class Analysis:
             if f.name == "seconds":
                 continue
             a, b = getattr(self, f.name), getattr(other, f.name)
-            if f.name == "graph":
+            if f.name == "dependencies":
                 a, b = _graph_data(a), _graph_data(b)
             if a != b:
                 return False
         return True
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The dependency graph as a ``networkx.DiGraph`` (edges point from a dependency to its dependant), built
+        on first use (networkx is imported only then). It is a copy: change ``dependencies`` to change the
+        analysis."""
+        cached = self.__dict__.get("_networkx")
+        if cached is None or cached[0] is not self.dependencies:
+            cached = (self.dependencies, self.dependencies.to_networkx())
+            self.__dict__["_networkx"] = cached
+        return cached[1]
 
     __hash__ = None  # mutable data
 
@@ -88,7 +102,7 @@ class Analysis:
         return serial.to_json_dict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+        return serial.dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Analysis:
@@ -126,13 +140,13 @@ class Analysis:
 
     def unknowns(self) -> list[str]:
         """Ids of the explicit ``unknown:`` nodes (what could not be understood)."""
-        return sorted(n for n, d in self.graph.nodes(data=True) if d.get("category") == "unknown")
+        return sorted(n for n, d in self.dependencies.nodes(data=True) if d.get("category") == "unknown")
 
     def keys_read(self) -> list[str]:
         return sorted({r.name for r in self.reads if r.kind == "key"})
 
     def node(self, node_id: str) -> dict[str, Any]:
-        return dict(self.graph.nodes[node_id])
+        return dict(self.dependencies.nodes[node_id])
 
     def why(self, name: str, limit: int = 12) -> list[list[Hop]]:
         return query.why_paths(self, name, limit=limit)
@@ -146,8 +160,10 @@ class Analysis:
     def decide(
         self, branch: Branch | str, topology: str | None = None, mode: str | None = None
     ) -> bool | None:
-        """True / False / None: ``branch`` (a Branch, its id or ``file:line[:col]``) on ``topology`` in ``mode``."""
-        return query.decide(self._branch(branch), topology=topology, mode=mode)
+        """True / False / None: ``branch`` (a Branch, its id or ``file:line[:col]``) on ``topology`` in ``mode``,
+        in every call context that reaches it (a helper's test on its parameters is closed with what each call
+        site passes; None when the contexts disagree)."""
+        return query.decide_in(self, self._branch(branch), topology=topology, mode=mode)
 
     def _branch(self, branch: Branch | str) -> Branch:
         if isinstance(branch, Branch):
@@ -166,7 +182,7 @@ class Analysis:
         return found
 
 
-def _graph_data(g: nx.DiGraph) -> tuple:
+def _graph_data(g: Graph) -> tuple:
     nodes = sorted((n, sorted(d.items())) for n, d in g.nodes(data=True))
     edges = sorted((u, v, sorted(d.items())) for u, v, d in g.edges(data=True))
     return nodes, edges

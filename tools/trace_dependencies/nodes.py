@@ -9,9 +9,8 @@ from . import constants as C
 from .astutil import (
     NOTHING,
 )
-from .ids import (
-    NodeKind,
-)
+from .flow import PARAM
+from .ids import NodeKind, node_id
 from .index import ClassInfo
 from .scan import FuncInfo, Guards
 from .source import SourceFile
@@ -30,11 +29,11 @@ class Nodes(Part):
         return nid
 
     def edge(self, u: str, v: str, kind: str, loc: str | None = None) -> None:
-        if u != v and not self.out.g.has_edge(u, v):
-            self.out.g.add_edge(u, v, kind=kind, loc=loc)
+        if u != v:
+            self.out.g.add_edge_once(u, v, kind, loc)
 
     def hw(self, name: str) -> str:
-        return self.node(f"hw:{name}", "hardware", C.HW_LABELS.get(name, f"hardware: {name}"))
+        return self.node(node_id(NodeKind.HW, name), "hardware", C.HW_LABELS.get(name, f"hardware: {name}"))
 
     def env(self, name: str, loc: str | None) -> str:
         return self.node(f"env:{name}", "env", f"env {name}", loc)
@@ -49,13 +48,19 @@ class Nodes(Part):
         return self.node(f"extern:{qualified}", "extern", f"{qualified}() (not analysed)", loc)
 
     def key_node(self, key: str, loc: str | None = None) -> str:
-        return self.node(f"key:{key}", "key", f'model_config["{key}"]', None, payload=(NodeKind.KEY, key))
+        return self.node(
+            node_id(NodeKind.KEY, key), "key", f'model_config["{key}"]', None, payload=(NodeKind.KEY, key)
+        )
 
     def attr_node(self, name: str) -> str:
-        return self.node(f"attr:{name}", "attr", f"args.{name}", None, payload=(NodeKind.ATTR, name))
+        return self.node(
+            node_id(NodeKind.ATTR, name), "attr", f"args.{name}", None, payload=(NodeKind.ATTR, name)
+        )
 
     def method_node(self, name: str) -> str:
-        return self.node(f"method:{name}", "method", f"args.{name}()", None, payload=(NodeKind.METHOD, name))
+        return self.node(
+            node_id(NodeKind.METHOD, name), "method", f"args.{name}()", None, payload=(NodeKind.METHOD, name)
+        )
 
     def func_node(self, info: FuncInfo) -> str:
         if info.parent is None and self.is_config_class(info.cls):
@@ -67,11 +72,41 @@ class Nodes(Part):
         sites = info.assigns[name]
         loc = f"{info.file.name}:{sites[0].line}:{sites[0].col}"
         return self.node(
-            f"local:{info.id}:{name}",
+            node_id(NodeKind.LOCAL, f"{info.id}:{name}"),
             "local",
             f"{name} ({info.qualname})",
             loc,
             payload=(NodeKind.LOCAL, info, name),
+        )
+
+    def local_uses(self, e: ast.AST, info: FuncInfo, owner: FuncInfo) -> list[str]:
+        """The nodes a use of a local depends on: one node per assignment that reaches it (flow-sensitive), the
+        parameter for its value on entry; the local's single node when every assignment reaches it anyway."""
+        name = e.id if isinstance(e, ast.Name) else e.target.id
+        sites = owner.assigns[name]
+        if len(sites) == 1 and name not in owner.params:
+            return [self.local_node(owner, name)]  # one assignment: nothing to tell apart
+        reach = self.reaching_sites(e, info, owner)
+        if reach is None:
+            return [self.local_node(owner, name)]
+        out = []
+        for site in reach:
+            if site is PARAM:
+                nid = self.param_node(owner, name)
+                if nid is not None:
+                    out.append(nid)
+            else:
+                out.append(self.local_version_node(owner, name, site))
+        return out
+
+    def local_version_node(self, info: FuncInfo, name: str, site) -> str:
+        """One assignment of a local (``local:...:x@12:8``): what a use reached only by it depends on."""
+        return self.node(
+            node_id(NodeKind.LOCAL, f"{info.id}:{name}@{site.line}:{site.col}"),
+            "local",
+            f"{name} ({info.qualname}, line {site.line})",
+            f"{info.file.name}:{site.line}:{site.col}",
+            payload=(NodeKind.LOCAL, info, name, site),
         )
 
     def param_node(self, info: FuncInfo, name: str) -> str | None:
@@ -82,6 +117,8 @@ class Nodes(Part):
             return self.node(
                 f"arg:{name}", "model_arg", f"{name} (ModelArgs constructor argument)", info.loc()
             )
+        if info.file is self.st.config and info in self.entry_builders():
+            return self.config_function_root(info, name)
         category = "param"
         label = f"{name} (param of {info.qualname})"
         if isinstance(info.node, ast.Lambda) and info.file is self.st.config:
@@ -98,13 +135,25 @@ class Nodes(Part):
             self.out.g.nodes[nid]["mode_param"] = True
         return nid
 
+    def config_function_root(self, info: FuncInfo, name: str) -> str:
+        """A parameter of a config function nothing else calls (``get_model_config(model_config_str, llm_mode,
+        input_shape, num_devices)``) is a root: the device count is hardware, ``llm_mode`` the mode, shapes are
+        per-call inputs, anything else is a config argument (static, like a ModelArgs constructor argument)."""
+        if name in C.DEVICE_COUNT_NAMES:
+            return self.hw("num_devices")
+        if self.is_mode_param(info, name):
+            return self.node("input:mode", "mode", "mode (per-call: decode / prefill)", info.loc())
+        if name in C.SHAPE_NAMES:
+            return self.node(f"input:{name}", "input", f"{name} (per-call input shape)", info.loc())
+        return self.node(f"arg:{name}", "model_arg", f"{name} ({info.name}() argument)", info.loc())
+
     def self_attr_node(self, cls: ClassInfo, name: str) -> str | None:
         sites = self.self_sites(cls, name)
         if not sites:
             return None
         info, site = sites[0]
         loc = f"{info.file.name}:{site.line}:{site.col}"
-        nid = f"self:{cls.file.name}:{cls.name}.{name}"
+        nid = node_id(NodeKind.SELF, f"{cls.file.name}:{cls.name}.{name}")
         return self.node(
             nid, "self_attr", f"self.{name} ({cls.name})", loc, payload=(NodeKind.SELF, cls, name)
         )
@@ -129,12 +178,12 @@ class Nodes(Part):
         return out
 
     def branch_node(self, bid: str) -> str:
-        nid = f"branch:{bid}"
+        nid = node_id(NodeKind.BRANCH, bid)
         if nid in self.out.g:
             return nid
         site, info = self.out.branch_index[bid]
         return self.node(
-            f"branch:{bid}",
+            nid,
             "branch",
             f"{site.construct} {info.file.segment(site.test_node, 60)}",
             bid,
@@ -145,7 +194,7 @@ class Nodes(Part):
         stmts = self.index(source).globals[name]
         loc = source.loc(stmts[0])
         return self.node(
-            f"global:{source.name}:{name}",
+            node_id(NodeKind.GLOBAL, f"{source.name}:{name}"),
             "global",
             f"{name} (module {source.name})",
             loc,
@@ -160,7 +209,7 @@ class Nodes(Part):
 
     def fact_node(self, name: str) -> str:
         labels = {"galaxy": "topology: galaxy (num_devices == 32, 2D mesh)"}
-        nid = self.node(f"fact:{name}", "fact", labels.get(name, name))
+        nid = self.node(node_id(NodeKind.FACT, name), "fact", labels.get(name, name))
         if name == "galaxy":
             self.edge(self.hw("num_devices"), nid, "data")
         return nid

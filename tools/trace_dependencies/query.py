@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections import deque
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .decision import assumption, eval_tree, tree_facts
+from .decision import assumption, close, eval_tree, tree_facts
+from .ids import NodeKind, is_kind, node_id
 from .records import LEVELS, Branch, Hop
 
 if TYPE_CHECKING:  # annotations only: model.py imports this module
-    import networkx as nx
-
+    from .graph import Graph
     from .model import Analysis
 
 PATHS = {
@@ -30,7 +31,8 @@ _CHAIN_SKIP = ("fact",)
 # -- branch decisions -----------------------------------------------------------------------------------------
 def decide(branch: Branch, topology: str | None = None, mode: str | None = None) -> bool | None:
     """What ``branch``'s test evaluates to on ``topology`` ("1d" | "2d") in ``mode`` ("decode" | "prefill"):
-    True (the then-arm runs), False (the else-arm runs) or None (not decided by topology and mode alone)."""
+    True (the then-arm runs), False (the else-arm runs) or None (not decided by topology and mode alone). A test
+    on the function's own parameters is open here; ``Analysis.decide`` closes it with every call site."""
     return eval_tree(branch.decision, assumption(topology, mode))
 
 
@@ -47,44 +49,70 @@ def deciding_facts(branch: Branch) -> list[tuple[str, bool]]:
 
 
 # -- what can run under an assumption -------------------------------------------------------------------------
+#: How many call contexts (what the call sites pass) are kept per function before they are merged into "unknown".
+MAX_CONTEXTS = 16
+UNKNOWN_CONTEXT: dict[str, Any] = {}
+
+
 class Decider:
-    """Evaluates guards (``"branch#arm"`` strings) of one analysis under one assumption (memoised)."""
+    """Evaluates guards (``"branch#arm"`` strings) of one analysis under one assumption, in one call context
+    (memoised per context)."""
 
     def __init__(self, analysis: Analysis, assume: dict[str, object]):
         self.assume = assume
         self.trees = {b.id: b.decision for b in analysis.branches}
-        self.memo: dict[str, bool | None] = {}
+        self.memo: dict[tuple[str, int], bool | None] = {}
+        self.contexts: dict[int, dict[str, Any]] = {}  # keeps each binding alive while its id() is a memo key
 
-    def value(self, bid: str) -> bool | None:
-        if bid not in self.memo:
-            self.memo[bid] = eval_tree(self.trees.get(bid), self.assume)
-        return self.memo[bid]
+    def value(self, bid: str, binding: dict[str, Any] | None = None) -> bool | None:
+        binding = binding or UNKNOWN_CONTEXT
+        key = (bid, id(binding))
+        if key not in self.memo:
+            self.contexts[id(binding)] = binding
+            self.memo[key] = eval_tree(self.trees.get(bid), self.assume, binding)
+        return self.memo[key]
 
-    def possible(self, guards: list[str]) -> bool:
+    def possible(self, guards: list[str], binding: dict[str, Any] | None = None) -> bool:
         for guard in guards:
             bid, _, arm_ = guard.rpartition("#")
             if arm_ not in ("then", "else"):
                 continue
-            value = self.value(bid)
+            value = self.value(bid, binding)
             if value is not None and (arm_ == "then") != value:
                 return False
         return True
 
+    def possible_somewhere(self, guards: list[str], contexts: list[dict[str, Any]]) -> bool:
+        return any(self.possible(guards, binding) for binding in contexts)
 
-def reach(analysis: Analysis, decider: Decider) -> set[str]:
-    """Ids of the functions reachable from the entry points through calls whose guards can hold."""
+
+def _context_key(binding: dict[str, Any] | None) -> str:
+    return json.dumps(binding or {}, sort_keys=True, default=str)
+
+
+def reach(analysis: Analysis, decider: Decider) -> dict[str, list[dict[str, Any]]]:
+    """The functions reachable from the entry points through calls whose guards can hold, each with its call
+    contexts: what the call sites on the way pass to its parameters (one level of call-site sensitivity per call,
+    chained along the path; at most MAX_CONTEXTS per function, then one unknown context)."""
     adjacency: dict[str, list] = {}
     for link in analysis.calls:
         adjacency.setdefault(link.caller, []).append(link)
-    seen = set(analysis.entries)
-    queue = deque(analysis.entries)
+    contexts: dict[str, dict[str, dict[str, Any]]] = {fid: {"{}": {}} for fid in analysis.entries}
+    queue = deque((fid, {}) for fid in analysis.entries)
     while queue:
-        fid = queue.popleft()
+        fid, binding = queue.popleft()
         for link in adjacency.get(fid, ()):
-            if link.callee not in seen and decider.possible(link.guards):
-                seen.add(link.callee)
-                queue.append(link.callee)
-    return seen
+            if not decider.possible(link.guards, binding):
+                continue
+            bound = {p: t for p, t in ((p, close(t, binding)) for p, t in link.args.items()) if t is not None}
+            known = contexts.setdefault(link.callee, {})
+            if len(known) >= MAX_CONTEXTS:
+                bound = UNKNOWN_CONTEXT
+            key = _context_key(bound)
+            if key not in known:
+                known[key] = bound
+                queue.append((link.callee, bound))
+    return {fid: list(found.values()) for fid, found in contexts.items()}
 
 
 def path_ops(analysis: Analysis, mode: str, galaxy: bool) -> list[str]:
@@ -95,7 +123,9 @@ def path_ops(analysis: Analysis, mode: str, galaxy: bool) -> list[str]:
         {
             o.op
             for o in analysis.ops
-            if o.phase == "forward" and o.function_id in funcs and decider.possible(o.guards)
+            if o.phase == "forward"
+            and o.function_id in funcs
+            and decider.possible_somewhere(o.guards, funcs[o.function_id])
         }
     )
 
@@ -104,27 +134,44 @@ def all_paths(analysis: Analysis) -> dict[str, list[str]]:
     return {name: path_ops(analysis, mode, galaxy) for name, (mode, galaxy) in PATHS.items()}
 
 
+def decide_in(analysis: Analysis, branch: Branch, topology: str | None = None, mode: str | None = None):
+    """What ``branch``'s test evaluates to on ``topology`` in ``mode`` in every call context that reaches it:
+    True / False when all agree, None otherwise (or when it cannot run there)."""
+    decider = Decider(analysis, assumption(topology, mode))
+    contexts = reach(analysis, decider).get(branch.function_id) or [{}]
+    values = {eval_tree(branch.decision, decider.assume, binding) for binding in contexts}
+    return values.pop() if len(values) == 1 else None
+
+
 def restrict(analysis: Analysis, mode: str | None = None, topology: str | None = None) -> Analysis:
     """A view of the analysis that keeps only what can run for ``mode`` and/or ``topology`` (1d | 2d); decided
     branches get a ``decided:true|false`` fact."""
-    import networkx as nx
-
     assume = assumption(topology, mode)
     galaxy = assume["galaxy"]
     if mode is None and galaxy is None:
         return analysis
     decider = Decider(analysis, assume)
     funcs = reach(analysis, decider)
-    reads = [r for r in analysis.reads if r.function_id in funcs and decider.possible(r.guards)]
-    ops = [o for o in analysis.ops if o.function_id in funcs and decider.possible(o.guards)]
+    reads = [
+        r
+        for r in analysis.reads
+        if r.function_id in funcs and decider.possible_somewhere(r.guards, funcs[r.function_id])
+    ]
+    ops = [
+        o
+        for o in analysis.ops
+        if o.function_id in funcs and decider.possible_somewhere(o.guards, funcs[o.function_id])
+    ]
     branches = []
     for b in analysis.branches:
-        if b.side != "config" and b.function_id not in funcs:
-            continue
-        if not decider.possible(b.guards):
+        contexts = funcs.get(b.function_id, [{}] if b.side == "config" else None)
+        if contexts is None or not decider.possible_somewhere(b.guards, contexts):
             continue
         nb = copy.copy(b)
-        value = decider.value(b.id) if b.construct in DECIDABLE else None
+        value = None
+        if b.construct in DECIDABLE:
+            values = {decider.value(b.id, binding) for binding in contexts}
+            value = values.pop() if len(values) == 1 else None
         if value is not None:
             nb.facts = [*b.facts, f"decided:{str(value).lower()}"]
         branches.append(nb)
@@ -134,18 +181,18 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
         kept = [d for d in defs if decider.possible([f"{g.branch}#{g.arm}" for g in d.guards])]
         if key in keys or kept:
             definitions[key] = kept
-    g = analysis.graph.copy()
+    g = analysis.dependencies.copy()
     dropped = {f"branch:{b.id}" for b in analysis.branches} - {f"branch:{b.id}" for b in branches}
     dropped |= {d.id for defs in analysis.definitions.values() for d in defs} - {
         d.id for defs in definitions.values() for d in defs
     }
-    kept_ops = {f"op:{o.op}" for o in ops}
-    dropped |= {n for n in g.nodes if n.startswith("op:") and n not in kept_ops}
+    kept_ops = {node_id(NodeKind.OP, o.op) for o in ops}
+    dropped |= {n for n in g.nodes if is_kind(n, NodeKind.OP) and n not in kept_ops}
     g.remove_nodes_from(dropped)
     sinks = {f"branch:{b.id}" for b in branches} | kept_ops | {r.node for r in reads}
     keep = {s for s in sinks if s in g}
     for s in list(keep):
-        keep |= nx.ancestors(g, s)
+        keep |= g.ancestors(s)
     g = g.subgraph(sorted(keep)).copy()
     levels = {level: sorted(n for n in nodes if n in g) for level, nodes in analysis.levels.items()}
     roots = {cat: [n for n in nodes if n in g] for cat, nodes in analysis.roots.items()}
@@ -167,7 +214,7 @@ def restrict(analysis: Analysis, mode: str | None = None, topology: str | None =
     return replace(
         analysis,
         stats=stats,
-        graph=g,
+        dependencies=g,
         reads=reads,
         ops=ops,
         branches=branches,
@@ -187,7 +234,7 @@ def _path_matches(name: str, mode: str | None, galaxy: bool | None) -> bool:
 # -- names, why, focus ----------------------------------------------------------------------------------------
 def resolve_name(analysis: Analysis, name: str) -> list[str]:
     """Graph nodes that ``name`` refers to: a node id, key, attribute, op or branch location."""
-    g = analysis.graph
+    g = analysis.dependencies
     if name in g:
         return [name]
     candidates = []
@@ -195,7 +242,7 @@ def resolve_name(analysis: Analysis, name: str) -> list[str]:
         if prefix + name in g:
             candidates.append(prefix + name)
     if name.startswith("args."):
-        member = name[5:].removesuffix("()")
+        member = name.removeprefix("args.").removesuffix("()")
         candidates += [n for n in (f"attr:{member}", f"method:{member}") if n in g]
     if not candidates and ":" in name:
         parts = name.rsplit(":", 2)
@@ -222,14 +269,14 @@ def pred_key(node: str) -> tuple[bool, str]:
     return (node in ("hw:device_present", "hw:mesh_device"), node)
 
 
-def hop(g: nx.DiGraph, node: str) -> Hop:
+def hop(g: Graph, node: str) -> Hop:
     data = g.nodes[node]
     return Hop(node, data.get("label", node), data.get("loc"))
 
 
 def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]:
     """For each root parameter that reaches ``name``, one shortest path root -> ... -> name."""
-    g = analysis.graph
+    g = analysis.dependencies
     out: list[list[Hop]] = []
     for target in resolve_name(analysis, name):
         parents = {target: None}
@@ -254,14 +301,12 @@ def why_paths(analysis: Analysis, name: str, limit: int = 12) -> list[list[Hop]]
 
 def focus(analysis: Analysis, name: str) -> Analysis:
     """The analysis with its graph cut down to ``name`` and everything it depends on."""
-    import networkx as nx
-
     targets = resolve_name(analysis, name)
-    g = analysis.graph
+    g = analysis.dependencies
     keep: set[str] = set(targets)
     for t in targets:
-        keep |= nx.ancestors(g, t)
-    return replace(analysis, graph=g.subgraph(sorted(keep)).copy())
+        keep |= g.ancestors(t)
+    return replace(analysis, dependencies=g.subgraph(sorted(keep)))
 
 
 __all__ = [

@@ -110,6 +110,7 @@ class Definition:
     live_when: str | None = None
     deps: list[str] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
+    only_if_absent: bool = False  # setdefault(): defines the key only when no earlier definition ran
 
     @property
     def live(self) -> bool:
@@ -182,6 +183,7 @@ class CallLink:
     callee: str
     guards: list[str] = field(default_factory=list)
     loc: str = ""
+    args: dict[str, Any] = field(default_factory=dict)  # parameter -> ["value", constant] or a fact tree
 
 
 @dataclass

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from .ids import NodeKind, is_kind, parse_node
 from .model import LEVELS, Analysis, Hop
 
 STYLE = {"static": "blue", "weights": "green", "mode": "dark_orange", "runtime": "red", "unknown": "grey50"}
@@ -163,8 +164,8 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
         table.add_column("config keys it reaches")
         for name in methods:
             node = f"method:{name}"
-            data = a.graph.nodes.get(node, {})
-            keys = sorted(n[4:] for n in _upstream(a, node) if n.startswith("key:"))
+            data = a.dependencies.nodes.get(node, {})
+            keys = sorted(parse_node(n).rest for n in _upstream(a, node) if is_kind(n, NodeKind.KEY))
             where = data.get("loc") or ""
             table.add_row(
                 Text(name + "()", style="" if data.get("resolved", False) else "bold red"),
@@ -181,7 +182,7 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
         defs = a.definitions.get(key, [])
         branch = tree.add(Text(key, style="bold"))
         if not defs:
-            node = a.graph.nodes.get(f"unknown:key:{key}")
+            node = a.dependencies.nodes.get(f"unknown:key:{key}")
             reason = node.get("reason") if node else "not defined"
             branch.add(Text(f"unknown: {reason}", style="red"))
             continue
@@ -241,13 +242,13 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
         nodes = a.levels.get(level, [])
         if not nodes:
             continue
-        roots = [n for n in nodes if a.graph.nodes[n].get("root")]
+        roots = [n for n in nodes if a.dependencies.nodes[n].get("root")]
         if level in ("hardware", "model_args", "per_call_inputs"):
             shown = ", ".join(short_name(n) for n in (roots or nodes))
         elif level == "config_keys":
-            shown = ", ".join(sorted(n[4:] for n in nodes if n.startswith("key:")))
+            shown = ", ".join(sorted(parse_node(n).rest for n in nodes if is_kind(n, NodeKind.KEY)))
         elif level == "terminal_ops":
-            shown = ", ".join(n[3:] for n in nodes)
+            shown = ", ".join(parse_node(n).rest for n in nodes)
         else:
             shown = f"{len(nodes)} nodes"
         console.print(Text.assemble((f"  {LEVEL_TITLES[level]}: ", "bold"), shown))
@@ -268,12 +269,12 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
         console.print("Construction (__init__) ops: " + ", ".join(a.construction_ops))
 
     # -- unknowns and skipped -----------------------------------------------------------------------
-    unknown = [n for n in sorted(a.graph.nodes) if a.graph.nodes[n]["category"] == "unknown"]
+    unknown = [n for n in sorted(a.dependencies.nodes) if a.dependencies.nodes[n]["category"] == "unknown"]
     if unknown or a.skipped:
         console.print()
         console.print(Text("Not understood (explicit unknowns and skipped constructs)", style="bold"))
         for n in unknown:
-            data = a.graph.nodes[n]
+            data = a.dependencies.nodes[n]
             console.print(f"  [unknown] {n}: {data.get('reason')}")
         for s in a.skipped:
             style = "yellow" if s.severity == "warning" else ""
@@ -281,11 +282,9 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
 
 
 def _upstream(a: Analysis, node: str) -> set[str]:
-    if node not in a.graph:
+    if node not in a.dependencies:
         return set()
-    import networkx as nx
-
-    return nx.ancestors(a.graph, node)
+    return a.dependencies.ancestors(node)
 
 
 def _how(r) -> str:

@@ -73,6 +73,13 @@ class Roles(Part):
     def _role_other(self, e: ast.AST, info: FuncInfo, depth: int):
         if isinstance(e, ast.Call):
             func = e.func
+            if (
+                isinstance(func, ast.Name)
+                and info.file is self.st.config
+                and func.id in self.config_builders()
+                and self.lookup(func.id, info)[0] is Scope.FUNCTION
+            ):
+                return MC  # model_config = get_decode_model_config(...)
             if isinstance(func, ast.Attribute):
                 base = self.role(func.value, info, depth + 1)
                 if base == ARGS and func.attr == "get_model_config":
@@ -134,10 +141,12 @@ class Roles(Part):
                 return MESH
             if name in C.MC_NAMES:
                 return MC
-            if in_config and "config" in name.lower():
+            if in_config and "config" in name.lower() and not name.startswith("model_config"):
                 return HFCFG
             return None
         if kind is Scope.LOCAL:
+            if name in self.builder_dict_names(owner):
+                return MC  # the dict a config function fills and returns
             roles = set()
             for site in owner.assigns[name]:
                 if site.kind == "import":

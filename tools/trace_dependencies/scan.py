@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .source import SourceFile
 
@@ -20,7 +21,7 @@ def loc_of(source: SourceFile, node: ast.AST) -> str:
     return source.loc(node)
 
 
-@dataclass
+@dataclass(eq=False)
 class AssignSite:
     value: ast.expr | None
     line: int
@@ -30,6 +31,7 @@ class AssignSite:
     source: ast.expr | None = None
     order: int = 0
     loops: tuple[tuple[ast.expr, ast.expr], ...] = ()
+    target: ast.AST | None = field(default=None, repr=False, compare=False)  # the binding node (flow.py)
 
 
 @dataclass
@@ -76,12 +78,13 @@ class ExprSite:
     node: ast.expr
     guards: Guards
     in_condition: bool
+    loops: tuple[tuple[ast.expr, ast.expr], ...] = ()  # enclosing for loops: (target, iterable)
 
 
 @dataclass
 class Event:
     order: int
-    kind: str  # key | attr | mutate | call
+    kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...})
     payload: object
     guards: Guards
 
@@ -121,7 +124,7 @@ class FuncInfo:
     def name(self) -> str:
         return self.qualname.rsplit(".", 1)[-1]
 
-    @property
+    @cached_property
     def id(self) -> str:
         return f"{self.file.name}:{self.qualname}"
 
@@ -331,6 +334,8 @@ class Scanner:
         info = self.info
         if isinstance(target, ast.Name):
             self._bind_name(target.id, value, target, guards, kind, source)
+            if _is_dict_value(value):  # a dict built here: config functions fill and return one
+                info.events.append(Event(self._next(), "dict", (target.id, value), guards))
         elif isinstance(target, ast.Attribute):
             self.expr(target.value, guards, False, None)
             if isinstance(target.value, ast.Name) and target.value.id == info.self_name:
@@ -373,6 +378,7 @@ class Scanner:
             source,
             self._next(),
             self.loops,
+            node,
         )
         self.info.assigns.setdefault(name, []).append(site)
 
@@ -399,14 +405,16 @@ class Scanner:
             if kind in _LEAVES:
                 continue
             if kind is ast.Attribute:  # the most common node: one child
-                exprs.append(ExprSite(node, guards, cond))
+                exprs.append(ExprSite(node, guards, cond, self.loops))
                 push((node.value, guards, cond, owner))
                 continue
             if kind is ast.Call:
                 order = self._next()
                 calls.append(CallSite(node, guards, order, cond))
                 func = node.func
-                if type(func) is ast.Attribute:
+                if type(func) is ast.Name:
+                    info.events.append(Event(order, "fcall", node, guards))
+                elif type(func) is ast.Attribute:
                     if type(func.value) is ast.Name and func.value.id == info.self_name and info.self_name:
                         info.events.append(Event(order, "call", node, guards))
                     elif func.attr in ("update", "setdefault", "pop", "clear"):
@@ -421,7 +429,7 @@ class Scanner:
                     push((keyword.value, guards, cond, owner))
                 continue
             if kind is ast.Subscript:
-                exprs.append(ExprSite(node, guards, cond))
+                exprs.append(ExprSite(node, guards, cond, self.loops))
                 push((node.value, guards, cond, owner))
                 push((node.slice, guards, cond, owner))
                 continue
@@ -474,6 +482,12 @@ class Scanner:
                             push((item, guards, cond, owner))
                 elif isinstance(value, ast.AST):
                     push((value, guards, cond, owner))
+
+
+def _is_dict_value(value: ast.AST | None) -> bool:
+    if isinstance(value, (ast.Dict, ast.DictComp)):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict"
 
 
 _LEAVES = frozenset({ast.Name, ast.Constant, type(None)})

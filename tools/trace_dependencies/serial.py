@@ -3,9 +3,10 @@ to_json_dict(a)) == a``. Everything is emitted sorted, so the same input gives b
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import json
 from typing import TYPE_CHECKING, Any
 
+from .graph import Graph
 from .records import (
     SCHEMA_VERSION,
     Branch,
@@ -45,7 +46,7 @@ def node_attrs(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
-    g = analysis.graph
+    g = analysis.dependencies
     nodes = [{"id": nid, **node_attrs(g.nodes[nid])} for nid in sorted(g.nodes)]
     edges = [
         {"source": u, "target": v, "kind": d.get("kind"), "loc": d.get("loc")}
@@ -68,34 +69,51 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         "assumptions": analysis.assumptions,
         "stats": dict(analysis.stats),
         "keys_read": analysis.keys_read(),
-        "reads": [asdict(r) for r in analysis.reads],
+        "reads": [plain(r) for r in analysis.reads],
         "definitions": {k: [_definition(d) for d in v] for k, v in analysis.definitions.items()},
         "attr_definitions": {k: [_definition(d) for d in v] for k, v in analysis.attr_definitions.items()},
-        "branches": [asdict(b) for b in analysis.branches],
-        "ops": [asdict(o) for o in analysis.ops],
-        "calls": [asdict(c) for c in analysis.calls],
+        "branches": [plain(b) for b in analysis.branches],
+        "ops": [plain(o) for o in analysis.ops],
+        "calls": [plain(c) for c in analysis.calls],
         "entries": analysis.entries,
         "paths": analysis.paths,
         "construction_ops": analysis.construction_ops,
         "roots": analysis.roots,
         "levels": analysis.levels,
         "unknowns": unknowns,
-        "skipped": [asdict(s) for s in analysis.skipped],
-        "fact_sites": [asdict(f) for f in analysis.fact_sites],
+        "skipped": [plain(s) for s in analysis.skipped],
+        "fact_sites": [plain(f) for f in analysis.fact_sites],
         "nodes": nodes,
         "edges": edges,
     }
 
 
+def plain(value: Any) -> Any:
+    """Dataclasses (records.py) -> dicts, recursively, without ``dataclasses.asdict``'s deep copies."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: plain(v) for k, v in value.__dict__.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """The JSON text: one top-level field a line, each value compact (json's C encoder; ``indent=`` would use the
+    pure-Python one, several times slower on large analyses). Deterministic for deterministic input."""
+    fields = (f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in data.items())
+    return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
 def _definition(d: Definition) -> dict[str, Any]:
-    out = asdict(d)
+    out = plain(d)
     out["live"] = d.live
     return out
 
 
 def from_json_dict(data: dict[str, Any], cls: type[Analysis]) -> Analysis:
     """Rebuild an analysis (of class ``cls``) from :func:`to_json_dict`'s output (raises :class:`SchemaError`)."""
-    import networkx as nx
 
     if not isinstance(data, dict) or data.get("schema") != "trace-deps":
         raise SchemaError('not a trace-deps analysis (no "schema": "trace-deps")')
@@ -103,7 +121,7 @@ def from_json_dict(data: dict[str, Any], cls: type[Analysis]) -> Analysis:
     if version not in READABLE:
         raise SchemaError(f"schema_version: expected one of {', '.join(READABLE)}, got {version!r}")
     try:
-        g = nx.DiGraph()
+        g = Graph()
         for node in data["nodes"]:
             attrs = {k: v for k, v in node.items() if k != "id"}
             g.add_node(node["id"], **attrs)
@@ -115,7 +133,7 @@ def from_json_dict(data: dict[str, Any], cls: type[Analysis]) -> Analysis:
             module_class=data["module_class"],
             config_class=data["config_class"],
             files=list(data["files"]),
-            graph=g,
+            dependencies=g,
             reads=[ConfigRead(**r) for r in data["reads"]],
             definitions={k: [_load_definition(d) for d in v] for k, v in data["definitions"].items()},
             attr_definitions={

@@ -41,7 +41,8 @@ class SourceFile:
     def loc(self, node: ast.AST) -> str:
         """``file:line:col`` of a node, col in characters."""
         line = getattr(node, "lineno", 1)
-        return f"{self.name}:{line}:{self.char_col(line, getattr(node, 'col_offset', 0))}"
+        col = getattr(node, "col_offset", 0)
+        return f"{self.name}:{line}:{col if self.ascii else self.char_col(line, col)}"
 
     def segment(self, node: ast.AST | None, limit: int = 120) -> str:
         """Source text of ``node`` on one line, shortened to ``limit`` characters (sliced from the file for
@@ -165,6 +166,7 @@ class Project:
         self.base = base
         self.files: dict[Path, SourceFile] = {}
         self.failed: dict[Path, TraceError] = {}
+        self._resolved: dict[tuple[str, int, Path], Path | None] = {}
 
     def display(self, path: Path) -> str:
         try:
@@ -187,6 +189,13 @@ class Project:
         return source
 
     def resolve_module(self, module: str, level: int, importer: Path) -> Path | None:
+        """:meth:`find_module`, once per (module, level, importing folder)."""
+        key = (module, level, importer.parent)
+        if key not in self._resolved:
+            self._resolved[key] = self.find_module(module, level, importer)
+        return self._resolved[key]
+
+    def find_module(self, module: str, level: int, importer: Path) -> Path | None:
         """Find the file for ``module`` as imported from ``importer`` (relative to the importer's folder).
 
         Absolute dotted names are matched by their tail: ``models.tt_transformers.tt.ccl`` imported from

@@ -9,8 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import networkx as nx
-
+from .graph import Graph
 from .index import ClassInfo, ModuleIndex
 from .records import Skipped
 from .scan import BranchSite, FuncInfo, Guards
@@ -36,6 +35,9 @@ class DefSite:
     env: dict[str, object] = field(default_factory=dict)
     via: tuple[str, ...] = ()
     dynamic: str | None = None
+    only_if_absent: bool = (
+        False  # model_config.setdefault(KEY, value): never overwrites an earlier definition
+    )
 
     @property
     def loc(self) -> str:
@@ -55,6 +57,9 @@ class CallEdge:
     callee: str
     guards: Guards
     loc: str
+    args: dict[str, object] = field(
+        default_factory=dict
+    )  # parameter -> what the call passes (decision.close)
 
 
 @dataclass
@@ -105,6 +110,11 @@ class Caches:
     fact_trees: dict[str, object] = field(default_factory=dict)
     call_deps: dict[int, tuple[ast.AST, frozenset[str]]] = field(default_factory=dict)
     config_callers: dict[str, list] | None = None
+    builders: dict[str, FuncInfo] | None = None
+    entry_builders: list[FuncInfo] | None = None
+    constants: dict[str, dict[str, object]] = field(default_factory=dict)
+    expr_loops: dict[str, dict[int, tuple]] = field(default_factory=dict)
+    reaching: dict[str, dict[int, tuple]] = field(default_factory=dict)  # FuncInfo.id -> flow.reaching()
 
 
 @dataclass
@@ -120,7 +130,7 @@ class Worklist:
 class Results:
     """What the analysis found: the graph and the records ``graphing.build`` turns into an ``Analysis``."""
 
-    g: nx.DiGraph = field(default_factory=nx.DiGraph)
+    g: Graph = field(default_factory=Graph)
     funcs: dict[str, FuncInfo] = field(default_factory=dict)
     branch_index: dict[str, tuple[BranchSite, FuncInfo]] = field(default_factory=dict)
     entry_params: dict[tuple[str, str], str | None] = field(default_factory=dict)
@@ -143,6 +153,8 @@ class Results:
     order: int = 0
     param_consts: dict[tuple[str, str], set | None] = field(default_factory=dict)
     param_roles: dict[tuple[str, str], object] = field(default_factory=dict)
+    deferred_reads: list[tuple] = field(default_factory=list)  # (ExprSite, FuncInfo, phase, called)
+    param_key_uses: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass

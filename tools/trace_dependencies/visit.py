@@ -10,12 +10,7 @@ from .astutil import (
     const_str,
     unparse,
 )
-from .ids import (
-    ARGS,
-    MC,
-    RoleKind,
-    Scope,
-)
+from .ids import ARGS, MC, NodeKind, RoleKind, Scope, is_kind, node_id
 from .scan import FuncInfo, Guards, loc_of
 from .state import OpRecord, Part, ReadRecord
 
@@ -59,7 +54,7 @@ class Visitor(Part):
                 name, spelled = op
                 self._record_op(name, spelled, node, call, info, phase, via, deps)
             for callee in self.callees_of(node, info):
-                callees.append((callee, call.guards, loc))
+                callees.append((callee, call.guards, loc, node))
         return callees
 
     def callees_of(self, call: ast.Call, info: FuncInfo) -> list[FuncInfo]:
@@ -71,7 +66,9 @@ class Visitor(Part):
                 return [meth] if meth is not None else []
             if role is not None and role.kind is RoleKind.SELF:
                 return self.self_callees(role.cls, func.attr)
-            return []
+            cls = self.instance_class(func.value, info)
+            method = self.method_info(cls, func.attr) if cls is not None else None
+            return [method] if method is not None else []
         if isinstance(func, ast.Name):
             if self.role_name(func.id, info) is not None:
                 return []
@@ -115,7 +112,7 @@ class Visitor(Part):
             if kind is Scope.LOCAL:
                 return any(
                     s.value is not None and self.is_tensor(s.value, owner, depth + 1)
-                    for s in owner.assigns[e.id]
+                    for s in self.local_sites(e, info, owner)
                 )
             if kind is Scope.PARAM:
                 ann = owner.annotations.get(e.id)
@@ -134,9 +131,9 @@ class Visitor(Part):
 
     def _record_op(self, name, spelled, node, call, info, phase, via, deps) -> None:
         loc = loc_of(info.file, node)
-        nid = self.node(f"op:{name}", "op", name)
+        nid = self.node(node_id(NodeKind.OP, name), "op", name)
         for dep in deps:
-            if not dep.startswith("op:"):
+            if not is_kind(dep, NodeKind.OP):
                 self.edge(dep, nid, "arg", loc)
         self.guard_edges(nid, call.guards)
         self.out.ops.append(OpRecord(name, loc, info.qualname, spelled, phase, call.guards, via, info.id))
@@ -193,7 +190,10 @@ class Visitor(Part):
             call = call_funcs.get(id(e))
             called = [info.file.segment(a, 40) for a in call.args] if call is not None else None
             if key is None:
-                keys = self.loop_keys(e.slice, info)
+                keys, param = self.read_keys(e.slice, info, site.loops)
+                if param is not None:  # named by the call sites' constants: read them once all are seen
+                    self.out.deferred_reads.append((site, info, phase, called))
+                    return
                 if keys:
                     for key in keys:
                         self._read(
@@ -271,6 +271,34 @@ class Visitor(Part):
             self._read(
                 e.attr, "attr", info.file.segment(e, 80), e, info, phase, site.guards, site.in_condition
             )
+
+    def resolve_deferred_reads(self) -> None:
+        """Reads whose key comes from a parameter's constants, now that every call site has been visited."""
+        for site, info, phase, called in self.out.deferred_reads:
+            e = site.node
+            keys, _param = self.read_keys(e.slice, info, site.loops)
+            for key in keys or ():
+                self._read(
+                    key,
+                    "key",
+                    info.file.segment(e, 80),
+                    e,
+                    info,
+                    phase,
+                    site.guards,
+                    site.in_condition,
+                    called=called,
+                    note=f"key from {info.file.segment(e.slice, 30)} with the constants its call sites pass",
+                )
+        for (fid, name), (loc, seen) in self.out.param_key_uses.items():
+            values = self.out.param_consts.get((fid, name))
+            if values is None or len(values) != seen:
+                self.skip(
+                    loc,
+                    f"model_config[...] keyed by parameter {name!r}",
+                    "its dependency edges were drawn before every call site was seen; the reads list every key",
+                    "warning",
+                )
 
     def _read_from_call(self, call, info: FuncInfo, phase: str) -> None:
         node = call.node

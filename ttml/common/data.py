@@ -22,6 +22,14 @@ class CharTokenizer:
             "ttml.common.data.CharTokenizer",
             "a {char: id} table built from sorted(set(text)) (examples/nanogpt.py)",
         )
+        if not isinstance(text, str):
+            raise TypeError(
+                f"CharTokenizer: text: expected a str (its characters are the vocabulary), got {type(text).__name__}"
+            )
+        if not text:
+            raise ValueError(
+                "CharTokenizer: text: expected a non-empty str (its characters are the vocabulary), got ''"
+            )
         self.itos: list[str] = [PAD_TOKEN] if add_padding_token else []
         self.itos.extend(sorted(set(text) - set(self.itos)))
         if add_begin_end_tokens:
@@ -33,7 +41,15 @@ class CharTokenizer:
         return len(self.itos)
 
     def encode(self, s: str) -> list[int]:
-        return [self.stoi[c] for c in s]
+        """Ids of the characters of ``s``; a character the tokenizer was not built with raises ValueError."""
+        try:
+            return [self.stoi[c] for c in s]
+        except KeyError:
+            position, char = next((i, c) for i, c in enumerate(s) if c not in self.stoi)
+            raise ValueError(
+                f"CharTokenizer.encode: s: character {char!r} at index {position} is not in the vocabulary "
+                f"({self.vocab_size} tokens built from the text given to CharTokenizer)"
+            ) from None
 
     def decode(self, ids) -> str:
         return "".join(self.itos[int(i)] for i in ids)

@@ -27,7 +27,12 @@ import ttnn
 import tttv1  # noqa: F401 - makes `import ttnn` resolve to the emulator
 from tttv1 import catalogue
 from tttv1.tokenizer import load_tokenizer
-from tttv1.tt.common import PagedAttentionConfig, preprocess_inputs_prefill, sample_host
+from tttv1.tt.common import (
+    PagedAttentionConfig,
+    get_padded_prefill_len,
+    preprocess_inputs_prefill,
+    sample_host,
+)
 from tttv1.tt.generator import Generator
 from tttv1.tt.model import Transformer
 from tttv1.tt.model_config import DecodersPrecision, ModelArgs
@@ -40,6 +45,40 @@ DEFAULT_PROMPTS = [
     "Explain ring all-reduce to a five year old.",
     "Write a haiku about matrix multiplication.",
 ]
+
+
+class DemoArgumentError(ValueError):
+    """A run_demo argument that cannot work; ``argument`` names the CLI option it comes from."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _check_prompt_lengths(prompts, tokenizer, instruct: bool, max_new_tokens: int, max_seq_len: int) -> None:
+    """Each prompt and its generated tokens must fit the KV cache, and its padded prefill one prefill chunk."""
+    for user, prompt in enumerate(prompts):
+        n = len(tokenizer.encode(prompt, bos=True) if instruct is False else tokenizer.encode_chat(prompt))
+        padded = get_padded_prefill_len(n)
+        need = max(n + max_new_tokens, padded)
+        if need > max_seq_len:
+            why = f" (prefill pads the prompt to {padded} positions)" if padded >= n + max_new_tokens else ""
+            raise DemoArgumentError(
+                "--max-seq-len",
+                f"the prompt of user {user} is {n} tokens long: with --max-new-tokens {max_new_tokens} it needs "
+                f"--max-seq-len {need} or more{why}, got {max_seq_len}",
+            )
 
 
 def parse_mesh(text: str) -> tuple[int, int]:
@@ -110,7 +149,13 @@ def run_demo(
     """Build the model on ``mesh_device``, prefill ``prompts`` and decode ``max_new_tokens`` greedily."""
     say = print if verbose else (lambda *a, **k: None)
     prompts = prompts or make_prompts(batch_size, None, None)
-    assert len(prompts) == batch_size, f"{len(prompts)} prompts for batch {batch_size}"
+    if len(prompts) != batch_size:
+        raise DemoArgumentError(
+            "--batch", f"expected {batch_size} prompts (one per user), got {len(prompts)}"
+        )
+    for flag, value in (("--max-new-tokens", max_new_tokens), ("--max-seq-len", max_seq_len)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DemoArgumentError(flag, f"expected an integer >= 1, got {value!r}")
 
     # optimizations is passed as a lambda: ModelArgs evaluates it once the model is known
     precision = {"performance": DecodersPrecision.performance, "accuracy": DecodersPrecision.accuracy}[
@@ -126,6 +171,7 @@ def run_demo(
         seed=seed,
     )
     tokenizer = load_tokenizer(model_args)
+    _check_prompt_lengths(prompts, tokenizer, instruct, max_new_tokens, max_seq_len)  # before the slow build
     state_dict = model_args.load_state_dict()
 
     paged_attention_config = None
@@ -269,14 +315,20 @@ def main(argv=None) -> int:
         "--prompt", default=None, help="prompt text (repeated for every user); default: built-in prompts"
     )
     parser.add_argument(
-        "--prompt-len", type=int, default=None, help="stretch prompts to about this many tokens"
+        "--prompt-len", type=positive_int, default=None, help="stretch prompts to about this many tokens"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--max-seq-len", type=int, default=1024)
+    parser.add_argument("--max-new-tokens", type=positive_int, default=16)
+    parser.add_argument(
+        "--max-seq-len",
+        type=positive_int,
+        default=1024,
+        help="KV cache positions per user: the prompt (padded to 128, a power of two or a multiple of 2048 for "
+        "prefill) and the new tokens must fit",
+    )
     parser.add_argument(
         "--paged-attention", action="store_true", help="use a paged KV cache with a shuffled page table"
     )
-    parser.add_argument("--page-block-size", type=int, default=32)
+    parser.add_argument("--page-block-size", type=positive_int, default=32)
     parser.add_argument("--optimizations", choices=["performance", "accuracy"], default="performance")
     parser.add_argument("--instruct", action="store_true", help="frame prompts as a chat turn")
     parser.add_argument("--stop-at-eos", action="store_true")
@@ -300,6 +352,8 @@ def main(argv=None) -> int:
             seed=args.seed,
             stop_at_eos=args.stop_at_eos,
         )
+    except DemoArgumentError as exc:
+        parser.error(f"argument {exc.argument}: {exc}")  # exits with status 2, like any argparse error
     finally:
         ttnn.close_mesh_device(mesh_device)
     return 0

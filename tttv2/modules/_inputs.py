@@ -15,17 +15,17 @@ def load_input(
     device,
     memory_config,
     mesh_mapper_config=None,
-    dtype=None,
-    layout=None,
+    dtype=ttnn.bfloat16,
+    layout=ttnn.TILE_LAYOUT,
     arg: str = "x",
 ):
-    """``x`` as a device tensor. LazyWeight fields the caller set win; the rest default to bfloat16, TILE layout,
+    """``x`` as a device tensor. LazyWeight fields the caller set win over ``dtype`` / ``layout`` (bfloat16, TILE),
     ``memory_config`` and ``mesh_mapper_config`` (None: replicated)."""
     if isinstance(x, LazyWeight):
         resolved = x.with_defaults(
             device=device,
-            dtype=ttnn.bfloat16 if dtype is None else dtype,
-            layout=ttnn.TILE_LAYOUT if layout is None else layout,
+            dtype=dtype,
+            layout=layout,
             memory_config=memory_config,
             mesh_mapper_config=mesh_mapper_config,
         )

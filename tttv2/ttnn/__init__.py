@@ -1,8 +1,9 @@
 """``tttv2.ttnn``: the ttnn Python API on a CPU emulator of a Tenstorrent mesh.
 
 ``from tttv2 import ttnn`` gives the emulator. With ``TTTV2_BACKEND=ttnn`` (and Tenstorrent's ttnn installed)
-it gives the real module instead, so the same code runs on hardware. ``install_as_ttnn()`` makes a plain
-``import ttnn`` resolve to the emulator, for unmodified TTTv1-style code.
+it gives the real module instead, so the same code runs on hardware. A plain ``import ttnn`` is resolved by the
+import hook installed with the package (``_tttv2_ttnn_import``): the real ttnn where it is importable, else this
+emulator. ``install_as_ttnn()`` forces the emulator as ``ttnn`` in the running process.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os as _os
 import sys as _sys
 
-_BACKEND = _os.environ.get("TTTV2_BACKEND", "emulator").strip().lower()
+_BACKEND = _os.environ.get("TTTV2_BACKEND", "").strip().lower() or "emulator"
 if _BACKEND not in ("emulator", "ttnn"):
     raise ImportError(f"TTTV2_BACKEND must be 'emulator' or 'ttnn', got {_BACKEND!r}")
 

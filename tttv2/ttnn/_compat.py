@@ -1,4 +1,4 @@
-"""Names that make the emulator importable as ``ttnn``: ``install_as_ttnn``, ``ttnn.cluster``, ``ttnn._ttnn``."""
+"""Names that make the emulator usable as ``ttnn``: ``install_as_ttnn``, ``ttnn.cluster``, ``ttnn._ttnn``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import enum
 import sys
 import types
 
-from .device import MeshDevice
 from .errors import ValidationError
 
 __all__ = ["cluster", "install_as_ttnn", "uninstall_as_ttnn"]
@@ -84,18 +83,63 @@ def _load_tensor_flatbuffer(file_name, device=None):
     return load_tensor(file_name, device=device)
 
 
-_ttnn = types.ModuleType("tttv2.ttnn._ttnn", "ttnn._ttnn on the emulator")
-_ttnn.multi_device = types.ModuleType("tttv2.ttnn._ttnn.multi_device")
-_ttnn.multi_device.MeshDevice = MeshDevice
-_ttnn.tensor = types.ModuleType("tttv2.ttnn._ttnn.tensor")
-_ttnn.tensor.dump_tensor_flatbuffer = _dump_tensor_flatbuffer
-_ttnn.tensor.load_tensor_flatbuffer = _load_tensor_flatbuffer
+# Where real ttnn keeps its bound types (tt-metal's ttnn/ttnn/types.py re-exports them from these submodules);
+# code reaches them there in annotations, e.g. ``-> ttnn._ttnn.tensor.MemoryConfig``. Names the emulator lacks
+# are left out rather than faked.
+_TTNN_SUBMODULES = {
+    "tensor": (
+        "Tensor",
+        "DataType",
+        "Layout",
+        "StorageType",
+        "MemoryConfig",
+        "TensorMemoryLayout",
+        "BufferType",
+        "ShardSpec",
+        "ShardOrientation",
+        "MathFidelity",
+        "CoreCoord",
+        "CoreRange",
+        "CoreRangeSet",
+    ),
+    "types": ("Shape", "DRAM_MEMORY_CONFIG", "L1_MEMORY_CONFIG", "CoreGrid"),
+    "multi_device": ("MeshDevice", "MeshShape", "MeshCoordinate"),
+    "operations.core": ("WormholeComputeKernelConfig", "DeviceComputeKernelConfig"),
+    "activation": ("UnaryWithParam", "UnaryOpType"),
+}
 
+
+def _build_ttnn_namespace() -> types.ModuleType:
+    """``ttnn._ttnn`` and its submodules, holding the emulator's classes under real ttnn's paths. Each is also
+    registered in ``sys.modules`` (as ``tttv2.ttnn._ttnn...``) so ``import ttnn._ttnn.tensor`` finds it."""
+    package = sys.modules[__name__.rpartition(".")[0]]
+    root = types.ModuleType("tttv2.ttnn._ttnn", "ttnn._ttnn on the emulator")
+    modules = {"tttv2.ttnn._ttnn": root, "tttv2.ttnn.cluster": cluster}
+    for dotted, names in _TTNN_SUBMODULES.items():
+        parent = root
+        for part in dotted.split("."):
+            name = f"{parent.__name__}.{part}"
+            if name not in modules:
+                modules[name] = types.ModuleType(name)
+                setattr(parent, part, modules[name])
+            parent.__path__ = []  # a package: `import ttnn._ttnn.tensor` looks the child up through it
+            parent = modules[name]
+        for attr in names:
+            setattr(parent, attr, getattr(package, attr))
+    root.tensor.dump_tensor_flatbuffer = _dump_tensor_flatbuffer
+    root.tensor.load_tensor_flatbuffer = _load_tensor_flatbuffer
+    for name, module in modules.items():
+        sys.modules.setdefault(name, module)
+    return root
+
+
+_ttnn = _build_ttnn_namespace()
 _previous: dict[str, object] = {}
 
 
 def install_as_ttnn() -> types.ModuleType:
-    """Make ``import ttnn`` (and ``ttnn.experimental``, ``ttnn.transformer``, …) resolve to the emulator."""
+    """Make ``import ttnn`` (and ``ttnn.experimental``, ``ttnn.transformer``, …) resolve to the emulator in this
+    process, even where Tenstorrent's ttnn is installed (the import hook prefers the real package)."""
     emulator = sys.modules["tttv2.ttnn"]
     existing = sys.modules.get("ttnn")
     if (
@@ -107,14 +151,9 @@ def install_as_ttnn() -> types.ModuleType:
             "install_as_ttnn: a different `ttnn` module is already imported; install the emulator before importing ttnn"
         )
     names = {
-        "ttnn": emulator,
-        "ttnn.experimental": emulator.experimental,
-        "ttnn.transformer": emulator.transformer,
-        "ttnn.cluster": cluster,
-        "ttnn.device": sys.modules["tttv2.ttnn.device"],
-        "ttnn._ttnn": _ttnn,
-        "ttnn._ttnn.multi_device": _ttnn.multi_device,
-        "ttnn._ttnn.tensor": _ttnn.tensor,
+        "ttnn" + name[len("tttv2.ttnn") :]: module
+        for name, module in list(sys.modules.items())
+        if name == "tttv2.ttnn" or name.startswith("tttv2.ttnn.")
     }
     for name, module in names.items():
         if name not in _previous:

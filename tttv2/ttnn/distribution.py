@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
-import tempfile
+import secrets
+import socket
+import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +20,7 @@ from . import _kernels
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig
+from .numerics import check_integer_range
 from .placement import PlacementReplicate, PlacementShard, TensorTopology
 from .tensor import Tensor, padded_shape_of
 from .types import DataType, Layout
@@ -34,6 +39,7 @@ __all__ = [
     "create_mesh_composer",
     "create_mesh_mapper",
     "dump_tensor",
+    "from_buffer",
     "from_device",
     "from_numpy",
     "from_torch",
@@ -324,6 +330,7 @@ def _build(
     dtype = inferred if dtype is None else dtype
     if not isinstance(dtype, DataType):
         raise ValidationError(f"{op}: dtype must be a ttnn.DataType, got {dtype!r}")
+    check_integer_range(array, dtype, f"{op}: tensor")
     layout = Layout.ROW_MAJOR if layout is None else layout
     if not isinstance(layout, Layout):
         raise ValidationError(f"{op}: layout must be a ttnn.Layout, got {layout!r}")
@@ -374,6 +381,10 @@ def from_torch(
         raise ValidationError(
             f"ttnn.from_torch: torch dtype {tensor.dtype} has no ttnn equivalent; pass dtype="
         )
+    if array.dtype.kind == "c":
+        raise ValidationError(
+            f"ttnn.from_torch: tensor: expected a real (not complex) tensor, got {tensor.dtype}"
+        )
     return _build(
         "ttnn.from_torch", array, dtype, inferred, layout, device, memory_config, mesh_mapper, pad_value
     )
@@ -398,7 +409,37 @@ def from_numpy(
         )
     if array.dtype.name in ("bfloat16", "float16", "float64"):
         array = array.astype(np.float32)
+    if array.dtype.kind not in "biuf":
+        raise ValidationError(
+            f"ttnn.from_numpy: array: expected a numeric array (bool, integer or float), got dtype {array.dtype}"
+        )
     return _build("ttnn.from_numpy", array, dtype, inferred, layout, device, memory_config, mesh_mapper)
+
+
+def from_buffer(
+    buffer,
+    shape,
+    dtype: DataType,
+    device: MeshDevice | None = None,
+    layout: Layout = Layout.ROW_MAJOR,
+    memory_config: MemoryConfig | None = None,
+) -> Tensor:
+    """A flat sequence of Python numbers → a tensor of ``shape`` and ``dtype`` (ttnn's ``from_buffer``, which
+    TTML's generation loops use to upload token ids)."""
+    op = "ttnn.from_buffer"
+    if not isinstance(dtype, DataType):
+        raise ValidationError(f"{op}: dtype must be a ttnn.DataType, got {dtype!r}")
+    try:
+        dims = [int(d) for d in shape]
+    except (TypeError, ValueError):
+        raise ValidationError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+    values = np.asarray(buffer, dtype=np.float32 if dtype.is_float else dtype.numpy_dtype)
+    if values.ndim != 1 or values.size != math.prod(dims):
+        raise ValidationError(
+            f"{op}: buffer must be a flat sequence of {math.prod(dims)} values for shape {dims}, "
+            f"got {values.size} values of shape {list(values.shape)}"
+        )
+    return from_numpy(values.reshape(dims), dtype, layout=layout, device=device, memory_config=memory_config)
 
 
 def _compose(tensor: Tensor, mesh_composer: MeshToTensor | None, op: str) -> np.ndarray:
@@ -548,13 +589,24 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
 
 
 def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
-    """Inverse of :func:`get_device_tensors`: one tensor on the parent mesh, shard i from tensors[i]."""
+    """Inverse of :func:`get_device_tensors`: the per-device tensors of one mesh as one multi-device tensor.
+
+    As in ttnn (``ttnn/cpp/ttnn/distributed/api.cpp``): every shard must come from the same mesh, the shards are
+    placed by their device's mesh coordinate (sorted, whatever the list order), a coordinate given twice is an
+    error, and the list may cover only part of the mesh — Galaxy attention prefill combines the tensors of one
+    mesh column. ttnn then keeps the full mesh and records which coordinates hold data; the emulator gives such a
+    tensor a view of the mesh made of exactly those devices (the rectangle they form, else a 1×n line), and ops
+    that take it together with tensors on the whole mesh (``fill_cache``, ``paged_fill_cache``) run on those
+    devices only, as ttnn runs an op on the smallest coordinate set of its inputs.
+    """
     op = "ttnn.combine_device_tensors"
     tensors = list(tensors)
     if not tensors:
         raise ValidationError(f"{op}: tensors: expected a non-empty list, got []")
     first = tensors[0]
     for t in tensors:
+        if not isinstance(t, Tensor):
+            raise ValidationError(f"{op}: tensors: expected ttnn.Tensor items, got {type(t).__name__}")
         if t.shape != first.shape or t.dtype is not first.dtype or t.layout is not first.layout:
             raise ValidationError(
                 f"{op}: tensors: expected one shape/dtype/layout, got {list(first.shape)} {first.dtype.name} and "
@@ -572,22 +624,61 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
             TensorTopology(MeshShape(len(shards)), (PlacementShard(0),)),
             quantized=True,
         )
-    parents = {id(d._parent) for d in devices if d is not None}
     parent = devices[0]._parent if devices[0] is not None else None
-    if parent is None or len(parents) != 1 or parent.get_num_devices() != len(tensors):
+    if parent is None or any(
+        d is None or d._parent is not parent or d.get_num_devices() != 1 for d in devices
+    ):
         raise ValidationError(
-            f"{op}: tensors: expected one tensor per device of one mesh (from get_device_tensors)"
+            f"{op}: tensors: expected single-device tensors of one mesh (from ttnn.get_device_tensors)"
         )
+    mesh_devices = parent.get_devices()
+    placed = sorted(
+        zip((mesh_devices.index(d.get_devices()[0]) for d in devices), shards), key=lambda p: p[0]
+    )
+    indices = [i for i, _ in placed]
+    for a, b in itertools.pairwise(indices):
+        if a == b:
+            raise ValidationError(
+                f"{op}: tensors: two tensors of the device at mesh coordinate {_coordinate(parent, a)}"
+            )
+    owner = parent if len(indices) == parent.get_num_devices() else _devices_view(parent, indices)
     return Tensor(
-        shards,
+        [shard for _, shard in placed],
         first.dtype,
         first.layout,
-        parent,
+        owner,
         first.memory_config(),
-        TensorTopology.replicated(parent.shape),
+        TensorTopology.replicated(owner.shape),
         what=op,
         quantized=True,
     )
+
+
+def _coordinate(mesh: MeshDevice, index: int) -> tuple[int, int]:
+    return divmod(index, mesh.shape.as_2d()[1])
+
+
+def _devices_view(mesh: MeshDevice, indices: list[int]) -> MeshDevice:
+    """A view of ``mesh`` made of the devices at ``indices`` (row-major, sorted), one per set of devices: their
+    rectangle's shape when they fill one, else 1×n."""
+    views = mesh.__dict__.setdefault("_combined_views", {})
+    key = tuple(indices)
+    view = views.get(key)
+    if view is None or not view.is_open:
+        coords = [_coordinate(mesh, i) for i in indices]
+        rows = sorted({r for r, _ in coords})
+        cols = sorted({c for _, c in coords})
+        rectangle = (
+            len(rows) * len(cols) == len(coords)
+            and rows == list(range(rows[0], rows[-1] + 1))
+            and cols == list(range(cols[0], cols[-1] + 1))
+        )
+        shape = MeshShape(len(rows), len(cols)) if rectangle else MeshShape(1, len(indices))
+        devices = [mesh.get_devices()[i] for i in indices]
+        view = MeshDevice(shape, arch=mesh.arch(), devices=devices, parent=mesh)
+        mesh._submeshes.append(view)
+        views[key] = view
+    return view
 
 
 # --- serialisation and the tensor cache ---------------------------------------------------------------------------
@@ -595,9 +686,56 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
 _FORMAT = "tttv2.tensorbin/1"
 
 
+_STALE_TEMP_SECONDS = 24 * 3600  # a temporary file this old has no live writer, whatever host wrote it
+
+
+def _temp_name(path: Path) -> Path:
+    """``.<name>.<host>.<pid>.<random>.tmp`` next to ``path``: who writes it, so a later writer can tell if that
+    writer is gone."""
+    host = socket.gethostname().replace(".", "_") or "host"
+    return path.with_name(f".{path.name}.{host}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _writer_gone(host: str, pid: str) -> bool:
+    if host != (socket.gethostname().replace(".", "_") or "host") or not pid.isdigit():
+        return False  # another machine's writer: only its age tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, owned by another user
+        return False
+    return False
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete the temporary files of ``path`` left by writers that were killed mid-write: those whose process
+    (on this host) no longer exists, and any older than a day."""
+    prefix = f".{path.name}."
+    try:
+        candidates = [
+            p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")
+        ]
+    except OSError:
+        return
+    now = time.time()
+    for temp in candidates:
+        fields = temp.name[len(prefix) : -len(".tmp")].split(".")
+        try:
+            old = now - temp.stat().st_mtime > _STALE_TEMP_SECONDS
+            if old or (len(fields) == 3 and _writer_gone(fields[0], fields[1])):
+                temp.unlink()
+        except OSError:  # removed by another writer meanwhile, or not ours to remove
+            continue
+
+
 def _atomic_write(path: Path, writer) -> None:
+    """Write through a temporary file renamed over ``path``: readers see the old file or the new one, never a
+    part. The file gets the mode any new file of the user gets (0666 minus the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _remove_stale_temps(path)
+    tmp = _temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             writer(f)
@@ -609,7 +747,8 @@ def _atomic_write(path: Path, writer) -> None:
 
 
 def dump_tensor(file_name: str | os.PathLike, tensor: Tensor, distribute: bool = False) -> None:
-    """Write a tensor (all shards, block floats packed) to one file, atomically."""
+    """Write a tensor (all shards, block floats packed) to one file, atomically, with the umask's mode;
+    temporary files that killed writers left next to it are removed."""
     op = "ttnn.dump_tensor"
     if not isinstance(tensor, Tensor):
         raise ValidationError(f"{op}: expected a ttnn.Tensor, got {type(tensor).__name__}")
@@ -662,8 +801,15 @@ def load_tensor(file_name: str | os.PathLike, device: MeshDevice | None = None) 
     path = Path(file_name)
     if not path.is_file():
         raise ValidationError(f"{op}: file_name: no such file {str(path)!r}")
+    with open(path, "rb") as stream:
+        host = _read_tensor(op, stream, path)
+    return host if device is None else to_device(host, device)
+
+
+def _read_tensor(op: str, stream, path: Path) -> Tensor:
+    """The host tensor in an open :func:`dump_tensor` file."""
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(stream) as zf:
             meta = json.loads(zf.read("meta.json"))
             if meta.get("format") != _FORMAT:
                 raise ValidationError(f"{op}: {path} is not a {_FORMAT} file (format {meta.get('format')!r})")
@@ -692,8 +838,22 @@ def load_tensor(file_name: str | os.PathLike, device: MeshDevice | None = None) 
         topology = TensorTopology(
             MeshShape(*meta["distribution_shape"]), tuple(_parse_placement(p) for p in meta["placements"])
         )
-    host = Tensor(shards, dtype, layout, None, None, topology if len(shards) > 1 else None, quantized=True)
-    return host if device is None else to_device(host, device)
+    return Tensor(shards, dtype, layout, None, None, topology if len(shards) > 1 else None, quantized=True)
+
+
+def _load_cached(path: Path) -> Tensor | None:
+    """The cached host tensor, or None when there is no cache file (never written, or deleted meanwhile: the
+    file is opened once, so there is no window between a check and the read)."""
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below; open alone may fail
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValidationError(
+            f"ttnn.as_tensor: cache_file_name: cannot read the cache file {str(path)!r}: {exc}"
+        ) from exc
+    with stream:
+        return _read_tensor("ttnn.as_tensor", stream, path)
 
 
 def as_tensor(
@@ -708,7 +868,12 @@ def as_tensor(
     preprocess=None,
     use_device_tilizer: bool = False,
 ) -> Tensor:
-    """Like :func:`from_torch`, with an on-disk cache: a hit loads the file and never touches ``tensor``."""
+    """Like :func:`from_torch`, with an on-disk cache: a hit loads the file and never touches ``tensor``.
+
+    A missing cache file (also one deleted by someone else while this call runs) is computed from ``tensor``
+    and written atomically (see :func:`dump_tensor`); concurrent writers of one cache file each write a
+    complete file and the last rename wins.
+    """
     if cache_file_name is None:
         if preprocess is not None:
             tensor = preprocess(tensor)
@@ -723,9 +888,8 @@ def as_tensor(
         else f"_{type(mesh_mapper).__name__}_{'-'.join(repr(p) for p in mesh_mapper.placements)}"
     )
     path = Path(f"{os.fspath(cache_file_name)}_dtype_{dtype_name}_layout_{layout_name}{mapper_tag}.tensorbin")
-    if path.is_file():
-        host = load_tensor(path)
-    else:
+    host = _load_cached(path)
+    if host is None:
         if tensor is None:
             raise ValidationError(
                 f"ttnn.as_tensor: tensor is None and the cache file {str(path)!r} does not exist"

@@ -7,24 +7,24 @@
 * Matmul-class ops additionally model the compute kernel config: math fidelity truncates operand
   mantissas (:func:`apply_fidelity`) and ``fp32_dest_acc_en=False`` rounds partial sums to bfloat16
   between K blocks (:func:`matmul_accumulate`).
+* Results do not depend on threads: BLAS runs single-threaded inside emulator compute and large products
+  and maps are cut into pieces fixed by their shapes (:mod:`._threads`).
 """
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import _kernels
+from . import _kernels, _threads
+from .errors import ValidationError
 from .types import TILE_SIZE, DataType, MathFidelity
 
 __all__ = [
     "apply_fidelity",
+    "check_integer_range",
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
@@ -50,6 +50,35 @@ def quantize(values: np.ndarray, dtype: DataType) -> np.ndarray:
             raise ValueError(f"cannot store non-finite values in a {dtype.name} tensor")
         values = np.trunc(values)
     return np.ascontiguousarray(values.astype(dtype.numpy_dtype)).reshape(values.shape)
+
+
+def check_integer_range(values, dtype: DataType, what: str) -> None:
+    """Raise if host ``values`` going into an integer ``dtype`` tensor hold a number it cannot store.
+
+    Real ttnn's ``from_torch`` converts UINT32/INT32 data through ``torch.int32`` and UINT16 through
+    ``torch.int16`` (then reinterprets the bits), so such values wrap around silently; the emulator refuses
+    them instead. Floats are truncated towards zero first, as storing them does. Ops' integer results are not
+    checked here (the device's integer arithmetic and typecast rules apply to them, see docs/numerics.md).
+    """
+    if dtype.is_float:
+        return
+    values = np.asarray(values)
+    if values.size == 0 or values.dtype == dtype.numpy_dtype or values.dtype.kind == "b":
+        return
+    info = np.iinfo(dtype.numpy_dtype)
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)):
+            raise ValidationError(
+                f"{what}: expected finite values for a {dtype.name} tensor, got non-finite ones (inf or nan)"
+            )
+        values = np.trunc(values)
+    low, high = values.min(), values.max()
+    if low < info.min or high > info.max:
+        bad = low if low < info.min else high
+        raise ValidationError(
+            f"{what}: expected values in [{info.min}, {info.max}] for a {dtype.name} tensor, got {bad} "
+            "(out of range: real ttnn would wrap it around silently)"
+        )
 
 
 def _quantize_bfp(values: np.ndarray, mantissa_bits: int) -> np.ndarray:
@@ -92,88 +121,68 @@ def apply_fidelity(a: np.ndarray, b: np.ndarray, fidelity: MathFidelity) -> tupl
     return truncate_mantissa(a, a_bits), truncate_mantissa(b, b_bits)
 
 
-def _blas_threads() -> int:
-    """The thread count OpenBLAS picks up from the environment (all cores when none is set)."""
-    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        try:
-            n = int(os.environ.get(var, ""))
-        except ValueError:
-            continue
-        if n > 0:
-            return n
-    return os.cpu_count() or 1
+# Products and elementwise maps are cut into pieces whose bounds depend on the shapes only, never on the
+# worker count: one worker computes the same pieces serially and gets the same bits (see _threads.py).
+_MATMUL_ROW_BLOCK = 256  # rows per piece of a product with one right-hand matrix (at most)
+_MATMUL_MIN_WORK = 1 << 22  # multiply-adds below which a product stays one piece
+_ELEMENTWISE_BLOCK = 1 << 18  # elements per piece of an elementwise map (at least)
 
 
-# With a single-threaded BLAS, large products are split by rows over this many threads (numpy's matmul releases
-# the GIL); a multi-threaded BLAS already uses the cores itself.
-_MATMUL_WORKERS = max(1, min(4, (os.cpu_count() or 1) // _blas_threads()))
-_MATMUL_MIN_ROWS = 64  # rows per part
-_MATMUL_MIN_WORK = 1 << 22  # multiply-adds below which one thread is faster than the hand-off
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+def _bounds(n: int, pieces: int) -> list[int]:
+    return [n * i // pieces for i in range(pieces + 1)]
 
 
-def _submit(fn, *args):
-    """Run ``fn(*args)`` on a pool thread in a copy of the caller's context (numpy's errstate is a contextvar)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_MATMUL_WORKERS - 1, thread_name_prefix="tttv2-matmul")
-    return _pool.submit(contextvars.copy_context().run, fn, *args)
-
-
-def _forget_pool() -> None:  # a forked child has none of the parent's threads
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+def _run_pieces(fn, bounds: list[int]) -> list:
+    """``[fn(lo, hi) for each piece]``, the pieces spread over the workers (the caller computes the first)."""
+    pairs = list(itertools.pairwise(bounds))
+    if _threads.WORKERS == 1 or len(pairs) == 1:
+        return [fn(lo, hi) for lo, hi in pairs]
+    futures = [_threads.submit(fn, lo, hi) for lo, hi in pairs[1:]]
+    return [fn(*pairs[0])] + [future.result() for future in futures]
 
 
 def matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.matmul(a, b)`` in float32. With a single-threaded BLAS, a large product is split over threads: by
-    the rows of ``a`` when ``b`` is one matrix, by the leading batch dim when the batch dims match."""
-    if _MATMUL_WORKERS > 1 and a.ndim >= 2 and b.ndim >= 2 and b.shape[-2] == a.shape[-1]:
-        k, n = a.shape[-1], b.shape[-1]
-        m = math.prod(a.shape[:-1])
-        parts = 0
-        if all(d == 1 for d in b.shape[:-2]):  # one matrix b: split the rows of a
-            out = np.empty((1,) * (b.ndim - a.ndim) + a.shape[:-1] + (n,), dtype=np.float32)
-            x, y, res = a.reshape(m, k), b.reshape(k, n), out.reshape(m, n)  # res: a view of out
-            parts, batched = min(_MATMUL_WORKERS, m // _MATMUL_MIN_ROWS), False
-        elif a.shape[:-2] == b.shape[:-2]:  # matching batches: split the leading batch dim
-            out = np.empty((*a.shape[:-1], n), dtype=np.float32)
-            x, y, res = a, b, out
-            parts, batched = min(_MATMUL_WORKERS, a.shape[0]), True
-        if parts > 1 and m * k * n >= _MATMUL_MIN_WORK:
-            bounds = [len(x) * i // parts for i in range(parts + 1)]
+    """``a @ b`` in float32 on one BLAS thread, with the same bits whatever the worker count.
 
-            def part(lo: int, hi: int) -> None:
-                np.matmul(x[lo:hi], y[lo:hi] if batched else y, out=res[lo:hi], dtype=np.float32)
+    A large product with one right-hand matrix is computed in row blocks of ``a`` (all batch rows flattened;
+    at most ``_MATMUL_ROW_BLOCK`` rows each, sizes fixed by the shape); one with matching batch dims per
+    leading batch index (numpy computes each matrix of a batch on its own anyway). The pieces run on the
+    emulator's workers."""
+    with _threads.single_threaded_blas:
+        if a.ndim >= 2 and b.ndim >= 2 and b.shape[-2] == a.shape[-1]:
+            k, n = a.shape[-1], b.shape[-1]
+            m = math.prod(a.shape[:-1])
+            if all(d == 1 for d in b.shape[:-2]):  # one matrix b: row blocks of a
+                if m * k * n >= _MATMUL_MIN_WORK and m > _MATMUL_ROW_BLOCK:
+                    out = np.empty((1,) * (b.ndim - a.ndim) + a.shape[:-1] + (n,), dtype=np.float32)
+                    x, y, res = a.reshape(m, k), b.reshape(k, n), out.reshape(m, n)  # res: a view of out
 
-            futures = [_submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds[1:])]
-            part(0, bounds[1])
-            for future in futures:
-                future.result()
-            return out
-    return np.matmul(a, b, dtype=np.float32)
+                    def rows(lo: int, hi: int) -> None:
+                        np.matmul(x[lo:hi], y, out=res[lo:hi], dtype=np.float32)
 
+                    _run_pieces(rows, _bounds(m, -(-m // _MATMUL_ROW_BLOCK)))
+                    return out
+            elif a.shape[:-2] == b.shape[:-2] and a.shape[0] > 1 and m * k * n >= _MATMUL_MIN_WORK:
+                out = np.empty((*a.shape[:-1], n), dtype=np.float32)
 
-_ELEMENTWISE_MIN_SIZE = 1 << 18  # elements below which one thread is faster than the hand-off
+                def batches(lo: int, hi: int) -> None:
+                    np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi], dtype=np.float32)
+
+                _run_pieces(batches, _bounds(a.shape[0], min(_threads.WORKERS, a.shape[0])))
+                return out
+        return np.matmul(a, b, dtype=np.float32)
 
 
 def map_row_blocks(fn, x: np.ndarray) -> np.ndarray:
-    """``fn(x)`` for an elementwise ``fn``, run on row blocks of a large ``x`` over the matmul threads."""
-    if _MATMUL_WORKERS == 1 or not isinstance(x, np.ndarray) or x.ndim == 0 or x.size < _ELEMENTWISE_MIN_SIZE:
+    """``fn(x)`` for an elementwise ``fn``, computed on row blocks of a large ``x`` (block bounds fixed by the
+    shape) spread over the emulator's workers."""
+    if not isinstance(x, np.ndarray) or x.ndim == 0 or x.size < 2 * _ELEMENTWISE_BLOCK:
         return fn(x)
     flat = x.reshape(-1, x.shape[-1])
-    parts = min(_MATMUL_WORKERS, flat.shape[0])
-    if parts < 2:
+    pieces = min(flat.shape[0], x.size // _ELEMENTWISE_BLOCK)
+    if pieces < 2:
         return fn(x)
-    bounds = [flat.shape[0] * i // parts for i in range(parts + 1)]
-    futures = [_submit(fn, flat[lo:hi]) for lo, hi in itertools.pairwise(bounds[1:])]
-    blocks = [fn(flat[: bounds[1]])] + [future.result() for future in futures]
+    blocks = _run_pieces(lambda lo, hi: fn(flat[lo:hi]), _bounds(flat.shape[0], pieces))
     out = np.empty(x.shape, dtype=blocks[0].dtype)
     np.concatenate(blocks, out=out.reshape(flat.shape))
     return out

@@ -115,6 +115,17 @@ def _release(allocation: _Allocation) -> None:
     allocation.release()
 
 
+class _VersionCounter:
+    """In-place writes a tensor's values have had, and the op of the last one (autograd compares it with the
+    version a backward rule saved). ``ttnn.view`` results share their input's counter: they alias its buffer."""
+
+    __slots__ = ("count", "last_op")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last_op: str | None = None
+
+
 class Tensor:
     """A ttnn tensor. Build one with ``ttnn.from_torch`` / ``ttnn.from_numpy``; ops return new ones."""
 
@@ -174,6 +185,7 @@ class Tensor:
         self._requires_grad = False
         self._retains_grad = False
         self._grad: Tensor | None = None
+        self._versions = _VersionCounter()
         if device is None:
             self._memory_config = None
             self._topology = topology
@@ -254,9 +266,7 @@ class Tensor:
         return self._memory_config is not None and self._memory_config.is_sharded()
 
     def storage_type(self) -> StorageType:
-        if self._device is not None:
-            return StorageType.DEVICE
-        return StorageType.MULTI_DEVICE_HOST if len(self._shards or ()) > 1 else StorageType.HOST
+        return StorageType.HOST if self._device is None else StorageType.DEVICE
 
     def is_allocated(self) -> bool:
         return self._shards is not None
@@ -285,6 +295,7 @@ class Tensor:
     def _writable_shard(self, index: int, op: str) -> np.ndarray:
         """Shard ``index`` as an array this tensor owns alone, for ops that update in place (KV caches)."""
         shards = self.shards(op)
+        self._mark_modified(op)
         shard = shards[index]
         if not shard.flags.writeable:
             shard = shard.copy()
@@ -293,6 +304,19 @@ class Tensor:
             if owner is not None and owner_index is not None and owner._shards is not None:
                 owner._shards[owner_index] = shard  # a per-device view shares its owner's buffer
         return shard
+
+    @property
+    def _version(self) -> int:
+        """Bumped by every in-place write into this tensor (as torch's ``Tensor._version``)."""
+        return self._versions.count
+
+    def _mark_modified(self, op: str) -> None:
+        """Record an in-place write by ``op`` (a per-device view's write lands in its owner's buffer too)."""
+        self._versions.count += 1
+        self._versions.last_op = op
+        owner = getattr(self, "_view_of", None)
+        if owner is not None and getattr(self, "_view_index", None) is not None:
+            owner._mark_modified(op)
 
     def deallocate(self, force: bool = True) -> None:
         """Free the device memory now; any later use raises."""
@@ -337,6 +361,18 @@ class Tensor:
     @property
     def grad_fn(self):
         return self._node
+
+    def register_hook(self, hook):
+        """``hook(grad)`` sees each gradient reaching this leaf before it is added into ``.grad`` (see autograd)."""
+        from .autograd.engine import register_hook
+
+        return register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(self)`` runs once per backward, after this leaf's ``.grad`` is complete (see autograd)."""
+        from .autograd.engine import register_post_accumulate_grad_hook
+
+        return register_post_accumulate_grad_hook(self, hook)
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` on a non-leaf tensor too."""
@@ -403,6 +439,32 @@ class Tensor:
         if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
             shape = tuple(shape[0])
         return reshape(self, shape)
+
+    # --- Python values and device lists (ttnn's Tensor.item / to_list / devices) -------------------------
+    def _host_values(self, op: str) -> np.ndarray:
+        from .distribution import _compose
+
+        return np.asarray(_compose(self, None, op))
+
+    def item(self) -> float | int:
+        """The value of a one-element tensor as a Python number: a float for float dtypes, an int for integer
+        ones (what ttnn's ``Tensor.item()`` returns). A tensor distributed over devices must be replicated."""
+        values = self._host_values("Tensor.item")
+        if values.size != 1:
+            raise ValidationError(
+                f"Tensor.item: expected a tensor with exactly one element, got shape {list(self._shape)} "
+                f"({values.size} elements); use Tensor.to_list() or ttnn.to_numpy() for more"
+            )
+        return values.reshape(()).item()
+
+    def to_list(self) -> list | float | int:
+        """The values as nested Python lists in the tensor's shape, floats for float dtypes and ints for
+        integer ones (ttnn's ``Tensor.to_list()``); a rank-0 tensor gives its number."""
+        return self._host_values("Tensor.to_list").tolist()
+
+    def devices(self) -> list[MeshDevice]:
+        """The mesh the tensor lives on, as a one-element list (ttnn's ``Tensor.devices()``); [] on host."""
+        return [] if self._device is None else [self._device]
 
     def __getitem__(self, index) -> Tensor:
         from .ops.data_movement import getitem

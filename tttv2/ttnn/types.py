@@ -123,9 +123,11 @@ TILE_LAYOUT = Layout.TILE
 
 
 class StorageType(_NamedEnum):
+    """Where a tensor's data lives. As in current ttnn (``ttnn/api/ttnn/tensor/types.hpp``), host tensors are
+    HOST whether they hold one buffer or one per device; there is no separate multi-device host storage."""
+
     HOST = 0
     DEVICE = 1
-    MULTI_DEVICE_HOST = 2
 
 
 class BufferType(_NamedEnum):

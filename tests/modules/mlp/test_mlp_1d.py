@@ -94,7 +94,6 @@ def _ccl(mesh):
 
 
 def _tttv1_pair(mesh, name="Llama-3.1-8B-tiny"):
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.ccl import TT_CCL
     from tttv1.tt.mlp import MLP
 

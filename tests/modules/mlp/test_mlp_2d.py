@@ -83,7 +83,6 @@ def test_mlp_2d_vs_reference_from_model_args(mode, ttnn_mesh_pool):
 def test_mlp_2d_matches_tttv1(ttnn_mesh_pool):
     """tttv1's MLP on a Galaxy runs the same ops (all-reduce by gather + sum in decode, reduce-scatter /
     all-gather of the hidden dim in prefill, minimal_matmul past 128 rows): equal to the bit."""
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.ccl import TT_CCL
     from tttv1.tt.mlp import MLP
 

@@ -117,7 +117,6 @@ def _device(x, mesh, memory_config=None, fractured=False):
 def test_rmsnorm_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
     """tttv1's RMSNorm as its decoder builds it (sharded decode, local prefill) and forced distributed in
     prefill: the same ops on the same configs, equal to the bit."""
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.ccl import TT_CCL
     from tttv1.tt.rmsnorm import RMSNorm
 

@@ -56,7 +56,6 @@ def test_rmsnorm_2d_vs_reference_from_model_args(mode, ttnn_mesh_pool):
 
 def test_rmsnorm_2d_matches_tttv1(ttnn_mesh_pool):
     """tttv1's DistributedNorm on a Galaxy (sharded distributed decode, interleaved distributed prefill)."""
-    import tttv1  # noqa: F401 - installs the emulator as `ttnn` for tttv1's modules
     from tttv1.tt.ccl import TT_CCL
     from tttv1.tt.distributed_norm import DistributedNorm
     from tttv1.tt.rmsnorm import RMSNorm

@@ -188,7 +188,6 @@ class RMSNorm1D(TTModule):
         x = load_input(
             x, owner="RMSNorm1D.decode_forward", device=cfg.mesh_device, memory_config=cfg.decode_input_memcfg
         )
-        x = ttnn.to_memory_config(x, cfg.decode_memory_config)
         out = ttnn.rms_norm(
             x,
             epsilon=cfg.eps,

@@ -130,6 +130,8 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
 def softmax(x: np.ndarray) -> np.ndarray:
     """Numerically stable softmax over the last dim of x [rows, d]."""
     x = np.asarray(x, dtype=np.float32)
+    if x.ndim and x.shape[-1] == 0:
+        return x.copy()  # empty rows (np.max has no identity)
     e = np.exp(x - np.max(x, axis=-1, keepdims=True))
     return (e / np.sum(e, axis=-1, keepdims=True)).astype(np.float32)
 

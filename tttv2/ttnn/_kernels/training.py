@@ -301,7 +301,9 @@ def sdpa_forward(q, k, v, mask, *, scale, is_causal, dropout_p, seed):
         native.sdpa_row_forward(
             raw, flat, strides, float(scale), bool(is_causal), threshold, keep, key, b0, b, probs, lse_c
         )
-        out[b0:b1] = matmul_f32(reference._grouped(probs, hkv), v[b0:b1]).reshape(b1 - b0, hq, sq, -1)
+        out[b0:b1] = matmul_f32(reference._grouped(probs, hkv), v[b0:b1]).reshape(
+            b1 - b0, hq, sq, v.shape[-1]
+        )
         lse[b0:b1] = lse_c.reshape(b1 - b0, hq, sq, 1)
     return out, lse
 

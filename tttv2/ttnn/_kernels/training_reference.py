@@ -158,6 +158,8 @@ def cross_entropy_backward(logits: np.ndarray, target: np.ndarray, scale) -> np.
 def log_softmax(x: np.ndarray) -> np.ndarray:
     """Stable ``x − max − log Σ exp(x − max)`` over the last dim."""
     x = _f32(x)
+    if x.shape[-1] == 0:
+        return x.copy()  # empty rows (np.max has no identity)
     m = np.max(x, axis=-1, keepdims=True)
     with np.errstate(under="ignore"):
         s = _rowsum(np.exp(x - m))
@@ -195,6 +197,11 @@ def rms_norm_forward(x: np.ndarray, weight, eps: float) -> tuple[np.ndarray, np.
     return y.astype(np.float32), rms
 
 
+def _flat_rows(a: np.ndarray) -> np.ndarray:
+    """``[..., d]`` → ``[rows, d]`` (not ``reshape(-1, d)``, which fails for d = 0)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
 def rms_norm_backward(x, weight, rms, dy, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """(dx, dweight ``[d]``): ``g = weight·dy/rms``, ``dx = g − x · Σ(x·g)/(d·rms²)``, ``dweight = Σ_rows dy·x/rms``.
 
@@ -202,13 +209,15 @@ def rms_norm_backward(x, weight, rms, dy, eps: float) -> tuple[np.ndarray, np.nd
     """
     x, dy = _f32(x), _f32(dy)
     d = x.shape[-1]
+    if d == 0:  # empty rows: nothing to differentiate (and no 0/0 means)
+        return x.copy(), np.zeros(0, np.float32)
     w = _vec(weight, d)
     rms = rms_norm_forward(x, None, eps)[1] if rms is None else _f32(rms).reshape((*x.shape[:-1], 1))
     inv = np.float32(1.0) / rms
     g = (dy if w is None else dy * w) * inv
     c = (_rowsum(x * g) / d).astype(np.float32) * inv * inv
     dx = g - x * c
-    dw = np.sum((dy * x * inv).reshape(-1, d), axis=0, dtype=np.float64).astype(np.float32)
+    dw = np.sum(_flat_rows(dy * x * inv), axis=0, dtype=np.float64).astype(np.float32)
     return dx.astype(np.float32), dw
 
 
@@ -237,6 +246,8 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps: float) -> tuple[np.ndarr
     """
     x, dy = _f32(x), _f32(dy)
     d = x.shape[-1]
+    if d == 0:  # empty rows: nothing to differentiate (and no 0/0 means)
+        return x.copy(), np.zeros(0, np.float32), np.zeros(0, np.float32)
     w = _vec(weight, d)
     if mean is None or rstd is None:
         _, mean, rstd = layer_norm_forward(x, None, None, eps)
@@ -247,8 +258,8 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps: float) -> tuple[np.ndarr
     a = (_rowsum(g) / d).astype(np.float32)
     b = (_rowsum(g * xhat) / d).astype(np.float32)
     dx = rstd * (g - a - xhat * b)
-    dw = np.sum((dy * xhat).reshape(-1, d), axis=0, dtype=np.float64).astype(np.float32)
-    db = np.sum(dy.reshape(-1, d), axis=0, dtype=np.float64).astype(np.float32)
+    dw = np.sum(_flat_rows(dy * xhat), axis=0, dtype=np.float64).astype(np.float32)
+    db = np.sum(_flat_rows(dy), axis=0, dtype=np.float64).astype(np.float32)
     return dx.astype(np.float32), dw, db
 
 
@@ -380,7 +391,7 @@ def sdpa_row_forward(raw, mask, scale: float, causal: bool, p: float, seed: int,
     tensor (the dropout mask is indexed over the full ``[B, H, Sq, Sk]``).
     """
     s = _masked_scores(_f32(raw), mask, scale, causal)
-    m = np.max(s, axis=-1, keepdims=True)
+    m = np.max(s, axis=-1, keepdims=True, initial=-np.inf)  # no key at all (Sk = 0): a dead row
     dead = ~np.isfinite(m)
     m = np.where(dead, np.float32(0.0), m)
     with np.errstate(under="ignore"):
@@ -470,7 +481,7 @@ def embedding_backward(ids, grad, num_embeddings: int) -> np.ndarray:
     """Scatter-add: row ``ids[i]`` of the ``[num_embeddings, D]`` result accumulates ``grad[i]`` (in id order)."""
     grad = _f32(grad)
     d = grad.shape[-1]
-    g = grad.reshape(-1, d)
+    g = _flat_rows(grad)
     t = _ids("embedding_backward", ids, num_embeddings, (g.shape[0],))
     out = np.zeros((num_embeddings, d), dtype=np.float32)
     np.add.at(out, t, g)

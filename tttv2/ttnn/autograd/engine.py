@@ -13,7 +13,17 @@ How it fits together:
   weakly (no reference cycle), so a graph that never runs backward also goes with the last reference to its
   loss; the engine keeps each tensor that received a gradient alive until its node has run;
 * outputs that are one of the op's inputs (ops returning their input unchanged) and integer outputs get no
-  node; writing into a caller-provided output tensor that takes part in differentiation raises.
+  node; writing into a caller-provided output tensor that takes part in differentiation raises;
+* hooks on leaves (what data-parallel gradient reduction needs): ``register_hook`` sees (and may replace) each
+  gradient before it is added into ``.grad``; ``register_post_accumulate_grad_hook`` runs once per backward,
+  after the leaf's last contribution of that backward was added; ``queue_callback`` runs a function when the
+  outermost backward has finished.
+* every tensor carries a version counter that each in-place write bumps (KV-cache fills and updates, the
+  optimizer steps, ``copy_host_to_device_tensor``, ``output_tensor=`` and persistent output buffers,
+  ``load_state_dict``). A node remembers the versions of the tensors it saved (its tensor arguments and its
+  outputs; a custom :class:`Function` those passed to ``save_for_backward``); before its rule runs, a changed
+  version raises an error naming the op that saved the tensor and the op that last modified it, as torch does,
+  instead of computing gradients from the new values.
 
 Gradients are ttnn tensors distributed like their forward counterparts: every rule works per device.
 """
@@ -27,6 +37,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._threads import single_threaded_blas
 from ..errors import ValidationError
 
 __all__ = [
@@ -34,11 +45,15 @@ __all__ = [
     "Function",
     "FunctionContext",
     "Node",
+    "RemovableHandle",
     "enable_grad",
     "is_grad_enabled",
     "no_grad",
+    "queue_callback",
     "register_backward",
+    "register_hook",
     "register_non_differentiable",
+    "register_post_accumulate_grad_hook",
     "set_grad_enabled",
 ]
 
@@ -123,13 +138,22 @@ class BackwardContext:
     outputs strongly until their backward has run (so a rule can read statistics the caller dropped).
     """
 
-    __slots__ = ("_output", "_weak", "args", "needs", "op_name")
+    __slots__ = ("_output", "_weak", "args", "needs", "op_name", "versions")
 
-    def __init__(self, op_name: str, args: dict[str, Any], output: Any, needs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        op_name: str,
+        args: dict[str, Any],
+        output: Any,
+        needs: dict[str, Any],
+        versions: dict[str, Any] | None = None,
+    ) -> None:
         self.op_name = op_name
         self.args = args
         self.needs = needs
         self.output = output
+        # argument name (or _OUTPUT_KEY) -> the saved tensors' versions (a list for a list of tensors)
+        self.versions = versions if versions is not None else {}
 
     @property
     def output(self) -> Any:
@@ -263,21 +287,88 @@ def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -
     ]
     if not targets:
         return
-    ctx = BackwardContext(op_name, arguments, output, needs)
+    versions = {name: _versions_of(arguments[name]) for name in needs}
+    versions[_OUTPUT_KEY] = _versions_of(list(outputs))
+    ctx = BackwardContext(op_name, arguments, output, needs, versions)
     node = Node(op_name, rule, ctx)
     for index, out in targets:
         out._node = node
         out._output_index = index
 
 
+_OUTPUT_KEY = "<output>"  # BackwardContext.versions key of the op's outputs
+
+
+def _versions_of(value) -> Any:
+    """The version of a tensor, or the list of versions of a list of tensors (None for non-tensors)."""
+    if isinstance(value, (list, tuple)):
+        return [v._version if isinstance(v, _tensor_type()) else None for v in value]
+    return value._version if isinstance(value, _tensor_type()) else None
+
+
+def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any], outputs: Any = None) -> None:
+    """Raise if a tensor saved for the backward of ``op_name`` was modified in place since it was saved.
+
+    ``saved`` maps a name to a version (or a list of versions); ``values`` maps the same names to the tensors
+    (or lists of tensors) now; ``outputs`` are the op's outputs now (saved under ``_OUTPUT_KEY``).
+    """
+    Tensor = _tensor_type()
+    for name, then in saved.items():
+        value = _outputs_of(outputs) if name == _OUTPUT_KEY else values.get(name)
+        if not isinstance(then, list):
+            if then is not None and isinstance(value, Tensor) and value._version != then:
+                _raise_modified(op_name, name, value, then)
+            continue
+        if isinstance(value, (list, tuple)):
+            for index, (tensor, version) in enumerate(zip(value, then)):
+                if version is not None and isinstance(tensor, Tensor) and tensor._version != version:
+                    _raise_modified(op_name, f"{name}[{index}]" if len(then) > 1 else name, tensor, version)
+
+
+def _raise_modified(op_name: str, name: str, tensor, version: int) -> None:
+    what = name.replace(_OUTPUT_KEY, "the output")
+    raise ValidationError(
+        f"Tensor.backward: {what} of {op_name} was saved for backward at version {version} and has "
+        f"since been modified in place by {tensor._versions.last_op} (now version {tensor._version}); "
+        f"the gradients of {op_name} would be computed from the new values. Run the in-place op after "
+        "backward(), or give the op a copy (ttnn.clone) of the tensor"
+    )
+
+
+def _check_saved(node: Node) -> None:
+    ctx = node.ctx
+    if ctx.versions:
+        check_versions(node.name, ctx.versions, ctx.args, ctx.output)
+
+
+def _outputs_of(output) -> list:
+    return list(output) if isinstance(output, (tuple, list)) else [output]
+
+
 def run_backward(root, grad, retain_graph: bool = False) -> None:
     """Backpropagate ``grad`` from ``root`` to every leaf that requires grad."""
-    if root._node is None:
-        if root.requires_grad:
-            with no_grad():
-                _accumulate_leaf(root, grad)
-            return
+    if root._node is None and not root.requires_grad:
         raise ValidationError("Tensor.backward: this tensor does not require grad and has no grad_fn")
+    depth = getattr(_state, "backward_depth", 0)
+    _state.backward_depth = depth + 1
+    if depth == 0:
+        _state.callbacks = []
+    try:
+        _backward(root, grad, retain_graph)
+        while depth == 0 and _state.callbacks:  # a callback may queue another one
+            _state.callbacks.pop(0)()
+    finally:
+        _state.backward_depth = depth
+        if depth == 0:
+            _state.callbacks = []
+
+
+def _backward(root, grad, retain_graph: bool) -> None:
+    if root._node is None:
+        with no_grad():
+            _accumulate_leaf(root, grad)
+            _run_post_accumulate_hooks(root)
+        return
     if root._retains_grad:
         with no_grad():
             _accumulate_leaf(root, grad)
@@ -303,15 +394,23 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
             if parent._node is not None and id(parent._node) not in seen:
                 stack.append((parent._node, False))
     order.reverse()
+    # leaves with post-accumulate hooks: how many edges of this graph still have to deliver their gradient
+    waiting: dict[int, int] = {}
+    for node in order:
+        for parent in node.parents():
+            if parent._node is None and getattr(parent, "_post_accumulate_hooks", None):
+                waiting[id(parent)] = waiting.get(id(parent), 0) + 1
+    received: set[int] = set()
     # gradients per node output: node id -> {output index: grad}
     pending: dict[int, dict[int, Any]] = {id(root._node): {root._output_index: grad}}
     # tensors that received a gradient, kept alive until their node ran (its rule may read ctx.output)
     alive: dict[int, list] = {}
-    with no_grad():
+    with no_grad(), single_threaded_blas:  # the emulator's BLAS policy (see _threads.py)
         for node in order:
             grads_out = pending.pop(id(node), None)
             keep = alive.pop(id(node), None)  # noqa: F841 - holds the node's outputs while its rule runs
             if grads_out is None:
+                _leaf_edges_done(node, waiting, received)
                 if not retain_graph:
                     _free(node)
                 continue
@@ -319,6 +418,7 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
             upstream = (
                 grads_out.get(0) if outputs is None else tuple(grads_out.get(i) for i in range(len(outputs)))
             )
+            _check_saved(node)
             input_grads = node.rule(node.ctx, upstream)
             for name, flag in node.ctx.needs.items():
                 if not flag:
@@ -341,8 +441,25 @@ def run_backward(root, grad, retain_graph: bool = False) -> None:
                             _accumulate_leaf(tensor, tgrad)
                     elif tensor.requires_grad:
                         _accumulate_leaf(tensor, tgrad)
+                        received.add(id(tensor))
+            _leaf_edges_done(node, waiting, received)
             if not retain_graph:
                 _free(node)
+
+
+def _leaf_edges_done(node: Node, waiting: dict[int, int], received: set[int]) -> None:
+    """Count down the edges from ``node`` to hooked leaves; run a leaf's post-accumulate hooks after its last one
+    (only if it received a gradient in this backward)."""
+    if not waiting:
+        return
+    for parent in node.parents():
+        key = id(parent)
+        if key in waiting:
+            waiting[key] -= 1
+            if waiting[key] == 0:
+                del waiting[key]
+                if key in received:
+                    _run_post_accumulate_hooks(parent)
 
 
 def _freed_rule(ctx, grad):  # pragma: no cover - run_backward refuses freed nodes before calling a rule
@@ -378,13 +495,79 @@ def _check_grad(op_name: str, arg: str, tensor, grad) -> None:
 
 
 def _accumulate_leaf(tensor, grad) -> None:
-    """``tensor.grad += grad``, in the tensor's dtype and layout (also for host tensors)."""
+    """``tensor.grad += grad``, in the tensor's dtype and layout (also for host tensors), after the tensor's
+    ``register_hook`` hooks have seen (and possibly replaced) ``grad``."""
     from ..ops._common import output_like
 
+    for hook in list(getattr(tensor, "_grad_hooks", None) or ()):
+        replaced = hook(grad)
+        if replaced is not None:
+            _check_grad("a register_hook hook", "its return value", tensor, replaced)
+            grad = replaced
     if (grad.dtype is not tensor.dtype and tensor.dtype.is_float) or grad.layout is not tensor.layout:
         shards = [s.astype("float32", copy=False) for s in grad.shards("Tensor.backward")]
         grad = output_like("Tensor.backward", shards, grad, dtype=tensor.dtype, layout=tensor.layout)
     tensor._grad = grad if tensor._grad is None else _add(tensor._grad, grad)
+
+
+class RemovableHandle:
+    """Returned by the hook registrations: ``handle.remove()`` unregisters the hook (a second call does nothing)."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _leaf_hooks(tensor, attr: str, what: str, hook) -> list:
+    Tensor = _tensor_type()
+    if not isinstance(tensor, Tensor):
+        raise ValidationError(f"{what}: expected a ttnn.Tensor, got {type(tensor).__name__}")
+    if tensor._node is not None or not tensor.requires_grad:
+        raise ValidationError(f"{what}: only a leaf tensor that requires grad takes gradient hooks")
+    if not callable(hook):
+        raise ValidationError(f"{what}: hook: expected a callable, got {type(hook).__name__}")
+    hooks = getattr(tensor, attr, None)
+    if hooks is None:
+        hooks = []
+        setattr(tensor, attr, hooks)
+    return hooks
+
+
+def register_hook(tensor, hook: Callable) -> RemovableHandle:
+    """``hook(grad)`` is called with each gradient that reaches the leaf ``tensor``, before it is added into
+    ``tensor.grad``; a tensor it returns replaces the gradient (None keeps it). Like ``torch.Tensor.register_hook``
+    on a leaf."""
+    hooks = _leaf_hooks(tensor, "_grad_hooks", "Tensor.register_hook", hook)
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def register_post_accumulate_grad_hook(tensor, hook: Callable) -> RemovableHandle:
+    """``hook(tensor)`` runs once per backward, after the last gradient of that backward was added into the leaf
+    ``tensor``'s ``.grad`` (not at all if the backward sent it none); like torch's hook of the same name."""
+    hooks = _leaf_hooks(tensor, "_post_accumulate_hooks", "Tensor.register_post_accumulate_grad_hook", hook)
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def _run_post_accumulate_hooks(tensor) -> None:
+    for hook in list(getattr(tensor, "_post_accumulate_hooks", None) or ()):
+        hook(tensor)
+
+
+def queue_callback(callback: Callable[[], None]) -> None:
+    """Run ``callback()`` once the backward that is running now has finished (the outermost one, when a backward
+    runs inside another, as gradient checkpointing does). Only valid while a backward runs (e.g. from a hook)."""
+    if getattr(_state, "backward_depth", 0) == 0:
+        raise ValidationError("ttnn.autograd.queue_callback: no backward is running")
+    if not callable(callback):
+        raise ValidationError(
+            f"ttnn.autograd.queue_callback: callback: expected a callable, got {type(callback).__name__}"
+        )
+    _state.callbacks.append(callback)
 
 
 class FunctionContext:
@@ -393,9 +576,12 @@ class FunctionContext:
     def __init__(self) -> None:
         self.saved_tensors: tuple = ()
         self.needs_input_grad: tuple[bool, ...] = ()
+        self._saved_versions: list = []
 
     def save_for_backward(self, *tensors) -> None:
+        """Keep ``tensors`` for backward; modifying one in place before backward makes backward raise."""
         self.saved_tensors = tensors
+        self._saved_versions = _versions_of(list(tensors))
 
 
 class Function:
@@ -424,6 +610,9 @@ class Function:
         names = [f"arg{i}" for i in range(len(args))]
 
         def rule(bctx: BackwardContext, upstream):
+            check_versions(
+                cls.__name__, {"saved_tensors": ctx._saved_versions}, {"saved_tensors": ctx.saved_tensors}
+            )
             grads = upstream if isinstance(upstream, tuple) else (upstream,)
             result = cls.backward(ctx, *grads)
             if not isinstance(result, tuple):

@@ -6,7 +6,7 @@ Parameters are ttnn tensors that require grad; layers call the fused training op
 ``parameter.grad`` and a ``ttnn.optim`` optimizer updates them in place. See docs/training.md.
 """
 
-from . import functional, utils
+from . import functional, parallel, utils
 from ._random import get_rng_state, manual_seed, set_rng_state
 from .attention import GroupedQueryAttention, MultiHeadAttention, RotaryEmbedding
 from .blocks import GPTMLP, GPTBlock, LlamaBlock, LlamaMLP, llama_hidden_dim
@@ -44,6 +44,7 @@ __all__ = [
     "get_rng_state",
     "llama_hidden_dim",
     "manual_seed",
+    "parallel",
     "set_rng_state",
     "utils",
 ]

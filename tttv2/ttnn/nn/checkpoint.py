@@ -24,12 +24,12 @@ class _Recompute(Function):
     @staticmethod
     def forward(ctx, x, *params, fn, extra, rng_state):
         ctx.fn, ctx.extra, ctx.rng_state = fn, extra, rng_state
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x, *params)  # params too: an in-place update before backward must raise
         return fn(x, *extra)
 
     @staticmethod
     def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
+        x = ctx.saved_tensors[0]
         needs_x = ctx.needs_input_grad[0]
         resume = _random.get_rng_state()
         _random.set_rng_state(ctx.rng_state)

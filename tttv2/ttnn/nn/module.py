@@ -308,7 +308,14 @@ class Module:
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
         """Copy values (ttnn tensors, numpy arrays or torch tensors of the parameter's shape) into the
-        parameters and buffers in place. ``strict`` raises on missing or unexpected keys."""
+        parameters and buffers in place. ``strict`` raises on missing or unexpected keys.
+
+        All or nothing: every entry is checked and converted first; a bad one raises before any parameter
+        is written."""
+        if not isinstance(state_dict, dict):
+            raise ValidationError(
+                f"{type(self).__name__}.load_state_dict: state_dict: expected a dict, got {type(state_dict).__name__}"
+            )
         targets: dict[str, Tensor] = {}
         for mod_prefix, mod in self.named_modules():
             for kind in ("_parameters", "_buffers"):
@@ -322,9 +329,14 @@ class Module:
             raise ValidationError(
                 f"{type(self).__name__}.load_state_dict: missing keys {missing}, unexpected keys {unexpected}"
             )
-        for key, target in targets.items():
-            if key in state_dict:
-                assign_(target, state_dict[key], f"{type(self).__name__}.load_state_dict: {key}")
+        what = f"{type(self).__name__}.load_state_dict"
+        staged = [
+            (target, prepare_assign(target, state_dict[key], f"{what}: {key}"), f"{what}: {key}")
+            for key, target in targets.items()
+            if key in state_dict
+        ]
+        for target, arrays, label in staged:
+            write_assign(target, arrays, label)
         return IncompatibleKeys(missing, unexpected)
 
     def get_submodule(self, target: str) -> Module:
@@ -377,15 +389,27 @@ class Module:
         return head + "\n" + "\n".join(lines) + "\n)"
 
 
-def _host_array(value: Any) -> np.ndarray:
+def _host_array(value: Any, what: str = "value") -> np.ndarray:
     if hasattr(value, "detach") and hasattr(value, "numpy") and not isinstance(value, Tensor):  # torch
         return value.detach().to("cpu").float().numpy()
-    return np.asarray(value, dtype=np.float32)
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise ValidationError(
+            f"{what}: expected a ttnn tensor, numpy array, torch tensor or numbers, got "
+            f"{type(value).__name__} of dtype {array.dtype}"
+        )
+    return array.astype(np.float32, copy=False)
 
 
 def assign_(target: Tensor, value: Any, what: str) -> None:
     """Overwrite ``target``'s values in place with ``value``: a ttnn tensor distributed like it, or a full host
     array (numpy / torch / host ttnn tensor) that is split over the mesh like ``target``."""
+    write_assign(target, prepare_assign(target, value, what), what)
+
+
+def prepare_assign(target: Tensor, value: Any, what: str) -> list[np.ndarray]:
+    """Check ``value`` against ``target`` and return the quantised per-device arrays :func:`write_assign`
+    writes; nothing is modified, so a caller can check every value before writing any."""
     shards = target.shards(what)
     if isinstance(value, Tensor) and value.device() is not None:
         if value.device() is not target.device() or len(value.shards(what)) != len(shards):
@@ -400,7 +424,7 @@ def assign_(target: Tensor, value: Any, what: str) -> None:
             from ..distribution import to_numpy
 
             value = to_numpy(value)
-        array = _host_array(value)
+        array = _host_array(value, what)
         device = target.device()
         if device is None or len(shards) == 1:
             arrays = [array]
@@ -415,10 +439,19 @@ def assign_(target: Tensor, value: Any, what: str) -> None:
                 f"{what}: expected an array that gives per-device shape {list(target.shape)}, got {list(array.shape)}"
             )
     done: dict[int, np.ndarray] = {}
-    for i, arr in enumerate(arrays):
+    out = []
+    for arr in arrays:
         q = done.get(id(arr))
         if q is None:
+            numerics.check_integer_range(arr, target.dtype, what)
             q = done[id(arr)] = numerics.quantize(arr, target.dtype)
+        out.append(q)
+    return out
+
+
+def write_assign(target: Tensor, arrays: list[np.ndarray], what: str) -> None:
+    """Write arrays from :func:`prepare_assign` into ``target``'s shards (in place: its version is bumped)."""
+    for i, q in enumerate(arrays):
         target._writable_shard(i, what)[...] = q
 
 

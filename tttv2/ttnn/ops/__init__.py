@@ -11,6 +11,7 @@ from . import (
     kv_cache,
     matmul,
     normalization,
+    p2p,
     reduction,
     sdpa,
     training,
@@ -29,6 +30,7 @@ OP_MODULES = (
     sdpa,
     ccl,
     training,
+    p2p,
 )
 
 __all__ = ["OP_MODULES"]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .._threads import single_threaded_blas
 from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
 from ..errors import ValidationError, op_error
@@ -91,7 +92,8 @@ def ttnn_op(name: str, label: Callable | None = None) -> Callable:
             outermost = getattr(_trace_state, "depth", 0) == 0
             _trace_state.depth = getattr(_trace_state, "depth", 0) + 1
             try:
-                result = fn(*args, **kwargs)
+                with single_threaded_blas:  # the emulator's BLAS policy (see _threads.py)
+                    result = fn(*args, **kwargs)
             finally:
                 _trace_state.depth -= 1
             if outermost:

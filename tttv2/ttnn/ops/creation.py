@@ -2,19 +2,28 @@
 
 A tensor created with ``device=`` is replicated on every device of the mesh; without a device it is a host
 tensor. Defaults follow ttnn: bfloat16, ROW_MAJOR (``rand``: TILE), DRAM interleaved.
+
+Memory: a device tensor's size is checked against every device's free memory first (the allocator's
+``DeviceMemoryError``), before any host memory is used. Values are written at the dtype's storage type: a
+constant is quantised once; ``rand`` and ``arange`` are computed in float64 chunks of rows, each quantised into
+the output, so no float64 copy of the whole tensor exists.
 """
 
 from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
 
 import numpy as np
 
 from ..device import MeshDevice
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
-from ..numerics import quantize
+from ..numerics import check_integer_range, quantize
 from ..placement import TensorTopology
-from ..tensor import Shape, Tensor
-from ..types import DataType, Layout
+from ..tensor import Shape, Tensor, device_bytes, resolve_shard_spec, validate_memory_config
+from ..types import TILE_SIZE, DataType, Layout
 from ._common import expect_tensor, ttnn_op
 
 __all__ = [
@@ -46,8 +55,7 @@ def _shape(op: str, shape) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _make(op: str, array: np.ndarray, dtype, layout, device, memory_config) -> Tensor:
-    """Validate the common keyword arguments and build a host or replicated device tensor."""
+def _check_args(op: str, dtype, layout, device, memory_config) -> None:
     if not isinstance(dtype, DataType):
         raise op_error(op, "dtype", "a ttnn.DataType", repr(dtype))
     if not isinstance(layout, Layout):
@@ -60,7 +68,41 @@ def _make(op: str, array: np.ndarray, dtype, layout, device, memory_config) -> T
         raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
     if memory_config is not None and device is None:
         raise op_error(op, "device", "a device when memory_config is given", None)
-    values = quantize(array, dtype)
+
+
+def _check_device_memory(op: str, shape: tuple[int, ...], dtype, layout, device, memory_config) -> None:
+    """Raise the allocator's DeviceMemoryError before any host memory is spent on a tensor that cannot fit."""
+    mc = resolve_shard_spec(memory_config, shape, layout, device, op)
+    validate_memory_config(mc, shape, layout, dtype, op)
+    nbytes = device_bytes(shape, dtype, layout, mc)
+    desc = f"{op} {list(shape)} {dtype.name} {layout.name}"
+    for dev in device.get_devices():
+        allocator = dev.allocators[mc.buffer_type]
+        if allocator.used + nbytes > allocator.capacity:
+            allocator.allocate(nbytes, desc, dev.id())  # raises: the message of every allocation failure
+            allocator.release(nbytes)  # pragma: no cover - only if another thread freed memory meanwhile
+
+
+def _make(
+    op: str,
+    shape,
+    fill: Callable[[tuple[int, ...], DataType, str], np.ndarray],
+    dtype,
+    layout,
+    device,
+    memory_config,
+) -> Tensor:
+    """Validate, check device memory, then build a host or replicated device tensor from
+    ``fill(shape, dtype, op)``, which returns the stored values (already quantised, in the dtype's storage type)."""
+    _check_args(op, dtype, layout, device, memory_config)
+    shape = _shape(op, shape)
+    if device is not None:
+        _check_device_memory(op, shape, dtype, layout, device, memory_config or DRAM_MEMORY_CONFIG)
+    nonzero = math.prod(d for d in shape if d)
+    if max(shape, default=0) > sys.maxsize or nonzero * dtype.numpy_dtype.itemsize > sys.maxsize:
+        # numpy cannot even describe an array of this many elements
+        raise op_error(op, "shape", "a shape whose element count fits in host memory", list(shape))
+    values = fill(shape, dtype, op)
     if device is None:
         return Tensor([values], dtype, layout, None, None, quantized=True, what=op)
     return Tensor(
@@ -75,12 +117,62 @@ def _make(op: str, array: np.ndarray, dtype, layout, device, memory_config) -> T
     )
 
 
-def _fill_array(op: str, shape, fill_value) -> np.ndarray:
+def _constant(value, arg: str = "fill_value") -> Callable[[tuple[int, ...], DataType, str], np.ndarray]:
+    """A fill with one value: quantised once, then written at the storage dtype (no float64 array)."""
+
+    def fill(shape: tuple[int, ...], dtype: DataType, op: str) -> np.ndarray:
+        one = np.array([value], dtype=np.float64 if isinstance(value, float) else np.int64)
+        check_integer_range(one, dtype, f"{op}: {arg}")
+        # a block of equal values shares their exponent: one quantised value is every element's value
+        q = quantize(one, dtype)
+        return np.full(shape, q[0], dtype=q.dtype)
+
+    return fill
+
+
+def _generated(
+    values: Callable[[int, int], np.ndarray], arg: str
+) -> Callable[[tuple[int, ...], DataType, str], np.ndarray]:
+    """A fill computed in float64 chunks (``values(start, count)`` gives flat elements ``start .. start + count``,
+    asked for in order), each quantised into the output: float64 never holds the whole tensor. A chunk is whole
+    rows, or pieces of one long row cut at multiples of the 32-wide tile, so block floats (blocks of 16 values
+    along a row, rows padded to the tile width) quantise exactly as in one pass. ``arg`` names the arguments
+    that chose the values, for the integer range check."""
+
+    def chunk_of(start: int, count: int, rows: int, dtype: DataType, op: str) -> np.ndarray:
+        chunk = values(start, count).reshape(rows, count // rows)
+        check_integer_range(chunk, dtype, f"{op}: {arg}")
+        return quantize(chunk, dtype)
+
+    def fill(shape: tuple[int, ...], dtype: DataType, op: str) -> np.ndarray:
+        out = np.empty(shape, dtype=dtype.numpy_dtype)
+        if out.size == 0:
+            return out
+        width = shape[-1] if shape else 1
+        flat = out.reshape(-1, width)
+        if width <= _CHUNK_ELEMENTS:
+            step = _CHUNK_ELEMENTS // width
+            for r0 in range(0, flat.shape[0], step):
+                r1 = min(flat.shape[0], r0 + step)
+                flat[r0:r1] = chunk_of(r0 * width, (r1 - r0) * width, r1 - r0, dtype, op)
+            return out
+        piece = max(TILE_SIZE, _CHUNK_ELEMENTS // TILE_SIZE * TILE_SIZE)
+        for r in range(flat.shape[0]):
+            for c0 in range(0, width, piece):
+                c1 = min(width, c0 + piece)
+                flat[r, c0:c1] = chunk_of(r * width + c0, c1 - c0, 1, dtype, op)[0]
+        return out
+
+    return fill
+
+
+_CHUNK_ELEMENTS = 1 << 20  # float64 working set of a generated fill: 8 MiB
+
+
+def _fill_value(op: str, fill_value):
     if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
         raise op_error(op, "fill_value", "a number", repr(fill_value))
-    return np.full(
-        _shape(op, shape), fill_value, dtype=np.float64 if isinstance(fill_value, float) else np.int64
-    )
+    return float(fill_value) if isinstance(fill_value, (float, np.floating)) else int(fill_value)
 
 
 @ttnn_op("ttnn.full")
@@ -94,8 +186,10 @@ def full(
 ) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value`` (rounded to ``dtype``)."""
     op = "ttnn.full"
-    array = _fill_array(op, shape, fill_value)
-    return _make(op, array, dtype or DataType.BFLOAT16, layout or Layout.ROW_MAJOR, device, memory_config)
+    fill = _constant(_fill_value(op, fill_value))
+    return _make(
+        op, shape, fill, dtype or DataType.BFLOAT16, layout or Layout.ROW_MAJOR, device, memory_config
+    )
 
 
 @ttnn_op("ttnn.zeros")
@@ -110,7 +204,8 @@ def zeros(
     op = "ttnn.zeros"
     return _make(
         op,
-        np.zeros(_shape(op, shape)),
+        shape,
+        _constant(0.0),
         dtype or DataType.BFLOAT16,
         layout or Layout.ROW_MAJOR,
         device,
@@ -130,7 +225,8 @@ def ones(
     op = "ttnn.ones"
     return _make(
         op,
-        np.ones(_shape(op, shape)),
+        shape,
+        _constant(1.0),
         dtype or DataType.BFLOAT16,
         layout or Layout.ROW_MAJOR,
         device,
@@ -150,7 +246,8 @@ def empty(
     op = "ttnn.empty"
     return _make(
         op,
-        np.zeros(_shape(op, shape)),
+        shape,
+        _constant(0.0),
         dtype or DataType.BFLOAT16,
         layout or Layout.ROW_MAJOR,
         device,
@@ -175,8 +272,13 @@ def rand(
     if not low < high:
         raise op_error(op, "high", f"a value greater than low ({low})", high)
     rng = np.random.default_rng(seed)
-    array = rng.uniform(low, high, size=_shape(op, shape)).astype(np.float32)
-    return _make(op, array, dtype, layout, device, memory_config)
+
+    def uniform(
+        start: int, count: int
+    ) -> np.ndarray:  # the generator's stream, drawn in order, chunk by chunk
+        return rng.uniform(low, high, size=count).astype(np.float32)
+
+    return _make(op, shape, _generated(uniform, "low/high"), dtype, layout, device, memory_config)
 
 
 def _like(op: str, tensor, fill: float | None, dtype, layout, device, memory_config) -> Tensor:
@@ -184,8 +286,8 @@ def _like(op: str, tensor, fill: float | None, dtype, layout, device, memory_con
     device = device if device is not None else t.device()
     if memory_config is None and device is t.device():
         memory_config = t.memory_config()
-    array = np.zeros(t.shape) if fill is None else np.full(tuple(t.shape), fill)
-    return _make(op, array, dtype or t.dtype, layout or t.layout, device, memory_config)
+    fill_values = _constant(0.0 if fill is None else fill)
+    return _make(op, tuple(t.shape), fill_values, dtype or t.dtype, layout or t.layout, device, memory_config)
 
 
 @ttnn_op("ttnn.zeros_like")
@@ -210,9 +312,7 @@ def empty_like(tensor: Tensor, dtype=None, layout=None, device=None, memory_conf
 def full_like(tensor: Tensor, fill_value, dtype=None, layout=None, device=None, memory_config=None) -> Tensor:
     """``fill_value`` with the shape (and by default dtype, layout, device and memory config) of ``tensor``."""
     op = "ttnn.full_like"
-    if isinstance(fill_value, bool) or not isinstance(fill_value, (int, float, np.integer, np.floating)):
-        raise op_error(op, "fill_value", "a number", repr(fill_value))
-    return _like(op, tensor, fill_value, dtype, layout, device, memory_config)
+    return _like(op, tensor, _fill_value(op, fill_value), dtype, layout, device, memory_config)
 
 
 @ttnn_op("ttnn.arange")
@@ -234,7 +334,13 @@ def arange(
             raise op_error(op, name, "a number", repr(v))
     if step == 0:
         raise op_error(op, "step", "a non-zero step", step)
-    values = np.arange(start, end, step, dtype=np.float64)
-    if values.size == 0:
+    count = max(0, math.ceil((end - start) / step))
+    if count == 0:
         raise op_error(op, "end", f"a range with at least one element from start {start} by step {step}", end)
-    return _make(op, values, dtype, layout, device, memory_config)
+    first = np.float64(start)
+    delta = (first + np.float64(step)) - first  # numpy's arange: element i is start + i·delta
+
+    def values(begin: int, n: int) -> np.ndarray:
+        return first + np.arange(begin, begin + n, dtype=np.float64) * delta
+
+    return _make(op, (count,), _generated(values, "start/end"), dtype, layout, device, memory_config)

@@ -107,6 +107,13 @@ def _no_block_float_row_major(op: str, dtype: DataType, layout: Layout) -> None:
         )
 
 
+def _untilized_dtype(dtype: DataType) -> DataType:
+    """The dtype untilize produces on a device: bfloat8_b comes out as bfloat16 (tt-metal's untilize
+    ``compute_output_specs``: ``BFLOAT8_B → BFLOAT16``, every other dtype unchanged). bfloat4_b has no row-major
+    form there either, and stays an error."""
+    return DataType.BFLOAT16 if dtype is DataType.BFLOAT8_B else dtype
+
+
 def cast_values(values: np.ndarray, src: DataType, dst: DataType) -> np.ndarray:
     """Convert stored values between dtypes the way the typecast kernels do.
 
@@ -165,13 +172,16 @@ def to_layout(
 ) -> Tensor:
     """Convert between ROW_MAJOR and TILE layout (optionally changing dtype / memory config).
 
-    Works on host and device tensors. bfloat8_b / bfloat4_b only exist in TILE layout, so asking for
-    ROW_MAJOR with a block-float dtype is an error (typecast to bfloat16 first).
+    Works on host and device tensors. bfloat8_b / bfloat4_b only exist in TILE layout: on a device, TILE →
+    ROW_MAJOR of a bfloat8_b tensor untilizes it to bfloat16 (as ttnn's to_layout does, through untilize);
+    anything else asking for a row-major block float is an error (typecast to bfloat16 first).
     """
     op = "ttnn.to_layout"
     t = expect_tensor(op, "tensor", tensor, on_device=False)
     expect(isinstance(layout, Layout), op, "layout", "a ttnn.Layout", repr(layout))
     out_dtype = t.dtype if dtype is None else _dtype_arg(op, "dtype", dtype)
+    if dtype is None and layout is Layout.ROW_MAJOR and t.layout is Layout.TILE and t.device() is not None:
+        out_dtype = _untilized_dtype(t.dtype)
     _memcfg_arg(op, "memory_config", memory_config)
     _no_block_float_row_major(op, out_dtype, layout)
     if t.device() is None:
@@ -218,12 +228,17 @@ def untilize(
     use_pack_untilize: bool = True,
     sub_core_grids=None,
 ) -> Tensor:
-    """TILE → ROW_MAJOR (the input must be tiled and not a block float). ``use_multicore`` is a speed knob."""
+    """TILE → ROW_MAJOR. A bfloat8_b input comes out as bfloat16 (its values are exact in bfloat16), as on
+    hardware; bfloat4_b has no row-major form. ``use_multicore`` is a speed knob."""
     op = "ttnn.untilize"
     t = expect_tensor(op, "input_tensor", input_tensor, layouts=(Layout.TILE,))
-    _no_block_float_row_major(op, t.dtype, Layout.ROW_MAJOR)
+    out_dtype = _untilized_dtype(t.dtype)
+    _no_block_float_row_major(op, out_dtype, Layout.ROW_MAJOR)
     _memcfg_arg(op, "memory_config", memory_config)
-    return output_like(op, _shards(t, op), t, layout=Layout.ROW_MAJOR, memory_config=memory_config)
+    shards = (
+        _shards(t, op) if out_dtype is t.dtype else _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
+    )
+    return output_like(op, shards, t, dtype=out_dtype, layout=Layout.ROW_MAJOR, memory_config=memory_config)
 
 
 # --- shape ops ----------------------------------------------------------------------------------------------
@@ -371,18 +386,21 @@ def view(input_tensor: Tensor, shape) -> Tensor:
     new_shape = tuple(logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))
     if t.device() is None:
-        return Tensor(shards, t.dtype, t.layout, None, None, t.tensor_topology(), quantized=True, what=op)
-    return Tensor(
-        shards,
-        t.dtype,
-        t.layout,
-        t.device(),
-        t.memory_config(),
-        t.tensor_topology(),
-        quantized=True,
-        view_of=t,
-        what=op,
-    )
+        out = Tensor(shards, t.dtype, t.layout, None, None, t.tensor_topology(), quantized=True, what=op)
+    else:
+        out = Tensor(
+            shards,
+            t.dtype,
+            t.layout,
+            t.device(),
+            t.memory_config(),
+            t.tensor_topology(),
+            quantized=True,
+            view_of=t,
+            what=op,
+        )
+    out._versions = t._versions  # the view aliases t's buffer: in-place writes to t show through it
+    return out
 
 
 @ttnn_op("ttnn.unsqueeze_to_4D")

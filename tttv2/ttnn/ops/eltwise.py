@@ -87,6 +87,7 @@ def _write_output(op: str, result: Tensor, output_tensor: Tensor | None) -> Tens
             f"{list(output_tensor.shape)} {output_tensor.dtype.name}",
         )
     shards = output_tensor.shards(op)
+    output_tensor._mark_modified(op)
     for i, shard in enumerate(result.shards(op)):
         shards[i] = shard
     return output_tensor

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..errors import op_error
 from ..memory import MemoryConfig
 from ..numerics import quantize
 from ..program_configs import WormholeComputeKernelConfig
@@ -156,6 +157,23 @@ def _devices(op: str, cache: Tensor, mesh_coords) -> list[int]:
     return sorted(set(out))
 
 
+def _input_devices(op: str, cache: Tensor, x: Tensor) -> list[int]:
+    """For each shard of the input, the index of the cache device it belongs to.
+
+    Both on one mesh: shard i is device i. An input on a view made of some of the cache's devices (what
+    ``ttnn.combine_device_tensors`` gives for part of a mesh, e.g. one Galaxy column) covers only those; ttnn
+    runs an op on the smallest coordinate set of its inputs, so only their caches are written."""
+    mesh, where = cache.device(), x.device()
+    if where is mesh:
+        return list(range(len(x.shards(op))))
+    if where is not None and mesh is not None and where._parent is mesh:
+        devices = mesh.get_devices()
+        return [devices.index(d) for d in where.get_devices()]
+    raise op_error(
+        op, "input_tensor", f"a tensor on the cache's mesh {mesh} or on some of its devices", where
+    )
+
+
 def _int_list(op: str, arg: str, values: Iterable) -> list[int]:
     out = list(values)
     for v in out:
@@ -236,7 +254,7 @@ def _check_position(op: str, arg: str, user: int, pos: int, capacity: int | None
 def _check_cache_pair(op: str, cache_tensor, input_tensor, input_dtypes) -> tuple[Tensor, Tensor]:
     cache = expect_tensor(op, "cache_tensor", cache_tensor, dtypes=_CACHE3, layouts=(Layout.TILE,), rank=4)
     x = expect_tensor(op, "input_tensor", input_tensor, dtypes=input_dtypes, layouts=(Layout.TILE,), rank=4)
-    same_mesh(op, cache_tensor=cache, input_tensor=x)
+    _input_devices(op, cache, x)
     expect(
         x.shape[-1] == cache.shape[-1],
         op,
@@ -285,7 +303,7 @@ def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int) -> Te
         x.shape[-2],
     )
     rows = min(x.padded_shape[-2], cache.shape[-2])
-    for i, xs in enumerate(x.shards(op)):
+    for i, xs in zip(_input_devices(op, cache, x), x.shards(op)):
         block = np.zeros((xs.shape[1], rows, xs.shape[-1]), dtype=np.float32)
         block[:, : xs.shape[2]] = xs[0]
         cache._writable_shard(i, op)[b, :, :rows, :] = quantize(block, cache.dtype)
@@ -339,7 +357,7 @@ def update_cache(
     else:
         expect(offset == 0, op, "batch_offset", "0 when the cache batch is >= 32", offset)
     pos = _index(op, "update_idx", update_idx, cache.shape[2])
-    for i, xs in enumerate(x.shards(op)):
+    for i, xs in zip(_input_devices(op, cache, x), x.shards(op)):
         rows = np.zeros((xs.shape[1], users, xs.shape[-1]), dtype=np.float32)
         avail = xs[0, :, offset : offset + users]
         rows[:, : avail.shape[1]] = avail
@@ -665,7 +683,7 @@ def paged_fill_cache(
     op = "ttnn.experimental.paged_fill_cache"
     cache = expect_tensor(op, "cache_tensor", cache_tensor, dtypes=_CACHE4, layouts=(Layout.TILE,), rank=4)
     x = expect_tensor(op, "input_tensor", input_tensor, dtypes=(cache.dtype,), layouts=(Layout.TILE,), rank=4)
-    same_mesh(op, cache_tensor=cache, input_tensor=x)
+    x_shards = dict(zip(_input_devices(op, cache, x), x.shards(op)))
     _compute_config(op, compute_kernel_config)
     expect(
         _mem(x).memory_layout is _INTERLEAVED,
@@ -764,10 +782,12 @@ def paged_fill_cache(
     else:
         expect(x.shape[0] == 1, op, "input_tensor.shape[0]", "1 without batch_idx_tensor", x.shape[0])
         users = [np.asarray([_index(op, "batch_idx", batch_idx, pt.shape[0])], dtype=np.int64)] * len(
-            x.shards(op)
+            cache.shards(op)
         )
     plan = []
     for d in _devices(op, cache, mesh_coords):
+        if d not in x_shards:
+            continue  # the input has no data on this device
         rows = pt.shards(op)[d].astype(np.int64)
         for i, u in enumerate(users[d]):
             expect(
@@ -785,7 +805,7 @@ def paged_fill_cache(
                 if phys != _SKIP:
                     plan.append((d, i, t0, phys, p % block))
     for d, i, t0, phys, row in plan:
-        xs = x.shards(op)[d][i]
+        xs = x_shards[d][i]
         tile = np.zeros((xs.shape[0], TILE_SIZE, xs.shape[-1]), dtype=np.float32)
         part = xs[:, t0 : t0 + TILE_SIZE]
         tile[:, : part.shape[1]] = part

@@ -18,6 +18,9 @@ class AdamW(Optimizer):
     """``θ ← θ·(1 − lr·wd)``; ``m ← β1·m + (1 − β1)·g``; ``v ← β2·v + (1 − β2)·g²`` (AMSGrad: the running max of
     v is used); ``θ ← θ − lr/(1 − β1ᵗ) · m / (√(v/(1 − β2ᵗ)) + ε)``. State tensors have the parameter's dtype."""
 
+    _STATE_KEYS = frozenset({"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"})
+    _STATE_REQUIRED = frozenset({"exp_avg", "exp_avg_sq"})
+
     def __init__(
         self,
         params,

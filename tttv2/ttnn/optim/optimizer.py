@@ -9,6 +9,7 @@ place on the device (the fused ``ttnn.*_step_`` ops), so the model keeps holding
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -129,9 +130,21 @@ class Optimizer:
             return names
         return list(range(len(params)))
 
+    # state entries a subclass keeps per parameter, and those that must come together (checked on load)
+    _STATE_KEYS: frozenset[str] = frozenset({"step"})
+    _STATE_REQUIRED: frozenset[str] = frozenset()
+
+    @classmethod
+    def _kind(cls) -> str:
+        """The ``ttnn.optim`` class this optimizer is (subclasses elsewhere, e.g. ttml's, keep their state)."""
+        for klass in cls.__mro__:
+            if klass.__module__.startswith(__package__ + "."):
+                return klass.__name__
+        return cls.__name__  # pragma: no cover - every optimizer derives from Optimizer
+
     def state_dict(self) -> dict[str, Any]:
-        """``{"state": {key: {...}}, "param_groups": [{..., "params": [key, ...]}]}`` with keys = parameter names
-        (or positions); state tensors are snapshots."""
+        """``{"optimizer": class, "state": {key: {...}}, "param_groups": [{..., "params": [key, ...]}]}`` with
+        keys = parameter names (or positions); state tensors are snapshots."""
         keys = iter(self._keys())
         state, groups = {}, []
         for group in self.param_groups:
@@ -144,44 +157,103 @@ class Optimizer:
                         k: (v.detach() if isinstance(v, Tensor) else v) for k, v in self.state[p].items()
                     }
             groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": group_keys})
-        return {"state": state, "param_groups": groups}
+        return {"optimizer": self._kind(), "state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore hyper-parameters and state saved by :meth:`state_dict` (state tensors are copied in place or
-        created like their parameter)."""
-        from ..nn.module import assign_
-        from ..ops.creation import zeros_like
+        created like their parameter).
+
+        All or nothing: the whole state is checked first (optimizer class, groups, parameter keys,
+        hyper-parameters, state entries and tensor shapes) and new state tensors are allocated; only then is
+        anything changed, so a bad state raises and leaves the optimizer as it was."""
+        from ..nn.module import write_assign
 
         owner = f"{type(self).__name__}.load_state_dict"
+        if not isinstance(state_dict, dict):
+            raise ValidationError(f"{owner}: state_dict: expected a dict, got {type(state_dict).__name__}")
+        saved_kind = state_dict.get("optimizer", self._kind())
+        if saved_kind != self._kind():
+            raise ValidationError(
+                f"{owner}: the state was saved by a {saved_kind} optimizer; a {self._kind()} cannot load it "
+                f"(create a {saved_kind} to resume from it)"
+            )
         saved_groups = state_dict.get("param_groups")
         if not isinstance(saved_groups, list) or len(saved_groups) != len(self.param_groups):
             raise ValidationError(
                 f"{owner}: expected {len(self.param_groups)} parameter groups, got {saved_groups!r}"
             )
+        saved_state = state_dict.get("state", {})
+        if not isinstance(saved_state, dict):
+            raise ValidationError(f"{owner}: state: expected a dict, got {type(saved_state).__name__}")
+        # 1. check everything and stage the changes
         keys = iter(self._keys())
+        new_groups, new_states, writes = [], [], []
         for group, saved in zip(self.param_groups, saved_groups):
-            if len(saved.get("params", ())) != len(group["params"]):
+            if not isinstance(saved, dict) or len(saved.get("params", ())) != len(group["params"]):
+                count = len(saved.get("params", ())) if isinstance(saved, dict) else saved
                 raise ValidationError(
-                    f"{owner}: a group has {len(group['params'])} parameters, the saved one {len(saved.get('params', ()))}"
+                    f"{owner}: a group has {len(group['params'])} parameters, the saved one {count}"
                 )
             mine = [next(keys) for _ in group["params"]]
             if list(saved["params"]) != mine:
                 raise ValidationError(f"{owner}: saved parameter keys {saved['params']} differ from {mine}")
-            group.update({k: v for k, v in saved.items() if k != "params"})
+            hyper = {k: v for k, v in saved.items() if k != "params"}
+            unknown = set(hyper) - set(self.defaults) - {"initial_lr"}
+            if unknown:
+                raise ValidationError(
+                    f"{owner}: the state was saved by {_kind_with(set(hyper))}, not a {self._kind()}: its "
+                    f"hyper-parameters {sorted(unknown)} are not {self._kind()}'s ({sorted(self.defaults)})"
+                )
+            merged = {**group, **hyper}
+            self._check_group(merged)
+            new_groups.append(hyper)
             for key, p in zip(mine, group["params"]):
-                entry = state_dict.get("state", {}).get(key)
-                if entry is None:
-                    self.state.pop(p, None)
-                    continue
-                current = self.state.setdefault(p, {})
-                for name, value in entry.items():
-                    if isinstance(value, Tensor) or hasattr(value, "shape"):
-                        target = current.get(name)
-                        if not isinstance(target, Tensor):
-                            target = current[name] = zeros_like(p)
-                        assign_(target, value, f"{owner}: state {key}.{name}")
-                    else:
-                        current[name] = value
+                entry = saved_state.get(key)
+                new_states.append(
+                    (p, None if entry is None else self._stage_entry(owner, key, p, entry, writes))
+                )
+        # 2. apply (nothing below can fail on the saved values)
+        for group, hyper in zip(self.param_groups, new_groups):
+            group.update(hyper)
+        for p, entry in new_states:
+            if entry is None:
+                self.state.pop(p, None)
+            else:
+                self.state[p] = entry
+        for target, arrays, what in writes:
+            write_assign(target, arrays, what)
+
+    def _stage_entry(self, owner: str, key, param: Tensor, entry, writes: list) -> dict[str, Any]:
+        """Check one parameter's saved state; returns the state dict to install, and appends the checked,
+        converted tensor copies to ``writes`` as ``(target, arrays, what)``. New state tensors are allocated
+        here, so that applying cannot fail."""
+        from ..nn.module import prepare_assign
+        from ..ops.creation import zeros_like
+
+        if not isinstance(entry, dict):
+            raise ValidationError(f"{owner}: state {key}: expected a dict of state entries, got {entry!r}")
+        unknown = set(entry) - self._STATE_KEYS
+        if unknown:
+            raise ValidationError(
+                f"{owner}: state {key} has entries {sorted(unknown)} that {self._kind()} does not keep "
+                f"(it keeps {sorted(self._STATE_KEYS)}): the state was saved by another optimizer"
+            )
+        missing = self._STATE_REQUIRED - set(entry)
+        if missing and "step" in entry:
+            raise ValidationError(f"{owner}: state {key} lacks the entries {sorted(missing)}")
+        current = self.state.get(param, {})
+        staged: dict[str, Any] = {}
+        for name, value in entry.items():
+            if isinstance(value, Tensor) or hasattr(value, "shape"):
+                target = current.get(name)
+                if not isinstance(target, Tensor):
+                    target = zeros_like(param)
+                what = f"{owner}: state {key}.{name}"
+                writes.append((target, prepare_assign(target, value, what), what))
+                staged[name] = target
+            else:
+                staged[name] = value
+        return staged
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -191,3 +263,17 @@ class Optimizer:
                 if k != "params":
                     lines.append(f"    {k}: {group[k]}")
         return "\n".join([*lines, ")"])
+
+
+def _kind_with(hyper: set[str]) -> str:
+    """Name the ttnn.optim optimizer whose constructor takes exactly these hyper-parameters (a state saved
+    before states recorded their optimizer), or say that none does."""
+    pending = list(Optimizer.__subclasses__())
+    while pending:
+        klass = pending.pop()
+        pending.extend(klass.__subclasses__())
+        if klass.__module__.startswith(__package__ + "."):
+            names = set(inspect.signature(klass.__init__).parameters) - {"self", "params"}
+            if hyper - {"initial_lr"} == names:
+                return f"a {klass.__name__} optimizer"
+    return "another optimizer"

@@ -23,6 +23,8 @@ class SGD(Optimizer):
     """``g ← g + wd·θ``; with momentum ``buf ← g`` on the first step, then ``buf ← μ·buf + (1 − dampening)·g``;
     ``g ← g + μ·buf`` (Nesterov) or ``buf``; ``θ ← θ − lr·g``. Momentum buffers have the parameter's dtype."""
 
+    _STATE_KEYS = frozenset({"step", "momentum_buffer"})
+
     def __init__(
         self,
         params,

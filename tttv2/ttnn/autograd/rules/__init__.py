@@ -7,7 +7,7 @@ that requires grad reaches it (the decode / chunked / paged SDPA forms, which re
 """
 
 from ..engine import register_non_differentiable
-from . import attention, ccl, eltwise, matmul, norms, reduction, shape
+from . import attention, ccl, eltwise, matmul, norms, p2p, reduction, shape
 
 register_non_differentiable(
     # creation ops: they take no tensor, or only read a tensor's shape
@@ -29,4 +29,4 @@ register_non_differentiable(
     "ttnn.experimental.paged_fused_update_cache",
 )
 
-__all__ = ["attention", "ccl", "eltwise", "matmul", "norms", "reduction", "shape"]
+__all__ = ["attention", "ccl", "eltwise", "matmul", "norms", "p2p", "reduction", "shape"]

@@ -1,0 +1,166 @@
+"""``collect-cases record``: command forms, exit codes passed through, bad targets and stores before the run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+import pytest
+
+from tttv2_tools.collect_cases import CollectCasesError, load_cases
+from tttv2_tools.collect_cases.cli import main
+from tttv2_tools.collect_cases.command import BOOTSTRAP, bootstrapped
+
+RUN = textwrap.dedent(
+    """
+    import sys
+    from plain_layers import Plain
+
+    layer = Plain(layer_num=1)
+    for i in range(int(sys.argv[1])):
+        layer.forward(i % 3, mode="decode")
+    open(sys.argv[2], "w").write("ran")
+    sys.exit(int(sys.argv[3]))
+    """
+)
+PY = sys.executable
+
+
+@pytest.fixture
+def run_script(plain_module):
+    (plain_module / "run_plain.py").write_text(RUN)
+    return plain_module / "run_plain.py"
+
+
+def _record(store, *command, target="plain_layers:Plain", fields=("v=x",)):
+    args = ["record", "--store", str(store), "--target", target]
+    for f in fields:
+        args += ["--field", f]
+    return main([*args, "--", *command])
+
+
+def test_record_passes_the_exit_code_through_and_keeps_what_it_recorded(tmp_path, run_script, capsys):
+    store, marker = tmp_path / "s.sqlite", tmp_path / "ran"
+    assert _record(store, PY, str(run_script), "7", str(marker), "3") == 3
+    assert marker.read_text() == "ran"
+    cases = load_cases(store, "plain_layers:Plain")
+    assert sorted(c.fields["extra"]["v"] for c in cases) == [0, 1, 2]
+    assert [c.hits for c in sorted(cases, key=lambda c: c.fields["extra"]["v"])] == [3, 2, 2]
+    case = cases[0]
+    assert case.flat["mesh_shape"] == (1, 8) and case.flat["model_name"] == "Plain-7B" and case.layers == (1,)
+    assert case.first_command == f"{PY} {run_script} 7 {marker} 3"
+    err = capsys.readouterr().err
+    assert "7 calls" in err and "plain_layers:Plain: 3 cases (+3)" in err and "exited with 3" in err
+    # a second run adds hits, not cases
+    assert _record(store, PY, str(run_script), "3", str(marker), "0") == 0
+    assert sum(c.hits for c in load_cases(store, "plain_layers:Plain")) == 10
+    assert len(load_cases(store, "plain_layers:Plain")) == 3
+
+
+def test_module_code_and_console_script_commands(tmp_path, run_script, monkeypatch):
+    store, marker = tmp_path / "s.sqlite", tmp_path / "ran"
+    monkeypatch.chdir(run_script.parent)
+    assert _record(store, PY, "-u", "-m", "run_plain", "2", str(marker), "0") == 0
+    code = "from plain_layers import Plain; Plain(model_name='C').forward(9)"
+    assert _record(store, PY, "-c", code) == 0
+    script = tmp_path / "console-script"
+    script.write_text(f"#!/usr/bin/env {os.path.basename(PY)}\n" + RUN)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{os.path.dirname(PY)}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", str(run_script.parent))
+    assert _record(store, str(script), "1", str(marker), "5") == 5
+    values = sorted(str(c.fields["extra"]["v"]) for c in load_cases(store, "plain_layers:Plain"))
+    assert values == ["0", "1", "9"]
+
+
+def test_a_bad_target_stops_before_the_command_runs(tmp_path, run_script, capsys):
+    store, marker = tmp_path / "s.sqlite", tmp_path / "ran"
+    assert _record(store, PY, str(run_script), "1", str(marker), "0", target="plain_layers:Nope") == 2
+    assert not marker.exists()
+    assert (
+        "--target plain_layers:Nope: module 'plain_layers' has no attribute 'Nope'" in capsys.readouterr().err
+    )
+    assert _record(store, PY, str(run_script), "1", str(marker), "0", target="no_such_mod:X") == 2
+    assert "does not import: ModuleNotFoundError" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_a_store_that_is_not_a_store_is_refused_before_the_command_runs(tmp_path, run_script, capsys):
+    junk, marker = tmp_path / "notes.txt", tmp_path / "ran"
+    junk.write_text("my notes")
+    assert _record(junk, PY, str(run_script), "1", str(marker), "0") == 2
+    assert not marker.exists() and junk.read_text() == "my notes"
+    assert "not an SQLite database" in capsys.readouterr().err
+
+
+def test_command_rewriting():
+    assert bootstrapped(["python3", "-X", "dev", "-u", "-m", "pkg.mod", "-a"]) == [
+        "python3", "-X", "dev", "-u", "-m", BOOTSTRAP, "-m", "pkg.mod", "-a"
+    ]  # fmt: skip
+    assert bootstrapped([PY, "demo.py", "x"]) == [PY, "-m", BOOTSTRAP, "demo.py", "x"]
+    assert bootstrapped(["python", "-c", "pass"]) == ["python", "-m", BOOTSTRAP, "-c", "pass"]
+    for bad, message in [
+        ([], "expected a command"),
+        (["python"], "must run a module, a script or code"),
+        (["python", "-m"], "must run a module, a script or code"),
+        (["python", "-"], "must run a module, a script or code"),
+        (["bash", "-c", "true"], "can only run Python commands"),
+        (["no-such-program-here"], "can only run Python commands"),
+    ]:
+        with pytest.raises(CollectCasesError, match=message):
+            bootstrapped(bad)
+
+
+def test_non_python_commands_are_refused(tmp_path, capsys):
+    assert (
+        main(["record", "--store", str(tmp_path / "s.sqlite"), "--target", "a:B", "--", "bash", "-c", "true"])
+        == 2
+    )
+    assert "can only run Python commands" in capsys.readouterr().err
+
+
+def test_bootstrap_in_process(tmp_path, plain_module, monkeypatch):
+    """The child's side, run here: settings from the environment, targets first, then the program."""
+    import json
+    import runpy
+
+    from tttv2_tools.collect_cases import bootstrap
+
+    store, status = tmp_path / "s.sqlite", tmp_path / "status.json"
+    config = {
+        "store": str(store),
+        "targets": ["plain_layers:Plain"],
+        "fields": [["v", "x"]],
+        "status": str(status),
+    }
+    monkeypatch.syspath_prepend(str(plain_module))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    finish = []
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    bootstrap.main(["-c", "from plain_layers import Plain; Plain().forward(5)"], at_exit=finish.append)
+    assert json.loads(status.read_text()) == {"ready": True}
+    finish[0]()
+    assert json.loads(status.read_text()) == {"ready": True, "calls": 1, "distinct": 1, "new": 1}
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    script = plain_module / "script.py"
+    script.write_text("from plain_layers import Plain\nPlain().forward(6)\n")
+    bootstrap.main([str(script)], at_exit=finish.append)
+    finish[1]()
+    monkeypatch.setattr(runpy, "run_module", lambda name, **kw: None)  # -m: what would run, not run here
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    bootstrap.main(["-m", "some.module", "--flag"], at_exit=finish.append)
+    finish[2]()
+    assert sys.argv == ["some.module", "--flag"]
+    assert sorted(c.fields["extra"]["v"] for c in load_cases(store, "plain_layers:Plain")) == [5, 6]
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps({**config, "targets": ["plain_layers:Nope"]}))
+    with pytest.raises(SystemExit) as stopped:
+        bootstrap.main(["-c", "pass"], at_exit=finish.append)
+    assert stopped.value.code == bootstrap.TARGET_ERROR_EXIT
+    assert "has no attribute 'Nope'" in json.loads(status.read_text())["error"]
+    monkeypatch.delenv(bootstrap.CONFIG_ENV, raising=False)  # main() took it out already
+    with pytest.raises(SystemExit, match="is not set"):
+        bootstrap.main(["-c", "pass"])
+    monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
+    with pytest.raises(SystemExit, match="expected -m MODULE"):
+        bootstrap.main(["-m"])

@@ -1,0 +1,257 @@
+"""``emit``: the pytest.param list it writes, what it keeps, what it refuses, --minimal, --check / --diff."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tttv2_tools.collect_cases import Case, EmitError
+from tttv2_tools.collect_cases.cli import main
+from tttv2_tools.collect_cases.emit import emit
+from tttv2_tools.collect_cases.minimal import minimal_rows
+from tttv2_tools.collect_cases.params import make_ids, project
+from tttv2_tools.collect_cases.store import CaseStore
+
+pytest_plugins = ["pytester"]
+
+T = "tttv1.tt.mlp:MLP"
+
+
+def mlp_case(mesh, mode, seq, model="Llama-3.1-8B-tiny", up="bfloat4_b", hits=1, dim=256):
+    fields = {
+        "mesh_shape": list(mesh),
+        "num_devices": mesh[0] * mesh[1],
+        "arch": "wormhole_b0",
+        "mode": mode,
+        "model_name": model,
+        "inputs": [["x", {"shape": [1, 1, seq, dim], "dtype": "bfloat16"}]],
+        "weights": {
+            "w1": {"shape": [dim, 4 * dim], "dtype": up},
+            "w2": {"shape": [4 * dim, dim], "dtype": "bfloat8_b"},
+        },
+    }
+    return Case(T, fields, hits=hits, layers=(0, 1))
+
+
+CASES = [
+    mlp_case((1, 8), "decode", 32),
+    mlp_case((1, 8), "prefill", 128),
+    mlp_case((1, 1), "prefill", 128, model="Llama-3.2-1B-tiny", up="bfloat8_b"),
+    mlp_case((8, 4), "decode", 32, dim=64),
+    mlp_case((1, 8), "prefill", 128, up="bfloat8_b"),  # same base id as the second: told apart by w1_dtype
+]
+
+HAND_WRITTEN = '''"""My MLP tests."""
+
+import pytest  # comment kept
+
+from tttv2 import ttnn
+
+X = 1   # odd   spacing kept
+
+
+def helper():
+    return [1,2]
+
+
+# my own note about the cases
+MLP_CASES = [
+    pytest.param(1, id="old"),
+]
+'''
+
+
+def test_creates_a_documented_skeleton_that_pytest_collects_under_readable_ids(tmp_path, pytester):
+    target = tmp_path / "test_mlp_1d.py"
+    result = emit(CASES, T, target, "MLP_1D_CASES")
+    assert result.old_text is None and result.changed
+    text = result.new_text
+    assert text.startswith('"""Cases recorded by collect-cases for tttv1.tt.mlp:MLP.')
+    assert "from tttv2 import ttnn" in text
+    assert "# collect-cases: target=tttv1.tt.mlp:MLP fields=mesh_shape,mode,model_name,x_shape,x_dtype,w1_dtype,w2_dtype" in text  # fmt: skip
+    # too long for one line of 110: one argument per line, as ruff format would lay it out
+    assert '    pytest.param(\n        (1, 8),\n        "decode",\n        "Llama-3.1-8B-tiny",\n' in text
+    assert '        ttnn.bfloat4_b,\n        ttnn.bfloat8_b,\n        id="1x8-decode-32-Llama-3.1-8B-tiny",\n    ),' in text  # fmt: skip
+    wide = emit(CASES, T, target, "MLP_1D_CASES", line_length=200).new_text
+    assert '    pytest.param((1, 8), "decode", "Llama-3.1-8B-tiny", (1, 1, 32, 256), ttnn.bfloat16, ttnn.bfloat4_b,' in wide  # fmt: skip
+    pytester.makepyfile(test_mlp_1d=text)
+    collected = pytester.runpytest_inprocess(
+        "--collect-only", "-q", "-p", "no:hypothesispytest", "-p", "no:cacheprovider"
+    )
+    ids = [line.split("[", 1)[1].rstrip("]") for line in collected.outlines if "::test_mlp_1d[" in line]
+    assert ids == [
+        "1x1-prefill-128-Llama-3.2-1B-tiny",
+        "1x8-decode-32-Llama-3.1-8B-tiny",
+        "1x8-prefill-128-Llama-3.1-8B-tiny-w1_dtype=bfloat4_b",
+        "1x8-prefill-128-Llama-3.1-8B-tiny-w1_dtype=bfloat8_b",
+        "8x4-decode-32-Llama-3.1-8B-tiny",
+    ]
+
+
+def test_output_is_sorted_stable_and_idempotent(tmp_path):
+    target = tmp_path / "test_x.py"
+    first = emit(CASES, T, target, "CASES").new_text
+    shuffled = list(CASES)
+    random.Random(3).shuffle(shuffled)
+    assert emit(shuffled, T, target, "CASES").new_text == first
+    target.write_text(first)
+    again = emit(shuffled, T, target, "CASES")
+    assert not again.changed and again.new_text == first
+
+
+def test_only_the_list_changes_the_rest_of_the_file_is_byte_identical(tmp_path):
+    target = tmp_path / "test_mine.py"
+    target.write_text(HAND_WRITTEN)
+    result = emit(CASES[:2], T, target, "MLP_CASES", force=True)
+    head, _ = HAND_WRITTEN.split("MLP_CASES = [")
+    assert result.new_text.startswith(head)  # everything before the statement, its comment included
+    assert "# collect-cases: target=" in result.new_text.split("MLP_CASES = [")[0].splitlines()[-1]
+    assert result.new_text.endswith("]\n") and 'id="old"' not in result.new_text
+    assert result.foreign == ["old"] and result.warnings == []
+
+
+def test_hand_written_entries_and_marks_are_kept_with_a_warning(tmp_path):
+    target = tmp_path / "test_mine.py"
+    target.write_text(emit(CASES[:2], T, target, "CASES", line_length=200).new_text)
+    text = target.read_text().replace(
+        'id="1x8-decode-32-Llama-3.1-8B-tiny"', 'id="x", marks=pytest.mark.slow'
+    ).replace("CASES = [\n", 'CASES = [\n    pytest.param((2, 2), "decode", "mine", (1,), ttnn.bfloat16, None, None, id="mine"),\n    (1, 2),\n')  # fmt: skip
+    target.write_text(text)
+    result = emit(CASES[:2], T, target, "CASES", line_length=200)
+    assert 'id="1x8-decode-32-Llama-3.1-8B-tiny", marks=pytest.mark.slow' in result.new_text
+    assert 'id="mine"' in result.new_text and "    (1, 2),\n" in result.new_text
+    assert result.foreign == ["mine", "(1, 2)"]
+    assert "kept 2 entries that the store does not produce" in result.warnings[0]
+    target.write_text(result.new_text)
+    assert not emit(CASES[:2], T, target, "CASES", line_length=200).changed  # kept entries are stable too
+    forced = emit(CASES[:2], T, target, "CASES", force=True, line_length=200)
+    assert 'id="mine"' not in forced.new_text and "marks=pytest.mark.slow" in forced.new_text
+
+
+def test_pinned_fields_filters_and_fields_option(tmp_path):
+    target = tmp_path / "test_x.py"
+    target.write_text(emit(CASES, T, target, "CASES", columns=["mesh_shape", "mode"], topology="1d").new_text)
+    text = target.read_text()
+    assert "fields=mesh_shape,mode topology=1d" in text and "(8, 4)" not in text
+    assert text.count("pytest.param(") == 3  # 1x1 prefill, 1x8 decode, 1x8 prefill: projected and merged
+    # without --fields the header's fields are kept
+    again = emit(CASES, T, target, "CASES", topology="1d")
+    assert not again.changed
+    decode = emit(CASES, T, target, "CASES", mode="decode")
+    assert decode.new_text.count("pytest.param(") == 2 and "mode=decode" in decode.new_text
+
+
+def test_minimal_covers_every_value_and_mesh_mode_pair(tmp_path):
+    columns = ["mesh_shape", "mode", "model_name", "w1_dtype"]
+    rows = project(CASES, columns)
+    kept, dropped = minimal_rows(rows, columns)
+    assert len(kept) + len(dropped) == len(rows) and dropped
+    for i in range(len(columns)):
+        assert {r.values[i] for r in kept} == {r.values[i] for r in rows}
+    assert {r.values[:2] for r in kept} == {r.values[:2] for r in rows}
+    result = emit(CASES, T, tmp_path / "t.py", "CASES", columns=columns, minimal=True)
+    id_of = dict(zip((r.values for r in rows), make_ids(rows, columns)))  # ids of the whole selection
+    assert result.kept == len(kept) and result.dropped == [id_of[r.values] for r in dropped]
+    assert result.dropped == ["1x8-prefill-Llama-3.1-8B-tiny-w1_dtype=bfloat8_b"]
+    assert "minimal" in result.new_text.split("CASES = [")[0]
+
+
+def test_ids_are_unique_when_everything_but_an_unnamed_column_differs():
+    a = mlp_case((1, 8), "decode", 32)
+    b = mlp_case((1, 8), "decode", 32, up="bfloat8_b")
+    rows = project([a, b], ["mesh_shape", "mode", "w1_dtype"])
+    assert make_ids(rows, ["mesh_shape", "mode", "w1_dtype"]) == [
+        "1x8-decode-w1_dtype=bfloat4_b",
+        "1x8-decode-w1_dtype=bfloat8_b",
+    ]
+
+
+@pytest.mark.parametrize(
+    "content, name, kwargs, message",
+    [
+        ("def broken(:\n", "CASES", {}, "does not parse"),
+        ("CASES = {}\n", "CASES", {}, "it is a Dict, not a list"),
+        ("import pytest\nCASES = []\nCASES = []\n", "CASES", {}, "assigned 2 times"),
+        ("import pytest\nCASES = []\n", "CASES", {}, "binds no name 'ttnn'"),
+        ("CASES = []\n", "CASES", {"columns": ["pcc"]}, "pcc is not recorded"),
+        ("CASES = []\n", "1bad", {}, "expected a Python identifier"),
+        (
+            "import ttnn\n# collect-cases: target=a:B fields=mode\nCASES = []\n",
+            "CASES",
+            {},
+            "holds cases of a:B",
+        ),
+        (
+            "import pytest\nfrom tttv2 import ttnn\nCASES = []\n@pytest.mark.parametrize('mesh_shape, mode', CASES)\n"
+            "def test_x(mesh_shape, mode): pass\n",
+            "CASES",
+            {"columns": ["mesh_shape", "mode", "model_name"]},
+            "does not take the emitted fields",
+        ),
+    ],
+)
+def test_refusals(tmp_path, content, name, kwargs, message):
+    target = tmp_path / "test_x.py"
+    target.write_text(content)
+    with pytest.raises(EmitError, match=message):
+        emit(CASES, T, target, name, **kwargs)
+    assert target.read_text() == content
+
+
+def test_parametrize_argnames_pin_the_fields_of_an_empty_list(tmp_path):
+    target = tmp_path / "test_x.py"
+    target.write_text(
+        "import pytest\n\nCASES = []\n\n\n@pytest.mark.parametrize(('mesh_shape', 'mode'), CASES)\n"
+        "def test_x(mesh_shape, mode):\n    pass\n"
+    )
+    assert 'pytest.param((1, 1), "prefill", id=' in emit(CASES, T, target, "CASES").new_text
+
+
+def test_a_list_that_is_the_first_statement_keeps_one_header(tmp_path):
+    target = tmp_path / "t.py"
+    target.write_text("# my note\nCASES = []\n")
+    with pytest.raises(EmitError, match="binds no name 'ttnn'"):
+        emit(CASES, T, target, "CASES")
+    first = emit(CASES, T, target, "CASES", columns=["mesh_shape", "mode"]).new_text
+    assert first.startswith("# my note\n# collect-cases: target=") and first.count("# collect-cases:") == 1
+    target.write_text(first)
+    assert not emit(CASES, T, target, "CASES").changed
+    target.write_text(first.replace("tttv1.tt.mlp:MLP", "a:B"))
+    with pytest.raises(EmitError, match="holds cases of a:B"):
+        emit(CASES, T, target, "CASES")
+
+
+def test_no_cases_and_bad_paths_are_errors(tmp_path):
+    with pytest.raises(EmitError, match="no recorded cases with mode decode"):
+        emit(CASES[2:3], T, tmp_path / "t.py", "CASES", mode="decode")
+    with pytest.raises(EmitError, match="is a directory"):
+        emit(CASES, T, tmp_path, "CASES")
+    with pytest.raises(EmitError, match="does not exist"):
+        emit(CASES, T, tmp_path / "no" / "t.py", "CASES")
+
+
+def _store(tmp_path, cases=CASES):
+    path = tmp_path / "s.sqlite"
+    with CaseStore(path, create=True) as store:
+        store.add_cases(cases, "test")
+    return path
+
+
+def test_cli_check_diff_write_and_minimal(tmp_path, capsys):
+    store, target = _store(tmp_path), tmp_path / "test_x.py"
+    base = ["emit", "--store", str(store), "--target", T, "--into", str(target), "--name", "CASES"]
+    assert main([*base, "--check"]) == 1 and not target.exists()
+    assert "out of date" in capsys.readouterr().err
+    assert main([*base, "--diff"]) == 0 and not target.exists()
+    assert "+CASES = [" in capsys.readouterr().out
+    assert main(base) == 0 and "created CASES" in capsys.readouterr().err
+    assert main([*base, "--check"]) == 0 and "up to date (5 cases)" in capsys.readouterr().err
+    assert main(base) == 0 and "up to date" in capsys.readouterr().err
+    # the skeleton's parametrize pins the fields: other --fields are refused, not silently mismatched
+    assert main([*base, "--fields", "mesh_shape,mode,w1_dtype", "--diff"]) == 2
+    assert "does not take the emitted fields" in capsys.readouterr().err
+    assert main([*base, "--minimal", "--diff"]) == 0
+    assert "--minimal kept" in capsys.readouterr().err
+    assert main([*base[:-4], "--into", str(store), "--name", "CASES"]) == 2
+    assert "is the store itself" in capsys.readouterr().err

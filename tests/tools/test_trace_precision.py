@@ -1,0 +1,121 @@
+"""Precision a codemod that decides branches needs (issue 10, item 4): flow-sensitive locals, helper parameters per
+call site, and the classes the module constructs or calls followed into their own files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tttv2_tools.trace_dependencies import MODE, STATIC, Analysis, analyze, decide
+
+FIX = Path(__file__).parent / "fixtures" / "precision"
+
+
+@pytest.fixture(scope="module")
+def block():
+    return analyze(FIX / "block.py")
+
+
+def test_classes_the_module_constructs_and_calls_are_followed(block):
+    paths = block.paths
+    assert "ttnn.rms_norm" in paths["decode/galaxy"] and "ttnn.rms_norm" not in paths["prefill/galaxy"]
+    assert (
+        "ttnn.layer_norm" in paths["prefill/non-galaxy"] and "ttnn.layer_norm" not in paths["decode/galaxy"]
+    )
+    assert all("ttnn.linear" in ops for ops in paths.values())  # LMHead.__call__
+    assert block.construction_ops == ["ttnn.as_tensor"]  # RMSNorm.__init__, run by Block.__init__
+    (rms,) = [o for o in block.ops if o.op == "ttnn.rms_norm"]
+    assert rms.loc == "norm.py:14:19" and rms.function == "RMSNorm.forward" and rms.via == ["RMSNorm.forward"]
+    reads = {r.name: r for r in block.reads}
+    assert (
+        reads["NORM_PROGCFG"].function == "RMSNorm.__init__" and reads["NORM_PROGCFG"].phase == "construction"
+    )
+    assert reads["HEAD_MEMCFG"].function == "LMHead.__call__" and reads["HEAD_MEMCFG"].resolved
+    assert [d.loc for d in block.definitions["HEAD_MEMCFG"]] == ["model_config.py:12:8"]
+    norm_branch = block.branch_at("norm.py", 15)  # if self.args.is_galaxy:
+    assert norm_branch.side == "helper" and norm_branch.topology == ["galaxy"]
+    assert "ttnn.all_gather" in block.restrict(mode="prefill", topology="2d").paths["prefill/galaxy"]
+
+
+def test_helper_parameters_are_bound_per_call_site(block):
+    paths = block.paths
+    for name in ("decode/galaxy", "decode/non-galaxy"):
+        assert "ttnn.gelu" in paths[name] and "ttnn.silu" not in paths[name]
+        assert "ttnn.all_gather" not in paths[name]  # gather_if(x, mode == "prefill")
+    for name in ("prefill/galaxy", "prefill/non-galaxy"):
+        assert "ttnn.silu" in paths[name] and "ttnn.gelu" not in paths[name]
+        assert "ttnn.all_gather" in paths[name]
+    kind = block.branch_at("block.py", 9)  # if kind == "gelu":  (activate(x, "gelu") / activate(x, "silu"))
+    assert kind.decision == ["param_eq", "kind", "gelu", 1] and decide(kind) is None
+    assert block.decide(kind, mode="decode") is True and block.decide(kind, mode="prefill") is False
+    assert block.decide(kind) is None  # the two call sites disagree
+    flag = block.branch_at("block.py", 15)  # if flag:  in gather_if
+    assert block.decide(flag, mode="prefill") is True and block.decide(flag, mode="decode") is False
+    calls = {(c.callee, c.loc): c.args for c in block.calls}
+    assert calls[("block.py:activate", "block.py:36:16")] == {"kind": ["value", "gelu"]}
+    assert calls[("block.py:gather_if", "block.py:39:12")] == {"flag": ["fact", "mode:prefill", 1]}
+    decode = block.restrict(mode="decode")
+    assert "decided:true" in decode.branch_at("block.py", 9).facts
+    assert [o.op for o in decode.ops if o.function == "activate"] == ["ttnn.gelu"]
+
+
+def test_locals_are_flow_sensitive(block):
+    galaxy = block.branch_at("block.py", 30)  # flag = self.args.is_galaxy; if flag:
+    assert galaxy.classification == STATIC and galaxy.factors == [STATIC] and galaxy.topology == ["galaxy"]
+    decode = block.branch_at("block.py", 33)  # flag = mode == "decode"; if flag:
+    assert decode.classification == MODE and decode.factors == [MODE] and decode.mode == ["decode"]
+    assert block.paths["decode/non-galaxy"] == [
+        "ttnn.gelu",
+        "ttnn.linear",
+        "ttnn.rms_norm",
+        "ttnn.to_memory_config",
+    ]
+    assert "ttnn.to_memory_config" not in block.paths["prefill/galaxy"]
+    g = block.graph
+    assert sorted(g.predecessors("branch:block.py:30:11")) == [
+        "fact:galaxy",
+        "local:block.py:Block.forward:flag@29:8",
+    ]
+    assert sorted(g.predecessors("branch:block.py:33:11")) == ["local:block.py:Block.forward:flag@32:8"]
+
+
+def test_reaching_definitions_through_loops_branches_and_augmented_assignments(tmp_path):
+    module = tmp_path / "mlp.py"
+    module.write_text(
+        "import ttnn\n\n\nclass MLP:\n"
+        "    def forward(self, x, mode, args):\n"
+        "        n = args.dim\n"  # 6
+        "        if mode == 'decode':\n"
+        "            n = 1\n"  # 8
+        "        m = n\n"  # 9: both definitions of n reach
+        "        for _ in range(3):\n"
+        "            if m:\n"  # 11: m@9 and m@12 (loop-carried)
+        "                m = x.shape[0]\n"  # 12
+        "        k = args.hidden\n"  # 13
+        "        k += args.extra\n"  # 14: reads k@13
+        "        if k:\n"  # 15
+        "            return ttnn.relu(x)\n"
+        "        return x\n",
+    )
+    a = analyze(module, auto_config=False)
+    g = a.graph
+    assert sorted(g.predecessors("local:mlp.py:MLP.forward:m@9:8")) == [
+        "local:mlp.py:MLP.forward:n@6:8",
+        "local:mlp.py:MLP.forward:n@8:12",
+    ]
+    assert sorted(g.predecessors("branch:mlp.py:11:15")) == [
+        "local:mlp.py:MLP.forward:m@12:16",
+        "local:mlp.py:MLP.forward:m@9:8",
+    ]
+    assert sorted(g.predecessors("local:mlp.py:MLP.forward:k@14:8")) == [
+        "attr:extra",
+        "local:mlp.py:MLP.forward:k@13:8",
+    ]
+    # (no config module: args.* are unknown) m@12 reads x: runtime; n@8 sits under the mode test
+    assert a.branch_at("mlp.py", 11).factors == ["mode", "runtime", "unknown"]
+    assert a.branch_at("mlp.py", 15).factors == ["unknown"]  # k@13 and args.extra only: not x, not the mode
+
+
+def test_precision_fixture_round_trips(block):
+    assert Analysis.from_json(block.to_json()) == block

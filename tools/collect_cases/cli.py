@@ -1,0 +1,340 @@
+"""Command line: ``collect-cases record | list | export | import | emit | sweep``.
+
+Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); otherwise 0 done,
+1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message names it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import load_cases
+from .cases import MODES, TOPOLOGIES, select
+from .csvio import export_csv, import_csv
+from .emit import DEFAULT_LINE_LENGTH, emit, write_atomically
+from .errors import CollectCasesError
+from .fields import parse_user_field
+from .record import exit_status, start
+from .store import SCHEMA_VERSION, CaseStore
+from .sweep import parse_meshes, parse_models, summary_table, sweep
+from .targets import TTTV1_TARGETS, parse_target
+
+USAGE_ERROR = 2
+
+
+def _same_file(a, b) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
+    p.add_argument("--store", required=True, metavar="FILE", help="the case store (SQLite)")
+    if target == "required":
+        p.add_argument("--target", required=True, metavar="MODULE:CLASS", help="e.g. tttv1.tt.mlp:MLP")
+    elif target == "optional":
+        p.add_argument("--target", metavar="MODULE:CLASS", help="only this target")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="collect-cases",
+        description="Record the configurations TTTv1 modules see while commands run, and write them into tests "
+        "as pytest.param lists.",
+    )
+    p.add_argument("--version", action="version", version=f"collect-cases (store schema {SCHEMA_VERSION})")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    r = sub.add_parser("record", help="run a Python command and record the targets' calls")
+    _common(r, target=None)
+    r.add_argument("--target", action="append", required=True, metavar="MODULE:CLASS", help="repeatable")
+    r.add_argument(
+        "--field", action="append", default=[], metavar="NAME=EXPR", help="extra field (repeatable)"
+    )
+    r.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- python -m MODULE ... (or SCRIPT, or pytest ...)"
+    )
+
+    ls = sub.add_parser("list", help="show the recorded cases")
+    _common(ls, target="optional")
+    ls.add_argument("--topology", choices=TOPOLOGIES)
+    ls.add_argument("--mode", choices=MODES)
+    ls.add_argument("--json", action="store_true", help="JSON instead of a table")
+
+    ex = sub.add_parser("export", help="write the cases as CSV")
+    _common(ex, target="optional")
+    ex.add_argument("--csv", required=True, metavar="FILE", help="output file ('-' for stdout)")
+    ex.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+    im = sub.add_parser("import", help="add cases from a CSV (this tool's or upstream's format)")
+    _common(im, target="optional")
+    im.add_argument("--csv", required=True, metavar="FILE")
+
+    em = sub.add_parser("emit", help="write a target's cases into a test file as a pytest.param list")
+    _common(em, target="required")
+    em.add_argument("--into", required=True, metavar="TEST_FILE")
+    em.add_argument("--name", required=True, metavar="LIST_NAME", help="module-level list, e.g. MLP_1D_CASES")
+    em.add_argument("--topology", choices=TOPOLOGIES)
+    em.add_argument("--mode", choices=MODES)
+    em.add_argument("--minimal", action="store_true", help="a small subset covering every value (set cover)")
+    em.add_argument(
+        "--fields", metavar="A,B,...", help="columns to write (default: pinned by the list header)"
+    )
+    em.add_argument("--diff", action="store_true", help="print the change, write nothing")
+    em.add_argument("--check", action="store_true", help="exit 1 if the list is out of date, write nothing")
+    em.add_argument("--force", action="store_true", help="drop hand-written entries the store does not have")
+    em.add_argument("--line-length", type=int, default=DEFAULT_LINE_LENGTH, metavar="N")
+
+    sw = sub.add_parser("sweep", help="record the tttv1 demo over models x meshes")
+    _common(sw, target=None)
+    sw.add_argument("--models", default="all", help="'all' or NAME,NAME (tttv1 catalogue)")
+    sw.add_argument("--meshes", default="N150,N300,T3K,TG", help="N150,N300,N150x4,T3K,TG or RxC")
+    sw.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+    sw.add_argument("--target", action="append", metavar="MODULE:CLASS", help="default: tttv1's MLP, "
+                    "Attention, RMSNorm, DistributedNorm, Embedding, LMHead")  # fmt: skip
+    sw.add_argument("--field", action="append", default=[], metavar="NAME=EXPR")
+    sw.add_argument("--logs", metavar="DIR", help="per-run logs (default: STORE.logs/<time>)")
+    sw.add_argument(
+        "--demo-args", default="--max-new-tokens 2", help="extra demo options (default: '--max-new-tokens 2')"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    out = Console()
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        return VERBS[args.verb](args, out, err)
+    except CollectCasesError as exc:
+        err.print(f"[red]collect-cases {args.verb}:[/] {exc}", highlight=False)
+        return USAGE_ERROR
+
+
+# --- verbs ------------------------------------------------------------------------------------------------------
+
+
+def _record(args, out: Console, err: Console) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    targets = [parse_target(t) for t in args.target]
+    fields = tuple(parse_user_field(f) for f in args.field)
+    with CaseStore(args.store, create=True) as store:
+        before = {t: n for t, n, _ in store.targets()}
+    recording = start(args.store, targets, command, fields)
+    try:
+        code, status = recording.finish()
+    except KeyboardInterrupt:
+        code, status = recording.finish()
+    if not status.get("ready"):
+        err.print(
+            f"[yellow]collect-cases record:[/] the recorder did not start in {command[0]!r} (is tttv2 installed "
+            "for that interpreter?); nothing was recorded",
+            highlight=False,
+        )
+    with CaseStore(args.store) as store:
+        after = {t: n for t, n, _ in store.targets()}
+    lines = [
+        f"{t}: {after.get(t.name, 0)} cases (+{after.get(t.name, 0) - before.get(t.name, 0)})"
+        for t in targets
+    ]
+    calls = f"{status['calls']} calls; " if "calls" in status else ""
+    err.print(
+        f"collect-cases record: {calls}{'; '.join(lines)} in {args.store}; the command exited with "
+        f"{exit_status(code)}",
+        highlight=False,
+    )
+    return exit_status(code)
+
+
+def _describe_tensors(flat: dict, suffix_keys: list[str]) -> str:
+    parts = []
+    for key in suffix_keys:
+        name = key[: -len("_shape")]
+        shape, dtype = flat.get(f"{name}_shape"), flat.get(f"{name}_dtype")
+        if isinstance(shape, tuple) and shape and isinstance(shape[0], tuple):
+            shape = "+".join("x".join(map(str, s)) for s in shape)
+        elif isinstance(shape, tuple):
+            shape = "x".join(map(str, shape))
+        dtype = "+".join(dtype) if isinstance(dtype, tuple) else dtype
+        parts.append(f"{name} {shape or '?'} {dtype or '?'}")
+    return ", ".join(parts)
+
+
+def _list(args, out: Console, err: Console) -> int:
+    with CaseStore(args.store) as store:
+        cases = store.cases(parse_target(args.target).name if args.target else None)
+    cases = select(cases, args.topology, args.mode)
+    if args.json:
+        out.print_json(
+            json.dumps(
+                [
+                    {
+                        "target": c.target,
+                        "fields": c.fields,
+                        "hits": c.hits,
+                        "layers": list(c.layers),
+                        "first_command": c.first_command,
+                        "first_seen": c.first_seen,
+                        "last_seen": c.last_seen,
+                    }
+                    for c in cases
+                ]
+            )
+        )
+        return 0
+    for target in dict.fromkeys(c.target for c in cases):
+        mine = load_cases(args.store, target, args.topology, args.mode)
+        table = Table(title=f"{target}: {len(mine)} cases, {sum(c.hits for c in mine)} calls")
+        for column in ("mesh", "mode", "model", "inputs", "weights", "hits", "layers"):
+            table.add_column(column, justify="right" if column == "hits" else "left")
+        for c in mine:
+            inputs = [n for n in (f"{name}_shape" for name, _ in c.fields.get("inputs", []))]
+            weights = ", ".join(
+                f"{name} {spec['dtype'] if isinstance(spec, dict) else '+'.join(s['dtype'] for s in spec)}"
+                for name, spec in sorted(c.fields.get("weights", {}).items())
+            )
+            table.add_row(
+                "x".join(map(str, c.mesh_shape)) if c.mesh_shape else "?",
+                c.mode or "-",
+                c.flat.get("model_name", "?"),
+                _describe_tensors(c.flat, inputs),
+                weights,
+                str(c.hits),
+                " ".join(map(str, c.layers)),
+            )
+        out.print(table)
+    if not cases:
+        err.print(f"no cases in {args.store}" + (f" for {args.target}" if args.target else ""))
+    return 0
+
+
+def _export(args, out: Console, err: Console) -> int:
+    if args.csv != "-" and _same_file(args.csv, args.store):
+        raise CollectCasesError(f"--csv {args.csv}: is the store itself; choose another file")
+    if args.csv != "-" and Path(args.csv).exists() and not args.force:
+        raise CollectCasesError(f"--csv {args.csv}: exists; pass --force to overwrite it")
+    with CaseStore(args.store) as store:
+        cases = store.cases(parse_target(args.target).name if args.target else None)
+    text = export_csv(cases)
+    if args.csv == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomically(Path(args.csv), text)
+        err.print(f"exported {len(cases)} cases to {args.csv}", highlight=False)
+    return 0
+
+
+def _import(args, out: Console, err: Console) -> int:
+    if _same_file(args.csv, args.store):
+        raise CollectCasesError(f"--csv {args.csv}: is the store itself")
+    target = parse_target(args.target).name if args.target else None
+    cases = import_csv(args.csv, target)
+    for case in cases:
+        parse_target(case.target)
+    with CaseStore(args.store, create=True) as store:
+        new = store.add_cases(cases, f"collect-cases import --csv {args.csv}")
+    err.print(f"imported {len(cases)} rows from {args.csv}: {new} new cases in {args.store}", highlight=False)
+    return 0
+
+
+def _emit(args, out: Console, err: Console) -> int:
+    if _same_file(args.into, args.store):
+        raise CollectCasesError(f"--into {args.into}: is the store itself; choose the test file")
+    target = parse_target(args.target).name
+    with CaseStore(args.store) as store:
+        cases = store.cases(target)
+    columns = [c.strip() for c in args.fields.split(",") if c.strip()] if args.fields else None
+    result = emit(
+        cases,
+        target,
+        args.into,
+        args.name,
+        topology=args.topology,
+        mode=args.mode,
+        minimal=args.minimal,
+        columns=columns,
+        force=args.force,
+        line_length=args.line_length,
+    )
+    for warning in result.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if args.minimal:
+        err.print(
+            f"--minimal kept {result.kept} cases and dropped {len(result.dropped)}"
+            + (f": {', '.join(result.dropped)}" if result.dropped else ""),
+            highlight=False,
+        )
+    if args.diff and result.changed:
+        diff = difflib.unified_diff(
+            (result.old_text or "").splitlines(keepends=True),
+            result.new_text.splitlines(keepends=True),
+            f"a/{args.into}",
+            f"b/{args.into}",
+        )
+        sys.stdout.write("".join(diff))
+    if args.check or args.diff:
+        if result.changed:
+            err.print(f"{args.name} in {args.into} is out of date with {args.store}", highlight=False)
+            return 1 if args.check else 0
+        err.print(f"{args.name} in {args.into} is up to date ({result.kept} cases)", highlight=False)
+        return 0
+    if not result.changed:
+        err.print(f"{args.name} in {args.into} is up to date ({result.kept} cases)", highlight=False)
+        return 0
+    write_atomically(Path(args.into), result.new_text)
+    verb = "created" if result.old_text is None else "updated"
+    err.print(f"{verb} {args.name} in {args.into}: {result.kept} cases, fields {', '.join(result.columns)}",
+              highlight=False)  # fmt: skip
+    return 0
+
+
+def _sweep(args, out: Console, err: Console) -> int:
+    models = parse_models(args.models)
+    meshes = parse_meshes(args.meshes)
+    targets = [parse_target(t) for t in (args.target or TTTV1_TARGETS)]
+    fields = tuple(parse_user_field(f) for f in args.field)
+    logs = Path(args.logs) if args.logs else Path(f"{args.store}.logs") / time.strftime("%Y%m%d-%H%M%S")
+    CaseStore(args.store, create=True).close()
+    runs = sweep(
+        args.store,
+        models,
+        meshes,
+        targets,
+        fields=fields,
+        jobs=args.jobs,
+        logs=logs,
+        demo_args=shlex.split(args.demo_args),
+        console=err,
+    )
+    out.print(summary_table(runs, meshes))
+    failed = [r for r in runs if not r.passed]
+    with CaseStore(args.store) as store:
+        totals = store.targets()
+    out.print(
+        f"{len(runs) - len(failed)} of {len(runs)} runs passed; store {args.store}: "
+        + ", ".join(f"{t} {n} cases" for t, n, _ in totals)
+        + f"; logs in {logs}",
+        highlight=False,
+    )
+    return 1 if failed else 0
+
+
+VERBS = {
+    "record": _record,
+    "list": _list,
+    "export": _export,
+    "import": _import,
+    "emit": _emit,
+    "sweep": _sweep,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,351 @@
+"""``emit``: write a target's cases into one module-level ``NAME = [pytest.param(...), ...]`` list of a test file.
+
+libcst replaces that one statement; every other byte of the file is kept. The statement carries a header
+comment (``# collect-cases: target=... fields=...``) that pins the columns, so a later run with new recordings
+keeps the same ``pytest.param`` shape. Entries the store does not produce (written or edited by hand) are kept
+after the generated ones and reported; ``force`` drops them. Keyword arguments other than ``id`` on an entry
+the store does produce (``marks=pytest.mark.slow``) are kept. A missing file is created as a small skeleton.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from .cases import Case, default_columns, select
+from .errors import EmitError
+from .minimal import minimal_rows
+from .params import Row, make_ids, project, render_param, render_value, uses_ttnn
+
+HEADER = "# collect-cases:"
+DEFAULT_LINE_LENGTH = 110
+
+SKELETON = '''"""Cases recorded by collect-cases for {target}.
+
+``{name}`` is written by ``collect-cases emit`` (its header comment says from what): run emit again to
+update it, ``emit --check`` to test that it is up to date. Hand-written entries are kept, and so are the
+``marks=`` of generated ones.
+"""
+
+import pytest
+
+from tttv2 import ttnn
+
+{name} = []
+
+
+@pytest.mark.parametrize({argnames}, {name})
+def test_{test_name}({params}):
+    """Replace this body: build the module for this case and compare it with its reference."""
+    pytest.fail("skeleton written by collect-cases emit: write this test")
+'''
+
+
+@dataclass
+class EmitResult:
+    """What ``emit`` would write; ``changed`` tells whether the file differs."""
+
+    path: Path
+    old_text: str | None
+    new_text: str
+    columns: list[str]
+    kept: int
+    dropped: list[str] = field(default_factory=list)  # ids --minimal left out
+    foreign: list[str] = field(default_factory=list)  # hand-written entries kept (or dropped with force)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.old_text != self.new_text
+
+
+@dataclass
+class _Existing:
+    values_key: str | None  # normalised positional arguments, None for entries that are not pytest.param
+    extra_kwargs: list[str]
+    code: str
+    ident: str | None
+
+
+def _normalised(codes: list[str]) -> str:
+    return ast.dump(ast.parse("(" + ", ".join(codes) + ",)", mode="eval"))
+
+
+def _is_header(line: cst.EmptyLine) -> bool:
+    return line.comment is not None and line.comment.value.startswith(HEADER)
+
+
+def _comment_lines(module: cst.Module, index: int, statement: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
+    """The comment lines above a statement (libcst gives those above the first statement to the module)."""
+    return [*(module.header if index == 0 else ()), *statement.leading_lines]
+
+
+def _parse_header(module: cst.Module, index: int, statement: cst.SimpleStatementLine) -> dict[str, str]:
+    for line in _comment_lines(module, index, statement):
+        if _is_header(line):
+            words = line.comment.value[len(HEADER) :].split()
+            return dict(w.partition("=")[::2] for w in words)
+    return {}
+
+
+def _find(module: cst.Module, name: str) -> list[tuple[int, cst.SimpleStatementLine, cst.BaseExpression]]:
+    found = []
+    for index, statement in enumerate(module.body):
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            continue
+        small = statement.body[0]
+        if (
+            isinstance(small, cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
+        ) or (
+            isinstance(small, cst.AnnAssign)
+            and isinstance(small.target, cst.Name)
+            and small.target.value == name
+        ):
+            found.append((index, statement, small.value))
+    return found
+
+
+def _string_names(node) -> list[str] | None:
+    if isinstance(node, cst.SimpleString):
+        return [n.strip() for n in node.evaluated_value.split(",") if n.strip()]
+    if isinstance(node, (cst.Tuple, cst.List)) and all(
+        isinstance(e.value, cst.SimpleString) for e in node.elements
+    ):
+        return [e.value.evaluated_value for e in node.elements]
+    return None
+
+
+class _ParametrizeUses(cst.CSTVisitor):
+    """Argnames of every ``parametrize(<names>, NAME)`` call."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.argnames: list[list[str]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "parametrize" and len(node.args) >= 2:
+            values = node.args[1].value
+            if isinstance(values, cst.Name) and values.value == self.name:
+                names = _string_names(node.args[0].value)
+                if names is not None:
+                    self.argnames.append(names)
+
+
+def _existing_entries(module: cst.Module, value: cst.List) -> list[_Existing]:
+    out = []
+    for element in value.elements:
+        node = element.value
+        code = module.code_for_node(node)
+        is_param = (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "param"
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == "pytest"
+        )
+        if not is_param:
+            out.append(_Existing(None, [], code, None))
+            continue
+        positional = [module.code_for_node(a.value) for a in node.args if a.keyword is None and not a.star]
+        ident = None
+        extra = []
+        for a in node.args:
+            if a.keyword is None or a.star:
+                continue
+            if a.keyword.value == "id" and isinstance(a.value, cst.SimpleString):
+                ident = a.value.evaluated_value
+            elif a.keyword.value != "id":
+                extra.append(f"{a.keyword.value}={module.code_for_node(a.value)}")
+        try:
+            key = _normalised(positional)
+        except SyntaxError:
+            key = None
+        out.append(_Existing(key, extra, code, ident))
+    return out
+
+
+def _binds_ttnn(module: cst.Module) -> bool:
+    tree = ast.parse(module.code)
+    for node in tree.body:
+        if isinstance(node, ast.Import) and any((a.asname or a.name) == "ttnn" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == "ttnn" for a in node.names):
+            return True
+    return False
+
+
+def emit(
+    cases: list[Case],
+    target: str,
+    into: str | os.PathLike,
+    name: str,
+    *,
+    topology: str | None = None,
+    mode: str | None = None,
+    minimal: bool = False,
+    columns: list[str] | None = None,
+    force: bool = False,
+    line_length: int = DEFAULT_LINE_LENGTH,
+) -> EmitResult:
+    """Compute the new text of ``into`` with ``name`` listing ``cases`` of ``target`` (nothing is written)."""
+    path = Path(into)
+    if not name.isidentifier():
+        raise EmitError(f"--name: expected a Python identifier, got {name!r}")
+    chosen = select([c for c in cases if c.target == target], topology, mode)
+    if not chosen:
+        filters = ", ".join(f"{k} {v}" for k, v in (("topology", topology), ("mode", mode)) if v)
+        raise EmitError(
+            f"--target {target}: no recorded cases{' with ' + filters if filters else ''} in the store"
+        )
+
+    if path.is_dir():
+        raise EmitError(f"--into {path}: is a directory, expected a test file")
+    if not path.exists() and not path.parent.is_dir():
+        raise EmitError(f"--into {path}: folder {path.parent} does not exist")
+    old_text = path.read_text() if path.exists() else None
+    source = old_text
+    try:
+        module = cst.parse_module(source) if source is not None else None
+    except cst.ParserSyntaxError as exc:
+        raise EmitError(
+            f"--into {path}: refusing to emit into a file that does not parse: {exc.message}"
+        ) from None
+
+    header: dict[str, str] = {}
+    argnames: list[list[str]] = []
+    if module is not None:
+        found = _find(module, name)
+        if len(found) > 1:
+            raise EmitError(
+                f"--name {name}: assigned {len(found)} times at module level in {path}; expected once"
+            )
+        if found:
+            index, statement, value = found[0]
+            if not isinstance(value, cst.List):
+                raise EmitError(
+                    f"--name {name}: in {path} it is a {type(value).__name__}, not a list; refusing to replace it"
+                )
+            header = _parse_header(module, index, statement)
+            if header.get("target") not in (None, target):
+                raise EmitError(
+                    f"--name {name}: the list in {path} holds cases of {header['target']}, not of {target}"
+                )
+        uses = _ParametrizeUses(name)
+        module.visit(uses)
+        argnames = uses.argnames
+
+    available = default_columns(chosen)
+    all_columns = {c for case in chosen for c in case.flat}
+    if columns is None:
+        pinned = header.get("fields")
+        columns = pinned.split(",") if pinned else (argnames[0] if argnames else available)
+    unknown = [c for c in columns if c not in all_columns]
+    if unknown:
+        raise EmitError(
+            f"--fields: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not recorded for {target}; "
+            f"recorded columns: {', '.join(sorted(all_columns))}"
+        )
+    for names in argnames:
+        if names != list(columns):
+            raise EmitError(
+                f"{path}: a parametrize({', '.join(names)!r}, {name}) does not take the emitted fields "
+                f"({', '.join(columns)}); update its argument names, or pass --fields {','.join(names)}"
+            )
+
+    rows = project(chosen, list(columns))
+    dropped_rows: list[Row] = []
+    every_row = rows
+    if minimal:
+        rows, dropped_rows = minimal_rows(rows, list(columns))
+    # ids come from the whole selection, so a case keeps its id with or without --minimal
+    id_of = dict(zip(map(id, every_row), make_ids(every_row, list(columns))))
+    ids = [id_of[id(r)] for r in rows]
+    dropped_ids = [id_of[id(r)] for r in dropped_rows]
+
+    if module is None:
+        params = ", ".join(columns)
+        argnames_code = f'"{params}"'
+        test_name = name.lower().removesuffix("_cases") or "cases"
+        module = cst.parse_module(
+            SKELETON.format(
+                target=target, name=name, argnames=argnames_code, test_name=test_name, params=params
+            )
+        )
+    elif uses_ttnn(rows, list(columns)) and not _binds_ttnn(module):
+        raise EmitError(
+            f"--into {path}: the cases name dtypes as ttnn.<dtype> but the file binds no name 'ttnn' at module "
+            "level; add `from tttv2 import ttnn` (or `import ttnn`) first"
+        )
+
+    index, statement, value = _find(module, name)[0] if _find(module, name) else (None, None, None)
+    existing = _existing_entries(module, value) if isinstance(value, cst.List) else []
+    by_key = {e.values_key: e for e in existing if e.values_key is not None}
+
+    lines = []
+    matched = set()
+    for row, ident in zip(rows, ids):
+        values_code = [render_value(v, c) for c, v in zip(columns, row.values)]
+        key = _normalised(values_code)
+        previous = by_key.get(key)
+        extra = []
+        if previous is not None:
+            matched.add(id(previous))
+            extra = previous.extra_kwargs
+        lines.append(render_param(values_code, [f'id="{ident}"', *extra], "    ", line_length))
+    # entries of other store cases (left out by the filters or --minimal) go; only what the store lacks stays
+    in_store = {
+        _normalised([render_value(v, c) for c, v in zip(columns, r.values)])
+        for r in project([c for c in cases if c.target == target], list(columns))
+    }
+    foreign = [e for e in existing if id(e) not in matched and e.values_key not in in_store]
+    result_foreign = [e.ident or e.code.splitlines()[0] for e in foreign]
+    warnings = []
+    if foreign and not force:
+        warnings.append(
+            f"{name} in {path}: kept {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} that the store does "
+            f"not produce (hand-written, or no longer recorded): {', '.join(result_foreign)}; --force drops them"
+        )
+        lines.extend(f"    {e.code}," for e in foreign)
+        clashing = sorted({e.ident for e in foreign if e.ident} & set(ids))
+        if clashing:
+            warnings.append(f"{name} in {path}: ids used twice (generated and kept): {', '.join(clashing)}")
+
+    header_words = [f"target={target}", f"fields={','.join(columns)}"]
+    header_words += [f"{k}={v}" for k, v in (("topology", topology), ("mode", mode)) if v]
+    if minimal:
+        header_words.append("minimal")
+    header_line = cst.EmptyLine(comment=cst.Comment(f"{HEADER} {' '.join(header_words)}"))
+    list_code = "[\n" + "\n".join(lines) + "\n]"
+    new_value = cst.parse_expression(list_code)
+    leading = [line for line in statement.leading_lines if not _is_header(line)]
+    small = statement.body[0].with_changes(value=new_value)
+    new_statement = statement.with_changes(body=[small], leading_lines=[*leading, header_line])
+    body = list(module.body)
+    body[index] = new_statement
+    module_header = [line for line in module.header if not _is_header(line)] if index == 0 else module.header
+    new_text = module.with_changes(body=body, header=module_header).code
+    return EmitResult(
+        path, old_text, new_text, list(columns), len(rows), dropped_ids, result_foreign, warnings
+    )
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step (a temporary file in the same folder, then rename)."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

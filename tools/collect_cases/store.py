@@ -1,0 +1,242 @@
+"""The case store: one SQLite file in WAL mode, one row per distinct case, safe for many recorders at once.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock, waited for up to ``timeout`` seconds),
+so concurrent recorders serialise their writes and a recorder killed mid-write leaves the last committed state.
+A row stores the case's canonical JSON and its SHA-256 (``key``): a row whose key does not match its JSON is
+torn, which ``check`` reports. The schema version is ``PRAGMA user_version``; a store written by a newer version
+of the tool is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cases import Case
+from .errors import StoreError
+from .fields import canonical_json
+
+SCHEMA_VERSION = 1
+TOOL = "collect-cases"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cases (
+    id            INTEGER PRIMARY KEY,
+    target        TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    fields        TEXT NOT NULL,
+    layers        TEXT NOT NULL DEFAULT '[]',
+    hits          INTEGER NOT NULL CHECK (hits >= 0),
+    first_command TEXT NOT NULL,
+    first_seen    TEXT NOT NULL,
+    last_seen     TEXT NOT NULL,
+    UNIQUE (target, key)
+);
+"""
+
+
+def case_key(fields_json: str) -> str:
+    """The identity of a case: SHA-256 of its canonical JSON (the target is the other half of the key)."""
+    return hashlib.sha256(fields_json.encode()).hexdigest()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass
+class Observation:
+    """What a recorder adds for one case: hits since the last flush and the layers that saw it."""
+
+    target: str
+    fields_json: str
+    hits: int
+    layers: set[int]
+    command: str
+
+
+class CaseStore:
+    """An open store. ``CaseStore(path, create=True)`` makes a new one; otherwise the file must be a store."""
+
+    def __init__(self, path: str | os.PathLike, *, create: bool = False, timeout: float = 60.0):
+        self.path = Path(path)
+        _check_file(self.path, create)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"store {self.path}: cannot open it: {exc}") from exc
+        try:
+            self._prepare(create)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"store {self.path}: not a collect-cases store ({exc})") from exc
+        except StoreError:
+            self._db.close()
+            raise
+
+    def _prepare(self, create: bool) -> None:
+        db = self._db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path}: schema version {version} is newer than this collect-cases reads "
+                f"({SCHEMA_VERSION}); use the newer tttv2 that wrote it"
+            )
+        if not tables:
+            if not create:
+                raise StoreError(f"store {self.path}: empty file, not a collect-cases store")
+            self._create()
+            return
+        if "meta" not in tables or "cases" not in tables:
+            raise StoreError(
+                f"store {self.path}: an SQLite database but not a collect-cases store "
+                f"(tables: {', '.join(sorted(tables))})"
+            )
+        tool = db.execute("SELECT value FROM meta WHERE name = 'tool'").fetchone()
+        if tool is None or tool[0] != TOOL or version != SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path}: not a collect-cases store (tool {tool and tool[0]!r}, version {version})"
+            )
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+
+    def _create(self) -> None:
+        db = self._db
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        with self._write():
+            # another process may have created it while this one waited for the lock
+            if db.execute("PRAGMA user_version").fetchone()[0] == 0:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)  # not executescript: it would commit the open transaction
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('tool', ?)", (TOOL,))
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('created', ?)", (_now(),))
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextlib.contextmanager
+    def _write(self):
+        """One write transaction holding SQLite's write lock (waits up to the timeout for other writers)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"store {self.path}: cannot take the write lock: {exc}") from exc
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # --- writing ----------------------------------------------------------------------------------------------
+    def add(self, observations: Iterable[Observation]) -> int:
+        """Merge observations in one transaction: new cases are inserted, known ones get their hits added and
+        layers merged. Returns how many cases were new."""
+        now = _now()
+        new = 0
+        with self._write():
+            for ob in observations:
+                key = case_key(ob.fields_json)
+                row = self._db.execute(
+                    "SELECT layers FROM cases WHERE target = ? AND key = ?", (ob.target, key)
+                ).fetchone()
+                if row is None:
+                    self._db.execute(
+                        "INSERT INTO cases (target, key, fields, layers, hits, first_command, first_seen, "
+                        "last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            ob.target,
+                            key,
+                            ob.fields_json,
+                            json.dumps(sorted(ob.layers)),
+                            ob.hits,
+                            ob.command,
+                            now,
+                            now,
+                        ),
+                    )
+                    new += 1
+                else:
+                    layers = sorted(set(json.loads(row[0])) | ob.layers)
+                    self._db.execute(
+                        "UPDATE cases SET hits = hits + ?, layers = ?, last_seen = ? WHERE target = ? AND key = ?",
+                        (ob.hits, json.dumps(layers), now, ob.target, key),
+                    )
+        return new
+
+    def add_cases(self, cases: Iterable[Case], command: str) -> int:
+        """Add whole cases (``import``): their hits, layers and first command are kept when they are new."""
+        return self.add(
+            Observation(c.target, canonical_json(c.fields), c.hits, set(c.layers), c.first_command or command)
+            for c in cases
+        )
+
+    # --- reading ----------------------------------------------------------------------------------------------
+    def cases(self, target: str | None = None) -> list[Case]:
+        """Every case (of ``target``), in insertion order."""
+        sql = "SELECT target, fields, hits, first_command, layers, first_seen, last_seen FROM cases"
+        rows = (
+            self._db.execute(sql + " WHERE target = ? ORDER BY id", (target,))
+            if target is not None
+            else self._db.execute(sql + " ORDER BY id")
+        )
+        return [
+            Case(t, json.loads(f), hits, cmd, tuple(json.loads(layers)), first, last)
+            for t, f, hits, cmd, layers, first, last in rows
+        ]
+
+    def targets(self) -> list[tuple[str, int, int]]:
+        """``(target, distinct cases, total hits)`` per target, by name."""
+        return list(
+            self._db.execute("SELECT target, COUNT(*), SUM(hits) FROM cases GROUP BY target ORDER BY target")
+        )
+
+    def check(self) -> list[str]:
+        """Problems found: SQLite's integrity check, and rows whose JSON does not parse or match their key."""
+        problems = [r[0] for r in self._db.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        for rid, key, fields in self._db.execute("SELECT id, key, fields FROM cases"):
+            try:
+                json.loads(fields)
+            except ValueError:
+                problems.append(f"case {rid}: fields are not JSON")
+                continue
+            if case_key(fields) != key:
+                problems.append(f"case {rid}: key does not match its fields (torn row)")
+        return problems
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> CaseStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _check_file(path: Path, create: bool) -> None:
+    if path.is_dir():
+        raise StoreError(f"store {path}: is a directory, expected an SQLite file")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"store {path}: no such file (record into it first)")
+        if not path.parent.is_dir():
+            raise StoreError(f"store {path}: folder {path.parent} does not exist")
+        return
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_MAGIC))
+    if head and head != _SQLITE_MAGIC:
+        raise StoreError(f"store {path}: not a collect-cases store (not an SQLite database)")
