@@ -115,6 +115,8 @@ class Caches:
     constants: dict[str, dict[str, object]] = field(default_factory=dict)
     expr_loops: dict[str, dict[int, tuple]] = field(default_factory=dict)
     reaching: dict[str, dict[int, tuple]] = field(default_factory=dict)  # FuncInfo.id -> flow.reaching()
+    # FuncInfo.id -> local name -> the values put into it in place (``pieces.append(piece)``)
+    local_mutations: dict[str, dict[str, list[ast.expr]]] = field(default_factory=dict)
 
 
 @dataclass
