@@ -105,9 +105,8 @@ def _main(args) -> int:
     for flag, path in (("--out", args.out), ("--tests-out", args.tests_out)):
         if path is not None and path.exists() and not path.is_dir():
             raise UsageError(f"{flag}: {path} is a file, not a folder")
-    cases = origin = None
     if args.cases is not None:
-        cases, origin = _load_cases(args.cases, module)
+        _check_store(args.cases, args.tests_out)
     status = _progress(not args.quiet)
     if status is not None:
         status.start()
@@ -120,8 +119,7 @@ def _main(args) -> int:
             class_name=args.class_name,
             name=args.name,
             formatter=args.formatter,
-            cases=cases,
-            cases_origin=origin,
+            cases_store=args.cases,
             partial=args.partial,
         )
     finally:
@@ -174,6 +172,21 @@ def _main(args) -> int:
     return code
 
 
+def _check_store(store: Path, tests_out: Path | None) -> None:
+    """``--cases``: a readable collect-cases store, for generated tests (checked before any work)."""
+    from tttv2_tools.collect_cases import CaseStore, CollectCasesError
+
+    if tests_out is None:
+        raise UsageError("--cases: the recorded cases parametrise generated tests; give --tests-out DIR too")
+    if not store.is_file():
+        raise UsageError(f"--cases: {store} is not a file (expected a collect-cases store)")
+    try:
+        with CaseStore(store):
+            pass
+    except CollectCasesError as exc:
+        raise UsageError(f"--cases: {exc}") from None
+
+
 def _write_reports(reports) -> None:
     from .files import Planned, write_all
 
@@ -183,13 +196,6 @@ def _write_reports(reports) -> None:
 def _print_gaps(gaps) -> None:
     for gap in gaps:
         print(f"tttv2-refactor: not transformed: {gap.describe()}", file=sys.stderr)
-
-
-def _load_cases(store: Path, module: Path):
-    """The recorded cases of ``module`` in a collect-cases store, per topology."""
-    from .cases import cases_from_store
-
-    return cases_from_store(store, module)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -472,7 +472,7 @@ class Emitter:
             line = cst.parse_statement(
                 f"self.{binding.attr} = self.{binding.when_true} if {code(test)} else self.{binding.when_false}"
             )
-            origin = self.inputs.module.loc(binding.origin)
+            origin = self.inputs.loc(self.plan.prov.origin(binding.origin), binding.file)
             tested = binding.origin.test if isinstance(binding.origin, cst.If) else binding.origin
             lines.append(_with_comment(line, f"{binding.mode}: if {one_line(tested, 80)} ({origin})"))
         return list(
@@ -541,11 +541,14 @@ class Emitter:
                 statements = [to_construction(s, self.tttv1_class, methods) for s in group_statements]
                 statements = [s for s in statements if isinstance(s, cst.CSTNode)]
                 returns = [f"        {f.name}=__V{i}__," for i, f in enumerate(mine)]
-                origin = group.split(":", 1)[1]
-                is_entry = origin.split(".")[-1] == mode_plan.entry_origin and group.startswith(
-                    self.inputs.module.name + ":"
+                origin, _, copy = group.split(":", 1)[1].partition("#")  # copy: a helper's call-site copy
+                is_entry = (
+                    not copy
+                    and origin.split(".")[-1] == mode_plan.entry_origin
+                    and group.startswith(self.inputs.module.name + ":")
                 )
-                fn_name = f"_{mode}_fields" if is_entry else f"_{mode}_{slug(origin.split('.')[-1])}_fields"
+                part = slug(copy or origin.split(".")[-1])
+                fn_name = f"_{mode}_fields" if is_entry else f"_{mode}_{part}_fields"
                 src = f"def {fn_name}():\n    return dict(\n" + "\n".join(returns) + "\n    )\n"
                 fn = cst.parse_statement(src)
                 fn = _substitute_values(fn, mine, self._field_value)

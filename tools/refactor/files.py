@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shlex
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -124,6 +125,7 @@ def write_all(planned: list[Planned]) -> list[Path]:
             fd, tmp = tempfile.mkstemp(prefix=f".{item.path.name}.", suffix=".tmp", dir=item.path.parent)
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(item.text)
+            os.chmod(tmp, _mode_for(item.path))
             staged.append((Path(tmp), item.path))
         for tmp, target in staged:
             os.replace(tmp, target)
@@ -132,3 +134,14 @@ def write_all(planned: list[Planned]) -> list[Path]:
             if tmp.exists():
                 tmp.unlink()
     return [target for _, target in staged]
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions the written file gets: the replaced file's, else what a plain ``open`` would give (the
+    temporary file is private to the user until it is renamed)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -201,8 +201,12 @@ def propagate_literals(
     """A local assigned one literal once (``sharded = True``) is replaced by the literal where it is read."""
     literals: dict[str, cst.BaseExpression] = {}
     for name, values in scope.assignments.items():
-        if len(values) == 1 and values[0] is not None and _is_literal(values[0]):
+        if len(values) == 1 and values[0] is not None and _is_literal(values[0]) and name not in scope.params:
             literals[name] = values[0]
+    if not literals:
+        return func
+    for name in _read_before_assigned_or_deleted(func, set(literals)):
+        del literals[name]
     if not literals:
         return func
     targets: set[int] = set()
@@ -236,6 +240,41 @@ def propagate_literals(
             return updated_node
 
     return func.visit(_T(prov))
+
+
+def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> set[str]:
+    """Names among ``names`` that the function reads before their assignment (in execution order of straight
+    code: an assignment's value before its targets), deletes, or declares global / nonlocal: replacing them
+    by the literal would change what the code does."""
+    assigned: set[str] = set()
+    out: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is func
+
+        def visit_Assign(self, node: cst.Assign) -> bool:
+            node.value.visit(self)
+            for target in node.targets:
+                target.visit(self)
+                assigned.update(n.value for n in _target_name_nodes(target.target))
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value in names and node.value not in assigned:
+                out.add(node.value)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            out.update(n.value for n in _target_name_nodes(node.target) if n.value in names)
+
+        def visit_Global(self, node: cst.Global) -> None:
+            out.update(n.name.value for n in node.names if n.name.value in names)
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            out.update(n.name.value for n in node.names if n.name.value in names)
+
+    func.body.visit(_V())
+    return out
 
 
 def _target_name_nodes(target: cst.CSTNode) -> list[cst.Name]:

@@ -13,6 +13,7 @@ import libcst as cst
 from .cstutil import PURE_BUILTINS, code, is_pure, summary
 from .helpers import ModuleNames
 from .source import Inputs, ParsedFile
+from .track import Provenance, TrackingTransformer
 
 #: How deep helpers calling helpers are followed.
 MAX_DEPTH = 6
@@ -46,6 +47,7 @@ class Inliner:
     taken: set[str]
     skip_methods: frozenset[str]
     copies: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (file, qualname, binding) -> name
+    prov: Provenance | None = None  # copies map back to the helper's own lines (for the report)
 
     # -- resolution ------------------------------------------------------------------------------
     def resolve(self, call: cst.Call, file: str) -> Callee | None:
@@ -253,7 +255,7 @@ class Inliner:
                 name, n = f"{base}_{n}", n + 1
             self.taken.add(name)
             self.copies[key] = name
-        copy = _substituted(body, substitute, kept, name, callee.is_method)
+        copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov)
         passed = [
             cst.Arg(
                 binding[k] if binding.get(k) is not None else cst.Name(k),
@@ -323,13 +325,14 @@ def _substituted(
     kept: list[str],
     name: str,
     is_method: bool,
+    prov: Provenance | None = None,
 ) -> cst.FunctionDef:
     """The callee with ``substitute`` put in for its parameters (not where an inner function, lambda or
     comprehension rebinds the name), the kept parameters only, renamed, and a method."""
 
-    class _T(cst.CSTTransformer):
+    class _T(TrackingTransformer):
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(prov)
             self.shadow: list[set[str]] = []
             self.skip: set[int] = set()
 

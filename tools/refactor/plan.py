@@ -281,6 +281,7 @@ class Planner:
             self.methods,
             self.taken,
             frozenset({self.entry, "__init__"}),
+            prov=self.prov,
         )
 
     @property
@@ -405,7 +406,8 @@ class Planner:
                     self.loc_of,
                     self.taken,
                 )
-                group = f"{file}:{qualname}"
+                # the construction code of one generated method: call-site copies of one helper differ
+                group = f"{file}:{qualname}" + (f"#{out_name}" if kind == "helper" else "")
                 plan.group_files[group] = file
                 results = self._process(func, origin, mode, binder, plan, group)
                 bindings.extend(binder.bindings)

@@ -171,8 +171,12 @@ def _method_lines(module: cst.Module, file_name: str) -> dict[str, str]:
     return out
 
 
-def branch_fates(result, file_names: dict[str, str]) -> list[BranchEntry]:
-    """The fate of every module branch of the analysed class on every (topology, mode) the run produced."""
+def branch_fates(
+    result, file_names: dict[str, str], texts: dict[str, str] | None = None
+) -> list[BranchEntry]:
+    """The fate of every module branch of the analysed class on every (topology, mode) the run produced.
+    ``texts`` (file name -> the text as written: header, formatter) gives the line numbers on the new side;
+    without it they are those of the rendered module."""
     inputs = result.inputs
     parsed = inputs.module
     analysis = inputs.analysis
@@ -192,7 +196,9 @@ def branch_fates(result, file_names: dict[str, str]) -> list[BranchEntry]:
         else:
             entries.append((0, entry))
     for generated in result.modules:
-        _collect(generated, by_origin, file_names.get(generated.topology, generated.file_name))
+        file_name = file_names.get(generated.topology, generated.file_name)
+        final = (texts or {}).get(file_name)
+        _collect(generated, by_origin, file_name, cst.parse_module(final) if final is not None else None)
     modes = [m for g in result.modules for m in g.plan.modes]
     for _, entry in entries:
         seen = {(f.topology, f.mode) for f in entry.fates}
@@ -212,7 +218,7 @@ def branch_fates(result, file_names: dict[str, str]) -> list[BranchEntry]:
     return [e for _, e in entries]
 
 
-def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str) -> None:
+def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final: cst.Module | None) -> None:
     plan = generated.plan
     prov = plan.prov
     topology = generated.topology
@@ -233,8 +239,11 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str) -> No
         entry.fates.append(Fate(topology, mode, kind, detail, new_loc))
 
     modes = list(plan.modes)
-    method_lines = _method_lines(generated.rendered.module, file_name)
-    final_lines = _final_lines(generated.rendered.module, file_name)
+    # the written text has the same statements in the same order as the rendered module (a formatter changes
+    # layout only), so methods by name and branches by their index in a method locate the new lines
+    written = final if final is not None else generated.rendered.module
+    method_lines = _method_lines(written, file_name)
+    final_lines = _final_lines(written, file_name)
     # decided by the topology / mode facts
     for (mode, _topology), decisions in plan.decisions.items():
         targets = modes if mode == "construction" else [mode]
@@ -278,14 +287,20 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str) -> No
             record(node, method.mode, "runtime", f"in {method.name}", final_lines.get((method.name, index)))
 
 
-def build_report(result, outputs: list[str], tests: list[str], file_names: dict[str, str]) -> Report:
+def build_report(
+    result,
+    outputs: list[str],
+    tests: list[str],
+    file_names: dict[str, str],
+    texts: dict[str, str] | None = None,
+) -> Report:
     inputs = result.inputs
     report = Report(
         module=inputs.module.name,
         class_name=inputs.class_name,
         outputs=outputs,
         tests=tests,
-        branches=branch_fates(result, file_names),
+        branches=branch_fates(result, file_names, texts),
     )
     for generated in result.modules:
         module = file_names.get(generated.topology, generated.file_name)
@@ -304,7 +319,7 @@ def build_report(result, outputs: list[str], tests: list[str], file_names: dict[
                     "true": binding.when_true,
                     "false": binding.when_false,
                     "test": one_line(test, 90),
-                    "loc": inputs.module.loc(binding.origin),
+                    "loc": inputs.loc(generated.plan.prov.origin(binding.origin), binding.file),
                 }
             )
     report.gaps = [{"loc": g.loc, "what": g.what, "reason": g.reason} for g in result.gaps]

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .api import Result, generate
+from .cases import cases_from_store
 from .errors import MARKER, Gap, UsageError
 from .files import Planned, run_formatter, with_header
 from .report import Report, build_report
-from .testgen import Case, default_cases, render_test
+from .testgen import default_cases, render_test
 from .testkit import KITS, kind_of
 
 HF_KINDS = frozenset(
@@ -53,8 +54,7 @@ def plan_run(
     class_name: str | None = None,
     name: str | None = None,
     formatter: str | None = None,
-    cases: dict[str, list[Case]] | None = None,
-    cases_origin: str | None = None,
+    cases_store: Path | None = None,
     partial: bool = False,
 ) -> Run:
     result = generate(module, config, class_name=class_name, name=name)
@@ -87,9 +87,9 @@ def plan_run(
             for generated in result.modules:
                 other = next((g.class_name for g in result.modules if g is not generated), None)
                 modes = tuple(generated.plan.modes)
-                topology_cases = (cases or {}).get(generated.topology) or default_cases(
-                    generated.topology if len(topologies) > 1 else "any", models=KITS[kit].models, modes=modes
-                )
+                label = generated.topology if len(topologies) > 1 else "any"
+                topology_cases, cases_origin = _cases(cases_store, module, inputs.class_name, modes, label)
+                topology_cases = topology_cases or default_cases(label, models=KITS[kit].models, modes=modes)
                 test_path = tests_out / f"test_{generated.file_name}"
                 code = render_test(
                     kit_name=kit,
@@ -101,18 +101,29 @@ def plan_run(
                     source_label=_label(module, tests_out, inputs.class_name),
                     cases=topology_cases,
                     has_hf=kit in HF_KINDS,
-                    cases_origin=cases_origin
-                    or "the default matrix: every mesh of the topology, both modes, two catalogue models",
+                    cases_origin=cases_origin,
                 )
                 if formatter:
                     code = run_formatter(formatter, code, test_path)
                 text = with_header(code, _label(module, tests_out, inputs.class_name))
                 run.planned.append(Planned(test_path, text))
                 tests.append(test_path.name)
-    run.report = build_report(
-        result, [p.path.name for p in run.planned if p.path.parent == out], tests, file_names
-    )
+    written = {p.path.name: p.text for p in run.planned if p.path.parent == out}
+    run.report = build_report(result, list(written), tests, file_names, written)
     return run
+
+
+def _cases(store: Path | None, module: Path, class_name: str, modes: tuple[str, ...], topology: str):
+    """The recorded cases of one generated module (both topologies' for a module that serves every mesh) and
+    the comment that says where its cases come from; no cases: the default matrix."""
+    matrix = "the default matrix: every mesh of the topology, both modes, two catalogue models"
+    if store is None:
+        return [], matrix
+    recorded, origin = cases_from_store(store, module, class_name, modes)
+    cases = [c for t in ("1d", "2d") if topology in (t, "any") for c in recorded.get(t, [])]
+    if not cases:
+        return [], f"{origin}: none for this topology, so {matrix}"
+    return cases, origin
 
 
 def check_python(planned: list[Planned]) -> None:

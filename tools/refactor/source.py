@@ -110,6 +110,15 @@ class Inputs:
     def file(self, name: str) -> ParsedFile | None:
         return self.files.get(name)
 
+    def loc(self, node: cst.CSTNode, file: str = "") -> str:
+        """``file:line`` of a node of the module or of a helper file (``file``), or the file name alone when the
+        node was made by the codemod (a call-site copy) and has no line of its own."""
+        parsed = self.files.get(file) or self.module
+        line = parsed.line_of(node)
+        if line is None and parsed is not self.module:
+            parsed, line = self.module, self.module.line_of(node)
+        return f"{parsed.name}:{line}" if line else (file or parsed.name)
+
 
 def load_inputs(module_path: Path, config_path: Path | None, class_name: str | None) -> Inputs:
     """Parse the module, check it has a usable class, and run trace-deps on it (once)."""

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import textwrap
 from pathlib import Path
 
@@ -61,6 +63,9 @@ def test_write_is_idempotent_and_check_finds_nothing(small, tmp_path, capsys):
     assert run(small, "--out", out, "--quiet") == 0  # a second run changes nothing
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
     assert run(small, "--out", out, "--check", "--quiet") == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {0o666 & ~umask}  # as open() makes them
     for text in first.values():
         assert header_state(text.decode()) == "ours"
         compile(text, "generated", "exec")
@@ -89,8 +94,10 @@ def test_edited_and_foreign_files_need_force(small, tmp_path, capsys):
     (out / "norm_2d.py").write_text("x = 1\n")
     assert run(small, "--out", out) == 1
     assert "not written by tttv2-refactor" in capsys.readouterr().err
+    target.chmod(0o640)
     assert run(small, "--out", out, "--force", "--quiet") == 0
     assert header_state(target.read_text()) == "ours"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # a replaced file keeps its permissions
 
 
 def test_header_hash():
@@ -114,6 +121,7 @@ def test_bad_input_exits_2_with_one_line(small, tmp_path, capsys):
     broken = tmp_path / "broken.py"
     broken.write_text("def f(:\n")
     cases.append(([broken, "--out", out], "does not parse"))
+    cases.append(([small, broken, "--out", out], "broken.py:1:7: does not parse"))  # as the CONFIG
     classless = tmp_path / "plain.py"
     classless.write_text("x = 1\n")
     cases.append(([classless, "--out", out], "no class"))
