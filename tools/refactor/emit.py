@@ -629,18 +629,20 @@ class Emitter:
             value = cst.Lambda(
                 params=cst.Parameters(params=[cst.Param(cst.Name(p)) for p in f.params]), body=value
             )
+        if _always_none(value):
+            return cst.Name("None")  # None on every path anyway
         if len(f.guards) == 1:
             for test, polarity in reversed(f.guards[0]):
                 # only the code path that runs under this test uses the field: compute it only then
                 none = cst.Name("None")
                 value = (
-                    cst.IfExp(test=test, body=value, orelse=none)
+                    cst.IfExp(test=test, body=_grouped(value), orelse=none)
                     if polarity
-                    else cst.IfExp(test=test, body=none, orelse=value)
+                    else cst.IfExp(test=test, body=none, orelse=_grouped(value))
                 )
         elif f.guards:
-            value = cst.IfExp(test=_disjunction(f.guards), body=value, orelse=cst.Name("None"))
-        return value
+            value = cst.IfExp(test=_disjunction(f.guards), body=_grouped(value), orelse=cst.Name("None"))
+        return value.visit(_SameArms())
 
     def _construction_imports(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         reads: set[str] = set()
@@ -878,3 +880,27 @@ def _is_import_line(statement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and all(
         isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
     )
+
+
+def _grouped(node: cst.BaseExpression) -> cst.BaseExpression:
+    """A conditional expression or lambda as an arm of another conditional keeps its own extent (libcst does not
+    add the parentheses: ``a if t else None if u else None`` would read as ``a if t else (None if u ...)``)."""
+    if isinstance(node, (cst.IfExp, cst.Lambda)) and not node.lpar:
+        return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return node
+
+
+class _SameArms(cst.CSTTransformer):
+    """``a if test else a`` -> ``a`` (the tests of field guards are config reads without side effects)."""
+
+    def leave_IfExp(self, original_node, updated_node):
+        if code(updated_node.body).strip() == code(updated_node.orelse).strip():
+            return updated_node.body
+        return updated_node
+
+
+def _always_none(node: cst.BaseExpression) -> bool:
+    """``None``, or conditional expressions whose every arm is ``None``."""
+    if isinstance(node, cst.IfExp):
+        return _always_none(node.body) and _always_none(node.orelse)
+    return isinstance(node, cst.Name) and node.value == "None"

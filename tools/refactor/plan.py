@@ -135,6 +135,17 @@ def _self_calls(func: cst.CSTNode) -> list[str]:
     return found
 
 
+def _inherit(inherited: dict[str, tuple], callee: str, guards: tuple) -> None:
+    """Record the guards of one call site of ``callee``; call sites with other guards make it unconditional.
+    Only tests on ``self`` alone carry over (a test on the caller's locals means nothing in the callee's fields
+    function); dropping a test only widens where the fields are computed."""
+    guards = tuple((test, polarity) for test, polarity in guards if names_read(test) <= {"self"})
+    if callee not in inherited:
+        inherited[callee] = guards
+    elif [(code(t), p) for t, p in inherited[callee]] != [(code(t), p) for t, p in guards]:
+        inherited[callee] = ()
+
+
 def self_refs(func: cst.CSTNode, methods: dict) -> list[str]:
     """Methods of the class a function calls or refers to (``self.forward_decode``)."""
     return [a for a in summary(func).self_attrs if a in methods]
@@ -392,6 +403,10 @@ class Planner:
                     0,
                 )
             ]
+            # the static tests under which each generated method runs (a copy called only from a bound arm: that
+            # arm's tests), so its fields are computed only where TTTv1 computes them
+            inherited: dict[str, tuple] = {}
+            used: dict[str, tuple] = {}
             while queue:
                 origin, func, out_name, kind, file, qualname, depth = queue.pop(0)
                 scope = self._scope(func, qualname, file)
@@ -409,9 +424,14 @@ class Planner:
                 # the construction code of one generated method: call-site copies of one helper differ
                 group = f"{file}:{qualname}" + (f"#{out_name}" if kind == "helper" else "")
                 plan.group_files[group] = file
-                results = self._process(func, origin, mode, binder, plan, group)
+                outer = used[out_name] = inherited.get(out_name, ())
+                results = self._process(func, origin, mode, binder, plan, group, outer)
                 bindings.extend(binder.bindings)
+                callees = set(self.inliner.copies.values()) | set(self.methods)
                 for name, result in results:
+                    guards = (*outer, *(binder.guards_of.get(name, ()) if name else ()))
+                    for callee in set(summary(result).self_attrs) & callees:
+                        _inherit(inherited, callee, guards)
                     methods.append(
                         MethodPlan(
                             name or out_name, result, mode, origin, kind if name is None else "arm", file
@@ -433,6 +453,15 @@ class Planner:
                                 depth,
                             )
                         )
+            for name, guards in used.items():  # a call site found after the method was made: say so
+                if [(code(t), p) for t, p in guards] != [(code(t), p) for t, p in inherited.get(name, ())]:
+                    self.gaps.append(
+                        Gap(
+                            self.parsed.name,
+                            f"{mode}: fields of {name}",
+                            "its call sites run under different static tests than the first one seen",
+                        )
+                    )
         self._check_holders(methods)
         init_params = self.methods["__init__"].params if "__init__" in self.methods else cst.Parameters()
         return ClassPlan(
@@ -531,7 +560,7 @@ class Planner:
 
         return func.visit(_T(self.prov)), copies
 
-    def _process(self, func, origin, mode, binder: BranchBinder, plan: ModePlan, group: str):
+    def _process(self, func, origin, mode, binder: BranchBinder, plan: ModePlan, group: str, outer=()):
         """Specialised method -> (static statements to construction, bound arms, hoisted fields)."""
         scope = binder.scope
         func = propagate_literals(func, scope, self.prov)
@@ -554,7 +583,7 @@ class Planner:
             binder.extracted.clear()
         final = []
         for name, result in out:
-            guards = binder.guards_of.get(name, ()) if name else ()
+            guards = (*outer, *(binder.guards_of.get(name, ()) if name else ()))
             hoister = Hoister(
                 scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards, group=group
             )

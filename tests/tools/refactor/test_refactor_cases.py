@@ -72,7 +72,7 @@ def test_generated_tests_list_the_recorded_cases(generated):
     )
 
 
-def test_a_recorded_case_passes(generated, pytester):
+def test_a_recorded_case_passes(generated, pytester, nested_run_imports):
     """Two recorded cases the default matrix does not have (other models, 32-row prefill), bit-exact."""
     test_file = generated / "t" / "test_rmsnorm_1d.py"
     selected = "matches_tttv1 and (1x2-prefill-32-Phi-3-mini-tiny or 1x8-decode-32-Mistral-7B-tiny)"

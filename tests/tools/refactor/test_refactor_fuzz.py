@@ -41,7 +41,7 @@ class ModelArgs:
 
 
 @settings(
-    max_examples=20, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    max_examples=12, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )
 @given(hypothesmith.from_grammar())
 def test_generated_programs_never_crash_the_codemod(source):

@@ -143,7 +143,7 @@ def test_the_static_branch_check_can_fail(tmp_path):
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_generated_tests_pass(generated, name, pytester):
+def test_generated_tests_pass(generated, name, pytester, nested_run_imports):
     """The generated tests, run as a user runs them: equivalence (bit-exact) on every mesh and mode, the Hugging
     Face reference, the topology rejection."""
     where = generated[name]
