@@ -15,7 +15,9 @@ from tttv2 import ttnn
 
 from ._deprecation import deprecated
 
-__all__ = ["AutoContext", "GradMode", "Tensor"]
+__all__ = ["AutoContext", "DataType", "GradMode", "Tensor"]
+
+DataType = ttnn.DataType  # TTML re-exported ttnn's dtype enum (ttml.autograd.DataType.UINT32)
 
 
 class GradMode(enum.Enum):

@@ -16,15 +16,18 @@ from tttv2.modules.decoder import Decoder1D, Decoder2D, TransformerBlock1D, padd
 from tttv2.testing import assert_pcc
 from tttv2.testing.legacy import catalogue_state_dicts, tttv1_model_args
 
+from .cases import DECODER_CASES, recorded
+
 STEPS = 3
 PROMPT = 40
 
+# mesh, catalogue model, users, paged KV cache: every model and every mesh tttv1's demos ran, in the fewest runs
+# (the (mesh, model) pairs of the recorded attention calls, emitted by collect-cases into cases.py) with one user,
+# then more users and a paged cache, which the demos never use
 CASES = [
-    # mesh, catalogue model, users, paged KV cache
-    ((1, 1), "Llama-3.2-1B-tiny", 1, False),  # tied embeddings, llama3 rope scaling
-    ((1, 2), "Qwen2.5-7B-tiny", 1, True),  # QKV bias, 16-bit norm accumulation; paged cache
-    ((1, 8), "Phi-3-mini-tiny", 2, False),  # fused projections, vocab not a tile multiple
-    ((8, 4), "Llama-3.1-8B-tiny", 1, False),  # Galaxy: 2-D attention, MLP, norms
+    *recorded(DECODER_CASES, lambda mesh_shape, model_name: (mesh_shape, model_name, 1, False)),
+    pytest.param((1, 2), "Qwen2.5-7B-tiny", 1, True, id="1x2-Qwen2.5-7B-tiny-paged"),
+    pytest.param((1, 8), "Phi-3-mini-tiny", 2, False, id="1x8-Phi-3-mini-tiny-2-users"),
 ]
 
 
@@ -47,9 +50,7 @@ def _tttv1_run(mesh, args, state_dict, prompts, page_table, paged_config):
     return np.stack([step.argmax(-1) for step in logits], axis=1), logits
 
 
-@pytest.mark.parametrize(
-    "mesh_shape, name, users, paged", CASES, ids=[f"{m[0]}x{m[1]}-{n}" for m, n, *_ in CASES]
-)
+@pytest.mark.parametrize("mesh_shape, name, users, paged", CASES)
 def test_decoder_generates_tttv1_tokens(mesh_shape, name, users, paged, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(mesh_shape)
     args = tttv1_model_args(mesh, name, max_batch_size=users, max_seq_len=256)

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,36 @@ def test_disk_full_exits_2_and_keeps_the_old_file(g2, capsys, tmp_path, monkeypa
     code, _, err = run(capsys, g2 / "mlp.py", f"--json={target}")
     assert code == 2 and f"cannot write json output to {target}: No space left on device" in err
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["g2", "out.json"]
+
+
+def _folder_that_refuses_new_files(tmp_path: Path) -> Path | None:
+    """A real folder where creating a file fails with EACCES: a read-only folder (not for root), else sysfs."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    for folder in (locked, Path("/sys")):
+        try:
+            os.close(os.open(folder / ".probe", os.O_CREAT | os.O_WRONLY, 0o600))
+            os.unlink(folder / ".probe")
+        except PermissionError:
+            return folder
+        except OSError:
+            continue
+    return None
+
+
+def test_permission_denied_exits_2_not_internal_error(g2, capsys, tmp_path, monkeypatch):
+    folder = _folder_that_refuses_new_files(tmp_path)
+    if folder is None:  # root on a machine without sysfs: make the temporary file creation refuse instead
+
+        def refuse(*args, **kwargs):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path))
+
+        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+        folder = tmp_path
+    target = folder / "out.json"
+    code, out, err = run(capsys, g2 / "mlp.py", f"--json={target}")
+    assert code == 2 and out == "" and err.count("\n") == 1, err  # exit 3 "internal error" before
+    assert f"cannot write json output to {target}: Permission denied" in err
 
 
 def test_io_error_while_printing_the_report_exits_2(g2, capsys, monkeypatch):

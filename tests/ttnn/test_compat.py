@@ -647,6 +647,12 @@ def test_combine_device_tensors_coordinates(open_mesh):
     assert scattered.device().shape == ttnn.MeshShape(1, 2)
     assert [int(s[0, 0, 0, 0]) for s in scattered.shards()] == [0, 11]
     assert ttnn.combine_device_tensors(parts[::-1]).device() is mesh  # every device: the mesh itself
+    # ttnn's topology: a 1-D distribution over the combined shards, sharded on dim 0 (not the view's replication)
+    for combined, n in ((block, 4), (scattered, 2), (ttnn.combine_device_tensors(parts), 8)):
+        topology = combined.tensor_topology()
+        assert topology.distribution_shape == ttnn.MeshShape(n) and topology.placements() == [
+            ttnn.PlacementShard(0)
+        ]
     with pytest.raises(ValidationError, match=r"two tensors of the device at mesh coordinate \(1, 3\)"):
         ttnn.combine_device_tensors([parts[7], parts[7]])
     cache = ttnn.from_numpy(

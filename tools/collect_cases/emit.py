@@ -4,7 +4,8 @@ libcst replaces that one statement; every other byte of the file is kept. The st
 comment (``# collect-cases: target=... fields=...``) that pins the columns, so a later run with new recordings
 keeps the same ``pytest.param`` shape. Entries the store does not produce (written or edited by hand) are kept
 after the generated ones and reported; ``force`` drops them. Keyword arguments other than ``id`` on an entry
-the store does produce (``marks=pytest.mark.slow``) are kept. A missing file is created as a small skeleton.
+the store does produce (``marks=pytest.mark.slow``) are kept. A missing file is created as a small skeleton; a
+list that an existing file lacks is added at its end.
 """
 
 from __future__ import annotations
@@ -284,7 +285,12 @@ def emit(
             "level; add `from tttv2 import ttnn` (or `import ttnn`) first"
         )
 
-    index, statement, value = _find(module, name)[0] if _find(module, name) else (None, None, None)
+    if not _find(module, name):
+        # a new list in an existing file goes at its end (a parametrize that uses it must come after it)
+        blank = [cst.EmptyLine(), cst.EmptyLine()] if module.body else []
+        added = cst.parse_statement(f"{name} = []\n").with_changes(leading_lines=blank)
+        module = module.with_changes(body=[*module.body, added])
+    index, statement, value = _find(module, name)[0]
     existing = _existing_entries(module, value) if isinstance(value, cst.List) else []
     by_key = {e.values_key: e for e in existing if e.values_key is not None}
 

@@ -1,5 +1,5 @@
 """Deprecated ``ttml.common``."""
 
-from . import data
+from . import config, data, utils
 
-__all__ = ["data"]
+__all__ = ["config", "data", "utils"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from . import binary, loss
+from . import binary, loss, sample
 
 
 class _ReduceType(enum.Enum):
@@ -15,7 +15,7 @@ class _ReduceType(enum.Enum):
     SUM = "sum"
 
 
-__all__ = ["ReduceType", "binary", "loss"]
+__all__ = ["ReduceType", "binary", "loss", "sample"]
 
 
 def __getattr__(name: str):

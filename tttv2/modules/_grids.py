@@ -44,6 +44,19 @@ def grid_dividing(k_tiles: int, n_tiles: int) -> ttnn.CoreGrid:
     return ttnn.CoreGrid(y=rows, x=cols)
 
 
+def shard_grid(memory_config: ttnn.MemoryConfig) -> ttnn.CoreGrid | None:
+    """The rectangle of cores (from (0, 0)) a sharded memory config uses; None when it is not one."""
+    spec = memory_config.shard_spec
+    if spec is None:
+        return None
+    box = spec.grid.bounding_box()
+    start, end = box.start, box.end
+    grid = ttnn.CoreGrid(y=end.y - start.y + 1, x=end.x - start.x + 1)
+    if (start.x, start.y) != (0, 0) or grid.num_cores != spec.grid.num_cores():
+        return None
+    return grid
+
+
 def width_sharded(rows: int, width: int, grid: ttnn.CoreGrid) -> ttnn.MemoryConfig:
     """L1 width-sharded over ``grid``: each core holds ``rows`` × (width / cores)."""
     return ttnn.create_sharded_memory_config(

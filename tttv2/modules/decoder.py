@@ -8,8 +8,7 @@ Split by topology like the modules it is made of:
   and the MLP hand it back fractured. Embedding1D, RotarySetup1D, RMSNorm1D, Attention1D, MLP1D, LMHead1D.
 * ``TransformerBlock2D`` / ``Decoder2D`` (Galaxy 8x4): the residual is fractured over the mesh columns and
   replicated over the rows; the norms are distributed (RMSNorm2D), attention and MLP are Attention2D and MLP2D.
-  The library has no 2-D embedding, rotary setup or LM head module yet: this file carries the minimal Galaxy
-  versions of those three (``_Embedding2D``, ``_Rotary2D``, ``_LMHead2D``, TTTv1's Galaxy op sequences).
+  Embedding2D, RotarySetup2D, RMSNorm2D, Attention2D, MLP2D, LMHead2D.
 
 ``Decoder1D.from_model_args`` / ``Decoder2D.from_model_args`` build everything from TTTv1's ``ModelArgs`` and
 state dict, so the model runs TTTv1's op sequence and produces TTTv1's logits. The host side (``prefill``,
@@ -29,12 +28,12 @@ from tttv2.modules import _ccl
 from tttv2.modules._topology import mesh_shape, num_devices
 from tttv2.modules.attention import Attention1D, Attention2D
 from tttv2.modules.attention._shared import Tttv1CallShape
-from tttv2.modules.embedding import Embedding1D
+from tttv2.modules.embedding import Embedding1D, Embedding2D, Embedding2DConfig
 from tttv2.modules.lazy_weight import LazyWeight, host_array
-from tttv2.modules.lm_head import LMHead1D
+from tttv2.modules.lm_head import LMHead1D, LMHead2D, LMHead2DConfig
 from tttv2.modules.mlp import MLP1D, MLP2D
 from tttv2.modules.rmsnorm import RMSNorm1D, RMSNorm2D
-from tttv2.modules.rope import RotarySetup1D
+from tttv2.modules.rope import RotarySetup1D, RotarySetup2D, RotarySetup2DConfig
 from tttv2.modules.tt_ccl import get_tt_ccl
 
 __all__ = ["Decoder1D", "Decoder2D", "TransformerBlock1D", "TransformerBlock2D", "padded_prefill_len"]
@@ -194,169 +193,6 @@ class TransformerBlock2D(_Block):
 
 def _moved(x, memory_config):
     return ttnn.to_memory_config(x, memory_config)
-
-
-# --- the Galaxy pieces the library has no module for yet ----------------------------------------------------------
-
-
-class _Embedding2D:
-    """Token embedding on a Galaxy: the [vocab, dim] table split over the mesh columns along dim (replicated over
-    the rows), row-major, so a lookup gives the column-fractured residual."""
-
-    def __init__(
-        self, weights: LazyWeight, mesh, *, dtype=ttnn.bfloat16, memory_config=ttnn.DRAM_MEMORY_CONFIG
-    ):
-        rows, cols = mesh_shape(mesh)
-        source = host_array(weights.source)
-        self.weights = LazyWeight(
-            source.reshape(1, 1, *source.shape[-2:]),
-            dtype=dtype,
-            layout=ttnn.ROW_MAJOR_LAYOUT,
-            memory_config=memory_config,
-            mesh_mapper_config=ttnn.MeshMapperConfig(
-                [ttnn.PlacementReplicate(), ttnn.PlacementShard(3)], ttnn.MeshShape(rows, cols)
-            ),
-            device=mesh,
-            cache_dir=weights.cache_dir,
-            name=weights.name,
-        )
-
-    def __call__(self, ids):
-        return ttnn.unsqueeze_to_4D(
-            ttnn.embedding(
-                ids,
-                self.weights.get_device_weight(),
-                layout=ttnn.TILE_LAYOUT,
-                memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            )
-        )
-
-
-class _Rotary2D:
-    """Rotary tables on a Galaxy. Decode: each mesh column looks up the rows of its own users (max_batch_size /
-    columns, one per core); prefill: a slice of the replicated tables, as RotarySetup1D does."""
-
-    def __init__(self, cos: np.ndarray, sin: np.ndarray, mesh, max_batch_size: int):
-        rows, cols = mesh_shape(mesh)
-        self.mesh = mesh
-        self.head_dim = cos.shape[-1]
-        self.max_batch_size = max_batch_size
-        self.users = max(max_batch_size // cols, 1)
-        self._split = max_batch_size > 1  # a single user is the same user on every column
-        self.tables = [
-            LazyWeight(
-                t.reshape(1, 1, *t.shape[-2:]),
-                dtype=ttnn.bfloat16,
-                layout=ttnn.ROW_MAJOR_LAYOUT,
-                memory_config=ttnn.DRAM_MEMORY_CONFIG,
-                device=mesh,
-            )
-            for t in (cos, sin)
-        ]
-        self._columns = ttnn.MeshMapperConfig(
-            [ttnn.PlacementReplicate(), ttnn.PlacementShard(1)], ttnn.MeshShape(rows, cols)
-        )
-        grid = ttnn.num_cores_to_corerangeset(
-            self.users, mesh.compute_with_storage_grid_size(), row_wise=True
-        )
-        self._per_user = ttnn.create_sharded_memory_config(
-            shape=(TILE, self.head_dim),
-            core_grid=grid,
-            strategy=ttnn.ShardStrategy.HEIGHT,
-            orientation=ttnn.ShardOrientation.ROW_MAJOR,
-            use_height_and_width_as_shard_shape=True,
-        )
-
-    def rot_idxs(self, positions) -> ttnn.Tensor:
-        """Positions [max_batch_size] → uint32 [1, users] per column (one user: padded to 32, replicated)."""
-        array = np.asarray(positions, dtype=np.uint32).reshape(1, -1)
-        mapper = self._columns
-        if not self._split:
-            array = np.pad(array, ((0, 0), (0, TILE - array.shape[1])))
-            mapper = None
-        return LazyWeight(
-            array,
-            dtype=ttnn.uint32,
-            layout=ttnn.ROW_MAJOR_LAYOUT,
-            mesh_mapper_config=mapper,
-            device=self.mesh,
-        ).get_device_weight()
-
-    def decode(self, rot_idxs) -> list:
-        out = []
-        for table in self.tables:
-            rows = ttnn.embedding(rot_idxs, table.get_device_weight(), layout=ttnn.TILE_LAYOUT)
-            rows = ttnn.transpose(ttnn.unsqueeze_to_4D(rows), 1, 2)
-            rows = rows[:, : self.users, :, :]
-            out.append(ttnn.interleaved_to_sharded(rows, self._per_user))
-        return out
-
-    def prefill(self, start: int, seq_len: int) -> list:
-        out = []
-        for table in self.tables:
-            piece = ttnn.slice(
-                table.get_device_weight(), (0, 0, start, 0), (1, 1, start + seq_len, self.head_dim)
-            )
-            out.append(ttnn.to_layout(piece, ttnn.TILE_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG))
-        return out
-
-
-class _LMHead2D:
-    """The LM head on a Galaxy: the [dim, padded vocab] weight split 2-D (vocab over the mesh rows, dim over the
-    columns); the column partial sums are all-reduced (reduce-scatter + all-gather over the columns)."""
-
-    def __init__(self, weight: LazyWeight, mesh, *, dtype, output_dtype, collectives, num_links: int = 1):
-        rows, cols = mesh_shape(mesh)
-        source = host_array(weight.source)
-        self.weight = LazyWeight(
-            source.reshape(1, 1, *source.shape[-2:]),
-            dtype=dtype,
-            layout=ttnn.TILE_LAYOUT,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            mesh_mapper_config=ttnn.MeshMapperConfig(
-                [ttnn.PlacementShard(3), ttnn.PlacementShard(2)], ttnn.MeshShape(rows, cols)
-            ),
-            device=mesh,
-            cache_dir=weight.cache_dir,
-            name=weight.name,
-        )
-        self.output_dtype = output_dtype
-        self._collectives = collectives
-        self._num_links = num_links
-        self.compute_kernel_config = ttnn.WormholeComputeKernelConfig(
-            math_fidelity=ttnn.MathFidelity.HiFi2,
-            math_approx_mode=False,
-            fp32_dest_acc_en=False,
-            packer_l1_acc=True,
-        )
-
-    def __call__(self, x, output_memcfg):
-        logits = ttnn.linear(
-            x,
-            self.weight.get_device_weight(),
-            compute_kernel_config=self.compute_kernel_config,
-            memory_config=ttnn.L1_MEMORY_CONFIG,
-            dtype=self.output_dtype,
-        )
-        logits = ttnn.concat([logits], dim=-1, memory_config=output_memcfg)
-        logits = ttnn.to_memory_config(logits, ttnn.DRAM_MEMORY_CONFIG)
-        layout_before = logits.memory_config()
-        partial = _ccl.reduce_scatter(
-            logits,
-            self._collectives,
-            dim=3,
-            cluster_axis=1,
-            memory_config=ttnn.DRAM_MEMORY_CONFIG,
-            num_links=1,
-        )
-        return _ccl.all_gather(
-            partial,
-            self._collectives,
-            dim=3,
-            cluster_axis=1,
-            memory_config=layout_before,
-            num_links=self._num_links,
-        )
 
 
 # --- TTTv1 bridge: one decoder layer ---------------------------------------------------------------------------
@@ -800,11 +636,11 @@ class Decoder2D(_Decoder):
 
     def __init__(
         self,
-        embedding: _Embedding2D,
-        rope: _Rotary2D,
+        embedding: Embedding2D,
+        rope: RotarySetup2D,
         layers: list[TransformerBlock2D],
         norm: RMSNorm2D,
-        lm_head: _LMHead2D,
+        lm_head: LMHead2D,
         *,
         vocab_size: int,
         max_seq_len: int,
@@ -821,26 +657,21 @@ class Decoder2D(_Decoder):
         self._page_table_mapper = attention._page_table_decode_mapper
 
     def _parts(self):
-        return [*self.layers, self.norm]
-
-    def load_device_weights(self) -> None:
-        super().load_device_weights()
-        for weight in (self.embedding.weights, *self.rope.tables, self.lm_head.weight):
-            weight.get_device_weight()
+        return [self.embedding, self.rope, *self.layers, self.norm, self.lm_head]
 
     # --- device side -------------------------------------------------------------------------------------------
 
     def embed_prefill(self, tokens) -> ttnn.Tensor:
-        return self.embedding(self._ids(tokens))
+        return self.embedding.prefill_forward(self._ids(tokens))
 
     def embed_decode(self, tokens) -> ttnn.Tensor:
-        return ttnn.to_memory_config(self.embedding(self._ids(tokens)), self._residual_decode)
+        return ttnn.to_memory_config(self.embedding.decode_forward(self._ids(tokens)), self._residual_decode)
 
     def rot_mats_prefill(self, start: int, seq_len: int) -> list:
-        return self.rope.prefill(start, seq_len)
+        return self.rope.prefill_forward(start, seq_len)
 
     def rot_mats_decode(self, positions) -> list:
-        return self.rope.decode(self.rope.rot_idxs(positions))
+        return self.rope.decode_forward(self.rope.get_rot_idxs(positions))
 
     def prepare_page_table(self, page_table) -> ttnn.Tensor:
         return LazyWeight(
@@ -865,13 +696,13 @@ class Decoder2D(_Decoder):
         DRAM, each mesh row its share of the vocab)."""
         x = self._layers_prefill(x, rot_mats, user_id, page_table, chunk_page_table, chunk_start_idx)
         x = ttnn.slice(x, (0, 0, last_token_tile, 0), (1, 1, last_token_tile + TILE, x.shape[-1]))
-        logits = self.lm_head(self.norm.prefill_forward(x), ttnn.DRAM_MEMORY_CONFIG)
+        logits = self.lm_head.prefill_forward(self.norm.prefill_forward(x))
         return ttnn.to_layout(logits, layout=ttnn.ROW_MAJOR_LAYOUT, memory_config=ttnn.DRAM_MEMORY_CONFIG)
 
     def decode_forward(self, x, current_pos, rot_mats, page_table=None):
         """Embedded tokens [1, 1, 32, dim / columns] → logits [1, 1, 32, padded vocab] on every device."""
         x = self._layers_decode(x, current_pos, rot_mats, page_table)
-        logits = self.lm_head(self.norm.decode_forward(x), ttnn.L1_MEMORY_CONFIG)
+        logits = self.lm_head.decode_forward(self.norm.decode_forward(x))
         logits = ttnn.all_gather(
             logits, dim=3, num_links=self._logits_gather_links, cluster_axis=0, topology=ttnn.Topology.Linear
         )
@@ -898,8 +729,8 @@ class Decoder2D(_Decoder):
         paged_attention_config=None,
         dtype=ttnn.bfloat8_b,
     ) -> Decoder2D:
-        """TTTv1's ``Transformer`` on a Galaxy built from the modules' ``from_model_args`` (and this file's Galaxy
-        embedding, rotary setup and LM head): the same weights, configs and op sequence."""
+        """TTTv1's ``Transformer`` on a Galaxy built from the modules' ``from_model_args`` (embedding, rotary setup
+        and LM head from their configs): the same weights, configs and op sequence."""
         if not args.is_galaxy:
             raise ValueError(
                 f"Decoder2D requires a Galaxy mesh (8x4), got {args.cluster_shape}; use Decoder1D instead"
@@ -913,8 +744,15 @@ class Decoder2D(_Decoder):
             theta=args.rope_theta,
             rope_scaling=args.rope_scaling,
         )
-        rope = _Rotary2D(host_array(cos), host_array(sin), mesh_device, args.max_batch_size)
-        mats = {"decode": None, "prefill": None}  # Attention2D builds its own rotation matrices
+        rope = RotarySetup2D.from_config(
+            RotarySetup2DConfig(
+                cos_matrix=LazyWeight(host_array(cos)),
+                sin_matrix=LazyWeight(host_array(sin)),
+                max_batch_size=args.max_batch_size,
+                mesh_device=mesh_device,
+            )
+        )
+        mats = rope.transformation_mats
         layers = [
             _tttv1_block_2d(
                 mesh_device,
@@ -931,25 +769,37 @@ class Decoder2D(_Decoder):
         ]
         top = args.get_state_dict_prefix("", None)
         cache_dir = None if args.dummy_weights or weight_cache_path is None else weight_cache_path
-        output = host_array(state_dict[f"{top}output.weight"]).T
-        output = np.pad(output, ((0, 0), (0, args.padded_vocab_size - args.vocab_size)))
         embedding = LazyWeight(
             host_array(state_dict[f"{top}tok_embeddings.weight"]), cache_dir=cache_dir, name="tok_embeddings"
         )
+        output = LazyWeight(
+            np.ascontiguousarray(host_array(state_dict[f"{top}output.weight"]).T),
+            cache_dir=cache_dir,
+            name="output_weight_2d",
+        )
         return cls(
-            _Embedding2D(embedding, mesh_device, memory_config=args.get_model_config()["EMB_WEIGHTS_MEMCFG"]),
+            Embedding2D.from_config(
+                Embedding2DConfig(
+                    weights=embedding,
+                    mesh_device=mesh_device,
+                    weights_memcfg=args.get_model_config()["EMB_WEIGHTS_MEMCFG"],
+                )
+            ),
             rope,
             layers,
             RMSNorm2D.from_model_args(
                 mesh_device, tt_ccl, args, state_dict, weight_cache_path, None, "norm", state_dict_prefix=top
             ),
-            _LMHead2D(
-                LazyWeight(np.ascontiguousarray(output), cache_dir=cache_dir, name="output_weight_2d"),
-                mesh_device,
-                dtype=dtype,
-                output_dtype=args.lm_head_dtype or ttnn.bfloat8_b,
-                collectives=layers[0].attention.config,
-                num_links=args.num_all_gather_links,
+            LMHead2D.from_config(
+                LMHead2DConfig(
+                    weight=output,
+                    mesh_device=mesh_device,
+                    topology=layers[0].attention.config.topology,
+                    num_links=args.num_all_gather_links,
+                    padded_vocab_size=args.padded_vocab_size,
+                    weights_dtype=dtype,
+                    output_dtype=args.lm_head_dtype or ttnn.bfloat8_b,
+                )
             ),
             vocab_size=args.vocab_size,
             max_seq_len=args.max_seq_len,

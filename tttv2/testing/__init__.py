@@ -1,6 +1,8 @@
 """Test helpers shared by the library's tests and the codemod's generated tests.
 
-Here: PCC and allclose reports that work on numpy and torch tensors. Submodules (import them explicitly):
+Here: PCC and allclose reports that work on numpy and torch tensors, and ``TestSuite`` (testing a model's building
+blocks against a reference, with parameter coverage: ``CoverageRecorder``, ``coverage_report``; imported on
+first use, so importing this package stays light). Submodules (import them explicitly):
 ``meshes`` (mesh shapes, ``MeshPool``), ``cases`` (upstream-style case lists, PCC thresholds), ``host``
 (device tensors back to numpy), ``references`` (Hugging Face reference modules with random weights; torch and
 transformers are imported lazily). The pytest plugin ``pytest_plugin`` provides the mesh fixtures.
@@ -8,9 +10,40 @@ transformers are imported lazily). The pytest plugin ``pytest_plugin`` provides 
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
-__all__ = ["assert_pcc", "comp_allclose", "comp_pcc", "pcc"]
+__all__ = [
+    "CheckResult",
+    "CoverageRecord",
+    "CoverageRecorder",
+    "CoverageReport",
+    "ModuleTest",
+    "TestSuite",
+    "assert_pcc",
+    "comp_allclose",
+    "comp_pcc",
+    "coverage_report",
+    "pcc",
+]
+
+# names served from submodules on first use (they import the module library)
+_LAZY = {
+    "CheckResult": "tttv2.testing._suite",
+    "ModuleTest": "tttv2.testing._suite",
+    "TestSuite": "tttv2.testing._suite",
+    "CoverageRecord": "tttv2.testing._coverage",
+    "CoverageRecorder": "tttv2.testing._coverage",
+    "CoverageReport": "tttv2.testing._coverage",
+    "coverage_report": "tttv2.testing._coverage",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tttv2.testing' has no attribute {name!r}")
 
 
 def _as_float64(x) -> np.ndarray:

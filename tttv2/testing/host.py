@@ -7,7 +7,7 @@ import numpy as np
 
 from tttv2 import ttnn
 
-__all__ = ["to_host", "to_host_concat", "to_host_rows"]
+__all__ = ["to_host", "to_host_rows"]
 
 
 def _device_array(tensor) -> np.ndarray:
@@ -41,10 +41,3 @@ def to_host_rows(tensor, rows: int | None = None) -> np.ndarray:
     out = to_host(tensor)
     out = out.reshape(-1, out.shape[-1])
     return out if rows is None else out[:rows]
-
-
-def to_host_concat(tensor, dim: int) -> np.ndarray:
-    """The shards of every device concatenated along ``dim``, ignoring the recorded topology (for tensors whose
-    topology the emulator does not track through a rank change, e.g. after ``unsqueeze_to_4D``)."""
-    parts = [_device_array(part) for part in ttnn.get_device_tensors(tensor)]
-    return np.concatenate(parts, axis=dim)

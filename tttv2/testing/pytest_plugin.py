@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+__all__ = ["ttnn_mesh_device", "ttnn_mesh_pool"]
+
 
 def pytest_addoption(parser) -> None:
     group = parser.getgroup("tttv2")

@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "FAMILIES",
     "family_config",
+    "hf_causal_lm",
     "hf_config",
     "hf_embedding",
     "hf_lm_head",
@@ -163,6 +164,21 @@ def _randomise(module, seed: int):
             else:
                 param.copy_(torch.randn(param.shape, generator=gen) / param.shape[-1] ** 0.5)
     return module.float().eval()
+
+
+def hf_causal_lm(family_or_config, seed: int = 0, **overrides):
+    """(config, the whole ``<Family>ForCausalLM``) with seeded random weights, float32, eager attention (the one
+    that honours a sliding window exactly). ``overrides`` change the family's tiny config (e.g.
+    ``num_hidden_layers=2``)."""
+    import torch
+
+    config = hf_config(family_or_config, **overrides)
+    config._attn_implementation = "eager"
+    modeling, prefix = _modeling(config)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = getattr(modeling, f"{prefix}ForCausalLM")(config)
+    return config, _randomise(model, seed)
 
 
 def hf_mlp(config, seed: int = 0):

@@ -164,6 +164,7 @@ class Device:
             BufferType.L1: _Allocator(BufferType.L1, l1_capacity),
             BufferType.DRAM: _Allocator(BufferType.DRAM, spec.dram_bytes - trace_region_size),
         }
+        self.core_seeds: dict[int, int] = {}  # user (core) id -> seed, set by ttnn.manual_seed
 
     def id(self) -> int:
         return self._id

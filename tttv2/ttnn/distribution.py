@@ -593,11 +593,16 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
 
     As in ttnn (``ttnn/cpp/ttnn/distributed/api.cpp``): every shard must come from the same mesh, the shards are
     placed by their device's mesh coordinate (sorted, whatever the list order), a coordinate given twice is an
-    error, and the list may cover only part of the mesh — Galaxy attention prefill combines the tensors of one
-    mesh column. ttnn then keeps the full mesh and records which coordinates hold data; the emulator gives such a
-    tensor a view of the mesh made of exactly those devices (the rectangle they form, else a 1×n line), and ops
-    that take it together with tensors on the whole mesh (``fill_cache``, ``paged_fill_cache``) run on those
-    devices only, as ttnn runs an op on the smallest coordinate set of its inputs.
+    error, the list may cover only part of the mesh (Galaxy attention prefill combines the tensors of one mesh
+    column), and the result's topology is ttnn's: a 1-D distribution over the ``len(tensors)`` shards, sharded
+    on dim 0 (``TensorTopology(MeshShape(n), [PlacementShard(0)])``).
+
+    One difference, for a list that covers only part of the mesh: ttnn keeps the whole mesh as the tensor's
+    device and records which coordinates hold data; the emulator's tensors hold a shard on every device of their
+    device, so ``device()`` is a view of the mesh made of exactly those devices (the rectangle they form, else a
+    1×n line) and not the mesh itself. Ops that take it together with tensors on the whole mesh (``fill_cache``,
+    ``paged_fill_cache``) run on those devices only, as ttnn runs an op on the smallest coordinate set of its
+    inputs.
     """
     op = "ttnn.combine_device_tensors"
     tensors = list(tensors)
@@ -648,7 +653,7 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
         first.layout,
         owner,
         first.memory_config(),
-        TensorTopology.replicated(owner.shape),
+        TensorTopology(MeshShape(len(placed)), (PlacementShard(0),)),
         what=op,
         quantized=True,
     )

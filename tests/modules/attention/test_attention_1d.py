@@ -16,13 +16,15 @@ from tttv2.testing import assert_pcc
 from tttv2.testing.cases import pcc_threshold
 from tttv2.testing.host import to_host
 
+from ..cases import ATTENTION_1D_CASES, attention_case_args, recorded
 from . import _reference as R
 from ._harness import AttentionCase, build, run
 from ._tttv1 import compare_with_tttv1, fused_wide_args, hf_catalogue_attention, tttv1_attention
 
 C = AttentionCase
-# upstream's case style: mesh × family × heads (real GQA ratios) × mode × seq_len × KV cache × QKV dtype
-CASES = [
+# upstream's case style: mesh × family × heads (real GQA ratios) × mode × seq_len × KV cache × QKV dtype; the cases
+# tttv1's demos run (emitted by collect-cases into ../cases.py), then the features and ratios they never run
+FEATURE_CASES = [
     # Llama-3.1-8B's 32:8, happy path; 256 tokens reach min_kv_prefill_shard_seqlen (the KV fill via an L1 shard)
     C((1, 1), "llama", 32, 8, "prefill", 256),
     C((1, 1), "mistral", 8, 2, "decode", 0, batch=32, steps=3, options=(("sliding_window", 2),)),
@@ -46,7 +48,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+CASES = [
+    *recorded(ATTENTION_1D_CASES, attention_case_args),
+    *(pytest.param(case, id=case.id) for case in FEATURE_CASES),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_attention_1d_vs_reference(case, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     module = build(case, mesh)

@@ -17,12 +17,15 @@ from tttv2.testing.cases import pcc_threshold
 from tttv2.testing.host import to_host
 from tttv2.testing.legacy import tttv1_model_args
 
+from ..cases import ATTENTION_2D_CASES, attention_case_args, recorded
 from . import _reference as R
 from ._harness import AttentionCase, build, run
 from ._tttv1 import compare_with_tttv1, hf_catalogue_attention, tttv1_attention
 
 C = AttentionCase
-CASES = [
+# the cases tttv1's Galaxy demos run (emitted by collect-cases into ../cases.py), then the features, ratios and
+# orientation they never run
+FEATURE_CASES = [
     # heads over the 8 rows, dim over the 4 columns; the QKV / WO matmuls in 128-row pieces
     C(
         (8, 4),
@@ -42,7 +45,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+CASES = [
+    *recorded(ATTENTION_2D_CASES, attention_case_args),
+    *(pytest.param(case, id=case.id) for case in FEATURE_CASES),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_attention_2d_vs_reference(case, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     module = build(case, mesh)

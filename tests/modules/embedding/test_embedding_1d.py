@@ -9,17 +9,28 @@ import pytest
 from tttv2 import ttnn
 from tttv2.modules import Embedding1D, Embedding1DConfig, LazyWeight
 from tttv2.testing import assert_pcc
-from tttv2.testing.cases import ModuleCase, pcc_threshold
-from tttv2.testing.host import to_host_concat
+from tttv2.testing.cases import DECODE_ROWS, ModuleCase, pcc_threshold
+from tttv2.testing.host import to_host
 from tttv2.testing.legacy import catalogue_state_dicts, tttv1_model_args
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import hf_config, hf_embedding
 
+from ..cases import EMBEDDING_1D_CASES, family_of, recorded
+
+
+def _recorded(mesh_shape, model_name, x_shape):
+    """tttv1's Embedding takes no mode: [1, 1, 1, 32] token ids are a decode batch, longer ones a prompt."""
+    tokens = x_shape[-1]
+    mode = "decode" if tokens == DECODE_ROWS else "prefill"
+    return ModuleCase(tuple(mesh_shape), family_of(model_name), mode, tokens), 1.0
+
+
+# (case, embed_scale): the cases tttv1's demos run (emitted by collect-cases into ../cases.py), then a scale
 CASES = [
-    (ModuleCase((1, 1), "llama", "prefill", 128), 1.0),
-    (ModuleCase((1, 2), "qwen2", "decode", 32), 1.0),
-    (ModuleCase((1, 8), "phi3", "prefill", 128), 16.0),  # Gemma-style sqrt(dim) scaling
-    (ModuleCase((1, 8), "mistral", "decode", 32), 1.0),
+    *recorded(EMBEDDING_1D_CASES, _recorded),
+    pytest.param(
+        ModuleCase((1, 8), "phi3", "prefill", 128), 16.0, id="1x8-phi3-prefill-128-x16"
+    ),  # Gemma-style
 ]
 
 
@@ -27,7 +38,7 @@ def _ids(vocab, count, seed):
     return np.random.default_rng(seed).integers(0, vocab, (1, 1, 1, count)).astype(np.uint32)
 
 
-@pytest.mark.parametrize(("case", "scale"), CASES, ids=[f"{c.id}-x{s:g}" for c, s in CASES])
+@pytest.mark.parametrize(("case", "scale"), CASES)
 def test_embedding_1d_vs_reference(case, scale, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     config = hf_config(case.family)
@@ -36,8 +47,7 @@ def test_embedding_1d_vs_reference(case, scale, ttnn_mesh_pool):
     ids = _ids(config.vocab_size, case.seq_len, seed=case.seq_len)
     out = module(LazyWeight(ids), case.mode)
     assert list(out.shape) == [1, 1, case.seq_len, config.hidden_size // mesh.get_num_devices()]
-    # the emulator keeps the lookup's shard dim through unsqueeze_to_4D (a rank change), so compose explicitly
-    got = to_host_concat(out, -1)[0, 0]
+    got = to_host(out)[0, 0]
     assert_pcc(table[ids[0, 0, 0]] * scale, got, pcc_threshold("embedding"))
 
 
@@ -63,7 +73,7 @@ def test_embedding_1d_vs_reference_from_model_args(ttnn_mesh_pool):
     module = Embedding1D.from_model_args(mesh, args, None, state_dict, ttnn.bfloat16)
     ids = _ids(args.vocab_size, 40, seed=2)
     expected = hf["model.embed_tokens.weight"].numpy()[ids[0, 0, 0]]
-    got = to_host_concat(module.prefill_forward(LazyWeight(ids)), -1)[0, 0]
+    got = to_host(module.prefill_forward(LazyWeight(ids)))[0, 0]
     assert_pcc(expected, got, pcc_threshold("embedding"))
 
 
@@ -85,16 +95,14 @@ def test_embedding_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
         )
         expected = ttnn.unsqueeze_to_4D(legacy(device_ids))
         got = ours.prefill_forward(device_ids)
-        np.testing.assert_array_equal(
-            to_host_concat(got, -1), to_host_concat(expected, -1), err_msg=f"scale {scale}"
-        )
+        np.testing.assert_array_equal(to_host(got), to_host(expected), err_msg=f"scale {scale}")
 
 
 def test_embedding_1d_rejections(ttnn_mesh_pool):
     galaxy, t3k = ttnn_mesh_pool((8, 4)), ttnn_mesh_pool((1, 8))
     table = np.zeros((64, 64), np.float32)
     with pytest.raises(
-        ValueError, match=r"Embedding1D runs on 1-D meshes .* got a 8x4 mesh; use a 1-D submesh"
+        ValueError, match=r"Embedding1D runs on 1-D meshes .* got a 8x4 mesh; use Embedding2D instead"
     ):
         Embedding1D(LazyWeight(table, device=galaxy))
     with pytest.raises(

@@ -15,15 +15,33 @@ from tttv2.testing.legacy import catalogue_hf_module, catalogue_state_dicts, ttt
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import hf_config, hf_lm_head, random_activations, run_reference
 
-# (case, max_columns_per_device, expected per-device chunk widths)
+from ..cases import LM_HEAD_1D_CASES, module_case, recorded
+
+
+def _recorded(mesh_shape, mode, model_name, x_shape):
+    """tttv1's default chunking: the vocab padded to 32 columns per device, in one chunk per device."""
+    case = module_case(mesh_shape, mode, model_name, x_shape)
+    devices = mesh_shape[0] * mesh_shape[1]
+    return case, None, [-(-hf_config(case.family).vocab_size // (32 * devices)) * 32]
+
+
+# (case, max_columns_per_device, expected per-device chunk widths): the cases tttv1's demos run (emitted by
+# collect-cases into ../cases.py), then several chunks per device, which they never use
 CASES = [
-    (ModuleCase((1, 1), "llama", "decode", 32), None, [512]),
-    (ModuleCase((1, 2), "phi3", "decode", 32), 128, [128, 128]),  # vocab 500 padded to 512
-    (ModuleCase((1, 8), "qwen2", "prefill", 32), 64, [64, 32]),  # vocab 640 padded to 768: 96 per device
+    *recorded(LM_HEAD_1D_CASES, _recorded),
+    *(
+        pytest.param(case, columns, splits, id=f"{case.id}-max{columns}")
+        for case, columns, splits in (
+            # vocab 500 padded to 512
+            (ModuleCase((1, 2), "phi3", "decode", 32), 128, [128, 128]),
+            # vocab 640 padded to 768: 96 per device
+            (ModuleCase((1, 8), "qwen2", "prefill", 32), 64, [64, 32]),
+        )
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "max_columns", "splits"), CASES, ids=[c.id for c, _, _ in CASES])
+@pytest.mark.parametrize(("case", "max_columns", "splits"), CASES)
 def test_lm_head_1d_vs_reference(case, max_columns, splits, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     config = hf_config(case.family)
@@ -90,7 +108,9 @@ def test_lm_head_1d_matches_tttv1(mesh_shape, ttnn_mesh_pool):
 def test_lm_head_1d_rejections(ttnn_mesh_pool):
     galaxy, mesh = ttnn_mesh_pool((8, 4)), ttnn_mesh_pool((1, 2))
     weight = np.zeros((64, 100), np.float32)
-    with pytest.raises(ValueError, match=r"LMHead1D runs on 1-D meshes .* got a 8x4 mesh; use a 1-D submesh"):
+    with pytest.raises(
+        ValueError, match=r"LMHead1D runs on 1-D meshes .* got a 8x4 mesh; use LMHead2D instead"
+    ):
         LMHead1D(LazyWeight(weight, device=galaxy))
     with pytest.raises(
         ValueError, match=r"LMHead1D: weight must have shape \(dim, vocab\), got \(1, 64, 100\)"

@@ -17,17 +17,21 @@ from tttv2.testing.legacy import catalogue_hf_module, catalogue_state_dicts, ttt
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import hf_config, hf_mlp, mlp_weights, random_activations, run_reference
 
-# upstream's style: mesh × family × mode × seq_len × precision, a fast subset of the collected TTTv1 cases
+from ..cases import MLP_1D_CASES, module_case_args, recorded
+
+# upstream's style: mesh × family × mode × seq_len × precision. The cases tttv1's demos run (emitted by collect-cases
+# into ../cases.py), then what they never run
 CASES = [
-    ModuleCase((1, 1), "llama", "prefill", 128, "mixed"),
-    ModuleCase((1, 1), "llama", "decode", 32, "uniform"),
-    ModuleCase((1, 1), "mistral", "decode", 32, "mixed"),
-    ModuleCase((1, 2), "phi3", "prefill", 128, "uniform"),
-    ModuleCase((1, 2), "qwen2", "decode", 32, "uniform"),
-    ModuleCase((1, 2), "llama", "prefill", 256, "mixed"),  # folded into rows of prefill_len_cutoff=128
-    ModuleCase((1, 8), "llama", "prefill", 128, "mixed"),
-    ModuleCase((1, 8), "phi3", "decode", 32, "mixed"),  # hidden 688 padded to 768 for 8 devices
-    ModuleCase((1, 8), "mistral", "prefill", 128, "uniform"),
+    *recorded(MLP_1D_CASES, module_case_args),
+    *(
+        pytest.param(case, id=case.id)
+        for case in (
+            # folded into rows of prefill_len_cutoff=128
+            ModuleCase((1, 2), "llama", "prefill", 256, "mixed"),
+            # hidden 688 padded to 768 for 8 devices
+            ModuleCase((1, 8), "phi3", "decode", 32, "mixed"),
+        )
+    ),
 ]
 
 
@@ -59,7 +63,7 @@ def _build(case, weights, mesh):
     return MLP1D.from_config(config)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", CASES)
 def test_mlp_1d_vs_reference(case, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     config, mlp, weights = _hf(case.family)

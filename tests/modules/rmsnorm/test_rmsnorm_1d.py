@@ -17,15 +17,21 @@ from tttv2.testing.legacy import catalogue_hf_module, catalogue_state_dicts, ttt
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import hf_config, hf_rmsnorm, random_activations, run_reference
 
-# (case, config overrides): the happy path where there are none
+from ..cases import RMSNORM_1D_CASES, module_case, recorded
+
+# (case, config overrides): the cases tttv1's demos run (emitted by collect-cases into ../cases.py) through the happy
+# path, then the options they never switch on
 CASES = [
-    (ModuleCase((1, 1), "llama", "decode", 32), {}),
-    (ModuleCase((1, 1), "qwen2", "prefill", 128), {}),
-    (ModuleCase((1, 2), "mistral", "decode", 32), {"decode_in_sharded": False}),
-    (ModuleCase((1, 2), "phi3", "prefill", 128), {"prefill_distributed": True}),
-    (ModuleCase((1, 8), "llama", "prefill", 256), {"prefill_distributed": True}),
-    (ModuleCase((1, 8), "qwen2", "decode", 32), {"decode_out_sharded": False}),
-    (ModuleCase((1, 8), "mistral", "prefill", 128), {}),
+    *recorded(RMSNORM_1D_CASES, lambda *values: (module_case(*values), {})),
+    *(
+        pytest.param(case, overrides, id=f"{case.id}-{'-'.join(overrides)}")
+        for case, overrides in (
+            (ModuleCase((1, 2), "mistral", "decode", 32), {"decode_in_sharded": False}),
+            (ModuleCase((1, 2), "phi3", "prefill", 128), {"prefill_distributed": True}),
+            (ModuleCase((1, 8), "llama", "prefill", 256), {"prefill_distributed": True}),
+            (ModuleCase((1, 8), "qwen2", "decode", 32), {"decode_out_sharded": False}),
+        )
+    ),
 ]
 
 
@@ -35,9 +41,7 @@ def _norm(family):
     return config, norm, norm.weight.detach().numpy().copy()
 
 
-@pytest.mark.parametrize(
-    ("case", "overrides"), CASES, ids=[f"{c.id}-{'-'.join(o) or 'default'}" for c, o in CASES]
-)
+@pytest.mark.parametrize(("case", "overrides"), CASES)
 def test_rmsnorm_1d_vs_reference(case, overrides, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     config, norm, weight = _norm(case.family)

@@ -14,17 +14,27 @@ from tttv2.testing.host import to_host, to_host_rows
 from tttv2.testing.legacy import catalogue_hf_module, catalogue_state_dicts, tttv1_model_args
 from tttv2.testing.references import hf_config, hf_rmsnorm, random_activations, run_reference
 
+from ..cases import RMSNORM_2D_CASES, model_config, module_case, recorded
+
+
+def _recorded(mesh_shape, mode, model_name, x_shape):
+    """tttv1's Galaxy decoder norms see the residual split over the 4 mesh columns: distributed norms."""
+    distributed = x_shape[-1] < model_config(model_name)["hidden_size"]
+    return module_case(mesh_shape, mode, model_name, x_shape), distributed
+
+
+# (case, distributed): the cases tttv1's Galaxy demos run (emitted by collect-cases into ../cases.py), then the
+# head-local norms (q/k norms) they never run
 CASES = [
-    (ModuleCase((8, 4), "llama", "decode", 32), True),
-    (ModuleCase((8, 4), "qwen2", "prefill", 128), True),
-    (ModuleCase((8, 4), "phi3", "decode", 32), False),  # a head-local norm: whole rows on every device
-    (ModuleCase((8, 4), "mistral", "prefill", 256), False),
+    *recorded(RMSNORM_2D_CASES, _recorded),
+    *(
+        pytest.param(case, False, id=f"{case.id}-local")  # a head-local norm: whole rows on every device
+        for case in (ModuleCase((8, 4), "phi3", "decode", 32), ModuleCase((8, 4), "mistral", "prefill", 256))
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("case", "distributed"), CASES, ids=[f"{c.id}-{'dist' if d else 'local'}" for c, d in CASES]
-)
+@pytest.mark.parametrize(("case", "distributed"), CASES)
 def test_rmsnorm_2d_vs_reference(case, distributed, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(case.mesh_shape)
     config = hf_config(case.family)

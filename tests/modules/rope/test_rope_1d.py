@@ -15,6 +15,8 @@ from tttv2.testing.legacy import tttv1_model_args
 from tttv2.testing.meshes import MESH_1D
 from tttv2.testing.references import family_config, hf_config, rope_reference
 
+from ..cases import ROPE_1D_CASES
+
 BF16_STEP = 2.0**-8  # the largest bfloat16 rounding error of a value in [-1, 1]
 
 
@@ -37,36 +39,38 @@ def test_rope_tables_vs_reference(family):
     np.testing.assert_allclose(_interleaved_to_hf(cos[0, 0, positions[:4]]), hf_cos[:4], atol=2e-6)
 
 
-def _module(mesh, family="llama", batch=32, positions=512):
-    config = family_config(family)
-    cos, sin = rope_tables(config["head_dim"], positions, config["rope_theta"], config.get("rope_scaling"))
-    return RotarySetup1D(LazyWeight(cos, device=mesh), LazyWeight(sin), max_batch_size=batch), hf_config(
-        family
-    )
+@pytest.mark.parametrize("mesh_shape, mode, model_name, rot_mats_shape", ROPE_1D_CASES)
+def test_rotary_setup_1d_vs_reference(mesh_shape, mode, model_name, rot_mats_shape, ttnn_mesh_pool):
+    """The rotary tables tttv1's attention received in its demos (emitted by collect-cases into ../cases.py), for
+    the catalogue model's theta and scaling: the same shapes (decode users, or prompt rows), HF's values."""
+    from tttv1 import catalogue
 
-
-@pytest.mark.parametrize("mesh_shape", MESH_1D, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_rotary_setup_1d_vs_reference(mesh_shape, ttnn_mesh_pool):
     mesh = ttnn_mesh_pool(mesh_shape)
-    module, config = _module(mesh)
-    positions = np.random.default_rng(1).integers(0, 512, 32)
-    cos, sin = module.forward("decode", module.get_rot_idxs(positions))
-    assert (
-        list(cos.shape) == [1, 32, 1, 32]
-        and cos.memory_config().memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
-    )
-    hf_cos, hf_sin = rope_reference(config, positions)
-    for got, expected in ((cos, hf_cos), (sin, hf_sin)):
-        got = _interleaved_to_hf(to_host(got).reshape(32, -1))
-        assert np.abs(got - expected).max() <= BF16_STEP
-        assert_pcc(expected, got, pcc_threshold("rope"))
-    cos, sin = module.forward("prefill", 100, 60, pad_to=64)
-    assert list(cos.shape) == [1, 1, 64, 32] and cos.layout == ttnn.TILE_LAYOUT
-    hf_cos, hf_sin = rope_reference(config, range(100, 160))
-    for got, expected in ((cos, hf_cos), (sin, hf_sin)):
-        rows = to_host(got)[0, 0]
-        assert np.all(rows[60:] == 0)
-        assert np.abs(_interleaved_to_hf(rows[:60]) - expected).max() <= BF16_STEP
+    model = catalogue.config_dict(model_name)
+    config = catalogue.hf_config(model_name)
+    head_dim = rot_mats_shape[0][-1]
+    assert head_dim == model["head_dim"]
+    cos, sin = rope_tables(head_dim, 512, model["rope_theta"], model.get("rope_scaling"))
+    if mode == "decode":
+        users = rot_mats_shape[0][1]
+        module = RotarySetup1D(LazyWeight(cos, device=mesh), LazyWeight(sin), max_batch_size=users)
+        positions = np.random.default_rng(1).integers(0, 512, users)
+        got = module.forward("decode", module.get_rot_idxs(positions))
+        assert got[0].memory_config().memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+        expected, valid = rope_reference(config, positions), users
+    else:
+        rows = rot_mats_shape[0][-2]
+        module = RotarySetup1D(LazyWeight(cos, device=mesh), LazyWeight(sin))
+        valid = rows - 4  # a prompt padded to the recorded rows: the padding rows are zero
+        got = module.forward("prefill", 100, valid, pad_to=rows)
+        assert got[0].layout == ttnn.TILE_LAYOUT
+        expected = rope_reference(config, range(100, 100 + valid))
+    for table, reference, shape in zip(got, expected, rot_mats_shape):
+        assert list(table.shape) == list(shape)
+        host = to_host(table).reshape(-1, head_dim)
+        assert np.all(host[valid:] == 0)
+        assert np.abs(_interleaved_to_hf(host[:valid]) - reference).max() <= BF16_STEP
+        assert_pcc(reference, _interleaved_to_hf(host[:valid]), pcc_threshold("rope"))
 
 
 def test_rotary_setup_1d_vs_reference_from_model_args(ttnn_mesh_pool):
@@ -117,7 +121,7 @@ def test_rotary_setup_1d_rejections(ttnn_mesh_pool):
         rotation_tile()[0, 0] @ rotation_tile()[0, 0], -np.eye(32)
     )
     with pytest.raises(
-        ValueError, match=r"RotarySetup1D runs on 1-D meshes .* got a 8x4 mesh; use a 1-D submesh"
+        ValueError, match=r"RotarySetup1D runs on 1-D meshes .* got a 8x4 mesh; use RotarySetup2D instead"
     ):
         RotarySetup1D(LazyWeight(cos, device=galaxy), LazyWeight(sin))
     with pytest.raises(

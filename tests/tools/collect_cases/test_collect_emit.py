@@ -255,3 +255,13 @@ def test_cli_check_diff_write_and_minimal(tmp_path, capsys):
     assert "--minimal kept" in capsys.readouterr().err
     assert main([*base[:-4], "--into", str(store), "--name", "CASES"]) == 2
     assert "is the store itself" in capsys.readouterr().err
+
+
+def test_a_list_the_file_lacks_is_added_at_its_end(tmp_path):
+    target = tmp_path / "test_mine.py"
+    target.write_text(HAND_WRITTEN)
+    result = emit(CASES[:2], T, target, "NEW_CASES")
+    assert result.new_text.startswith(HAND_WRITTEN + "\n\n# collect-cases: target=")
+    assert result.new_text.count("pytest.param(") == 3 and result.warnings == []
+    target.write_text(result.new_text)
+    assert not emit(CASES[:2], T, target, "NEW_CASES").changed

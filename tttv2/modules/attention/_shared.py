@@ -447,6 +447,18 @@ def create_qkv_head_memcfg(mesh_device, head_dim: int):
     )
 
 
+# the TTTv1 tensor / op group of each dtype and compute-kernel field (see tttv2/modules/_hardware.py)
+HW_DTYPE_GROUPS = {"wqkv_dtype": "wqkv", "wo_dtype": "wo", "kv_cache_dtype": "kv_cache"}
+HW_MATH_GROUPS = {
+    "li_qkv_decode_compute_kernel_cfg": "li_qkv_decode",
+    "sdpa_decode_compute_kernel_cfg": "sdpa_decode",
+    "li_o_decode_compute_kernel_cfg": "li_o_decode",
+    "li_qkv_prefill_compute_kernel_cfg": "li_qkv_prefill",
+    "sdpa_prefill_compute_kernel_cfg": "sdpa_prefill",
+    "li_o_prefill_compute_kernel_cfg": "li_o_prefill",
+}
+
+
 def default_compute_configs() -> dict[str, Any]:
     """Matmuls and decode SDPA at HiFi2 with 16-bit accumulation; prefill SDPA at HiFi4 with fp32."""
     hifi2 = _grids.default_matmul_compute_config()

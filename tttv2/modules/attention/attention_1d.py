@@ -16,6 +16,7 @@ from typing import Any
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
+from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
@@ -206,6 +207,17 @@ class Attention1D(_shared.AttentionBase):
 
     _NORM_CLASS = RMSNorm1D
     CONFIG_CLASS = Attention1DConfig
+    HARDWARE = HardwareGroups(
+        dtypes=_shared.HW_DTYPE_GROUPS,
+        math=_shared.HW_MATH_GROUPS,
+        placement={
+            "wqkv_memcfg": Placement("DRAM", "width_sharded"),
+            "wo_memcfg": Placement("DRAM", "width_sharded"),
+            "decode_input_memcfg": Placement("L1", "width_sharded"),
+            "decode_residual_memcfg": Placement("L1", "width_sharded"),
+            "prefill_input_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     _resolve_config = staticmethod(_resolve_attention1d_config)
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
+from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._topology import default_topology, mesh_shape, require_2d_mesh, resolve_mesh_device
 from tttv2.modules.attention import _shared, _tttv1_bridge
@@ -212,6 +213,15 @@ class Attention2D(_shared.AttentionBase):
 
     _NORM_CLASS = RMSNorm2D
     CONFIG_CLASS = Attention2DConfig
+    HARDWARE = HardwareGroups(
+        dtypes=_shared.HW_DTYPE_GROUPS,
+        math=_shared.HW_MATH_GROUPS,
+        placement={
+            "decode_input_memcfg": Placement("L1", "width_sharded"),
+            "decode_create_qkv_head_memcfg": Placement("L1", "height_sharded"),
+            "prefill_input_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     _resolve_config = staticmethod(_resolve_attention2d_config)
 

@@ -7,19 +7,21 @@ bound at construction (no multiply at all when ``embed_scale == 1``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl
+from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule, mode_name
 from tttv2.modules._topology import num_devices, require_1d_mesh, resolve_mesh_device
+from tttv2.modules.embedding._table import check_weights, resolve_table
 from tttv2.modules.lazy_weight import LazyWeight, host_array
 
 __all__ = ["Embedding1D", "Embedding1DConfig"]
 
-_NO_2D = "a 1-D submesh (there is no 2-D embedding module yet)"
+_ON_2D = "Embedding2D"
 
 
 @dataclass
@@ -39,46 +41,25 @@ class Embedding1DConfig:
 
 def _resolve_embedding1d_config(config: Embedding1DConfig) -> Embedding1DConfig:
     owner = "Embedding1D"
-    if not isinstance(config.weights, LazyWeight):
-        raise TypeError(f"{owner}: weights must be a LazyWeight, got {type(config.weights).__name__}")
+    check_weights(owner, config.weights)
     mesh = resolve_mesh_device(owner, config.mesh_device, config.weights)
-    require_1d_mesh(owner, mesh, _NO_2D)
+    require_1d_mesh(owner, mesh, _ON_2D)
     n = num_devices(mesh)
-    shape = config.weights.shape
-    if len(shape) not in (2, 4) or (len(shape) == 4 and shape[:2] != (1, 1)):
-        raise ValueError(f"{owner}: weights must have shape (vocab, dim) or (1, 1, vocab, dim), got {shape}")
-    vocab, dim = shape[-2:]
-    if dim % n:
-        raise ValueError(f"{owner}: dim {dim} must split evenly over the {n} devices")
-    if config.embed_scale is None:
-        raise ValueError(f"{owner}: embed_scale must be a number, got None")
-    defaults = dict(
-        mesh_device=mesh,
-        vocab_size=vocab,
-        dim=dim,
-        weights_dtype=ttnn.bfloat16,
-        weights_memcfg=ttnn.DRAM_MEMORY_CONFIG,
-        output_memcfg=ttnn.DRAM_MEMORY_CONFIG,
-        input_memcfg=ttnn.DRAM_MEMORY_CONFIG,
-    )
-    resolved = replace(config, **{k: v for k, v in defaults.items() if getattr(config, k) is None})
-    weights = resolved.weights
-    if len(shape) == 2:  # the lookup reads a [1, 1, vocab, dim] table
-        weights = replace(weights, source=host_array(weights.source).reshape(1, 1, vocab, dim))
-    weights = weights.with_defaults(
-        device=mesh,
-        dtype=resolved.weights_dtype,
-        layout=ttnn.ROW_MAJOR_LAYOUT,
-        memory_config=resolved.weights_memcfg,
-        mesh_mapper_config=ttnn.MeshMapperConfig([ttnn.PlacementShard(3)], ttnn.MeshShape(n)),
-    )
-    return replace(resolved, weights=weights)
+    mapper = ttnn.MeshMapperConfig([ttnn.PlacementShard(3)], ttnn.MeshShape(n))
+    return resolve_table(config, owner, mesh, parts=n, parts_name="devices", mesh_mapper_config=mapper)
 
 
 class Embedding1D(TTModule):
     """``Embedding1D(weights, embed_scale=1.0)``: weights [vocab, dim]."""
 
     CONFIG_CLASS = Embedding1DConfig
+    HARDWARE = HardwareGroups(
+        dtypes={"weights_dtype": ttnn.bfloat16},
+        placement={
+            "weights_memcfg": Placement("DRAM", "interleaved"),
+            "output_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     def __init__(self, weights: LazyWeight, embed_scale: float = 1.0) -> None:
         self._setup(Embedding1DConfig(weights=weights, embed_scale=embed_scale))
@@ -126,7 +107,7 @@ class Embedding1D(TTModule):
         """tttv1's ``Embedding`` / ``ScaledEmbedding`` as an Embedding1D (``embed_scale=None``: the model's own,
         1.0 when it has none)."""
         if args.is_galaxy:
-            raise ValueError(f"Embedding1D cannot be used for Galaxy devices; run it on {_NO_2D}")
+            raise ValueError(f"Embedding1D cannot be used for Galaxy devices; use {_ON_2D} instead")
         key = args.get_state_dict_prefix("", None) + "tok_embeddings.weight"
         cache_dir = None if args.dummy_weights or weight_cache_path is None else weight_cache_path
         scale = embed_scale if embed_scale is not None else (args.embed_scale or 1.0)

@@ -17,6 +17,7 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _grids
+from tttv2.modules._hardware import HardwareGroups, MathSetting, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import num_devices, require_1d_mesh, resolve_mesh_device
@@ -26,7 +27,15 @@ __all__ = ["LMHead1D", "LMHead1DConfig"]
 
 # TTTv1's default chunk: Llama-3's 128256-column vocab over 8 devices
 DEFAULT_MAX_COLUMNS_PER_DEVICE = 128256 // 8
-_NO_2D = "a 1-D submesh (there is no 2-D LM head module yet)"
+_ON_2D = "LMHead2D"
+
+
+# the same in both modes (TTTv1's presets leave the LM head alone; its ModelArgs sets lm_head_dtype bfloat16);
+# LMHead2D has the same fields
+HW_DTYPES = {"weights_dtype": ttnn.bfloat8_b, "output_dtype": ttnn.bfloat16}
+HW_MATH = {
+    "compute_kernel_config": MathSetting(ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, packer_l1_acc=True)
+}
 
 
 @dataclass
@@ -69,7 +78,7 @@ def _resolve_lm_head_1d_config(config: LMHead1DConfig) -> LMHead1DConfig:
     if not isinstance(config.weight, LazyWeight):
         raise TypeError(f"{owner}: weight must be a LazyWeight, got {type(config.weight).__name__}")
     mesh = resolve_mesh_device(owner, config.mesh_device, config.weight)
-    require_1d_mesh(owner, mesh, _NO_2D)
+    require_1d_mesh(owner, mesh, _ON_2D)
     n = num_devices(mesh)
     if len(config.weight.shape) != 2:
         raise ValueError(f"{owner}: weight must have shape (dim, vocab), got {config.weight.shape}")
@@ -153,6 +162,15 @@ class LMHead1D(TTModule):
     """``LMHead1D(weight, *, max_columns_per_device=16032)``: weight [dim, vocab]."""
 
     CONFIG_CLASS = LMHead1DConfig
+    HARDWARE = HardwareGroups(
+        dtypes=HW_DTYPES,
+        math=HW_MATH,
+        placement={
+            "input_memcfg": Placement("L1", "width_sharded"),
+            "decode_output_memcfg": Placement("L1", "interleaved"),
+            "prefill_output_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     def __init__(
         self, weight: LazyWeight, *, max_columns_per_device: int = DEFAULT_MAX_COLUMNS_PER_DEVICE
@@ -204,7 +222,7 @@ class LMHead1D(TTModule):
     ) -> LMHead1D:
         """tttv1's ``LMHead`` (non-Galaxy) as an LMHead1D: same padding, chunks, program configs and dtypes."""
         if args.is_galaxy:
-            raise ValueError(f"LMHead1D cannot be used for Galaxy devices; run it on {_NO_2D}")
+            raise ValueError(f"LMHead1D cannot be used for Galaxy devices; use {_ON_2D} instead")
         from tttv1.tt.common import Mode
 
         key = f"{state_dict_prefix}output.weight"

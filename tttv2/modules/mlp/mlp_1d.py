@@ -18,6 +18,7 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
+from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
@@ -30,6 +31,11 @@ from tttv2.modules.tt_ccl import (
 )
 
 __all__ = ["MLP1D", "MLP1DConfig"]
+
+
+# the TTTv1 tensor / op group of each dtype and compute-kernel field (MLP2D has the same fields)
+HW_DTYPE_GROUPS = {"w1_w3_dtype": "ff1_3", "w2_dtype": "ff2"}
+HW_MATH_GROUPS = {"ff1_3_compute_kernel_config": "li_ff1_3", "ff2_compute_kernel_config": "li_ff2"}
 
 
 @dataclass
@@ -208,6 +214,18 @@ class MLP1D(TTModule):
     """``MLP1D(w1, w2, w3)``: w1/w3 are [dim, hidden], w2 is [hidden, dim] (TT-NN's [in, out] layout)."""
 
     CONFIG_CLASS = MLP1DConfig
+    HARDWARE = HardwareGroups(
+        dtypes=HW_DTYPE_GROUPS,
+        math=HW_MATH_GROUPS,
+        placement={
+            "w1_w3_memcfg": Placement("DRAM", "width_sharded"),
+            "w2_memcfg": Placement("DRAM", "width_sharded"),
+            "decode_input_memcfg": Placement("L1", "width_sharded"),
+            "decode_residual_memcfg": Placement("L1", "width_sharded"),
+            "prefill_input_memcfg": Placement("DRAM", "interleaved"),
+            "prefill_output_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     def __init__(self, w1: LazyWeight, w2: LazyWeight, w3: LazyWeight) -> None:
         self._setup(MLP1DConfig(w1=w1, w2=w2, w3=w3))

@@ -20,11 +20,19 @@ from typing import Any
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
+from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import mesh_shape, require_2d_mesh, resolve_mesh_device
 from tttv2.modules.lazy_weight import LazyWeight, host_array
-from tttv2.modules.mlp.mlp_1d import _as_rows, _check_shape, _pad_columns, _pad_rows
+from tttv2.modules.mlp.mlp_1d import (
+    HW_DTYPE_GROUPS,
+    HW_MATH_GROUPS,
+    _as_rows,
+    _check_shape,
+    _pad_columns,
+    _pad_rows,
+)
 from tttv2.modules.tt_ccl import (
     CCL_CHUNKS_PER_SYNC,
     CCL_NUM_BUFFERS_PER_CHANNEL,
@@ -189,6 +197,17 @@ class MLP2D(TTModule):
     """``MLP2D(w1, w2, w3)``: w1/w3 are [dim, hidden], w2 is [hidden, dim] (TT-NN's [in, out] layout)."""
 
     CONFIG_CLASS = MLP2DConfig
+    HARDWARE = HardwareGroups(
+        dtypes=HW_DTYPE_GROUPS,
+        math=HW_MATH_GROUPS,
+        placement={
+            "w1_w3_memcfg": Placement("DRAM", "interleaved"),
+            "w2_memcfg": Placement("DRAM", "interleaved"),
+            "decode_input_memcfg": Placement("L1", "interleaved"),
+            "prefill_input_memcfg": Placement("DRAM", "interleaved"),
+            "prefill_output_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     def __init__(self, w1: LazyWeight, w2: LazyWeight, w3: LazyWeight) -> None:
         self._setup(MLP2DConfig(w1=w1, w2=w2, w3=w3))

@@ -16,6 +16,7 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
+from tttv2.modules._hardware import HardwareGroups, MathSetting, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import default_topology, num_devices, require_1d_mesh, resolve_mesh_device
@@ -121,6 +122,7 @@ def _resolve_rmsnorm1d_config(config: RMSNorm1DConfig) -> RMSNorm1DConfig:
     rows = _grids.nearest_multiple(config.max_batch_size, TILE)
     grid = _grids.grid_near_32_cores(dim // TILE)
     decode_memory = config.decode_memory_config or _grids.width_sharded(rows, dim, grid)
+    grid = _grids.shard_grid(decode_memory) or grid  # the sharded program runs on the cores the layout names
     defaults = dict(
         mesh_device=mesh,
         tt_ccl=get_tt_ccl(mesh) if distributed else None,
@@ -160,6 +162,17 @@ class RMSNorm1D(TTModule):
     """``RMSNorm1D(weight)``: weight of shape (dim,) or (1, 1, dim / 32, 32)."""
 
     CONFIG_CLASS = RMSNorm1DConfig
+    HARDWARE = HardwareGroups(
+        math={
+            "compute_kernel_config": MathSetting(
+                ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=True, packer_l1_acc=True
+            )
+        },
+        placement={
+            "decode_memory_config": Placement("L1", "width_sharded"),
+            "prefill_input_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     def __init__(self, weight: LazyWeight, *, eps: float = 1e-5) -> None:
         self._setup(RMSNorm1DConfig(weight=weight, eps=eps))

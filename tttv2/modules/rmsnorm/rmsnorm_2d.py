@@ -16,6 +16,7 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _ccl, _grids
+from tttv2.modules._hardware import HardwareGroups, MathSetting, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule
 from tttv2.modules._topology import mesh_shape, require_2d_mesh, resolve_mesh_device
@@ -131,6 +132,17 @@ class RMSNorm2D(TTModule):
     """``RMSNorm2D(weight, *, distributed=True)``: weight of shape (dim,) or (1, 1, dim / 32, 32)."""
 
     CONFIG_CLASS = RMSNorm2DConfig
+    HARDWARE = HardwareGroups(
+        math={
+            "compute_kernel_config": MathSetting(
+                ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=False, packer_l1_acc=False
+            )
+        },
+        placement={
+            "decode_input_memcfg": Placement("L1", "width_sharded"),
+            "prefill_input_memcfg": Placement("DRAM", "interleaved"),
+        },
+    )
 
     def __init__(self, weight: LazyWeight, *, eps: float = 1e-5, distributed: bool = True) -> None:
         self._setup(RMSNorm2DConfig(weight=weight, eps=eps, distributed=distributed))

@@ -18,6 +18,7 @@ import numpy as np
 
 from tttv2 import ttnn
 from tttv2.modules import _grids
+from tttv2.modules._hardware import HardwareGroups, Placement
 from tttv2.modules._inputs import load_input
 from tttv2.modules._module import TTModule, mode_name
 from tttv2.modules._topology import require_1d_mesh, resolve_mesh_device
@@ -64,6 +65,37 @@ def rotation_tile() -> np.ndarray:
     return np.kron(np.eye(TILE // 2, dtype=np.float32), pair)[None, None]
 
 
+def lookup_rows(idxs, table: LazyWeight, users: int, memory_config):
+    """The table row of each user's position: [1, users, 1, head_dim] (users on dim 1, so each is its own padded
+    tile), height-sharded one user per core as ``rotary_embedding_llama`` wants."""
+    rows = ttnn.embedding(idxs, table.get_device_weight(), layout=ttnn.TILE_LAYOUT)  # [1, padded users, hd]
+    rows = ttnn.transpose(ttnn.unsqueeze_to_4D(rows), 1, 2)
+    rows = rows[:, :users, :, :]
+    return ttnn.interleaved_to_sharded(rows, memory_config)
+
+
+def prefill_rows(owner: str, config, start_pos: int, seq_len: int, pad_to: int | None):
+    """[cos, sin] rows start_pos .. start_pos + seq_len - 1 of a rotary config's tables, zero-padded to
+    ``pad_to`` rows, tiled into ``config.prefill_output_memcfg``."""
+    positions = config.cos_matrix.shape[-2]
+    if start_pos < 0 or seq_len < 1 or start_pos + seq_len > positions:
+        raise ValueError(
+            f"{owner}.prefill_forward: positions [{start_pos}, {start_pos + seq_len}) are outside the "
+            f"tables' [0, {positions})"
+        )
+    rows = seq_len if pad_to is None else pad_to
+    if rows < seq_len:
+        raise ValueError(f"{owner}.prefill_forward: pad_to {pad_to} is shorter than seq_len {seq_len}")
+    out = []
+    for table in (config.cos_matrix, config.sin_matrix):
+        piece = ttnn.slice(
+            table.get_device_weight(), (0, 0, start_pos, 0), (1, 1, start_pos + seq_len, config.head_dim)
+        )
+        piece = ttnn.pad(piece, padding=[(0, 0), (0, 0), (0, rows - seq_len), (0, 0)], value=0.0)
+        out.append(ttnn.to_layout(piece, ttnn.TILE_LAYOUT, memory_config=config.prefill_output_memcfg))
+    return out
+
+
 @dataclass
 class RotarySetup1DConfig:
     """Everything RotarySetup1D needs; ``None`` fields are resolved by ``RotarySetup1D``."""
@@ -81,7 +113,35 @@ class RotarySetup1DConfig:
     prefill_output_memcfg: Any = None
 
 
-def _table(owner: str, name: str, weight) -> LazyWeight:
+# the same for RotarySetup2D
+HARDWARE_GROUPS = HardwareGroups(
+    dtypes={"datatype": ttnn.bfloat16},
+    placement={
+        "decode_cos_sin_memcfg": Placement("L1", "height_sharded"),
+        "prefill_output_memcfg": Placement("DRAM", "interleaved"),
+    },
+)
+
+
+def placed_tables(config, cos: LazyWeight, sin: LazyWeight, mesh, per_user):
+    """``config`` with the tables (row-major, DRAM) and the rotation matrices (tiled; one tile per user in decode,
+    ``per_user(width)`` the height-sharded layout) placed on ``mesh`` in ``config.datatype``."""
+
+    def on_mesh(weight, layout, memory_config):
+        return weight.with_defaults(
+            device=mesh, dtype=config.datatype, layout=layout, memory_config=memory_config
+        )
+
+    return replace(
+        config,
+        cos_matrix=on_mesh(cos, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
+        sin_matrix=on_mesh(sin, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
+        decode_trans_mat=on_mesh(config.decode_trans_mat, ttnn.TILE_LAYOUT, per_user(TILE)),
+        prefill_trans_mat=on_mesh(config.prefill_trans_mat, ttnn.TILE_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
+    )
+
+
+def table_weight(owner: str, name: str, weight) -> LazyWeight:
     if not isinstance(weight, LazyWeight):
         raise TypeError(f"{owner}: {name} must be a LazyWeight, got {type(weight).__name__}")
     shape = weight.shape
@@ -96,14 +156,14 @@ def _table(owner: str, name: str, weight) -> LazyWeight:
 
 def _resolve_rope_config(config: RotarySetup1DConfig) -> RotarySetup1DConfig:
     owner = "RotarySetup1D"
-    cos = _table(owner, "cos_matrix", config.cos_matrix)
-    sin = _table(owner, "sin_matrix", config.sin_matrix)
+    cos = table_weight(owner, "cos_matrix", config.cos_matrix)
+    sin = table_weight(owner, "sin_matrix", config.sin_matrix)
     if cos.shape != sin.shape:
         raise ValueError(
             f"{owner}: cos_matrix {cos.shape} and sin_matrix {sin.shape} must have the same shape"
         )
     mesh = resolve_mesh_device(owner, config.mesh_device, cos, sin)
-    require_1d_mesh(owner, mesh, "a 1-D submesh (there is no 2-D rotary setup module yet)")
+    require_1d_mesh(owner, mesh, "RotarySetup2D")
     head_dim = cos.shape[-1]
     if config.head_dim is not None and config.head_dim != head_dim:
         raise ValueError(f"{owner}: head_dim {config.head_dim} does not match the tables' {head_dim}")
@@ -139,22 +199,14 @@ def _resolve_rope_config(config: RotarySetup1DConfig) -> RotarySetup1DConfig:
     )
     resolved = replace(config, **{k: v for k, v in defaults.items() if getattr(config, k) is None})
 
-    def on_mesh(weight, layout, memory_config):
-        return weight.with_defaults(device=mesh, dtype=datatype, layout=layout, memory_config=memory_config)
-
-    return replace(
-        resolved,
-        cos_matrix=on_mesh(cos, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-        sin_matrix=on_mesh(sin, ttnn.ROW_MAJOR_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-        decode_trans_mat=on_mesh(resolved.decode_trans_mat, ttnn.TILE_LAYOUT, per_user(TILE)),
-        prefill_trans_mat=on_mesh(resolved.prefill_trans_mat, ttnn.TILE_LAYOUT, ttnn.DRAM_MEMORY_CONFIG),
-    )
+    return placed_tables(resolved, cos, sin, mesh, per_user)
 
 
 class RotarySetup1D(TTModule):
     """``RotarySetup1D(cos_matrix, sin_matrix, max_batch_size)``: tables as LazyWeights (see ``rope_tables``)."""
 
     CONFIG_CLASS = RotarySetup1DConfig
+    HARDWARE = HARDWARE_GROUPS
 
     def __init__(self, cos_matrix: LazyWeight, sin_matrix: LazyWeight, max_batch_size: int = 32) -> None:
         self._setup(
@@ -221,44 +273,19 @@ class RotarySetup1D(TTModule):
         return [self._rows_per_user(idxs, table) for table in (cfg.cos_matrix, cfg.sin_matrix)]
 
     def _rows_per_user(self, idxs, table):
-        rows = ttnn.embedding(
-            idxs, table.get_device_weight(), layout=ttnn.TILE_LAYOUT
-        )  # [1, padded users, hd]
-        # users on dim 1, so each becomes its own (padded) tile: [1, users, 1, head_dim]
-        rows = ttnn.transpose(ttnn.unsqueeze_to_4D(rows), 1, 2)
-        rows = rows[:, : self._users, :, :]
-        return ttnn.interleaved_to_sharded(rows, self.config.decode_cos_sin_memcfg)
+        return lookup_rows(idxs, table, self._users, self.config.decode_cos_sin_memcfg)
 
     def prefill_forward(self, start_pos: int, seq_len: int, pad_to: int | None = None):
         """[cos, sin] rows start_pos .. start_pos + seq_len - 1, each [1, 1, seq_len (or pad_to), head_dim],
         tiled; rows past seq_len are zero."""
-        cfg = self.config
-        positions = cfg.cos_matrix.shape[-2]
-        if start_pos < 0 or seq_len < 1 or start_pos + seq_len > positions:
-            raise ValueError(
-                f"RotarySetup1D.prefill_forward: positions [{start_pos}, {start_pos + seq_len}) are outside the "
-                f"tables' [0, {positions})"
-            )
-        rows = seq_len if pad_to is None else pad_to
-        if rows < seq_len:
-            raise ValueError(
-                f"RotarySetup1D.prefill_forward: pad_to {pad_to} is shorter than seq_len {seq_len}"
-            )
-        out = []
-        for table in (cfg.cos_matrix, cfg.sin_matrix):
-            piece = ttnn.slice(
-                table.get_device_weight(), (0, 0, start_pos, 0), (1, 1, start_pos + seq_len, cfg.head_dim)
-            )
-            piece = ttnn.pad(piece, padding=[(0, 0), (0, 0), (0, rows - seq_len), (0, 0)], value=0.0)
-            out.append(ttnn.to_layout(piece, ttnn.TILE_LAYOUT, memory_config=cfg.prefill_output_memcfg))
-        return out
+        return prefill_rows("RotarySetup1D", self.config, start_pos, seq_len, pad_to)
 
     @classmethod
     def from_model_args(cls, device, args, model_name: str = "unknown") -> RotarySetup1D:
         """tttv1's ``RotarySetup`` as a RotarySetup1D: the same tables (tttv1's ``compute_gather_cos_sin`` over
         2 × max_seq_len positions), the same batch."""
         if args.is_galaxy:
-            raise ValueError("RotarySetup1D cannot be used for Galaxy devices; run it on a 1-D submesh")
+            raise ValueError("RotarySetup1D cannot be used for Galaxy devices; use RotarySetup2D instead")
         from tttv1.tt.common import compute_gather_cos_sin
 
         cos, sin = compute_gather_cos_sin(

@@ -13,6 +13,7 @@ from . import (
     normalization,
     p2p,
     reduction,
+    rng,
     sdpa,
     training,
 )
@@ -31,6 +32,7 @@ OP_MODULES = (
     ccl,
     training,
     p2p,
+    rng,
 )
 
 __all__ = ["OP_MODULES"]

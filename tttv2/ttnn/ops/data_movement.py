@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRange, CoreRangeSet, MemoryConfig, ShardSpec
+from ..placement import permuted_topology, reshaped_topology
 from ..tensor import Shape, Tensor, padded_shape_of
 from ..types import (
     TILE_SIZE,
@@ -150,6 +151,14 @@ def per_device(fn, *per_device_inputs):
 
 def _shards(t: Tensor, op: str) -> list[np.ndarray]:
     return t.shards(op)
+
+
+def _moved_topology(op: str, move, t: Tensor, *args, **kwargs):
+    """``move(t's topology, *args)``: its shard dims moved with the data by a reshape or a permute."""
+    try:
+        return move(t.tensor_topology(), *args, **kwargs)
+    except ValueError as exc:  # the input's own topology names a dim it does not have
+        raise op_error(op, "input_tensor", "a tensor whose topology fits its shape", str(exc)) from None
 
 
 def _map(t: Tensor, op: str, fn) -> list[np.ndarray]:
@@ -315,9 +324,15 @@ def reshape(
         )
     if padded is not None or math.prod(logical) != t.volume:
         return _reshape_view(op, t, logical, padded, memory_config)
+    return _reshape(op, t, logical, memory_config)
+
+
+def _reshape(op: str, t: Tensor, logical: list[int], memory_config=None, inserted=None) -> Tensor:
+    """Reshape every shard; the shard dims of the topology follow the data (``inserted``: see unsqueeze)."""
+    topology = _moved_topology(op, reshaped_topology, t, t.shape, logical, inserted=inserted)
     new_shape = tuple(logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))
-    return output_like(op, shards, t, memory_config=memory_config)
+    return output_like(op, shards, t, memory_config=memory_config, topology=topology)
 
 
 def _reshape_view(op: str, t: Tensor, logical: list[int], padded: list[int] | None, memory_config) -> Tensor:
@@ -354,9 +369,12 @@ def _reshape_view(op: str, t: Tensor, logical: list[int], padded: list[int] | No
     def view_shard(s: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(_padded_array(s, cur_padded).reshape(padded)[index])
 
+    topology = _moved_topology(
+        op, reshaped_topology, t, cur_padded, padded
+    )  # the padded buffer is what is reinterpreted
     shards = _map(t, op, view_shard)
     out_padded = None if padded == list(padded_shape_of(logical, t.layout)) else padded
-    return output_like(op, shards, t, memory_config=memory_config, padded_shape=out_padded)
+    return output_like(op, shards, t, memory_config=memory_config, padded_shape=out_padded, topology=topology)
 
 
 @ttnn_op("ttnn.view")
@@ -384,9 +402,10 @@ def view(input_tensor: Tensor, shape) -> Tensor:
                 op, "shape", f"an unchanged second-last dim {h_old} (TILE padding would move)", logical
             )
     new_shape = tuple(logical)
+    topology = _moved_topology(op, reshaped_topology, t, old, logical)
     shards = _map(t, op, lambda s: s.reshape(new_shape))
     if t.device() is None:
-        out = Tensor(shards, t.dtype, t.layout, None, None, t.tensor_topology(), quantized=True, what=op)
+        out = Tensor(shards, t.dtype, t.layout, None, None, topology, quantized=True, what=op)
     else:
         out = Tensor(
             shards,
@@ -394,7 +413,7 @@ def view(input_tensor: Tensor, shape) -> Tensor:
             t.layout,
             t.device(),
             t.memory_config(),
-            t.tensor_topology(),
+            topology,
             quantized=True,
             view_of=t,
             what=op,
@@ -413,7 +432,7 @@ def unsqueeze_to_4D(input_tensor: Tensor) -> Tensor:
         raise op_error(op, "input_tensor rank", "at most 4", f"{rank} (shape {list(t.shape)})")
     if rank == 4:
         return t
-    return reshape(t, [1] * (4 - rank) + list(t.shape))
+    return _reshape(op, t, [1] * (4 - rank) + list(t.shape), inserted=(0, 4 - rank))
 
 
 @ttnn_op("ttnn.squeeze")
@@ -441,7 +460,7 @@ def unsqueeze(input_tensor: Tensor, dim: int) -> Tensor:
     t = expect_tensor(op, "input_tensor", input_tensor, on_device=False)
     shape = list(t.shape)
     d = _dim(op, "dim", dim, len(shape), extra=1)
-    return reshape(t, [*shape[:d], 1, *shape[d:]])
+    return _reshape(op, t, [*shape[:d], 1, *shape[d:]], inserted=(d, 1))
 
 
 @ttnn_op("ttnn.permute")
@@ -463,8 +482,11 @@ def permute(
         raise op_error(op, "dims", f"a permutation of range({rank})", list(dims))
     if order == list(range(rank)) and memory_config is None:
         return t
+    topology = _moved_topology(op, permuted_topology, t, t.shape, order)  # a shard dim moves with its data
     shards = _map(t, op, lambda s: np.ascontiguousarray(np.transpose(s, order)))
-    return output_like(op, shards, t, memory_config=memory_config if t.device() is not None else None)
+    return output_like(
+        op, shards, t, memory_config=memory_config if t.device() is not None else None, topology=topology
+    )
 
 
 @ttnn_op("ttnn.transpose")

@@ -1,0 +1,233 @@
+"""``ModelFactory``: Hugging Face configs → ``ModelSpec``, and ``ModelSpec`` + mesh + weights → a runnable model.
+
+``from_spec`` chooses the topology from the mesh (1D blocks on 1xN meshes, 2D blocks on a Galaxy), builds every
+block from its config with the hardware defaults of ``hw_mode`` (a field the blocks resolve themselves, such as
+a grid, is never set here), takes the weights as ``LazyWeight``s from a state dict or a local safetensors
+checkpoint (converted to the device on first use), and composes them with ``patterns.DecoderLayer`` and
+``patterns.CausalLM``. Per-layer differences of the spec (sliding window, intermediate size) reach each layer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from tttv2 import ttnn
+from tttv2.interfaces._huggingface import spec_from_huggingface
+from tttv2.interfaces._model_spec import ActivationType, ModelSpec, NormType
+from tttv2.interfaces._weights import HuggingFaceWeights
+from tttv2.modules import (
+    MLP1D,
+    MLP2D,
+    Attention1D,
+    Attention1DConfig,
+    Attention2D,
+    Attention2DConfig,
+    Embedding1D,
+    Embedding1DConfig,
+    Embedding2D,
+    Embedding2DConfig,
+    LazyWeight,
+    LMHead1D,
+    LMHead1DConfig,
+    LMHead2D,
+    LMHead2DConfig,
+    MLP1DConfig,
+    MLP2DConfig,
+    RMSNorm1D,
+    RMSNorm1DConfig,
+    RMSNorm2D,
+    RMSNorm2DConfig,
+    RotarySetup1D,
+    RotarySetup1DConfig,
+    RotarySetup2D,
+    RotarySetup2DConfig,
+    rope_tables,
+)
+from tttv2.patterns import CausalLM, DecoderLayer
+
+__all__ = ["ModelFactory"]
+
+_ACTIVATIONS = {
+    ActivationType.SILU: ttnn.UnaryOpType.SILU,
+    ActivationType.GELU: ttnn.UnaryOpType.GELU,
+    ActivationType.RELU: ttnn.UnaryOpType.RELU,
+}
+
+# topology → the block classes and their configs
+_BLOCKS = {
+    "1d": dict(
+        embedding=(Embedding1D, Embedding1DConfig),
+        rope=(RotarySetup1D, RotarySetup1DConfig),
+        attention=(Attention1D, Attention1DConfig),
+        mlp=(MLP1D, MLP1DConfig),
+        norm=(RMSNorm1D, RMSNorm1DConfig),
+        lm_head=(LMHead1D, LMHead1DConfig),
+    ),
+    "2d": dict(
+        embedding=(Embedding2D, Embedding2DConfig),
+        rope=(RotarySetup2D, RotarySetup2DConfig),
+        attention=(Attention2D, Attention2DConfig),
+        mlp=(MLP2D, MLP2DConfig),
+        norm=(RMSNorm2D, RMSNorm2DConfig),
+        lm_head=(LMHead2D, LMHead2DConfig),
+    ),
+}
+
+
+def topology_of(mesh_device) -> str:
+    """ "1d" for a 1xN (or Nx1) mesh, "2d" for a mesh with more than one device along both axes."""
+    if mesh_device is None or not hasattr(mesh_device, "get_num_devices"):
+        raise TypeError(
+            f"ModelFactory.from_spec: mesh_device must be a ttnn.MeshDevice, got {type(mesh_device).__name__}"
+        )
+    return "2d" if min(tuple(mesh_device.shape)) > 1 else "1d"
+
+
+class _Builder:
+    """Builds the blocks of one model: one place for the mesh, the hardware mode and the weight cache."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        mesh,
+        weights: HuggingFaceWeights,
+        hw_mode,
+        cache_dir,
+        max_batch_size,
+        max_seq_len,
+    ):
+        self.spec, self.mesh, self.weights, self.hw_mode = spec, mesh, weights, hw_mode
+        self.cache_dir, self.max_batch_size, self.max_seq_len = cache_dir, max_batch_size, max_seq_len
+        self.blocks = _BLOCKS[topology_of(mesh)]
+
+    def lazy(self, array, name: str) -> LazyWeight:
+        return LazyWeight(array, cache_dir=self.cache_dir, name=f"{self.spec.name}.{name}".replace("/", "_"))
+
+    def build(self, kind: str, **fields):
+        cls, config_class = self.blocks[kind]
+        return cls.from_config(config_class(mesh_device=self.mesh, **fields), hw_mode=self.hw_mode)
+
+    def norm(self, array, name: str):
+        return self.build("norm", weight=self.lazy(array, name), eps=self.spec.norm_eps)
+
+    def layer(self, index: int, rope) -> DecoderLayer:
+        spec, w = self.spec.layer(index), self.weights
+        dim = spec.hidden_dim
+        attn = w.attention(index, dim, spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.qkv_bias)
+        mlp = w.mlp(index, dim, spec.intermediate_dim)
+        attention = self.build(
+            "attention",
+            wqkv=self.lazy(attn["wqkv"], f"layers.{index}.wqkv"),
+            wo=self.lazy(attn["wo"], f"layers.{index}.wo"),
+            wqkv_bias=None if attn["bias"] is None else self.lazy(attn["bias"], f"layers.{index}.wqkv_bias"),
+            n_heads=spec.num_heads,
+            n_kv_heads=spec.num_kv_heads,
+            head_dim=spec.head_dim,
+            max_batch_size=self.max_batch_size,
+            max_seq_len=self.max_seq_len,
+            sliding_window=spec.sliding_window,
+            transformation_mat_decode=rope.config.decode_trans_mat,
+            transformation_mat_prefill=rope.config.prefill_trans_mat,
+        )
+        ffn = self.build(
+            "mlp",
+            w1=self.lazy(mlp["w1"], f"layers.{index}.w1"),
+            w2=self.lazy(mlp["w2"], f"layers.{index}.w2"),
+            w3=self.lazy(mlp["w3"], f"layers.{index}.w3"),
+            activation=_ACTIVATIONS[spec.activation],
+        )
+        return DecoderLayer(
+            attention=attention,
+            ffn=ffn,
+            attention_norm=self.norm(w.attention_norm(index, dim), f"layers.{index}.attention_norm"),
+            ffn_norm=self.norm(w.ffn_norm(index, dim), f"layers.{index}.ffn_norm"),
+        )
+
+    def model(self) -> CausalLM:
+        spec, w = self.spec, self.weights
+        cos, sin = rope_tables(
+            spec.head_dim,
+            self.max_seq_len,
+            spec.rope_theta,
+            None if spec.rope_scaling is None else spec.rope_scaling.as_dict(),
+        )
+        rope = self.build(
+            "rope", cos_matrix=LazyWeight(cos), sin_matrix=LazyWeight(sin), max_batch_size=self.max_batch_size
+        )
+        return CausalLM(
+            self.build(
+                "embedding", weights=self.lazy(w.embedding(spec.vocab_size, spec.hidden_dim), "embedding")
+            ),
+            rope,
+            [self.layer(i, rope) for i in range(spec.num_layers)],
+            self.norm(w.final_norm(spec.hidden_dim), "norm"),
+            self.build(
+                "lm_head",
+                weight=self.lazy(
+                    w.lm_head(spec.vocab_size, spec.hidden_dim, spec.tie_word_embeddings), "lm_head"
+                ),
+            ),
+            vocab_size=spec.vocab_size,
+            max_seq_len=self.max_seq_len,
+        )
+
+
+class ModelFactory:
+    """Model specs from Hugging Face configs, and runnable models from specs (see the module docstring)."""
+
+    @staticmethod
+    def from_huggingface(config, *, ignore_fields: Iterable[str] = (), name: str | None = None) -> ModelSpec:
+        """The ``ModelSpec`` of a Hugging Face config dict (``config.json``) or ``transformers`` config object:
+        Llama, Mistral, Qwen2 and Phi-3. An unsupported ``model_type``, field or value raises
+        ``UnsupportedConfigError`` naming it."""
+        return spec_from_huggingface(config, ignore_fields=ignore_fields, name=name)
+
+    @staticmethod
+    def from_spec(
+        spec: ModelSpec,
+        mesh_device,
+        *,
+        weights,
+        hw_mode: str = "performance",
+        max_batch_size: int = 1,
+        max_seq_len: int | None = None,
+        weight_cache_dir: str | os.PathLike | None = None,
+    ) -> CausalLM:
+        """A ``patterns.CausalLM`` of ``spec`` on ``mesh_device``.
+
+        ``weights``: a Hugging Face state dict (numpy arrays or torch tensors), a ``SafetensorsCheckpoint`` or the
+        path of a local ``.safetensors`` file or directory. ``hw_mode``: "performance" or "accuracy" (each
+        block's ``get_default_hw_config``). ``max_seq_len`` (default: the spec's, at most 4096) sizes the KV
+        caches and rotary tables; ``weight_cache_dir`` keeps the converted device weights on disk."""
+        if not isinstance(spec, ModelSpec):
+            raise TypeError(f"ModelFactory.from_spec: spec must be a ModelSpec, got {type(spec).__name__}")
+        if spec.norm_type is not NormType.RMS_NORM:
+            raise ValueError(
+                f"ModelFactory.from_spec: norm_type {spec.norm_type.value} has no building block yet (rms_norm)"
+            )
+        if spec.activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"ModelFactory.from_spec: activation {spec.activation.value} has no building block yet "
+                f"({', '.join(a.value for a in _ACTIVATIONS)})"
+            )
+        if not isinstance(max_batch_size, int) or max_batch_size < 1:
+            raise ValueError(
+                f"ModelFactory.from_spec: max_batch_size must be a positive int, got {max_batch_size!r}"
+            )
+        max_seq_len = max_seq_len or min(spec.max_seq_len, 4096)
+        if max_seq_len < 128 or max_seq_len % 128:
+            raise ValueError(
+                f"ModelFactory.from_spec: max_seq_len must be a multiple of 128, got {max_seq_len}"
+            )
+        topology_of(mesh_device)
+        builder = _Builder(
+            spec,
+            mesh_device,
+            HuggingFaceWeights(weights),
+            hw_mode,
+            weight_cache_dir,
+            max_batch_size,
+            max_seq_len,
+        )
+        return builder.model()
