@@ -1,13 +1,16 @@
 """Benchmark trace-deps.
 
 1. Whole process, side by side in one run: ``trace-deps --json`` on the built-in ``attention.py`` +
-   ``model_config.py`` against a process that only runs ``ast.parse`` on the same files, as a ratio (CPU time of
-   the child processes, user + sys, best of --repeat; and median wall time).
+   ``model_config.py`` against a process that only runs ``ast.parse`` on the same files, as a ratio. The two run
+   in pairs, --process-repeat times, the order inside each pair alternating (A B, B A, ...) so a drift in the
+   machine's speed weighs on both. Reported: CPU time of the children (user + sys: the best of each, and the
+   median of the per-pair ratios) and the median wall time.
 2. Lines analysed per second (one process, so per core) for the whole ``analyze()`` call (parse + index +
-   dependency graph + classification + paths), on the built-in model and on large generated model_config-like
-   modules.
+   dependency graph + classification + paths), on the built-in model, on every built-in TTTv1 module, and on
+   large generated model_config-like modules; next to ``ast.parse`` alone on the same files in the same process
+   (the ratio of the two is what a busy machine changes least).
 
-Run from the project root:  python benchmarks/bench_trace.py [--lines 8000] [--repeat 5]
+Run from the project root:  python benchmarks/bench_trace.py [--lines 8000] [--repeat 5] [--process-repeat 20]
 Prints the machine, the command and the tables. Nothing is written unless --doc FILE is given, in which case the
 tables replace the "## Benchmark" section of that file (docs/trace_deps.md).
 """
@@ -32,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tttv2_tools.trace_dependencies import analyze  # noqa: E402
+from tttv2_tools.trace_dependencies import TraceError, analyze  # noqa: E402
 from tttv2_tools.trace_dependencies.export import to_json  # noqa: E402
 
 GOAL = 60_000
@@ -155,16 +158,26 @@ def generate(folder: Path, target_lines: int, read_all: bool) -> tuple[Path, Pat
 
 
 def measure(module: Path, config: Path | None, repeat: int) -> dict:
+    return measure_many([(module, config)], repeat)
+
+
+def measure_many(inputs: list[tuple[Path, Path | None]], repeat: int) -> dict:
     """CPU time (time.process_time: what one core spends, not time spent waiting for a core on a busy machine)
-    and wall time of the whole analyze() call; plus ast.parse alone on the same files as a calibration."""
-    cpu, wall, analysis = [], [], None
+    and wall time of the analyze() calls on ``inputs`` (summed over the inputs, best / median of ``repeat``
+    rounds); plus ast.parse alone on the files each analysis reads, as a calibration. Each file is counted
+    once per analysis that reads it, as the analysis parses it once per analysis."""
+    cpu, wall, analyses = [], [], []
     for _ in range(repeat):
         c0, w0 = time.process_time(), time.perf_counter()
-        analysis = analyze(module, config)
+        analyses = [analyze(module, config) for module, config in inputs]
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
-    lines = analysis.stats["lines"]
-    texts = [Path(p).read_text() for p in _files(module, config, analysis)]
+    lines = sum(a.stats["lines"] for a in analyses)
+    texts = [
+        Path(p).read_text()
+        for (module, config), a in zip(inputs, analyses)
+        for p in _files(module, config, a)
+    ]
     parse = []
     gc.disable()  # as analyze() does, so the calibration is like for like
     try:
@@ -175,21 +188,39 @@ def measure(module: Path, config: Path | None, repeat: int) -> dict:
             parse.append(time.process_time() - c0)
     finally:
         gc.enable()
-    started = time.perf_counter()
-    to_json(analysis)
-    json_time = time.perf_counter() - started
+    json_cpu = []
+    for _ in range(repeat):
+        c0 = time.process_time()
+        for a in analyses:
+            to_json(a)
+        json_cpu.append(time.process_time() - c0)
     return {
         "lines": lines,
-        "files": analysis.stats["files"],
-        "nodes": analysis.stats["nodes"],
-        "keys": analysis.stats["keys_read"],
+        "files": sum(a.stats["files"] for a in analyses),
+        "nodes": sum(a.stats["nodes"] for a in analyses),
+        "keys": sum(a.stats["keys_read"] for a in analyses),
         "cpu": min(cpu),
         "wall": statistics.median(wall),
         "lps_cpu": lines / min(cpu),
         "lps_wall": lines / statistics.median(wall),
         "lps_parse": lines / max(min(parse), 1e-9),
-        "json_ms": json_time * 1000,
+        "vs_parse": min(cpu) / max(min(parse), 1e-9),
+        "json_ms": min(json_cpu) * 1000,
     }
+
+
+def builtin_modules(folder: Path) -> list[tuple[Path, Path]]:
+    """Every module of the built-in TTTv1 model that trace-deps analyses (those with a class that has forward()
+    or __call__), each with the model's model_config.py."""
+    config = folder / "model_config.py"
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        try:
+            analyze(path, config)
+        except TraceError:
+            continue
+        found.append((path, config))
+    return found
 
 
 def _files(module: Path, config: Path | None, analysis) -> list[Path]:
@@ -236,18 +267,22 @@ def measure_process(module: Path, config: Path, repeat: int) -> dict:
         env["PYTHONPYCACHEPREFIX"] = cache
         _child(trace, env)
         _child(parse, env)
-        for _ in range(repeat):
-            runs["trace"].append(_child(trace, env))
-            runs["parse"].append(_child(parse, env))
+        for i in range(repeat):  # pairs, the order alternating: A B, B A, A B, ...
+            order = ("trace", "parse") if i % 2 == 0 else ("parse", "trace")
+            for name in order:
+                runs[name].append(_child(trace if name == "trace" else parse, env))
     best = {k: min(c for c, _ in v) for k, v in runs.items()}
     wall = {k: statistics.median(w for _, w in v) for k, v in runs.items()}
+    pairs = [t[0] / p[0] for t, p in zip(runs["trace"], runs["parse"]) if p[0] > 0]
     return {
         "files": len(files),
+        "runs": repeat,
         "trace_cpu": best["trace"],
         "parse_cpu": best["parse"],
         "trace_wall": wall["trace"],
         "parse_wall": wall["parse"],
         "ratio_cpu": best["trace"] / best["parse"],
+        "ratio_pairs": statistics.median(pairs),
         "ratio_wall": wall["trace"] / wall["parse"],
     }
 
@@ -255,12 +290,13 @@ def measure_process(module: Path, config: Path, repeat: int) -> dict:
 def process_table(name: str, r: dict) -> str:
     return "\n".join(
         [
-            "| input | files | trace-deps --json CPU (ms, best) | ast.parse-only CPU (ms, best) | ratio (CPU) | "
-            "trace-deps wall (ms, median) | ast.parse-only wall (ms, median) | ratio (wall) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-            f"| {name} | {r['files']} | {r['trace_cpu'] * 1000:.0f} | {r['parse_cpu'] * 1000:.0f} | "
-            f"{r['ratio_cpu']:.2f} | {r['trace_wall'] * 1000:.0f} | {r['parse_wall'] * 1000:.0f} | "
-            f"{r['ratio_wall']:.2f} |",
+            "| input | files | pairs | trace-deps --json CPU (ms, best) | ast.parse-only CPU (ms, best) | "
+            "ratio (best CPU) | ratio (CPU, median of pairs) | trace-deps wall (ms, median) | "
+            "ast.parse-only wall (ms, median) | ratio (wall) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {name} | {r['files']} | {r['runs']} | {r['trace_cpu'] * 1000:.0f} | {r['parse_cpu'] * 1000:.0f} | "
+            f"{r['ratio_cpu']:.2f} | {r['ratio_pairs']:.2f} | {r['trace_wall'] * 1000:.0f} | "
+            f"{r['parse_wall'] * 1000:.0f} | {r['ratio_wall']:.2f} |",
         ]
     )
 
@@ -268,14 +304,15 @@ def process_table(name: str, r: dict) -> str:
 def table(rows: list[tuple[str, dict]]) -> str:
     out = [
         "| input | files | lines | graph nodes | keys read | CPU (ms, best) | lines/s per core (CPU) | "
-        "wall (ms, median) | lines/s (wall) | ast.parse alone (lines/s) | --json (ms) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "wall (ms, median) | lines/s (wall) | ast.parse alone (lines/s) | analysis / ast.parse (CPU) | "
+        "--json (CPU ms, best) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows:
         out.append(
             f"| {name} | {r['files']} | {r['lines']} | {r['nodes']} | {r['keys']} | {r['cpu'] * 1000:.1f} | "
             f"{r['lps_cpu']:,.0f} | {r['wall'] * 1000:.1f} | {r['lps_wall']:,.0f} | {r['lps_parse']:,.0f} | "
-            f"{r['json_ms']:.1f} |"
+            f"{r['vs_parse']:.1f} | {r['json_ms']:.1f} |"
         )
     return "\n".join(out)
 
@@ -283,12 +320,15 @@ def table(rows: list[tuple[str, dict]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=8000, help="size of the generated config (default 8000)")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds of each in-process measurement")
+    parser.add_argument(
+        "--process-repeat", type=int, default=20, help="pairs of whole processes (default 20)"
+    )
     parser.add_argument("--doc", type=Path, help="replace the '## Benchmark' section of this markdown file")
     args = parser.parse_args(argv)
     rows = []
     builtin = ROOT / "tttv1" / "tt"
-    process = measure_process(builtin / "attention.py", builtin / "model_config.py", args.repeat)
+    process = measure_process(builtin / "attention.py", builtin / "model_config.py", args.process_repeat)
     for name in ("mlp.py", "attention.py"):
         if (builtin / name).is_file():
             rows.append(
@@ -297,6 +337,15 @@ def main(argv: list[str] | None = None) -> int:
                     measure(builtin / name, builtin / "model_config.py", args.repeat),
                 )
             )
+    modules = builtin_modules(builtin)
+    rows.append(
+        (
+            f"every built-in tttv1/tt module with forward() ({len(modules)} analyses: "
+            + ", ".join(m.name for m, _ in modules)
+            + ")",
+            measure_many(modules, args.repeat),
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         consumer, config = generate(folder, args.lines, read_all=False)
@@ -316,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()} "
         f"({platform.platform()}); {datetime.date.today().isoformat()}\n"
-        f"Command: python benchmarks/bench_trace.py --lines {args.lines} --repeat {args.repeat}\n"
+        f"Command: python benchmarks/bench_trace.py --lines {args.lines} --repeat {args.repeat} "
+        f"--process-repeat {args.process_repeat}\n"
         f"Load average at start: {os.getloadavg()[0]:.2f}\n"
         f"Goals: whole process <= {PROCESS_GOAL:g}x an ast.parse-only process on the same files; "
         f">= {GOAL:,} lines/s per core for the analysis (single process)."

@@ -245,6 +245,29 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
     )
 
 
+def test_analysis_api_imports_neither_networkx_nor_rich_nor_libcst():
+    """The analysis entry point and the queries over its data (what the codemod and collect-cases call) load none
+    of the heavy libraries: networkx only for ``Analysis.graph`` and graph outputs, rich only for the terminal
+    report, libcst only for ``locate``. Checked in a fresh interpreter, so an import added at the top of any module
+    on this path fails here (a check of what is imported, not of how long it takes)."""
+    script = (
+        "import sys\n"
+        "import tttv2_tools.trace_dependencies as td\n"
+        f"a = td.analyze({str(ROOT / 'tttv1/tt/attention.py')!r}, {str(ROOT / 'tttv1/tt/model_config.py')!r})\n"
+        "loaded = td.Analysis.from_json(a.to_json())\n"
+        "assert loaded == a\n"
+        "view = loaded.restrict(mode='decode', topology='2d')\n"
+        "paths = loaded.why('args.dim')\n"
+        "small = loaded.focus('args.dim')\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'networkx', 'rich', 'libcst'})\n"
+        "print(len(view.ops) > 0, len(paths) > 0, small.dependencies.number_of_nodes() > 0, heavy)\n"
+        "a.graph\n"  # asking for the networkx graph does load it (the check above can see an import)
+        "print('networkx' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["True True True []", "True"]
+
+
 def test_small_graph_matches_networkx():
     from tttv2_tools.trace_dependencies.graph import Graph
 
@@ -269,3 +292,76 @@ def test_small_graph_matches_networkx():
     copy = g.copy()
     copy.add_edge("d", "a")
     assert not g.has_edge("d", "a") and g.number_of_nodes() == 3
+
+
+def test_proof_chains_do_not_depend_on_the_order_the_graph_was_built_in():
+    """Two equally short paths from a root: the chain takes the smaller node id, whatever the insertion order
+    (the engine's order follows set iteration, which changes with the hash seed)."""
+    from tttv2_tools.trace_dependencies.facts import DataView, Proofs, compute_bits, root_bits
+    from tttv2_tools.trace_dependencies.graph import Graph
+
+    edges = [("hw:a", "local:y"), ("hw:a", "local:x"), ("local:y", "branch:b"), ("local:x", "branch:b")]
+    chains = []
+    for order in (edges, edges[::-1]):
+        g = Graph()
+        for node in sorted({n for e in order for n in e}, reverse=order is edges):
+            g.add_node(node, category=node.split(":")[0].replace("hw", "hardware"), label=node)
+        for u, v in order:
+            g.add_edge(u, v, kind="data")
+        view = DataView(g)
+        compute_bits(g, view)
+        proofs = Proofs(g, view, {n: root_bits(g, n, view.in_degree(n)) for n in g.nodes})
+        chains.append([h.node for h in proofs.chain("branch:b", "static")])
+    assert chains == [["hw:a", "local:x", "branch:b"]] * 2
+
+
+def test_reaching_definitions_come_in_source_order():
+    from tttv2_tools.trace_dependencies.flow import PARAM, reaching
+    from tttv2_tools.trace_dependencies.scan import make_funcinfo
+    from tttv2_tools.trace_dependencies.source import SourceFile
+
+    def read_source_text(text):
+        return SourceFile(Path("f.py"), "f.py", text, ast.parse(text), text.count("\n") + 1)
+
+    text = "def f(x, c):\n    if c:\n        x = 1\n    elif c > 1:\n        x = 2\n    return x\n"
+    source = read_source_text(text)
+    info = make_funcinfo(source, source.tree.body[0], "f", None, None, False)
+    use = info.returns[0][0]
+    assert [s if s is PARAM else s.line for s in reaching(info)[id(use)]] == [PARAM, 3, 5]
+
+
+def test_reaching_definitions_map_only_locals_with_several_assignments():
+    """A local assigned once is the same at every use, so only reassigned locals and parameters are mapped (what
+    ``local_uses`` asks for); the sets of the mapped ones do not depend on the others."""
+    from tttv2_tools.trace_dependencies.flow import PARAM, reaching
+    from tttv2_tools.trace_dependencies.scan import make_funcinfo
+    from tttv2_tools.trace_dependencies.source import SourceFile
+
+    def info_of(text):
+        source = SourceFile(Path("f.py"), "f.py", text, ast.parse(text), text.count("\n") + 1)
+        return make_funcinfo(source, source.tree.body[0], "f", None, None, False)
+
+    assert reaching(info_of("def f(a):\n    y = a\n    return y\n")) == {}
+    info = info_of("def f(a, c):\n    y = a\n    z = 1\n    if c:\n        z = y\n    return z + y\n")
+    use = info.returns[0][0]  # z + y
+    mapped = reaching(info)
+    assert id(use.right) not in mapped  # y: one assignment
+    assert [s if s is PARAM else s.line for s in mapped[id(use.left)]] == [3, 5]
+
+
+def test_plain_turns_records_into_json_values():
+    from enum import Enum
+
+    from tttv2_tools.trace_dependencies.records import Hop, Span
+    from tttv2_tools.trace_dependencies.serial import plain
+
+    class Side(str, Enum):  # a str subclass: kept as it is (json writes its value)
+        MODULE = "module"
+
+    value = {"chain": {"static": [Hop("hw:a", "a", None)]}, "span": Span(1, 0, 2, 3), "t": (1, [Side.MODULE])}
+    assert plain(value) == {
+        "chain": {"static": [{"node": "hw:a", "label": "a", "loc": None}]},
+        "span": {"start_line": 1, "start_col": 0, "end_line": 2, "end_col": 3},
+        "t": [1, [Side.MODULE]],
+    }
+    assert plain("text") == "text" and plain(None) is None

@@ -189,6 +189,7 @@ class Binding(Part):
         # roles computed before this binding may be stale: forget them (rare, cheap to recompute)
         self.cache.name_roles.clear()
         self.cache.attr_roles.clear()
+        self.cache.role_epoch += 1
 
     def _const_binding(self, callee: FuncInfo, pname: str, value: ast.AST | None) -> None:
         key = (callee.id, pname)

@@ -17,9 +17,7 @@ import contextlib
 import importlib.util
 import os
 import sys
-import tempfile
 import time
-import traceback
 from pathlib import Path
 
 from .errors import TraceError, UsageError
@@ -155,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # never show a traceback unless asked
         if args.debug:
+            import traceback  # only here: the start-up path does not pay for it
+
             traceback.print_exc()
         err.print(f"trace-deps: internal error: {type(exc).__name__}: {exc} (run with --debug)")
         return 3
@@ -223,6 +223,8 @@ def write_atomically(path: Path, text: str, what: str) -> None:
         except OSError as exc:
             raise UsageError(f"cannot write {what} output to {path}: {exc.strerror or exc}") from None
         return
+    import tempfile  # only when a file is written: the start-up path does not pay for it
+
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -313,14 +315,17 @@ def _run(args: argparse.Namespace, err) -> int:
 
 
 def _render(fmt: str, analysis, why: str | None) -> str:
-    from .export import WRITERS
-    from .serial import dumps
+    if fmt == "json":  # the drawing writers (export.py) and what they import are not needed for JSON
+        if why is None:
+            return analysis.to_json()
+        from .serial import dumps
 
-    if fmt != "json" or why is None:
-        return WRITERS[fmt](analysis)
-    data = analysis.to_dict()
-    data["why"] = why_dict(analysis, why)
-    return dumps(data)
+        data = analysis.to_dict()
+        data["why"] = why_dict(analysis, why)
+        return dumps(data)
+    from .export import WRITERS
+
+    return WRITERS[fmt](analysis)
 
 
 def why_dict(analysis, name: str) -> dict:

@@ -52,7 +52,7 @@ class Dependencies(Part):
                 if cached is not None and cached[0] is e:
                     out.update(cached[1])
                 else:
-                    extend(self._call_dep(e, info, out))
+                    extend(self._call_parts(e, info, out))
             elif kind is ast.Subscript:
                 extend(self._sub_dep(e, info, out))
             elif kind is ast.Lambda:
@@ -77,6 +77,23 @@ class Dependencies(Part):
                         extend(v for v in value if isinstance(v, ast.AST))
                     elif isinstance(value, ast.AST):
                         push(value)
+
+    def _call_parts(self, e: ast.Call, info: FuncInfo, out: set[str]) -> list:
+        """:meth:`_call_dep`, once per call node while the roles stay the same. What a call adds by itself (the
+        callee's node, keys, env, hardware; argument binding) does not depend on the closure being computed
+        (``work.inline`` only changes how the names among its sub-expressions resolve, and those are left to the
+        walk), so closures and expansions that meet the same call again reuse it."""
+        memo = self.cache.call_parts.get(id(e))
+        epoch = self.cache.role_epoch
+        if memo is not None and memo[0] is e and memo[1] is info and memo[2] == epoch:
+            out.update(memo[3])
+            return memo[4]
+        added: set[str] = set()
+        children = self._call_dep(e, info, added)
+        out.update(added)
+        if self.cache.role_epoch == epoch:  # no role was bound meanwhile: the parts are current
+            self.cache.call_parts[id(e)] = (e, info, epoch, frozenset(added), children)
+        return children
 
     def _truth_dep(self, e: ast.AST, info: FuncInfo, out: set[str], stack: list) -> None:
         """``if mesh_device`` / ``mesh_device and ...`` test whether a device is present."""

@@ -5,7 +5,6 @@ branch by the root kinds that reach its test, with proof chains."""
 from __future__ import annotations
 
 import ast
-from collections import deque
 
 from . import constants as C
 from .astutil import (
@@ -428,11 +427,13 @@ def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
             if remaining[s] == 0:
                 order.append(s)
     seen = set(order)
-    order += [n for n in sorted(preds) if n not in seen]  # nodes on cycles
-    changed = True
-    while changed:
+    cyclic = [n for n in sorted(preds) if n not in seen]  # nodes on cycles and those after them
+    # One pass in Kahn's order settles every acyclic node (all its predecessors come before it); only the nodes
+    # on or after cycles need more passes, until nothing changes.
+    todo = order + cyclic
+    while True:
         changed = False
-        for n in order:
+        for n in todo:
             b, d = bits[n], depth[n]
             for p in preds[n]:
                 b |= bits[p]
@@ -441,6 +442,9 @@ def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
             if b != bits[n] or d != depth[n]:
                 bits[n], depth[n] = b, d
                 changed = changed or n not in seen
+        if not changed:
+            break
+        todo = cyclic
     for n in preds:
         g.nodes[n]["depth"] = depth[n]
     return bits
@@ -448,7 +452,10 @@ def compute_bits(g: Graph, h: DataView) -> dict[str, int]:
 
 class Proofs:
     """For each kind, a shortest path from the nearest root of that kind to every node (one multi-source BFS per
-    kind over the data edges), so a branch's proof of classification is a walk up the parent pointers."""
+    kind over the data edges), so a branch's proof of classification is a walk up the parent pointers.
+
+    The BFS goes level by level, each level in ``pred_key`` order, so a node's parent is the smallest of its
+    predecessors one level up: the chains depend on the graph only, not on the order the engine built it in."""
 
     def __init__(self, g: Graph, h: DataView, own: dict[str, int]):
         self.g = g
@@ -460,15 +467,17 @@ class Proofs:
         self.parents: dict[str, dict[str, str | None]] = {}
         for kind in (*KIND_ORDER, UNKNOWN):
             bit = KIND_BIT[kind]
-            roots = sorted((n for n, b in own.items() if b & bit and n not in skip), key=pred_key)
-            parents: dict[str, str | None] = dict.fromkeys(roots)
-            queue = deque(roots)
-            while queue:
-                n = queue.popleft()
-                for s in succ[n]:
-                    if s not in parents and s not in skip:
-                        parents[s] = n
-                        queue.append(s)
+            level = sorted((n for n, b in own.items() if b & bit and n not in skip), key=pred_key)
+            parents: dict[str, str | None] = dict.fromkeys(level)
+            while level:
+                below = []
+                for n in level:
+                    for s in succ[n]:
+                        if s not in parents and s not in skip:
+                            parents[s] = n
+                            below.append(s)
+                below.sort(key=pred_key)
+                level = below
             self.parents[kind] = parents
 
     def chain(self, node: str, kind: str) -> list[Hop] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from .scan import AssignSite, FuncInfo
+from .scan import AssignSite, FuncInfo, _fields
 
 #: Stands for "the parameter's value on entry" in a set of reaching definitions.
 PARAM = "<param>"
@@ -17,12 +17,26 @@ _COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 Env = dict[str, frozenset]
 
 
+def _in_source_order(sites: frozenset) -> tuple:
+    """A set of reaching definitions as a tuple in source order (the parameter first): a set's own order follows
+    object addresses and string hashes, which change from run to run."""
+    if len(sites) == 1:
+        return tuple(sites)
+    return tuple(sorted(sites, key=lambda s: -1 if s is PARAM else s.order))
+
+
 def reaching(info: FuncInfo) -> dict[int, tuple]:
     """``id(Name node) -> (AssignSite | PARAM, ...)``: the definitions that reach each use of a local of ``info``
-    (and, for ``x += ...``, the ones its target reads)."""
+    (and, for ``x += ...``, the ones its target reads). Only locals with something to tell apart are mapped:
+    those assigned more than once and parameters that are assigned. A local assigned once has the same value at
+    every use (and each variable's reaching set is computed independently of the others)."""
     if isinstance(info.node, ast.Lambda) or not isinstance(getattr(info.node, "body", None), list):
         return {}
-    return _Reaching(info).run()
+    params = {*info.params, *(n for n in (info.vararg, info.kwarg) if n)}
+    tracked = {name for name, sites in info.assigns.items() if len(sites) > 1 or name in params}
+    if not tracked:
+        return {}
+    return _Reaching(info, tracked).run()
 
 
 def _merge(envs: list[Env | None]) -> Env | None:
@@ -37,11 +51,12 @@ def _merge(envs: list[Env | None]) -> Env | None:
 
 
 class _Reaching:
-    def __init__(self, info: FuncInfo):
+    def __init__(self, info: FuncInfo, tracked: set[str]):
         self.info = info
+        self.tracked = tracked
         self.by_target: dict[int, tuple[str, AssignSite]] = {}
-        for name, sites in info.assigns.items():
-            for site in sites:
+        for name in tracked:
+            for site in info.assigns[name]:
                 if site.target is not None and site.kind != "comp":
                     self.by_target[id(site.target)] = (name, site)
         self.uses: dict[int, tuple] = {}
@@ -49,7 +64,7 @@ class _Reaching:
 
     def run(self) -> dict[int, tuple]:
         params = [*self.info.params, *(n for n in (self.info.vararg, self.info.kwarg) if n)]
-        env: Env = {p: frozenset([PARAM]) for p in params}
+        env: Env = {p: frozenset([PARAM]) for p in params if p in self.tracked}
         self.block(self.info.node.body, env)
         return self.uses
 
@@ -120,7 +135,7 @@ class _Reaching:
         if isinstance(s, ast.AugAssign):
             env = self.expr(s.value, env)
             if isinstance(s.target, ast.Name) and s.target.id in env:
-                self.uses[id(s.target)] = tuple(env[s.target.id])
+                self.uses[id(s.target)] = _in_source_order(env[s.target.id])
             else:
                 env = self.expr(s.target, env)
             return self.bind(s.target, env)
@@ -161,7 +176,7 @@ class _Reaching:
             node = stack.pop()
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if node.id in env:
-                    self.uses[id(node)] = tuple(env[node.id])
+                    self.uses[id(node)] = _in_source_order(env[node.id])
                 continue
             if isinstance(node, _NESTED):
                 continue
@@ -175,7 +190,13 @@ class _Reaching:
                 walrus.append(node.target)
                 stack.append(node.value)
                 continue
-            stack.extend(ast.iter_child_nodes(node))
+            # the children ast.iter_child_nodes gives, without the contexts and operators (cheaper)
+            for field in _fields(type(node)):
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    stack.extend(v for v in value if isinstance(v, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
         for target in walrus:
             env = self.bind(target, env)
         return env

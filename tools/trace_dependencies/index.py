@@ -9,7 +9,7 @@ from .scan import FuncInfo, make_funcinfo
 from .source import SourceFile
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ClassInfo:
     name: str
     node: ast.ClassDef

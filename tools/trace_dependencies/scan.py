@@ -9,6 +9,8 @@ from functools import cached_property
 
 from .source import SourceFile
 
+# Engine-internal records get no generated __repr__ (and no __eq__ where identity is meant): dataclasses
+# compile each generated method when the module is imported, a large part of the tool's start-up time.
 GuardKey = tuple[str, str]  # (branch id, arm)
 Guards = tuple[GuardKey, ...]
 
@@ -21,7 +23,7 @@ def loc_of(source: SourceFile, node: ast.AST) -> str:
     return source.loc(node)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class AssignSite:
     value: ast.expr | None
     line: int
@@ -34,7 +36,7 @@ class AssignSite:
     target: ast.AST | None = field(default=None, repr=False, compare=False)  # the binding node (flow.py)
 
 
-@dataclass
+@dataclass(repr=False)
 class SubAssign:
     target: ast.Subscript
     value: ast.expr | None
@@ -44,7 +46,7 @@ class SubAssign:
     stmt: ast.stmt
 
 
-@dataclass
+@dataclass(repr=False)
 class Mutation:
     call: ast.Call
     base: ast.expr
@@ -54,7 +56,7 @@ class Mutation:
     loops: tuple[tuple[ast.expr, ast.expr], ...]
 
 
-@dataclass
+@dataclass(repr=False)
 class BranchSite:
     id: str  # unique: the test's file:line:col, plus ":boolop" for boolean operators (they can share it)
     construct: str
@@ -65,7 +67,7 @@ class BranchSite:
     parent: str | None = None
 
 
-@dataclass
+@dataclass(repr=False)
 class CallSite:
     node: ast.Call
     guards: Guards
@@ -73,7 +75,7 @@ class CallSite:
     in_condition: bool
 
 
-@dataclass
+@dataclass(repr=False)
 class ExprSite:
     node: ast.expr
     guards: Guards
@@ -81,7 +83,7 @@ class ExprSite:
     loops: tuple[tuple[ast.expr, ast.expr], ...] = ()  # enclosing for loops: (target, iterable)
 
 
-@dataclass
+@dataclass(repr=False)
 class Event:
     order: int
     kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...})
@@ -89,36 +91,47 @@ class Event:
     guards: Guards
 
 
-@dataclass(eq=False)
 class FuncInfo:
-    """Everything pass 1 recorded about one function, method or lambda."""
+    """Everything pass 1 recorded about one function, method or lambda. (A plain class: one is made per function,
+    compared by identity; a generated __init__ over these fields would be compiled at every start-up.)"""
 
-    file: SourceFile
-    node: ast.AST  # FunctionDef | AsyncFunctionDef | Lambda
-    qualname: str
-    cls: object | None  # ClassInfo of the defining class for methods
-    parent: FuncInfo | None
-    params: list[str] = field(default_factory=list)
-    defaults: dict[str, ast.expr] = field(default_factory=dict)
-    annotations: dict[str, ast.expr] = field(default_factory=dict)
-    vararg: str | None = None
-    kwarg: str | None = None
-    self_name: str | None = None
-    assigns: dict[str, list[AssignSite]] = field(default_factory=dict)
-    self_assigns: dict[str, list[AssignSite]] = field(default_factory=dict)
-    sub_assigns: list[SubAssign] = field(default_factory=list)
-    mutations: list[Mutation] = field(default_factory=list)
-    calls: list[CallSite] = field(default_factory=list)
-    branches: list[BranchSite] = field(default_factory=list)
-    returns: list[tuple[ast.expr | None, Guards]] = field(default_factory=list)
-    exprs: list[ExprSite] = field(default_factory=list)
-    binops: list[ExprSite] = field(default_factory=list)
-    nested: dict[str, ast.AST] = field(default_factory=dict)
-    lambdas: list[ast.Lambda] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    is_method: bool = False
-    is_property: bool = False
-    decorators: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        file: SourceFile,
+        node: ast.AST,  # FunctionDef | AsyncFunctionDef | Lambda
+        qualname: str,
+        cls: object | None,  # ClassInfo of the defining class for methods
+        parent: FuncInfo | None,
+        is_method: bool = False,
+        decorators: list[str] | None = None,
+    ) -> None:
+        self.file = file
+        self.node = node
+        self.qualname = qualname
+        self.cls = cls
+        self.parent = parent
+        self.params: list[str] = []
+        self.defaults: dict[str, ast.expr] = {}
+        self.annotations: dict[str, ast.expr] = {}
+        self.vararg: str | None = None
+        self.kwarg: str | None = None
+        self.self_name: str | None = None
+        self.assigns: dict[str, list[AssignSite]] = {}
+        self.self_assigns: dict[str, list[AssignSite]] = {}
+        self.sub_assigns: list[SubAssign] = []
+        self.mutations: list[Mutation] = []
+        self.calls: list[CallSite] = []
+        self.branches: list[BranchSite] = []
+        self.returns: list[tuple[ast.expr | None, Guards]] = []
+        self.exprs: list[ExprSite] = []
+        self.binops: list[ExprSite] = []
+        self.nested: dict[str, ast.AST] = {}
+        self.lambdas: list[ast.Lambda] = []
+        self.events: list[Event] = []
+        self.is_method = is_method
+        self.is_property = False
+        self.decorators: list[str] = decorators if decorators is not None else []
+        self._loc: str | None = None
 
     @property
     def name(self) -> str:
@@ -129,7 +142,10 @@ class FuncInfo:
         return f"{self.file.name}:{self.qualname}"
 
     def loc(self) -> str:
-        return loc_of(self.file, self.node)
+        """``file:line:col`` of the function (asked for at every node made for its parameters: kept)."""
+        if self._loc is None:
+            self._loc = loc_of(self.file, self.node)
+        return self._loc
 
 
 class Scanner:

@@ -89,20 +89,32 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
 
 
 def plain(value: Any) -> Any:
-    """Dataclasses (records.py) -> dicts, recursively, without ``dataclasses.asdict``'s deep copies."""
-    if hasattr(value, "__dataclass_fields__"):
-        return {k: plain(v) for k, v in value.__dict__.items()}
+    """Dataclasses (records.py) -> dicts, recursively, without ``dataclasses.asdict``'s deep copies. Strings,
+    numbers and None (most values) are returned without a recursive call: this runs on every field of every
+    record of a large analysis."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if hasattr(kind, "__dataclass_fields__"):
+        return {k: v if type(v) in _SCALARS else plain(v) for k, v in value.__dict__.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [v if type(v) in _SCALARS else plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else plain(v) for k, v in value.items()}
     return value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def dumps(data: dict[str, Any]) -> str:
     """The JSON text: one top-level field a line, each value compact (json's C encoder; ``indent=`` would use the
-    pure-Python one, several times slower on large analyses). Deterministic for deterministic input."""
-    fields = (f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in data.items())
+    pure-Python one, several times slower on large analyses; records are trees, so the circular-reference check is
+    skipped). Deterministic for deterministic input."""
+    fields = (
+        f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False, check_circular=False)}"
+        for k, v in data.items()
+    )
     return "{\n" + ",\n".join(fields) + "\n}\n"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import TraceError, UsageError
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class SourceFile:
     """One parsed Python file. ``name`` is the display name used in every location (stable across machines)."""
 
@@ -167,6 +167,7 @@ class Project:
         self.files: dict[Path, SourceFile] = {}
         self.failed: dict[Path, TraceError] = {}
         self._resolved: dict[tuple[str, int, Path], Path | None] = {}
+        self._real: dict[Path, Path] = {}  # path as asked for -> resolved path (resolving costs system calls)
 
     def display(self, path: Path) -> str:
         try:
@@ -175,7 +176,10 @@ class Project:
             return path.name
 
     def load(self, path: Path) -> SourceFile:
-        path = path.resolve()
+        real = self._real.get(path)
+        if real is None:
+            real = self._real[path] = path.resolve()
+        path = real
         if path in self.files:
             return self.files[path]
         if path in self.failed:

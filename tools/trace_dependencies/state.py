@@ -16,7 +16,9 @@ from .scan import BranchSite, FuncInfo, Guards
 from .source import Project, SourceFile
 
 
-@dataclass
+# Engine-internal records get no generated __repr__ (and no __eq__ where identity is meant): dataclasses
+# compile each generated method when the module is imported, a large part of the tool's start-up time.
+@dataclass(repr=False)
 class DefSite:
     """One definition found by composing the config (ModelArgs.__init__ and the methods it calls, or the config
     functions), in execution order."""
@@ -49,7 +51,7 @@ class DefSite:
         return f"def:{self.loc}{suffix}"
 
 
-@dataclass
+@dataclass(repr=False)
 class CallEdge:
     """A call from one analysed function to another, under the guards of the call site."""
 
@@ -62,7 +64,7 @@ class CallEdge:
     )  # parameter -> what the call passes (decision.close)
 
 
-@dataclass
+@dataclass(repr=False)
 class ReadRecord:
     """One config read as the engine records it (``graphing.build`` turns it into a public ``ConfigRead``)."""
 
@@ -81,7 +83,7 @@ class ReadRecord:
     note: str | None = None
 
 
-@dataclass
+@dataclass(repr=False)
 class OpRecord:
     """One terminal ttnn op call as the engine records it."""
 
@@ -95,89 +97,103 @@ class OpRecord:
     func: str  # FuncInfo.id of the calling function
 
 
-@dataclass
+# The groups of state are plain classes, not dataclasses: nothing compares or prints them, and a generated
+# __init__ over this many fields is compiled at every start-up.
 class Caches:
     """Memo tables: dropping any of them changes no result, only the time it takes."""
 
-    methods: dict[tuple[int, str], FuncInfo | None] = field(default_factory=dict)
-    mro: dict[int, list[ClassInfo]] = field(default_factory=dict)
-    imports: dict[tuple[str, str], FuncInfo | None] = field(default_factory=dict)
-    self_sites: dict[tuple[int, str], list] = field(default_factory=dict)
-    facts: dict[str, list] = field(default_factory=dict)
-    attr_roles: dict[int, tuple] = field(default_factory=dict)
-    name_roles: dict[tuple[str, str], object] = field(default_factory=dict)
-    roles_active: set[tuple[str, str]] = field(default_factory=set)
-    fact_trees: dict[str, object] = field(default_factory=dict)
-    call_deps: dict[int, tuple[ast.AST, frozenset[str]]] = field(default_factory=dict)
-    config_callers: dict[str, list] | None = None
-    builders: dict[str, FuncInfo] | None = None
-    entry_builders: list[FuncInfo] | None = None
-    constants: dict[str, dict[str, object]] = field(default_factory=dict)
-    expr_loops: dict[str, dict[int, tuple]] = field(default_factory=dict)
-    reaching: dict[str, dict[int, tuple]] = field(default_factory=dict)  # FuncInfo.id -> flow.reaching()
-    # FuncInfo.id -> local name -> the values put into it in place (``pieces.append(piece)``)
-    local_mutations: dict[str, dict[str, list[ast.expr]]] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.methods: dict[tuple[int, str], FuncInfo | None] = {}
+        self.mro: dict[int, list[ClassInfo]] = {}
+        self.imports: dict[tuple[str, str], FuncInfo | None] = {}
+        self.self_sites: dict[tuple[int, str], list] = {}
+        self.facts: dict[str, list] = {}
+        self.attr_roles: dict[int, tuple] = {}
+        self.name_roles: dict[tuple[str, str], object] = {}
+        self.roles_active: set[tuple[str, str]] = set()
+        self.fact_trees: dict[str, object] = {}
+        self.call_deps: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        # deps.py: what one call adds by itself and the sub-expressions it leaves to the walk, per call node; valid
+        # while the roles are (role_epoch counts the times binding.py forgot the roles)
+        self.call_parts: dict[int, tuple[ast.AST, FuncInfo, int, frozenset[str], list]] = {}
+        self.role_epoch = 0
+        self.config_callers: dict[str, list] | None = None
+        self.builders: dict[str, FuncInfo] | None = None
+        self.entry_builders: list[FuncInfo] | None = None
+        self.constants: dict[str, dict[str, object]] = {}
+        self.expr_loops: dict[str, dict[int, tuple]] = {}
+        self.reaching: dict[str, dict[int, tuple]] = {}  # FuncInfo.id -> flow.reaching()
+        # FuncInfo.id -> local name -> the values put into it in place (``pieces.append(piece)``)
+        self.local_mutations: dict[str, dict[str, list[ast.expr]]] = {}
 
 
-@dataclass
 class Worklist:
     """Graph nodes waiting to be expanded, and the closure being computed (lambda handling, see binding.py)."""
 
-    pending: deque[str] = field(default_factory=deque)
-    payload: dict[str, object] = field(default_factory=dict)
-    inline: tuple[FuncInfo, set[str]] | None = None
+    def __init__(self) -> None:
+        self.pending: deque[str] = deque()
+        self.payload: dict[str, object] = {}
+        self.inline: tuple[FuncInfo, set[str]] | None = None
 
 
-@dataclass
 class Results:
     """What the analysis found: the graph and the records ``graphing.build`` turns into an ``Analysis``."""
 
-    g: Graph = field(default_factory=Graph)
-    funcs: dict[str, FuncInfo] = field(default_factory=dict)
-    branch_index: dict[str, tuple[BranchSite, FuncInfo]] = field(default_factory=dict)
-    entry_params: dict[tuple[str, str], str | None] = field(default_factory=dict)
-    bound: set[tuple[int, str]] = field(default_factory=set)
-    skipped: list[Skipped] = field(default_factory=list)
-    skip_seen: set[tuple[str, str, str]] = field(default_factory=set)
-    reads: list[ReadRecord] = field(default_factory=list)
-    read_locs: set[tuple[str, str]] = field(default_factory=set)
-    ops: list[OpRecord] = field(default_factory=list)
-    scanned: dict[str, set[str]] = field(default_factory=dict)
-    scan_via: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    call_edges: list[CallEdge] = field(default_factory=list)
-    module_branches: dict[str, str] = field(default_factory=dict)  # branch id -> side
-    entry_ids: list[str] = field(default_factory=list)
-    branch_phase: dict[str, set[str]] = field(default_factory=dict)
-    key_defs: dict[str, list[DefSite]] = field(default_factory=dict)
-    attr_defs: dict[str, list[DefSite]] = field(default_factory=dict)
-    dynamic_defs: list[DefSite] = field(default_factory=list)
-    composed: bool = False
-    order: int = 0
-    param_consts: dict[tuple[str, str], set | None] = field(default_factory=dict)
-    param_roles: dict[tuple[str, str], object] = field(default_factory=dict)
-    deferred_reads: list[tuple] = field(default_factory=list)  # (ExprSite, FuncInfo, phase, called)
-    param_key_uses: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    def __init__(self) -> None:
+        self.g: Graph = Graph()
+        self.funcs: dict[str, FuncInfo] = {}
+        self.branch_index: dict[str, tuple[BranchSite, FuncInfo]] = {}
+        self.entry_params: dict[tuple[str, str], str | None] = {}
+        self.bound: set[tuple[int, str]] = set()
+        self.skipped: list[Skipped] = []
+        self.skip_seen: set[tuple[str, str, str]] = set()
+        self.reads: list[ReadRecord] = []
+        self.read_locs: set[tuple[str, str]] = set()
+        self.ops: list[OpRecord] = []
+        self.scanned: dict[str, set[str]] = {}
+        self.scan_via: dict[str, tuple[str, ...]] = {}
+        self.call_edges: list[CallEdge] = []
+        self.module_branches: dict[str, str] = {}  # branch id -> side
+        self.entry_ids: list[str] = []
+        self.branch_phase: dict[str, set[str]] = {}
+        self.key_defs: dict[str, list[DefSite]] = {}
+        self.attr_defs: dict[str, list[DefSite]] = {}
+        self.dynamic_defs: list[DefSite] = []
+        self.composed: bool = False
+        self.order: int = 0
+        self.param_consts: dict[tuple[str, str], set | None] = {}
+        self.param_roles: dict[tuple[str, str], object] = {}
+        self.deferred_reads: list[tuple] = []  # (ExprSite, FuncInfo, phase, called)
+        self.param_key_uses: dict[tuple[str, str], tuple[str, int]] = {}
 
 
-@dataclass
 class State:
     """The inputs and options of one analysis plus the three groups above."""
 
-    project: Project
-    module: SourceFile
-    config: SourceFile | None
-    entry: str | None
-    follow_helpers: bool
-    progress: Callable[[str], None]
-    indexes: dict[str, ModuleIndex] = field(default_factory=dict)
-    mindex: ModuleIndex | None = None
-    cindex: ModuleIndex | None = None
-    consumer: ClassInfo | None = None
-    config_chain: list[ClassInfo] = field(default_factory=list)
-    config_class: ClassInfo | None = None
-    cache: Caches = field(default_factory=Caches)
-    work: Worklist = field(default_factory=Worklist)
-    out: Results = field(default_factory=Results)
+    def __init__(
+        self,
+        project: Project,
+        module: SourceFile,
+        config: SourceFile | None,
+        entry: str | None,
+        follow_helpers: bool,
+        progress: Callable[[str], None],
+    ) -> None:
+        self.project = project
+        self.module = module
+        self.config = config
+        self.entry = entry
+        self.follow_helpers = follow_helpers
+        self.progress = progress
+        self.indexes: dict[str, ModuleIndex] = {}
+        self.mindex: ModuleIndex | None = None
+        self.cindex: ModuleIndex | None = None
+        self.consumer: ClassInfo | None = None
+        self.config_chain: list[ClassInfo] = []
+        self.config_class: ClassInfo | None = None
+        self.cache: Caches = Caches()
+        self.work: Worklist = Worklist()
+        self.out: Results = Results()
 
 
 class Part:
