@@ -21,6 +21,11 @@ from .scan import FuncInfo, Guards, loc_of
 from .state import Part
 
 
+class RolesChanged(Exception):
+    """A call site gave a parameter a role after the run looked the parameter up and found another (none, or one
+    from its name): what the run computed is stale (engine.run redoes it)."""
+
+
 class Binding(Part):
     """Callees, argument binding and function values (lambdas)."""
 
@@ -186,6 +191,9 @@ class Binding(Part):
         if role not in PASSED_ON:
             return
         self.out.param_roles[key] = role
+        # the run already used this parameter in another role: redo it
+        if self.out.role_misses.get(key, role) != role:
+            raise RolesChanged(key)
         # roles computed before this binding may be stale: forget them (rare, cheap to recompute)
         self.cache.name_roles.clear()
         self.cache.attr_roles.clear()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import constants as C
-from .binding import Binding
+from .binding import Binding, RolesChanged
 from .compose import Composition
 from .deps import Dependencies
 from .errors import TraceError
@@ -27,7 +27,7 @@ from .nodes import Nodes
 from .roles import Roles
 from .scan import FuncInfo
 from .source import Project, SourceFile
-from .state import CallEdge, State
+from .state import Caches, CallEdge, Results, State, Worklist
 from .visit import Visitor
 
 
@@ -105,6 +105,26 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
         return []
 
     def run(self) -> None:
+        """Pass 2 until the parameter roles are stable. Functions are visited and graph nodes expanded once, and
+        their results cached (visit.py's call_deps), so a parameter that gains a role (binding.py) after the
+        analysis used it without one leaves stale results that depend on the order of discovery: such a run stops
+        there and is redone with every role bound so far known from the start. Each redo knows one more role, so
+        this ends."""
+        while True:
+            try:
+                self._run_once()
+                return
+            except RolesChanged:
+                pass
+            learned = dict(self.out.param_roles)
+            cache = Caches()
+            for name in _ROLE_FREE_CACHES:  # what only reads the source: keep it
+                setattr(cache, name, getattr(self.cache, name))
+            self.st.cache, self.st.work, self.st.out = cache, Worklist(), Results()
+            self.cache, self.work, self.out = self.st.cache, self.st.work, self.st.out
+            self.out.param_roles.update(learned)
+
+    def _run_once(self) -> None:
         cls = self.st.consumer
         init = self.method_info(cls, "__init__")
         entry = self.method_info(cls, self.st.entry)
@@ -165,6 +185,11 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
                 self.out.entry_params[key] = self.node(
                     f"input:{name}", "input", f"{name} ({self.st.entry}() input)", info.loc()
                 )
+
+
+# Caches (state.py) computed from the source alone, never from a role nor registering anything in Results: still
+# valid when a run is redone
+_ROLE_FREE_CACHES = ("mro", "constants", "expr_loops", "reaching")
 
 
 def resolve_default_config(module_path: Path) -> Path | None:

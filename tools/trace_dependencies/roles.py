@@ -135,15 +135,9 @@ class Roles(Part):
             bound = self.out.param_roles.get((owner.id, name))
             if bound is not None:
                 return bound
-            if name in C.ARGS_NAMES:
-                return ARGS
-            if name in C.MESH_NAMES:
-                return MESH
-            if name in C.MC_NAMES:
-                return MC
-            if in_config and "config" in name.lower() and not name.startswith("model_config"):
-                return HFCFG
-            return None
+            named = _role_by_name(name, in_config)
+            self.out.role_misses[(owner.id, name)] = named
+            return named
         if kind is Scope.LOCAL:
             if name in self.builder_dict_names(owner):
                 return MC  # the dict a config function fills and returns
@@ -196,3 +190,16 @@ class Roles(Part):
         if not roles and attr in C.MC_NAMES:
             return MC
         return None
+
+
+def _role_by_name(name: str, in_config: bool):
+    """The role a parameter no call site has given one takes from its name alone."""
+    if name in C.ARGS_NAMES:
+        return ARGS
+    if name in C.MESH_NAMES:
+        return MESH
+    if name in C.MC_NAMES:
+        return MC
+    if in_config and "config" in name.lower() and not name.startswith("model_config"):
+        return HFCFG
+    return None

@@ -165,6 +165,9 @@ class Results:
         self.param_roles: dict[tuple[str, str], object] = {}
         self.deferred_reads: list[tuple] = []  # (ExprSite, FuncInfo, phase, called)
         self.param_key_uses: dict[tuple[str, str], tuple[str, int]] = {}
+        # the role (None or one from the name) of each parameter looked up before any call site gave it one; a call
+        # site giving another one later makes the run stale (binding.RolesChanged, engine.run redoes it)
+        self.role_misses: dict[tuple[str, str], object] = {}
 
 
 class State:

@@ -46,6 +46,7 @@ class Visitor(Part):
             node = call.node
             loc = loc_of(info.file, node)
             deps = self.deps(node, info)  # also binds parameters of every callee
+            # valid for the rest of the run: a call site changing a role already looked up restarts it (engine.run)
             self.cache.call_deps[id(node)] = (node, frozenset(deps))
             if record_reads:
                 self._read_from_call(call, info, phase)
