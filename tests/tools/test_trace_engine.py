@@ -287,3 +287,20 @@ def test_helper_cycles_and_recursion_are_bounded(tmp_path):
     a = analyze(module, auto_config=False)
     assert a.paths["decode/galaxy"] == ["ttnn.add", "ttnn.relu"] or "ttnn.relu" in a.paths["decode/galaxy"]
     assert a.branch_at("m.py", 5).classification in (STATIC, "runtime")
+
+
+def test_containers_filled_in_place_depend_on_what_goes_in(tmp_path):
+    """``pieces.append(op(x))`` / ``out[i] = v``: the container depends on the values, so a test on what is
+    built from it is runtime, not static (it was static before: the fill was not an assignment)."""
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import ttnn\n\n\nclass M:\n    def forward(self, x, mode):\n"
+        "        kept = []\n        kept.append(self.args.dim)\n        if kept[0] == 8:\n            x = x + 1\n"
+        "        pieces = []\n        for w in range(2):\n            pieces.append(ttnn.linear(x, w))\n"
+        "        if ttnn.concat(pieces).is_sharded():\n            x = x + 1\n"
+        "        table = {}\n        table[0] = x\n        if table[0].is_sharded():\n            x = x + 1\n"
+        "        return x\n"
+    )
+    a = analyze(module, auto_config=False)
+    classes = {b.loc.split(":")[1]: b.classification for b in a.branches}
+    assert classes == {"8": "static", "13": "runtime", "17": "runtime"}

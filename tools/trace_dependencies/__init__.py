@@ -30,6 +30,7 @@ from .model import (
     CallLink,
     ConfigRead,
     Definition,
+    FactSite,
     Guard,
     Hop,
     OpCall,
@@ -38,6 +39,7 @@ from .model import (
 )
 from .query import arm, decide, deciding_facts, focus, restrict, why_paths
 from .serial import SchemaError
+from .sites import decide_fact
 
 __all__ = [
     "KIND_ORDER",
@@ -53,6 +55,7 @@ __all__ = [
     "CallLink",
     "ConfigRead",
     "Definition",
+    "FactSite",
     "Guard",
     "Hop",
     "OpCall",
@@ -64,6 +67,7 @@ __all__ = [
     "analyze",
     "arm",
     "decide",
+    "decide_fact",
     "deciding_facts",
     "focus",
     "node_at",

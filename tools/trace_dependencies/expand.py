@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 from .astutil import (
     short_value,
 )
@@ -11,6 +13,11 @@ from .ids import (
 from .scan import FuncInfo, loc_of
 from .source import SourceFile
 from .state import DefSite, Part
+
+#: Methods that put their arguments into the container they are called on.
+_FILLERS = frozenset(
+    {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft"}
+)
 
 
 class Expansion(Part):
@@ -57,6 +64,7 @@ class Expansion(Part):
                     for dep in self.deps(value, info):
                         self.edge(dep, nid, "data", loc)
                 self.guard_edges(nid, site.guards)
+            self._mutation_edges(nid, info, name)
         elif kind is NodeKind.PARAM:
             _, info, name = payload
             if (
@@ -140,6 +148,42 @@ class Expansion(Part):
             for dep in self.local_uses(site.target, info, info):
                 self.edge(dep, nid, "data", loc)
         self.guard_edges(nid, site.guards)
+        self._mutation_edges(nid, info, name)
+
+    def _mutation_edges(self, nid: str, info: FuncInfo, name: str) -> None:
+        """A local container filled in place (``pieces.append(f(x))``, ``out[i] = v``) depends on what is put
+        in, wherever in the function that happens (an over-approximation: never fewer dependencies)."""
+        for value in self._local_mutations(info).get(name, ()):
+            for dep in self.deps(value, info):
+                self.edge(dep, nid, "data", loc_of(info.file, value))
+
+    def _local_mutations(self, info: FuncInfo) -> dict[str, list[ast.expr]]:
+        found = self.cache.local_mutations.get(info.id)
+        if found is not None:
+            return found
+        found = {}
+        body = info.node.body if isinstance(getattr(info.node, "body", None), list) else []
+        stack: list[ast.AST] = list(body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue  # other scopes
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _FILLERS
+                and isinstance(node.func.value, ast.Name)
+            ):
+                values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+                found.setdefault(node.func.value.id, []).extend(values + [k.value for k in node.keywords])
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                        found.setdefault(target.value.id, []).append(node.value)
+            stack.extend(ast.iter_child_nodes(node))
+        self.cache.local_mutations[info.id] = found
+        return found
 
     def _module_info(self, source: SourceFile) -> FuncInfo:
         key = f"{source.name}:<module>"

@@ -15,6 +15,7 @@ from .model import Analysis
 from .query import all_paths
 from .records import CATEGORY_LEVEL, LEVELS, Branch, CallLink, ConfigRead, Definition, Guard, OpCall, Span
 from .serial import node_attrs
+from .sites import fact_sites
 from .source import SourceFile
 
 
@@ -282,6 +283,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         entries=list(out.entry_ids),
         entry=engine.st.entry,
         seconds=seconds,
+        fact_sites=fact_sites(engine),
     )
     analysis.paths = all_paths(analysis)
     return analysis

@@ -24,6 +24,7 @@ from .records import (
     CallLink,
     ConfigRead,
     Definition,
+    FactSite,
     Guard,
     Hop,
     OpCall,
@@ -66,6 +67,7 @@ class Analysis:
     calls: list[CallLink] = field(default_factory=list)  # the call graph between analysed functions
     entries: list[str] = field(default_factory=list)  # ids of the entry functions (__init__, forward)
     entry: str | None = None  # the per-call entry method analysed ("forward" or "__call__")
+    fact_sites: list[FactSite] = field(default_factory=list)  # facts inside expressions (for the codemod)
     seconds: float = 0.0
 
     def __eq__(self, other: object) -> bool:

@@ -187,6 +187,30 @@ class CallLink:
 
 
 @dataclass
+class FactSite:
+    """A sub-expression that states a topology or mode fact, or is the mode itself (``fact == "mode"``).
+
+    ``fact`` is ``galaxy`` / ``mesh_1d`` / ``single_device`` / ``mode:decode`` / ``mode:prefill`` with a
+    ``polarity`` of +1 (the expression is true when the fact holds) or -1 (when it does not), or ``mode`` (the
+    expression evaluates to the mode; ``mode_form`` says whether its function spells it as the ``Mode`` enum or
+    as a string). Branch decisions cover whole tests; fact sites also cover the operands of compound tests and
+    facts used as values (``sharded=(mode == Mode.DECODE)``), for a rewriter that specialises the code.
+    """
+
+    file: str
+    span: Span  # the expression, character columns
+    function: str
+    phase: str  # "forward" | "construction"
+    fact: str
+    polarity: int
+    mode_form: str = "str"  # "enum" | "str"
+
+    @property
+    def loc(self) -> str:
+        return f"{self.file}:{self.span.start_line}:{self.span.start_col}"
+
+
+@dataclass
 class Skipped:
     loc: str
     what: str

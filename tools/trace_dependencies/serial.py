@@ -13,6 +13,7 @@ from .records import (
     CallLink,
     ConfigRead,
     Definition,
+    FactSite,
     Guard,
     Hop,
     OpCall,
@@ -81,6 +82,7 @@ def to_json_dict(analysis: Analysis) -> dict[str, Any]:
         "levels": analysis.levels,
         "unknowns": unknowns,
         "skipped": [plain(s) for s in analysis.skipped],
+        "fact_sites": [plain(f) for f in analysis.fact_sites],
         "nodes": nodes,
         "edges": edges,
     }
@@ -161,6 +163,7 @@ def from_json_dict(data: dict[str, Any], cls: type[Analysis]) -> Analysis:
             calls=[CallLink(**c) for c in data["calls"]],
             entries=list(data["entries"]),
             entry=data["entry"],
+            fact_sites=[_load_fact_site(f) for f in data.get("fact_sites", [])],
         )
     except (KeyError, TypeError) as exc:
         raise SchemaError(f"malformed trace-deps JSON: {type(exc).__name__}: {exc}") from exc
@@ -179,3 +182,7 @@ def _load_branch(b: dict[str, Any]) -> Branch:
         if fields.get(key) is not None:
             fields[key] = Span(**fields[key])
     return Branch(**fields)
+
+
+def _load_fact_site(f: dict[str, Any]) -> FactSite:
+    return FactSite(**{**f, "span": Span(**f["span"])})

@@ -123,6 +123,8 @@ class Caches:
         self.constants: dict[str, dict[str, object]] = {}
         self.expr_loops: dict[str, dict[int, tuple]] = {}
         self.reaching: dict[str, dict[int, tuple]] = {}  # FuncInfo.id -> flow.reaching()
+        # FuncInfo.id -> local name -> the values put into it in place (``pieces.append(piece)``)
+        self.local_mutations: dict[str, dict[str, list[ast.expr]]] = {}
 
 
 class Worklist:

@@ -1,0 +1,30 @@
+"""Shared by the refactor tests that run generated tests in-process (``pytester.runpytest_inprocess``).
+
+pytester restores ``sys.modules`` after each nested run, so whatever a nested run imported first is dropped and
+imported again by the next one; torch does not survive being imported twice in one process (it crashes). The
+nested runs' heavy imports are therefore made once here, in the outer session, before any nested run."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+TTTV1_MODULES = ("ccl", "common", "model_config", "rope", "mlp", "mlp_legacy", "rmsnorm", "distributed_norm")
+TTTV1_MODULES += ("embedding", "lm_head", "attention", "decoder", "model")
+
+
+@pytest.fixture(scope="session")
+def nested_run_imports():
+    """Import what the generated tests import (torch, transformers and its model families, tttv1)."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    from tttv2.testing.references import _CLASS_PREFIX
+    from tttv2_tools.refactor import testkit
+
+    for family in _CLASS_PREFIX:
+        importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    testkit._tttv1()
+    for name in TTTV1_MODULES:
+        importlib.import_module(f"tttv1.tt.{name}")

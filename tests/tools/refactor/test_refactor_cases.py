@@ -1,0 +1,109 @@
+"""``--cases STORE``: the generated equivalence tests are parametrised by the configurations recorded in a
+collect-cases store (here: the tttv1 catalogue's recorded cases, imported from the collect-cases test data),
+and they pass on them."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from tttv2_tools.collect_cases import CaseStore
+from tttv2_tools.collect_cases.csvio import import_csv
+from tttv2_tools.refactor.cases import cases_from_store
+from tttv2_tools.refactor.cli import main
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[3]
+TTTV1 = ROOT / "tttv1" / "tt"
+CATALOGUE = ROOT / "tests" / "tools" / "collect_cases" / "data" / "tttv1_catalogue_cases.csv"
+RMSNORM = "tttv1.tt.rmsnorm:RMSNorm"
+
+
+def _store(path: Path, target: str) -> Path:
+    cases = [c for c in import_csv(CATALOGUE, None) if c.target == target]
+    with CaseStore(path, create=True) as store:
+        store.add_cases(cases, "test")
+    return path
+
+
+def _expected_from_csv(target: str) -> set[tuple]:
+    """(mesh, mode, rows, model) read straight from the CSV: what the generated test must list."""
+    out = set()
+    with open(CATALOGUE, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["target"] != target:
+                continue
+            mesh = (int(row["cluster_shape_x"]), int(row["cluster_shape_y"]))
+            rows = json.loads(row["input.x.shape"])[-2]
+            out.add((mesh, row["mode"], rows, row["hf_model_name"]))
+    return out
+
+
+def _listed_cases(test_file: Path) -> set[tuple]:
+    tree = ast.parse(test_file.read_text())
+    cases = next(
+        n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "CASES"
+    )
+    return {tuple(ast.literal_eval(a) for a in call.args) for call in cases.elts}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cases")
+    store = _store(root / "cases.sqlite", RMSNORM)
+    argv = [TTTV1 / "rmsnorm.py", "--out", root / "m", "--tests-out", root / "t", "--cases", store, "--quiet"]
+    assert main([str(a) for a in argv]) == 0
+    return root
+
+
+def test_generated_tests_list_the_recorded_cases(generated):
+    test_file = generated / "t" / "test_rmsnorm_1d.py"
+    expected = _expected_from_csv(RMSNORM)
+    assert len(expected) > 20
+    assert _listed_cases(test_file) == expected
+    assert (
+        "# the cases of tttv1.tt.rmsnorm:RMSNorm recorded in cases.sqlite (collect-cases)"
+        in test_file.read_text()
+    )
+
+
+def test_a_recorded_case_passes(generated, pytester, nested_run_imports):
+    """Two recorded cases the default matrix does not have (other models, 32-row prefill), bit-exact."""
+    test_file = generated / "t" / "test_rmsnorm_1d.py"
+    selected = "matches_tttv1 and (1x2-prefill-32-Phi-3-mini-tiny or 1x8-decode-32-Mistral-7B-tiny)"
+    result = pytester.runpytest_inprocess(str(test_file), "-q", "-p", "no:cacheprovider", "-k", selected)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 2 and not outcomes.get("failed"), result.stdout.str()[-2000:]
+
+
+def test_a_store_without_the_target_keeps_the_default_matrix(tmp_path):
+    store = _store(tmp_path / "mlp.sqlite", "tttv1.tt.mlp:MLP")
+    recorded, origin = cases_from_store(store, TTTV1 / "rmsnorm.py", "RMSNorm", ("decode", "prefill"))
+    assert recorded == {} and "tttv1.tt.rmsnorm:RMSNorm" in origin
+    mlp, _ = cases_from_store(store, TTTV1 / "mlp.py", "MLP", ("decode", "prefill"))
+    assert set(mlp) == {"1d", "2d"} and all(c.mesh_shape == (8, 4) for c in mlp["2d"])
+    assert {c.mode for c in mlp["1d"]} == {"decode", "prefill"}
+    only_decode, _ = cases_from_store(store, TTTV1 / "mlp.py", "MLP", ("decode",))
+    assert {c.mode for c in only_decode["1d"]} == {"decode"}
+
+
+def test_bad_stores_are_one_line_errors(tmp_path, capsys):
+    out = tmp_path / "out"
+    not_a_store = tmp_path / "x.sqlite"
+    not_a_store.write_text("hello")
+    tests = ["--tests-out", str(tmp_path / "t")]
+    for store, more, message in (
+        (tmp_path / "missing.sqlite", tests, "is not a file"),
+        (not_a_store, tests, "not a collect-cases"),
+        (not_a_store, [], "give --tests-out DIR too"),
+    ):
+        argv = [str(TTTV1 / "rmsnorm.py"), "--out", str(out), "--cases", str(store), *more, "--quiet"]
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and message in err and len(err.splitlines()) == 1, err
+    assert not out.exists() and not (tmp_path / "t").exists()

@@ -1,0 +1,210 @@
+"""tttv2-refactor's command line: what it writes and refuses to write, --diff / --check, the header hash and
+--force, --partial, idempotency, one-line errors with exit 2 for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tttv2_tools.refactor.cli import main
+from tttv2_tools.refactor.files import content_hash, header_state, with_header
+
+TTTV1 = Path(__file__).resolve().parents[3] / "tttv1" / "tt"
+
+SMALL = """
+import ttnn
+
+
+class Norm:
+    def __init__(self, mesh_device, args):
+        self.args = args
+        self.eps = args.eps
+
+    def forward(self, x, mode):
+        if mode == "decode" and self.args.is_galaxy:
+            x = ttnn.to_memory_config(x, ttnn.L1_MEMORY_CONFIG)
+        return ttnn.rms_norm(x, epsilon=self.eps)
+"""
+
+CONFIG = """
+class ModelArgs:
+    def __init__(self, mesh_device):
+        self.is_galaxy = mesh_device.get_num_devices() == 32
+        self.eps = 1e-5
+        self.model_config = {}
+"""
+
+
+@pytest.fixture
+def small(tmp_path):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "norm.py").write_text(textwrap.dedent(SMALL))
+    (folder / "model_config.py").write_text(textwrap.dedent(CONFIG))
+    return folder / "norm.py"
+
+
+def run(*argv) -> int:
+    return main([str(a) for a in argv])
+
+
+def test_write_is_idempotent_and_check_finds_nothing(small, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(small, "--out", out, "--quiet") == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["norm_1d.py", "norm_2d.py"]
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert run(small, "--out", out, "--quiet") == 0  # a second run changes nothing
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+    assert run(small, "--out", out, "--check", "--quiet") == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {0o666 & ~umask}  # as open() makes them
+    for text in first.values():
+        assert header_state(text.decode()) == "ours"
+        compile(text, "generated", "exec")
+
+
+def test_check_and_diff_write_nothing(small, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(small, "--out", out, "--check") == 1
+    assert "would change" in capsys.readouterr().err
+    assert not out.exists()
+    assert run(small, "--out", out, "--diff") == 0
+    diff = capsys.readouterr().out
+    assert diff.startswith("--- /dev/null") and "+class Norm1D(TTModule):" in diff
+    assert not out.exists()
+
+
+def test_edited_and_foreign_files_need_force(small, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(small, "--out", out, "--quiet") == 0
+    target = out / "norm_1d.py"
+    target.write_text(target.read_text() + "# a human was here\n")
+    assert header_state(target.read_text()) == "edited"
+    assert run(small, "--out", out) == 1
+    assert "was edited since tttv2-refactor wrote it" in capsys.readouterr().err
+    assert target.read_text().endswith("# a human was here\n")  # untouched
+    (out / "norm_2d.py").write_text("x = 1\n")
+    assert run(small, "--out", out) == 1
+    assert "not written by tttv2-refactor" in capsys.readouterr().err
+    target.chmod(0o640)
+    assert run(small, "--out", out, "--force", "--quiet") == 0
+    assert header_state(target.read_text()) == "ours"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # a replaced file keeps its permissions
+
+
+def test_header_hash():
+    text = with_header("x = 1\n", "a.py (class A)")
+    assert (
+        text.splitlines()[0]
+        == f"# tttv2-refactor: generated from a.py (class A); sha256={content_hash('x = 1' + chr(10))}"
+    )
+    assert header_state(text) == "ours"
+    assert header_state(text.replace("x = 1", "x = 2")) == "edited"
+    assert header_state("x = 1\n") == "foreign"
+
+
+def test_bad_input_exits_2_with_one_line(small, tmp_path, capsys):
+    out = tmp_path / "out"
+    cases = [
+        ([tmp_path / "missing.py", "--out", out], "no such file"),
+        ([small, small.parent / "nope.py", "--out", out], "CONFIG: no such file"),
+        ([small, "--class", "Nope", "--out", out], "--class: no class 'Nope'"),
+    ]
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    cases.append(([broken, "--out", out], "does not parse"))
+    cases.append(([small, broken, "--out", out], "broken.py:1:7: does not parse"))  # as the CONFIG
+    classless = tmp_path / "plain.py"
+    classless.write_text("x = 1\n")
+    cases.append(([classless, "--out", out], "no class"))
+    no_forward = tmp_path / "noforward.py"
+    no_forward.write_text("class A:\n    def run(self):\n        pass\n")
+    cases.append(([no_forward, "--out", out], "forward() or __call__()"))
+    as_file = tmp_path / "afile"
+    as_file.write_text("")
+    cases.append(([small, "--out", as_file], "is a file, not a folder"))
+    clash = small.parent / "thing_1d.py"
+    clash.write_text(small.read_text())
+    cases.append(([clash, "--out", small.parent, "--name", "thing"], "overwrite an input"))
+    for argv, message in cases:
+        assert run(*argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, (argv, err)
+    assert not out.exists()
+
+
+def test_report_markdown_and_json(small, tmp_path):
+    out = tmp_path / "out"
+    assert run(small, "--out", out, "--report", tmp_path / "r.md", "--quiet") == 0
+    text = (tmp_path / "r.md").read_text()
+    assert "# tttv2-refactor report: norm.py (class Norm)" in text and "| norm.py:" in text
+    assert run(small, "--out", out, "--json", tmp_path / "r.json", "--quiet") == 0
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["class_name"] == "Norm" and data["gaps"] == []
+    fates = [f for b in data["branches"] for f in b["fates"]]
+    assert {f["kind"] for f in fates} >= {"decided"}
+    assert run(small, "--out", out, "--report", small, "--quiet") == 2  # never over an input
+
+
+def test_untransformable_writes_nothing_unless_partial(tmp_path, capsys):
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "odd.py").write_text(
+        textwrap.dedent(
+            """
+            import ttnn
+
+
+            class Odd:
+                def __init__(self, mesh_device, args):
+                    self.args = args
+
+                def forward(self, x, mode):
+                    y = ttnn.relu(x, config=self.args)  # the ModelArgs object itself at run time
+                    return y
+            """
+        )
+    )
+    out = tmp_path / "out"
+    assert run(folder / "odd.py", "--out", out) == 1
+    err = capsys.readouterr().err
+    assert "not transformed" in err and "nothing written" in err and not out.exists()
+    assert run(folder / "odd.py", "--out", out, "--partial", "--quiet") == 1
+    text = (out / "odd_1d.py").read_text()
+    assert "# tttv2-refactor: NOT TRANSFORMED" in text
+
+
+def test_tests_out_for_a_module_without_recipe_is_a_gap(small, tmp_path, capsys):
+    assert run(small, "--out", tmp_path / "o", "--tests-out", tmp_path / "t") == 1
+    assert "no test recipe" in capsys.readouterr().err
+
+
+def test_formatter(small, tmp_path):
+    out = tmp_path / "out"
+    ruff = shutil.which("ruff")
+    if ruff is None:  # pragma: no cover - ruff is a test dependency
+        pytest.fail("ruff is a test dependency and must be installed")
+    assert (
+        run(small, "--out", out, "--formatter", f"{ruff} format --stdin-filename {{path}} -", "--quiet") == 0
+    )
+    assert (
+        run(
+            small,
+            "--out",
+            out,
+            "--formatter",
+            f"{ruff} format --stdin-filename {{path}} -",
+            "--check",
+            "--quiet",
+        )
+        == 0
+    )
+    assert run(small, "--out", out, "--formatter", "false", "--quiet") == 2

@@ -1,0 +1,87 @@
+"""trace-deps fact sites: the topology / mode facts inside expressions, for the refactor codemod."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tttv2_tools.trace_dependencies import analyze, decide_fact
+
+SOURCE = """
+import ttnn
+
+
+class Block:
+    def __init__(self, mesh_device, args, galaxy=False):
+        self.args = args
+        self.num_devices = mesh_device.get_num_devices()
+        self.TG = self.num_devices == 32
+        self.wide = galaxy
+
+    def forward(self, x, mode):
+        sharded = mode == "decode"
+        if not self.TG and mode != "decode":
+            x = ttnn.relu(x)
+        if 1 in list(self.args.mesh_device.shape) or self.wide:
+            x = ttnn.exp(x)
+        return ttnn.add(x, x, memory_config=self.args.get_cfg(mode), sharded=sharded)
+"""
+
+
+@pytest.fixture(scope="module")
+def analysis(tmp_path_factory):
+    path = tmp_path_factory.mktemp("facts") / "block.py"
+    path.write_text(textwrap.dedent(SOURCE))
+    return analyze(path)
+
+
+def _by_text(analysis, source):
+    lines = textwrap.dedent(SOURCE).splitlines()
+    out = {}
+    for site in analysis.fact_sites:
+        span = site.span
+        assert span.start_line == span.end_line
+        out[lines[span.start_line - 1][span.start_col : span.end_col]] = site
+    return out
+
+
+def test_sites_cover_operands_and_values(analysis):
+    sites = _by_text(analysis, SOURCE)
+    assert sites['mode == "decode"'].fact == "mode:decode"
+    assert sites['mode != "decode"'].polarity == -1
+    assert sites["self.TG"].fact == "galaxy" and sites["self.TG"].polarity == 1
+    assert sites["self.wide"].fact == "galaxy"  # a constructor argument named like the galaxy flag
+    assert sites["mode"].fact == "mode" and sites["mode"].mode_form == "str"
+    assert sites["self.num_devices == 32"].phase == "construction"
+    assert all(s.function.startswith("Block.") for s in analysis.fact_sites)
+
+
+def test_decide_fact(analysis):
+    sites = _by_text(analysis, SOURCE)
+    tg, not_decode = sites["self.TG"], sites['mode != "decode"']
+    assert decide_fact(tg, topology="2d", mode="decode") is True
+    assert decide_fact(tg, topology="1d", mode="decode") is False
+    assert decide_fact(not_decode, topology="1d", mode="prefill") is True
+    assert decide_fact(not_decode, topology="1d", mode="decode") is False
+    with pytest.raises(ValueError, match="topology must be"):
+        decide_fact(tg, topology="galaxy", mode="decode")
+    with pytest.raises(ValueError, match="the mode itself"):
+        decide_fact(sites["mode"], topology="1d", mode="decode")
+
+
+def test_sites_survive_json(analysis):
+    from tttv2_tools.trace_dependencies import Analysis
+
+    loaded = Analysis.from_json(analysis.to_json())
+    assert loaded.fact_sites == analysis.fact_sites and loaded == analysis
+
+
+def test_tttv1_mlp_sites():
+    a = analyze("tttv1/tt/mlp.py", "tttv1/tt/model_config.py")
+    forward = [s for s in a.fact_sites if s.function == "MLP.forward"]
+    assert {s.fact for s in forward} == {"galaxy", "mode", "mode:decode", "mode:prefill"}
+    assert all(s.mode_form == "enum" for s in forward)  # mlp.py normalises with Mode(mode)
+    helper = {(s.function, s.fact) for s in a.fact_sites if s.file == "ccl.py"}
+    assert ("tt_all_reduce", "mesh_1d") in helper
+    assert ("_nothing_to_exchange", "single_device") in helper

@@ -1,0 +1,75 @@
+"""``generate()``: from one TTTv1 module to the source text of its TTTv2 modules (nothing is written here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from .emit import Emitter, Rendered
+from .errors import Gap
+from .plan import ClassPlan, Planner
+from .source import Inputs, load_inputs
+
+TOPOLOGIES = ("1d", "2d")
+
+
+@dataclass
+class Generated:
+    """One generated module."""
+
+    topology: str
+    class_name: str
+    file_name: str
+    plan: ClassPlan
+    rendered: Rendered
+
+    @property
+    def code(self) -> str:
+        return self.rendered.module.code
+
+
+@dataclass
+class Result:
+    inputs: Inputs
+    name: str
+    modules: list[Generated] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def galaxy_dependent(inputs: Inputs) -> bool:
+    """Whether any code the module runs depends on the topology (the analysis's topology facts)."""
+    return any(s.fact in ("galaxy", "mesh_1d", "single_device") for s in inputs.analysis.fact_sites)
+
+
+def class_base_name(tttv1_class: str) -> str:
+    return tttv1_class
+
+
+def generate(
+    module: str | Path,
+    config: str | Path | None = None,
+    *,
+    class_name: str | None = None,
+    name: str | None = None,
+) -> Result:
+    inputs = load_inputs(Path(module), Path(config) if config else None, class_name)
+    stem = name or Path(module).stem
+    result = Result(inputs, stem)
+    topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
+    names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}
+    for topology in topologies:
+        gaps: list[Gap] = []
+        plan = Planner(inputs, topology, names[topology], gaps).build()
+        other = next((names[t] for t in topologies if t != topology), None)
+        rendered = Emitter(inputs, plan, other, gaps).render()
+        result.modules.append(Generated(topology, names[topology], f"{stem}_{topology}.py", plan, rendered))
+        for gap in gaps:
+            if gap not in result.gaps:
+                result.gaps.append(gap)
+    return result
+
+
+__all__ = ["TOPOLOGIES", "Generated", "Result", "cst", "generate"]

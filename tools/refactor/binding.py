@@ -1,0 +1,355 @@
+"""Binding times: which names and expressions of a specialised method are known at construction (static) and
+which only at call time (dynamic).
+
+The classification of every name comes from the analysis graph (``kinds`` of ``local:…``, ``param:…`` and
+``self:…`` nodes): a name whose kinds are within {static, weights, mode} is static once the mode is fixed. The
+codemod adds only what the analysis cannot know: which ``self`` attributes hold device tensors (they stay on
+the module and are loaded by ``load_device_weights``), which hold the ``ModelArgs`` / ``model_config``
+objects (they disappear: every read through them becomes a config field), and which calls have side effects
+(ops, collectives, semaphore cycling) and so must stay where they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_MEMBERS, TTNN_NON_OPS
+
+from .cstutil import PURE_BUILTINS, dotted, is_pure, summary
+
+STATIC_KINDS = frozenset({"static", "weights", "mode"})
+
+
+@dataclass
+class ClassFacts:
+    """What the codemod knows about the ``self`` attributes of the TTTv1 class."""
+
+    holders: set[str] = field(default_factory=set)  # self.args, self.model_config: dissolved into fields
+    resources: set[str] = field(
+        default_factory=set
+    )  # mesh device, CCL, prefetcher, sub-modules: kept as objects
+    device: set[str] = field(default_factory=set)  # device tensors made at construction (weights, caches)
+    assigned_in_forward: set[str] = field(default_factory=set)  # state a forward changes (not transformable)
+
+
+@dataclass
+class Scope:
+    """The binding-time view of one specialised function."""
+
+    kinds: dict[str, list[str] | None]  # analysis node id -> kinds (None: not in the graph)
+    file: str  # the file of the function's code (the module, or a helper's file for a specialised copy)
+    qualname: str
+    class_name: str
+    params: set[str]  # parameters other than self: per-call inputs
+    facts: ClassFacts
+    self_file: str  # the module's file (where the class's ``self`` attributes are)
+    helper_has_ops: dict[str, bool]  # module-level function name -> it reaches device ops
+    methods: set[str] | frozenset[str] = frozenset()  # method names of the (generated) class
+    local_static: dict[str, bool] = field(default_factory=dict)
+    assignments: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
+    mutated: set[str] = field(default_factory=set)  # locals changed in place (x.append(…), x[k] = …)
+
+    # -- names -----------------------------------------------------------------------------------
+    def is_local(self, name: str) -> bool:
+        return name in self.assignments
+
+    def static_name(self, name: str) -> bool:
+        if name in self.params:
+            return False
+        if name not in self.assignments:
+            return True  # a global, an import or a builtin
+        cached = self.local_static.get(name)
+        if cached is not None:
+            return cached
+        if name in self.mutated:
+            self.local_static[name] = False
+            return False
+        self.local_static[name] = False  # cycles are dynamic until proven otherwise
+        kinds = self.kinds.get(f"local:{self.file}:{self.qualname}:{name}")
+        result = kinds is None or set(kinds) <= STATIC_KINDS
+        # and every value it is given can be computed at construction (known, and free of side effects)
+        result = result and all(v is not None and self.is_static(v) for v in self.assignments[name])
+        self.local_static[name] = result
+        return result
+
+    def self_attr_static(self, attr: str, *, device_static: bool = False) -> bool:
+        if attr in self.facts.holders or attr in self.facts.resources:
+            return True
+        if attr in self.facts.device:
+            return device_static
+        if attr in self.facts.assigned_in_forward:
+            return False
+        kinds = self.kinds.get(f"self:{self.self_file}:{self.class_name}.{attr}")
+        return kinds is None or set(kinds) <= STATIC_KINDS
+
+    def is_static_given(self, node: cst.CSTNode, names: tuple[str, ...]) -> bool:
+        """``is_static`` when ``names`` (run-time values) are treated as given: the expression is then a
+        function of them that can be built at construction."""
+        saved_static, saved_params = dict(self.local_static), self.params
+        self.params = self.params - set(names)
+        self.local_static.update(dict.fromkeys(names, True))
+        try:
+            return self.is_static(node)
+        finally:
+            self.local_static, self.params = saved_static, saved_params
+
+    # -- expressions -----------------------------------------------------------------------------
+    def is_static(self, node: cst.CSTNode, *, device_static: bool = False) -> bool:
+        """Known at construction and free of side effects."""
+        info = summary(node)
+        lambda_params = _lambda_params(node) if _has_scope(node) else set()
+        for name in info.reads:
+            if name == "self" or name in lambda_params:
+                continue
+            if not self.static_name(name):
+                return False
+        for attr in info.self_attrs:
+            if not self.self_attr_static(attr, device_static=device_static):
+                return False
+        return is_pure(node, self.pure_call)
+
+    def pure_call(self, call: cst.Call) -> bool:
+        """Calls that compute a value and change nothing: config methods, hardware queries, ttnn config
+        constructors, helpers that reach no device op, methods of config-derived values."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            name = func.value
+            if name in PURE_BUILTINS:
+                return True
+            if name in self.helper_has_ops:
+                return not self.helper_has_ops[name]
+            return False  # an unknown function may do anything
+        if isinstance(func, cst.Subscript):
+            # a value stored in model_config (a lambda of seq_len, mesh rows, ...) called: a config computation
+            base = dotted(func.value) or ""
+            parts = base.split(".")
+            return (
+                len(parts) == 2 and parts[0] == "self" and parts[1] in self.facts.holders
+            ) or base in MC_NAMES
+        if not isinstance(func, cst.Attribute):
+            return False
+        method = func.attr.value
+        receiver = func.value
+        if not isinstance(receiver, (cst.Name, cst.Attribute)) and self._config_value(receiver):
+            return True  # a query on a config value: model_config["K"].is_sharded(), args.get_x().shape
+        path = dotted(receiver) or ""
+        root = path.split(".", 1)[0]
+        if path == "ttnn" or path.startswith("ttnn."):
+            return method in TTNN_NON_OPS or not method.islower()
+        if root == "self":
+            parts = path.split(".")
+            if len(parts) == 1:
+                # self.method(...) runs the module's own code; a callable stored in an attribute is a value
+                return method not in self.methods and method not in self.facts.device
+            attr = parts[1]
+            if attr in self.facts.holders:
+                return True  # self.args.get_...(), self.model_config[...]
+            if attr in self.facts.resources:
+                return len(parts) == 2 and method in MESH_MEMBERS  # hardware queries only
+            return False
+        if root in ARGS_NAMES or root in MC_NAMES:
+            return True
+        if root and self.is_local(root):
+            return self.static_name(root)  # a method of a config-derived value (``precision.get_...``)
+        return False
+
+    def _config_value(self, node: cst.CSTNode) -> bool:
+        """A value read from the config: a subscript / attribute / call chain rooted at ModelArgs or
+        model_config (``self.model_config["K"]``, ``self.args.get_x(...)``)."""
+        while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
+            inner = node.func if isinstance(node, cst.Call) else node.value
+            path = dotted(inner) or ""
+            parts = path.split(".")
+            if parts[0] == "self" and len(parts) >= 2 and parts[1] in self.facts.holders:
+                return True
+            if parts[0] in ARGS_NAMES or parts[0] in MC_NAMES:
+                return True
+            node = inner
+        return False
+
+
+def self_attributes(node: cst.CSTNode) -> tuple[str, ...]:
+    """Names X of every ``self.X`` in ``node``."""
+    return summary(node).self_attrs
+
+
+def _has_scope(node: cst.CSTNode) -> bool:
+    """Whether ``node`` contains a lambda or comprehension (whose parameters / targets are its own names)."""
+    return bool(summary(node).writes) or isinstance(
+        node, (cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+    )
+
+
+def _lambda_params(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Param(self, param: cst.Param) -> None:
+            names.add(param.name.value)
+
+        def visit_CompFor(self, comp: cst.CompFor) -> None:
+            names.update(_all_target_names(comp.target))
+
+    node.visit(_V())
+    return names
+
+
+def _all_target_names(target: cst.CSTNode) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _all_target_names(e.value)]
+    return []
+
+
+def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
+    """Local name -> the values assigned to it (None for bindings without a plain value: loop targets,
+    ``with … as``, augmented assignments, unpacking)."""
+    out: dict[str, list[cst.BaseExpression | None]] = {}
+
+    class _V(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            # statements only (a walrus inside an expression is not a binding this codemod follows)
+            if isinstance(node, cst.BaseExpression):
+                return False
+            return super().on_visit(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is func
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    out.setdefault(target.target.value, []).append(node.value)
+                else:
+                    for name in _all_target_names(target.target):
+                        out.setdefault(name, []).append(_element(target.target, name, node.value))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                out.setdefault(node.target.value, []).append(node.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                out.setdefault(node.target.value, []).append(None)
+
+        def visit_For(self, node: cst.For) -> None:
+            for name in _all_target_names(node.target):
+                out.setdefault(name, []).append(None)
+
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            if node.asname is not None:
+                for name in _all_target_names(node.asname.name):
+                    out.setdefault(name, []).append(None)
+
+        def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+            if node.name is not None:
+                for name in _all_target_names(node.name.name):
+                    out.setdefault(name, []).append(None)
+
+    func.visit(_V())
+    # nested function definitions bind their name
+    for statement in func.body.body if isinstance(func.body, cst.IndentedBlock) else []:
+        if isinstance(statement, cst.FunctionDef):
+            out.setdefault(statement.name.value, []).append(None)
+    return out
+
+
+def _element(target: cst.BaseExpression, name: str, value: cst.BaseExpression):
+    """For ``a, b = x, y`` the value of one name; for ``a, b = seq`` (no starred target, a sequence value)
+    ``seq[i]``; None when the unpacking has no such form (``*a, b = …``, a dict)."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    if isinstance(value, (cst.Tuple, cst.List)):
+        if len(target.elements) == len(value.elements):
+            for t, v in zip(target.elements, value.elements):
+                if isinstance(t.value, cst.Name) and t.value.value == name:
+                    return v.value
+        return None
+    if any(
+        isinstance(e.value, cst.StarredElement) or not isinstance(e.value, cst.Name) for e in target.elements
+    ):
+        return None
+    if isinstance(value, (cst.Dict, cst.DictComp, cst.Set, cst.SetComp, cst.GeneratorExp)):
+        return None
+    for index, element in enumerate(target.elements):
+        if element.value.value == name:
+            if index == 0:  # the first element, spelled as ruff likes it
+                return cst.Call(
+                    func=cst.Name("next"),
+                    args=[cst.Arg(cst.Call(func=cst.Name("iter"), args=[cst.Arg(value)]))],
+                )
+            return cst.Subscript(
+                value=value
+                if _indexable(value)
+                else value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]),
+                slice=[cst.SubscriptElement(cst.Index(cst.Integer(str(index))))],
+            )
+    return None
+
+
+def _indexable(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tuple)) or bool(
+        node.lpar
+    )
+
+
+def helper_pure_call(helper_has_ops: dict[str, bool]):
+    """Purity of calls in copied helper functions: builtins, helpers that reach no op, ttnn constructors."""
+
+    def pure(call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name):
+            return func.value in PURE_BUILTINS or helper_has_ops.get(func.value) is False
+        if isinstance(func, cst.Attribute):
+            path = dotted(func.value) or ""
+            if path == "ttnn" or path.startswith("ttnn."):
+                return func.attr.value in TTNN_NON_OPS or not func.attr.value.islower()
+        return False
+
+    return pure
+
+
+MUTATORS = frozenset(
+    {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard",
+     "sort", "reverse", "popitem", "__setitem__"}
+)  # fmt: skip
+
+
+def mutated_locals(func: cst.CSTNode) -> set[str]:
+    """Names changed in place: ``x.append(…)`` and friends, ``x[k] = …``, ``x.attr = …``, ``x += …``."""
+    out: set[str] = set()
+
+    def root(node: cst.CSTNode) -> str | None:
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        return node.value if isinstance(node, cst.Name) else None
+
+    for call in summary(func).calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in MUTATORS:
+            name = root(call.func.value)
+            if name is not None:
+                out.add(name)
+
+    class _V(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            if isinstance(node, cst.BaseExpression):
+                return False
+            return super().on_visit(node)
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, (cst.Attribute, cst.Subscript)):
+                name = root(node.target)
+                if name is not None:
+                    out.add(name)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            name = root(node.target)
+            if name is not None:
+                out.add(name)
+
+    func.visit(_V())
+    out.discard("self")
+    return out

@@ -1,0 +1,202 @@
+"""Command line: ``tttv2-refactor MODULE.py [CONFIG.py] --out DIR [options]``.
+
+Exit codes: **0** done (files written, or already up to date; ``--check``: nothing would change); **1** something
+needs a look: a spot could not be transformed (nothing written, or written with markers under ``--partial``),
+``--check`` found files that would change, or an existing file may not be overwritten (not ours, or edited since:
+``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output that is a
+folder's file or an input, bad options); **3** internal error. Nothing ever ends in a traceback without
+``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from .errors import RefactorError, UsageError
+from .files import check_targets, write_all
+
+EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tttv2-refactor",
+        allow_abbrev=False,
+        description="Turn a TTTv1 module into TTTv2 <name>_1d.py / <name>_2d.py modules (flat decode / prefill "
+        "paths, static choices made at construction, explicit config, from_model_args), with tests that prove "
+        "the outputs unchanged.",
+        epilog="Exit codes: 0 done, 1 not everything transformed / --check found changes / refused to overwrite, "
+        "2 bad input or usage, 3 internal error.",
+    )
+    p.add_argument("module", help="the TTTv1 module (e.g. tttv1/tt/mlp.py)")
+    p.add_argument("config", nargs="?", help="its model_config.py (default: model_config.py next to MODULE)")
+    p.add_argument(
+        "--class",
+        dest="class_name",
+        metavar="NAME",
+        help="the class to transform (default: the first with forward)",
+    )
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder of the generated modules")
+    p.add_argument("--tests-out", type=Path, metavar="DIR", help="folder of the generated tests")
+    p.add_argument("--name", help="file stem of the outputs (default: MODULE's stem): NAME_1d.py, NAME_2d.py")
+    action = p.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="write the files (the default)")
+    action.add_argument("--diff", action="store_true", help="print a unified diff, write nothing")
+    action.add_argument("--check", action="store_true", help="exit 1 when files would change, write nothing")
+    report = p.add_mutually_exclusive_group()
+    report.add_argument("--report", type=Path, metavar="FILE.md", help="write the report as Markdown")
+    report.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
+    p.add_argument(
+        "--cases",
+        type=Path,
+        metavar="STORE",
+        help="parametrise the equivalence tests by a collect-cases store",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite files not written by the tool, or edited since"
+    )
+    p.add_argument(
+        "--partial", action="store_true", help="write even when a spot was not transformed (marked); exits 1"
+    )
+    p.add_argument(
+        "--formatter",
+        metavar="CMD",
+        help='pipe each output through CMD (stdin to stdout), e.g. "ruff format -"',
+    )
+    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+    return p
+
+
+def _progress(enabled: bool):
+    """A rich status line on stderr for the steps of a run (only on a terminal)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    return Console(stderr=True).status("tttv2-refactor: analysing")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except UsageError as exc:
+        print(f"tttv2-refactor: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except RefactorError as exc:
+        print(f"tttv2-refactor: {exc}", file=sys.stderr)
+        return EXIT_ATTENTION
+    except Exception as exc:  # pragma: no cover - reported, never a bare traceback
+        if args.debug:
+            traceback.print_exc()
+        print(f"tttv2-refactor: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _main(args) -> int:
+    from .run import check_python, plan_run
+
+    module = Path(args.module)
+    config = Path(args.config) if args.config else None
+    for flag, path in (("--out", args.out), ("--tests-out", args.tests_out)):
+        if path is not None and path.exists() and not path.is_dir():
+            raise UsageError(f"{flag}: {path} is a file, not a folder")
+    if args.cases is not None:
+        _check_store(args.cases, args.tests_out)
+    status = _progress(not args.quiet)
+    if status is not None:
+        status.start()
+    try:
+        run = plan_run(
+            module,
+            config,
+            out=args.out,
+            tests_out=args.tests_out,
+            class_name=args.class_name,
+            name=args.name,
+            formatter=args.formatter,
+            cases_store=args.cases,
+            partial=args.partial,
+        )
+    finally:
+        if status is not None:
+            status.stop()
+    check_python(run.planned)
+    inputs = [module.resolve(), *(config.resolve() for config in [config] if config is not None)]
+    inputs += [p.path for p in run.result.inputs.files.values()]
+    refusals = check_targets(run.planned, inputs, args.force)
+    gaps = run.gaps
+    reports = []
+    if args.report is not None:
+        reports.append((args.report, run.report.to_markdown()))
+    if args.json is not None:
+        reports.append((args.json, run.report.to_json()))
+    for path, _ in reports:
+        if path.resolve() in {p.resolve() for p in inputs} or path.suffix == ".py":
+            raise UsageError(f"{path}: the report would overwrite an input or a Python file")
+    if args.diff:
+        for item in run.planned:
+            text = item.diff()
+            if text:
+                sys.stdout.write(text)
+        code = EXIT_ATTENTION if gaps else EXIT_OK
+    elif args.check:
+        stale = [item.path for item in run.planned if item.changed()]
+        for path in stale:
+            print(f"tttv2-refactor: would change {path}", file=sys.stderr)
+        code = EXIT_ATTENTION if stale or gaps else EXIT_OK
+    else:
+        if refusals:
+            for line in refusals:
+                print(f"tttv2-refactor: {line}", file=sys.stderr)
+            return EXIT_ATTENTION
+        if gaps and not args.partial:
+            _print_gaps(gaps)
+            print("tttv2-refactor: nothing written (use --partial to write with markers)", file=sys.stderr)
+            _write_reports(reports)
+            return EXIT_ATTENTION
+        written = write_all(run.planned)
+        if not args.quiet:
+            for path in written:
+                print(f"tttv2-refactor: wrote {path}", file=sys.stderr)
+            if not written:
+                print("tttv2-refactor: everything up to date", file=sys.stderr)
+        code = EXIT_ATTENTION if gaps else EXIT_OK
+        if gaps:
+            _print_gaps(gaps)
+    _write_reports(reports)
+    return code
+
+
+def _check_store(store: Path, tests_out: Path | None) -> None:
+    """``--cases``: a readable collect-cases store, for generated tests (checked before any work)."""
+    from tttv2_tools.collect_cases import CaseStore, CollectCasesError
+
+    if tests_out is None:
+        raise UsageError("--cases: the recorded cases parametrise generated tests; give --tests-out DIR too")
+    if not store.is_file():
+        raise UsageError(f"--cases: {store} is not a file (expected a collect-cases store)")
+    try:
+        with CaseStore(store):
+            pass
+    except CollectCasesError as exc:
+        raise UsageError(f"--cases: {exc}") from None
+
+
+def _write_reports(reports) -> None:
+    from .files import Planned, write_all
+
+    write_all([Planned(path, text) for path, text in reports])
+
+
+def _print_gaps(gaps) -> None:
+    for gap in gaps:
+        print(f"tttv2-refactor: not transformed: {gap.describe()}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""What the generated module needs from outside the class.
+
+* Run-time code (the forwards) needs helper functions such as ``tt_all_reduce``: they are copied into the new
+  file, specialised for its topology like the class, with what they need in turn (constants, other helpers,
+  standard-library imports). Nothing is imported from the TTTv1 package at run time.
+* Construction code (``from_model_args``) may use the TTTv1 package: the names it needs are imported there,
+  lazily, from where the TTTv1 module imported them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from .binding import helper_pure_call
+from .cleanup import remove_dead_code
+from .cstutil import code, names_read
+from .errors import Gap
+from .source import Inputs, ParsedFile
+from .specialise import Decisions, fact_replacements, specialise
+from .track import Provenance
+
+#: Modules the generated code may import at run time (besides ttnn).
+RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"ttnn", "numpy"}
+
+
+@dataclass
+class ModuleNames:
+    """The top-level names of one file: imports (local name -> statement) and definitions."""
+
+    imports: dict[str, tuple[str, str | None]] = field(
+        default_factory=dict
+    )  # name -> (module, imported name)
+    definitions: dict[str, cst.BaseStatement] = field(default_factory=dict)
+    order: dict[str, int] = field(default_factory=dict)
+
+
+def module_names(parsed: ParsedFile) -> ModuleNames:
+    out = ModuleNames()
+    for index, statement in enumerate(parsed.module.body):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            out.definitions[statement.name.value] = statement
+            out.order[statement.name.value] = index
+            continue
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                    module = _dotted_module(small)
+                    if module == "__future__":
+                        continue
+                    for alias in small.names:
+                        local = _local(alias)
+                        out.imports[local] = (module, code(alias.name))
+                elif isinstance(small, cst.Import):
+                    for alias in small.names:
+                        local = _local(alias)
+                        out.imports[local] = (code(alias.name), None)
+                elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    targets = small.targets if isinstance(small, cst.Assign) else [small]
+                    for target in targets:
+                        t = target.target
+                        if isinstance(t, cst.Name):
+                            out.definitions[t.value] = statement
+                            out.order[t.value] = index
+    return out
+
+
+def _dotted_module(node: cst.ImportFrom) -> str:
+    dots = "." * len(node.relative)
+    return dots + (code(node.module) if node.module is not None else "")
+
+
+def _local(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None:
+        return code(alias.asname.name)
+    return code(alias.name).split(".", 1)[0]
+
+
+def dotted_module_of(path: Path) -> str:
+    """``tttv1/tt/mlp.py`` -> ``tttv1.tt.mlp`` (packages are folders with an ``__init__.py``)."""
+    path = path.resolve()
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts))
+
+
+def first_party_roots(path: Path) -> set[str]:
+    """Top-level packages of the project the input belongs to (the folders next to its top package), which
+    isort-style sorting puts in the first-party section."""
+    top = dotted_module_of(path).split(".", 1)[0]
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file():
+        folder = folder.parent
+    roots = {top}
+    with contextlib.suppress(OSError):  # an unreadable folder adds no roots
+        roots |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    return roots
+
+
+def import_statement(module: str, name: str | None, local: str) -> cst.SimpleStatementLine:
+    if name is None:
+        text = f"import {module}" if module.split(".", 1)[0] == local else f"import {module} as {local}"
+    else:
+        text = f"from {module} import {name}" + ("" if name == local else f" as {local}")
+    return cst.parse_statement(text)
+
+
+class HelperCopier:
+    """Copies module-level helpers (and what they need) from the analysed files, specialised by topology."""
+
+    def __init__(self, inputs: Inputs, topology: str, gaps: list[Gap], helper_ops: dict[str, bool]) -> None:
+        self.inputs = inputs
+        self.topology = topology
+        self.gaps = gaps
+        self.names = {name: module_names(parsed) for name, parsed in inputs.files.items()}
+        self.copied: dict[str, cst.BaseStatement] = {}  # local name -> statement
+        self.order: list[str] = []
+        self.imports: dict[str, tuple[str, str | None, str]] = {}  # local -> (module, name, local)
+        self.sources: dict[str, str] = {}  # copied name -> file:line it came from
+        self.helper_ops = helper_ops
+
+    def require(self, names: set[str], file: str, where: str) -> None:
+        """Make every name in ``names`` (read by code of ``file``) available at run time."""
+        table = self.names.get(file)
+        if table is None:
+            return
+        for name in sorted(names):
+            if name in self.copied or name in self.imports or name in ("self",):
+                continue
+            if name in table.definitions:
+                self._copy(name, file)
+            elif name in table.imports:
+                module, imported = table.imports[name]
+                self._import(name, module, imported, file, where)
+
+    def _import(self, local: str, module: str, imported: str | None, file: str, where: str) -> None:
+        root = module.lstrip(".").split(".", 1)[0]
+        if module.startswith(".") or root not in RUNTIME_MODULES:
+            target = self._find_file(module, imported)
+            if target is not None:
+                target_file, target_name = target
+                self._copy(target_name, target_file, local=local)
+                return
+            self.gaps.append(
+                Gap(
+                    where,
+                    local,
+                    f"needed at run time and imported from {module} (not copyable: not a function of an analysed file)",
+                )
+            )
+            return
+        self.imports[local] = (module, imported, local)
+
+    def _find_file(self, module: str, imported: str | None) -> tuple[str, str] | None:
+        if imported is None:
+            return None
+        tail = module.lstrip(".").rsplit(".", 1)[-1] + ".py"
+        for file, table in self.names.items():
+            if (file == tail or file.endswith("/" + tail)) and imported in table.definitions:
+                statement = table.definitions[imported]
+                if isinstance(statement, cst.FunctionDef) or not isinstance(statement, cst.ClassDef):
+                    return file, imported
+        return None
+
+    def _copy(self, name: str, file: str, local: str | None = None) -> None:
+        statement = self.names[file].definitions[name]
+        if isinstance(statement, cst.ClassDef):
+            self.gaps.append(
+                Gap(
+                    f"{file}:{self.inputs.files[file].line_of(statement) or 1}",
+                    name,
+                    "a class needed at run time (classes are not copied)",
+                )
+            )
+            return
+        key = local or name
+        self.copied[key] = statement  # placeholder to stop recursion
+        parsed = self.inputs.files[file]
+        if isinstance(statement, cst.FunctionDef):
+            replacements = fact_replacements(parsed, self.inputs.analysis.fact_sites, self.topology, "decode")
+            replacements = {
+                k: v
+                for k, v in replacements.items()
+                if isinstance(v, cst.Name) and v.value in ("True", "False")
+            }
+            replacements = _without_mode_facts(parsed, self.inputs, replacements)
+            statement = remove_dead_code(
+                specialise(statement, replacements, Provenance(), Decisions()),
+                helper_pure_call(self.helper_ops),
+            )
+            if local and local != name:
+                statement = statement.with_changes(name=cst.Name(local))
+        self.copied[key] = statement
+        self.order.append(key)
+        self.sources[key] = f"{file}:{parsed.line_of(self.names[file].definitions[name]) or 1}"
+        self.require(names_read(statement), file, self.sources[key])
+
+    def statements(self) -> list[cst.BaseStatement]:
+        out = []
+        for key in self.order:
+            statement = self.copied[key]
+            comment = cst.EmptyLine(comment=cst.Comment(f"# copied from {self.sources[key]}"))
+            out.append(statement.with_changes(leading_lines=[cst.EmptyLine(), comment]))
+        return out
+
+
+def _without_mode_facts(parsed: ParsedFile, inputs: Inputs, replacements: dict) -> dict:
+    keep = set()
+    for site in inputs.analysis.fact_sites:
+        if site.file != parsed.name or site.fact.startswith("mode"):
+            continue
+        node = parsed.node_for_span(site.span)
+        if node is not None:
+            keep.add(id(node))
+    return {k: v for k, v in replacements.items() if k in keep}

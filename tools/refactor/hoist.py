@@ -1,0 +1,826 @@
+"""Moving what is static out of a specialised method.
+
+* Static statements (assignments of static values to static locals, static assertions, and static ``if``
+  statements made only of those) move to construction, in order, with the ``if`` structure that guards them.
+* A static ``if`` whose arms still do device work selects *code*: each arm becomes a method and the choice is
+  bound once at construction (``self._decode_x = self._decode_x_true if … else self._decode_x_false``).
+* In what is left, every maximal static expression that depends on construction (a config read, a ``self``
+  attribute, a static local) becomes a config field; a config read that takes run-time values (``seq_len``, a
+  tensor) becomes a callable field of those values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES
+
+from .binding import Scope, self_attributes
+from .cstutil import (
+    assigned_names,
+    block_statements,
+    code,
+    dotted,
+    is_atom,
+    names_read,
+    names_written,
+    one_line,
+    slug,
+    small_statement,
+    summary,
+)
+from .errors import Gap
+from .track import Provenance, StatementTransformer, TrackingTransformer, replace_node
+
+PLACEHOLDER = "__field_{}__"
+
+
+# ================================================================================================ fields
+@dataclass
+class FieldUse:
+    """One hoisted expression, before its final name is chosen."""
+
+    key: int  # placeholder number
+    base: str  # preferred name
+    value: cst.BaseExpression  # the expression, still written with ``self``
+    params: tuple[str, ...]  # names the field is called with (callable fields)
+    mode: str
+    source: str  # the TTTv1 text it replaces
+    loc: str  # file:line of the TTTv1 text
+    guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()  # static tests under which the code runs
+    group: str = ""  # the function whose static code computes it (its fields function in from_model_args)
+
+
+@dataclass
+class Registry:
+    """Every hoisted expression of one generated class."""
+
+    uses: list[FieldUse] = field(default_factory=list)
+
+    def add(self, base, value, params, mode, source, loc, guards=(), group="") -> int:
+        key = len(self.uses)
+        self.uses.append(FieldUse(key, base, value, tuple(params), mode, source, loc, tuple(guards), group))
+        return key
+
+
+def placeholder(key: int) -> cst.Attribute:
+    return cst.Attribute(
+        value=cst.Attribute(value=cst.Name("self"), attr=cst.Name("config")),
+        attr=cst.Name(PLACEHOLDER.format(key)),
+    )
+
+
+def field_base_name(node: cst.BaseExpression, holders: set[str]) -> str | None:
+    """A name for a field holding exactly ``node``, when ``node`` is a name, attribute or config read."""
+    if isinstance(node, cst.Name):
+        return node.value
+    path = dotted(node)
+    if path is not None:
+        parts = path.split(".")
+        if parts[0] == "self":
+            parts = parts[1:]
+        if parts and parts[0] in holders | ARGS_NAMES:
+            parts = parts[1:]
+        return "_".join(parts) if parts else None
+    if isinstance(node, cst.Subscript):
+        key = _string_key(node)
+        if key is not None:
+            owner = field_base_name(node.value, holders) if not _is_holder(node.value, holders) else None
+            return f"{owner}_{key}".lower() if owner else key.lower()
+    if isinstance(node, cst.Call):
+        path = dotted(node.func)
+        if path is not None:
+            last = path.rsplit(".", 1)[-1]
+            root = path.split(".")
+            if len(root) >= 2 and (root[0] in ARGS_NAMES or (root[0] == "self" and root[1] in holders)):
+                return last.removeprefix("get_")
+        if isinstance(node.func, cst.Subscript):
+            key = _string_key(node.func)
+            if key is not None:
+                return key.lower()
+    return None
+
+
+def _is_holder(node: cst.BaseExpression, holders: set[str]) -> bool:
+    """``self.model_config`` / ``model_config`` / ``self.args``: the objects whose reads are config reads."""
+    parts = (dotted(node) or "").split(".")
+    if parts[0] == "self":
+        return len(parts) == 2 and parts[1] in holders
+    return len(parts) == 1 and (parts[0] in MC_NAMES or parts[0] in ARGS_NAMES)
+
+
+def _string_key(node: cst.Subscript) -> str | None:
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        value = node.slice[0].slice.value
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            if isinstance(text, str) and text.isidentifier():
+                return text
+    return None
+
+
+# ================================================================================================ split
+def is_static_statement(statement: cst.BaseStatement, scope: Scope) -> bool:
+    small = small_statement(statement)
+    if small is None:
+        return False
+    if isinstance(small, cst.Assert):
+        return scope.is_static(small.test, device_static=True) and (
+            small.msg is None or scope.is_static(small.msg, device_static=True)
+        )
+    names = assigned_names(small)
+    if not names or isinstance(small, cst.AugAssign):
+        return False
+    value = getattr(small, "value", None)
+    if value is None:
+        return False
+    return all(scope.static_name(n) for n in names) and scope.is_static(value)
+
+
+def split_static(
+    statements: list[cst.BaseStatement], scope: Scope, prov: Provenance | None = None
+) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+    """(dynamic statements, static statements), both in source order; a static ``if`` is split arm by arm."""
+    dynamic: list[cst.BaseStatement] = []
+    static: list[cst.BaseStatement] = []
+    for statement in statements:
+        if is_static_statement(statement, scope):
+            static.append(statement)
+            continue
+        if isinstance(statement, cst.If) and scope.is_static(statement.test, device_static=True):
+            dyn_then, st_then = split_static(block_statements(statement.body), scope, prov)
+            dyn_else, st_else = split_static(_orelse_statements(statement.orelse), scope, prov)
+            for arms, out in (((st_then, st_else), static), ((dyn_then, dyn_else), dynamic)):
+                if arms[0] or arms[1]:
+                    rebuilt = _rebuild_if(statement, *arms)
+                    if prov is not None:
+                        prov.note(rebuilt, statement)
+                    out.append(rebuilt)
+            continue
+        dynamic.append(statement)
+    return dynamic, static
+
+
+def _orelse_statements(orelse) -> list[cst.BaseStatement]:
+    if orelse is None:
+        return []
+    if isinstance(orelse, cst.Else):
+        return block_statements(orelse.body)
+    return [orelse.with_changes(leading_lines=[])]  # elif: an if inside the else
+
+
+def _rebuild_if(statement: cst.If, then: list, orelse: list) -> cst.If:
+    body = statement.body
+    if not isinstance(body, cst.IndentedBlock):
+        body = cst.IndentedBlock(body=[])
+    new_orelse = None
+    if orelse:
+        if len(orelse) == 1 and isinstance(orelse[0], cst.If) and not orelse[0].leading_lines:
+            new_orelse = orelse[0]  # keep an elif an elif
+        else:
+            new_orelse = cst.Else(body=cst.IndentedBlock(body=orelse))
+    if not then:
+        # ``if c: <nothing> else: X`` -> ``if not (c): X``
+        test = cst.UnaryOperation(operator=cst.Not(), expression=_parenthesize(statement.test))
+        return statement.with_changes(test=test, body=body.with_changes(body=orelse), orelse=None)
+    return statement.with_changes(body=body.with_changes(body=then), orelse=new_orelse)
+
+
+def _parenthesize(node: cst.BaseExpression) -> cst.BaseExpression:
+    if is_atom(node) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+# ================================================================================================ constants
+def propagate_literals(
+    func: cst.FunctionDef, scope: Scope, prov: Provenance | None = None
+) -> cst.FunctionDef:
+    """A local assigned one literal once (``sharded = True``) is replaced by the literal where it is read."""
+    literals: dict[str, cst.BaseExpression] = {}
+    for name, values in scope.assignments.items():
+        if len(values) == 1 and values[0] is not None and _is_literal(values[0]) and name not in scope.params:
+            literals[name] = values[0]
+    if not literals:
+        return func
+    for name in _read_before_assigned_or_deleted(func, set(literals)):
+        del literals[name]
+    if not literals:
+        return func
+    targets: set[int] = set()
+
+    class _Targets(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            for name in _target_name_nodes(node.target):
+                targets.add(id(name))
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            targets.add(id(node.attr))
+
+        def visit_Arg(self, node: cst.Arg) -> None:
+            if node.keyword is not None:
+                targets.add(id(node.keyword))
+
+    func.visit(_Targets())
+
+    class _T(TrackingTransformer):
+        def leave_Name(self, original_node, updated_node):
+            if id(original_node) in targets:
+                return updated_node
+            literal = literals.get(updated_node.value)
+            return literal if literal is not None else updated_node
+
+        def leave_SimpleStatementLine(self, original_node, updated_node):
+            small = small_statement(updated_node)
+            names = assigned_names(small) if isinstance(small, cst.Assign) else None
+            if names and all(n in literals for n in names):
+                return cst.RemoveFromParent()
+            return updated_node
+
+    return func.visit(_T(prov))
+
+
+def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> set[str]:
+    """Names among ``names`` that the function reads before their assignment (in execution order of straight
+    code: an assignment's value before its targets), deletes, or declares global / nonlocal: replacing them
+    by the literal would change what the code does."""
+    assigned: set[str] = set()
+    out: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is func
+
+        def visit_Assign(self, node: cst.Assign) -> bool:
+            node.value.visit(self)
+            for target in node.targets:
+                target.visit(self)
+                assigned.update(n.value for n in _target_name_nodes(target.target))
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value in names and node.value not in assigned:
+                out.add(node.value)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            out.update(n.value for n in _target_name_nodes(node.target) if n.value in names)
+
+        def visit_Global(self, node: cst.Global) -> None:
+            out.update(n.name.value for n in node.names if n.name.value in names)
+
+        def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+            out.update(n.name.value for n in node.names if n.name.value in names)
+
+    func.body.visit(_V())
+    return out
+
+
+def _target_name_nodes(target: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_name_nodes(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_name_nodes(target.value)
+    return []
+
+
+def _is_literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in ("True", "False", "None")
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return isinstance(node.expression, (cst.Integer, cst.Float))
+    return False
+
+
+# ================================================================================================ hoisting
+class Hoister(TrackingTransformer):
+    """Replaces maximal static expressions that depend on construction by config-field placeholders."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        registry: Registry,
+        mode: str,
+        loc_of,
+        gaps: list[Gap],
+        *,
+        leaves_only: bool = False,
+        prov: Provenance | None = None,
+        guards: tuple = (),
+        group: str = "",
+    ) -> None:
+        super().__init__(prov)
+        self.guards = guards
+        self.group = group
+        self.scope = scope
+        self.registry = registry
+        self.mode = mode
+        self.loc_of = loc_of
+        self.gaps = gaps
+        self.leaves_only = leaves_only
+        self.marked: dict[int, cst.BaseExpression] = {}
+        self.stack: list[cst.CSTNode] = []
+        self.no_hoist: set[int] = set()
+
+    # -- decisions -------------------------------------------------------------------------------
+    def _depends_on_construction(self, node: cst.CSTNode) -> bool:
+        for attr in self_attributes(node):
+            if attr not in self.scope.facts.device:
+                return True
+        return any(self.scope.is_local(n) and self.scope.static_name(n) for n in summary(node).reads)
+
+    def _holder_call(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        parts = (dotted(node.func) or "").split(".")
+        if len(parts) >= 2 and parts[0] == "self" and parts[1] in self.scope.facts.holders:
+            return True
+        return parts[0] in ARGS_NAMES or parts[0] in MC_NAMES
+
+    def _try_hoist(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        if not isinstance(node, cst.BaseExpression) or id(node) in self.no_hoist:
+            return None
+        if isinstance(node, cst.Name) and node.value == "self":
+            return None
+        if _is_holder(node, self.scope.facts.holders):
+            return (
+                None  # the ModelArgs / model_config object itself never becomes a field (reported as a gap)
+            )
+        if isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
+            return None
+        if not self._depends_on_construction(node) and not _is_choice(node):
+            return None
+        if self.scope.is_static(node, device_static=self.leaves_only):
+            if self.leaves_only and not _leaf(node):
+                return None
+            return self._field(node, ())
+        if self._holder_call(node):
+            params = self._dynamic_names(node)
+            if params is not None and self.scope.is_static_given(node, params):
+                return self._field(node, params)
+        return None
+
+    def _dynamic_names(self, node: cst.CSTNode) -> tuple[str, ...] | None:
+        out: list[str] = []
+        for value in summary(node).reads:
+            if value == "self" or value in out:
+                continue
+            if value in self.scope.params or (
+                self.scope.is_local(value) and not self.scope.static_name(value)
+            ):
+                out.append(value)
+        return tuple(out)
+
+    def _field(self, node: cst.BaseExpression, params: tuple[str, ...]) -> cst.BaseExpression:
+        base = field_base_name(node, self.scope.facts.holders) or self._context_name(node)
+        key = self.registry.add(
+            base, node, params, self.mode, one_line(node, 160), self.loc_of(node), self.guards, self.group
+        )
+        replacement: cst.BaseExpression = placeholder(key)
+        if params:
+            replacement = cst.Call(func=replacement, args=[cst.Arg(cst.Name(p)) for p in params])
+        return replacement
+
+    def _context_name(self, node: cst.BaseExpression) -> str:
+        keyword = call = target = None
+        for parent in reversed(self.stack):
+            if keyword is None and isinstance(parent, cst.Arg) and parent.keyword is not None:
+                keyword = parent.keyword.value
+            elif call is None and isinstance(parent, cst.Call):
+                call = (dotted(parent.func) or "").rsplit(".", 1)[-1] or None
+            elif isinstance(parent, (cst.Assign, cst.AnnAssign)):
+                targets = assigned_names(parent) or []
+                target = targets[0] if len(targets) == 1 else None
+                break
+        if keyword is not None:
+            if call == "dict" and target:
+                return f"{target.removesuffix('_kwargs')}_{keyword}"
+            if call:
+                return f"{call}_{keyword}"
+            return keyword
+        if target:
+            return target
+        return slug(code(node))
+
+    # -- traversal ---------------------------------------------------------------------------------
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Attribute):
+            self.no_hoist.add(id(node.attr))
+        if isinstance(node, cst.Arg) and node.keyword is not None:
+            self.no_hoist.add(id(node.keyword))
+        if isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+            self.no_hoist.add(id(node.name))
+        if isinstance(node, cst.AssignTarget):
+            self._no_hoist_targets(node.target)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            func = node.func
+            stored = (
+                isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and func.attr.value not in self.scope.methods
+            )
+            if not stored:  # hoist the receiver, never a bound method (a callable attribute is a value)
+                self.no_hoist.add(id(func))
+        if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            self._no_hoist_targets(node.target)
+        replacement = self._try_hoist(node)
+        if replacement is not None:
+            self.marked[id(node)] = replacement
+            return False
+        self.stack.append(node)
+        return True
+
+    def _no_hoist_targets(self, target: cst.CSTNode) -> None:
+        class _V(cst.CSTVisitor):
+            def __init__(self, out: set[int]) -> None:
+                super().__init__()
+                self.out = out
+
+            def on_visit(self, n: cst.CSTNode) -> bool:
+                self.out.add(id(n))
+                return True
+
+        target.visit(_V(self.no_hoist))
+
+    def on_leave(self, original_node, updated_node):
+        replacement = self.marked.get(id(original_node))
+        if replacement is not None:
+            return replacement
+        if self.stack and self.stack[-1] is original_node:
+            self.stack.pop()
+        return super().on_leave(original_node, updated_node)
+
+
+def _is_choice(node: cst.BaseExpression) -> bool:
+    """A conditional expression or boolean operator: a branch, hoisted when static even if it reads nothing of
+    construction (``x if ttnn.DRAM_MEMORY_CONFIG is None else y``)."""
+    return isinstance(node, (cst.IfExp, cst.BooleanOperation))
+
+
+def _leaf(node: cst.BaseExpression) -> bool:
+    """Binding tests hoist only names, attributes and config reads, so they stay readable."""
+    return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))
+
+
+# ================================================================================================ binding
+@dataclass
+class Binding:
+    """A code choice bound at construction."""
+
+    attr: str  # the bound attribute, e.g. _decode_dim_eq_8192
+    test: cst.BaseExpression  # static test, written with ``self`` (hoisted later)
+    when_true: str
+    when_false: str
+    origin: cst.CSTNode  # the original if statement
+    mode: str
+    file: str = ""  # the analysed file of the code (its module-level names resolve there)
+
+
+@dataclass
+class Extracted:
+    """A method made from one arm of a static branch."""
+
+    name: str
+    func: cst.FunctionDef
+
+
+def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
+    """``assert <static test>, msg`` left in run-time code (it sits under a run-time ``if``) becomes
+    ``if not (<test>): raise AssertionError(msg)``: a static choice the binder can make at construction."""
+
+    class _T(StatementTransformer):
+        def leave_SimpleStatementLine(self, original_node, updated_node):
+            small = small_statement(updated_node)
+            if not isinstance(small, cst.Assert) or len(updated_node.body) != 1:
+                return updated_node
+            if not scope.is_static(small.test, device_static=True):
+                return updated_node
+            message = [cst.Arg(small.msg)] if small.msg is not None else []
+            raise_ = cst.SimpleStatementLine(
+                [cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))]
+            )
+            if isinstance(small.test, cst.UnaryOperation) and isinstance(small.test.operator, cst.Not):
+                test = small.test.expression  # not (not x) -> x
+            else:
+                test = cst.UnaryOperation(operator=cst.Not(), expression=_parenthesize(small.test))
+            new = cst.If(
+                test=test, body=cst.IndentedBlock(body=[raise_]), leading_lines=updated_node.leading_lines
+            )
+            if prov is not None:
+                prov.note(new, original_node)
+            return new
+
+    return func.visit(_T(prov))
+
+
+def split_mixed_tests(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
+    """``if S and R: body`` (no ``else``) with a static ``S`` and a run-time ``R`` -> ``if S: if R: body``: the
+    short-circuit on ``S`` is a static choice, which the binder then makes at construction."""
+
+    class _T(StatementTransformer):
+        def leave_If(self, original_node, updated_node):
+            test = updated_node.test
+            if updated_node.orelse is not None or not isinstance(test, cst.BooleanOperation):
+                return updated_node
+            if not isinstance(test.operator, cst.And) or test.lpar:
+                return updated_node
+            left, right = test.left, test.right
+            if not scope.is_static(left, device_static=True) or scope.is_static(right, device_static=True):
+                return updated_node
+            inner = cst.If(test=right, body=updated_node.body)
+            outer = updated_node.with_changes(test=left, body=cst.IndentedBlock(body=[inner]))
+            if prov is not None:
+                prov.note(outer, original_node)
+            return outer
+
+    return func.visit(_T(prov))
+
+
+def normalise_early_returns(
+    statements: list[cst.BaseStatement], prov: Provenance | None = None
+) -> list[cst.BaseStatement]:
+    """``if c: …; return x`` followed by more statements -> ``if c: …; return x else: <the rest>``."""
+    out: list[cst.BaseStatement] = []
+    for index, statement in enumerate(statements):
+        if (
+            isinstance(statement, cst.If)
+            and statement.orelse is None
+            and _ends_with_return(block_statements(statement.body))
+            and index + 1 < len(statements)
+        ):
+            rest = normalise_early_returns(statements[index + 1 :], prov)
+            rebuilt = statement.with_changes(orelse=cst.Else(body=cst.IndentedBlock(body=rest)))
+            if prov is not None:
+                prov.note(rebuilt, statement)
+            out.append(rebuilt)
+            return out
+        out.append(statement)
+    return out
+
+
+def _ends_with_return(statements: list[cst.BaseStatement]) -> bool:
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(small_statement(last) or last, cst.Return):
+        return True
+    if isinstance(last, cst.If) and last.orelse is not None:
+        return _ends_with_return(block_statements(last.body)) and _ends_with_return(
+            _orelse_statements(last.orelse)
+        )
+    return False
+
+
+class _Flow(cst.CSTVisitor):
+    """Statements in source order with the names each reads and writes (headers of compound statements
+    count as statements of their own)."""
+
+    def __init__(self) -> None:
+        self.order: list[tuple[cst.CSTNode, set[str], set[str]]] = []
+        self.spans: dict[int, tuple[int, int]] = {}
+        self.loops: dict[int, tuple[int, int]] = {}
+        self._open: list[tuple[cst.CSTNode, int]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            self.order.append((node, names_read(node), names_written(node)))
+            return False
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and self.order:
+            self.order.append((node, names_read(node), {node.name.value}))
+            return False
+        if isinstance(node, cst.BaseCompoundStatement):
+            header = _header_parts(node)
+            reads = set().union(*(names_read(h) for h in header)) if header else set()
+            writes = set().union(*(names_written(h) for h in header)) if header else set()
+            if isinstance(node, cst.For):
+                writes |= names_written(node.target)
+            self._open.append((node, len(self.order)))
+            self.order.append((node, reads, writes))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self._open and self._open[-1][0] is original_node:
+            _, start = self._open.pop()
+            self.spans[id(original_node)] = (start, len(self.order) - 1)
+            if isinstance(original_node, (cst.For, cst.While)):
+                self.loops[id(original_node)] = (start, len(self.order) - 1)
+
+
+def _header_parts(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
+    if isinstance(node, (cst.If, cst.While)):
+        return [node.test]
+    if isinstance(node, cst.For):
+        return [node.iter]
+    if isinstance(node, cst.With):
+        return list(node.items)
+    return []
+
+
+def _has_jump(statements: list[cst.BaseStatement]) -> str | None:
+    found: list[str] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, _n) -> bool:
+            return False
+
+        def visit_Lambda(self, _n) -> bool:
+            return False
+
+        def visit_Break(self, _n) -> None:
+            found.append("break")
+
+        def visit_Continue(self, _n) -> None:
+            found.append("continue")
+
+        def visit_Yield(self, _n) -> None:
+            found.append("yield")
+
+        def visit_Global(self, _n) -> None:
+            found.append("global")
+
+        def visit_Nonlocal(self, _n) -> None:
+            found.append("nonlocal")
+
+    for statement in statements:
+        statement.visit(_V())
+    return found[0] if found else None
+
+
+def _returns_inside(statements: list[cst.BaseStatement]) -> bool:
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, _n) -> bool:
+            return False
+
+        def visit_Lambda(self, _n) -> bool:
+            return False
+
+        def visit_Return(self, _n) -> None:
+            nonlocal found
+            found = True
+
+    for statement in statements:
+        statement.visit(_V())
+    return found
+
+
+class BranchBinder:
+    """Turns the static ``if`` statements of a dynamic method into bound methods."""
+
+    def __init__(self, scope: Scope, mode: str, prov: Provenance, gaps: list[Gap], loc_of, names: set[str]):
+        self.scope = scope
+        self.mode = mode
+        self.prov = prov
+        self.gaps = gaps
+        self.loc_of = loc_of
+        self.names = names  # method and attribute names already taken in the class
+        self.bindings: list[Binding] = []
+        self.extracted: list[Extracted] = []
+        self.skipped: list[cst.If] = []
+        self.guards_of: dict[str, tuple[tuple[cst.BaseExpression, bool], ...]] = {}
+        self._current: tuple = ()
+
+    def _unique(self, base: str) -> str:
+        name, n = base, 2
+        while name in self.names or f"{name}_true" in self.names:
+            name, n = f"{base}_{n}", n + 1
+        self.names.update({name, f"{name}_true", f"{name}_false"})
+        return name
+
+    def run(self, func: cst.FunctionDef) -> cst.FunctionDef:
+        self._current = self.guards_of.get(func.name.value, ())
+        body = normalise_early_returns(block_statements(func.body), self.prov)
+        func = func.with_changes(body=func.body.with_changes(body=body))
+        while True:
+            target = self._first_static_if(func)
+            if target is None:
+                return func
+            func = self._extract(func, target)
+
+    def _first_static_if(self, func: cst.FunctionDef) -> cst.If | None:
+        found: list[cst.If] = []
+        scope = self.scope
+        skipped = {id(n) for n in self.skipped}
+
+        class _V(cst.CSTVisitor):
+            def on_visit(self, node) -> bool:
+                if isinstance(node, cst.BaseExpression):
+                    return False
+                return super().on_visit(node)
+
+            def visit_FunctionDef(self, node) -> bool:
+                return node is func
+
+            def visit_If(self, node: cst.If) -> bool:
+                if not found and id(node) not in skipped and scope.is_static(node.test, device_static=True):
+                    found.append(node)
+                return not found
+
+        func.visit(_V())
+        return found[0] if found else None
+
+    def _extract(self, func: cst.FunctionDef, target: cst.If) -> cst.FunctionDef:
+        origin = self.prov.origin(target)
+        then = block_statements(target.body)
+        orelse = _orelse_statements(target.orelse)
+        jump = _has_jump(then + orelse)
+        if jump is not None:
+            return self._give_up(func, target, f"a static branch whose arms contain '{jump}'")
+        flow = _Flow()
+        func.visit(flow)
+        start, end = flow.spans[id(target)]
+        returns_then = _ends_with_return(then)
+        returns_else = _ends_with_return(orelse)
+        if _returns_inside(then + orelse) and not (returns_then and returns_else):
+            return self._give_up(func, target, "a static branch that returns from only one of its paths")
+        inside_loop = [span for span in flow.loops.values() if span[0] < start and span[1] >= end]
+        before: set[str] = set(self.scope.params)
+        after: set[str] = set()
+        for index, (_, reads, writes) in enumerate(flow.order):
+            if index < start:
+                before |= writes
+            elif index > end:
+                after |= reads
+        for lo, hi in inside_loop:
+            for index in range(lo, hi + 1):
+                after |= flow.order[index][1]
+                before |= flow.order[index][2]
+        arm_reads = set().union(*(names_read(s) for s in then + orelse)) if then or orelse else set()
+        arm_writes = set().union(*(names_written(s) for s in then + orelse)) if then or orelse else set()
+        dynamic = {n for n in arm_reads if n in before and not self._static(n)}
+        live_out = sorted(n for n in arm_writes if n in after and not self._static(n))
+        for name in live_out:
+            if name in before:
+                dynamic.add(name)
+        params = sorted(dynamic)
+        attr = self._unique(f"_{self.mode}_{slug(code(target.test))}")
+        returns = returns_then and returns_else
+        true_name, false_name = f"{attr}_true", f"{attr}_false"
+        self._add_method(true_name, then, params, live_out, returns, before, target)
+        self._add_method(false_name, orelse, params, live_out, returns, before, target)
+        self.guards_of[true_name] = (*self._current, (target.test, True))
+        self.guards_of[false_name] = (*self._current, (target.test, False))
+        self.bindings.append(
+            Binding(attr, target.test, true_name, false_name, origin, self.mode, self.scope.file)
+        )
+        call = cst.Call(
+            func=cst.Attribute(value=cst.Name("self"), attr=cst.Name(attr)),
+            args=[cst.Arg(cst.Name(p)) for p in params],
+        )
+        if returns:
+            replacement: cst.BaseStatement = cst.SimpleStatementLine([cst.Return(call)])
+        elif not live_out:
+            replacement = cst.SimpleStatementLine([cst.Expr(call)])
+        else:
+            targets = (
+                cst.Name(live_out[0])
+                if len(live_out) == 1
+                else cst.Tuple([cst.Element(cst.Name(n)) for n in live_out], lpar=[], rpar=[])
+            )
+            replacement = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(targets)], call)])
+        replacement = replacement.with_changes(leading_lines=target.leading_lines)
+        self.prov.note(replacement, target)
+        return replace_node(func, target, replacement, self.prov)
+
+    def _static(self, name: str) -> bool:
+        return self.scope.is_local(name) and self.scope.static_name(name)
+
+    def _add_method(self, name, statements, params, live_out, returns, before, target) -> None:
+        body = list(statements)
+        if not returns and live_out:
+            values = [
+                cst.Name(n) if (n in before or _assigns(statements, n)) else cst.Name("None")
+                for n in live_out
+            ]
+            value = (
+                values[0]
+                if len(values) == 1
+                else cst.Tuple([cst.Element(v) for v in values], lpar=[], rpar=[])
+            )
+            body.append(cst.SimpleStatementLine([cst.Return(value)]))
+        if not body:
+            body = [cst.SimpleStatementLine([cst.Pass()])]
+        doc = f'"""{self.mode.capitalize()} path when `{one_line(target.test, 70)}` is {name.endswith("_true")}."""'
+        func = cst.FunctionDef(
+            name=cst.Name(name),
+            params=cst.Parameters(
+                params=[cst.Param(cst.Name("self"))] + [cst.Param(cst.Name(p)) for p in params]
+            ),
+            body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Expr(cst.SimpleString(doc))]), *body]),
+        )
+        self.extracted.append(Extracted(name, func))
+
+    def _give_up(self, func: cst.FunctionDef, target: cst.If, reason: str) -> cst.FunctionDef:
+        self.gaps.append(Gap(self.loc_of(target), one_line(target.test, 80), reason))
+        self.skipped.append(target)  # reported; --partial marks it; never picked again
+        return func
+
+
+def _assigns(statements: list[cst.BaseStatement], name: str) -> bool:
+    return any(name in names_written(s) for s in statements)

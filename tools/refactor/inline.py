@@ -1,0 +1,401 @@
+"""Call-site specialisation: a helper with device ops (``tt_all_reduce``) or a method of the class called with
+constant or construction-time arguments (``cluster_axis=0``, ``sharded=True``, ``dtype=self.args.ccl_dtype``) gets
+a private copy for that call site, the arguments substituted for its parameters. The copy then goes through the
+same passes as a forward: the branches its arguments decide fold away, the static ones left are bound at
+construction, and the call site calls the copy with the run-time arguments only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from .cstutil import PURE_BUILTINS, code, is_pure, summary
+from .helpers import ModuleNames
+from .source import Inputs, ParsedFile
+from .track import Provenance, TrackingTransformer
+
+#: How deep helpers calling helpers are followed.
+MAX_DEPTH = 6
+
+
+@dataclass
+class Callee:
+    file: ParsedFile
+    func: cst.FunctionDef
+    qualname: str  # "tt_all_reduce" or "Class.method"
+    is_method: bool
+    has_ops: bool = True  # a helper without device ops is copied only where it runs on run-time values
+
+
+@dataclass
+class Copy:
+    """One specialised copy: a new private method of the generated class."""
+
+    name: str
+    callee: Callee
+    func: cst.FunctionDef  # with self, the kept parameters, the substituted body
+    depth: int
+
+
+@dataclass
+class Inliner:
+    inputs: Inputs
+    names: dict[str, ModuleNames]  # file -> its module-level names
+    helper_ops: dict[str, bool]
+    methods: dict[str, cst.FunctionDef]  # TTTv1 methods of the class
+    taken: set[str]
+    skip_methods: frozenset[str]
+    copies: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (file, qualname, binding) -> name
+    prov: Provenance | None = None  # copies map back to the helper's own lines (for the report)
+
+    # -- resolution ------------------------------------------------------------------------------
+    def resolve(self, call: cst.Call, file: str) -> Callee | None:
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+        ):
+            name = func.attr.value
+            method = self.methods.get(name)
+            if method is None or name in self.skip_methods:
+                return None
+            return Callee(self.inputs.module, method, f"{self.inputs.class_name}.{name}", True)
+        if not isinstance(func, cst.Name):
+            return None
+        return self._function(func.value, file, 0)
+
+    def _function(self, name: str, file: str, depth: int) -> Callee | None:
+        table = self.names.get(file)
+        if table is None or depth > 3:
+            return None
+        statement = table.definitions.get(name)
+        if isinstance(statement, cst.FunctionDef):
+            return Callee(self.inputs.files[file], statement, name, False, self.helper_ops.get(name, False))
+        if name in table.imports:
+            module, imported = table.imports[name]
+            if imported is None:
+                return None
+            tail = module.lstrip(".").rsplit(".", 1)[-1] + ".py"
+            for other in self.names:
+                if other == tail or other.endswith("/" + tail):
+                    return self._function(imported, other, depth + 1)
+        return None
+
+    # -- binding ----------------------------------------------------------------------------------
+    def bind(self, call: cst.Call, callee: Callee) -> dict[str, cst.BaseExpression | None] | None:
+        """Parameter -> argument expression (None: the parameter's default), or None when the call passes
+        starred arguments (not specialised)."""
+        params = list(callee.func.params.params)
+        if callee.is_method:
+            params = params[1:]
+        kwonly = list(callee.func.params.kwonly_params)
+        if isinstance(callee.func.params.star_arg, cst.Param) or isinstance(
+            callee.func.params.star_kwarg, cst.Param
+        ):
+            return None
+        out: dict[str, cst.BaseExpression | None] = {p.name.value: None for p in [*params, *kwonly]}
+        args = self._expand_star_kwargs(call.args)
+        if args is None:
+            return None
+        positional = [a for a in args if a.keyword is None]
+        if any(a.star for a in args):
+            return None
+        if len(positional) > len(params):
+            return None
+        for param, arg in zip(params, positional):
+            out[param.name.value] = arg.value
+        for arg in args:
+            if arg.keyword is not None:
+                if arg.keyword.value not in out:
+                    return None
+                out[arg.keyword.value] = arg.value
+        return out
+
+    def _expand_star_kwargs(self, args):
+        """``f(x, **common)`` where ``common`` is a ``dict(k=v, ...)`` the caller builds: its items as keyword
+        arguments (after the caller's static locals were forwarded, ``common`` is that dict expression)."""
+        out = []
+        for arg in args:
+            if arg.star == "**":
+                value = arg.value
+                if (
+                    isinstance(value, cst.Call)
+                    and isinstance(value.func, cst.Name)
+                    and value.func.value == "dict"
+                ):
+                    if any(a.keyword is None for a in value.args):
+                        return None
+                    out.extend(cst.Arg(a.value, keyword=a.keyword) for a in value.args)
+                    continue
+                return None
+            out.append(arg)
+        return out
+
+    def substitutable(
+        self,
+        value: cst.BaseExpression,
+        caller_file: str,
+        callee: Callee,
+        caller_locals: set[str],
+        pure_call=None,
+    ) -> bool:
+        """A constant, or an expression of ``self`` and module-level names both files agree on, with no call
+        that could have an effect: it can be evaluated in the copy instead of at the call site."""
+        if _literal(value):
+            return True
+        info = summary(value)
+        if info.effects or not is_pure(value, pure_call):
+            return False
+        caller_names = self.names.get(caller_file)
+        callee_names = self.names.get(callee.file.name)
+        for name in info.reads:
+            if name == "self":
+                if not callee.is_method and callee.file is not self.inputs.module:
+                    continue  # the copy is a method: self is there
+                continue
+            if name in caller_locals:
+                return False
+            if caller_file == callee.file.name:
+                continue  # the same module: every module-level name means the same thing
+            if caller_names is None or callee_names is None:
+                return False
+            if (
+                name in PURE_BUILTINS
+                and name not in caller_names.definitions
+                and name not in callee_names.definitions
+            ):
+                continue
+            if not _same_binding(name, caller_names, callee_names):
+                return False
+        return True
+
+    def default_ok(self, value: cst.BaseExpression, callee: Callee) -> bool:
+        """A parameter's default: substituted when it is a constant or a module-level name of the callee."""
+        if _literal(value):
+            return True
+        info = summary(value)
+        table = self.names.get(callee.file.name)
+        return (
+            not info.calls
+            and table is not None
+            and all(n in table.imports or n in table.definitions for n in info.reads)
+        )
+
+    # -- the copy ------------------------------------------------------------------------------------
+    def forward_static_locals(
+        self, value: cst.BaseExpression, caller_scope, depth: int = 0
+    ) -> cst.BaseExpression:
+        """``gathered_mem`` (a static local of the caller, assigned once) -> the expression it was assigned,
+        so that the copy can receive it: static and free of side effects, it computes the same value there."""
+        if depth > 3:
+            return value
+        reads = summary(value).reads
+        replace: dict[str, cst.BaseExpression] = {}
+        for name in reads:
+            values = caller_scope.assignments.get(name)
+            if not values or len(values) != 1 or values[0] is None:
+                continue
+            if name in caller_scope.mutated or not caller_scope.static_name(name):
+                continue
+            replace[name] = self.forward_static_locals(values[0], caller_scope, depth + 1)
+        if not replace:
+            return value
+        return _replace_names(value, replace)
+
+    def specialise_call(
+        self,
+        call: cst.Call,
+        callee: Callee,
+        body: cst.FunctionDef,
+        binding: dict,
+        caller_file: str,
+        caller_locals: set[str],
+        pure_call=None,
+    ) -> tuple[cst.Call, cst.FunctionDef, str, bool] | None:
+        """(the new call, the copy, its name, whether the copy is new) — None when nothing is gained."""
+        assigned = summary(body.body).writes
+        substitute: dict[str, cst.BaseExpression] = {}
+        kept: list[str] = []
+        params = list(body.params.params[1:] if callee.is_method else body.params.params) + list(
+            body.params.kwonly_params
+        )
+        defaults = {p.name.value: p.default for p in params}
+        for param in params:
+            name = param.name.value
+            value = binding.get(name)
+            if name in assigned:
+                kept.append(name)
+                continue
+            if value is None:
+                default = defaults.get(name)
+                if default is not None and self.default_ok(default, callee):
+                    substitute[name] = default
+                else:
+                    kept.append(name)
+                continue
+            if self.substitutable(value, caller_file, callee, caller_locals, pure_call):
+                substitute[name] = value
+            else:
+                kept.append(name)
+        if not substitute:
+            return None
+        key = (
+            callee.file.name,
+            callee.qualname,
+            "|".join(f"{k}={code(v)}" for k, v in sorted(substitute.items())),
+        )
+        name = self.copies.get(key)
+        new = name is None
+        if new:
+            base = "_" + callee.qualname.rsplit(".", 1)[-1].lstrip("_")
+            name, n = base, 2
+            while name in self.taken:
+                name, n = f"{base}_{n}", n + 1
+            self.taken.add(name)
+            self.copies[key] = name
+        copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov)
+        passed = [
+            cst.Arg(
+                binding[k] if binding.get(k) is not None else cst.Name(k),
+                keyword=cst.Name(k),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                ),
+            )
+            for k in kept
+            if binding.get(k) is not None
+        ]
+        new_call = cst.Call(func=cst.Attribute(value=cst.Name("self"), attr=cst.Name(name)), args=passed)
+        return new_call, copy, name, new
+
+
+def _replace_names(node: cst.BaseExpression, replace: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
+    class _T(cst.CSTTransformer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.skip: set[int] = set()
+
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            self.skip.add(id(n.attr))
+
+        def visit_Arg(self, n: cst.Arg) -> None:
+            if n.keyword is not None:
+                self.skip.add(id(n.keyword))
+
+        def leave_Name(self, original_node, updated_node):
+            if id(original_node) in self.skip or updated_node.value not in replace:
+                return updated_node
+            value = replace[updated_node.value]
+            if isinstance(
+                value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.SimpleString)
+            ):
+                return value
+            return (
+                value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                if not value.lpar
+                else value
+            )
+
+    return node.visit(_T())
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value in ("True", "False", "None")
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return isinstance(node.expression, (cst.Integer, cst.Float))
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(_literal(e.value) for e in node.elements)
+    return False
+
+
+def _same_binding(name: str, a: ModuleNames, b: ModuleNames) -> bool:
+    if name in a.imports and name in b.imports:
+        return a.imports[name] == b.imports[name]
+    return False
+
+
+def _substituted(
+    func: cst.FunctionDef,
+    substitute: dict[str, cst.BaseExpression],
+    kept: list[str],
+    name: str,
+    is_method: bool,
+    prov: Provenance | None = None,
+) -> cst.FunctionDef:
+    """The callee with ``substitute`` put in for its parameters (not where an inner function, lambda or
+    comprehension rebinds the name), the kept parameters only, renamed, and a method."""
+
+    class _T(TrackingTransformer):
+        def __init__(self) -> None:
+            super().__init__(prov)
+            self.shadow: list[set[str]] = []
+            self.skip: set[int] = set()
+
+        def _bound(self, node) -> set[str]:
+            return set(summary(node.params).writes) if hasattr(node, "params") else set()
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.shadow.append({p.name.value for p in [*node.params.params, *node.params.kwonly_params]})
+            self.skip.add(id(node.name))
+
+        def leave_FunctionDef(self, original_node, updated_node):
+            self.shadow.pop()
+            return updated_node
+
+        def visit_Lambda(self, node: cst.Lambda) -> None:
+            self.shadow.append({p.name.value for p in node.params.params})
+
+        def leave_Lambda(self, original_node, updated_node):
+            self.shadow.pop()
+            return updated_node
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            self.skip.add(id(node.attr))
+
+        def visit_Arg(self, node: cst.Arg) -> None:
+            if node.keyword is not None:
+                self.skip.add(id(node.keyword))
+
+        def visit_Param(self, node: cst.Param) -> None:
+            self.skip.add(id(node.name))
+
+        def leave_Name(self, original_node, updated_node):
+            if id(original_node) in self.skip or updated_node.value not in substitute:
+                return updated_node
+            if any(updated_node.value in s for s in self.shadow[1:]):
+                return updated_node
+            value = substitute[updated_node.value]
+            if not isinstance(
+                value,
+                (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.SimpleString, cst.Call, cst.Subscript),
+            ):
+                value = (
+                    value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                    if not value.lpar
+                    else value
+                )
+            return value
+
+    body = func.visit(_T())
+    params = list(body.params.params)
+    self_param = params[0] if is_method else cst.Param(cst.Name("self"))
+    rest = params[1:] if is_method else params
+    keep = [
+        p.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT)
+        for p in [*rest, *body.params.kwonly_params]
+        if p.name.value in kept
+    ]
+    if keep:
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    new_params = cst.Parameters(
+        params=[self_param.with_changes(comma=cst.MaybeSentinel.DEFAULT) if not keep else self_param, *keep]
+    )
+    return body.with_changes(name=cst.Name(name), params=new_params, decorators=[])
+
+
+__all__ = ["MAX_DEPTH", "Callee", "Copy", "Inliner"]

@@ -1,0 +1,736 @@
+"""The plan of one generated class: for one topology, the specialised and flattened decode / prefill methods,
+the static code each mode moves to construction, the bound choices and the fields. Built from the analysis and
+the passes; rendered by :mod:`emit`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_NAMES
+
+from .binding import ClassFacts, Scope, collect_assignments, mutated_locals
+from .cleanup import remove_dead_code
+from .cstutil import (
+    assigned_names,
+    block_statements,
+    code,
+    dotted,
+    names_read,
+    one_line,
+    small_statement,
+    summary,
+)
+from .errors import Gap
+from .helpers import module_names
+from .hoist import (
+    Binding,
+    BranchBinder,
+    Hoister,
+    Registry,
+    propagate_literals,
+    split_mixed_tests,
+    split_static,
+    static_asserts_as_ifs,
+)
+from .inline import MAX_DEPTH, Inliner
+from .source import Inputs, ParsedFile, methods_of
+from .specialise import Decisions, enum_spelling, fact_replacements, specialise
+from .track import Provenance, TrackingTransformer
+
+MODES = ("decode", "prefill")
+SINGLE = "forward"  # the one "mode" of a module whose forward takes no mode (an embedding)
+
+
+@dataclass
+class MethodPlan:
+    name: str  # name in the generated class
+    func: cst.FunctionDef  # final body, fields as placeholders
+    mode: str
+    origin: str  # TTTv1 qualname it came from
+    kind: str  # "forward" | "arm" | "method" | "helper"
+    file: str = ""  # the analysed file its code comes from (the module, or a helper's file)
+
+
+@dataclass
+class ModePlan:
+    mode: str
+    entry: str  # generated method name (decode_forward / prefill_forward)
+    entry_origin: (
+        str  # TTTv1 method the entry was made from (forward, or forward_decode when forward dispatches)
+    )
+    call_args: list[cst.Arg]  # how forward() passes its parameters to the entry
+    # static code moved to construction, per function it came from (each gets its own fields function)
+    construction: dict[str, list[cst.BaseStatement]] = field(default_factory=dict)
+    group_files: dict[str, str] = field(default_factory=dict)  # group -> the file its code comes from
+
+
+@dataclass
+class ClassPlan:
+    topology: str
+    class_name: str
+    init_params: cst.Parameters
+    init_func: cst.FunctionDef | None
+    init_body: list[cst.BaseStatement]
+    init_methods: list[cst.FunctionDef]
+    forward_params: cst.Parameters
+    modes: dict[str, ModePlan]
+    methods: list[MethodPlan]
+    bindings: list[Binding]
+    registry: Registry
+    facts: ClassFacts
+    decisions: dict[tuple[str, str], Decisions]
+    device_attrs: list[str]
+    prov: Provenance
+    helper_ops: dict[str, bool]
+
+
+# ================================================================================================ class facts
+def construction_calls(inputs: Inputs) -> set[int]:
+    """ids of the Call nodes the analysis records as construction-time device ops (uploads, reshapes)."""
+    out: set[int] = set()
+    parsed = inputs.module
+    for op in inputs.analysis.ops:
+        if op.phase != "construction":
+            continue
+        file, line, col = op.loc.rsplit(":", 2)
+        if file != parsed.name:
+            continue
+        for node in parsed.nodes_starting(int(line), int(col)):
+            if isinstance(node, cst.Call):
+                out.add(id(node))
+                break
+    return out
+
+
+def construction_methods(inputs: Inputs) -> list[str]:
+    """Methods ``__init__`` calls on ``self`` (transitively), in call order."""
+    methods = methods_of(inputs.klass)
+    order: list[str] = []
+    queue = ["__init__"]
+    while queue:
+        name = queue.pop(0)
+        func = methods.get(name)
+        if func is None or name in order:
+            continue
+        order.append(name)
+        for callee in _self_calls(func):
+            if callee in methods and callee not in order:
+                queue.append(callee)
+    return order[1:]
+
+
+def _self_calls(func: cst.CSTNode) -> list[str]:
+    found: list[str] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            path = dotted(node.func) or ""
+            parts = path.split(".")
+            if len(parts) == 2 and parts[0] == "self":
+                found.append(parts[1])
+
+    func.visit(_V())
+    return found
+
+
+def _inherit(inherited: dict[str, tuple], callee: str, guards: tuple) -> None:
+    """Record the guards of one call site of ``callee``; call sites with other guards make it unconditional.
+    Only tests on ``self`` alone carry over (a test on the caller's locals means nothing in the callee's fields
+    function); dropping a test only widens where the fields are computed."""
+    guards = tuple((test, polarity) for test, polarity in guards if names_read(test) <= {"self"})
+    if callee not in inherited:
+        inherited[callee] = guards
+    elif [(code(t), p) for t, p in inherited[callee]] != [(code(t), p) for t, p in guards]:
+        inherited[callee] = ()
+
+
+def self_refs(func: cst.CSTNode, methods: dict) -> list[str]:
+    """Methods of the class a function calls or refers to (``self.forward_decode``)."""
+    return [a for a in summary(func).self_attrs if a in methods]
+
+
+def class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
+    key = ("class_facts", tuple(forward_methods))
+    cached = inputs.cache.get(key)
+    if cached is None:
+        cached = inputs.cache[key] = _class_facts(inputs, forward_methods)
+    return cached
+
+
+def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
+    methods = methods_of(inputs.klass)
+    facts = ClassFacts()
+    ops = construction_calls(inputs)
+    init_names = ["__init__", *construction_methods(inputs)]
+    init = methods.get("__init__")
+    ctor_params = {p.name.value for p in init.params.params} if init is not None else set()
+    for name in init_names:
+        func = methods.get(name)
+        if func is None:
+            continue
+        producers = _tensor_producers(func, ops)
+        for attr, value in _self_assignments(func):
+            if _makes_tensor(value, ops, producers):
+                facts.device.add(attr)
+            elif isinstance(value, cst.Name) and value.value in ctor_params:
+                if value.value in ARGS_NAMES or value.value in MC_NAMES:
+                    facts.holders.add(attr)
+                else:
+                    facts.resources.add(attr)
+            elif isinstance(value, cst.Call) and (dotted(value.func) or "").endswith(".get_model_config"):
+                facts.holders.add(attr)
+    for name in forward_methods:
+        func = methods.get(name)
+        if func is not None:
+            facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
+    facts.resources -= facts.holders
+    return facts
+
+
+def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    out: list[tuple[str, cst.BaseExpression]] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                    out.append((t.attr.value, node.value))
+                elif isinstance(t, (cst.Tuple, cst.List)):
+                    for element in t.elements:
+                        e = element.value
+                        if (
+                            isinstance(e, cst.Attribute)
+                            and isinstance(e.value, cst.Name)
+                            and e.value.value == "self"
+                        ):
+                            out.append((e.attr.value, node.value))
+
+    func.visit(_V())
+    return out
+
+
+def _tensor_producers(func: cst.FunctionDef, ops: set[int]) -> set[str]:
+    """Local functions (nested defs, lambdas) and locals of ``func`` whose value is a device tensor, at any depth
+    of its body."""
+    defs: list[cst.FunctionDef] = []
+    assigns: list[cst.Assign] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            if node is not func:
+                defs.append(node)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            assigns.append(node)
+
+    func.visit(_V())
+    producers: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in defs:
+            if node.name.value not in producers and _contains(node, ops, producers):
+                producers.add(node.name.value)
+                changed = True
+        for node in assigns:
+            names = assigned_names(node) or []
+            if names and not producers.issuperset(names) and _contains(node.value, ops, producers):
+                producers.update(names)
+                changed = True
+    return producers
+
+
+def _contains(node: cst.CSTNode, ops: set[int], producers: set[str]) -> bool:
+    found = False
+
+    class _V(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            nonlocal found
+            if id(call) in ops or (isinstance(call.func, cst.Name) and call.func.value in producers):
+                found = True
+
+    node.visit(_V())
+    return found
+
+
+def _makes_tensor(value: cst.BaseExpression, ops: set[int], producers: set[str]) -> bool:
+    if _contains(value, ops, producers):
+        return True
+    return any(n in producers for n in summary(value).reads)
+
+
+# ================================================================================================ planning
+class Planner:
+    """Builds the :class:`ClassPlan` of one topology."""
+
+    def __init__(self, inputs: Inputs, topology: str, class_name: str, gaps: list[Gap]) -> None:
+        self.inputs = inputs
+        self.topology = topology
+        self.class_name = class_name
+        self.gaps = gaps
+        self.methods = methods_of(inputs.klass)
+        self.parsed = inputs.module
+        self.analysis = inputs.analysis
+        self.kinds = {n: d.get("kinds") for n, d in inputs.analysis.graph.nodes(data=True)}
+        self.prov = Provenance()
+        self.registry = Registry()
+        self.helper_ops = _helper_ops(inputs)
+        entry = "forward" if "forward" in self.methods else "__call__"
+        self.entry = entry
+        self.forward_methods = sorted({entry, *self._reachable(entry)})
+        entry_params = {p.name.value for p in self.methods[entry].params.params[1:]}
+        self.modes = MODES if entry_params & MODE_NAMES else (SINGLE,)
+        self.facts = class_facts(inputs, self.forward_methods)
+        self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config", "forward"}
+        self.inliner = Inliner(
+            inputs,
+            {name: module_names(parsed) for name, parsed in inputs.files.items()},
+            self.helper_ops,
+            self.methods,
+            self.taken,
+            frozenset({self.entry, "__init__"}),
+            prov=self.prov,
+        )
+
+    @property
+    def helper_ops_table(self) -> dict[str, bool]:
+        return self.helper_ops
+
+    def _reachable(self, start: str) -> list[str]:
+        seen: list[str] = []
+        queue = [start]
+        while queue:
+            name = queue.pop(0)
+            if name in seen or name not in self.methods:
+                continue
+            seen.append(name)
+            queue.extend(self_refs(self.methods[name], self.methods))
+        return seen
+
+    def loc_of(self, node: cst.CSTNode) -> str:
+        original = self.prov.origin(node)
+        line = self.parsed.line_of(original)
+        return f"{self.parsed.name}:{line}" if line else self.parsed.name
+
+    def _scope(self, func: cst.FunctionDef, qualname: str, file: str | None = None) -> Scope:
+        params = {p.name.value for p in func.params.params[1:]}
+        params |= {p.name.value for p in func.params.kwonly_params}
+        for star in (func.params.star_arg, func.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                params.add(star.name.value)
+        return Scope(
+            kinds=self.kinds,
+            file=file or self.parsed.name,
+            self_file=self.parsed.name,
+            qualname=qualname,
+            class_name=self.inputs.class_name,
+            params=params,
+            facts=self.facts,
+            helper_has_ops=self.helper_ops,
+            assignments=collect_assignments(func),
+            mutated=mutated_locals(func),
+            methods=self.taken,  # TTTv1's methods and the ones generated so far
+        )
+
+    def _specialise(
+        self, func: cst.FunctionDef, mode: str | None, decisions: Decisions, parsed: ParsedFile | None = None
+    ) -> cst.FunctionDef:
+        parsed = parsed or self.parsed
+        replacements = fact_replacements(
+            parsed, self.analysis.fact_sites, self.topology, mode or "decode", enum_spelling(func)
+        )
+        if mode is None or mode == SINGLE:  # construction, or a module without modes: topology facts only
+            replacements = {
+                k: v
+                for k, v in replacements.items()
+                if isinstance(v, cst.Name) and v.value in ("True", "False")
+            }
+            replacements = self._topology_only(replacements, parsed)
+        out = specialise(func, replacements, self.prov, decisions)
+        pure = self._scope(out, f"{self.inputs.class_name}.{func.name.value}").pure_call
+        return remove_dead_code(out, pure, prov=self.prov)
+
+    def _topology_only(
+        self, replacements: dict[int, cst.BaseExpression], parsed: ParsedFile
+    ) -> dict[int, cst.BaseExpression]:
+        keep = set()
+        for site in self.analysis.fact_sites:
+            if site.file != parsed.name or site.fact.startswith("mode"):
+                continue
+            node = parsed.node_for_span(site.span)
+            if node is not None:
+                keep.add(id(node))
+        return {k: v for k, v in replacements.items() if k in keep}
+
+    # -- construction ------------------------------------------------------------------------------
+    def construction(self) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef], Decisions]:
+        decisions = Decisions()
+        init = self.methods.get("__init__")
+        body: list[cst.BaseStatement] = []
+        if init is not None:
+            body = block_statements(self._specialise(init, None, decisions).body)
+        helpers = [
+            self._specialise(self.methods[m], None, decisions) for m in construction_methods(self.inputs)
+        ]
+        return body, helpers, decisions
+
+    # -- forward -------------------------------------------------------------------------------------
+    def build(self) -> ClassPlan:
+        init_body, init_methods, init_decisions = self.construction()
+        decisions = {("construction", self.topology): init_decisions}
+        modes: dict[str, ModePlan] = {}
+        methods: list[MethodPlan] = []
+        bindings: list[Binding] = []
+        forward = self.methods[self.entry]
+        produced: dict[tuple[str, str], str] = {}
+        for mode in self.modes:
+            mode_decisions = Decisions()
+            decisions[(mode, self.topology)] = mode_decisions
+            entry_name, entry_func, call_args = self._entry(forward, mode, mode_decisions)
+            plan = ModePlan(mode, SINGLE if mode == SINGLE else f"{mode}_forward", entry_name, call_args)
+            modes[mode] = plan
+            queue: list[tuple[str, cst.FunctionDef, str, str, str, str, int]] = [
+                (
+                    entry_name,
+                    entry_func,
+                    plan.entry,
+                    "forward",
+                    self.parsed.name,
+                    f"{self.inputs.class_name}.{entry_name}",
+                    0,
+                )
+            ]
+            # the static tests under which each generated method runs (a copy called only from a bound arm: that
+            # arm's tests), so its fields are computed only where TTTv1 computes them
+            inherited: dict[str, tuple] = {}
+            used: dict[str, tuple] = {}
+            while queue:
+                origin, func, out_name, kind, file, qualname, depth = queue.pop(0)
+                scope = self._scope(func, qualname, file)
+                func = propagate_literals(func, scope, self.prov)  # constants reach the calls they feed
+                func, copies = self._inline(func, mode, file, depth, mode_decisions, qualname)
+                queue.extend(copies)
+                binder = BranchBinder(
+                    self._scope(func, qualname, file),
+                    mode,
+                    self.prov,
+                    self.gaps,
+                    self.loc_of,
+                    self.taken,
+                )
+                # the construction code of one generated method: call-site copies of one helper differ
+                group = f"{file}:{qualname}" + (f"#{out_name}" if kind == "helper" else "")
+                plan.group_files[group] = file
+                outer = used[out_name] = inherited.get(out_name, ())
+                results = self._process(func, origin, mode, binder, plan, group, outer)
+                bindings.extend(binder.bindings)
+                callees = set(self.inliner.copies.values()) | set(self.methods)
+                for name, result in results:
+                    guards = (*outer, *(binder.guards_of.get(name, ()) if name else ()))
+                    for callee in set(summary(result).self_attrs) & callees:
+                        _inherit(inherited, callee, guards)
+                    methods.append(
+                        MethodPlan(
+                            name or out_name, result, mode, origin, kind if name is None else "arm", file
+                        )
+                    )
+                    for callee in self_refs(result, self.methods):
+                        if callee in (self.entry, "__init__") or (callee, mode) in produced:
+                            continue
+                        callee_func = self._specialise(self.methods[callee], mode, mode_decisions)
+                        produced[(callee, mode)] = callee
+                        queue.append(
+                            (
+                                callee,
+                                callee_func,
+                                callee,
+                                "method",
+                                self.parsed.name,
+                                f"{self.inputs.class_name}.{callee}",
+                                depth,
+                            )
+                        )
+            for name, guards in used.items():  # a call site found after the method was made: say so
+                if [(code(t), p) for t, p in guards] != [(code(t), p) for t, p in inherited.get(name, ())]:
+                    self.gaps.append(
+                        Gap(
+                            self.parsed.name,
+                            f"{mode}: fields of {name}",
+                            "its call sites run under different static tests than the first one seen",
+                        )
+                    )
+        self._check_holders(methods)
+        init_params = self.methods["__init__"].params if "__init__" in self.methods else cst.Parameters()
+        return ClassPlan(
+            topology=self.topology,
+            class_name=self.class_name,
+            init_params=init_params,
+            init_func=self.methods.get("__init__"),
+            init_body=init_body,
+            init_methods=init_methods,
+            forward_params=forward.params,
+            modes=modes,
+            methods=methods,
+            bindings=bindings,
+            registry=self.registry,
+            facts=self.facts,
+            decisions=decisions,
+            device_attrs=sorted(self.facts.device),
+            prov=self.prov,
+            helper_ops=self.helper_ops,
+        )
+
+    def _entry(self, forward: cst.FunctionDef, mode: str, decisions: Decisions):
+        """The entry method of ``mode``: the specialised forward, or the method it only dispatches to."""
+        func = self._specialise(forward, mode, decisions)
+        params = [p.name.value for p in func.params.params[1:]]
+        call_args = [cst.Arg(cst.Name(p)) for p in params]
+        target = None if mode == SINGLE else _dispatch_target(func, self.methods)
+        if target is not None:
+            name, call = target
+            inner = self._specialise(self.methods[name], mode, decisions)
+            return name, inner, list(call.args)
+        return self.entry, func, call_args
+
+    def _inline(
+        self, func: cst.FunctionDef, mode: str, file: str, depth: int, decisions: Decisions, qualname: str
+    ):
+        """Calls of helpers with device ops, and of methods, given constant or construction-time arguments:
+        each becomes a call of a private copy specialised for those arguments (see inline.py)."""
+        if depth >= MAX_DEPTH:
+            return func, []
+        inliner = self.inliner
+        caller_locals = set(collect_assignments(func)) | {p.name.value for p in func.params.params}
+        caller_scope = self._scope(func, qualname, file)
+        copies: list = []
+        planner = self
+
+        class _T(TrackingTransformer):
+            def leave_Call(self, original_node, updated_node):
+                callee = inliner.resolve(updated_node, file)
+                if callee is None:
+                    return updated_node
+                updated_node = updated_node.with_changes(
+                    args=[
+                        a.with_changes(value=inliner.forward_static_locals(a.value, caller_scope))
+                        if a.star == "**"
+                        else a
+                        for a in updated_node.args
+                    ]
+                )
+                binding = inliner.bind(updated_node, callee)
+                if binding is None:
+                    return updated_node
+                binding = {
+                    k: (None if v is None else inliner.forward_static_locals(v, caller_scope))
+                    for k, v in binding.items()
+                }
+                if not callee.has_ops and all(
+                    v is None or caller_scope.is_static(v) for v in binding.values()
+                ):
+                    return updated_node  # computed where it is used: at construction, if the call is static
+                body = planner._specialise(
+                    callee.func, mode if callee.is_method else None, decisions, callee.file
+                )
+                made = inliner.specialise_call(
+                    updated_node, callee, body, binding, file, caller_locals, caller_scope.pure_call
+                )
+                if made is None:
+                    return updated_node
+                new_call, copy, name, new = made
+                if new:
+                    folded = remove_dead_code(
+                        specialise(copy, {}, planner.prov, Decisions()), prov=planner.prov
+                    )
+                    copies.append(
+                        (
+                            callee.qualname,
+                            folded,
+                            name,
+                            "helper",
+                            callee.file.name,
+                            callee.qualname,
+                            depth + 1,
+                        )
+                    )
+                return new_call
+
+        return func.visit(_T(self.prov)), copies
+
+    def _process(self, func, origin, mode, binder: BranchBinder, plan: ModePlan, group: str, outer=()):
+        """Specialised method -> (static statements to construction, bound arms, hoisted fields)."""
+        scope = binder.scope
+        func = propagate_literals(func, scope, self.prov)
+        scope.assignments = collect_assignments(func)
+        dynamic, static = split_static(block_statements(func.body), scope, self.prov)
+        plan.construction.setdefault(group, []).extend(static)
+        func = func.with_changes(body=func.body.with_changes(body=dynamic))
+        func = remove_dead_code(func, scope.pure_call, prov=self.prov)
+        func = static_asserts_as_ifs(func, scope, self.prov)
+        func = split_mixed_tests(func, scope, self.prov)
+        func = binder.run(func)
+        out = [(None, func)]
+        pending = list(binder.extracted)
+        binder.extracted.clear()
+        while pending:
+            extracted = pending.pop(0)
+            result = binder.run(extracted.func)
+            out.append((extracted.name, result))  # an arm of a bound choice
+            pending.extend(binder.extracted)
+            binder.extracted.clear()
+        final = []
+        for name, result in out:
+            guards = (*outer, *(binder.guards_of.get(name, ()) if name else ()))
+            hoister = Hoister(
+                scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards, group=group
+            )
+            result = result.visit(hoister)
+            final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
+        for binding in binder.bindings:
+            hoister = Hoister(
+                scope,
+                self.registry,
+                mode,
+                self.loc_of,
+                self.gaps,
+                leaves_only=True,
+                prov=self.prov,
+                group=group,
+            )
+            binding.test = binding.test.visit(hoister)
+        return final
+
+    def _check_holders(self, methods: list[MethodPlan]) -> None:
+        """A ModelArgs / model_config object still used at run time cannot be made explicit."""
+        holders = self.facts.holders
+        for method in methods:
+            if not set(summary(method.func).self_attrs) & (holders | self.facts.assigned_in_forward):
+                continue
+            for attr in _self_attr_nodes(method.func):
+                if attr.attr.value in holders:
+                    self.gaps.append(
+                        Gap(
+                            self.loc_of(attr),
+                            f"self.{attr.attr.value}",
+                            "the ModelArgs / model_config object is used at run time (not as a config read)",
+                        )
+                    )
+            for attr in _self_attr_nodes(method.func):
+                if attr.attr.value in self.facts.assigned_in_forward:
+                    self.gaps.append(
+                        Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
+                    )
+
+
+def _self_attr_nodes(func: cst.CSTNode) -> list[cst.Attribute]:
+    out: list[cst.Attribute] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value == "self":
+                out.append(node)
+
+    func.visit(_V())
+    return out
+
+
+def _dispatch_target(func: cst.FunctionDef, methods: dict) -> tuple[str, cst.Call] | None:
+    """``return self.m(<parameters>)`` as the whole body (after a docstring): the method it dispatches to."""
+    body = [s for s in block_statements(func.body) if not _is_docstring(s)]
+    if len(body) != 1:
+        return None
+    small = small_statement(body[0])
+    if not isinstance(small, cst.Return) or not isinstance(small.value, cst.Call):
+        return None
+    call = small.value
+    path = (dotted(call.func) or "").split(".")
+    if len(path) != 2 or path[0] != "self" or path[1] not in methods:
+        return None
+    params = {p.name.value for p in func.params.params[1:]} | {
+        p.name.value for p in func.params.kwonly_params
+    }
+    for arg in call.args:
+        if arg.star or not (isinstance(arg.value, cst.Name) and arg.value.value in params):
+            return None
+    return path[1], call
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    small = small_statement(statement)
+    return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def dedupe_methods(methods: list[MethodPlan]) -> list[MethodPlan]:
+    """A method specialised identically for both modes is emitted once; otherwise each mode's copy gets a mode
+    suffix and that mode's methods call it by its new name."""
+    by_name: dict[str, list[MethodPlan]] = {}
+    for method in methods:
+        by_name.setdefault(method.name, []).append(method)
+    renames: dict[tuple[str, str], str] = {}
+    for name, group in by_name.items():
+        if len(group) > 1 and len({code(m.func) for m in group}) > 1:
+            for method in group:
+                renames[(method.mode, name)] = f"_{name.lstrip('_')}_{method.mode}"
+    out: list[MethodPlan] = []
+    emitted: set[str] = set()
+    for method in methods:
+        new_name = renames.get((method.mode, method.name), method.name)
+        if new_name in emitted:
+            continue
+        emitted.add(new_name)
+        mine = {old: new for (mode, old), new in renames.items() if mode == method.mode}
+        func = _rename_self_calls(method.func, mine).with_changes(name=cst.Name(new_name))
+        out.append(MethodPlan(new_name, func, method.mode, method.origin, method.kind, method.file))
+    return out
+
+
+def _rename_self_calls(func: cst.FunctionDef, renames: dict[str, str]) -> cst.FunctionDef:
+    if not renames:
+        return func
+
+    class _T(cst.CSTTransformer):
+        def leave_Attribute(self, original_node, updated_node):
+            if (
+                isinstance(updated_node.value, cst.Name)
+                and updated_node.value.value == "self"
+                and updated_node.attr.value in renames
+            ):
+                return updated_node.with_changes(attr=cst.Name(renames[updated_node.attr.value]))
+            return updated_node
+
+    return func.visit(_T())
+
+
+def _helper_ops(inputs: Inputs) -> dict[str, bool]:
+    """Module-level function name -> whether it reaches a device op (by the analysis's op list)."""
+    out: dict[str, bool] = {}
+    for parsed in inputs.files.values():
+        for name in parsed.functions():
+            out.setdefault(name, False)
+    for op in inputs.analysis.ops:
+        top = op.function.split(".", 1)[0]
+        if top in out:
+            out[top] = True
+        for helper in op.via:
+            if helper.split(".", 1)[0] in out:
+                out[helper.split(".", 1)[0]] = True
+    return out
+
+
+def describe(node: cst.CSTNode) -> str:
+    return one_line(node)
+
+
+__all__ = [
+    "MODES",
+    "ClassPlan",
+    "MethodPlan",
+    "ModePlan",
+    "Planner",
+    "class_facts",
+    "describe",
+    "names_read",
+]

@@ -1,0 +1,138 @@
+"""One run of the codemod: generate the modules and their tests, lay out every output file with its header,
+build the report. Nothing here writes; :mod:`cli` decides what to do with the planned files."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .api import Result, generate
+from .cases import cases_from_store
+from .errors import MARKER, Gap, UsageError
+from .files import Planned, run_formatter, with_header
+from .report import Report, build_report
+from .testgen import default_cases, render_test
+from .testkit import KITS, kind_of
+
+HF_KINDS = frozenset(
+    {"mlp", "mlp_legacy", "rmsnorm", "distributed_norm", "embedding", "lm_head", "attention"}
+)
+
+
+@dataclass
+class Run:
+    result: Result
+    planned: list[Planned] = field(default_factory=list)
+    report: Report | None = None
+
+    @property
+    def gaps(self) -> list[Gap]:
+        return self.result.gaps
+
+
+def _label(module_path: Path, target_dir: Path, class_name: str) -> str:
+    relative = Path(os.path.relpath(module_path.resolve(), target_dir.resolve())).as_posix()
+    return f"{relative} (class {class_name})"
+
+
+def _mark_gaps(code: str, gaps: list[Gap], module_name: str) -> str:
+    """``--partial``: a marker comment at the end of the header naming every spot that was not transformed."""
+    mine = [g for g in gaps if g.loc.split(":", 1)[0] == module_name or ":" not in g.loc]
+    if not mine:
+        return code
+    lines = [f"{MARKER}: {g.describe()}" for g in mine]
+    return "\n".join(lines) + "\n" + code
+
+
+def plan_run(
+    module: Path,
+    config: Path | None,
+    *,
+    out: Path,
+    tests_out: Path | None = None,
+    class_name: str | None = None,
+    name: str | None = None,
+    formatter: str | None = None,
+    cases_store: Path | None = None,
+    partial: bool = False,
+) -> Run:
+    result = generate(module, config, class_name=class_name, name=name)
+    run = Run(result)
+    inputs = result.inputs
+    kit = kind_of(module, inputs.class_name)
+    file_names: dict[str, str] = {}
+    tests: list[str] = []
+    for generated in result.modules:
+        path = out / generated.file_name
+        file_names[generated.topology] = generated.file_name
+        code = generated.code
+        if partial:
+            code = _mark_gaps(code, result.gaps, inputs.module.name)
+        if formatter:
+            code = run_formatter(formatter, code, path)
+        text = with_header(code, _label(module, out, inputs.class_name))
+        run.planned.append(Planned(path, text))
+    if tests_out is not None:
+        if kit is None:
+            result.gaps.append(
+                Gap(
+                    f"{inputs.module.name}:1",
+                    f"tests of {inputs.class_name}",
+                    "no test recipe for this kind of module in tttv2_tools.refactor.testkit (equivalence tests not generated)",
+                )
+            )
+        else:
+            topologies = [g.topology for g in result.modules]
+            for generated in result.modules:
+                other = next((g.class_name for g in result.modules if g is not generated), None)
+                modes = tuple(generated.plan.modes)
+                label = generated.topology if len(topologies) > 1 else "any"
+                topology_cases, cases_origin = _cases(cases_store, module, inputs.class_name, modes, label)
+                topology_cases = topology_cases or default_cases(label, models=KITS[kit].models, modes=modes)
+                test_path = tests_out / f"test_{generated.file_name}"
+                code = render_test(
+                    kit_name=kit,
+                    class_name=generated.class_name,
+                    other_class=other,
+                    topology=generated.topology if len(topologies) > 1 else "any",
+                    module_path=out / generated.file_name,
+                    test_path=test_path,
+                    source_label=_label(module, tests_out, inputs.class_name),
+                    cases=topology_cases,
+                    has_hf=kit in HF_KINDS,
+                    cases_origin=cases_origin,
+                )
+                if formatter:
+                    code = run_formatter(formatter, code, test_path)
+                text = with_header(code, _label(module, tests_out, inputs.class_name))
+                run.planned.append(Planned(test_path, text))
+                tests.append(test_path.name)
+    written = {p.path.name: p.text for p in run.planned if p.path.parent == out}
+    run.report = build_report(result, list(written), tests, file_names, written)
+    return run
+
+
+def _cases(store: Path | None, module: Path, class_name: str, modes: tuple[str, ...], topology: str):
+    """The recorded cases of one generated module (both topologies' for a module that serves every mesh) and
+    the comment that says where its cases come from; no cases: the default matrix."""
+    matrix = "the default matrix: every mesh of the topology, both modes, two catalogue models"
+    if store is None:
+        return [], matrix
+    recorded, origin = cases_from_store(store, module, class_name, modes)
+    cases = [c for t in ("1d", "2d") if topology in (t, "any") for c in recorded.get(t, [])]
+    if not cases:
+        return [], f"{origin}: none for this topology, so {matrix}"
+    return cases, origin
+
+
+def check_python(planned: list[Planned]) -> None:
+    """Every generated file compiles (an internal error otherwise: the codemod produced bad code)."""
+    for item in planned:
+        try:
+            compile(item.text, str(item.path), "exec")
+        except SyntaxError as exc:  # pragma: no cover - a bug in the codemod, reported as exit 3
+            raise RuntimeError(f"generated {item.path.name} does not compile: {exc}") from exc
+
+
+__all__ = ["Run", "UsageError", "check_python", "plan_run"]

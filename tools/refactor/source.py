@@ -1,0 +1,172 @@
+"""The input: one TTTv1 module parsed with libcst, the trace-deps analysis of it, and the join between the two
+(analysis locations are ``file:line:col`` with ``ast`` byte columns; libcst positions count characters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from tttv2_tools.trace_dependencies import Analysis, TraceError, analyze
+
+from .errors import UsageError
+
+
+@dataclass(eq=False)
+class ParsedFile:
+    """One parsed file and a position index over its expression and statement nodes."""
+
+    path: Path
+    name: str  # the display name the analysis uses in its locations
+    text: str
+    module: cst.Module
+    _lines: list[str] = field(default_factory=list, repr=False)
+    _by_range: dict[tuple[int, int, int, int], cst.CSTNode] = field(default_factory=dict, repr=False)
+    _by_start: dict[tuple[int, int], list[cst.CSTNode]] = field(default_factory=dict, repr=False)
+    _ranges: dict[int, tuple[int, int, int, int]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, path: Path, name: str) -> ParsedFile:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {path}: {exc}") from exc
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            raise UsageError(
+                f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}"
+            ) from exc
+        parsed = cls(path=path, name=name, text=text, module=module)
+        parsed._lines = text.splitlines()
+        return parsed
+
+    def _index(self) -> None:
+        """Positions of every node (computed on first use: helper files mostly need none)."""
+        if self._ranges:
+            return
+        positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node, where in positions.items():
+            key = (where.start.line, where.start.column, where.end.line, where.end.column)
+            self._ranges[id(node)] = key
+            if isinstance(node, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement)):
+                # keep the outermost node for a range (a libcst chain ``a and b and c`` is one ast BoolOp)
+                self._by_range.setdefault(key, node)
+                self._by_start.setdefault(key[:2], []).append(node)
+
+    # -- positions (lines 1-based, columns in characters, as the analysis gives them) ----------------
+    def node_at(self, line: int, col: int, end_line: int, end_col: int) -> cst.CSTNode | None:
+        """The node spanning exactly (line, col)–(end_line, end_col)."""
+        self._index()
+        return self._by_range.get((line, col, end_line, end_col))
+
+    def node_for_span(self, span) -> cst.CSTNode | None:
+        return self.node_at(span.start_line, span.start_col, span.end_line, span.end_col)
+
+    def nodes_starting(self, line: int, col: int) -> list[cst.CSTNode]:
+        """Nodes starting at (line, col), outermost first."""
+        self._index()
+        return self._by_start.get((line, col), [])
+
+    def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
+        self._index()
+        return self._ranges.get(id(node))
+
+    def line_of(self, node: cst.CSTNode) -> int | None:
+        self._index()
+        where = self._ranges.get(id(node))
+        return None if where is None else where[0]
+
+    def loc(self, node: cst.CSTNode) -> str:
+        return f"{self.name}:{self.line_of(node) or 0}"
+
+    # -- structure -------------------------------------------------------------------------------
+    def classes(self) -> dict[str, cst.ClassDef]:
+        return {s.name.value: s for s in self.module.body if isinstance(s, cst.ClassDef)}
+
+    def functions(self) -> dict[str, cst.FunctionDef]:
+        return {s.name.value: s for s in self.module.body if isinstance(s, cst.FunctionDef)}
+
+
+def methods_of(klass: cst.ClassDef) -> dict[str, cst.FunctionDef]:
+    body = klass.body.body if isinstance(klass.body, cst.IndentedBlock) else []
+    return {s.name.value: s for s in body if isinstance(s, cst.FunctionDef)}
+
+
+@dataclass
+class Inputs:
+    """Everything the codemod reads: the module, its analysis, and the other files the analysis reached."""
+
+    module: ParsedFile
+    config_path: Path | None
+    analysis: Analysis
+    class_name: str
+    klass: cst.ClassDef
+    files: dict[str, ParsedFile]  # display name -> parsed file (module and helper files)
+    cache: dict = field(default_factory=dict)  # results shared by the 1D and 2D passes
+
+    def file(self, name: str) -> ParsedFile | None:
+        return self.files.get(name)
+
+    def loc(self, node: cst.CSTNode, file: str = "") -> str:
+        """``file:line`` of a node of the module or of a helper file (``file``), or the file name alone when the
+        node was made by the codemod (a call-site copy) and has no line of its own."""
+        parsed = self.files.get(file) or self.module
+        line = parsed.line_of(node)
+        if line is None and parsed is not self.module:
+            parsed, line = self.module, self.module.line_of(node)
+        return f"{parsed.name}:{line}" if line else (file or parsed.name)
+
+
+def load_inputs(module_path: Path, config_path: Path | None, class_name: str | None) -> Inputs:
+    """Parse the module, check it has a usable class, and run trace-deps on it (once)."""
+    if not module_path.is_file():
+        raise UsageError(f"MODULE: no such file: {module_path}")
+    if config_path is not None and not config_path.is_file():
+        raise UsageError(f"CONFIG: no such file: {config_path}")
+    parsed = ParsedFile.load(module_path, module_path.name)
+    classes = parsed.classes()
+    if not classes:
+        raise UsageError(f"{module_path}:1: no class in the module (expected a TTTv1 module class)")
+    if class_name is not None and class_name not in classes:
+        raise UsageError(
+            f"--class: no class {class_name!r} in {module_path} (classes: {', '.join(sorted(classes))})"
+        )
+    candidates = [class_name] if class_name else list(classes)
+    chosen = None
+    for name in candidates:
+        methods = methods_of(classes[name])
+        if "forward" in methods or "__call__" in methods:
+            chosen = name
+            break
+    if chosen is None:
+        where = f"class {class_name}" if class_name else "no class"
+        raise UsageError(f"{module_path}:1: {where} with a forward() or __call__() method")
+    entry = "forward" if "forward" in methods_of(classes[chosen]) else "__call__"
+    try:
+        analysis = analyze(module_path, config_path, class_name=chosen, entry=entry)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from exc
+    module_display = analysis.module
+    parsed.name = module_display
+    files = {module_display: parsed}
+    base = module_path.resolve().parent
+    for name in analysis.files:
+        if name in files or (analysis.config and name == analysis.config):
+            continue
+        candidate = _locate(base, module_display, name)
+        if candidate is not None:
+            files[name] = ParsedFile.load(candidate, name)
+    return Inputs(parsed, config_path, analysis, chosen, classes[chosen], files)
+
+
+def _locate(base: Path, module_display: str, name: str) -> Path | None:
+    """The path of a file the analysis names relative to the common folder of its inputs."""
+    depth = module_display.count("/")
+    root = base
+    for _ in range(depth):
+        root = root.parent
+    candidate = root / name
+    return candidate if candidate.is_file() else None

@@ -1,0 +1,73 @@
+"""Provenance of rewritten nodes: every pass that rebuilds a branching node records which original node it came
+from, so the report can say, for each branch of the TTTv1 source, where it went."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+#: Node types whose fate the report follows.
+BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert)
+
+
+class Provenance:
+    """Maps rewritten nodes back to the original node they were made from (identity based; keeps the nodes
+    alive so identities stay unique)."""
+
+    def __init__(self) -> None:
+        self._origin: dict[int, cst.CSTNode] = {}
+        self._keep: list[cst.CSTNode] = []
+
+    def note(self, new: cst.CSTNode, old: cst.CSTNode) -> None:
+        if new is old:
+            return
+        self._origin[id(new)] = self.origin(old)
+        self._keep.append(new)
+
+    def origin(self, node: cst.CSTNode) -> cst.CSTNode:
+        return self._origin.get(id(node), node)
+
+
+_TRACKED = (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement)
+
+
+class TrackingTransformer(cst.CSTTransformer):
+    """A transformer that records the provenance of every statement and expression it rebuilds (libcst
+    rebuilds every node a transform passes through, so identities do not survive on their own)."""
+
+    def __init__(self, prov: Provenance | None) -> None:
+        super().__init__()
+        self.prov = prov
+
+    def on_leave(self, original_node, updated_node):
+        result = super().on_leave(original_node, updated_node)
+        if self.prov is not None and isinstance(result, _TRACKED) and isinstance(original_node, _TRACKED):
+            self.prov.note(result, original_node)
+        return result
+
+
+class StatementTransformer(TrackingTransformer):
+    """A transformer over statements only: it never descends into expressions, so they keep their identity
+    (and their memoised summaries) and the pass costs a fraction of a full walk."""
+
+    def on_visit(self, node) -> bool:
+        if isinstance(node, cst.BaseExpression):
+            return False
+        return super().on_visit(node)
+
+
+def replace_node(tree: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNode, prov: Provenance | None):
+    """``tree`` with ``target`` (found by identity) replaced, keeping provenance of everything else."""
+
+    base = (
+        StatementTransformer
+        if isinstance(target, (cst.BaseStatement, cst.BaseSmallStatement))
+        else TrackingTransformer
+    )
+
+    class _Replace(base):
+        def on_leave(self, original_node, updated_node):
+            if original_node is target:
+                return replacement
+            return super().on_leave(original_node, updated_node)
+
+    return tree.visit(_Replace(prov))

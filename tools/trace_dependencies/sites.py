@@ -1,0 +1,105 @@
+"""Fact sites: every sub-expression of the analysed functions that states a topology or mode fact (``TG``,
+``self.args.is_galaxy``, ``mode == Mode.DECODE``, ``1 in list(mesh_device.shape)``, ...) or that *is* the mode
+(a use of the ``mode`` parameter), with its extent.
+
+Branch decisions (``Analysis.restrict``) cover whole tests only; a rewriter that specialises code for one
+(topology, mode) also needs the operands of compound tests and the facts used as plain values
+(``sharded=(mode == Mode.DECODE)``). The facts are the ones the three-valued evaluator uses, found by the same
+engine code, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .astutil import endswith_mode
+from .decision import assumption, eval_tree
+from .engine import Engine
+from .records import FactSite, Span
+
+#: Facts a (topology, mode) assumption decides.
+_DECIDABLE = ("galaxy", "mesh_1d", "single_device", "mode:decode", "mode:prefill")
+_LEAF_TYPES = (ast.Compare, ast.Name, ast.Attribute, ast.Call)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def fact_sites(engine: Engine) -> list[FactSite]:
+    """Fact sites of every function the engine visited outside the config module, sorted by location."""
+    out: list[FactSite] = []
+    for fid, phases in engine.out.scanned.items():
+        info = engine.out.funcs.get(fid)
+        if info is None or info.file is engine.st.config:
+            continue
+        phase = "forward" if "forward" in phases else "construction"
+        body = [info.node.body] if isinstance(info.node, ast.Lambda) else list(info.node.body)
+        form = _mode_form(info)
+        stack = list(reversed(body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _SCOPES):
+                continue  # nested functions are visited as functions of their own
+            if isinstance(node, _LEAF_TYPES) and not isinstance(getattr(node, "ctx", None), ast.Store):
+                site = _site(engine, info, node, phase, form)
+                if site is not None:
+                    out.append(site)
+                    continue
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                stack.append(node.func.value)  # never the method name itself
+                stack.extend(reversed([*node.args, *(k.value for k in node.keywords)]))
+                continue
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    out.sort(key=lambda s: (s.file, s.span.start_line, s.span.start_col, -s.span.end_line, -s.span.end_col))
+    return out
+
+
+def decide_fact(site: FactSite, *, topology: str, mode: str | None):
+    """True / False / None: the value of a fact site (not a ``mode`` value site) on ``topology`` ("1d" for the
+    meshes 1x1 ... 1x8, "2d" for galaxy) in ``mode`` ("decode" / "prefill", or None: undecided), by the
+    analysis's own evaluator."""
+    if site.fact == "mode":
+        raise ValueError(f"decide_fact: {site.loc} is the mode itself, not a fact")
+    if topology not in ("1d", "2d"):
+        raise ValueError(f"decide_fact: topology must be '1d' or '2d', got {topology!r}")
+    return eval_tree(("fact", site.fact, site.polarity), assumption(topology, mode))
+
+
+def _site(engine: Engine, info, node: ast.AST, phase: str, form: str) -> FactSite | None:
+    facts: list[tuple[str, int]] = []
+    engine._facts(node, info, 1, facts, 0)
+    decidable = [(f, p) for f, p in facts if f in _DECIDABLE]
+    if len(facts) == 1 and decidable:
+        fact, polarity = decidable[0]
+    elif not facts and isinstance(node, ast.Name) and engine.is_mode(node, info):
+        fact, polarity = "mode", 0
+    else:
+        return None
+    end = node.end_lineno or node.lineno
+    file = info.file
+    span = Span(
+        node.lineno, file.char_col(node.lineno, node.col_offset), end, file.char_col(end, node.end_col_offset)
+    )
+    return FactSite(
+        file=file.name,
+        span=span,
+        function=info.qualname,
+        phase=phase,
+        fact=fact,
+        polarity=polarity,
+        mode_form=form,
+    )
+
+
+def _mode_form(info) -> str:
+    """How the function spells its mode: "enum" when it normalises it (``mode = Mode(mode)``) or compares it
+    with ``Mode.X`` members, else "str" (the strings "decode" / "prefill")."""
+    for sites in info.assigns.values():
+        for site in sites:
+            value = site.value
+            if isinstance(value, ast.Call) and endswith_mode(value.func):
+                return "enum"
+    for node in ast.walk(info.node):
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                if isinstance(operand, ast.Attribute) and operand.attr in ("DECODE", "PREFILL"):
+                    return "enum"
+    return "str"
