@@ -28,7 +28,9 @@ def test_module_entry_point_help(monkeypatch, capsys):
     """``python -m tttv1.demo.simple_text_demo --help``, run the way ``-m`` runs it (runpy, as ``__main__``) in
     this interpreter, which has torch imported already: a new interpreter would spend seconds importing it."""
     monkeypatch.setattr(sys, "argv", ["simple_text_demo", "--help"])
-    monkeypatch.delitem(sys.modules, "tttv1.demo.simple_text_demo")  # as in a new interpreter: not imported yet
+    monkeypatch.delitem(
+        sys.modules, "tttv1.demo.simple_text_demo"
+    )  # as in a new interpreter: not imported yet
     with pytest.raises(SystemExit) as exited:
         runpy.run_module("tttv1.demo.simple_text_demo", run_name="__main__", alter_sys=True)
     assert exited.value.code == 0 and "--max-new-tokens" in capsys.readouterr().out
