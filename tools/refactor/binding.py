@@ -18,6 +18,7 @@ import libcst as cst
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_MEMBERS, TTNN_NON_OPS
 
 from .cstutil import PURE_BUILTINS, dotted, is_pure, summary
+from .track import is_expression
 
 STATIC_KINDS = frozenset({"static", "weights", "mode"})
 
@@ -212,7 +213,7 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
     class _V(cst.CSTVisitor):
         def on_visit(self, node) -> bool:
             # statements only (a walrus inside an expression is not a binding this codemod follows)
-            if isinstance(node, cst.BaseExpression):
+            if is_expression(node):
                 return False
             return super().on_visit(node)
 
@@ -335,7 +336,7 @@ def mutated_locals(func: cst.CSTNode) -> set[str]:
 
     class _V(cst.CSTVisitor):
         def on_visit(self, node) -> bool:
-            if isinstance(node, cst.BaseExpression):
+            if is_expression(node):
                 return False
             return super().on_visit(node)
 

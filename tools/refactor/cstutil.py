@@ -188,66 +188,100 @@ _LEAVES = (
 )  # fmt: skip
 
 
+#: (node class, kind) in the order _summarize tells them apart; a subclass takes the first kind it matches.
+_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (cst.AssignTarget, "other"),
+    (_LEAVES, "leaf"),
+    (cst.Name, "name"),
+    (cst.Attribute, "attribute"),
+    (cst.Arg, "arg"),
+    (cst.Param, "param"),
+    (cst.Call, "call"),
+    (cst.Lambda, "lambda"),
+    ((cst.Await, cst.Yield), "effect"),
+    (cst.NamedExpr, "walrus"),
+    (cst.Assign, "assign"),
+    (cst.AnnAssign, "annassign"),
+    (cst.AugAssign, "augassign"),
+    ((cst.For, cst.CompFor), "for"),
+    (cst.AsName, "asname"),
+    ((cst.FunctionDef, cst.ClassDef), "def"),
+    (cst.ImportAlias, "alias"),
+    (cst.ImportFrom, "importfrom"),
+    ((cst.Global, cst.Nonlocal), "leaf"),
+)
+#: node class -> kind, filled on first sight (isinstance against libcst's abstract bases is slow in a hot loop)
+_KIND_OF: dict[type, str] = {}
+
+
+def _kind(node: cst.CSTNode) -> str:
+    kind = _KIND_OF.get(type(node))
+    if kind is None:
+        kind = next((k for cls, k in _KINDS if isinstance(node, cls)), "other")
+        _KIND_OF[type(node)] = kind
+    return kind
+
+
 def _summarize(node: cst.CSTNode) -> Summary:
-    if isinstance(node, _LEAVES) and not isinstance(node, cst.AssignTarget):
+    kind = _kind(node)
+    if kind == "leaf":
         return _EMPTY_SUMMARY
-    if isinstance(node, cst.Name):
+    if kind == "other":
+        return Summary.merge(summary(c) for c in node.children)
+    if kind == "name":
         if node.value in ("True", "False", "None"):
             return _EMPTY_SUMMARY  # constants, not variables
         return Summary((node.value,), (), (), (), False)
-    if isinstance(node, cst.Attribute):
+    if kind == "attribute":
         inner = summary(node.value)
         if isinstance(node.value, cst.Name) and node.value.value == "self":
             return Summary.merge([inner, Summary((), (), (node.attr.value,), (), False)])
         return inner
-    if isinstance(node, cst.Arg):
+    if kind == "arg":
         return summary(node.value)
-    if isinstance(node, cst.Param):
+    if kind == "param":
         return Summary.merge(summary(c) for c in (node.annotation, node.default) if c is not None)
-    if isinstance(node, cst.Call):
+    if kind == "call":
         inner = Summary.merge(summary(c) for c in node.children)
         return Summary(inner.reads, inner.writes, inner.self_attrs, (*inner.calls, node), inner.effects)
-    if isinstance(node, cst.Lambda):
+    if kind == "lambda":
         inner = Summary.merge(summary(c) for c in node.children)
         return Summary(inner.reads, inner.writes, inner.self_attrs, (), False)
-    if isinstance(node, (cst.Await, cst.Yield)):
+    if kind == "effect":
         inner = Summary.merge(summary(c) for c in node.children)
         return Summary(inner.reads, inner.writes, inner.self_attrs, inner.calls, True)
-    if isinstance(node, cst.NamedExpr):
+    if kind == "walrus":
         inner = Summary.merge([_target(node.target), summary(node.value)])
         return Summary(inner.reads, inner.writes, inner.self_attrs, inner.calls, True)
-    if isinstance(node, cst.Assign):
+    if kind == "assign":
         return Summary.merge([*(_target(t.target) for t in node.targets), summary(node.value)])
-    if isinstance(node, cst.AnnAssign):
+    if kind == "annassign":
         parts = [_target(node.target), summary(node.annotation)]
         if node.value is not None:
             parts.append(summary(node.value))
         return Summary.merge(parts)
-    if isinstance(node, cst.AugAssign):
+    if kind == "augassign":
         target = _target(node.target)
         return Summary.merge([target, summary(node.value)], reads=target.writes)
-    if isinstance(node, (cst.For, cst.CompFor)):
+    if kind == "for":
         others = [summary(c) for c in node.children if c is not node.target]
         return Summary.merge([_target(node.target), *others])
-    if isinstance(node, cst.AsName):
+    if kind == "asname":
         return _target(node.name)
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+    if kind == "def":
         others = [summary(c) for c in node.children if c is not node.name]
         return Summary.merge(others, writes=(node.name.value,))
-    if isinstance(node, cst.ImportAlias):
+    if kind == "alias":
         if node.asname is not None:
             return _target(node.asname.name)
         root = node.name
         while isinstance(root, cst.Attribute):
             root = root.value
         return Summary((), (root.value,) if isinstance(root, cst.Name) else (), (), (), False)
-    if isinstance(node, cst.ImportFrom):
-        if isinstance(node.names, cst.ImportStar):
-            return _EMPTY_SUMMARY
-        return Summary.merge(summary(a) for a in node.names)
-    if isinstance(node, (cst.Global, cst.Nonlocal)):
+    # kind == "importfrom"
+    if isinstance(node.names, cst.ImportStar):
         return _EMPTY_SUMMARY
-    return Summary.merge(summary(c) for c in node.children)
+    return Summary.merge(summary(a) for a in node.names)
 
 
 def names_read(node: cst.CSTNode) -> set[str]:

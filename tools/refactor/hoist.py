@@ -32,7 +32,7 @@ from .cstutil import (
     summary,
 )
 from .errors import Gap
-from .track import Provenance, StatementTransformer, TrackingTransformer, replace_node
+from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
 
 PLACEHOLDER = "__field_{}__"
 
@@ -343,7 +343,7 @@ class Hoister(TrackingTransformer):
         return parts[0] in ARGS_NAMES or parts[0] in MC_NAMES
 
     def _try_hoist(self, node: cst.CSTNode) -> cst.BaseExpression | None:
-        if not isinstance(node, cst.BaseExpression) or id(node) in self.no_hoist:
+        if not is_expression(node) or id(node) in self.no_hoist:
             return None
         if isinstance(node, cst.Name) and node.value == "self":
             return None
@@ -710,7 +710,7 @@ class BranchBinder:
 
         class _V(cst.CSTVisitor):
             def on_visit(self, node) -> bool:
-                if isinstance(node, cst.BaseExpression):
+                if is_expression(node):
                     return False
                 return super().on_visit(node)
 

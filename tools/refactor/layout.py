@@ -7,6 +7,8 @@ import sys
 
 import libcst as cst
 
+from .track import is_expression
+
 _STDLIB = frozenset(sys.stdlib_module_names)
 
 
@@ -55,7 +57,7 @@ class _NoWhitespaceLines(cst.CSTTransformer):
     """Blank lines carry no indentation (ruff W293); expressions hold none of them, so they are skipped."""
 
     def on_visit(self, node) -> bool:
-        return not isinstance(node, cst.BaseExpression)
+        return not is_expression(node)
 
     def leave_EmptyLine(self, original_node, updated_node):
         if updated_node.comment is None and (updated_node.indent or updated_node.whitespace.value):

@@ -131,12 +131,15 @@ def _cell(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ fates
+_BRANCH_TYPES = frozenset(BRANCH_NODES)  # concrete node classes: a type lookup is an exact isinstance
+
+
 def _branch_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
 
     class _V(cst.CSTVisitor):
         def on_visit(self, n: cst.CSTNode) -> bool:
-            if isinstance(n, BRANCH_NODES):
+            if type(n) in _BRANCH_TYPES:
                 out.append(n)
             return True
 
@@ -144,31 +147,22 @@ def _branch_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def _final_lines(module: cst.Module, file_name: str) -> dict[tuple[str, int], str]:
-    """(method name, index of the branch node in the method) -> file:line in the generated module."""
+def _new_lines(module: cst.Module, file_name: str) -> tuple[dict[str, str], dict[tuple[str, int], str]]:
+    """From one position pass over the generated module: method name -> file:line, and (method name, index of
+    the branch node in the method) -> file:line."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(PositionProvider)
-    out: dict[tuple[str, int], str] = {}
+    methods: dict[str, str] = {}
+    branches: dict[tuple[str, int], str] = {}
     for statement in module.body:
         if not isinstance(statement, cst.ClassDef):
             continue
         for item in statement.body.body:
             if isinstance(item, cst.FunctionDef):
+                methods[item.name.value] = f"{file_name}:{positions[item].start.line}"
                 for index, node in enumerate(_branch_nodes(item)):
-                    out[(item.name.value, index)] = f"{file_name}:{positions[node].start.line}"
-    return out
-
-
-def _method_lines(module: cst.Module, file_name: str) -> dict[str, str]:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    out: dict[str, str] = {}
-    for statement in module.body:
-        if isinstance(statement, cst.ClassDef):
-            for item in statement.body.body:
-                if isinstance(item, cst.FunctionDef):
-                    out[item.name.value] = f"{file_name}:{positions[item].start.line}"
-    return out
+                    branches[(item.name.value, index)] = f"{file_name}:{positions[node].start.line}"
+    return methods, branches
 
 
 def branch_fates(
@@ -242,8 +236,7 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final
     # the written text has the same statements in the same order as the rendered module (a formatter changes
     # layout only), so methods by name and branches by their index in a method locate the new lines
     written = final if final is not None else generated.rendered.module
-    method_lines = _method_lines(written, file_name)
-    final_lines = _final_lines(written, file_name)
+    method_lines, final_lines = _new_lines(written, file_name)
     # decided by the topology / mode facts
     for (mode, _topology), decisions in plan.decisions.items():
         targets = modes if mode == "construction" else [mode]

@@ -28,6 +28,22 @@ class Provenance:
 
 
 _TRACKED = (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement)
+#: node class -> (tracked, expression), filled on first sight: isinstance against libcst's abstract bases is slow
+#: on the per-node path of every transform.
+_CLASS_OF: dict[type, tuple[bool, bool]] = {}
+
+
+def _classify(node: cst.CSTNode) -> tuple[bool, bool]:
+    found = _CLASS_OF.get(type(node))
+    if found is None:
+        found = (isinstance(node, _TRACKED), isinstance(node, cst.BaseExpression))
+        _CLASS_OF[type(node)] = found
+    return found
+
+
+def is_expression(node: cst.CSTNode) -> bool:
+    """``isinstance(node, cst.BaseExpression)``, by a lookup on the node's class."""
+    return _classify(node)[1]
 
 
 class TrackingTransformer(cst.CSTTransformer):
@@ -40,7 +56,7 @@ class TrackingTransformer(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):
         result = super().on_leave(original_node, updated_node)
-        if self.prov is not None and isinstance(result, _TRACKED) and isinstance(original_node, _TRACKED):
+        if self.prov is not None and _classify(result)[0] and _classify(original_node)[0]:
             self.prov.note(result, original_node)
         return result
 
@@ -50,7 +66,7 @@ class StatementTransformer(TrackingTransformer):
     (and their memoised summaries) and the pass costs a fraction of a full walk."""
 
     def on_visit(self, node) -> bool:
-        if isinstance(node, cst.BaseExpression):
+        if is_expression(node):
             return False
         return super().on_visit(node)
 
