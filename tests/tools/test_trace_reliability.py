@@ -79,7 +79,7 @@ def test_abbreviated_output_flag_is_not_accepted(g2, capsys):
 def test_two_outputs_to_one_file_are_refused(g2, capsys, tmp_path):
     target = tmp_path / "out.txt"
     code, _, err = run(capsys, g2 / "mlp.py", f"--dot={target}", f"--mermaid={target}")
-    assert code == 2 and "--dot and --mermaid would both write" in err and not target.exists()
+    assert code == 2 and "dot output and mermaid output would both write" in err and not target.exists()
 
 
 def test_second_stdout_writer_is_refused(g2, capsys):
@@ -109,7 +109,8 @@ def test_disk_full_exits_2_and_keeps_the_old_file(g2, capsys, tmp_path, monkeypa
     code, _, err = run(capsys, g2 / "mlp.py", "--json=/dev/full")  # a real ENOSPC
     assert code == 2 and "No space left on device" in err and err.count("\n") == 1
     target = tmp_path / "out.json"
-    target.write_text("old")
+    old = '{"schema": "trace-deps"}'  # an earlier output: may be replaced
+    target.write_text(old)
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -117,7 +118,7 @@ def test_disk_full_exits_2_and_keeps_the_old_file(g2, capsys, tmp_path, monkeypa
     monkeypatch.setattr(os, "replace", full)
     code, _, err = run(capsys, g2 / "mlp.py", f"--json={target}")
     assert code == 2 and f"cannot write json output to {target}: No space left on device" in err
-    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["g2", "out.json"]
+    assert target.read_text() == old and sorted(p.name for p in tmp_path.iterdir()) == ["g2", "out.json"]
 
 
 def _folder_that_refuses_new_files(tmp_path: Path) -> Path | None:
@@ -302,3 +303,53 @@ def test_depth_limits_report_what_they_cut(tmp_path, capsys):
     assert code == 0 and "a constant" not in out and "env *" in out
     code, _, _ = run(capsys, module, "--strict", "--quiet")
     assert code == 1
+
+
+# -- existing files: only trace-deps' own outputs are replaced without --force -------------------------------
+FILE_FORMATS = ("json", "dot", "graphml", "mermaid", "html", "svg")
+
+
+def test_existing_user_files_are_refused_without_force(g2, capsys, tmp_path):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}\n')
+    for fmt in FILE_FORMATS:
+        code, out, err = run(capsys, g2 / "mlp.py", g2 / "model_config.py", f"--{fmt}={notes}")
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"refusing to overwrite {notes}" in err and "--force" in err
+    assert notes.read_text() == '{"mine": true}\n'
+    fresh = tmp_path / "fresh.dot"  # a refusal of one output writes none of the others
+    code, _, _ = run(capsys, g2 / "mlp.py", f"--dot={fresh}", f"--json={notes}")
+    assert code == 2 and not fresh.exists()
+    code, _, err = run(capsys, g2 / "mlp.py", f"--json={notes}", "--force", "--quiet")
+    assert code == 0 and json.loads(notes.read_text())["schema"] == "trace-deps", err
+
+
+def test_rerunning_the_same_command_replaces_its_own_outputs(g2, capsys, tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    argv = [g2 / "mlp.py", "--quiet", *(f"--{fmt}={folder / ('out.' + fmt)}" for fmt in FILE_FORMATS)]
+    assert run(capsys, *argv)[0] == 0
+    first = snapshot(folder)
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    assert snapshot(folder) == first
+    # one format's output is not another's: an SVG is not replaced by the DOT output
+    code, _, err = run(capsys, g2 / "mlp.py", f"--dot={folder / 'out.svg'}")
+    assert code == 2 and "is not a trace-deps dot output" in err
+
+
+def test_links_to_inputs_are_refused_even_with_force(g2, capsys, tmp_path):
+    before = snapshot(g2)
+    (tmp_path / "sym.json").symlink_to(g2 / "mlp.py")
+    os.link(g2 / "model_config.py", tmp_path / "hard.json")
+    for name in ("sym.json", "hard.json"):
+        code, _, err = run(
+            capsys, g2 / "mlp.py", g2 / "model_config.py", f"--json={tmp_path / name}", "--force"
+        )
+        assert code == 2 and "refusing to write json output onto the input file" in err
+    assert snapshot(g2) == before
+
+
+def test_dev_null_is_written_in_place(g2, capsys):
+    code, _, err = run(capsys, g2 / "mlp.py", "--json=/dev/null", "--quiet")
+    assert code == 0 and err == "" and Path("/dev/null").is_char_device()

@@ -13,6 +13,9 @@ import json
 import os
 import runpy
 import sys
+from pathlib import Path
+
+from tttv2_tools._output import write_text
 
 from .errors import CollectCasesError
 from .fields import UserField
@@ -26,10 +29,7 @@ TARGET_ERROR_EXIT = 2
 def write_status(path: str | None, status: dict) -> None:
     if not path:
         return
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(status, f)
-    os.replace(tmp, path)
+    write_text(Path(path), json.dumps(status), "the status file")
 
 
 def _start(config: dict) -> Recorder:

@@ -17,10 +17,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from tttv2_tools._output import Output, OutputError, check, same_file, write, write_text
+
 from . import load_cases
 from .cases import MODES, TOPOLOGIES, select
-from .csvio import export_csv, import_csv
-from .emit import DEFAULT_LINE_LENGTH, emit, write_atomically
+from .csvio import CSV_KIND, export_csv, import_csv
+from .emit import DEFAULT_LINE_LENGTH, emit
 from .errors import CollectCasesError
 from .fields import parse_user_field
 from .record import exit_status, start
@@ -29,10 +31,6 @@ from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
 
 USAGE_ERROR = 2
-
-
-def _same_file(a, b) -> bool:
-    return Path(a).resolve() == Path(b).resolve()
 
 
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
@@ -71,7 +69,11 @@ def parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="write the cases as CSV")
     _common(ex, target="optional")
     ex.add_argument("--csv", required=True, metavar="FILE", help="output file ('-' for stdout)")
-    ex.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    ex.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite FILE even if it is not an earlier collect-cases export",
+    )
 
     im = sub.add_parser("import", help="add cases from a CSV (this tool's or upstream's format)")
     _common(im, target="optional")
@@ -113,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, soft_wrap=True)
     try:
         return VERBS[args.verb](args, out, err)
-    except CollectCasesError as exc:
+    except (CollectCasesError, OutputError) as exc:
         err.print(f"[red]collect-cases {args.verb}:[/] {exc}", highlight=False)
         return USAGE_ERROR
 
@@ -216,23 +218,23 @@ def _list(args, out: Console, err: Console) -> int:
 
 
 def _export(args, out: Console, err: Console) -> int:
-    if args.csv != "-" and _same_file(args.csv, args.store):
+    if args.csv != "-" and same_file(Path(args.csv), Path(args.store)):
         raise CollectCasesError(f"--csv {args.csv}: is the store itself; choose another file")
-    if args.csv != "-" and Path(args.csv).exists() and not args.force:
-        raise CollectCasesError(f"--csv {args.csv}: exists; pass --force to overwrite it")
+    if args.csv != "-":  # an existing file only if it is an earlier export, or with --force
+        check([Output(Path(args.csv), "", CSV_KIND, "--csv")], [Path(args.store)], args.force)
     with CaseStore(args.store) as store:
         cases = store.cases(parse_target(args.target).name if args.target else None)
     text = export_csv(cases)
     if args.csv == "-":
         sys.stdout.write(text)
     else:
-        write_atomically(Path(args.csv), text)
+        write([Output(Path(args.csv), text, CSV_KIND, "--csv")])
         err.print(f"exported {len(cases)} cases to {args.csv}", highlight=False)
     return 0
 
 
 def _import(args, out: Console, err: Console) -> int:
-    if _same_file(args.csv, args.store):
+    if same_file(Path(args.csv), Path(args.store)):
         raise CollectCasesError(f"--csv {args.csv}: is the store itself")
     target = parse_target(args.target).name if args.target else None
     cases = import_csv(args.csv, target)
@@ -245,7 +247,7 @@ def _import(args, out: Console, err: Console) -> int:
 
 
 def _emit(args, out: Console, err: Console) -> int:
-    if _same_file(args.into, args.store):
+    if same_file(Path(args.into), Path(args.store)):
         raise CollectCasesError(f"--into {args.into}: is the store itself; choose the test file")
     target = parse_target(args.target).name
     with CaseStore(args.store) as store:
@@ -288,7 +290,7 @@ def _emit(args, out: Console, err: Console) -> int:
     if not result.changed:
         err.print(f"{args.name} in {args.into} is up to date ({result.kept} cases)", highlight=False)
         return 0
-    write_atomically(Path(args.into), result.new_text)
+    write_text(Path(args.into), result.new_text, "--into")
     verb = "created" if result.old_text is None else "updated"
     err.print(f"{verb} {args.name} in {args.into}: {result.kept} cases, fields {', '.join(result.columns)}",
               highlight=False)  # fmt: skip

@@ -21,12 +21,16 @@ import json
 import re
 from pathlib import Path
 
+from tttv2_tools._output import first_line
+
 from .cases import Case
 from .errors import CollectCasesError
 
 _HEAD = ["target", "hits", "first_command", "layer_num", "layers", "cluster_shape_x", "cluster_shape_y"]
 _SIMPLE = {"num_devices": "num_devices", "arch": "arch", "mode": "mode", "hf_model_name": "model_name",
            "model_name": "model_name", "class_name": "class_name"}  # fmt: skip
+#: an export always starts with this header, which tells a later export that the file is one it wrote
+CSV_KIND = first_line("collect-cases", "CSV export", ",".join(_HEAD[:3]) + ",")
 _UPSTREAM_SHAPE = ("batch_size", "filler", "seq_len", "dim")
 _INDEXED_SHAPE = re.compile(r"^(?P<name>\w+?)_shape_(?P<index>\d+)$")
 
@@ -65,7 +69,7 @@ def export_csv(cases: list[Case]) -> str:
             if key not in columns:
                 columns.append(key)
         rows.append(row)
-    used = [c for c in columns if any(c in r for r in rows)]
+    used = [c for c in columns if any(c in r for r in rows)] or list(_HEAD)  # no cases: the header alone
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=used, lineterminator="\n")
     writer.writeheader()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -340,18 +339,3 @@ def emit(
     return EmitResult(
         path, old_text, new_text, list(columns), len(rows), dropped_ids, result_foreign, warnings
     )
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step (a temporary file in the same folder, then rename)."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

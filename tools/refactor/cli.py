@@ -2,9 +2,10 @@
 
 Exit codes: **0** done (files written, or already up to date; ``--check``: nothing would change); **1** something
 needs a look: a spot could not be transformed (nothing written, or written with markers under ``--partial``),
-``--check`` found files that would change, or an existing file may not be overwritten (not ours, or edited since:
-``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output that is a
-folder's file or an input, bad options); **3** internal error. Nothing ever ends in a traceback without
+``--check`` found files that would change, or an existing generated module may not be overwritten (not ours, or
+edited since: ``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output
+that is a folder or an input, a ``--report`` / ``--json`` file that exists and is not a report this tool wrote
+(``--force``), bad options); **3** internal error. Nothing ever ends in a traceback without
 ``--debug``.
 """
 
@@ -15,8 +16,11 @@ import sys
 import traceback
 from pathlib import Path
 
+from tttv2_tools._output import Output, OutputError, check, same_file, write
+
 from .errors import RefactorError, UsageError
 from .files import check_targets, write_all
+from .report import KINDS
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -56,7 +60,9 @@ def parser() -> argparse.ArgumentParser:
         help="parametrise the equivalence tests by a collect-cases store",
     )
     p.add_argument(
-        "--force", action="store_true", help="overwrite files not written by the tool, or edited since"
+        "--force",
+        action="store_true",
+        help="overwrite files (modules, reports) not written by the tool, or edited since",
     )
     p.add_argument(
         "--partial", action="store_true", help="write even when a spot was not transformed (marked); exits 1"
@@ -132,12 +138,17 @@ def _main(args) -> int:
     gaps = run.gaps
     reports = []
     if args.report is not None:
-        reports.append((args.report, run.report.to_markdown()))
+        reports.append(Output(args.report, run.report.to_markdown(), KINDS["markdown"], "--report", True))
     if args.json is not None:
-        reports.append((args.json, run.report.to_json()))
-    for path, _ in reports:
-        if path.resolve() in {p.resolve() for p in inputs} or path.suffix == ".py":
-            raise UsageError(f"{path}: the report would overwrite an input or a Python file")
+        reports.append(Output(args.json, run.report.to_json(), KINDS["json"], "--json", True))
+    try:  # the reports obey the shared policy: checked before any file of the run is written
+        check(reports, inputs, args.force)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
+    for report in reports:
+        for item in run.planned:
+            if same_file(report.path, item.path):
+                raise UsageError(f"{report.label} and a generated file would both write {item.path}")
     if args.diff:
         for item in run.planned:
             text = item.diff()
@@ -187,10 +198,11 @@ def _check_store(store: Path, tests_out: Path | None) -> None:
         raise UsageError(f"--cases: {exc}") from None
 
 
-def _write_reports(reports) -> None:
-    from .files import Planned, write_all
-
-    write_all([Planned(path, text) for path, text in reports])
+def _write_reports(reports: list[Output]) -> None:
+    try:
+        write(reports)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _print_gaps(gaps) -> None:

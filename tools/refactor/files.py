@@ -2,22 +2,22 @@
 
 Every generated file starts with a header naming its source and a hash of the rest of the file. A file is
 overwritten only when it carries such a header and its content still matches the hash (nobody edited it), or
-with ``--force``. Writes are atomic (a temporary file in the same folder, then ``os.replace``), and all files of a
-run are checked before any is written, so a run never leaves half of its output behind.
+with ``--force``. Where outputs may go (never onto an input, a folder or each other) and how they are written
+(atomically, all of a run's files checked before any is written) is the shared policy of
+``tttv2_tools._output``; only the header hash is this tool's own.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
-import os
 import re
 import shlex
-import stat
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tttv2_tools._output import Kind, Output, OutputError, check_place, write
 
 from .errors import UsageError
 
@@ -83,22 +83,22 @@ class Planned:
         )
 
 
+MODULE_KIND = Kind("tttv2-refactor", "generated module", lambda text: header_state(text) == "ours")
+
+
 def check_targets(planned: list[Planned], inputs: list[Path], force: bool) -> list[str]:
     """Refusals (one line each) for outputs that would overwrite an input or a file we may not overwrite."""
     problems: list[str] = []
-    input_set = {p.resolve() for p in inputs}
     seen: set[Path] = set()
     for item in planned:
+        try:
+            check_place(item.path, "an output", inputs, make_folders=True)
+        except OutputError as exc:
+            raise UsageError(str(exc)) from None
         target = item.path.resolve()
-        if target in input_set:
-            raise UsageError(f"{item.path}: an output would overwrite an input file")
         if target in seen:
             raise UsageError(f"{item.path}: two outputs would be written to the same file")
         seen.add(target)
-        if target.parent.exists() and not target.parent.is_dir():
-            raise UsageError(f"{target.parent}: the output folder is a file")
-        if target.is_dir():
-            raise UsageError(f"{item.path}: the output path is a folder")
         old = item.current()
         if old is None or old == item.text or force:
             continue
@@ -115,33 +115,12 @@ def check_targets(planned: list[Planned], inputs: list[Path], force: bool) -> li
 
 
 def write_all(planned: list[Planned]) -> list[Path]:
-    """Write every changed file atomically; returns the paths written."""
-    staged: list[tuple[Path, Path]] = []
+    """Write every changed file atomically (folders created as needed); returns the paths written."""
+    changed = [
+        Output(item.path, item.text, MODULE_KIND, "an output", True) for item in planned if item.changed()
+    ]
     try:
-        for item in planned:
-            if not item.changed():
-                continue
-            item.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{item.path.name}.", suffix=".tmp", dir=item.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(item.text)
-            os.chmod(tmp, _mode_for(item.path))
-            staged.append((Path(tmp), item.path))
-        for tmp, target in staged:
-            os.replace(tmp, target)
-    finally:
-        for tmp, _ in staged:
-            if tmp.exists():
-                tmp.unlink()
-    return [target for _, target in staged]
-
-
-def _mode_for(path: Path) -> int:
-    """The permissions the written file gets: the replaced file's, else what a plain ``open`` would give (the
-    temporary file is private to the user until it is renamed)."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        write(changed)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
+    return [item.path for item in changed]

@@ -10,10 +10,21 @@ from dataclasses import asdict, dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from tttv2_tools._output import json_schema, marked, marker
+
 from .cstutil import one_line
 from .track import BRANCH_NODES
 
 PRIORITY = ("decided", "bound", "field", "construction", "runtime")
+TOOL = "tttv2-refactor"
+#: the ``"schema"`` key of the JSON report; with the Markdown report's marker line it tells a later run that an
+#: existing report file is one it wrote (and may be replaced without ``--force``)
+JSON_SCHEMA = "tttv2-refactor-report"
+MARKDOWN_COMMENT = ("<!--", "-->")
+KINDS = {
+    "markdown": marked(TOOL, "report", *MARKDOWN_COMMENT),
+    "json": json_schema(TOOL, "JSON report", JSON_SCHEMA),
+}
 
 
 @dataclass
@@ -60,10 +71,14 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps({"schema": JSON_SCHEMA, **asdict(self)}, indent=2, ensure_ascii=False) + "\n"
 
     def to_markdown(self) -> str:
-        out = [f"# tttv2-refactor report: {self.module} (class {self.class_name})", ""]
+        out = [
+            f"# tttv2-refactor report: {self.module} (class {self.class_name})",
+            marker(TOOL, "report", *MARKDOWN_COMMENT),
+            "",
+        ]
         out.append("Outputs: " + ", ".join(f"`{o}`" for o in self.outputs))
         if self.tests:
             out.append("Tests: " + ", ".join(f"`{t}`" for t in self.tests))

@@ -2,8 +2,10 @@
 
 Output design (one rule, no ambiguity): an output flag is ``--FORMAT`` (stdout) or ``--FORMAT=FILE``. A flag
 never takes the next argument as its file, so ``trace-deps --json mlp.py model_config.py`` analyses ``mlp.py``
-and writes JSON to stdout. The tool refuses to write onto any input file or any existing Python file, to write
-two outputs to the same file, and to send two outputs to stdout. Files are written atomically.
+and writes JSON to stdout. The tool refuses to send two outputs to stdout; every output file goes through the
+shared policy of ``tttv2_tools._output``: never onto an input file or an existing Python file, never two
+outputs to one file, an existing file only when trace-deps wrote it (its JSON schema key or marker line) or
+with ``--force``, always atomically.
 
 Exit codes: 0 analysed; 1 ``--strict`` and something was not understood; 2 usage or I/O error (bad arguments,
 a missing or unreadable file, a file that does not parse, a module with no entry class, an output that cannot
@@ -13,15 +15,16 @@ be written); 3 internal error.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
-import os
 import sys
 import time
 from pathlib import Path
 
+from tttv2_tools._output import Output, OutputError, check, write
+
 from .errors import TraceError, UsageError
 from .model import SCHEMA_VERSION
+from .outputs import KINDS
 
 FORMATS = ("json", "dot", "graphml", "mermaid", "html", "svg")
 STDOUT = "-"
@@ -97,6 +100,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--verbose", "-v", action="store_true", help="longer report (all helper boolean operators)"
     )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite existing output files trace-deps did not write"
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 if anything was not understood")
     p.add_argument("--quiet", "-q", action="store_true", help="no report and no progress")
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     err = _Stderr()
     try:
         return _run(args, err)
-    except TraceError as exc:
+    except (TraceError, OutputError) as exc:
         err.print(f"trace-deps: error: {exc}")
         return 2
     except KeyboardInterrupt:  # pragma: no cover
@@ -180,8 +186,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
 
 
 def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
-    """Check every output before anything is analysed: at most one on stdout, no two on one file, none onto an
-    input or an existing Python file, none into a missing folder or onto a folder."""
+    """Check every output before anything is analysed: at most one on stdout, and every file output through the
+    shared policy (not an input, no two on one file, an existing file only if trace-deps wrote it or --force)."""
     targets = {fmt: getattr(args, fmt) for fmt in FORMATS if getattr(args, fmt) is not None}
     on_stdout = [f"--{fmt}" for fmt, target in targets.items() if target == STDOUT]
     if args.why and on_stdout and on_stdout != ["--json"]:
@@ -190,61 +196,16 @@ def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
         raise UsageError(
             f"only one output can go to stdout, got {' '.join(on_stdout)}; give the others as --FORMAT=FILE"
         )
-    seen: dict[Path, str] = {}
-    readonly = {p.resolve(): p for p in inputs}
-    for fmt, target in targets.items():
-        if target == STDOUT:
-            continue
-        path = Path(target)
-        resolved = path.resolve()
-        if resolved in readonly:
-            raise UsageError(f"refusing to write {fmt} output onto the input file {target}")
-        if resolved.suffix in (".py", ".pyi") and resolved.exists():
-            raise UsageError(f"refusing to overwrite the Python file {target} with {fmt} output")
-        if resolved in seen:
-            raise UsageError(f"--{seen[resolved]} and --{fmt} would both write {target}")
-        seen[resolved] = fmt
-        if path.is_dir():
-            raise UsageError(f"cannot write {fmt} output: {target} is a folder")
-        if not path.parent.is_dir():
-            raise UsageError(f"cannot write {fmt} output: folder {path.parent} does not exist")
+    check(_outputs(targets, {}), inputs, args.force)
     return targets
 
 
-def write_atomically(path: Path, text: str, what: str) -> None:
-    """Write a regular file through a temporary file in the same folder, then rename: a reader never sees half a
-    file and a failure (disk full, permission denied) leaves the old file as it was. A target that exists and is
-    not a regular file (``/dev/null``, a FIFO) is written in place; a symlink is followed."""
-    target = path.resolve()
-    if target.exists() and not target.is_file():
-        try:
-            with open(target, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {what} output to {path}: {exc.strerror or exc}") from None
-        return
-    import tempfile  # only when a file is written: the start-up path does not pay for it
-
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # the mode any file the user writes gets (mkstemp makes it 0600)
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        raise UsageError(f"cannot write {what} output to {path}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _outputs(targets: dict[str, str], texts: dict[str, str]) -> list[Output]:
+    return [
+        Output(Path(target), texts.get(fmt, ""), KINDS[fmt], f"{fmt} output")
+        for fmt, target in targets.items()
+        if target != STDOUT
+    ]
 
 
 def _run(args: argparse.Namespace, err) -> int:
@@ -281,16 +242,19 @@ def _run(args: argparse.Namespace, err) -> int:
             raise UsageError(f"--focus {args.focus!r} matches nothing in the graph")
     width = args.width or (None if sys.stdout.isatty() else 140)
     why_json = bool(args.why) and targets.get("json") == STDOUT
-    for fmt, target in targets.items():
-        text = _render(
+    texts = {
+        fmt: _render(
             fmt, view if fmt == "json" and not args.focus else graph_view, args.why if why_json else None
         )
+        for fmt in targets
+    }
+    for fmt, target in targets.items():
         if target == STDOUT:
-            _stdout(text)
-        else:
-            write_atomically(Path(target), text, fmt)
-            if not args.quiet:
-                err.print(f"wrote {target} ({fmt})")
+            _stdout(texts[fmt])
+    outputs = _outputs(targets, texts)
+    write(outputs)
+    for output in outputs if not args.quiet else []:
+        err.print(f"wrote {output.path} ({output.label.removesuffix(' output')})")
     ok = True
     if why_json:
         from .query import resolve_name

@@ -8,6 +8,7 @@ import json
 
 from .graph import Graph
 from .model import Analysis
+from .outputs import marker_line
 from .query import focus
 from .records import LEVELS
 from .serial import NODE_FIELDS, OPTIONAL_FIELDS, to_json_dict
@@ -60,6 +61,7 @@ def to_dot(analysis: Analysis) -> str:
     g = analysis.dependencies
     lines = [
         "digraph trace_deps {",
+        "  " + marker_line("dot"),
         "  rankdir=LR;",
         '  graph [fontname="Helvetica", fontsize=10, nodesep=0.15, ranksep=0.6];',
         '  node [fontname="Helvetica", fontsize=9, style="filled,rounded", shape=box, fillcolor="#ffffff"];',
@@ -113,14 +115,15 @@ def to_graphml(analysis: Analysis) -> str:
         h.add_node(nid, **attrs)
     for u, v, d in sorted(g.edges(data=True), key=lambda e: (e[0], e[1])):
         h.add_edge(u, v, kind=d.get("kind") or "", loc=d.get("loc") or "")
-    return "\n".join(nx.generate_graphml(h)) + "\n"
+    first, *rest = nx.generate_graphml(h)
+    return "\n".join([first, "  " + marker_line("graphml"), *rest]) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- Mermaid
 def to_mermaid(analysis: Analysis) -> str:
     g = analysis.dependencies
     ids = {nid: f"n{i}" for i, nid in enumerate(sorted(g.nodes))}
-    lines = ["flowchart LR"]
+    lines = ["flowchart LR", "  " + marker_line("mermaid")]
     for kind, colour in KIND_COLOURS.items():
         lines.append(f"  classDef {kind} fill:{_tint(colour)},stroke:{colour},color:#222;")
     for nid in sorted(g.nodes):
@@ -201,6 +204,7 @@ def to_svg(analysis: Analysis, interactive: bool = False) -> str:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
+        marker_line("svg"),
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
         'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#999"/></marker></defs>',
         '<rect width="100%" height="100%" fill="#ffffff"/>',
@@ -291,7 +295,8 @@ def to_html(analysis: Analysis) -> str:
         + (f" — view: {analysis.assumptions}" if analysis.assumptions else "")
     )
     return (
-        _HTML.replace("__TITLE__", title)
+        _HTML.replace("__MARKER__", marker_line("html"))
+        .replace("__TITLE__", title)
         .replace("__SUMMARY__", summary)
         .replace("__SVG__", svg)
         .replace("__DATA__", payload)
@@ -299,6 +304,7 @@ def to_html(analysis: Analysis) -> str:
 
 
 _HTML = """<!DOCTYPE html>
+__MARKER__
 <html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
 <style>
 body{margin:0;font-family:Helvetica,Arial,sans-serif;font-size:13px;display:flex;height:100vh;color:#222}

@@ -115,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     report = coverage_report(records, args.store, modules=selected)
     report.print(Console())
     if args.json_path is not None:
-        from tttv2_tools.collect_cases.emit import write_atomically
+        from tttv2_tools._output import write_text
 
-        write_atomically(Path(args.json_path), json.dumps(report.to_dict(), indent=2) + "\n")
+        write_text(Path(args.json_path), json.dumps(report.to_dict(), indent=2) + "\n", "--json")
     if status == pytest.ExitCode.TESTS_FAILED:
         _error("some tests failed; the report counts the configurations that ran")
         return 1

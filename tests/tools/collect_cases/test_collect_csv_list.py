@@ -8,7 +8,7 @@ import pytest
 
 from tttv2_tools.collect_cases import Case, CollectCasesError, load_cases
 from tttv2_tools.collect_cases.cli import main
-from tttv2_tools.collect_cases.csvio import export_csv, import_csv
+from tttv2_tools.collect_cases.csvio import CSV_KIND, export_csv, import_csv
 from tttv2_tools.collect_cases.store import CaseStore
 
 ATT = "tttv1.tt.attention:Attention"
@@ -131,10 +131,18 @@ def test_export_cli_refuses_to_overwrite_and_to_write_the_store(tmp_path, capsys
     out = tmp_path / "out.csv"
     assert main(["export", "--store", str(store), "--csv", str(out)]) == 0
     assert "exported 2 cases" in capsys.readouterr().err
-    assert main(["export", "--store", str(store), "--csv", str(out)]) == 2
-    assert "exists; pass --force" in capsys.readouterr().err
-    assert main(["export", "--store", str(store), "--csv", str(out), "--force", "--target", MLP]) == 0
-    assert len(out.read_text().splitlines()) == 2
+    first = out.read_text()
+    assert main(["export", "--store", str(store), "--csv", str(out)]) == 0  # its own export: replaced
+    assert out.read_text() == first
+    mine = tmp_path / "mine.csv"
+    mine.write_text("a,b\n1,2\n")
+    assert main(["export", "--store", str(store), "--csv", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert f"refusing to overwrite {mine}" in err and "pass --force" in err
+    assert mine.read_text() == "a,b\n1,2\n"
+    assert main(["export", "--store", str(store), "--csv", str(mine), "--force", "--target", MLP]) == 0
+    assert len(mine.read_text().splitlines()) == 2
+    assert main(["export", "--store", str(store), "--csv", "/dev/null"]) == 0
     assert main(["export", "--store", str(store), "--csv", str(store), "--force"]) == 2
     assert "is the store itself" in capsys.readouterr().err
     assert main(["import", "--store", str(store), "--csv", str(store)]) == 2
@@ -178,3 +186,12 @@ def test_load_cases_filters_sorts_and_checks_its_arguments(tmp_path):
         load_cases(store, MLP, topology="3d")
     with pytest.raises(ValueError, match="mode must be one of"):
         load_cases(store, MLP, mode="train")
+
+
+def test_an_empty_export_keeps_its_header_so_a_later_export_may_replace_it(tmp_path):
+    text = export_csv([])
+    assert text == "target,hits,first_command,layer_num,layers,cluster_shape_x,cluster_shape_y\n"
+    assert CSV_KIND.recognise(text) and not CSV_KIND.recognise("target,hits\n")
+    path = tmp_path / "empty.csv"
+    path.write_text(text)
+    assert import_csv(path, None) == []

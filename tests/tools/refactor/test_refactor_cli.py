@@ -133,7 +133,7 @@ def test_bad_input_exits_2_with_one_line(small, tmp_path, capsys):
     cases.append(([small, "--out", as_file], "is a file, not a folder"))
     clash = small.parent / "thing_1d.py"
     clash.write_text(small.read_text())
-    cases.append(([clash, "--out", small.parent, "--name", "thing"], "overwrite an input"))
+    cases.append(([clash, "--out", small.parent, "--name", "thing"], "onto the input file"))
     for argv, message in cases:
         assert run(*argv) == 2, argv
         err = capsys.readouterr().err.strip()
@@ -208,3 +208,41 @@ def test_formatter(small, tmp_path):
         == 0
     )
     assert run(small, "--out", out, "--formatter", "false", "--quiet") == 2
+
+
+def test_reports_never_replace_a_user_file_without_force(small, tmp_path, capsys):
+    for flag, name in (("--report", "notes.md"), ("--json", "notes.json")):
+        out = tmp_path / f"out-{name}"
+        notes = tmp_path / name
+        notes.write_text("my notes\n")
+        assert run(small, "--out", out, flag, notes, "--quiet") == 2
+        err = capsys.readouterr().err
+        assert f"refusing to overwrite {notes}" in err and "--force" in err and len(err.splitlines()) == 1
+        assert notes.read_text() == "my notes\n" and not out.exists()  # nothing of the run was written
+        assert run(small, "--out", out, flag, notes, "--force", "--quiet") == 0
+        assert notes.read_text() != "my notes\n"
+
+
+def test_rerunning_with_reports_replaces_them_without_force(small, tmp_path, capsys):
+    out = tmp_path / "out"
+    for flag, name in (("--report", "r.md"), ("--json", "r.json")):
+        argv = [small, "--out", out, flag, tmp_path / name, "--quiet"]
+        assert run(*argv) == 0
+        first = (tmp_path / name).read_text()
+        assert run(*argv) == 0, capsys.readouterr().err
+        assert (tmp_path / name).read_text() == first
+    assert json.loads((tmp_path / "r.json").read_text())["schema"] == "tttv2-refactor-report"
+    # a Markdown report is not a JSON report: kinds are not interchangeable
+    assert run(small, "--out", out, "--json", tmp_path / "r.md", "--quiet") == 2
+    assert "is not a tttv2-refactor JSON report" in capsys.readouterr().err
+
+
+def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(small, "--out", out, "--report", out / "norm_1d.py", "--quiet") == 2
+    assert "--report and a generated file would both write" in capsys.readouterr().err
+    assert not out.exists()
+    os.link(small, tmp_path / "hard.md")
+    assert run(small, "--out", out, "--report", tmp_path / "hard.md", "--force", "--quiet") == 2
+    assert "onto the input file" in capsys.readouterr().err
+    assert small.read_text() == textwrap.dedent(SMALL) and not out.exists()

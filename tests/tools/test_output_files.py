@@ -1,0 +1,139 @@
+"""The shared output policy of the tools (``tttv2_tools._output``): atomic writes, no write onto an input (by
+path, symlink or hard link), no overwrite of a file the tool did not write unless forced, devices in place."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from tttv2_tools._output import Output, OutputError, check, json_schema, marked, marker, write, write_text
+
+JSON = json_schema("tool", "json output", "tool")
+DRAWING = marked("tool", "dot output", "//")
+
+
+def out(path: Path, text: str = "new\n", kind=DRAWING, label: str = "--dot") -> Output:
+    return Output(path, text, kind, label)
+
+
+def refusal(outputs, inputs=(), force=False) -> str:
+    with pytest.raises(OutputError) as exc:
+        check(outputs, list(inputs), force)
+    message = str(exc.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_user_file_is_refused_unless_forced_and_our_own_output_is_replaced(tmp_path):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"my": "notes"}')
+    message = refusal([out(notes, kind=JSON, label="--json")])
+    assert str(notes) in message and "not a tool json output" in message and "--force" in message
+    check([out(notes, kind=JSON)], [], force=True)  # --force: allowed
+    notes.write_text('{"schema": "other-tool"}')
+    refusal([out(notes, kind=JSON)])  # another tool's JSON is not ours
+    notes.write_text('{"schema": "tool", "x": 1}')
+    check([out(notes, kind=JSON)], [], force=False)  # ours: allowed
+    drawing = tmp_path / "g.dot"
+    drawing.write_text("digraph {\n" + marker("tool", "json output", "//") + "\n}\n")
+    refusal([out(drawing)])  # our marker, but of another kind
+    drawing.write_text("digraph {\n" + marker("tool", "dot output", "//") + "\n}\n")
+    check([out(drawing)], [], force=False)
+    drawing.write_bytes(b"\xff\xfe not text")
+    refusal([out(drawing)])  # unreadable as text: not recognisably ours
+
+
+def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):
+    source = tmp_path / "mlp.py"
+    source.write_text("x = 1\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(source)
+    hard = tmp_path / "hard.json"
+    os.link(source, hard)
+    for target in (source, link, hard, tmp_path / "." / "mlp.py"):
+        message = refusal([out(target, label="json output")], [source], force=True)
+        assert message == f"refusing to write json output onto the input file {target}"
+    assert source.read_text() == "x = 1\n"
+
+
+def test_python_files_folders_sockets_missing_folders_and_duplicates_are_refused(tmp_path):
+    module = tmp_path / "helper.py"
+    module.write_text("x = 1\n")
+    assert "Python file" in refusal([out(module)], force=True)
+    assert refusal([out(tmp_path)]).endswith("it is a folder")
+    assert "does not exist" in refusal([out(tmp_path / "nope" / "a.dot")])
+    check([Output(tmp_path / "new" / "a.dot", "", DRAWING, "x", make_folders=True)], [], False)
+    assert "is not a folder" in refusal([out(module / "a.dot")])
+    sock_path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        assert "not a regular file" in refusal([out(sock_path)], force=True)
+    one = tmp_path / "one.dot"
+    assert refusal([out(one, label="--dot"), out(tmp_path / "." / "one.dot", label="--svg")]) == (
+        f"--dot and --svg would both write {tmp_path / '.' / 'one.dot'}"
+    )
+
+
+def test_writes_are_atomic_keep_the_mode_follow_symlinks_and_leave_no_temporary_file(tmp_path, monkeypatch):
+    old = os.umask(0o027)
+    try:
+        write([out(tmp_path / "fresh.dot")])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "fresh.dot").stat().st_mode) == 0o640
+    kept = tmp_path / "kept.dot"
+    kept.write_text("old")
+    kept.chmod(0o600)
+    link = tmp_path / "link.dot"
+    link.symlink_to(kept)
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    assert write([out(link)]) == [link]
+    assert link.is_symlink() and kept.read_text() == "new\n" and stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert synced  # the data reached the disk before the rename
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OutputError, match=f"cannot write --dot to {kept}: No space left on device"):
+        write([out(kept, "newer")])
+    assert kept.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.dot", "kept.dot", "link.dot"]
+
+
+def test_a_failed_temporary_file_is_removed_and_nothing_is_replaced(tmp_path, monkeypatch):
+    first, second = tmp_path / "a.dot", tmp_path / "b.dot"
+    first.write_text("a")
+    real_chmod = os.chmod
+
+    def refuse_second(path, mode):
+        if Path(path).name.startswith(".b.dot."):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        real_chmod(path, mode)
+
+    monkeypatch.setattr(os, "chmod", refuse_second)
+    with pytest.raises(OutputError, match=r"b\.dot: Permission denied"):
+        write([out(first), out(second)])
+    assert first.read_text() == "a" and sorted(p.name for p in tmp_path.iterdir()) == ["a.dot"]
+
+
+def test_character_devices_are_written_in_place_never_replaced(tmp_path):
+    null = Path(os.devnull)
+    check([out(null)], [], force=False)
+    write([out(null)])
+    assert stat.S_ISCHR(null.stat().st_mode)
+    with pytest.raises(OutputError, match="No space left on device"):
+        write([out(Path("/dev/full"))])
+
+
+def test_write_text_has_no_overwrite_policy_but_is_atomic(tmp_path):
+    target = tmp_path / "status.json"
+    target.write_text("anything")
+    write_text(target, "{}")
+    assert target.read_text() == "{}" and sorted(p.name for p in tmp_path.iterdir()) == ["status.json"]

@@ -1,0 +1,233 @@
+"""Writing the tools' output files: one policy for trace-deps, tttv2-refactor and collect-cases.
+
+Why one module: the project promises that nothing is lost or half-written. Every output file is written
+atomically (a temporary file in the same folder, ``fsync``, ``os.replace``; the temporary file is removed on
+failure), with the mode a plain ``open()`` would leave (an existing file's, else ``0o666 & ~umask``). Before
+anything is written, every output of a run is checked: it may not be one of the run's inputs (compared resolved
+and with ``os.path.samefile``, so symlinks and hard links count), two outputs may not share a file, an existing
+Python file is never replaced by a report, and an existing file is replaced only when it is recognisably an
+earlier output of the same tool and kind (its ``Kind.recognise``: a JSON ``"schema"`` key or a marker line the
+tool writes) or the user passed ``--force``. ``-`` (stdout) and character devices or FIFOs (``/dev/null``) are
+always accepted; a device is written in place, never replaced. A refusal is one ``OutputError`` line naming the
+file and the reason; the tools turn it into exit status 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+STDOUT = "-"
+_MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
+
+
+class OutputError(Exception):
+    """An output that may not or could not be written (one line: the file and the reason)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of output of one tool, and how to recognise a file it wrote earlier."""
+
+    tool: str
+    name: str
+    recognise: Callable[[str], bool]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.name}"
+
+
+def marker(tool: str, name: str, start: str, end: str = "") -> str:
+    """The comment line a tool writes into a ``name`` output so a later run recognises the file as its own."""
+    return f"{start} written by {tool} ({name}){(' ' + end) if end else ''}"
+
+
+def marked(tool: str, name: str, start: str, end: str = "") -> Kind:
+    """A kind recognised by its marker line (see ``marker``; indenting allowed) among the file's first lines."""
+    line = marker(tool, name, start, end)
+    return Kind(
+        tool, name, lambda text: line in [x.strip() for x in text.split("\n", _MARKER_LINES)[:_MARKER_LINES]]
+    )
+
+
+def json_schema(tool: str, name: str, schema: str) -> Kind:
+    """A kind recognised as a JSON object whose ``"schema"`` is ``schema``."""
+
+    def recognise(text: str) -> bool:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and data.get("schema") == schema
+
+    return Kind(tool, name, recognise)
+
+
+def first_line(tool: str, name: str, prefix: str) -> Kind:
+    """A kind recognised by how its first line starts (a CSV header that cannot carry a comment)."""
+    return Kind(tool, name, lambda text: text.startswith(prefix))
+
+
+@dataclass
+class Output:
+    """One file a run wants to write: ``label`` names it in messages (``--json``, ``report``)."""
+
+    path: Path
+    text: str
+    kind: Kind
+    label: str
+    make_folders: bool = False  # create a missing parent folder (else it is an error)
+
+
+def _is_device(path: Path) -> bool:
+    """A character device or FIFO (``/dev/null``, a pipe): written in place, nothing in it can be lost."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """The same file: equal resolved paths (symlinks), or one inode (hard links)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def check_place(path: Path, label: str, inputs: Iterable[Path], make_folders: bool = False) -> None:
+    """Refuse an output onto an input, onto a folder or a non-regular file, or into a missing folder."""
+    for source in inputs:
+        if same_file(path, Path(source)):
+            raise OutputError(f"refusing to write {label} onto the input file {path}")
+    if _is_device(path):
+        return
+    if path.is_dir():
+        raise OutputError(f"cannot write {label} to {path}: it is a folder")
+    if path.exists() and not path.is_file():
+        raise OutputError(f"cannot write {label} to {path}: it is not a regular file")
+    parent = path.resolve().parent
+    if parent.exists() and not parent.is_dir():
+        raise OutputError(f"cannot write {label} to {path}: {parent} is not a folder")
+    if not parent.exists() and not make_folders:
+        raise OutputError(f"cannot write {label} to {path}: folder {parent} does not exist")
+
+
+def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
+    """Every refusal for ``outputs`` (the first raises ``OutputError``); call it before writing anything."""
+    inputs = list(inputs)
+    seen: list[Output] = []
+    for item in outputs:
+        check_place(item.path, item.label, inputs, item.make_folders)
+        for other in seen:
+            if same_file(item.path, other.path):
+                raise OutputError(f"{other.label} and {item.label} would both write {item.path}")
+        seen.append(item)
+        if _is_device(item.path) or not item.path.exists():
+            continue
+        if item.path.suffix in (".py", ".pyi"):
+            raise OutputError(f"refusing to overwrite the Python file {item.path} with {item.label}")
+        if force or item.kind.recognise(_read(item.path)):
+            continue
+        raise OutputError(
+            f"refusing to overwrite {item.path}: it exists and is not a {item.kind} written earlier "
+            f"(pass --force to replace it)"
+        )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # unreadable or not text: not recognisably ours
+        return ""
+
+
+def write(outputs: list[Output]) -> list[Path]:
+    """Write ``outputs`` (already ``check``-ed): all temporary files first, then every rename, so a failure
+    leaves every target as it was. Returns the paths written."""
+    staged: list[tuple[str, Path, Output]] = []
+    try:
+        for item in outputs:
+            if _is_device(item.path):
+                continue
+            if item.make_folders:
+                _guard(item, lambda item=item: item.path.parent.mkdir(parents=True, exist_ok=True))
+            target = item.path.resolve()  # a symlink stays a symlink: the file it points to is replaced
+            staged.append(
+                (_guard(item, lambda target=target, item=item: _stage(target, item.text)), target, item)
+            )
+        for tmp, target, item in staged:
+            _guard(item, lambda tmp=tmp, target=target: os.replace(tmp, target))
+            _sync_folder(target.parent)
+        for item in outputs:
+            if _is_device(item.path):
+                _guard(item, lambda item=item: _write_in_place(item.path, item.text))
+    finally:
+        for tmp, _, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return [item.path for item in outputs]
+
+
+def write_text(path: Path, text: str, label: str = "output") -> None:
+    """Write one file atomically with no overwrite policy: for files a tool edits in place on purpose
+    (``collect-cases emit --into``) or keeps to itself (a status file)."""
+    write([Output(Path(path), text, Kind("", "", lambda _: True), label)])
+
+
+def _guard(item: Output, action: Callable[[], object]):
+    try:
+        return action()
+    except OSError as exc:
+        raise OutputError(f"cannot write {item.label} to {item.path}: {exc.strerror or exc}") from None
+
+
+def _stage(target: Path, text: str) -> str:
+    """``text`` in a new temporary file next to ``target``, flushed to disk, with the mode ``open()`` gives."""
+    import tempfile  # only when a file is written: the tools' start-up path does not pay for it
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _mode_for(target))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _mode_for(target: Path) -> int:
+    """An existing file's permissions, else what a plain ``open()`` gives (``mkstemp`` makes 0600)."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename itself durable (best effort: not every file system lets a folder be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_in_place(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
