@@ -207,8 +207,16 @@ def test_the_command(store, tmp_path, capsys):
     # the tested combination (1x1 decode, 512 / 1792, bfloat8_b) is a recorded one: one fewer gap than cases
     assert len(mlp["untested_combinations"]) == len({json.dumps(c) for c in mlp["untested_combinations"]})
     assert "MLP1D: parameters" in capsys.readouterr().out
-    assert main(["--store", str(store), "--tests", str(tests), "--module", "MLP1D", "--json", str(out)]) == 2
-    assert "exists; pass --force" in capsys.readouterr().err
+    assert report["schema"] == "tttv2-coverage"
+    # a second run replaces its own earlier report; a file it did not write needs --force
+    assert main(["--store", str(store), "--tests", str(tests), "--module", "MLP1D", "--json", str(out)]) == 0
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}')
+    assert (
+        main(["--store", str(store), "--tests", str(tests), "--module", "MLP1D", "--json", str(notes)]) == 2
+    )
+    assert "not a tttv2-coverage json report written earlier (pass --force" in capsys.readouterr().err
+    assert notes.read_text() == '{"mine": 1}'
     assert (
         main(
             [
@@ -219,7 +227,7 @@ def test_the_command(store, tmp_path, capsys):
                 "--module",
                 "MLP1D",
                 "--json",
-                str(out),
+                str(notes),
                 "--force",
                 "--fail-on-gaps",
             ]
@@ -227,7 +235,7 @@ def test_the_command(store, tmp_path, capsys):
         == 1
     )
     assert main(["--store", str(store), "--tests", str(tests), "--json", str(store)]) == 2
-    assert "is one of the inputs" in capsys.readouterr().err
+    assert "onto the input file" in capsys.readouterr().err
     assert main(["--store", str(tmp_path / "none.sqlite"), "--tests", str(tests)]) == 2
     assert main(["--store", str(store), "--tests", str(tmp_path / "missing.py")]) == 2
     assert "no such file or folder" in capsys.readouterr().err

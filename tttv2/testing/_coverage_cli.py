@@ -18,6 +18,8 @@ from rich.console import Console
 
 from tttv2.testing._coverage import COVERAGE, CoverageRecorder, coverage_report
 
+JSON_SCHEMA = "tttv2-coverage"  # the "schema" key of --json files: how a later run recognises its own
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -35,8 +37,16 @@ def parser() -> argparse.ArgumentParser:
         choices=sorted(COVERAGE),
         help="report only these block classes (repeatable)",
     )
-    p.add_argument("--json", dest="json_path", help="also write the report as JSON to this new file")
-    p.add_argument("--force", action="store_true", help="with --json: replace an existing file")
+    p.add_argument(
+        "--json",
+        dest="json_path",
+        help="also write the report as JSON (an existing file only if tttv2-coverage wrote it, or with --force)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --json: replace an existing file tttv2-coverage did not write",
+    )
     p.add_argument(
         "--fail-on-gaps", action="store_true", help="exit 1 when a recorded combination was never tested"
     )
@@ -60,6 +70,16 @@ def _error(message: str) -> None:
     print(f"tttv2-coverage: {message}", file=sys.stderr)
 
 
+def _json_output(args, text: str):
+    """The ``--json`` file under the tools' one output policy (``tttv2_tools._output``): never onto an input, an
+    existing file only when an earlier ``tttv2-coverage --json`` wrote it (its ``"schema"``) or with ``--force``."""
+    from tttv2_tools._output import Output, json_schema
+
+    return Output(
+        Path(args.json_path), text, json_schema("tttv2-coverage", "json report", JSON_SCHEMA), "--json"
+    )
+
+
 def _check_arguments(args) -> bool:
     from tttv2_tools.collect_cases import CaseStore, StoreError
 
@@ -70,14 +90,12 @@ def _check_arguments(args) -> bool:
         _error(f"--store: {exc}")
         return False
     if args.json_path is not None:
-        target = Path(args.json_path)
-        if target.resolve() == Path(args.store).resolve() or any(
-            target.resolve() == Path(t).resolve() for t in args.tests
-        ):
-            _error(f"--json {target} is one of the inputs; choose another file")
-            return False
-        if target.exists() and not args.force:
-            _error(f"--json {target} exists; pass --force to replace it")
+        from tttv2_tools._output import OutputError, check
+
+        try:
+            check([_json_output(args, "")], [Path(args.store), *map(Path, args.tests)], args.force)
+        except OutputError as exc:
+            _error(str(exc))
             return False
     missing = [t for t in args.tests if not os.path.exists(t.split("::")[0])]
     if missing:
@@ -115,9 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     report = coverage_report(records, args.store, modules=selected)
     report.print(Console())
     if args.json_path is not None:
-        from tttv2_tools._output import write_text
+        from tttv2_tools._output import OutputError, write
 
-        write_text(Path(args.json_path), json.dumps(report.to_dict(), indent=2) + "\n", "--json")
+        try:
+            write(
+                [_json_output(args, json.dumps({"schema": JSON_SCHEMA, **report.to_dict()}, indent=2) + "\n")]
+            )
+        except OutputError as exc:
+            _error(str(exc))
+            return 2
     if status == pytest.ExitCode.TESTS_FAILED:
         _error("some tests failed; the report counts the configurations that ran")
         return 1
