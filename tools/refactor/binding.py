@@ -19,6 +19,7 @@ from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_
 
 from .cstutil import PURE_BUILTINS, dotted, is_pure, summary
 from .track import is_expression
+from .walk import visit_read_only
 
 STATIC_KINDS = frozenset({"static", "weights", "mode"})
 
@@ -193,7 +194,7 @@ def _lambda_params(node: cst.CSTNode) -> set[str]:
         def visit_CompFor(self, comp: cst.CompFor) -> None:
             names.update(_all_target_names(comp.target))
 
-    node.visit(_V())
+    visit_read_only(node, _V())
     return names
 
 
@@ -250,7 +251,7 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
                 for name in _all_target_names(node.name.name):
                     out.setdefault(name, []).append(None)
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     # nested function definitions bind their name
     for statement in func.body.body if isinstance(func.body, cst.IndentedBlock) else []:
         if isinstance(statement, cst.FunctionDef):
@@ -351,6 +352,6 @@ def mutated_locals(func: cst.CSTNode) -> set[str]:
             if name is not None:
                 out.add(name)
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     out.discard("self")
     return out

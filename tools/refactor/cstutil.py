@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .walk import children
+
 _EMPTY = cst.parse_module("")
 
 TRUE, FALSE = cst.Name("True"), cst.Name("False")
@@ -227,7 +229,7 @@ def _summarize(node: cst.CSTNode) -> Summary:
     if kind == "leaf":
         return _EMPTY_SUMMARY
     if kind == "other":
-        return Summary.merge(summary(c) for c in node.children)
+        return Summary.merge(summary(c) for c in children(node))
     if kind == "name":
         if node.value in ("True", "False", "None"):
             return _EMPTY_SUMMARY  # constants, not variables
@@ -242,13 +244,13 @@ def _summarize(node: cst.CSTNode) -> Summary:
     if kind == "param":
         return Summary.merge(summary(c) for c in (node.annotation, node.default) if c is not None)
     if kind == "call":
-        inner = Summary.merge(summary(c) for c in node.children)
+        inner = Summary.merge(summary(c) for c in children(node))
         return Summary(inner.reads, inner.writes, inner.self_attrs, (*inner.calls, node), inner.effects)
     if kind == "lambda":
-        inner = Summary.merge(summary(c) for c in node.children)
+        inner = Summary.merge(summary(c) for c in children(node))
         return Summary(inner.reads, inner.writes, inner.self_attrs, (), False)
     if kind == "effect":
-        inner = Summary.merge(summary(c) for c in node.children)
+        inner = Summary.merge(summary(c) for c in children(node))
         return Summary(inner.reads, inner.writes, inner.self_attrs, inner.calls, True)
     if kind == "walrus":
         inner = Summary.merge([_target(node.target), summary(node.value)])
@@ -264,12 +266,12 @@ def _summarize(node: cst.CSTNode) -> Summary:
         target = _target(node.target)
         return Summary.merge([target, summary(node.value)], reads=target.writes)
     if kind == "for":
-        others = [summary(c) for c in node.children if c is not node.target]
+        others = [summary(c) for c in children(node) if c is not node.target]
         return Summary.merge([_target(node.target), *others])
     if kind == "asname":
         return _target(node.name)
     if kind == "def":
-        others = [summary(c) for c in node.children if c is not node.name]
+        others = [summary(c) for c in children(node) if c is not node.name]
         return Summary.merge(others, writes=(node.name.value,))
     if kind == "alias":
         if node.asname is not None:

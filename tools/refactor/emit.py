@@ -29,6 +29,7 @@ from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_n
 from .layout import sorted_imports, tidy
 from .plan import SINGLE, ClassPlan, MethodPlan
 from .source import Inputs
+from .walk import visit_read_only
 
 LEGACY = "legacy"
 
@@ -812,7 +813,7 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
                     lazy.add(target.target.value)
 
     for _ in range(2):  # producers defined before the locals that use them
-        module.visit(_Collect())
+        visit_read_only(module, _Collect())
     if not lazy:
         return statements
 
@@ -871,7 +872,7 @@ def _needed_noqa(line: str, module: cst.Module) -> str | None:
             if code(node.body).strip() == "True" and code(node.orelse).strip() == "False":
                 found["SIM210"] = True
 
-    module.visit(_V())
+    visit_read_only(module, _V())
     kept = [c.strip() for c in codes.split(",") if c.strip() and found.get(c.strip(), True)]
     return f"{prefix}: {', '.join(kept)}" if kept else None
 

@@ -33,6 +33,7 @@ from .cstutil import (
 )
 from .errors import Gap
 from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
+from .walk import visit_read_only
 
 PLACEHOLDER = "__field_{}__"
 
@@ -223,7 +224,7 @@ def propagate_literals(
             if node.keyword is not None:
                 targets.add(id(node.keyword))
 
-    func.visit(_Targets())
+    visit_read_only(func, _Targets())
 
     class _T(TrackingTransformer):
         def leave_Name(self, original_node, updated_node):
@@ -254,9 +255,9 @@ def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> 
             return node is func
 
         def visit_Assign(self, node: cst.Assign) -> bool:
-            node.value.visit(self)
+            visit_read_only(node.value, self)
             for target in node.targets:
-                target.visit(self)
+                visit_read_only(target, self)
                 assigned.update(n.value for n in _target_name_nodes(target.target))
             return False
 
@@ -273,7 +274,7 @@ def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> 
         def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
             out.update(n.name.value for n in node.names if n.name.value in names)
 
-    func.body.visit(_V())
+    visit_read_only(func.body, _V())
     return out
 
 
@@ -445,7 +446,7 @@ class Hoister(TrackingTransformer):
                 self.out.add(id(n))
                 return True
 
-        target.visit(_V(self.no_hoist))
+        visit_read_only(target, _V(self.no_hoist))
 
     def on_leave(self, original_node, updated_node):
         replacement = self.marked.get(id(original_node))
@@ -647,7 +648,7 @@ def _has_jump(statements: list[cst.BaseStatement]) -> str | None:
             found.append("nonlocal")
 
     for statement in statements:
-        statement.visit(_V())
+        visit_read_only(statement, _V())
     return found[0] if found else None
 
 
@@ -666,7 +667,7 @@ def _returns_inside(statements: list[cst.BaseStatement]) -> bool:
             found = True
 
     for statement in statements:
-        statement.visit(_V())
+        visit_read_only(statement, _V())
     return found
 
 
@@ -722,7 +723,7 @@ class BranchBinder:
                     found.append(node)
                 return not found
 
-        func.visit(_V())
+        visit_read_only(func, _V())
         return found[0] if found else None
 
     def _extract(self, func: cst.FunctionDef, target: cst.If) -> cst.FunctionDef:
@@ -733,7 +734,7 @@ class BranchBinder:
         if jump is not None:
             return self._give_up(func, target, f"a static branch whose arms contain '{jump}'")
         flow = _Flow()
-        func.visit(flow)
+        visit_read_only(func, flow)
         start, end = flow.spans[id(target)]
         returns_then = _ends_with_return(then)
         returns_else = _ends_with_return(orelse)

@@ -38,6 +38,7 @@ from .inline import MAX_DEPTH, Inliner
 from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
 from .track import Provenance, TrackingTransformer
+from .walk import visit_read_only
 
 MODES = ("decode", "prefill")
 SINGLE = "forward"  # the one "mode" of a module whose forward takes no mode (an embedding)
@@ -131,7 +132,7 @@ def _self_calls(func: cst.CSTNode) -> list[str]:
             if len(parts) == 2 and parts[0] == "self":
                 found.append(parts[1])
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     return found
 
 
@@ -208,7 +209,7 @@ def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpressi
                         ):
                             out.append((e.attr.value, node.value))
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     return out
 
 
@@ -226,7 +227,7 @@ def _tensor_producers(func: cst.FunctionDef, ops: set[int]) -> set[str]:
         def visit_Assign(self, node: cst.Assign) -> None:
             assigns.append(node)
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     producers: set[str] = set()
     changed = True
     while changed:
@@ -252,7 +253,7 @@ def _contains(node: cst.CSTNode, ops: set[int], producers: set[str]) -> bool:
             if id(call) in ops or (isinstance(call.func, cst.Name) and call.func.value in producers):
                 found = True
 
-    node.visit(_V())
+    visit_read_only(node, _V())
     return found
 
 
@@ -633,7 +634,7 @@ def _self_attr_nodes(func: cst.CSTNode) -> list[cst.Attribute]:
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 out.append(node)
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     return out
 
 

@@ -14,6 +14,7 @@ from tttv2_tools._output import json_schema, marked, marker
 
 from .cstutil import one_line
 from .track import BRANCH_NODES
+from .walk import visit_read_only
 
 PRIORITY = ("decided", "bound", "field", "construction", "runtime")
 TOOL = "tttv2-refactor"
@@ -158,7 +159,7 @@ def _branch_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
                 out.append(n)
             return True
 
-    node.visit(_V())
+    visit_read_only(node, _V())
     return out
 
 

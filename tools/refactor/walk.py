@@ -1,0 +1,92 @@
+"""Read-only walks over LibCST trees without LibCST's visit machinery.
+
+``node.visit(visitor)`` and ``node.children`` both go through ``_visit_and_replace_children``, which rebuilds
+(and re-validates) every node it passes, even for a visitor that changes nothing: most of the codemod's
+read-only passes paid for a whole-tree rebuild. Here the children of a node are read straight from its fields,
+in the order LibCST itself visits them (taken once per node class from the keyword order of that class's
+``_visit_and_replace_children``), so a :class:`libcst.CSTVisitor` driven by :func:`visit_read_only` sees
+exactly the calls ``node.visit`` would make, in the same order."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Iterator
+
+import libcst as cst
+from libcst._nodes.base import BaseLeaf
+
+_VISIT_HELPERS = frozenset(
+    {
+        "visit_required",
+        "visit_optional",
+        "visit_sentinel",
+        "visit_sequence",
+        "visit_iterable",
+        "visit_body_sequence",
+        "visit_body_iterable",
+    }
+)
+
+_DEFAULT = cst.MaybeSentinel.DEFAULT
+_SEQUENCES = (tuple, list)
+
+#: node class -> the names of its fields that hold children, in LibCST's visit order
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    found = _FIELDS.get(cls)
+    if found is not None:
+        return found
+    method = cls._visit_and_replace_children
+    if method is BaseLeaf._visit_and_replace_children:
+        names: tuple[str, ...] = ()
+    else:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+        calls = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _VISIT_HELPERS
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+        ]
+        calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        names = tuple(dict.fromkeys(c.args[1].value for c in calls))
+    _FIELDS[cls] = names
+    return names
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node.children`` (same nodes, same order), without rebuilding ``node``."""
+    out: list[cst.CSTNode] = []
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if value is None or value is _DEFAULT:
+            continue
+        if type(value) in _SEQUENCES:  # a child field holds a node, a sequence of nodes, or nothing
+            out.extend(value)
+        else:
+            out.append(value)
+    return out
+
+
+def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a visitor that only reads (no attribute hooks, no metadata): the same
+    ``visit_*`` / ``leave_*`` calls in the same order, without rebuilding the tree."""
+    if visitor.on_visit(node):
+        for child in children(node):
+            visit_read_only(child, visitor)
+    visitor.on_leave(node)
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node of the subtree, ``node`` first, in LibCST's (pre-order) visit order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
