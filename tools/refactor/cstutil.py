@@ -26,8 +26,19 @@ PURE_BUILTINS = frozenset(
 
 
 def code(node: cst.CSTNode) -> str:
-    """Source text of a node (as libcst renders it)."""
-    return _EMPTY.code_for_node(node)
+    """Source text of a node (as libcst renders it); nodes never change, so the text is memoised by identity
+    (until :func:`clear_memos`)."""
+    hit = _CODE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    text = _EMPTY.code_for_node(node)
+    if len(_CODE) > _MEMO_LIMIT:
+        _CODE.clear()
+    _CODE[id(node)] = (node, text)
+    return text
+
+
+_CODE: dict[int, tuple[cst.CSTNode, str]] = {}
 
 
 def one_line(node: cst.CSTNode, limit: int = 100) -> str:
@@ -158,6 +169,13 @@ class Summary:
 _EMPTY_SUMMARY = Summary((), (), (), (), False)
 _MEMO: dict[int, tuple[cst.CSTNode, Summary]] = {}
 _MEMO_LIMIT = 400_000
+
+
+def clear_memos() -> None:
+    """Forget the memoised texts and summaries: each run starts, and ends, with none (a run never gains from
+    an earlier one, and the nodes are freed)."""
+    _MEMO.clear()
+    _CODE.clear()
 
 
 def summary(node: cst.CSTNode) -> Summary:

@@ -83,10 +83,41 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     visitor.on_leave(node)
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of the subtree, ``node`` first, in LibCST's (pre-order) visit order."""
+def walk(node: cst.CSTNode, enter=None) -> Iterator[cst.CSTNode]:
+    """Every node of the subtree, ``node`` first, in LibCST's (pre-order) visit order; with ``enter``, the
+    children of a node only when ``enter(node)`` is true (the node itself is always yielded)."""
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(children(current)))
+        if enter is None or enter(current):
+            stack.extend(reversed(children(current)))
+
+
+def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
+    """ids of the nodes of ``tree`` that are, or contain, a node for which ``hit(node)`` is true: a transformer
+    that can only change such nodes need not enter the others (LibCST would rebuild them unchanged, and the
+    untouched subtrees keep their identity). A subtree that occurs twice in ``tree`` (an argument substituted
+    for each use of a parameter) is entered everywhere, so each occurrence is rebuilt into nodes of its own as
+    a full pass would. ``enter``: as for :func:`walk`, the nodes the transformer itself enters."""
+    seen: set[int] = set()
+    shared: set[int] = set()
+    for node in walk(tree, enter):
+        if id(node) in seen:
+            shared.add(id(node))
+        seen.add(id(node))
+    hot: set[int] = set()
+
+    def mark(node: cst.CSTNode, inside_shared: bool) -> bool:
+        inside_shared = inside_shared or id(node) in shared
+        found = inside_shared or hit(node)
+        if enter is None or enter(node):
+            for child in children(node):
+                if mark(child, inside_shared):
+                    found = True
+        if found:
+            hot.add(id(node))
+        return found
+
+    mark(tree, False)
+    return hot
