@@ -13,6 +13,7 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Iterator
+from operator import attrgetter
 
 import libcst as cst
 from libcst._nodes.base import BaseLeaf
@@ -32,14 +33,31 @@ _VISIT_HELPERS = frozenset(
 _DEFAULT = cst.MaybeSentinel.DEFAULT
 _SEQUENCES = (tuple, list)
 
-#: node class -> the names of its fields that hold children, in LibCST's visit order
-_FIELDS: dict[type, tuple[str, ...]] = {}
+#: node class -> a function giving the values of its fields that hold children, in LibCST's visit order
+_GETTERS: dict[type, object] = {}
+
+
+def _getter(cls: type):
+    found = _GETTERS.get(cls)
+    if found is None:
+        names = _child_fields(cls)
+        if not names:
+            found = _no_fields
+        elif len(names) == 1:
+            one = attrgetter(names[0])
+            found = lambda node: (one(node),)  # noqa: E731 - attrgetter of one name returns the value alone
+        else:
+            found = attrgetter(*names)
+        _GETTERS[cls] = found
+    return found
+
+
+def _no_fields(node: cst.CSTNode) -> tuple:
+    return ()
 
 
 def _child_fields(cls: type) -> tuple[str, ...]:
-    found = _FIELDS.get(cls)
-    if found is not None:
-        return found
+    """The names of the fields of a node class that hold children, in LibCST's visit order."""
     method = cls._visit_and_replace_children
     if method is BaseLeaf._visit_and_replace_children:
         names: tuple[str, ...] = ()
@@ -56,15 +74,13 @@ def _child_fields(cls: type) -> tuple[str, ...]:
         ]
         calls.sort(key=lambda c: (c.lineno, c.col_offset))
         names = tuple(dict.fromkeys(c.args[1].value for c in calls))
-    _FIELDS[cls] = names
     return names
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``node.children`` (same nodes, same order), without rebuilding ``node``."""
     out: list[cst.CSTNode] = []
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
+    for value in _getter(type(node))(node):
         if value is None or value is _DEFAULT:
             continue
         if type(value) in _SEQUENCES:  # a child field holds a node, a sequence of nodes, or nothing
@@ -100,24 +116,30 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
     untouched subtrees keep their identity). A subtree that occurs twice in ``tree`` (an argument substituted
     for each use of a parameter) is entered everywhere, so each occurrence is rebuilt into nodes of its own as
     a full pass would. ``enter``: as for :func:`walk`, the nodes the transformer itself enters."""
+    hot: set[int] = set()
     seen: set[int] = set()
     shared: set[int] = set()
-    for node in walk(tree, enter):
-        if id(node) in seen:
-            shared.add(id(node))
-        seen.add(id(node))
-    hot: set[int] = set()
 
     def mark(node: cst.CSTNode, inside_shared: bool) -> bool:
-        inside_shared = inside_shared or id(node) in shared
+        ident = id(node)
+        if ident in seen:
+            shared.add(ident)
+        seen.add(ident)
+        inside_shared = inside_shared or ident in shared
         found = inside_shared or hit(node)
         if enter is None or enter(node):
             for child in children(node):
                 if mark(child, inside_shared):
                     found = True
         if found:
-            hot.add(id(node))
+            hot.add(ident)
         return found
 
+    mark(tree, False)
+    if not shared:
+        return hot
+    # a subtree met twice: mark again, knowing which (its first occurrence was marked before it was known)
+    hot.clear()
+    seen.clear()
     mark(tree, False)
     return hot
