@@ -11,10 +11,10 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from tttv2_tools.refactor.lines import method_lines, positions, start_lines
-from tttv2_tools.refactor.walk import children, visit_read_only, walk
+from tttv2_tools.refactor.walk import children, hot_paths, visit_read_only, walk
 
 ROOT = Path(__file__).resolve().parents[3]
-SOURCE = ROOT / "tttv1" / "tt" / "attention.py"
+SOURCE = ROOT / "tttv1" / "tt" / "mlp_legacy.py"
 ODD = """
 from . import (a as b, c)
 from .x import *
@@ -40,9 +40,9 @@ async def f(x, /, y: int = 2, *args, z, **kw) -> "T":
 """
 
 
-@pytest.mark.parametrize("source", ["attention", "odd"])
+@pytest.mark.parametrize("source", ["tttv1", "odd"])
 def test_children_are_libcst_children_in_order(source):
-    module = cst.parse_module(SOURCE.read_text(encoding="utf-8") if source == "attention" else ODD)
+    module = cst.parse_module(SOURCE.read_text(encoding="utf-8") if source == "tttv1" else ODD)
     count = 0
     for node in walk(module):
         ours, theirs = children(node), list(node.children)
@@ -73,9 +73,9 @@ def test_visit_read_only_makes_libcsts_calls():
     assert ("visit", id(module)) == ours.calls[0] and ("leave", id(module)) == ours.calls[-1]
 
 
-@pytest.mark.parametrize("source", ["attention", "odd"])
+@pytest.mark.parametrize("source", ["tttv1", "odd"])
 def test_start_lines_are_position_providers(source):
-    text = SOURCE.read_text(encoding="utf-8") if source == "attention" else ODD.replace("\n", "\r\n")
+    text = SOURCE.read_text(encoding="utf-8") if source == "tttv1" else ODD.replace("\n", "\r\n")
     module = cst.parse_module(text)
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     ours = start_lines(module)
@@ -142,3 +142,14 @@ def test_method_lines_are_libcsts(source):
 
 def test_method_lines_refuses_a_multiline_fstring():
     assert method_lines('class A:\n    def f(self):\n        return f"""{a\n}"""\n') is None
+
+
+def test_hot_paths_lead_to_hits_and_through_every_shared_subtree():
+    shared, y, z = cst.parse_expression("x + 1"), cst.Name("y"), cst.Name("z")
+    is_y = lambda n: n is y  # noqa: E731
+    once = cst.Tuple([cst.Element(shared), cst.Element(y), cst.Element(z)])
+    hot = hot_paths(once, is_y)
+    assert {id(once), id(once.elements[1]), id(y)} == hot
+    twice = cst.Tuple([cst.Element(shared), cst.Element(shared), cst.Element(y), cst.Element(z)])
+    hot = hot_paths(twice, is_y)
+    assert {id(n) for n in walk(shared)} <= hot and id(z) not in hot and id(twice.elements[0]) in hot
