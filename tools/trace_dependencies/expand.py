@@ -10,7 +10,7 @@ from .astutil import (
 from .ids import (
     NodeKind,
 )
-from .scan import FuncInfo, loc_of
+from .scan import FuncInfo, children, loc_of
 from .source import SourceFile
 from .state import DefSite, Part
 
@@ -18,6 +18,8 @@ from .state import DefSite, Part
 _FILLERS = frozenset(
     {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft"}
 )
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_NO_CALL_INSIDE = frozenset({ast.Name, ast.Constant})  # leaves: nothing below them to look at
 
 
 class Expansion(Part):
@@ -164,24 +166,24 @@ class Expansion(Part):
         found = {}
         body = info.node.body if isinstance(getattr(info.node, "body", None), list) else []
         stack: list[ast.AST] = list(body)
+        pop, extend = stack.pop, stack.extend
         while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            node = pop()
+            kind = type(node)
+            if kind in _SCOPES:
                 continue  # other scopes
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _FILLERS
-                and isinstance(node.func.value, ast.Name)
-            ):
-                values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
-                found.setdefault(node.func.value.id, []).extend(values + [k.value for k in node.keywords])
-            elif isinstance(node, (ast.Assign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            if kind is ast.Call:
+                func = node.func
+                if type(func) is ast.Attribute and func.attr in _FILLERS and type(func.value) is ast.Name:
+                    values = [a.value if type(a) is ast.Starred else a for a in node.args]
+                    found.setdefault(func.value.id, []).extend(values + [k.value for k in node.keywords])
+            elif kind is ast.Assign or kind is ast.AugAssign:
+                for target in node.targets if kind is ast.Assign else (node.target,):
+                    if type(target) is ast.Subscript and type(target.value) is ast.Name:
                         found.setdefault(target.value.id, []).append(node.value)
-            stack.extend(ast.iter_child_nodes(node))
+            elif kind in _NO_CALL_INSIDE:
+                continue
+            extend(children(node))
         self.cache.local_mutations[info.id] = found
         return found
 

@@ -520,6 +520,21 @@ def _fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes ``ast.iter_child_nodes`` gives, in its order, without the contexts and operator tokens
+    (leaves no walk looks at) and through the cached field lists: the same walks at a fraction of the cost."""
+    out: list[ast.AST] = []
+    for name in _fields(type(node)):
+        value = getattr(node, name, None)
+        if type(value) is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    out.append(item)
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
 def make_funcinfo(file: SourceFile, node: ast.AST, qualname: str, cls, parent, is_method: bool) -> FuncInfo:
     decorators = []
     if not isinstance(node, ast.Lambda):
