@@ -155,9 +155,28 @@ class Expansion(Part):
     def _mutation_edges(self, nid: str, info: FuncInfo, name: str) -> None:
         """A local container filled in place (``pieces.append(f(x))``, ``out[i] = v``) depends on what is put
         in, wherever in the function that happens (an over-approximation: never fewer dependencies)."""
+        if info.complete and name not in self._filled_names(info):
+            return  # no call or subscript assignment in the function fills ``name``: no need to walk it
         for value in self._local_mutations(info).get(name, ()):
             for dep in self.deps(value, info):
                 self.edge(dep, nid, "data", loc_of(info.file, value))
+
+    def _filled_names(self, info: FuncInfo) -> frozenset[str]:
+        """The locals a filler call (``name.append(...)``) or a subscript assignment (``name[k] = v``) may fill,
+        from what pass 1 recorded (a superset of what :meth:`_local_mutations` finds, when ``info.complete``):
+        most locals are never filled, and this spares walking a long function (ModelArgs.__init__) for them."""
+        found = self.cache.filled_names.get(info.id)
+        if found is None:
+            names = set()
+            for site in info.calls:
+                func = site.node.func
+                if type(func) is ast.Attribute and func.attr in _FILLERS and type(func.value) is ast.Name:
+                    names.add(func.value.id)
+            for sub in info.sub_assigns:
+                if type(sub.target.value) is ast.Name:
+                    names.add(sub.target.value.id)
+            found = self.cache.filled_names[info.id] = frozenset(names)
+        return found
 
     def _local_mutations(self, info: FuncInfo) -> dict[str, list[ast.expr]]:
         found = self.cache.local_mutations.get(info.id)
