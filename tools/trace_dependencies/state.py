@@ -127,6 +127,7 @@ class Caches:
         self.local_mutations: dict[str, dict[str, list[ast.expr]]] = {}
         # FuncInfo.id -> the locals that may be filled in place (pass 1's calls and subscript assignments)
         self.filled_names: dict[str, frozenset[str]] = {}
+        self.param_nodes: dict[tuple[str, str], str] = {}  # (FuncInfo.id, parameter) -> its node (nodes.py)
 
 
 class Worklist:
