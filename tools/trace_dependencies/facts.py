@@ -260,6 +260,19 @@ class Facts(Part):
             return None
         return owner, sites[0].value
 
+    def exact_fact(self, e: ast.AST, info: FuncInfo) -> tuple[str, int] | None:
+        """``(fact, polarity)`` when the *value* of ``e`` is the boolean fact itself or its negation (a test, a
+        ``not``, or a local whose one assignment is such a value), else None. An and/or chain is never one, even
+        when it names a single fact: ``mem = TG and CFG or DRAM`` yields CFG or DRAM, and ``TG and x > 3`` is
+        not the galaxy fact (a rewriter that replaced either by True/False would change the result)."""
+        tree = self.fact_tree(e, info)
+        polarity = 1
+        while tree is not None and tree[0] == "not":
+            polarity, tree = -polarity, tree[1]
+        if tree is None or tree[0] != "fact":
+            return None
+        return tree[1], tree[2] * polarity
+
     def _is_model_name_check(self, e: ast.Compare) -> bool:
         parts = [e.left, *e.comparators]
         has_str = any(const_str(p) is not None or is_str_seq(p) for p in parts)
