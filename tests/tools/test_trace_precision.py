@@ -119,3 +119,68 @@ def test_reaching_definitions_through_loops_branches_and_augmented_assignments(t
 
 def test_precision_fixture_round_trips(block):
     assert Analysis.from_json(block.to_json()) == block
+
+
+EARLY_EXITS = """
+import ttnn
+
+
+class M:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        if mode == "decode":
+            if self.args.is_galaxy:
+                return ttnn.mul(x, 2.0)
+            x = ttnn.add(x, 1.0)
+        else:
+            for _ in range(2):
+                if self.args.is_galaxy:
+                    if x.shape[-1] > 32:
+                        break
+                    x = ttnn.exp(x)
+                x = ttnn.relu(x)
+            x = ttnn.neg(x)
+            if not self.args.is_galaxy:
+                x = ttnn.abs(x)
+            else:
+                return ttnn.sqrt(x)
+            if mode != "prefill":
+                raise ValueError(mode)
+        return ttnn.to_memory_config(x, ttnn.DRAM_MEMORY_CONFIG)
+"""
+
+
+def test_an_arm_that_returns_guards_the_code_after_the_enclosing_if(tmp_path):
+    """An early return nested in an arm guards what follows the enclosing ``if`` (review F10: the op after it was
+    on every path); a break only guards the rest of its loop; an arm that raises guards nothing."""
+    (tmp_path / "m.py").write_text(EARLY_EXITS)
+    a = analyze(tmp_path / "m.py", auto_config=False)
+    assert a.paths["decode/galaxy"] == ["ttnn.mul"]
+    assert a.paths["decode/non-galaxy"] == ["ttnn.add", "ttnn.to_memory_config"]
+    # prefill: the else arm of the last topology test returns, so the tail runs on 1D only; the break leaves
+    # the loop on galaxy only when x is wide, so relu and neg stay on both
+    assert a.paths["prefill/galaxy"] == ["ttnn.exp", "ttnn.neg", "ttnn.relu", "ttnn.sqrt"]
+    assert a.paths["prefill/non-galaxy"] == ["ttnn.abs", "ttnn.neg", "ttnn.relu", "ttnn.to_memory_config"]
+    (tail,) = [o for o in a.ops if o.op == "ttnn.to_memory_config"]
+    assert tail.guards == ["m.py:11:15#unless-then", "m.py:22:15#unless-else"]
+    guards = {o.op: o.guards for o in a.ops}
+    # relu follows the break in the loop: guarded by it; neg follows the loop: not
+    assert guards["ttnn.relu"] == ["m.py:10:11#else", "m.py:17:23#unless-then"]
+    assert guards["ttnn.neg"] == ["m.py:10:11#else"]
+    two_d = a.restrict(topology="2d")
+    assert "ttnn.to_memory_config" not in two_d.paths["prefill/galaxy"]
+    assert Analysis.from_json(a.to_json()) == a
+
+
+def test_guards_after_an_arm_that_left():
+    """How the guard after a left arm reads, and which guards of one branch exclude each other (last-wins)."""
+    from tttv2_tools.trace_dependencies.graphing import exclusive
+    from tttv2_tools.trace_dependencies.records import Guard
+
+    assert Guard("m.py:3:7", "unless-then", "TG").describe() == "not left under (TG)"
+    assert Guard("m.py:3:7", "unless-else", "TG").describe() == "not left under not (TG)"
+    assert exclusive("then", "else") and exclusive("then", "unless-then") and exclusive("else", "unless-else")
+    assert not exclusive("else", "unless-then") and not exclusive("unless-then", "unless-else")
+    assert not exclusive("then", "then")
