@@ -184,3 +184,54 @@ def test_guards_after_an_arm_that_left():
     assert exclusive("then", "else") and exclusive("then", "unless-then") and exclusive("else", "unless-else")
     assert not exclusive("else", "unless-then") and not exclusive("unless-then", "unless-else")
     assert not exclusive("then", "then")
+
+
+STATEFUL = """
+import ttnn
+
+
+class Cell:
+    def __init__(self, mesh_device, args):
+        self.args = args
+        self.warm = False
+        self.scale = 2.0
+
+    def _mark(self):
+        self.warm = True
+
+    def forward(self, x, mode):
+        seq_len = 32
+        if mode == "prefill":
+            seq_len = x.shape[-2]
+        if seq_len > 64:
+            x = ttnn.relu(x)
+        if not self.warm:
+            x = ttnn.mul(x, self.scale)
+            self._mark()
+        if self.scale > 1.0:
+            x = ttnn.add(x, 1.0)
+        return x
+"""
+
+
+def test_module_state_is_runtime_and_proof_hops_name_locals(tmp_path, capsys):
+    """An attribute the per-call entry (or what it calls) assigns is module state: a test on it is runtime, with a
+    proof naming the write (review F11: it was static with an empty proof); one only ``__init__`` assigns stays
+    static. Proof hops show a local assigned twice by its name, not its column (review F15)."""
+    from tttv2_tools.trace_dependencies.cli import main
+
+    (tmp_path / "cell.py").write_text(STATEFUL)
+    a = analyze(tmp_path / "cell.py", auto_config=False)
+    warm = a.branch_at("cell.py", 20)
+    assert warm.classification == "runtime" and warm.factors == ["runtime"]
+    assert [h.node for h in warm.chain["runtime"]] == [
+        "input:state:cell.py:Cell.warm",
+        "self:cell.py:Cell.warm",
+        "branch:cell.py:20:11",
+    ]
+    assert warm.chain["runtime"][0].loc == "cell.py:12:8"  # the write in _mark, which forward calls
+    assert a.branch_at("cell.py", 23).classification == STATIC  # self.scale: only __init__ assigns it
+    assert main([str(tmp_path / "cell.py"), "--width", "400"]) == 0
+    out = capsys.readouterr().out
+    assert "self.warm (module state)@cell.py:12 → self.warm@8 → condition@20" in out
+    assert "x (input)@cell.py:14 → seq_len@17 → condition@18" in out
