@@ -235,3 +235,49 @@ def test_module_state_is_runtime_and_proof_hops_name_locals(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "self.warm (module state)@cell.py:12 → self.warm@8 → condition@20" in out
     assert "x (input)@cell.py:14 → seq_len@17 → condition@18" in out
+
+
+MATCHES = """
+import ttnn
+
+
+class Norm:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode, kind="a"):
+        match mode:
+            case "decode" if self.args.is_galaxy:
+                x = ttnn.mul(x, 2.0)
+            case "decode":
+                x = ttnn.exp(x)
+            case "prefill":
+                x = ttnn.add(x, 1.0)
+            case _:
+                raise ValueError(mode)
+        match kind:
+            case "a":
+                x = ttnn.relu(x)
+        return x
+"""
+
+
+def test_match_on_the_mode_is_decided(tmp_path):
+    """``match mode:`` cases get the mode facts (review F13: their decision was None, so nothing could decide
+    them): a case runs when no earlier case matched and its own pattern (and guard) does."""
+    (tmp_path / "norm.py").write_text(MATCHES)
+    a = analyze(tmp_path / "norm.py", auto_config=False)
+    galaxy_decode, decode, prefill, other = (a.branch_at("norm.py", line) for line in (11, 13, 15, 17))
+    assert galaxy_decode.mode == ["decode"] and galaxy_decode.topology == ["galaxy"]
+    assert decide(galaxy_decode, "2d", "decode") is True and decide(galaxy_decode, "1d", "decode") is False
+    assert decide(decode, "2d", "decode") is False and decide(decode, "1d", "decode") is True
+    assert decide(decode, mode="decode") is None  # the guarded case before it depends on the topology
+    assert prefill.mode == ["not decode", "prefill"] and decide(prefill, mode="prefill") is True
+    assert decide(prefill, mode="decode") is False
+    assert decide(other, mode="prefill") is False and decide(other, mode="decode") is False
+    assert decide(other) is None
+    assert a.branch_at("norm.py", 20).decision is None  # match kind: not the mode
+    assert a.paths["decode/galaxy"] == ["ttnn.mul", "ttnn.relu"]
+    assert a.paths["decode/non-galaxy"] == ["ttnn.exp", "ttnn.relu"]
+    assert a.paths["prefill/galaxy"] == ["ttnn.add", "ttnn.relu"]
+    assert "decided:true" in a.restrict(mode="prefill").branch_at("norm.py", 15).facts

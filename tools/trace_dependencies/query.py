@@ -23,8 +23,9 @@ PATHS = {
     "prefill/galaxy": ("prefill", True),
     "prefill/non-galaxy": ("prefill", False),
 }
-#: Constructs whose test value decides which arm runs (match cases and boolean operators are not decided).
-DECIDABLE = ("if", "elif", "ifexp", "while", "assert", "comprehension-if")
+#: Constructs whose test value decides which arm runs (a match case: whether its body runs; boolean operators
+#: are not decided).
+DECIDABLE = ("if", "elif", "ifexp", "while", "assert", "comprehension-if", "match")
 _CHAIN_SKIP = ("fact",)
 
 

@@ -65,6 +65,7 @@ class BranchSite:
     test_node: ast.AST
     guards: Guards
     parent: str | None = None
+    match: ast.Match | None = None  # a match case: its statement (the earlier cases decide whether it runs)
 
 
 @dataclass(repr=False)
@@ -355,6 +356,7 @@ class Scanner:
             if case.guard is not None:
                 deciders.append(case.guard)
             bid = self.branch("match", case.pattern, deciders, case.pattern, guards)
+            self.info.branches[-1].match = stmt
             for node in ast.walk(case.pattern):
                 if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
                     self._bind_name(node.name, None, node, guards, "match", source=stmt.subject)
