@@ -258,6 +258,11 @@ class Norm:
         match kind:
             case "a":
                 x = ttnn.relu(x)
+        match mode:
+            case "prefill" | "decode":
+                x = ttnn.neg(x)
+            case [_, _]:
+                x = ttnn.abs(x)
         return x
 """
 
@@ -277,7 +282,10 @@ def test_match_on_the_mode_is_decided(tmp_path):
     assert decide(other, mode="prefill") is False and decide(other, mode="decode") is False
     assert decide(other) is None
     assert a.branch_at("norm.py", 20).decision is None  # match kind: not the mode
-    assert a.paths["decode/galaxy"] == ["ttnn.mul", "ttnn.relu"]
-    assert a.paths["decode/non-galaxy"] == ["ttnn.exp", "ttnn.relu"]
-    assert a.paths["prefill/galaxy"] == ["ttnn.add", "ttnn.relu"]
+    either, sequence = a.branch_at("norm.py", 23), a.branch_at("norm.py", 25)
+    assert decide(either, mode="decode") is True and decide(either) is None
+    assert decide(sequence, mode="prefill") is False and sequence.mode == ["not decode", "not prefill"]
+    assert a.paths["decode/galaxy"] == ["ttnn.mul", "ttnn.neg", "ttnn.relu"]
+    assert a.paths["decode/non-galaxy"] == ["ttnn.exp", "ttnn.neg", "ttnn.relu"]
+    assert a.paths["prefill/galaxy"] == ["ttnn.add", "ttnn.neg", "ttnn.relu"]
     assert "decided:true" in a.restrict(mode="prefill").branch_at("norm.py", 15).facts
