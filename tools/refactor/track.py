@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .walk import hot_paths
+
 #: Node types whose fate the report follows.
 BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert)
 
@@ -41,6 +43,11 @@ def _classify(node: cst.CSTNode) -> tuple[bool, bool]:
     return found
 
 
+def is_tracked(node: cst.CSTNode) -> bool:
+    """``isinstance(node, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))``, by a lookup."""
+    return _classify(node)[0]
+
+
 def is_expression(node: cst.CSTNode) -> bool:
     """``isinstance(node, cst.BaseExpression)``, by a lookup on the node's class."""
     return _classify(node)[1]
@@ -53,6 +60,12 @@ class TrackingTransformer(cst.CSTTransformer):
     def __init__(self, prov: Provenance | None) -> None:
         super().__init__()
         self.prov = prov
+        self.hot: set[int] | None = None  # when set (see walk.hot_paths): the only nodes worth entering
+
+    def on_visit(self, node) -> bool:
+        if self.hot is not None and id(node) not in self.hot:
+            return False  # nothing below can change: the subtree is kept as it is
+        return super().on_visit(node)
 
     def on_leave(self, original_node, updated_node):
         result = super().on_leave(original_node, updated_node)
@@ -86,4 +99,6 @@ def replace_node(tree: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNod
                 return replacement
             return super().on_leave(original_node, updated_node)
 
-    return tree.visit(_Replace(prov))
+    replacer = _Replace(prov)
+    replacer.hot = hot_paths(tree, lambda node: node is target)
+    return tree.visit(replacer)
