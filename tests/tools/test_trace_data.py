@@ -349,6 +349,18 @@ def test_reaching_definitions_map_only_locals_with_several_assignments():
     assert [s if s is PARAM else s.line for s in mapped[id(use.left)]] == [3, 5]
 
 
+def test_json_text_is_the_dict_form_written_out(analysis):
+    # to_json() encodes the records directly (json asks for each record's fields), to_dict() builds plain dicts:
+    # the same bytes, for the analysis and for a restricted view
+    from tttv2_tools.trace_dependencies.serial import dumps
+
+    assert analysis.to_json() == dumps(analysis.to_dict())
+    view = analysis.restrict(mode="prefill", topology="1d")
+    assert view.to_json() == dumps(view.to_dict())
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps({"x": {1, 2}})
+
+
 def test_plain_turns_records_into_json_values():
     from enum import Enum
 

@@ -15,6 +15,7 @@ be written); 3 internal error.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import sys
 import time
@@ -140,6 +141,18 @@ class _Stderr:
     def print(text: str) -> None:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+def console() -> int:
+    """The ``trace-deps`` command (console script and ``python -m``): :func:`main` on ``sys.argv``, then every
+    object still alive is moved out of the cyclic garbage collector's reach (``gc.freeze``). The interpreter is
+    about to exit, and its last collection would otherwise walk all of them (the analysis, every imported module)
+    for nothing: about 10 ms of a ~300 ms run. Nothing is written after ``main`` returns, and exit handlers
+    (``atexit``) still run."""
+    try:
+        return main()
+    finally:
+        gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,4 +329,4 @@ def _stdout(text: str) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console())

@@ -102,7 +102,8 @@ class Analysis:
         return serial.to_json_dict(self)
 
     def to_json(self) -> str:
-        return serial.dumps(self.to_dict())
+        """The JSON text of :meth:`to_dict` (one top-level field a line)."""
+        return serial.to_json(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Analysis:
