@@ -238,3 +238,18 @@ def test_exports_are_stable_api():
     assert set(small.graph) <= set(a.graph) and "branch:mlp.py:51:15" in small.graph
     assert "<graphml" in to_graphml(small)
     assert a.to_dict()["module"] == "mlp.py"
+
+
+@pytest.mark.parametrize("columns", ["57", "200", "", "zero", "-3"])
+def test_help_is_laid_out_as_argparse_would(monkeypatch, columns):
+    # the parser reads the terminal width itself (argparse's default imports shutil for it): same help text
+    import argparse
+    import shutil
+
+    from tttv2_tools.trace_dependencies import cli
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert cli.terminal_columns() == shutil.get_terminal_size().columns
+    ours = cli.parser()
+    monkeypatch.setattr(ours, "formatter_class", argparse.HelpFormatter)
+    assert cli.parser().format_help() == ours.format_help()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: about 5 ms of every trace-deps start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = "2.0"
 
@@ -119,6 +122,8 @@ class Definition:
 
 @dataclass
 class Hop:
+    """One step of a dependency path: a graph node, its label and where it is (``why`` paths, proof chains)."""
+
     node: str
     label: str
     loc: str | None
@@ -165,6 +170,8 @@ class Branch:
 
 @dataclass
 class OpCall:
+    """One ttnn op call the module reaches, with its guards and the helper calls it is reached through."""
+
     op: str
     loc: str
     function: str
@@ -212,6 +219,8 @@ class FactSite:
 
 @dataclass
 class Skipped:
+    """Something not analysed, or analysed only in part, and why (``severity`` ``info`` or ``warning``)."""
+
     loc: str
     what: str
     reason: str
