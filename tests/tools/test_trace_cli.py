@@ -253,3 +253,20 @@ def test_help_is_laid_out_as_argparse_would(monkeypatch, columns):
     ours = cli.parser()
     monkeypatch.setattr(ours, "formatter_class", argparse.HelpFormatter)
     assert cli.parser().format_help() == ours.format_help()
+
+
+def test_console_command_runs_main_then_freezes_the_collector(capsys, monkeypatch):
+    # the trace-deps command: main() on sys.argv, then gc.freeze() (the process exits next; its last collection
+    # would walk every object still alive for nothing)
+    import gc
+
+    from tttv2_tools.trace_dependencies.cli import console
+
+    monkeypatch.setattr("sys.argv", ["trace-deps", "--json", MLP, CFG])
+    assert gc.get_freeze_count() == 0
+    try:
+        assert console() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert json.loads(capsys.readouterr().out)["schema"] == "trace-deps"
