@@ -361,6 +361,28 @@ def test_json_text_is_the_dict_form_written_out(analysis):
         dumps({"x": {1, 2}})
 
 
+def test_records_compare_and_print_as_dataclasses_do():
+    # the records share one __eq__ / __repr__ (records.Record) instead of dataclass-generated ones
+    from tttv2_tools.trace_dependencies.records import Hop, Record, Span
+
+    hop = Hop("hw:a", "a", None)
+    assert repr(hop) == "Hop(node='hw:a', label='a', loc=None)"
+    assert repr(Span(1, 0, 2, 3)) == "Span(start_line=1, start_col=0, end_line=2, end_col=3)"
+    assert hop == Hop("hw:a", "a", None) and hop != Hop("hw:a", "a", "f.py:1:0")
+    assert hop != Span(1, 0, 1, 0) and (hop == ("hw:a", "a", None)) is False
+    assert dataclasses.replace(hop, loc="f.py:2:0") == Hop("hw:a", "a", "f.py:2:0")
+    with pytest.raises(TypeError):
+        hash(hop)
+
+    @dataclasses.dataclass(eq=False, repr=False)
+    class Tagged(Record):
+        name: str
+        note: str = dataclasses.field(default="", compare=False, repr=False)
+
+    assert Tagged("a", "x") == Tagged("a", "y") != Tagged("b", "x")
+    assert repr(Tagged("a", "x")).endswith(".Tagged(name='a')")
+
+
 def test_plain_turns_records_into_json_values():
     from enum import Enum
 
