@@ -268,11 +268,14 @@ def _emit(args, out: Console, err: Console) -> int:
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if args.minimal:
+        # one dropped id per line: a sweep drops hundreds, and a reviewer greps for one
         err.print(
             f"--minimal kept {result.kept} cases and dropped {len(result.dropped)}"
-            + (f": {', '.join(result.dropped)}" if result.dropped else ""),
+            + (":" if result.dropped else ""),
             highlight=False,
         )
+        for case_id in result.dropped:
+            err.print(f"  {case_id}", highlight=False, soft_wrap=True)
     if args.diff and result.changed:
         diff = difflib.unified_diff(
             (result.old_text or "").splitlines(keepends=True),
