@@ -245,6 +245,22 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
     )
 
 
+def test_json_on_stdout_imports_neither_typing_nor_shutil():
+    """Start-up: the ``--json`` run imports no typing (annotations only) and no shutil (argparse's help formatter
+    would import it, with zlib, bz2 and lzma, to read the terminal width)."""
+    script = (
+        "import sys\n"
+        "from tttv2_tools.trace_dependencies.cli import console\n"
+        f"sys.argv = ['trace-deps', {str(FIX / 'g2/mlp.py')!r}, '--json']\n"
+        "code = console()\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typing', 'shutil', 'networkx', 'rich', 'libcst'})\n"
+        "print('\\n', code, loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    text, _, last = done.stdout.rpartition("\n\n")
+    assert last.strip() == "0 []" and json.loads(text)["schema"] == "trace-deps"
+
+
 def test_analysis_api_imports_neither_networkx_nor_rich_nor_libcst():
     """The analysis entry point and the queries over its data (what the codemod and collect-cases call) load none
     of the heavy libraries: networkx only for ``Analysis.graph`` and graph outputs, rich only for the terminal
