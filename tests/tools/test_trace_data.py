@@ -377,6 +377,28 @@ def test_json_text_is_the_dict_form_written_out(analysis):
         dumps({"x": {1, 2}})
 
 
+def test_json_output_runs_without_the_cyclic_collector(monkeypatch):
+    # to_json / to_dict pause the cyclic garbage collector while they build the JSON form (it has no cycles) and
+    # leave it as they found it
+    import gc
+
+    from tttv2_tools.trace_dependencies import serial
+
+    a = analyze(*INPUTS["g2 mlp"], auto_config=False)
+    seen = []
+    document = serial._document
+    monkeypatch.setattr(serial, "_document", lambda *args: seen.append(gc.isenabled()) or document(*args))
+    assert gc.isenabled()
+    a.to_json(), a.to_dict()
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        a.to_json()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_records_compare_and_print_as_dataclasses_do():
     # the records share one __eq__ / __repr__ (records.Record) instead of dataclass-generated ones
     from tttv2_tools.trace_dependencies.records import Hop, Record, Span

@@ -3,8 +3,10 @@ to_json_dict(a)) == a``. Everything is emitted sorted, so the same input gives b
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from operator import itemgetter
 
 from .graph import Graph
@@ -55,13 +57,30 @@ def node_attrs(data: dict[str, Any]) -> dict[str, Any]:
 
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
     """The JSON form as plain dicts and lists (records converted by :func:`plain`)."""
-    return _document(analysis, plain, _definition)
+    with _collector_paused():
+        return _document(analysis, plain, _definition)
 
 
 def to_json(analysis: Analysis) -> str:
     """``dumps(to_json_dict(analysis))``, the same bytes, without building the records' dicts first: json's C
     encoder asks :func:`_record_fields` for each record's fields (its ``__dict__``, what :func:`plain` copies)."""
-    return dumps(_document(analysis, _same, _same))
+    with _collector_paused():
+        return dumps(_document(analysis, _same, _same))
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The JSON form is thousands of new dicts, lists and strings, none in a cycle: the collections of the cyclic
+    garbage collector they set off find nothing to free, and the first one after ``analyze()`` (which pauses the
+    collector) walks everything the analysis allocated. In a fresh ``trace-deps --json`` process they took 10-20 %
+    of the JSON output's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _same(value: Any) -> Any:
