@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
         ),
         (
-            f"{name} | as this environment runs it ({package_bytecode()})",
+            f"{name} | as this environment runs it" + ("" if args.script else f" ({package_bytecode()})"),
             measure_process(
                 builtin / "attention.py", builtin / "model_config.py", args.process_repeat, trace, False
             ),
