@@ -65,7 +65,7 @@ def to_json(analysis: Analysis) -> str:
     """``dumps(to_json_dict(analysis))``, the same bytes, without building the records' dicts first: json's C
     encoder asks :func:`_record_fields` for each record's fields (its ``__dict__``, what :func:`plain` copies)."""
     with _collector_paused():
-        return dumps(_document(analysis, _same, _same))
+        return dumps(_document(analysis, _same, _live))
 
 
 @contextmanager
@@ -85,6 +85,11 @@ def _collector_paused() -> Iterator[None]:
 
 def _same(value: Any) -> Any:
     return value
+
+
+def _live(d: Definition) -> dict[str, Any]:
+    """A definition's fields (its records still records) and whether it is live, as :func:`_definition` says."""
+    return {**d.__dict__, "live": d.live}
 
 
 def _document(
@@ -155,10 +160,8 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _record_fields(value: Any) -> dict[str, Any]:
-    """json's ``default``: a record's fields in its JSON form (a definition also says whether it is live), the
-    same dict :func:`plain` builds; anything else is refused, as json refuses it."""
-    if type(value) is Definition:
-        return {**value.__dict__, "live": value.live}
+    """json's ``default``: a record's fields, the dict :func:`plain` copies; anything else is refused, as json
+    refuses it."""
     if hasattr(type(value), "__dataclass_fields__"):
         return value.__dict__
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
