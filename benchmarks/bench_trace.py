@@ -4,13 +4,17 @@
    ``model_config.py`` against a process that only runs ``ast.parse`` on the same files, as a ratio. The two run
    in pairs, --process-repeat times, the order inside each pair alternating (A B, B A, ...) so a drift in the
    machine's speed weighs on both. Reported: CPU time of the children (user + sys: the best of each, and the
-   median of the per-pair ratios) and the median wall time.
+   median of the per-pair ratios) and the median wall time. trace-deps runs as users run it: the installed
+   console script (or --trace-deps SCRIPT), twice: with compiled bytecode (as pip installs a wheel) and in the
+   environment as it is (where PYTHONDONTWRITEBYTECODE and an editable install mean the package's modules are
+   compiled from source at every run).
 2. Lines analysed per second (one process, so per core) for the whole ``analyze()`` call (parse + index +
    dependency graph + classification + paths), on the built-in model, on every built-in TTTv1 module, and on
    large generated model_config-like modules; next to ``ast.parse`` alone on the same files in the same process
    (the ratio of the two is what a busy machine changes least).
 
 Run from the project root:  python benchmarks/bench_trace.py [--lines 8000] [--repeat 5] [--process-repeat 20]
+    [--trace-deps SCRIPT]
 Prints the machine, the command and the tables. Nothing is written unless --doc FILE is given, in which case the
 tables replace the "## Benchmark" section of that file (docs/trace_deps.md).
 """
@@ -253,18 +257,46 @@ def _child(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
-def measure_process(module: Path, config: Path, repeat: int) -> dict:
+def trace_command(script: str | None) -> list[str]:
+    """How a user runs the tool: the ``trace-deps`` console script the install put next to this interpreter (or
+    ``script``, e.g. another environment's); ``python -m`` only where no script is installed (it compiles
+    ``cli.py`` from source at every run, as ``-m`` runs a module as ``__main__``)."""
+    if script is None:
+        installed = Path(sys.executable).parent / "trace-deps"
+        if installed.is_file():
+            script = str(installed)
+    if script is not None:
+        return [script]
+    return [sys.executable, "-m", "tttv2_tools.trace_dependencies.cli"]
+
+
+def package_bytecode() -> str:
+    """Whether the package's modules have bytecode next to their sources (what the second process row runs with:
+    without it every run compiles them from source)."""
+    import importlib.util
+
+    import tttv2_tools.trace_dependencies.cli as cli
+
+    folder = Path(cli.__file__).parent
+    sources = sorted(folder.glob("*.py"))
+    cached = [p for p in sources if Path(importlib.util.cache_from_source(str(p))).is_file()]
+    return f"{len(cached)} of {len(sources)} modules of {folder} have bytecode next to them"
+
+
+def measure_process(module: Path, config: Path, repeat: int, trace: list[str], cached: bool) -> dict:
     """``trace-deps --json`` (JSON on stdout, sent to /dev/null) vs an ast.parse-only process on the files
-    trace-deps reads, run alternately, both with bytecode caching on (as for an installed tool)."""
+    trace-deps reads, run alternately. ``cached``: with compiled bytecode, as an installed tool runs (pip compiles
+    a wheel's modules when it installs it), written to a temporary folder by one untimed run of each (the
+    environment may set PYTHONDONTWRITEBYTECODE); else in the environment as it is."""
     files = [str(p) for p in _files(module, config, analyze(module, config))]
-    trace = [sys.executable, "-m", "tttv2_tools.trace_dependencies.cli", "--json", str(module), str(config)]
+    trace = [*trace, "--json", str(module), str(config)]
     parse = [sys.executable, "-c", PARSE_ONLY, *files]
     runs: dict[str, list[tuple[float, float]]] = {"trace": [], "parse": []}
     with tempfile.TemporaryDirectory() as cache:
-        # as an installed tool runs: with compiled bytecode (an environment may set PYTHONDONTWRITEBYTECODE);
-        # the bytecode goes to a temporary folder, and one untimed run of each writes it
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = cache
+        env = dict(os.environ)
+        if cached:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = cache
         _child(trace, env)
         _child(parse, env)
         for i in range(repeat):  # pairs, the order alternating: A B, B A, A B, ...
@@ -287,18 +319,20 @@ def measure_process(module: Path, config: Path, repeat: int) -> dict:
     }
 
 
-def process_table(name: str, r: dict) -> str:
-    return "\n".join(
-        [
-            "| input | files | pairs | trace-deps --json CPU (ms, best) | ast.parse-only CPU (ms, best) | "
-            "ratio (best CPU) | ratio (CPU, median of pairs) | trace-deps wall (ms, median) | "
-            "ast.parse-only wall (ms, median) | ratio (wall) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+def process_table(rows: list[tuple[str, dict]]) -> str:
+    out = [
+        "| input | bytecode | files | pairs | trace-deps --json CPU (ms, best) | ast.parse-only CPU (ms, best) | "
+        "ratio (best CPU) | ratio (CPU, median of pairs) | trace-deps wall (ms, median) | "
+        "ast.parse-only wall (ms, median) | ratio (wall) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in rows:
+        out.append(
             f"| {name} | {r['files']} | {r['runs']} | {r['trace_cpu'] * 1000:.0f} | {r['parse_cpu'] * 1000:.0f} | "
             f"{r['ratio_cpu']:.2f} | {r['ratio_pairs']:.2f} | {r['trace_wall'] * 1000:.0f} | "
-            f"{r['parse_wall'] * 1000:.0f} | {r['ratio_wall']:.2f} |",
-        ]
-    )
+            f"{r['parse_wall'] * 1000:.0f} | {r['ratio_wall']:.2f} |"
+        )
+    return "\n".join(out)
 
 
 def table(rows: list[tuple[str, dict]]) -> str:
@@ -324,11 +358,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--process-repeat", type=int, default=20, help="pairs of whole processes (default 20)"
     )
+    parser.add_argument(
+        "--trace-deps",
+        dest="script",
+        metavar="SCRIPT",
+        help="the trace-deps command to time (default: the console script next to this Python)",
+    )
     parser.add_argument("--doc", type=Path, help="replace the '## Benchmark' section of this markdown file")
     args = parser.parse_args(argv)
     rows = []
     builtin = ROOT / "tttv1" / "tt"
-    process = measure_process(builtin / "attention.py", builtin / "model_config.py", args.process_repeat)
+    trace = trace_command(args.script)
+    name = "built-in tttv1/tt/attention.py + model_config.py"
+    processes = [
+        (
+            f"{name} | compiled (as installed from a wheel)",
+            measure_process(
+                builtin / "attention.py", builtin / "model_config.py", args.process_repeat, trace, True
+            ),
+        ),
+        (
+            f"{name} | as this environment runs it" + ("" if args.script else f" ({package_bytecode()})"),
+            measure_process(
+                builtin / "attention.py", builtin / "model_config.py", args.process_repeat, trace, False
+            ),
+        ),
+    ]
     for name in ("mlp.py", "attention.py"):
         if (builtin / name).is_file():
             rows.append(
@@ -366,15 +421,18 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()} "
         f"({platform.platform()}); {datetime.date.today().isoformat()}\n"
         f"Command: python benchmarks/bench_trace.py --lines {args.lines} --repeat {args.repeat} "
-        f"--process-repeat {args.process_repeat}\n"
+        f"--process-repeat {args.process_repeat}"
+        + (f" --trace-deps {args.script}" if args.script else "")
+        + "\n"
         f"Load average at start: {os.getloadavg()[0]:.2f}\n"
+        f"trace-deps command: {' '.join(trace)}\n"
         f"Goals: whole process <= {PROCESS_GOAL:g}x an ast.parse-only process on the same files; "
         f">= {GOAL:,} lines/s per core for the analysis (single process)."
     )
     text = (
         header
         + "\n\nWhole process (side by side in this run):\n\n"
-        + process_table("built-in tttv1/tt/attention.py + model_config.py", process)
+        + process_table(processes)
         + "\n\nThe analysis in one process:\n\n"
         + table(rows)
     )

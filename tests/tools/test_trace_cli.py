@@ -238,3 +238,35 @@ def test_exports_are_stable_api():
     assert set(small.graph) <= set(a.graph) and "branch:mlp.py:51:15" in small.graph
     assert "<graphml" in to_graphml(small)
     assert a.to_dict()["module"] == "mlp.py"
+
+
+@pytest.mark.parametrize("columns", ["57", "200", "", "zero", "-3"])
+def test_help_is_laid_out_as_argparse_would(monkeypatch, columns):
+    # the parser reads the terminal width itself (argparse's default imports shutil for it): same help text
+    import argparse
+    import shutil
+
+    from tttv2_tools.trace_dependencies import cli
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert cli.terminal_columns() == shutil.get_terminal_size().columns
+    ours = cli.parser()
+    monkeypatch.setattr(ours, "formatter_class", argparse.HelpFormatter)
+    assert cli.parser().format_help() == ours.format_help()
+
+
+def test_console_command_runs_main_then_freezes_the_collector(capsys, monkeypatch):
+    # the trace-deps command: main() on sys.argv, then gc.freeze() (the process exits next; its last collection
+    # would walk every object still alive for nothing)
+    import gc
+
+    from tttv2_tools.trace_dependencies.cli import console
+
+    monkeypatch.setattr("sys.argv", ["trace-deps", "--json", MLP, CFG])
+    assert gc.get_freeze_count() == 0
+    try:
+        assert console() == 0
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert json.loads(capsys.readouterr().out)["schema"] == "trace-deps"

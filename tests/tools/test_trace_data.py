@@ -245,6 +245,22 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
     )
 
 
+def test_json_on_stdout_imports_neither_typing_nor_shutil():
+    """Start-up: the ``--json`` run imports no typing (annotations only) and no shutil (argparse's help formatter
+    would import it, with zlib, bz2 and lzma, to read the terminal width)."""
+    script = (
+        "import sys\n"
+        "from tttv2_tools.trace_dependencies.cli import console\n"
+        f"sys.argv = ['trace-deps', {str(FIX / 'g2/mlp.py')!r}, '--json']\n"
+        "code = console()\n"
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typing', 'shutil', 'networkx', 'rich', 'libcst'})\n"
+        "print('\\n', code, loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    text, _, last = done.stdout.rpartition("\n\n")
+    assert last.strip() == "0 []" and json.loads(text)["schema"] == "trace-deps"
+
+
 def test_analysis_api_imports_neither_networkx_nor_rich_nor_libcst():
     """The analysis entry point and the queries over its data (what the codemod and collect-cases call) load none
     of the heavy libraries: networkx only for ``Analysis.graph`` and graph outputs, rich only for the terminal
@@ -347,6 +363,62 @@ def test_reaching_definitions_map_only_locals_with_several_assignments():
     mapped = reaching(info)
     assert id(use.right) not in mapped  # y: one assignment
     assert [s if s is PARAM else s.line for s in mapped[id(use.left)]] == [3, 5]
+
+
+def test_json_text_is_the_dict_form_written_out(analysis):
+    # to_json() encodes the records directly (json asks for each record's fields), to_dict() builds plain dicts:
+    # the same bytes, for the analysis and for a restricted view
+    from tttv2_tools.trace_dependencies.serial import dumps
+
+    assert analysis.to_json() == dumps(analysis.to_dict())
+    view = analysis.restrict(mode="prefill", topology="1d")
+    assert view.to_json() == dumps(view.to_dict())
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps({"x": {1, 2}})
+
+
+def test_json_output_runs_without_the_cyclic_collector(monkeypatch):
+    # to_json / to_dict pause the cyclic garbage collector while they build the JSON form (it has no cycles) and
+    # leave it as they found it
+    import gc
+
+    from tttv2_tools.trace_dependencies import serial
+
+    a = analyze(*INPUTS["g2 mlp"], auto_config=False)
+    seen = []
+    document = serial._document
+    monkeypatch.setattr(serial, "_document", lambda *args: seen.append(gc.isenabled()) or document(*args))
+    assert gc.isenabled()
+    a.to_json(), a.to_dict()
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        a.to_json()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_records_compare_and_print_as_dataclasses_do():
+    # the records share one __eq__ / __repr__ (records.Record) instead of dataclass-generated ones
+    from tttv2_tools.trace_dependencies.records import Hop, Record, Span
+
+    hop = Hop("hw:a", "a", None)
+    assert repr(hop) == "Hop(node='hw:a', label='a', loc=None)"
+    assert repr(Span(1, 0, 2, 3)) == "Span(start_line=1, start_col=0, end_line=2, end_col=3)"
+    assert hop == Hop("hw:a", "a", None) and hop != Hop("hw:a", "a", "f.py:1:0")
+    assert hop != Span(1, 0, 1, 0) and (hop == ("hw:a", "a", None)) is False
+    assert dataclasses.replace(hop, loc="f.py:2:0") == Hop("hw:a", "a", "f.py:2:0")
+    with pytest.raises(TypeError):
+        hash(hop)
+
+    @dataclasses.dataclass(eq=False, repr=False)
+    class Tagged(Record):
+        name: str
+        note: str = dataclasses.field(default="", compare=False, repr=False)
+
+    assert Tagged("a", "x") == Tagged("a", "y") != Tagged("b", "x")
+    assert repr(Tagged("a", "x")).endswith(".Tagged(name='a')")
 
 
 def test_plain_turns_records_into_json_values():

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: about 5 ms of every trace-deps start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class NodeView:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+
+TYPE_CHECKING = False  # typing is not imported at run time: about 5 ms of every trace-deps start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = "2.0"
 
@@ -55,8 +58,46 @@ ROOT_KIND = {
 }
 
 
-@dataclass
-class Guard:
+class Record:
+    """The ``__eq__`` and ``__repr__`` every record shares, behaving as the ones ``@dataclass`` generates (equal when
+    of the same class with equal fields; ``Name(field=value, ...)``; not hashable, the data is mutable). The records
+    are ``@dataclass(eq=False, repr=False)`` subclasses: dataclasses compiles each generated method of each class at
+    import, and these two were about 3 ms of every trace-deps start-up."""
+
+    __slots__ = ()
+    __hash__ = None  # mutable data
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = _compared(self.__class__)
+        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _shown(self.__class__))
+        return f"{self.__class__.__qualname__}({shown})"
+
+
+_COMPARED: dict[type, tuple[str, ...]] = {}
+_SHOWN: dict[type, tuple[str, ...]] = {}
+
+
+def _compared(cls: type) -> tuple[str, ...]:
+    names = _COMPARED.get(cls)
+    if names is None:
+        names = _COMPARED[cls] = tuple(f.name for f in fields(cls) if f.compare)
+    return names
+
+
+def _shown(cls: type) -> tuple[str, ...]:
+    names = _SHOWN.get(cls)
+    if names is None:
+        names = _SHOWN[cls] = tuple(f.name for f in fields(cls) if f.repr)
+    return names
+
+
+@dataclass(eq=False, repr=False)
+class Guard(Record):
     """One condition a definition or read sits under: the branch, which arm, and its source text."""
 
     branch: str
@@ -75,8 +116,8 @@ class Guard:
         return f"not ({self.text})"
 
 
-@dataclass
-class ConfigRead:
+@dataclass(eq=False, repr=False)
+class ConfigRead(Record):
     """One place the module reaches configuration: a dict key, a ModelArgs attribute or method."""
 
     name: str
@@ -95,8 +136,8 @@ class ConfigRead:
     function_id: str = ""  # file:qualname of the reading function (the call graph's node)
 
 
-@dataclass
-class Definition:
+@dataclass(eq=False, repr=False)
+class Definition(Record):
     """One definition of a config key (or ModelArgs attribute), with its guards and whether it survives."""
 
     id: str
@@ -121,15 +162,17 @@ class Definition:
         return not self.shadowed_by
 
 
-@dataclass
-class Hop:
+@dataclass(eq=False, repr=False)
+class Hop(Record):
+    """One step of a dependency path: a graph node, its label and where it is (``why`` paths, proof chains)."""
+
     node: str
     label: str
     loc: str | None
 
 
-@dataclass
-class Span:
+@dataclass(eq=False, repr=False)
+class Span(Record):
     """Where a construct starts and ends: 1-based lines, 0-based CHARACTER columns (libcst's convention; ``ast``
     counts UTF-8 bytes), end exclusive."""
 
@@ -139,8 +182,8 @@ class Span:
     end_col: int
 
 
-@dataclass
-class Branch:
+@dataclass(eq=False, repr=False)
+class Branch(Record):
     """A branching construct and what decides it. ``decision`` is its test compiled to facts (see
     :func:`decide`): ``["fact", name, polarity]``, ``["not", tree]``, ``["and"|"or", [trees]]``, ``["const", bool]``
     or None when the test depends on something other than topology / mode facts."""
@@ -167,8 +210,10 @@ class Branch:
     decision: Any = None
 
 
-@dataclass
-class OpCall:
+@dataclass(eq=False, repr=False)
+class OpCall(Record):
+    """One ttnn op call the module reaches, with its guards and the helper calls it is reached through."""
+
     op: str
     loc: str
     function: str
@@ -179,8 +224,8 @@ class OpCall:
     function_id: str = ""
 
 
-@dataclass
-class CallLink:
+@dataclass(eq=False, repr=False)
+class CallLink(Record):
     """A call from one analysed function to another (ids ``file:qualname``), under the guards of the call site."""
 
     caller: str
@@ -190,8 +235,8 @@ class CallLink:
     args: dict[str, Any] = field(default_factory=dict)  # parameter -> ["value", constant] or a fact tree
 
 
-@dataclass
-class FactSite:
+@dataclass(eq=False, repr=False)
+class FactSite(Record):
     """A sub-expression that states a topology or mode fact, or is the mode itself (``fact == "mode"``).
 
     ``fact`` is ``galaxy`` / ``mesh_1d`` / ``single_device`` / ``mode:decode`` / ``mode:prefill`` with a
@@ -214,8 +259,10 @@ class FactSite:
         return f"{self.file}:{self.span.start_line}:{self.span.start_col}"
 
 
-@dataclass
-class Skipped:
+@dataclass(eq=False, repr=False)
+class Skipped(Record):
+    """Something not analysed, or analysed only in part, and why (``severity`` ``info`` or ``warning``)."""
+
     loc: str
     what: str
     reason: str
