@@ -330,14 +330,25 @@ class Emitter:
         must be of this class's topology."""
         if self.other_class is None:
             return []
+        names = [p.name.value for p in self.plan.init_params.params[1:]]
+        flag = next((n for n in names if n in GALAXY_NAMES), None)
         if self.mesh_param is not None:
-            return [
+            checks = [
                 cst.parse_statement(
                     f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.other_class}")'
                 )
             ]
-        names = [p.name.value for p in self.plan.init_params.params[1:]]
-        flag = next((n for n in names if n in GALAXY_NAMES), None)
+            if flag is not None:  # TTTv1's own galaxy flag was specialised too: it must agree with the mesh
+                galaxy = self.plan.topology == "2d"
+                checks.append(
+                    cst.parse_statement(
+                        f"if {'not ' if galaxy else ''}{flag}:\n"
+                        f"    raise ValueError(\"{self.name}: {flag} is {not galaxy}, but this is TTTv1's "
+                        f"{'galaxy' if galaxy else 'non-galaxy'} code ({flag}={galaxy}); TTTv1 runs other code with "
+                        f'{flag}={not galaxy} on this mesh (TTTv1 callers pass {flag}=args.is_galaxy)")\n'
+                    )
+                )
+            return checks
         if flag is None:
             flag = next((f"{n}.is_galaxy" for n in names if n in ARGS_NAMES), None)
         if flag is None:
@@ -488,17 +499,24 @@ class Emitter:
 
     def _dispatcher(self, entry_params) -> list[cst.BaseStatement]:
         forward = self.plan.forward_params
+        # the mode parameter as TTTv1 names it (``mode``, ``llm_mode``)
+        name = next(
+            (p.name.value for p in [*forward.params, *forward.kwonly_params] if p.name.value in MODE_NAMES),
+            "mode",
+        )
         lines = []
         for mode, plan in self.plan.modes.items():
             kept = set(entry_params.get(mode, []))
             args = self._call_args(plan, kept)
-            lines.append(cst.parse_statement(f'if mode == "{mode}":\n    return self.{plan.entry}({args})\n'))
+            lines.append(
+                cst.parse_statement(f'if {name} == "{mode}":\n    return self.{plan.entry}({args})\n')
+            )
         lines[-1] = cst.parse_statement(f"return self.{plan.entry}({args})")
         module = _fill(
             f"""
             def forward(__PARAMS__):
-                \"\"\"TTTv1's signature; mode is "decode" / "prefill" or a Mode member.\"\"\"
-                mode = mode_name("{self.name}", mode)
+                \"\"\"TTTv1's signature; {name} is "decode" / "prefill" or a Mode member.\"\"\"
+                {name} = mode_name("{self.name}", {name})
                 __BODY__
             """,
             BODY=lines,

@@ -12,10 +12,12 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from tttv2_tools._output import json_schema, marked, marker
 
-from .cstutil import one_line
+from .cstutil import one_line, summary
+from .plan import construction_methods
+from .source import methods_of
 from .track import BRANCH_NODES
 
-PRIORITY = ("decided", "bound", "field", "construction", "runtime")
+PRIORITY = ("decided", "bound", "field", "construction", "runtime", "removed")
 TOOL = "tttv2-refactor"
 #: the ``"schema"`` key of the JSON report; with the Markdown report's marker line it tells a later run that an
 #: existing report file is one it wrote (and may be replaced without ``--force``)
@@ -31,7 +33,7 @@ KINDS = {
 class Fate:
     topology: str
     mode: str
-    kind: str  # decided | bound | field | construction | runtime | removed
+    kind: str  # decided | bound | field | construction | runtime | removed | unknown
     detail: str
     new_loc: str | None = None
 
@@ -190,7 +192,7 @@ def branch_fates(
     parsed = inputs.module
     analysis = inputs.analysis
     prefix = inputs.class_name + "."
-    entries: list[tuple[int, BranchEntry]] = []
+    entries: list[tuple[cst.CSTNode | None, BranchEntry]] = []
     by_origin: dict[int, BranchEntry] = {}
     for branch in analysis.branches:
         if branch.side != "module" or not (
@@ -201,30 +203,113 @@ def branch_fates(
         entry = BranchEntry(branch.loc, branch.construct, branch.test, branch.classification, branch.function)
         if node is not None:
             by_origin[id(node)] = entry
-            entries.append((id(node), entry))
-        else:
-            entries.append((0, entry))
+        entries.append((node, entry))
     for generated in result.modules:
         file_name = file_names.get(generated.topology, generated.file_name)
         final = (texts or {}).get(file_name)
         _collect(generated, by_origin, file_name, cst.parse_module(final) if final is not None else None)
     modes = [m for g in result.modules for m in g.plan.modes]
+    missing = [(node, e) for node, e in entries if len(e.fates) < len(modes)]
+    if missing:
+        unrecorded = _Unrecorded(result)
+        for node, entry in missing:
+            seen = {(f.topology, f.mode) for f in entry.fates}
+            for generated in result.modules:
+                for mode in generated.plan.modes:
+                    if (generated.topology, mode) not in seen:
+                        entry.fates.append(unrecorded.fate(generated.topology, mode, node, entry.function))
     for _, entry in entries:
-        seen = {(f.topology, f.mode) for f in entry.fates}
-        for generated in result.modules:
-            for mode in generated.plan.modes:
-                if (generated.topology, mode) not in seen:
-                    phase_modes = "construction" if entry.function.endswith("__init__") else mode
-                    entry.fates.append(
-                        Fate(
-                            generated.topology,
-                            mode,
-                            "removed",
-                            f"does not run ({phase_modes} code on {generated.topology})",
-                        )
-                    )
         entry.fates.sort(key=lambda f: (f.topology, modes.index(f.mode) if f.mode in modes else 9))
     return [e for _, e in entries]
+
+
+class _Unrecorded:
+    """The fate of a branch no pass recorded on one (topology, mode): **removed** only with a proof (it lies in
+    an arm the topology / mode facts dropped there, or in a method that mode never calls), else **unknown**."""
+
+    def __init__(self, result) -> None:
+        inputs = result.inputs
+        self.parsed = inputs.module
+        self.class_name = inputs.class_name
+        self.construction = {"__init__", *construction_methods(inputs)}
+        self.parents: dict[int, cst.CSTNode] = {}
+        parents = self.parents
+
+        class _V(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                for child in node.children:
+                    parents[id(child)] = node
+                return True
+
+        self.parsed.module.visit(_V())
+        # (phase: "construction" or a mode, topology) -> id(original node) -> (value, kept operand)
+        self.decided: dict[tuple[str, str], dict[int, tuple[bool, tuple[str, bool] | None]]] = {}
+        self.reached: dict[tuple[str, str], set[str]] = {}  # methods a generated mode runs (or names)
+        for generated in result.modules:
+            plan = generated.plan
+            for (phase, topology), decisions in plan.decisions.items():
+                table = self.decided.setdefault((phase, topology), {})
+                for key, (node, value) in decisions.values.items():
+                    if key not in decisions.conflicts:
+                        table[id(plan.prov.origin(node))] = (value, decisions.kept.get(key))
+            entry = "forward" if "forward" in methods_of(inputs.klass) else "__call__"
+            for mode, mode_plan in plan.modes.items():
+                names = {entry, mode_plan.entry_origin}
+                names |= {m.origin.rsplit(".", 1)[-1] for m in plan.methods if m.mode == mode}
+                trees = [m.func for m in plan.methods if m.mode == mode]
+                trees += [s for group in mode_plan.construction.values() for s in group]
+                trees += [u.value for u in plan.registry.uses if u.mode == mode]
+                trees += [b.test for b in plan.bindings if b.mode == mode]
+                for tree in trees:
+                    names |= set(summary(tree).self_attrs)
+                self.reached[(generated.topology, mode)] = names
+
+    def fate(self, topology: str, mode: str, node: cst.CSTNode | None, function: str) -> Fate:
+        method = function.split(".")[1] if "." in function else ""
+        reached = method in self.reached[(topology, mode)]
+        if method and method not in self.construction and not reached:
+            return Fate(
+                topology, mode, "removed", f"does not run: {self.class_name}.{method} is not called in {mode}"
+            )
+        # the code runs at construction, in the mode's methods, or both: dropped in each, or not known
+        phases = (["construction"] if method in self.construction else []) + ([mode] if reached else [])
+        proofs = [
+            self._dropped_arm(node, self.decided.get((phase, topology), {})) if node is not None else None
+            for phase in phases
+        ]
+        if proofs and all(proofs):
+            return Fate(topology, mode, "removed", f"does not run: {'; '.join(dict.fromkeys(proofs))}")
+        return Fate(
+            topology,
+            mode,
+            "unknown",
+            "not followed: the tool lost track of this branch (check the generated code)",
+        )
+
+    def _dropped_arm(self, node: cst.CSTNode, decided) -> str | None:
+        """How an enclosing decided branch drops ``node``: "in the else arm of `TG` (file:line), decided True"."""
+        child, parent = node, self.parents.get(id(node))
+        while parent is not None:
+            found = decided.get(id(parent))
+            if found is not None:
+                value, kept = found
+                arm = None
+                if isinstance(parent, (cst.If, cst.IfExp)):
+                    if child is parent.body and not value:
+                        arm = "then arm"
+                    elif child is parent.orelse and value:
+                        arm = "else arm"
+                elif isinstance(parent, cst.BooleanOperation) and kept is not None:
+                    dropped = "right" if kept[0] == "left" else "left"
+                    if child is getattr(parent, dropped):
+                        arm = f"{dropped} operand"
+                if arm is not None:
+                    test = parent.test if isinstance(parent, (cst.If, cst.IfExp)) else parent
+                    return (
+                        f"in the {arm} of `{one_line(test, 60)}` ({self.parsed.loc(parent)}), decided {value}"
+                    )
+            child, parent = parent, self.parents.get(id(parent))
+        return None
 
 
 def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final: cst.Module | None) -> None:
@@ -255,25 +340,19 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final
     # decided by the topology / mode facts
     for (mode, _topology), decisions in plan.decisions.items():
         targets = modes if mode == "construction" else [mode]
-        for original, value in decisions.values.values():
-            arm = "then" if value else "else"
+        for key, (original, value) in decisions.values.items():
+            detail = _decided(original, value, decisions.kept.get(key))
+            if key in decisions.conflicts:
+                detail = "decided differently at different call sites of its method"
             for m in targets:
-                record(
-                    original,
-                    m,
-                    "decided",
-                    f"{arm} arm kept" if isinstance(original, cst.If) else f"test is {value}",
-                )
-    # bound at construction
+                record(original, m, "decided", detail)
+    # bound at construction (a branch inside the test of a bound choice goes with it)
     for binding in plan.bindings:
         loc = method_lines.get(binding.when_true)
-        record(
-            binding.origin,
-            binding.mode,
-            "bound",
-            f"self.{binding.attr} -> {binding.when_true} / {binding.when_false}",
-            loc,
-        )
+        detail = f"self.{binding.attr} -> {binding.when_true} / {binding.when_false}"
+        record(binding.origin, binding.mode, "bound", detail, loc)
+        for node in _branch_nodes(binding.test):
+            record(node, binding.mode, "bound", f"in the test of {detail}", loc)
     # fields
     names = generated.rendered.fields.by_key
     for use in plan.registry.uses:
@@ -285,14 +364,29 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final
         for statement in (s for group in mode_plan.construction.values() for s in group):
             for node in _branch_nodes(statement):
                 record(node, mode, "construction", f"_{mode}_fields() in from_model_args", fma)
-    for statement in plan.init_body:
+    for statement in [*plan.init_body, *plan.init_methods]:
         for node in _branch_nodes(statement):
             for mode in modes:
                 record(node, mode, "construction", "from_model_args (TTTv1 __init__)", fma)
+    # left out (dead code, an argument the copy does not read): only where nothing above says otherwise
+    for (phase, _), (node, reason) in prov.dropped.items():
+        for m in modes if phase == "construction" else [phase]:
+            record(node, m, "removed", f"does not run: {reason}")
     # kept at run time
     for method in generated.rendered.methods:
         for index, node in enumerate(_branch_nodes(method.func)):
             record(node, method.mode, "runtime", f"in {method.name}", final_lines.get((method.name, index)))
+
+
+def _decided(original: cst.CSTNode, value: bool, kept: tuple[str, bool] | None) -> str:
+    """What a decided branch became: the arm kept, the value of its test, or (an ``and`` / ``or`` with one
+    constant operand) the operand that replaced it."""
+    if isinstance(original, cst.If):
+        return f"{'then' if value else 'else'} arm kept"
+    if kept is not None and not kept[1]:
+        other = "left" if kept[0] == "right" else "right"
+        return f"the {kept[0]} operand replaces it (the {other} one is {value})"
+    return f"test is {value}"
 
 
 def build_report(

@@ -1,0 +1,28 @@
+"""A mode parameter named llm_mode; a helper method whose mode argument differs from the caller's mode; the mode
+inside an f-string; a static local on a line of several statements."""
+
+import ttnn
+
+
+class Mixed:
+    def __init__(self, mesh_device, args):
+        self.args = args
+        self.model_config = args.get_model_config()
+
+    def _scale(self, x, llm_mode):
+        if llm_mode == "decode":
+            return ttnn.mul(x, 2.0)
+        return ttnn.mul(x, 4.0)
+
+    def forward(self, x, llm_mode):
+        tag = f"{llm_mode}_out"
+        if llm_mode == "decode":
+            x = self._scale(x, "prefill")  # decode scales as prefill does, on purpose
+        else:
+            x = self._scale(x, llm_mode)
+        rows = x.shape[-2]; u = "a"; big = rows >= self.model_config["BIG"] if u == "a" else False  # noqa: E702  # fmt: skip
+        if big:
+            x = ttnn.add(x, 1.0)
+        if tag == "decode_out":
+            x = ttnn.mul(x, 0.5)
+        return x
