@@ -99,7 +99,8 @@ class Report:
             "one arm, the other is gone), **bound** (a static code choice, made once at construction), **field** (a "
             "static value choice, computed at construction into a config field), **construction** (static code "
             "moved into `from_model_args`), **runtime** (kept: it depends on call-time values), **removed** (its "
-            "code does not run there)."
+            "code does not run there, and the reason), **unknown** (the tool did not follow it there: look at the "
+            "generated code)."
         )
         out.append("")
         out += ["| TTTv1 | construct | test | class | where it went |", "|---|---|---|---|---|"]
@@ -426,4 +427,10 @@ def build_report(
             )
     report.gaps = [{"loc": g.loc, "what": g.what, "reason": g.reason} for g in result.gaps]
     report.notes = list(result.notes)
+    unknown = sorted({b.loc for b in report.branches for f in b.fates if f.kind == "unknown"})
+    if unknown:
+        report.notes.append(
+            f"{len(unknown)} branch(es) not followed on some topology / mode (**unknown** above): "
+            + ", ".join(unknown)
+        )
     return report
