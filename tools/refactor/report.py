@@ -194,16 +194,20 @@ def branch_fates(
     analysis = inputs.analysis
     prefix = inputs.class_name + "."
     entries: list[tuple[cst.CSTNode | None, BranchEntry]] = []
-    by_origin: dict[int, BranchEntry] = {}
+    by_origin: dict[int, list[BranchEntry]] = {}
+    matches: list[cst.Match] | None = None
     for branch in analysis.branches:
         if branch.side != "module" or not (
             branch.function == inputs.class_name or branch.function.startswith(prefix)
         ):
             continue
         node = parsed.node_for_span(branch.span) if branch.span is not None else None
+        if branch.construct == "match" and branch.span is not None:  # a case: its match statement
+            matches = _matches(parsed.module) if matches is None else matches
+            node = _enclosing_match(parsed, matches, branch.span.start_line)
         entry = BranchEntry(branch.loc, branch.construct, branch.test, branch.classification, branch.function)
         if node is not None:
-            by_origin[id(node)] = entry
+            by_origin.setdefault(id(node), []).append(entry)
         entries.append((node, entry))
     for generated in result.modules:
         file_name = file_names.get(generated.topology, generated.file_name)
@@ -222,6 +226,27 @@ def branch_fates(
     for _, entry in entries:
         entry.fates.sort(key=lambda f: (f.topology, modes.index(f.mode) if f.mode in modes else 9))
     return [e for _, e in entries]
+
+
+def _matches(module: cst.Module) -> list[cst.Match]:
+    found: list[cst.Match] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Match(self, node: cst.Match) -> None:
+            found.append(node)
+
+    module.visit(_V())
+    return found
+
+
+def _enclosing_match(parsed, matches: list[cst.Match], line: int) -> cst.Match | None:
+    """The innermost ``match`` statement whose cases include the one on ``line``."""
+    best = None
+    for node in matches:
+        where = parsed.range_of(node)
+        if where is not None and where[0] < line <= where[2] and (best is None or where[0] > best[0]):
+            best = (where[0], node)
+    return None if best is None else best[1]
 
 
 class _Unrecorded:
@@ -313,25 +338,30 @@ class _Unrecorded:
         return None
 
 
-def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final: cst.Module | None) -> None:
+def _record(entry: BranchEntry, fate: Fate) -> None:
+    """Add ``fate`` to ``entry``, or let it replace the one of the same (topology, mode) it outranks."""
+    for existing in entry.fates:
+        if existing.topology == fate.topology and existing.mode == fate.mode:
+            if (
+                PRIORITY.index(fate.kind) < PRIORITY.index(existing.kind)
+                if existing.kind in PRIORITY
+                else True
+            ):
+                existing.kind, existing.detail, existing.new_loc = fate.kind, fate.detail, fate.new_loc
+            return
+    entry.fates.append(fate)
+
+
+def _collect(
+    generated, by_origin: dict[int, list[BranchEntry]], file_name: str, final: cst.Module | None
+) -> None:
     plan = generated.plan
     prov = plan.prov
     topology = generated.topology
 
     def record(node, mode, kind, detail, new_loc=None):
-        entry = by_origin.get(id(prov.origin(node)))
-        if entry is None:
-            return
-        for existing in entry.fates:
-            if existing.topology == topology and existing.mode == mode:
-                if (
-                    PRIORITY.index(kind) < PRIORITY.index(existing.kind)
-                    if existing.kind in PRIORITY
-                    else True
-                ):
-                    existing.kind, existing.detail, existing.new_loc = kind, detail, new_loc
-                return
-        entry.fates.append(Fate(topology, mode, kind, detail, new_loc))
+        for entry in by_origin.get(id(prov.origin(node)), ()):
+            _record(entry, Fate(topology, mode, kind, detail, new_loc))
 
     modes = list(plan.modes)
     # the written text has the same statements in the same order as the rendered module (a formatter changes

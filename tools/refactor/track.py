@@ -7,8 +7,8 @@ import libcst as cst
 
 from .fstrings import compatible_fstring
 
-#: Node types whose fate the report follows.
-BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert)
+#: Node types whose fate the report follows (a ``match`` stands for each of its cases).
+BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert, cst.Match)
 
 
 class Provenance:

@@ -64,12 +64,16 @@ def fates():
     report = build_report(
         result, ["fates_1d.py", "fates_2d.py"], [], {"1d": "fates_1d.py", "2d": "fates_2d.py"}
     )
-    return {b.test: {(f.topology, f.mode): f for f in b.fates} for b in report.branches}
+    return [(b.test, {(f.topology, f.mode): f for f in b.fates}) for b in report.branches]
+
+
+def _fates_of(fates, test: str) -> list[dict]:
+    return [by_path for branch_test, by_path in fates if branch_test == test]
 
 
 def test_a_branch_in_the_kept_arm_is_followed(fates):
     """The first statement of the arm a mode test keeps is runtime there (it was reported removed)."""
-    nested = fates["x.shape[-2] > 32"]
+    (nested,) = _fates_of(fates, "x.shape[-2] > 32")
     for topology in ("1d", "2d"):
         assert nested[(topology, "prefill")].kind == "runtime"
         assert nested[(topology, "prefill")].new_loc.startswith(f"fates_{topology}.py:")
@@ -80,15 +84,23 @@ def test_a_branch_in_the_kept_arm_is_followed(fates):
 def test_a_value_nested_in_a_decided_choice_is_followed(fates):
     """``scale = 4.0 if galaxy else (2.0 if dim >= 64 else 1.0)``: the inner choice moves to construction on 1D
     (a static statement), and is removed on 2D with the test that removed it."""
-    inner = fates["self.dim >= 64"]
+    (inner,) = _fates_of(fates, "self.dim >= 64")
     assert {inner[("1d", m)].kind for m in ("decode", "prefill")} == {"construction"}
     for mode in ("decode", "prefill"):
         assert inner[("2d", mode)].kind == "removed"
         assert "else arm of `self.args.is_galaxy`" in inner[("2d", mode)].detail
 
 
+def test_match_cases_are_followed(fates):
+    """Both cases of a match on the input shape are kept at run time (they were reported removed)."""
+    cases = _fates_of(fates, "x.shape[-1]")
+    assert len(cases) == 2
+    for by_path in cases:
+        assert {f.kind for f in by_path.values()} == {"runtime"} and all(f.new_loc for f in by_path.values())
+
+
 def test_removed_always_says_why(fates):
-    for by_path in fates.values():
+    for _, by_path in fates:
         for fate in by_path.values():
             assert fate.kind != "removed" or fate.detail.startswith("does not run: "), fate
 

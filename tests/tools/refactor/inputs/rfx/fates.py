@@ -1,5 +1,5 @@
 """Branches whose fate the report must follow: one nested in the arm a mode test keeps (the first statement of
-that arm), and a conditional value nested in the arm a galaxy test keeps."""
+that arm), a conditional value nested in the arm a galaxy test keeps, and the cases of a match."""
 
 import ttnn
 
@@ -17,4 +17,9 @@ class Fates:
                 x = ttnn.add(x, 1.0)
             x = ttnn.mul(x, 3.0)
         scale = 4.0 if self.args.is_galaxy else (2.0 if self.dim >= 64 else 1.0)
+        match x.shape[-1]:
+            case 64:
+                x = ttnn.add(x, 2.0)
+            case _:
+                x = ttnn.add(x, 3.0)
         return ttnn.mul(x, scale)
