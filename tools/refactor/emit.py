@@ -730,11 +730,16 @@ def _predeclare(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
 
 
 def _mode_default_as_string(params: cst.Parameters) -> cst.Parameters:
-    """``mode=Mode.DECODE`` -> ``mode="decode"``: the dispatcher takes either spelling and needs no TTTv1 import."""
+    """``mode: Mode = Mode.DECODE`` -> ``mode="decode"``: the dispatcher takes either spelling and needs no TTTv1
+    import (not even for an annotation)."""
 
     def fix(param: cst.Param) -> cst.Param:
+        if param.name.value not in MODE_NAMES:
+            return param
+        if param.annotation is not None:
+            param = param.with_changes(annotation=None)
         default = param.default
-        if param.name.value in MODE_NAMES and isinstance(default, cst.Attribute):
+        if isinstance(default, cst.Attribute):
             value = default.attr.value.lower()
             if value in ("decode", "prefill"):
                 return param.with_changes(default=cst.SimpleString(f'"{value}"'))

@@ -155,6 +155,21 @@ class Specialiser(TrackingTransformer):
             return updated_node
         return bool_name(value)
 
+    def leave_Call(self, original_node, updated_node):
+        """``str("decode")`` (the mode put into ``str(mode)``): the string itself."""
+        func, args = updated_node.func, updated_node.args
+        if (
+            isinstance(func, cst.Name)
+            and func.value == "str"
+            and len(args) == 1
+            and not args[0].keyword
+            and not args[0].star
+            and isinstance(args[0].value, cst.SimpleString)
+            and "b" not in args[0].value.prefix.lower()
+        ):
+            return args[0].value
+        return updated_node
+
     def leave_UnaryOperation(self, original_node, updated_node):
         if isinstance(updated_node.operator, cst.Not):
             value = const_bool(updated_node.expression)

@@ -143,10 +143,12 @@ def test_a_helper_copy_is_specialised_for_the_mode_it_is_given(mixed):
 def test_a_mode_put_into_an_fstring_compiles_on_310(mixed):
     code = mixed
     assert 'tag = "decode_out"' in code and 'tag = "prefill_out"' in code and 'f"{"' not in code
+    assert 'label = "mode " + "decode"' in code and "str(" not in code  # ruff UP018 otherwise
 
 
 def test_the_dispatcher_uses_tttv1s_mode_parameter(mixed):
     code = mixed
+    # TTTv1's annotation of the mode may name a TTTv1 type (Mode): the dispatcher takes either spelling, unannotated
     assert "def forward(self, x, llm_mode):" in code and 'llm_mode = mode_name("Mixed1D", llm_mode)' in code
     assert 'if llm_mode == "decode":' in code
 

@@ -1,5 +1,5 @@
 """A mode parameter named llm_mode; a helper method whose mode argument differs from the caller's mode; the mode
-inside an f-string; a static local on a line of several statements."""
+inside an f-string and in str(); a static local on a line of several statements."""
 
 import ttnn
 
@@ -14,8 +14,9 @@ class Mixed:
             return ttnn.mul(x, 2.0)
         return ttnn.mul(x, 4.0)
 
-    def forward(self, x, llm_mode):
+    def forward(self, x, llm_mode: str):
         tag = f"{llm_mode}_out"
+        label = "mode " + str(llm_mode)
         if llm_mode == "decode":
             x = self._scale(x, "prefill")  # decode scales as prefill does, on purpose
         else:
@@ -23,6 +24,6 @@ class Mixed:
         rows = x.shape[-2]; u = "a"; big = rows >= self.model_config["BIG"] if u == "a" else False  # noqa: E702  # fmt: skip
         if big:
             x = ttnn.add(x, 1.0)
-        if tag == "decode_out":
+        if tag == "decode_out" and label == "mode decode":
             x = ttnn.mul(x, 0.5)
         return x
