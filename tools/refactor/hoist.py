@@ -376,22 +376,25 @@ class Hoister(TrackingTransformer):
                 out.append(value)
         return tuple(out)
 
-    def _in_try_body(self) -> bool:
-        """Whether the node being visited sits in the body of a ``try`` with ``except`` handlers."""
+    def _in_try(self) -> bool:
+        """Whether the node being visited sits in a ``try`` with ``except`` handlers (its body, a handler or its
+        ``else``: code that runs, or not, depending on an exception)."""
         stack = self.stack
         return any(
-            isinstance(parent, (cst.Try, cst.TryStar)) and parent.handlers and stack[i + 1] is parent.body
+            isinstance(parent, (cst.Try, cst.TryStar))
+            and parent.handlers
+            and stack[i + 1] is not parent.finalbody
             for i, parent in enumerate(stack[:-1])
         )
 
     def _field(self, node: cst.BaseExpression, params: tuple[str, ...]) -> cst.BaseExpression:
-        if self._in_try_body():
+        if self._in_try():
             self.gaps.append(
                 Gap(
                     self.loc_of(node),
                     one_line(node, 80),
-                    "read inside try/except: as a field it is computed at construction, where an exception "
-                    "TTTv1 handles at run time (a missing key) would not be caught",
+                    "read inside try/except: as a field it is computed at construction, outside the handler, "
+                    "where an exception TTTv1 handles at run time (a missing key) would not be caught",
                 )
             )
         base = field_base_name(node, self.scope.facts.holders) or self._context_name(node)

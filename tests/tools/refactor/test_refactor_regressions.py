@@ -217,8 +217,11 @@ def test_a_call_that_differs_from_forward_is_a_gap():
 
 def test_a_config_read_inside_try_is_a_gap():
     gaps = generate(INPUTS / "rfx" / "optional.py").gaps
-    assert [(g.loc, g.what) for g in gaps] == [("optional.py:13", 'self.model_config["OPTIONAL_SHIFT"]')]
-    assert "try/except" in gaps[0].reason
+    assert [(g.loc, g.what) for g in gaps] == [
+        ("optional.py:13", 'self.model_config["OPTIONAL_SHIFT"]'),
+        ("optional.py:15", 'self.model_config["FALLBACK_SCALE"]'),
+    ]
+    assert all("try/except" in g.reason for g in gaps)
 
 
 def test_a_config_built_per_mode_is_a_gap():

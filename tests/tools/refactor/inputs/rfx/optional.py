@@ -1,4 +1,4 @@
-"""A config read inside try / except KeyError: TTTv1 works without the key."""
+"""Config reads inside try / except KeyError: TTTv1 works without the first key, and reads the second only then."""
 
 import ttnn
 
@@ -12,5 +12,5 @@ class Optional:
         try:
             x = ttnn.add(x, self.model_config["OPTIONAL_SHIFT"])
         except KeyError:
-            x = ttnn.mul(x, 2.0)
+            x = ttnn.mul(x, self.model_config["FALLBACK_SCALE"])
         return x
