@@ -258,18 +258,8 @@ class _Unrecorded:
         self.parsed = inputs.module
         self.class_name = inputs.class_name
         self.construction = {"__init__", *construction_methods(inputs)}
-        self.parents: dict[int, cst.CSTNode] = {}
-        parents = self.parents
-
-        class _V(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                for child in node.children:
-                    parents[id(child)] = node
-                return True
-
-        self.parsed.module.visit(_V())
-        # (phase: "construction" or a mode, topology) -> id(original node) -> (value, kept operand)
-        self.decided: dict[tuple[str, str], dict[int, tuple[bool, tuple[str, bool] | None]]] = {}
+        # (phase: "construction" or a mode, topology) -> id(original node) -> (node, value, kept operand)
+        self.decided: dict[tuple[str, str], dict[int, tuple[cst.CSTNode, bool, tuple[str, bool] | None]]] = {}
         self.reached: dict[tuple[str, str], set[str]] = {}  # methods a generated mode runs (or names)
         for generated in result.modules:
             plan = generated.plan
@@ -277,7 +267,8 @@ class _Unrecorded:
                 table = self.decided.setdefault((phase, topology), {})
                 for key, (node, value) in decisions.values.items():
                     if key not in decisions.conflicts:
-                        table[id(plan.prov.origin(node))] = (value, decisions.kept.get(key))
+                        origin = plan.prov.origin(node)
+                        table[id(origin)] = (origin, value, decisions.kept.get(key))
             entry = "forward" if "forward" in methods_of(inputs.klass) else "__call__"
             for mode, mode_plan in plan.modes.items():
                 names = {entry, mode_plan.entry_origin}
@@ -313,28 +304,22 @@ class _Unrecorded:
         )
 
     def _dropped_arm(self, node: cst.CSTNode, decided) -> str | None:
-        """How an enclosing decided branch drops ``node``: "in the else arm of `TG` (file:line), decided True"."""
-        child, parent = node, self.parents.get(id(node))
-        while parent is not None:
-            found = decided.get(id(parent))
-            if found is not None:
-                value, kept = found
-                arm = None
-                if isinstance(parent, (cst.If, cst.IfExp)):
-                    if child is parent.body and not value:
-                        arm = "then arm"
-                    elif child is parent.orelse and value:
-                        arm = "else arm"
-                elif isinstance(parent, cst.BooleanOperation) and kept is not None:
-                    dropped = "right" if kept[0] == "left" else "left"
-                    if child is getattr(parent, dropped):
-                        arm = f"{dropped} operand"
-                if arm is not None:
-                    test = parent.test if isinstance(parent, (cst.If, cst.IfExp)) else parent
-                    return (
-                        f"in the {arm} of `{one_line(test, 60)}` ({self.parsed.loc(parent)}), decided {value}"
-                    )
-            child, parent = parent, self.parents.get(id(parent))
+        """How an enclosing decided branch drops ``node``: "in the else arm of `TG` (file:line), decided True"
+        (found by position: the dropped part's range holds the node's)."""
+        where = self.parsed.range_of(node)
+        if where is None:
+            return None
+        for parent, value, kept in decided.values():
+            dropped = None
+            if isinstance(parent, (cst.If, cst.IfExp)):
+                dropped, arm = (parent.orelse, "else arm") if value else (parent.body, "then arm")
+            elif isinstance(parent, cst.BooleanOperation) and kept is not None:
+                arm = f"{'right' if kept[0] == 'left' else 'left'} operand"
+                dropped = parent.right if kept[0] == "left" else parent.left
+            outer = None if dropped is None else self.parsed.range_of(dropped)
+            if outer is not None and outer[:2] <= where[:2] and where[2:] <= outer[2:]:
+                test = parent.test if isinstance(parent, (cst.If, cst.IfExp)) else parent
+                return f"in the {arm} of `{one_line(test, 60)}` ({self.parsed.loc(parent)}), decided {value}"
         return None
 
 
