@@ -215,7 +215,10 @@ def branch_fates(
         _collect(generated, by_origin, file_name, cst.parse_module(final) if final is not None else None)
     modes = [m for g in result.modules for m in g.plan.modes]
     missing = [(node, e) for node, e in entries if len(e.fates) < len(modes)]
-    if missing:
+    decided = [
+        (node, e) for node, e in entries if node is not None and any(f.kind == "decided" for f in e.fates)
+    ]
+    if missing or decided:
         unrecorded = _Unrecorded(result)
         for node, entry in missing:
             seen = {(f.topology, f.mode) for f in entry.fates}
@@ -223,6 +226,12 @@ def branch_fates(
                 for mode in generated.plan.modes:
                     if (generated.topology, mode) not in seen:
                         entry.fates.append(unrecorded.fate(generated.topology, mode, node, entry.function))
+        for node, entry in decided:  # decided, but inside an arm an outer test dropped: its code is not there
+            for fate in entry.fates:
+                if fate.kind == "decided":
+                    proof = unrecorded.removal(fate.topology, fate.mode, node, entry.function)
+                    if proof is not None:
+                        fate.kind, fate.detail, fate.new_loc = "removed", f"does not run: {proof}", None
     for _, entry in entries:
         entry.fates.sort(key=lambda f: (f.topology, modes.index(f.mode) if f.mode in modes else 9))
     return [e for _, e in entries]
@@ -288,20 +297,25 @@ class _Unrecorded:
             return Fate(
                 topology, mode, "removed", f"does not run: {self.class_name}.{method} is not called in {mode}"
             )
-        # the code runs at construction, in the mode's methods, or both: dropped in each, or not known
-        phases = (["construction"] if method in self.construction else []) + ([mode] if reached else [])
-        proofs = [
-            self._dropped_arm(node, self.decided.get((phase, topology), {})) if node is not None else None
-            for phase in phases
-        ]
-        if proofs and all(proofs):
-            return Fate(topology, mode, "removed", f"does not run: {'; '.join(dict.fromkeys(proofs))}")
+        proof = self.removal(topology, mode, node, function) if node is not None else None
+        if proof is not None:
+            return Fate(topology, mode, "removed", f"does not run: {proof}")
         return Fate(
             topology,
             mode,
             "unknown",
             "not followed: the tool lost track of this branch (check the generated code)",
         )
+
+    def removal(self, topology: str, mode: str, node: cst.CSTNode, function: str) -> str | None:
+        """Why ``node`` is not in the output of (topology, mode): the decided arms that drop it where its code
+        runs (at construction, in the mode's methods, or both), or None."""
+        method = function.split(".")[1] if "." in function else ""
+        phases = ["construction"] if method in self.construction else []
+        if method in self.reached[(topology, mode)] or not phases:
+            phases.append(mode)
+        proofs = [self._dropped_arm(node, self.decided.get((phase, topology), {})) for phase in phases]
+        return "; ".join(dict.fromkeys(proofs)) if all(proofs) else None
 
     def _dropped_arm(self, node: cst.CSTNode, decided) -> str | None:
         """How an enclosing decided branch drops ``node``: "in the else arm of `TG` (file:line), decided True"

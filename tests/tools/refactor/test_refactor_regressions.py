@@ -91,6 +91,15 @@ def test_a_value_nested_in_a_decided_choice_is_followed(fates):
         assert "else arm of `self.args.is_galaxy`" in inner[("2d", mode)].detail
 
 
+def test_a_decided_branch_in_a_dropped_arm_is_removed(fates):
+    """A mode test under ``if galaxy``: decided on 2D; on 1D its code is gone with the arm (it said decided)."""
+    (inner,) = _fates_of(fates, 'mode == "decode"')[1:]
+    assert {inner[("2d", m)].kind for m in ("decode", "prefill")} == {"decided"}
+    for mode in ("decode", "prefill"):
+        assert inner[("1d", mode)].kind == "removed"
+        assert "then arm of `self.args.is_galaxy`" in inner[("1d", mode)].detail
+
+
 def test_match_cases_are_followed(fates):
     """Both cases of a match on the input shape are kept at run time (they were reported removed)."""
     cases = _fates_of(fates, "x.shape[-1]")
