@@ -54,6 +54,7 @@ def _rows(rows: int) -> np.ndarray:
 
 
 def _tttv1(module: str, name: str):
+    """A class of the TTTv1 inputs (imported by name: they are test inputs on ``sys.path``, not a distribution)."""
     return getattr(importlib.import_module(f"rfx.{module}"), name)
 
 
@@ -127,8 +128,7 @@ def test_mixed_module_is_bit_exact(mixed, tmp_path):
     static local on a ``;`` line (F9): TTTv1 and the generated module agree on every device."""
     (tmp_path / "mixed_1d.py").write_text(mixed)
     generated = load_generated(str(tmp_path / "test.py"), "mixed_1d.py", "Mixed1D")
-    from rfx.model_config import ModelArgs
-
+    ModelArgs = _tttv1("model_config", "ModelArgs")
     for shape in ((1, 1), (1, 2)):
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
         args = ModelArgs(mesh)
@@ -198,8 +198,7 @@ def test_compatible_fstring(source, expected):
 def test_a_galaxy_flag_next_to_the_mesh_is_checked(tmp_path):
     result = generate(INPUTS / "rfx" / "flagged.py")
     assert [g.topology for g in result.modules] == ["1d", "2d"] and result.gaps == []
-    from rfx.model_config import ModelArgs
-
+    ModelArgs = _tttv1("model_config", "ModelArgs")
     flagged = _tttv1("flagged", "Flagged")
     for topology, shape, right in (("1d", (1, 2), False), ("2d", (8, 4), True)):
         generated = _generated_class(result, topology, tmp_path)
