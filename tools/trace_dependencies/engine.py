@@ -189,7 +189,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
 
 # Caches (state.py) computed from the source alone, never from a role nor registering anything in Results: still
 # valid when a run is redone
-_ROLE_FREE_CACHES = ("mro", "constants", "expr_loops", "reaching")
+_ROLE_FREE_CACHES = ("mro", "constants", "expr_loops", "reaching", "local_mutations", "filled_names")
 
 
 def resolve_default_config(module_path: Path) -> Path | None:

@@ -10,7 +10,7 @@ from .astutil import (
 from .ids import (
     NodeKind,
 )
-from .scan import FuncInfo, loc_of
+from .scan import FuncInfo, children, loc_of
 from .source import SourceFile
 from .state import DefSite, Part
 
@@ -18,6 +18,8 @@ from .state import DefSite, Part
 _FILLERS = frozenset(
     {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "extendleft"}
 )
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_NO_CALL_INSIDE = frozenset({ast.Name, ast.Constant})  # leaves: nothing below them to look at
 
 
 class Expansion(Part):
@@ -153,9 +155,28 @@ class Expansion(Part):
     def _mutation_edges(self, nid: str, info: FuncInfo, name: str) -> None:
         """A local container filled in place (``pieces.append(f(x))``, ``out[i] = v``) depends on what is put
         in, wherever in the function that happens (an over-approximation: never fewer dependencies)."""
+        if info.complete and name not in self._filled_names(info):
+            return  # no call or subscript assignment in the function fills ``name``: no need to walk it
         for value in self._local_mutations(info).get(name, ()):
             for dep in self.deps(value, info):
                 self.edge(dep, nid, "data", loc_of(info.file, value))
+
+    def _filled_names(self, info: FuncInfo) -> frozenset[str]:
+        """The locals a filler call (``name.append(...)``) or a subscript assignment (``name[k] = v``) may fill,
+        from what pass 1 recorded (a superset of what :meth:`_local_mutations` finds, when ``info.complete``):
+        most locals are never filled, and this spares walking a long function (ModelArgs.__init__) for them."""
+        found = self.cache.filled_names.get(info.id)
+        if found is None:
+            names = set()
+            for site in info.calls:
+                func = site.node.func
+                if type(func) is ast.Attribute and func.attr in _FILLERS and type(func.value) is ast.Name:
+                    names.add(func.value.id)
+            for sub in info.sub_assigns:
+                if type(sub.target.value) is ast.Name:
+                    names.add(sub.target.value.id)
+            found = self.cache.filled_names[info.id] = frozenset(names)
+        return found
 
     def _local_mutations(self, info: FuncInfo) -> dict[str, list[ast.expr]]:
         found = self.cache.local_mutations.get(info.id)
@@ -164,24 +185,24 @@ class Expansion(Part):
         found = {}
         body = info.node.body if isinstance(getattr(info.node, "body", None), list) else []
         stack: list[ast.AST] = list(body)
+        pop, extend = stack.pop, stack.extend
         while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            node = pop()
+            kind = type(node)
+            if kind in _SCOPES:
                 continue  # other scopes
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in _FILLERS
-                and isinstance(node.func.value, ast.Name)
-            ):
-                values = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
-                found.setdefault(node.func.value.id, []).extend(values + [k.value for k in node.keywords])
-            elif isinstance(node, (ast.Assign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            if kind is ast.Call:
+                func = node.func
+                if type(func) is ast.Attribute and func.attr in _FILLERS and type(func.value) is ast.Name:
+                    values = [a.value if type(a) is ast.Starred else a for a in node.args]
+                    found.setdefault(func.value.id, []).extend(values + [k.value for k in node.keywords])
+            elif kind is ast.Assign or kind is ast.AugAssign:
+                for target in node.targets if kind is ast.Assign else (node.target,):
+                    if type(target) is ast.Subscript and type(target.value) is ast.Name:
                         found.setdefault(target.value.id, []).append(node.value)
-            stack.extend(ast.iter_child_nodes(node))
+            elif kind in _NO_CALL_INSIDE:
+                continue
+            extend(children(node))
         self.cache.local_mutations[info.id] = found
         return found
 

@@ -109,7 +109,8 @@ class NodeRef:
 
 
 def node_id(kind: NodeKind, rest: str) -> str:
-    return f"{kind.value}:{rest}"
+    # ``_value_`` (the member's plain attribute), not ``.value`` (a property: slow on the engine's hot paths)
+    return f"{kind._value_}:{rest}"
 
 
 def parse_node(nid: str) -> NodeRef | None:
@@ -120,7 +121,7 @@ def parse_node(nid: str) -> NodeRef | None:
 
 
 def is_kind(nid: str, kind: NodeKind) -> bool:
-    return nid.startswith(kind.value + ":")
+    return nid.startswith(f"{kind._value_}:")
 
 
 __all__ = [

@@ -91,6 +91,9 @@ class ModuleIndex:
         return self.funcinfo(node, name, None, None)
 
     def nested(self, parent: FuncInfo, node: ast.AST) -> FuncInfo:
+        info = self._funcinfo.get(id(node))
+        if info is not None:  # made already: its name need not be spelled again
+            return info
         if isinstance(node, ast.Lambda):
             qual = f"{parent.qualname}.<lambda@{node.lineno}:{parent.file.char_col(node.lineno, node.col_offset)}>"
         else:

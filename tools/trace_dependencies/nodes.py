@@ -110,9 +110,18 @@ class Nodes(Part):
         )
 
     def param_node(self, info: FuncInfo, name: str) -> str | None:
-        mapped = self.out.entry_params.get((info.id, name), NOTHING)
+        key = (info.id, name)
+        mapped = self.out.entry_params.get(key, NOTHING)
         if mapped is not NOTHING:
             return mapped
+        made = self.cache.param_nodes.get(key)
+        if made is not None:  # made already in this run (the same inputs give the same node)
+            return made
+        nid = self._make_param_node(info, name)
+        self.cache.param_nodes[key] = nid
+        return nid
+
+    def _make_param_node(self, info: FuncInfo, name: str) -> str:
         if info.parent is None and info.name == "__init__" and self.is_config_class(info.cls):
             return self.node(
                 f"arg:{name}", "model_arg", f"{name} (ModelArgs constructor argument)", info.loc()

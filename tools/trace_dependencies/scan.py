@@ -130,6 +130,9 @@ class FuncInfo:
         self.events: list[Event] = []
         self.is_method = is_method
         self.is_property = False
+        # pass 1 walked every expression of the body (no annotation, no statement it does not know): then
+        # ``calls`` and ``sub_assigns`` hold every call and subscript assignment there is (expand.py relies on it)
+        self.complete = False
         self.decorators: list[str] = decorators if decorators is not None else []
         self._loc: str | None = None
 
@@ -179,6 +182,7 @@ class Scanner:
             self.info.self_name = positional[0].arg
         for default in self.info.defaults.values():
             self.expr(default, (), False, None)
+        self.info.complete = True
         if isinstance(node, ast.Lambda):
             self.info.returns.append((node.body, ()))
             self.expr(node.body, (), False, None)
@@ -223,6 +227,7 @@ class Scanner:
                 self.bind(target, stmt.value, guards, "assign", stmt)
             return guards, None
         if isinstance(stmt, ast.AnnAssign):
+            info.complete = False  # the annotation (and a target without a value) is not walked
             if stmt.value is not None:
                 self.expr(stmt.value, guards, False, None)
                 self.bind(stmt.target, stmt.value, guards, "assign", stmt)
@@ -299,6 +304,8 @@ class Scanner:
             return guards, None
         if isinstance(stmt, _TERMINATORS):
             return guards, "leave"
+        if not isinstance(stmt, (ast.Pass, ast.Global, ast.Nonlocal)):
+            info.complete = False  # a statement newer than this walk
         return guards, None  # Pass, Global, Nonlocal and anything newer
 
     def if_stmt(self, stmt: ast.If, guards: Guards, construct: str) -> tuple[Guards, str | None]:
@@ -518,6 +525,21 @@ def _fields(kind: type) -> tuple[str, ...]:
         fields = tuple(f for f in kind._fields if f not in _SKIP_FIELDS)
         _FIELD_CACHE[kind] = fields
     return fields
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes ``ast.iter_child_nodes`` gives, in its order, without the contexts and operator tokens
+    (leaves no walk looks at) and through the cached field lists: the same walks at a fraction of the cost."""
+    out: list[ast.AST] = []
+    for name in _fields(type(node)):
+        value = getattr(node, name, None)
+        if type(value) is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    out.append(item)
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
 
 
 def make_funcinfo(file: SourceFile, node: ast.AST, qualname: str, cls, parent, is_method: bool) -> FuncInfo:

@@ -16,11 +16,12 @@ from .astutil import endswith_mode
 from .decision import assumption, eval_tree
 from .engine import Engine
 from .records import FactSite, Span
+from .scan import children
 
 #: Facts a (topology, mode) assumption decides.
 _DECIDABLE = ("galaxy", "mesh_1d", "single_device", "mode:decode", "mode:prefill")
-_LEAF_TYPES = (ast.Compare, ast.Name, ast.Attribute, ast.Call)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_LEAF_TYPES = frozenset({ast.Compare, ast.Name, ast.Attribute, ast.Call})
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 
 
 def fact_sites(engine: Engine) -> list[FactSite]:
@@ -32,22 +33,25 @@ def fact_sites(engine: Engine) -> list[FactSite]:
             continue
         phase = "forward" if "forward" in phases else "construction"
         body = [info.node.body] if isinstance(info.node, ast.Lambda) else list(info.node.body)
-        form = _mode_form(info)
+        form: list[str] = []  # how the function spells its mode: computed at its first site
         stack = list(reversed(body))
+        pop, push = stack.pop, stack.append
         while stack:
-            node = stack.pop()
-            if isinstance(node, _SCOPES):
+            node = pop()
+            kind = type(node)
+            if kind in _SCOPES:
                 continue  # nested functions are visited as functions of their own
-            if isinstance(node, _LEAF_TYPES) and not isinstance(getattr(node, "ctx", None), ast.Store):
+            if kind in _LEAF_TYPES and type(getattr(node, "ctx", None)) is not ast.Store:
                 site = _site(engine, info, node, phase, form)
                 if site is not None:
                     out.append(site)
                     continue
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                stack.append(node.func.value)  # never the method name itself
+            if kind is ast.Call and type(node.func) is ast.Attribute:
+                push(node.func.value)  # never the method name itself
                 stack.extend(reversed([*node.args, *(k.value for k in node.keywords)]))
                 continue
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            if kind is not ast.Constant:
+                stack.extend(reversed(children(node)))
     out.sort(key=lambda s: (s.file, s.span.start_line, s.span.start_col, -s.span.end_line, -s.span.end_col))
     return out
 
@@ -63,7 +67,7 @@ def decide_fact(site: FactSite, *, topology: str, mode: str | None):
     return eval_tree(("fact", site.fact, site.polarity), assumption(topology, mode))
 
 
-def _site(engine: Engine, info, node: ast.AST, phase: str, form: str) -> FactSite | None:
+def _site(engine: Engine, info, node: ast.AST, phase: str, form: list[str]) -> FactSite | None:
     facts: list[tuple[str, int]] = []
     engine._facts(node, info, 1, facts, 0)
     decidable = [(f, p) for f, p in facts if f in _DECIDABLE]
@@ -73,6 +77,8 @@ def _site(engine: Engine, info, node: ast.AST, phase: str, form: str) -> FactSit
         fact, polarity = "mode", 0
     else:
         return None
+    if not form:
+        form.append(_mode_form(info))
     end = node.end_lineno or node.lineno
     file = info.file
     span = Span(
@@ -85,7 +91,7 @@ def _site(engine: Engine, info, node: ast.AST, phase: str, form: str) -> FactSit
         phase=phase,
         fact=fact,
         polarity=polarity,
-        mode_form=form,
+        mode_form=form[0],
     )
 
 
@@ -97,9 +103,12 @@ def _mode_form(info) -> str:
             value = site.value
             if isinstance(value, ast.Call) and endswith_mode(value.func):
                 return "enum"
-    for node in ast.walk(info.node):
-        if isinstance(node, ast.Compare):
+    stack = [info.node]
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Compare:
             for operand in (node.left, *node.comparators):
-                if isinstance(operand, ast.Attribute) and operand.attr in ("DECODE", "PREFILL"):
+                if type(operand) is ast.Attribute and operand.attr in ("DECODE", "PREFILL"):
                     return "enum"
+        stack.extend(children(node))
     return "str"

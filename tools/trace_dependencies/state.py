@@ -125,6 +125,9 @@ class Caches:
         self.reaching: dict[str, dict[int, tuple]] = {}  # FuncInfo.id -> flow.reaching()
         # FuncInfo.id -> local name -> the values put into it in place (``pieces.append(piece)``)
         self.local_mutations: dict[str, dict[str, list[ast.expr]]] = {}
+        # FuncInfo.id -> the locals that may be filled in place (pass 1's calls and subscript assignments)
+        self.filled_names: dict[str, frozenset[str]] = {}
+        self.param_nodes: dict[tuple[str, str], str] = {}  # (FuncInfo.id, parameter) -> its node (nodes.py)
 
 
 class Worklist:
