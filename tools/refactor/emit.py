@@ -338,7 +338,7 @@ class Emitter:
                     f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.other_class}")'
                 )
             ]
-            if flag is not None:  # TTTv1's own galaxy flag was specialised too: it must agree with the mesh
+            if flag is not None and self._flag_is_fact(flag):  # specialised too: it must agree with the mesh
                 galaxy = self.plan.topology == "2d"
                 checks.append(
                     cst.parse_statement(
@@ -367,6 +367,16 @@ class Emitter:
                 f'if {wrong}:\n    raise ValueError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
             )
         ]
+
+    def _flag_is_fact(self, flag: str) -> bool:
+        """Whether the analysis reads the constructor's ``flag`` as the galaxy fact (so it was specialised)."""
+        parsed = self.inputs.module
+        for site in self.inputs.analysis.fact_sites:
+            if site.file == parsed.name and site.function == f"{self.tttv1_class}.__init__":
+                node = parsed.node_for_span(site.span)
+                if isinstance(node, cst.Name) and node.value == flag:
+                    return True
+        return False
 
     def _topology_check_name(self) -> str:
         return "require_1d_mesh" if self.plan.topology == "1d" else "require_2d_mesh"

@@ -750,7 +750,7 @@ def _mode_constant(value: cst.BaseExpression | None) -> str | None:
     """``"decode"`` / ``Mode.PREFILL`` -> the mode it names; anything else -> None."""
     if isinstance(value, cst.SimpleString) and value.evaluated_value in MODES:
         return value.evaluated_value
-    if isinstance(value, cst.Attribute) and value.attr.value.lower() in MODES:
+    if isinstance(value, cst.Attribute) and value.attr.value in ("DECODE", "PREFILL"):  # Mode.DECODE
         return value.attr.value.lower()
     return None
 
