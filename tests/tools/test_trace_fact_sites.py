@@ -85,3 +85,44 @@ def test_tttv1_mlp_sites():
     helper = {(s.function, s.fact) for s in a.fact_sites if s.file == "ccl.py"}
     assert ("tt_all_reduce", "mesh_1d") in helper
     assert ("_nothing_to_exchange", "single_device") in helper
+
+
+VALUE_CHAINS = """
+import ttnn
+
+
+class Block:
+    def __init__(self, mesh_device, args):
+        self.args = args
+        self.model_config = args.get_model_config()
+
+    def forward(self, x, mode):
+        mem = self.args.is_galaxy and self.model_config["TG_MEMCFG"] or ttnn.DRAM_MEMORY_CONFIG
+        wide = self.args.is_galaxy and x.shape[-1] > 32
+        flat = not self.args.is_galaxy
+        if wide or flat:
+            x = ttnn.mul(x, 2.0)
+        return ttnn.to_memory_config(x, mem)
+"""
+
+
+def test_an_and_or_chain_is_not_its_fact(tmp_path):
+    """Only a place whose value *is* the fact is a site: a local an and/or chain yields is not (F1: the codemod
+    replaced ``mem`` by True/False); an alias of a negated fact is, with polarity -1."""
+    path = tmp_path / "block.py"
+    path.write_text(textwrap.dedent(VALUE_CHAINS))
+    a = analyze(path)
+    lines = textwrap.dedent(VALUE_CHAINS).splitlines()
+    sites = [
+        (lines[s.span.start_line - 1][s.span.start_col : s.span.end_col], s.span.start_line)
+        for s in a.fact_sites
+    ]
+    texts = {text for text, _ in sites}
+    assert "mem" not in texts and "wide" not in texts
+    # the operands the chains test are sites
+    assert {("self.args.is_galaxy", 11), ("self.args.is_galaxy", 12)} <= set(sites)
+    flat = next(s for s in a.fact_sites if s.span.start_line == 14 and s.span.start_col == 19)
+    assert (flat.fact, flat.polarity) == ("galaxy", -1)
+    # the test still reads the fact: decided on 1D (flat), open on galaxy (wide depends on the input)
+    assert a.decide("block.py:14", "1d", "decode") is True
+    assert a.decide("block.py:14", "2d", "decode") is None

@@ -110,3 +110,11 @@ def test_setdefault_never_overwrites_an_earlier_definition(analyses):
     assert default.only_if_absent and default.live_when == "not (max_batch_size > 16)"
     scores = a.definitions["DECODE_SCORES_MEMCFG"]
     assert [d.live_when for d in scores] == ["not (max_batch_size > 16)", None]
+
+
+def test_report_names_builder_parameters_by_their_function(capsys):
+    """A config function's parameter is shown as ``get_model_config(model_config_str=)``, not as a ModelArgs
+    constructor argument that does not exist (review F15)."""
+    assert main([str(MODULES[0]), "--width", "400"]) == 0
+    out = capsys.readouterr().out
+    assert "get_model_config(model_config_str=)" in out and "ModelArgs(model_config_str=)" not in out

@@ -119,3 +119,173 @@ def test_reaching_definitions_through_loops_branches_and_augmented_assignments(t
 
 def test_precision_fixture_round_trips(block):
     assert Analysis.from_json(block.to_json()) == block
+
+
+EARLY_EXITS = """
+import ttnn
+
+
+class M:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        if mode == "decode":
+            if self.args.is_galaxy:
+                return ttnn.mul(x, 2.0)
+            x = ttnn.add(x, 1.0)
+        else:
+            for _ in range(2):
+                if self.args.is_galaxy:
+                    if x.shape[-1] > 32:
+                        break
+                    x = ttnn.exp(x)
+                x = ttnn.relu(x)
+            x = ttnn.neg(x)
+            if not self.args.is_galaxy:
+                x = ttnn.abs(x)
+            else:
+                return ttnn.sqrt(x)
+            if mode != "prefill":
+                raise ValueError(mode)
+        return ttnn.to_memory_config(x, ttnn.DRAM_MEMORY_CONFIG)
+"""
+
+
+def test_an_arm_that_returns_guards_the_code_after_the_enclosing_if(tmp_path):
+    """An early return nested in an arm guards what follows the enclosing ``if`` (review F10: the op after it was
+    on every path); a break only guards the rest of its loop; an arm that raises guards nothing."""
+    (tmp_path / "m.py").write_text(EARLY_EXITS)
+    a = analyze(tmp_path / "m.py", auto_config=False)
+    assert a.paths["decode/galaxy"] == ["ttnn.mul"]
+    assert a.paths["decode/non-galaxy"] == ["ttnn.add", "ttnn.to_memory_config"]
+    # prefill: the else arm of the last topology test returns, so the tail runs on 1D only; the break leaves
+    # the loop on galaxy only when x is wide, so relu and neg stay on both
+    assert a.paths["prefill/galaxy"] == ["ttnn.exp", "ttnn.neg", "ttnn.relu", "ttnn.sqrt"]
+    assert a.paths["prefill/non-galaxy"] == ["ttnn.abs", "ttnn.neg", "ttnn.relu", "ttnn.to_memory_config"]
+    (tail,) = [o for o in a.ops if o.op == "ttnn.to_memory_config"]
+    assert tail.guards == ["m.py:11:15#unless-then", "m.py:22:15#unless-else"]
+    guards = {o.op: o.guards for o in a.ops}
+    # relu follows the break in the loop: guarded by it; neg follows the loop: not
+    assert guards["ttnn.relu"] == ["m.py:10:11#else", "m.py:17:23#unless-then"]
+    assert guards["ttnn.neg"] == ["m.py:10:11#else"]
+    two_d = a.restrict(topology="2d")
+    assert "ttnn.to_memory_config" not in two_d.paths["prefill/galaxy"]
+    assert Analysis.from_json(a.to_json()) == a
+
+
+def test_guards_after_an_arm_that_left():
+    """How the guard after a left arm reads, and which guards of one branch exclude each other (last-wins)."""
+    from tttv2_tools.trace_dependencies.graphing import exclusive
+    from tttv2_tools.trace_dependencies.records import Guard
+
+    assert Guard("m.py:3:7", "unless-then", "TG").describe() == "not left under (TG)"
+    assert Guard("m.py:3:7", "unless-else", "TG").describe() == "not left under not (TG)"
+    assert exclusive("then", "else") and exclusive("then", "unless-then") and exclusive("else", "unless-else")
+    assert not exclusive("else", "unless-then") and not exclusive("unless-then", "unless-else")
+    assert not exclusive("then", "then")
+
+
+STATEFUL = """
+import ttnn
+
+
+class Cell:
+    def __init__(self, mesh_device, args):
+        self.args = args
+        self.warm = False
+        self.scale = 2.0
+
+    def _mark(self):
+        self.warm = True
+
+    def forward(self, x, mode):
+        seq_len = 32
+        if mode == "prefill":
+            seq_len = x.shape[-2]
+        if seq_len > 64:
+            x = ttnn.relu(x)
+        if not self.warm:
+            x = ttnn.mul(x, self.scale)
+            self._mark()
+        if self.scale > 1.0:
+            x = ttnn.add(x, 1.0)
+        return x
+"""
+
+
+def test_module_state_is_runtime_and_proof_hops_name_locals(tmp_path, capsys):
+    """An attribute the per-call entry (or what it calls) assigns is module state: a test on it is runtime, with a
+    proof naming the write (review F11: it was static with an empty proof); one only ``__init__`` assigns stays
+    static. Proof hops show a local assigned twice by its name, not its column (review F15)."""
+    from tttv2_tools.trace_dependencies.cli import main
+
+    (tmp_path / "cell.py").write_text(STATEFUL)
+    a = analyze(tmp_path / "cell.py", auto_config=False)
+    warm = a.branch_at("cell.py", 20)
+    assert warm.classification == "runtime" and warm.factors == ["runtime"]
+    assert [h.node for h in warm.chain["runtime"]] == [
+        "input:state:cell.py:Cell.warm",
+        "self:cell.py:Cell.warm",
+        "branch:cell.py:20:11",
+    ]
+    assert warm.chain["runtime"][0].loc == "cell.py:12:8"  # the write in _mark, which forward calls
+    assert a.branch_at("cell.py", 23).classification == STATIC  # self.scale: only __init__ assigns it
+    assert main([str(tmp_path / "cell.py"), "--width", "400"]) == 0
+    out = capsys.readouterr().out
+    assert "self.warm (module state)@cell.py:12 → self.warm@8 → condition@20" in out
+    assert "x (input)@cell.py:14 → seq_len@17 → condition@18" in out
+
+
+MATCHES = """
+import ttnn
+
+
+class Norm:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode, kind="a"):
+        match mode:
+            case "decode" if self.args.is_galaxy:
+                x = ttnn.mul(x, 2.0)
+            case "decode":
+                x = ttnn.exp(x)
+            case "prefill":
+                x = ttnn.add(x, 1.0)
+            case _:
+                raise ValueError(mode)
+        match kind:
+            case "a":
+                x = ttnn.relu(x)
+        match mode:
+            case "prefill" | "decode":
+                x = ttnn.neg(x)
+            case [_, _]:
+                x = ttnn.abs(x)
+        return x
+"""
+
+
+def test_match_on_the_mode_is_decided(tmp_path):
+    """``match mode:`` cases get the mode facts (review F13: their decision was None, so nothing could decide
+    them): a case runs when no earlier case matched and its own pattern (and guard) does."""
+    (tmp_path / "norm.py").write_text(MATCHES)
+    a = analyze(tmp_path / "norm.py", auto_config=False)
+    galaxy_decode, decode, prefill, other = (a.branch_at("norm.py", line) for line in (11, 13, 15, 17))
+    assert galaxy_decode.mode == ["decode"] and galaxy_decode.topology == ["galaxy"]
+    assert decide(galaxy_decode, "2d", "decode") is True and decide(galaxy_decode, "1d", "decode") is False
+    assert decide(decode, "2d", "decode") is False and decide(decode, "1d", "decode") is True
+    assert decide(decode, mode="decode") is None  # the guarded case before it depends on the topology
+    assert prefill.mode == ["not decode", "prefill"] and decide(prefill, mode="prefill") is True
+    assert decide(prefill, mode="decode") is False
+    assert decide(other, mode="prefill") is False and decide(other, mode="decode") is False
+    assert decide(other) is None
+    assert a.branch_at("norm.py", 20).decision is None  # match kind: not the mode
+    either, sequence = a.branch_at("norm.py", 23), a.branch_at("norm.py", 25)
+    assert decide(either, mode="decode") is True and decide(either) is None
+    assert decide(sequence, mode="prefill") is False and sequence.mode == ["not decode", "not prefill"]
+    assert a.paths["decode/galaxy"] == ["ttnn.mul", "ttnn.neg", "ttnn.relu"]
+    assert a.paths["decode/non-galaxy"] == ["ttnn.exp", "ttnn.neg", "ttnn.relu"]
+    assert a.paths["prefill/galaxy"] == ["ttnn.add", "ttnn.neg", "ttnn.relu"]
+    assert "decided:true" in a.restrict(mode="prefill").branch_at("norm.py", 15).facts

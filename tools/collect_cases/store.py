@@ -72,6 +72,7 @@ class CaseStore:
 
     def __init__(self, path: str | os.PathLike, *, create: bool = False, timeout: float = 60.0):
         self.path = Path(path)
+        self._timeout = timeout
         _check_file(self.path, create)
         try:
             self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
@@ -120,13 +121,11 @@ class CaseStore:
             raise StoreError(
                 f"store {self.path}: not a collect-cases store (tool {tool and tool[0]!r}, version {version})"
             )
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
+        self._use_wal()
 
     def _create(self) -> None:
         db = self._db
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
+        self._use_wal()
         with self._write():
             # another process may have created it while this one waited for the lock
             if db.execute("PRAGMA user_version").fetchone()[0] == 0:
@@ -136,6 +135,28 @@ class CaseStore:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('tool', ?)", (TOOL,))
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('created', ?)", (_now(),))
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _use_wal(self) -> None:
+        """Switch to WAL, retrying in short waits up to the store's timeout: SQLite may answer a journal-mode
+        change with "database is locked" at once, without its busy handler, while other processes create or
+        write the same store (seen with four recorders starting together under load)."""
+        db = self._db
+        deadline = time.monotonic() + self._timeout
+        db.execute("PRAGMA busy_timeout = 50")
+        try:
+            while True:
+                try:
+                    db.execute("PRAGMA journal_mode = WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise StoreError(f"store {self.path}: cannot switch it to WAL: {exc}") from exc
+                    time.sleep(0.02)
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+        db.execute("PRAGMA synchronous = NORMAL")
 
     @contextlib.contextmanager
     def _write(self):

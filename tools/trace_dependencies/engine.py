@@ -23,6 +23,7 @@ from .expand import Expansion
 from .facts import Facts
 from .index import ClassInfo
 from .lookup import Lookup
+from .module_state import mark_module_state
 from .nodes import Nodes
 from .roles import Roles
 from .scan import FuncInfo
@@ -158,6 +159,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
             self.expand_all()
         self.resolve_deferred_reads()
         self.expand_all()
+        mark_module_state(self)
 
     def _set_entry_params(self, info: FuncInfo, construction: bool) -> None:
         for name in [*info.params, *(n for n in (info.vararg, info.kwarg) if n)]:

@@ -17,6 +17,7 @@ from .astutil import (
     mentions,
     unparse,
 )
+from .decision import tree_facts
 from .graph import Graph
 from .ids import (
     ARGS,
@@ -172,6 +173,11 @@ class Facts(Part):
         if cached is not None:
             return cached
         out: list[tuple[str, int]] = []
+        if site.construct == "match":  # its decision's facts: its pattern, the earlier ones not matching
+            tree = self.branch_tree(site.id)
+            out = [(fact, 1 if value else -1) for fact, value in tree_facts(tree)] if tree is not None else []
+            self.cache.facts[site.id] = out
+            return out
         for decider in site.deciders:
             self._facts(decider, info, 1, out, 0)
         self.cache.facts[site.id] = out
@@ -260,6 +266,19 @@ class Facts(Part):
             return None
         return owner, sites[0].value
 
+    def exact_fact(self, e: ast.AST, info: FuncInfo) -> tuple[str, int] | None:
+        """``(fact, polarity)`` when the *value* of ``e`` is the boolean fact itself or its negation (a test, a
+        ``not``, or a local whose one assignment is such a value), else None. An and/or chain is never one, even
+        when it names a single fact: ``mem = TG and CFG or DRAM`` yields CFG or DRAM, and ``TG and x > 3`` is
+        not the galaxy fact (a rewriter that replaced either by True/False would change the result)."""
+        tree = self.fact_tree(e, info)
+        polarity = 1
+        while tree is not None and tree[0] == "not":
+            polarity, tree = -polarity, tree[1]
+        if tree is None or tree[0] != "fact":
+            return None
+        return tree[1], tree[2] * polarity
+
     def _is_model_name_check(self, e: ast.Compare) -> bool:
         parts = [e.left, *e.comparators]
         has_str = any(const_str(p) is not None or is_str_seq(p) for p in parts)
@@ -320,16 +339,45 @@ class Facts(Part):
         return out
 
     def branch_tree(self, bid: str):
-        """A branch's test compiled into a small tree of facts (cached; None for match cases), which is then cheap
-        to evaluate under any assumption (decision.eval_tree)."""
+        """A branch's test compiled into a small tree of facts (cached), which is then cheap to evaluate under any
+        assumption (decision.eval_tree). A match case is "no earlier case matched, and this one does"."""
         tree = self.cache.fact_trees.get(bid, NOTHING)
         if tree is NOTHING:
             entry = self.out.branch_index.get(bid)
             tree = None
-            if entry is not None and entry[0].construct != "match":
+            if entry is not None and entry[0].construct == "match":
+                tree = self._case_tree(entry[0], entry[1])
+            elif entry is not None:
                 tree = self.fact_tree(entry[0].deciders[0], entry[1])
             self.cache.fact_trees[bid] = tree
         return tree
+
+    def _case_tree(self, site: BranchSite, info: FuncInfo):
+        """The decision of one case of ``match mode:`` (None for a subject that is not the mode)."""
+        match = site.match
+        if match is None or not self.is_mode(match.subject, info):
+            return None
+        earlier = []
+        for case in match.cases:
+            tree = self._pattern_tree(case.pattern)
+            if case.guard is not None:
+                tree = ("and", [tree, self.fact_tree(case.guard, info)])
+            if case.pattern is site.node:
+                return ("and", [*earlier, tree]) if earlier else tree
+            earlier.append(None if tree is None else ("not", tree))
+        return None
+
+    def _pattern_tree(self, pattern: ast.pattern):
+        """Whether a case pattern matches the mode: ``"decode"`` / ``Mode.DECODE`` are its facts, ``|`` an or,
+        ``_`` (or a capture) always; anything else is not decided (None)."""
+        if isinstance(pattern, ast.MatchValue):
+            value = self.mode_value(pattern.value)
+            return ("fact", f"mode:{value}", 1) if value else None
+        if isinstance(pattern, ast.MatchOr):
+            return ("or", [self._pattern_tree(p) for p in pattern.patterns])
+        if isinstance(pattern, ast.MatchAs):
+            return ("const", True) if pattern.pattern is None else self._pattern_tree(pattern.pattern)
+        return None
 
     def fact_tree(self, e: ast.AST, info: FuncInfo, depth: int = 0):
         """The test as ("and"|"or", [trees]) / ("not", tree) / ("fact", name, polarity) / an open test on a

@@ -31,6 +31,16 @@ def guard_strings(engine: Engine, guards) -> list[str]:
     return [f"{bid}#{arm}" for bid, arm in guards]
 
 
+#: Arms of one branch that can both hold: an arm and the guard after the other arm that left, or the guards after
+#: both arms (the branch was not reached).
+_COMPATIBLE = ({"else", "unless-then"}, {"then", "unless-else"}, {"unless-then", "unless-else"})
+
+
+def exclusive(arm: str, other: str) -> bool:
+    """Whether two guards on the same branch can never hold together."""
+    return arm != other and {arm, other} not in _COMPATIBLE
+
+
 def _shadowing(defs: list[Definition], raw) -> None:
     """Last assignment wins: a later definition that always runs when an earlier one ran replaces it. A
     ``setdefault()`` replaces nothing; it never takes effect when an earlier definition always ran before it."""
@@ -43,7 +53,7 @@ def _shadowing(defs: list[Definition], raw) -> None:
             earlier = [
                 (d, s)
                 for d, s in zip(defs[:i], raw[:i])
-                if not any(dict(s.guards).get(b, a) != a for b, a in s_i.guards)
+                if not any(exclusive(dict(s.guards).get(b, a), a) for b, a in s_i.guards)
             ]
             always = [d.id for d, s in earlier if set(s.guards) <= gi]
             if always:
@@ -57,7 +67,7 @@ def _shadowing(defs: list[Definition], raw) -> None:
             if s_j.order <= s_i.order or s_j.only_if_absent:
                 continue
             gj = set(s_j.guards)
-            if any(bid in arms_i and arms_i[bid] != arm for bid, arm in s_j.guards):
+            if any(bid in arms_i and exclusive(arms_i[bid], arm) for bid, arm in s_j.guards):
                 continue  # mutually exclusive arms: the later one never overwrites this one
             if gj <= gi:
                 d_i.shadowed_by.append(d_j.id)

@@ -23,8 +23,9 @@ PATHS = {
     "prefill/galaxy": ("prefill", True),
     "prefill/non-galaxy": ("prefill", False),
 }
-#: Constructs whose test value decides which arm runs (match cases and boolean operators are not decided).
-DECIDABLE = ("if", "elif", "ifexp", "while", "assert", "comprehension-if")
+#: Constructs whose test value decides which arm runs (a match case: whether its body runs; boolean operators
+#: are not decided).
+DECIDABLE = ("if", "elif", "ifexp", "while", "assert", "comprehension-if", "match")
 _CHAIN_SKIP = ("fact",)
 
 
@@ -61,6 +62,7 @@ class Decider:
     def __init__(self, analysis: Analysis, assume: dict[str, object]):
         self.assume = assume
         self.trees = {b.id: b.decision for b in analysis.branches}
+        self.guards = {b.id: b.guards for b in analysis.branches}
         self.memo: dict[tuple[str, int], bool | None] = {}
         self.contexts: dict[int, dict[str, Any]] = {}  # keeps each binding alive while its id() is a memo key
 
@@ -73,14 +75,22 @@ class Decider:
         return self.memo[key]
 
     def possible(self, guards: list[str], binding: dict[str, Any] | None = None) -> bool:
-        for guard in guards:
-            bid, _, arm_ = guard.rpartition("#")
-            if arm_ not in ("then", "else"):
-                continue
+        return all(self.holds(guard, binding) is not False for guard in guards)
+
+    def holds(self, guard: str, binding: dict[str, Any] | None = None) -> bool | None:
+        """True / False / None (undecided) for one guard. ``bid#unless-then`` (after an arm that always leaves,
+        see scan.py) holds unless the branch was reached (its own guards) and took that arm."""
+        bid, _, arm_ = guard.rpartition("#")
+        if arm_ in ("then", "else"):
             value = self.value(bid, binding)
-            if value is not None and (arm_ == "then") != value:
+            return None if value is None else (arm_ == "then") == value
+        if arm_ in ("unless-then", "unless-else"):
+            taken = [self.holds(g, binding) for g in self.guards.get(bid, ())]
+            taken.append(self.holds(f"{bid}#{arm_.removeprefix('unless-')}", binding))
+            if all(t is True for t in taken):
                 return False
-        return True
+            return True if any(t is False for t in taken) else None
+        return None
 
     def possible_somewhere(self, guards: list[str], contexts: list[dict[str, Any]]) -> bool:
         return any(self.possible(guards, binding) for binding in contexts)

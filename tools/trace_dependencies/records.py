@@ -68,6 +68,10 @@ class Guard:
             return self.text
         if self.arm == "rhs":
             return f"short-circuit({self.text})"
+        if self.arm == "unless-then":
+            return f"not left under ({self.text})"
+        if self.arm == "unless-else":
+            return f"not left under not ({self.text})"
         return f"not ({self.text})"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from rich.console import Console
@@ -28,10 +29,23 @@ def _kind(text: str) -> Text:
     return Text(text, style=STYLE.get(text, ""))
 
 
-def short_name(node: str) -> str:
-    """A compact name for a graph node (used in proofs)."""
+#: ``n@14:8``: a local assigned more than once has one node per assignment (line and column appended).
+_SITE_SUFFIX = re.compile(r"@\d+:\d+$")
+#: ``model_config_str (get_model_config() argument)``: the label of a config function's parameter.
+_BUILDER_ARG = re.compile(r"(.+) \(([\w.]+)\(\) argument\)")
+
+
+def short_name(node: str, label: str | None = None) -> str:
+    """A compact name for a graph node (used in proofs); ``label`` (the node's) tells a config function's
+    parameters from ModelArgs constructor arguments."""
     kind, _, rest = node.partition(":")
+    if kind in ("local", "param"):
+        rest = _SITE_SUFFIX.sub("", rest)  # the hop's location shows the line
     last = rest.rsplit(":", 1)[-1]
+    if kind == "arg" and label and (builder := _BUILDER_ARG.fullmatch(label)):
+        return f"{builder[2]}({builder[1]}=)"
+    if kind == "input" and rest.startswith("state:"):
+        return f"self.{rest.rsplit('.', 1)[-1]} (module state)"
     return {
         "hw": f"hw.{rest}",
         "env": f"${rest}",
@@ -64,7 +78,7 @@ def _hops(hops: list[Hop], limit: int = 7) -> str:
         if hop is None:
             parts.append("…")
             continue
-        text = short_name(hop.node)
+        text = short_name(hop.node, hop.label)
         if hop.loc:
             file, line, _col = hop.loc.rsplit(":", 2)
             text += f"@{line}" if file == last_file else f"@{file}:{line}"
@@ -244,7 +258,7 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
             continue
         roots = [n for n in nodes if a.dependencies.nodes[n].get("root")]
         if level in ("hardware", "model_args", "per_call_inputs"):
-            shown = ", ".join(short_name(n) for n in (roots or nodes))
+            shown = ", ".join(short_name(n, a.dependencies.nodes[n].get("label")) for n in (roots or nodes))
         elif level == "config_keys":
             shown = ", ".join(sorted(parse_node(n).rest for n in nodes if is_kind(n, NodeKind.KEY)))
         elif level == "terminal_ops":

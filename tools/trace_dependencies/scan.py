@@ -65,6 +65,7 @@ class BranchSite:
     test_node: ast.AST
     guards: Guards
     parent: str | None = None
+    match: ast.Match | None = None  # a match case: its statement (the earlier cases decide whether it runs)
 
 
 @dataclass(repr=False)
@@ -159,6 +160,11 @@ class Scanner:
         self.order = 0
         self.loops: tuple[tuple[ast.expr, ast.expr], ...] = ()
         self.file = info.file
+        # Arms that always leave ("return": the function, "leave": the loop), as the guard that holds after them
+        # (``(bid, "unless-then")``: that arm did not run). The rest of the arm's own block gets the exact
+        # opposite arm; code after each enclosing statement gets this guard (returns up to the function,
+        # break / continue up to the loop).
+        self.exits: list[tuple[GuardKey, str]] = []
 
     # -- entry ------------------------------------------------------------------------------------
     def run(self) -> FuncInfo:
@@ -195,12 +201,19 @@ class Scanner:
 
     # -- statements --------------------------------------------------------------------------------
     def block(self, body: list[ast.stmt], guards: Guards) -> str | None:
-        """Walk statements. Returns how the block always ends: "raise", "leave" (return / break / continue)
-        or None when control can fall through."""
+        """Walk statements. Returns how the block always ends: "raise", "return" (every path returns or raises),
+        "leave" (a break / continue on some path) or None when control can fall through."""
+        start = len(self.exits)
         for stmt in body:
+            mark = len(self.exits)
             guards, done = self.stmt(stmt, guards)
             if done:
+                del self.exits[start:]  # the whole block leaves: what encloses it records that, more simply
                 return done
+            for (bid, arm), _kind in self.exits[mark:]:
+                direct = (bid, "else" if arm == "unless-then" else "then")
+                if direct not in guards and (bid, arm) not in guards:  # an arm nested in ``stmt`` left
+                    guards = (*guards, (bid, arm))
         return None
 
     def _next(self) -> int:
@@ -220,7 +233,7 @@ class Scanner:
             if stmt.value is not None:
                 self.expr(stmt.value, guards, False, None)
             info.returns.append((stmt.value, guards))
-            return guards, "leave"
+            return guards, "return"
         if isinstance(stmt, ast.Assign):
             self.expr(stmt.value, guards, False, None)
             for target in stmt.targets:
@@ -242,14 +255,18 @@ class Scanner:
             self.bind(stmt.target, None, guards, "for", stmt, source=stmt.iter)
             saved = self.loops
             self.loops = (*self.loops, (stmt.target, stmt.iter))
+            mark = len(self.exits)
             self.block(stmt.body, guards)
+            self._end_loop(mark)
             self.loops = saved
             self.block(stmt.orelse, guards)
             return guards, None
         if isinstance(stmt, ast.While):
             bid = self.branch("while", stmt, [stmt.test], stmt.test, guards)
             self.expr(stmt.test, guards, True, bid)
+            mark = len(self.exits)
             self.block(stmt.body, (*guards, (bid, "then")))
+            self._end_loop(mark)
             self.block(stmt.orelse, (*guards, (bid, "else")))
             return guards, None
         if isinstance(stmt, ast.If):
@@ -319,14 +336,23 @@ class Scanner:
         else:
             else_done = self.block(orelse, else_guards)
         if then_done and else_done:
-            return guards, "raise" if then_done == else_done == "raise" else "leave"
+            if then_done == else_done == "raise":
+                return guards, "raise"
+            return guards, "return" if {then_done, else_done} <= {"return", "raise"} else "leave"
         # An arm that raises is a validation (like an assert), not an alternative: what follows is not
-        # guarded by it. An arm that returns (or breaks/continues) guards everything after it.
-        if then_done == "leave":
+        # guarded by it. An arm that returns (or breaks/continues) guards everything after it, also after the
+        # statements that enclose this one (self.exits).
+        if then_done in ("leave", "return"):
+            self.exits.append(((bid, "unless-then"), then_done))
             return else_guards, None
-        if else_done == "leave":
+        if else_done in ("leave", "return"):
+            self.exits.append(((bid, "unless-else"), else_done))
             return (*guards, (bid, "then")), None
         return guards, None
+
+    def _end_loop(self, mark: int) -> None:
+        """A break / continue in the loop body leaves only the loop: it guards nothing after the loop."""
+        self.exits[mark:] = [e for e in self.exits[mark:] if e[1] == "return"]
 
     def match_stmt(self, stmt: ast.Match, guards: Guards) -> tuple[Guards, str | None]:
         self.expr(stmt.subject, guards, True, None)
@@ -337,6 +363,7 @@ class Scanner:
             if case.guard is not None:
                 deciders.append(case.guard)
             bid = self.branch("match", case.pattern, deciders, case.pattern, guards)
+            self.info.branches[-1].match = stmt
             for node in ast.walk(case.pattern):
                 if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
                     self._bind_name(node.name, None, node, guards, "match", source=stmt.subject)

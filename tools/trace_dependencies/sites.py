@@ -68,12 +68,10 @@ def decide_fact(site: FactSite, *, topology: str, mode: str | None):
 
 
 def _site(engine: Engine, info, node: ast.AST, phase: str, form: list[str]) -> FactSite | None:
-    facts: list[tuple[str, int]] = []
-    engine._facts(node, info, 1, facts, 0)
-    decidable = [(f, p) for f, p in facts if f in _DECIDABLE]
-    if len(facts) == 1 and decidable:
-        fact, polarity = decidable[0]
-    elif not facts and isinstance(node, ast.Name) and engine.is_mode(node, info):
+    exact = engine.exact_fact(node, info)
+    if exact is not None and exact[0] in _DECIDABLE:
+        fact, polarity = exact
+    elif exact is None and isinstance(node, ast.Name) and engine.is_mode(node, info):
         fact, polarity = "mode", 0
     else:
         return None

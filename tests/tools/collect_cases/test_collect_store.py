@@ -184,3 +184,41 @@ def test_a_killed_recorder_leaves_the_store_consistent(tmp_path, plain_module):
         # and the write lock is free again: a new recorder can write
         opened.add([_ob({"after": True}, target="plain_layers:Plain")])
         assert len(opened.cases()) == len(kept) + 1
+
+
+def _hold_read_lock(path):
+    """Another connection inside a read transaction: SQLite cannot switch the file to WAL until it ends."""
+    reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT name FROM sqlite_master").fetchall()
+    return reader
+
+
+def test_creation_waits_in_short_retries_for_the_switch_to_wal(tmp_path):
+    import threading
+
+    path = tmp_path / "s.sqlite"
+    path.touch()
+    reader = _hold_read_lock(path)
+    release = threading.Timer(0.4, lambda: reader.execute("COMMIT"))
+    release.start()
+    try:
+        with CaseStore(path, create=True, timeout=10) as store:  # each try waits 50 ms: this needs several
+            assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert (
+                store._db.execute("PRAGMA busy_timeout").fetchone()[0] == 10000
+            )  # the store's own timeout again
+    finally:
+        release.join()
+        reader.close()
+
+
+def test_creation_gives_up_at_the_timeout_with_a_clear_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    path.touch()
+    reader = _hold_read_lock(path)
+    try:
+        with pytest.raises(StoreError, match=r"cannot switch it to WAL: database is locked"):
+            CaseStore(path, create=True, timeout=0.3)
+    finally:
+        reader.close()
