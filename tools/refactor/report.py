@@ -413,6 +413,8 @@ def _decided(original: cst.CSTNode, value: bool, kept: tuple[str, bool] | None) 
     constant operand) the operand that replaced it."""
     if isinstance(original, cst.If):
         return f"{'then' if value else 'else'} arm kept"
+    if isinstance(original, cst.Match):
+        return "the case that matches kept" if value else "no case matches"
     if kept is not None and not kept[1]:
         other = "left" if kept[0] == "right" else "right"
         return f"the {kept[0]} operand replaces it (the {other} one is {value})"

@@ -236,6 +236,27 @@ class Specialiser(TrackingTransformer):
             orelse = orelse.orelse
         return orelse
 
+    def leave_Match(self, original_node, updated_node):
+        """``match "decode":`` (the mode put in as a constant) with literal and ``_`` cases: the case that runs."""
+        subject = _constant(updated_node.subject)
+        if subject is NotImplemented:
+            return updated_node
+        for case in updated_node.cases:
+            pattern = case.pattern
+            if case.guard is not None:
+                return updated_node
+            if isinstance(pattern, cst.MatchAs) and pattern.pattern is None and pattern.name is None:
+                hit = True  # case _
+            elif isinstance(pattern, cst.MatchValue) and _constant(pattern.value) is not NotImplemented:
+                hit = _constant(pattern.value) == subject
+            else:
+                return updated_node  # a pattern this pass does not evaluate: the match stays
+            if hit:
+                self.decisions.record(self.prov.origin(original_node), True)
+                return _splice(updated_node, block_statements(case.body), self.prov)
+        self.decisions.record(self.prov.origin(original_node), False)
+        return cst.RemoveFromParent()
+
     def leave_While(self, original_node, updated_node):
         value = const_bool(updated_node.test)
         if value is False:

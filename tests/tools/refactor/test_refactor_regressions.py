@@ -155,6 +155,11 @@ def test_a_mode_put_into_an_fstring_compiles_on_310(mixed):
     assert 'label = "mode " + "decode"' in code and "str(" not in code  # ruff UP018 otherwise
 
 
+def test_a_match_on_the_mode_keeps_the_case_that_runs(mixed):
+    code = mixed
+    assert "match " not in code and "ttnn.add(x, 0.25)" in code and "ttnn.add(x, 0.75)" in code
+
+
 def test_the_dispatcher_uses_tttv1s_mode_parameter(mixed):
     code = mixed
     # TTTv1's annotation of the mode may name a TTTv1 type (Mode): the dispatcher takes either spelling, unannotated

@@ -1,5 +1,5 @@
 """A mode parameter named llm_mode; a helper method whose mode argument differs from the caller's mode; the mode
-inside an f-string and in str(); a static local on a line of several statements."""
+inside an f-string, in str() and as a match subject; a static local on a line of several statements."""
 
 import ttnn
 
@@ -26,4 +26,9 @@ class Mixed:
             x = ttnn.add(x, 1.0)
         if tag == "decode_out" and label == "mode decode":
             x = ttnn.mul(x, 0.5)
+        match llm_mode:
+            case "decode":
+                x = ttnn.add(x, 0.25)
+            case _:
+                x = ttnn.add(x, 0.75)
         return x
