@@ -7,6 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
 from .plan import ClassPlan, Planner, per_mode_config
@@ -55,6 +56,7 @@ def generate(
     class_name: str | None = None,
     name: str | None = None,
 ) -> Result:
+    clear_memos()  # nothing carried over from an earlier run
     inputs = load_inputs(Path(module), Path(config) if config else None, class_name)
     stem = name or Path(module).stem
     result = Result(inputs, stem)

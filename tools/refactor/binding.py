@@ -19,6 +19,7 @@ from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_
 
 from .cstutil import PURE_BUILTINS, dotted, is_pure, summary
 from .track import is_expression
+from .walk import visit_read_only, walk
 
 STATIC_KINDS = frozenset({"static", "weights", "mode"})
 
@@ -193,7 +194,7 @@ def _lambda_params(node: cst.CSTNode) -> set[str]:
         def visit_CompFor(self, comp: cst.CompFor) -> None:
             names.update(_all_target_names(comp.target))
 
-    node.visit(_V())
+    visit_read_only(node, _V())
     return names
 
 
@@ -210,47 +211,35 @@ def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpress
     ``with … as``, augmented assignments, unpacking)."""
     out: dict[str, list[cst.BaseExpression | None]] = {}
 
-    class _V(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            # statements only (a walrus inside an expression is not a binding this codemod follows)
-            if is_expression(node):
-                return False
-            return super().on_visit(node)
+    def enter(node: cst.CSTNode) -> bool:
+        # statements only (a walrus inside an expression is not a binding this codemod follows), not nested defs
+        return not is_expression(node) and (type(node) is not cst.FunctionDef or node is func)
 
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is func
-
-        def visit_Assign(self, node: cst.Assign) -> None:
+    for node in walk(func, enter):
+        kind = type(node)
+        if kind is cst.Assign:
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     out.setdefault(target.target.value, []).append(node.value)
                 else:
                     for name in _all_target_names(target.target):
                         out.setdefault(name, []).append(_element(target.target, name, node.value))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        elif kind is cst.AnnAssign:
             if isinstance(node.target, cst.Name):
                 out.setdefault(node.target.value, []).append(node.value)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        elif kind is cst.AugAssign:
             if isinstance(node.target, cst.Name):
                 out.setdefault(node.target.value, []).append(None)
-
-        def visit_For(self, node: cst.For) -> None:
+        elif kind is cst.For:
             for name in _all_target_names(node.target):
                 out.setdefault(name, []).append(None)
-
-        def visit_WithItem(self, node: cst.WithItem) -> None:
+        elif kind is cst.WithItem:
             if node.asname is not None:
                 for name in _all_target_names(node.asname.name):
                     out.setdefault(name, []).append(None)
-
-        def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-            if node.name is not None:
-                for name in _all_target_names(node.name.name):
-                    out.setdefault(name, []).append(None)
-
-    func.visit(_V())
+        elif kind is cst.ExceptHandler and node.name is not None:
+            for name in _all_target_names(node.name.name):
+                out.setdefault(name, []).append(None)
     # nested function definitions bind their name
     for statement in func.body.body if isinstance(func.body, cst.IndentedBlock) else []:
         if isinstance(statement, cst.FunctionDef):
@@ -334,23 +323,13 @@ def mutated_locals(func: cst.CSTNode) -> set[str]:
             if name is not None:
                 out.add(name)
 
-    class _V(cst.CSTVisitor):
-        def on_visit(self, node) -> bool:
-            if is_expression(node):
-                return False
-            return super().on_visit(node)
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            if isinstance(node.target, (cst.Attribute, cst.Subscript)):
-                name = root(node.target)
-                if name is not None:
-                    out.add(name)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    for node in walk(func, lambda n: not is_expression(n)):
+        kind = type(node)
+        if (
+            kind is cst.AssignTarget and isinstance(node.target, (cst.Attribute, cst.Subscript))
+        ) or kind is cst.AugAssign:
             name = root(node.target)
             if name is not None:
                 out.add(name)
-
-    func.visit(_V())
     out.discard("self")
     return out

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import libcst as cst
 
 from .cstutil import assigned_names, block_statements, is_pure, names_read, small_statement
-from .track import Provenance, StatementTransformer
+from .track import Provenance, StatementTransformer, is_expression
+from .walk import hot_paths
 
 
 class _DeadStores(StatementTransformer):
@@ -17,6 +18,25 @@ class _DeadStores(StatementTransformer):
         self.live = live
         self.pure_call = pure_call
         self.changed = False
+
+    def would_change(self, node: cst.CSTNode) -> bool:
+        """Whether a leave hook below changes ``node`` when nothing inside it changed (the nodes worth entering
+        are those and their ancestors)."""
+        kind = type(node)
+        if kind is cst.SimpleStatementLine:
+            small = small_statement(node)
+            if small is None or isinstance(small, cst.AugAssign):
+                return False
+            return any(n not in self.live for n in assigned_names(small) or ())
+        if kind is cst.If:
+            return _empty(node.body) and _empty_orelse(node.orelse) and is_pure(node.test, self.pure_call)
+        if kind is cst.IndentedBlock:
+            body = node.body
+            if any(isinstance(small_statement(s), (cst.Return, cst.Raise)) for s in body[:-1]):
+                return True
+            passes = sum(1 for s in body if _is_pass(s))
+            return 0 < passes < len(body)
+        return False
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         small = small_statement(updated_node)
@@ -115,6 +135,7 @@ def remove_dead_code(
     while True:
         live = names_read(node) | (keep or set())
         transformer = _DeadStores(live, pure_call, prov)
+        transformer.hot = hot_paths(node, transformer.would_change, lambda n: not is_expression(n))
         node = node.visit(transformer)
         if not transformer.changed:
             return node
@@ -148,7 +169,11 @@ def unused_imports(module: cst.Module) -> cst.Module:
                 return updated_node.with_changes(names=kept)
             return updated_node
 
-    return module.visit(_T(None))
+    transformer = _T(None)
+    transformer.hot = hot_paths(
+        module, lambda n: type(n) in (cst.Import, cst.ImportFrom), lambda n: not is_expression(n)
+    )
+    return module.visit(transformer)
 
 
 def _alias_name(alias: cst.ImportAlias) -> str:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from .walk import children
+
 _EMPTY = cst.parse_module("")
 
 TRUE, FALSE = cst.Name("True"), cst.Name("False")
@@ -24,8 +26,19 @@ PURE_BUILTINS = frozenset(
 
 
 def code(node: cst.CSTNode) -> str:
-    """Source text of a node (as libcst renders it)."""
-    return _EMPTY.code_for_node(node)
+    """Source text of a node (as libcst renders it); nodes never change, so the text is memoised by identity
+    (until :func:`clear_memos`)."""
+    hit = _CODE.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    text = _EMPTY.code_for_node(node)
+    if len(_CODE) > _MEMO_LIMIT:
+        _CODE.clear()
+    _CODE[id(node)] = (node, text)
+    return text
+
+
+_CODE: dict[int, tuple[cst.CSTNode, str]] = {}
 
 
 def one_line(node: cst.CSTNode, limit: int = 100) -> str:
@@ -158,6 +171,13 @@ _MEMO: dict[int, tuple[cst.CSTNode, Summary]] = {}
 _MEMO_LIMIT = 400_000
 
 
+def clear_memos() -> None:
+    """Forget the memoised texts and summaries: each run starts, and ends, with none (a run never gains from
+    an earlier one, and the nodes are freed)."""
+    _MEMO.clear()
+    _CODE.clear()
+
+
 def summary(node: cst.CSTNode) -> Summary:
     hit = _MEMO.get(id(node))
     if hit is not None and hit[0] is node:
@@ -227,7 +247,7 @@ def _summarize(node: cst.CSTNode) -> Summary:
     if kind == "leaf":
         return _EMPTY_SUMMARY
     if kind == "other":
-        return Summary.merge(summary(c) for c in node.children)
+        return Summary.merge(summary(c) for c in children(node))
     if kind == "name":
         if node.value in ("True", "False", "None"):
             return _EMPTY_SUMMARY  # constants, not variables
@@ -242,13 +262,13 @@ def _summarize(node: cst.CSTNode) -> Summary:
     if kind == "param":
         return Summary.merge(summary(c) for c in (node.annotation, node.default) if c is not None)
     if kind == "call":
-        inner = Summary.merge(summary(c) for c in node.children)
+        inner = Summary.merge(summary(c) for c in children(node))
         return Summary(inner.reads, inner.writes, inner.self_attrs, (*inner.calls, node), inner.effects)
     if kind == "lambda":
-        inner = Summary.merge(summary(c) for c in node.children)
+        inner = Summary.merge(summary(c) for c in children(node))
         return Summary(inner.reads, inner.writes, inner.self_attrs, (), False)
     if kind == "effect":
-        inner = Summary.merge(summary(c) for c in node.children)
+        inner = Summary.merge(summary(c) for c in children(node))
         return Summary(inner.reads, inner.writes, inner.self_attrs, inner.calls, True)
     if kind == "walrus":
         inner = Summary.merge([_target(node.target), summary(node.value)])
@@ -264,12 +284,12 @@ def _summarize(node: cst.CSTNode) -> Summary:
         target = _target(node.target)
         return Summary.merge([target, summary(node.value)], reads=target.writes)
     if kind == "for":
-        others = [summary(c) for c in node.children if c is not node.target]
+        others = [summary(c) for c in children(node) if c is not node.target]
         return Summary.merge([_target(node.target), *others])
     if kind == "asname":
         return _target(node.name)
     if kind == "def":
-        others = [summary(c) for c in node.children if c is not node.name]
+        others = [summary(c) for c in children(node) if c is not node.name]
         return Summary.merge(others, writes=(node.name.value,))
     if kind == "alias":
         if node.asname is not None:

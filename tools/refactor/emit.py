@@ -29,6 +29,7 @@ from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_n
 from .layout import sorted_imports, tidy
 from .plan import SINGLE, ClassPlan, MethodPlan
 from .source import Inputs
+from .walk import walk
 
 LEGACY = "legacy"
 
@@ -830,22 +831,19 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
         names = {"_lazy_weight"} | producers
         return any(isinstance(c.func, cst.Name) and c.func.value in names for c in summary(node).calls)
 
-    class _Collect(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            if makes_lazy(node.body):
-                producers.add(node.name.value)
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                if (
-                    isinstance(target.target, cst.Name)
-                    and isinstance(node.value, cst.Call)
-                    and makes_lazy(node.value)
-                ):
-                    lazy.add(target.target.value)
-
     for _ in range(2):  # producers defined before the locals that use them
-        module.visit(_Collect())
+        for node in walk(module):
+            if type(node) is cst.FunctionDef:
+                if makes_lazy(node.body):
+                    producers.add(node.name.value)
+            elif type(node) is cst.Assign:
+                for target in node.targets:
+                    if (
+                        isinstance(target.target, cst.Name)
+                        and isinstance(node.value, cst.Call)
+                        and makes_lazy(node.value)
+                    ):
+                        lazy.add(target.target.value)
     if not lazy:
         return statements
 
@@ -894,17 +892,12 @@ def _needed_noqa(line: str, module: cst.Module) -> str | None:
     if not prefix.strip().endswith("noqa"):
         return line
     found = {"E731": False, "SIM210": False}
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            if isinstance(node.value, cst.Lambda):
-                found["E731"] = True
-
-        def visit_IfExp(self, node: cst.IfExp) -> None:
-            if code(node.body).strip() == "True" and code(node.orelse).strip() == "False":
-                found["SIM210"] = True
-
-    module.visit(_V())
+    for node in walk(module):
+        kind = type(node)
+        if kind is cst.Assign and isinstance(node.value, cst.Lambda):
+            found["E731"] = True
+        elif kind is cst.IfExp and code(node.body).strip() == "True" and code(node.orelse).strip() == "False":
+            found["SIM210"] = True
     kept = [c.strip() for c in codes.split(",") if c.strip() and found.get(c.strip(), True)]
     return f"{prefix}: {', '.join(kept)}" if kept else None
 

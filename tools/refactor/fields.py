@@ -18,6 +18,7 @@ from tttv2_tools.trace_dependencies.constants import TTNN_NON_OPS
 from .cstutil import assigned_names, code, names_read, small_statement
 from .hoist import PLACEHOLDER, Registry
 from .track import TrackingTransformer
+from .walk import hot_paths
 
 _PLACEHOLDER_RE = re.compile(r"^__field_(\d+)__$")
 
@@ -182,10 +183,11 @@ def name_fields(
     conjunctions: dict[tuple, set[tuple]] = {}
     tests: dict[str, cst.BaseExpression] = {}
     converted = {key: [to_construction(s, class_name) for s in body] for key, body in constructions.items()}
+    converted_tests: dict[int, tuple[cst.BaseExpression, cst.BaseExpression]] = {}
     for use in registry.uses:
         value = to_construction(use.value, class_name)
         statements = converted.get((use.mode, use.group), [])
-        guards = _guards(use.guards, class_name) if not use.params else ()
+        guards = _guards(use.guards, class_name, converted_tests) if not use.params else ()
         deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
         # the same text computed by different functions' code is only the same value if nothing it reads is local
         fingerprint = (code(value), use.params, tuple(deps), use.group if deps else "")
@@ -267,8 +269,16 @@ def _merge(a: tuple, b: tuple) -> tuple | None:
     return a[:i] + a[i + 1 :]
 
 
-def _guards(guards, class_name: str) -> tuple[tuple[cst.BaseExpression, bool], ...]:
-    return tuple((to_construction(test, class_name), polarity) for test, polarity in guards)
+def _guards(guards, class_name: str, converted: dict) -> tuple[tuple[cst.BaseExpression, bool], ...]:
+    """The guard tests as construction code; ``converted`` keeps each test's conversion (many fields share
+    their guards)."""
+    out = []
+    for test, polarity in guards:
+        hit = converted.get(id(test))
+        if hit is None or hit[0] is not test:
+            hit = converted[id(test)] = (test, to_construction(test, class_name))
+        out.append((hit[1], polarity))
+    return tuple(out)
 
 
 def _loc_order(loc: str) -> tuple:
@@ -297,7 +307,11 @@ class RenamePlaceholders(TrackingTransformer):
 
 
 def rename(node, table: FieldTable, prov=None):
-    return node.visit(RenamePlaceholders(table, prov))
+    renamer = RenamePlaceholders(table, prov)
+    renamer.hot = hot_paths(
+        node, lambda n: type(n) is cst.Attribute and _PLACEHOLDER_RE.match(n.attr.value) is not None
+    )
+    return node.visit(renamer)
 
 
 __all__ = ["PLACEHOLDER", "Field", "FieldTable", "name_fields", "rename", "to_construction"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .walk import walk
+
 
 def _quote(node: cst.FormattedString) -> tuple[str, bool]:
     """The f-string's quote (``"``, ``'``, or a triple quote) and whether it is raw."""
@@ -101,14 +103,9 @@ def compatible_fstring(node: cst.FormattedString) -> cst.FormattedString:
 def _needs_fix(node: cst.FormattedString) -> bool:
     """A string in a replacement field with the f-string's quote or a backslash (rejected before 3.12)."""
     quote = _quote(node)[0][0]
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_SimpleString(self, string: cst.SimpleString) -> None:
-            nonlocal found
-            found = found or quote in string.quote or "\\" in string.value
-
-    for part in node.parts:
-        if isinstance(part, cst.FormattedStringExpression):
-            part.expression.visit(_V())
-    return found
+    return any(
+        type(n) is cst.SimpleString and (quote in n.quote or "\\" in n.value)
+        for part in node.parts
+        if isinstance(part, cst.FormattedStringExpression)
+        for n in walk(part.expression)
+    )

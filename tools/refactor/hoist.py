@@ -33,6 +33,7 @@ from .cstutil import (
 )
 from .errors import Gap
 from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
+from .walk import hot_paths, visit_read_only, walk
 
 PLACEHOLDER = "__field_{}__"
 
@@ -223,7 +224,7 @@ def propagate_literals(
             if node.keyword is not None:
                 targets.add(id(node.keyword))
 
-    func.visit(_Targets())
+    visit_read_only(func, _Targets())
 
     class _T(TrackingTransformer):
         def leave_Name(self, original_node, updated_node):
@@ -254,9 +255,9 @@ def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> 
             return node is func
 
         def visit_Assign(self, node: cst.Assign) -> bool:
-            node.value.visit(self)
+            visit_read_only(node.value, self)
             for target in node.targets:
-                target.visit(self)
+                visit_read_only(target, self)
                 assigned.update(n.value for n in _target_name_nodes(target.target))
             return False
 
@@ -273,7 +274,7 @@ def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> 
         def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
             out.update(n.name.value for n in node.names if n.name.value in names)
 
-    func.body.visit(_V())
+    visit_read_only(func.body, _V())
     return out
 
 
@@ -465,7 +466,7 @@ class Hoister(TrackingTransformer):
                 self.out.add(id(n))
                 return True
 
-        target.visit(_V(self.no_hoist))
+        visit_read_only(target, _V(self.no_hoist))
 
     def on_leave(self, original_node, updated_node):
         replacement = self.marked.get(id(original_node))
@@ -541,7 +542,18 @@ def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance 
             )
             return new
 
-    return func.visit(_T(prov))
+    def lone_assert(node: cst.CSTNode) -> bool:
+        return (
+            type(node) is cst.SimpleStatementLine and len(node.body) == 1 and type(node.body[0]) is cst.Assert
+        )
+
+    transformer = _T(prov)
+    transformer.hot = hot_paths(func, lone_assert, _statements_only)
+    return func.visit(transformer)
+
+
+def _statements_only(node: cst.CSTNode) -> bool:
+    return not is_expression(node)
 
 
 def split_mixed_tests(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
@@ -564,7 +576,12 @@ def split_mixed_tests(func: cst.FunctionDef, scope: Scope, prov: Provenance | No
                 prov.note(outer, original_node)
             return outer
 
-    return func.visit(_T(prov))
+    def and_test(node: cst.CSTNode) -> bool:
+        return type(node) is cst.If and node.orelse is None and type(node.test) is cst.BooleanOperation
+
+    transformer = _T(prov)
+    transformer.hot = hot_paths(func, and_test, _statements_only)
+    return func.visit(transformer)
 
 
 def normalise_early_returns(
@@ -648,52 +665,25 @@ def _header_parts(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
 
 
 def _has_jump(statements: list[cst.BaseStatement]) -> str | None:
-    found: list[str] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, _n) -> bool:
-            return False
-
-        def visit_Lambda(self, _n) -> bool:
-            return False
-
-        def visit_Break(self, _n) -> None:
-            found.append("break")
-
-        def visit_Continue(self, _n) -> None:
-            found.append("continue")
-
-        def visit_Yield(self, _n) -> None:
-            found.append("yield")
-
-        def visit_Global(self, _n) -> None:
-            found.append("global")
-
-        def visit_Nonlocal(self, _n) -> None:
-            found.append("nonlocal")
-
     for statement in statements:
-        statement.visit(_V())
-    return found[0] if found else None
+        for node in walk(statement, _outside_defs):
+            jump = _JUMPS.get(type(node))
+            if jump is not None:
+                return jump
+    return None
+
+
+_JUMPS = {cst.Break: "break", cst.Continue: "continue", cst.Yield: "yield", cst.Global: "global"}
+_JUMPS[cst.Nonlocal] = "nonlocal"
+
+
+def _outside_defs(node: cst.CSTNode) -> bool:
+    """Walk into everything but nested functions and lambdas (their jumps and returns are their own)."""
+    return type(node) not in (cst.FunctionDef, cst.Lambda)
 
 
 def _returns_inside(statements: list[cst.BaseStatement]) -> bool:
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, _n) -> bool:
-            return False
-
-        def visit_Lambda(self, _n) -> bool:
-            return False
-
-        def visit_Return(self, _n) -> None:
-            nonlocal found
-            found = True
-
-    for statement in statements:
-        statement.visit(_V())
-    return found
+    return any(type(node) is cst.Return for s in statements for node in walk(s, _outside_defs))
 
 
 class BranchBinder:
@@ -730,26 +720,20 @@ class BranchBinder:
             func = self._extract(func, target)
 
     def _first_static_if(self, func: cst.FunctionDef) -> cst.If | None:
-        found: list[cst.If] = []
         scope = self.scope
         skipped = {id(n) for n in self.skipped}
 
-        class _V(cst.CSTVisitor):
-            def on_visit(self, node) -> bool:
-                if is_expression(node):
-                    return False
-                return super().on_visit(node)
+        def enter(node: cst.CSTNode) -> bool:
+            return not is_expression(node) and (type(node) is not cst.FunctionDef or node is func)
 
-            def visit_FunctionDef(self, node) -> bool:
-                return node is func
-
-            def visit_If(self, node: cst.If) -> bool:
-                if not found and id(node) not in skipped and scope.is_static(node.test, device_static=True):
-                    found.append(node)
-                return not found
-
-        func.visit(_V())
-        return found[0] if found else None
+        for node in walk(func, enter):
+            if (
+                type(node) is cst.If
+                and id(node) not in skipped
+                and scope.is_static(node.test, device_static=True)
+            ):
+                return node
+        return None
 
     def _extract(self, func: cst.FunctionDef, target: cst.If) -> cst.FunctionDef:
         origin = self.prov.origin(target)
@@ -759,7 +743,7 @@ class BranchBinder:
         if jump is not None:
             return self._give_up(func, target, f"a static branch whose arms contain '{jump}'")
         flow = _Flow()
-        func.visit(flow)
+        visit_read_only(func, flow)
         start, end = flow.spans[id(target)]
         returns_then = _ends_with_return(then)
         returns_else = _ends_with_return(orelse)

@@ -7,7 +7,8 @@ import sys
 
 import libcst as cst
 
-from .track import is_expression
+from .track import StatementTransformer, is_expression
+from .walk import hot_paths
 
 _STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -50,19 +51,27 @@ def tidy(module: cst.Module) -> cst.Module:
             body.append(statement)
         previous = statement
     body = [_tidy_class(s) if isinstance(s, cst.ClassDef) else s for s in body]
-    return module.with_changes(body=body).visit(_NoWhitespaceLines())
+    return _no_whitespace_lines(module.with_changes(body=body))
 
 
-class _NoWhitespaceLines(cst.CSTTransformer):
-    """Blank lines carry no indentation (ruff W293); expressions hold none of them, so they are skipped."""
-
-    def on_visit(self, node) -> bool:
-        return not is_expression(node)
+class _NoWhitespaceLines(StatementTransformer):
+    """Blank lines carry no indentation (ruff W293); expressions hold none of them, so they are skipped, and so
+    is every statement without such a line (see :func:`_no_whitespace_lines`)."""
 
     def leave_EmptyLine(self, original_node, updated_node):
-        if updated_node.comment is None and (updated_node.indent or updated_node.whitespace.value):
+        if _indented_blank(updated_node):
             return updated_node.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
         return updated_node
+
+
+def _indented_blank(node: cst.CSTNode) -> bool:
+    return type(node) is cst.EmptyLine and node.comment is None and bool(node.indent or node.whitespace.value)
+
+
+def _no_whitespace_lines(module: cst.Module) -> cst.Module:
+    transformer = _NoWhitespaceLines(None)
+    transformer.hot = hot_paths(module, _indented_blank, lambda n: not is_expression(n))
+    return module.visit(transformer)
 
 
 def _tidy_class(klass: cst.ClassDef) -> cst.ClassDef:

@@ -39,6 +39,7 @@ from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
 from .track import Provenance, TrackingTransformer
+from .walk import hot_paths, visit_read_only, walk
 
 MODES = ("decode", "prefill")
 SINGLE = "forward"  # the one "mode" of a module whose forward takes no mode (an embedding)
@@ -124,15 +125,11 @@ def construction_methods(inputs: Inputs) -> list[str]:
 
 def _self_calls(func: cst.CSTNode) -> list[str]:
     found: list[str] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            path = dotted(node.func) or ""
-            parts = path.split(".")
+    for node in walk(func):
+        if type(node) is cst.Call:
+            parts = (dotted(node.func) or "").split(".")
             if len(parts) == 2 and parts[0] == "self":
                 found.append(parts[1])
-
-    func.visit(_V())
     return found
 
 
@@ -192,42 +189,30 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
 
 def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
     out: list[tuple[str, cst.BaseExpression]] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for target in node.targets:
-                t = target.target
-                if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
-                    out.append((t.attr.value, node.value))
-                elif isinstance(t, (cst.Tuple, cst.List)):
-                    for element in t.elements:
-                        e = element.value
-                        if (
-                            isinstance(e, cst.Attribute)
-                            and isinstance(e.value, cst.Name)
-                            and e.value.value == "self"
-                        ):
-                            out.append((e.attr.value, node.value))
-
-    func.visit(_V())
+    for node in walk(func):
+        if type(node) is not cst.Assign:
+            continue
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                out.append((t.attr.value, node.value))
+            elif isinstance(t, (cst.Tuple, cst.List)):
+                for element in t.elements:
+                    e = element.value
+                    if (
+                        isinstance(e, cst.Attribute)
+                        and isinstance(e.value, cst.Name)
+                        and e.value.value == "self"
+                    ):
+                        out.append((e.attr.value, node.value))
     return out
 
 
 def _tensor_producers(func: cst.FunctionDef, ops: set[int]) -> set[str]:
     """Local functions (nested defs, lambdas) and locals of ``func`` whose value is a device tensor, at any depth
     of its body."""
-    defs: list[cst.FunctionDef] = []
-    assigns: list[cst.Assign] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            if node is not func:
-                defs.append(node)
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            assigns.append(node)
-
-    func.visit(_V())
+    defs = [n for n in walk(func) if type(n) is cst.FunctionDef and n is not func]
+    assigns = [n for n in walk(func) if type(n) is cst.Assign]
     producers: set[str] = set()
     changed = True
     while changed:
@@ -245,16 +230,11 @@ def _tensor_producers(func: cst.FunctionDef, ops: set[int]) -> set[str]:
 
 
 def _contains(node: cst.CSTNode, ops: set[int], producers: set[str]) -> bool:
-    found = False
-
-    class _V(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            nonlocal found
-            if id(call) in ops or (isinstance(call.func, cst.Name) and call.func.value in producers):
-                found = True
-
-    node.visit(_V())
-    return found
+    return any(
+        type(call) is cst.Call
+        and (id(call) in ops or (isinstance(call.func, cst.Name) and call.func.value in producers))
+        for call in walk(node)
+    )
 
 
 def _makes_tensor(value: cst.BaseExpression, ops: set[int], producers: set[str]) -> bool:
@@ -622,7 +602,9 @@ class Planner:
                     )
                 return new_call
 
-        return func.visit(_T(self.prov)), copies
+        transformer = _T(self.prov)
+        transformer.hot = hot_paths(func, lambda node: type(node) is cst.Call)
+        return func.visit(transformer), copies
 
     def _call_mode(self, call: cst.Call, callee, binding: dict, mode: str) -> str:
         """The mode a method runs in at one call site: what its mode parameter receives there (the caller's
@@ -721,7 +703,7 @@ def _self_attr_nodes(func: cst.CSTNode) -> list[cst.Attribute]:
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 out.append(node)
 
-    func.visit(_V())
+    visit_read_only(func, _V())
     return out
 
 

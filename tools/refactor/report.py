@@ -8,14 +8,15 @@ import json
 from dataclasses import asdict, dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from tttv2_tools._output import json_schema, marked, marker
 
 from .cstutil import one_line, summary
+from .lines import method_lines, start_lines
 from .plan import construction_methods
 from .source import methods_of
 from .track import BRANCH_NODES
+from .walk import walk
 
 PRIORITY = ("decided", "bound", "field", "construction", "runtime", "removed")
 TOOL = "tttv2-refactor"
@@ -153,23 +154,23 @@ _BRANCH_TYPES = frozenset(BRANCH_NODES)  # concrete node classes: a type lookup 
 
 
 def _branch_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            if type(n) in _BRANCH_TYPES:
-                out.append(n)
-            return True
-
-    node.visit(_V())
-    return out
+    return [n for n in walk(node) if type(n) in _BRANCH_TYPES]
 
 
-def _new_lines(module: cst.Module, file_name: str) -> tuple[dict[str, str], dict[tuple[str, int], str]]:
-    """From one position pass over the generated module: method name -> file:line, and (method name, index of
-    the branch node in the method) -> file:line."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
+def _new_lines(
+    rendered: cst.Module, text: str | None, file_name: str
+) -> tuple[dict[str, str], dict[tuple[str, int], str]]:
+    """Method name -> file:line, and (method name, index of the branch node in the method) -> file:line, in the
+    text as written (read with ``ast`` when it can be), else in the rendered module."""
+    found = method_lines(text) if text is not None else None
+    if found is not None:
+        methods, branches = found
+        return (
+            {name: f"{file_name}:{line}" for name, line in methods.items()},
+            {key: f"{file_name}:{line}" for key, line in branches.items()},
+        )
+    module = cst.parse_module(text) if text is not None else rendered
+    lines = start_lines(module)
     methods: dict[str, str] = {}
     branches: dict[tuple[str, int], str] = {}
     for statement in module.body:
@@ -177,9 +178,9 @@ def _new_lines(module: cst.Module, file_name: str) -> tuple[dict[str, str], dict
             continue
         for item in statement.body.body:
             if isinstance(item, cst.FunctionDef):
-                methods[item.name.value] = f"{file_name}:{positions[item].start.line}"
+                methods[item.name.value] = f"{file_name}:{lines[id(item)]}"
                 for index, node in enumerate(_branch_nodes(item)):
-                    branches[(item.name.value, index)] = f"{file_name}:{positions[node].start.line}"
+                    branches[(item.name.value, index)] = f"{file_name}:{lines[id(node)]}"
     return methods, branches
 
 
@@ -211,8 +212,7 @@ def branch_fates(
         entries.append((node, entry))
     for generated in result.modules:
         file_name = file_names.get(generated.topology, generated.file_name)
-        final = (texts or {}).get(file_name)
-        _collect(generated, by_origin, file_name, cst.parse_module(final) if final is not None else None)
+        _collect(generated, by_origin, file_name, (texts or {}).get(file_name))
     modes = [m for g in result.modules for m in g.plan.modes]
     missing = [(node, e) for node, e in entries if len(e.fates) < len(modes)]
     decided = [
@@ -238,14 +238,7 @@ def branch_fates(
 
 
 def _matches(module: cst.Module) -> list[cst.Match]:
-    found: list[cst.Match] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Match(self, node: cst.Match) -> None:
-            found.append(node)
-
-    module.visit(_V())
-    return found
+    return [n for n in walk(module) if type(n) is cst.Match]
 
 
 def _enclosing_match(parsed, matches: list[cst.Match], line: int) -> cst.Match | None:
@@ -351,9 +344,7 @@ def _record(entry: BranchEntry, fate: Fate) -> None:
     entry.fates.append(fate)
 
 
-def _collect(
-    generated, by_origin: dict[int, list[BranchEntry]], file_name: str, final: cst.Module | None
-) -> None:
+def _collect(generated, by_origin: dict[int, list[BranchEntry]], file_name: str, final: str | None) -> None:
     plan = generated.plan
     prov = plan.prov
     topology = generated.topology
@@ -365,8 +356,7 @@ def _collect(
     modes = list(plan.modes)
     # the written text has the same statements in the same order as the rendered module (a formatter changes
     # layout only), so methods by name and branches by their index in a method locate the new lines
-    written = final if final is not None else generated.rendered.module
-    method_lines, final_lines = _new_lines(written, file_name)
+    method_lines, final_lines = _new_lines(generated.rendered.module, final, file_name)
     # decided by the topology / mode facts
     for (mode, _topology), decisions in plan.decisions.items():
         targets = modes if mode == "construction" else [mode]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .api import Result, generate
 from .cases import cases_from_store
+from .cstutil import clear_memos
 from .errors import MARKER, Gap, UsageError
 from .files import Planned, run_formatter, with_header
 from .report import Report, build_report
@@ -57,6 +58,13 @@ def plan_run(
     cases_store: Path | None = None,
     partial: bool = False,
 ) -> Run:
+    try:
+        return _plan_run(module, config, out, tests_out, class_name, name, formatter, cases_store, partial)
+    finally:
+        clear_memos()  # the memos of a run end with it
+
+
+def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases_store, partial) -> Run:
     result = generate(module, config, class_name=class_name, name=name)
     run = Run(result)
     inputs = result.inputs

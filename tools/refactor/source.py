@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from tttv2_tools.trace_dependencies import Analysis, TraceError, analyze
 
 from .errors import UsageError
+from .lines import positions
+from .track import is_tracked
 
 
 @dataclass(eq=False)
@@ -46,11 +47,11 @@ class ParsedFile:
         """Positions of every node (computed on first use: helper files mostly need none)."""
         if self._ranges:
             return
-        positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-        for node, where in positions.items():
-            key = (where.start.line, where.start.column, where.end.line, where.end.column)
-            self._ranges[id(node)] = key
-            if isinstance(node, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement)):
+        ranges, nodes = positions(self.module)
+        for ident, key in ranges.items():
+            node = nodes[ident]
+            self._ranges[ident] = key
+            if is_tracked(node):
                 # keep the outermost node for a range (a libcst chain ``a and b and c`` is one ast BoolOp)
                 self._by_range.setdefault(key, node)
                 self._by_start.setdefault(key[:2], []).append(node)

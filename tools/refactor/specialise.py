@@ -14,6 +14,7 @@ from tttv2_tools.trace_dependencies import FactSite, decide_fact
 from .cstutil import adopt_parens, block_statements, bool_name, const_bool, is_pure
 from .source import ParsedFile
 from .track import Provenance, TrackingTransformer
+from .walk import hot_paths
 
 
 @dataclass
@@ -356,5 +357,17 @@ def specialise(
     prov: Provenance,
     decisions: Decisions,
 ) -> cst.FunctionDef:
-    """``func`` with the replacements applied and everything they decide folded away."""
-    return func.visit(Specialiser(replacements, prov, decisions))
+    """``func`` with the replacements applied and everything they decide folded away. Only the subtrees that
+    hold something to fold (a replaced node, a literal ``True`` / ``False``, a comparison) are rebuilt."""
+
+    def foldable(node: cst.CSTNode) -> bool:
+        kind = type(node)
+        return (
+            kind is cst.Comparison
+            or (kind is cst.Name and node.value in ("True", "False"))
+            or id(node) in replacements
+        )
+
+    specialiser = Specialiser(replacements, prov, decisions)
+    specialiser.hot = hot_paths(func, foldable)
+    return func.visit(specialiser)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .fstrings import compatible_fstring
+from .walk import hot_paths, walk
 
 #: Node types whose fate the report follows (a ``match`` stands for each of its cases).
 BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert, cst.Match)
@@ -25,16 +26,10 @@ class Provenance:
     def drop(self, node: cst.CSTNode, reason: str) -> None:
         """``node`` is left out of the output of the current phase: the branches in it do not run there."""
 
-        prov = self
-
-        class _V(cst.CSTVisitor):
-            def on_visit(self, n: cst.CSTNode) -> bool:
-                if isinstance(n, BRANCH_NODES):
-                    origin = prov.origin(n)
-                    prov.dropped.setdefault((prov.phase, id(origin)), (origin, reason))
-                return True
-
-        node.visit(_V())
+        for n in walk(node):
+            if isinstance(n, BRANCH_NODES):
+                origin = self.origin(n)
+                self.dropped.setdefault((self.phase, id(origin)), (origin, reason))
 
     def note(self, new: cst.CSTNode, old: cst.CSTNode) -> None:
         if new is old:
@@ -69,6 +64,11 @@ def _classify(node: cst.CSTNode) -> tuple[bool, bool]:
     return found
 
 
+def is_tracked(node: cst.CSTNode) -> bool:
+    """``isinstance(node, (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement))``, by a lookup."""
+    return _classify(node)[0]
+
+
 def is_expression(node: cst.CSTNode) -> bool:
     """``isinstance(node, cst.BaseExpression)``, by a lookup on the node's class."""
     return _classify(node)[1]
@@ -81,6 +81,12 @@ class TrackingTransformer(cst.CSTTransformer):
     def __init__(self, prov: Provenance | None) -> None:
         super().__init__()
         self.prov = prov
+        self.hot: set[int] | None = None  # when set (see walk.hot_paths): the only nodes worth entering
+
+    def on_visit(self, node) -> bool:
+        if self.hot is not None and id(node) not in self.hot:
+            return False  # nothing below can change: the subtree is kept as it is
+        return super().on_visit(node)
 
     def on_leave(self, original_node, updated_node):
         result = super().on_leave(original_node, updated_node)
@@ -118,4 +124,6 @@ def replace_node(tree: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNod
                 return replacement
             return super().on_leave(original_node, updated_node)
 
-    return tree.visit(_Replace(prov))
+    replacer = _Replace(prov)
+    replacer.hot = hot_paths(tree, lambda node: node is target)
+    return tree.visit(replacer)
