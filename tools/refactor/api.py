@@ -10,7 +10,7 @@ import libcst as cst
 from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
-from .plan import ClassPlan, Planner
+from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
 
 TOPOLOGIES = ("1d", "2d")
@@ -60,6 +60,7 @@ def generate(
     inputs = load_inputs(Path(module), Path(config) if config else None, class_name)
     stem = name or Path(module).stem
     result = Result(inputs, stem)
+    result.gaps.extend(per_mode_config(inputs))
     topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
     names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}
     for topology in topologies:

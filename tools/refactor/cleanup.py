@@ -60,23 +60,29 @@ class _DeadStores(StatementTransformer):
                 self.changed = True  # the call must still run; nobody reads what it returns
                 return updated_node.with_changes(body=[cst.Expr(value=value)])
             return updated_node
-        self.changed = True
+        self._drop(original_node, f"dead code: nothing reads {', '.join(names)}")
         return cst.RemoveFromParent()
 
     def leave_If(self, original_node, updated_node):
         body_empty = _empty(updated_node.body) and _empty_orelse(updated_node.orelse)
         if body_empty and is_pure(updated_node.test, self.pure_call):
-            self.changed = True
+            self._drop(original_node, "dead code: nothing left in it")
             return cst.RemoveFromParent()
         return updated_node
+
+    def _drop(self, node: cst.CSTNode, reason: str) -> None:
+        self.changed = True
+        if self.prov is not None:
+            self.prov.drop(node, reason)
 
     def leave_IndentedBlock(self, original_node, updated_node):
         # statements after a return / raise never run; a block left empty renders as ``pass``
         body = list(updated_node.body)
         for index, statement in enumerate(body):
             if isinstance(small_statement(statement), (cst.Return, cst.Raise)) and index + 1 < len(body):
+                for unreachable in body[index + 1 :]:
+                    self._drop(unreachable, "dead code: after a return / raise")
                 body = body[: index + 1]
-                self.changed = True
                 break
         kept = [s for s in body if not _is_pass(s)]
         if kept and len(kept) != len(body):

@@ -331,14 +331,25 @@ class Emitter:
         must be of this class's topology."""
         if self.other_class is None:
             return []
+        names = [p.name.value for p in self.plan.init_params.params[1:]]
+        flag = next((n for n in names if n in GALAXY_NAMES), None)
         if self.mesh_param is not None:
-            return [
+            checks = [
                 cst.parse_statement(
                     f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.other_class}")'
                 )
             ]
-        names = [p.name.value for p in self.plan.init_params.params[1:]]
-        flag = next((n for n in names if n in GALAXY_NAMES), None)
+            if flag is not None and self._flag_is_fact(flag):  # specialised too: it must agree with the mesh
+                galaxy = self.plan.topology == "2d"
+                checks.append(
+                    cst.parse_statement(
+                        f"if {'not ' if galaxy else ''}{flag}:\n"
+                        f"    raise ValueError(\"{self.name}: {flag} is {not galaxy}, but this is TTTv1's "
+                        f"{'galaxy' if galaxy else 'non-galaxy'} code ({flag}={galaxy}); TTTv1 runs other code with "
+                        f'{flag}={not galaxy} on this mesh (TTTv1 callers pass {flag}=args.is_galaxy)")\n'
+                    )
+                )
+            return checks
         if flag is None:
             flag = next((f"{n}.is_galaxy" for n in names if n in ARGS_NAMES), None)
         if flag is None:
@@ -357,6 +368,16 @@ class Emitter:
                 f'if {wrong}:\n    raise ValueError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
             )
         ]
+
+    def _flag_is_fact(self, flag: str) -> bool:
+        """Whether the analysis reads the constructor's ``flag`` as the galaxy fact (so it was specialised)."""
+        parsed = self.inputs.module
+        for site in self.inputs.analysis.fact_sites:
+            if site.file == parsed.name and site.function == f"{self.tttv1_class}.__init__":
+                node = parsed.node_for_span(site.span)
+                if isinstance(node, cst.Name) and node.value == flag:
+                    return True
+        return False
 
     def _topology_check_name(self) -> str:
         return "require_1d_mesh" if self.plan.topology == "1d" else "require_2d_mesh"
@@ -489,17 +510,24 @@ class Emitter:
 
     def _dispatcher(self, entry_params) -> list[cst.BaseStatement]:
         forward = self.plan.forward_params
+        # the mode parameter as TTTv1 names it (``mode``, ``llm_mode``)
+        name = next(
+            (p.name.value for p in [*forward.params, *forward.kwonly_params] if p.name.value in MODE_NAMES),
+            "mode",
+        )
         lines = []
         for mode, plan in self.plan.modes.items():
             kept = set(entry_params.get(mode, []))
             args = self._call_args(plan, kept)
-            lines.append(cst.parse_statement(f'if mode == "{mode}":\n    return self.{plan.entry}({args})\n'))
+            lines.append(
+                cst.parse_statement(f'if {name} == "{mode}":\n    return self.{plan.entry}({args})\n')
+            )
         lines[-1] = cst.parse_statement(f"return self.{plan.entry}({args})")
         module = _fill(
             f"""
             def forward(__PARAMS__):
-                \"\"\"TTTv1's signature; mode is "decode" / "prefill" or a Mode member.\"\"\"
-                mode = mode_name("{self.name}", mode)
+                \"\"\"TTTv1's signature; {name} is "decode" / "prefill" or a Mode member.\"\"\"
+                {name} = mode_name("{self.name}", {name})
                 __BODY__
             """,
             BODY=lines,
@@ -713,11 +741,16 @@ def _predeclare(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
 
 
 def _mode_default_as_string(params: cst.Parameters) -> cst.Parameters:
-    """``mode=Mode.DECODE`` -> ``mode="decode"``: the dispatcher takes either spelling and needs no TTTv1 import."""
+    """``mode: Mode = Mode.DECODE`` -> ``mode="decode"``: the dispatcher takes either spelling and needs no TTTv1
+    import (not even for an annotation)."""
 
     def fix(param: cst.Param) -> cst.Param:
+        if param.name.value not in MODE_NAMES:
+            return param
+        if param.annotation is not None:
+            param = param.with_changes(annotation=None)
         default = param.default
-        if param.name.value in MODE_NAMES and isinstance(default, cst.Attribute):
+        if isinstance(default, cst.Attribute):
             value = default.attr.value.lower()
             if value in ("decode", "prefill"):
                 return param.with_changes(default=cst.SimpleString(f'"{value}"'))

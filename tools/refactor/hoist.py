@@ -377,7 +377,27 @@ class Hoister(TrackingTransformer):
                 out.append(value)
         return tuple(out)
 
+    def _in_try(self) -> bool:
+        """Whether the node being visited sits in a ``try`` with ``except`` handlers (its body, a handler or its
+        ``else``: code that runs, or not, depending on an exception)."""
+        stack = self.stack
+        return any(
+            isinstance(parent, (cst.Try, cst.TryStar))
+            and parent.handlers
+            and stack[i + 1] is not parent.finalbody
+            for i, parent in enumerate(stack[:-1])
+        )
+
     def _field(self, node: cst.BaseExpression, params: tuple[str, ...]) -> cst.BaseExpression:
+        if self._in_try():
+            self.gaps.append(
+                Gap(
+                    self.loc_of(node),
+                    one_line(node, 80),
+                    "read inside try/except: as a field it is computed at construction, outside the handler, "
+                    "where an exception TTTv1 handles at run time (a missing key) would not be caught",
+                )
+            )
         base = field_base_name(node, self.scope.facts.holders) or self._context_name(node)
         key = self.registry.add(
             base, node, params, self.mode, one_line(node, 160), self.loc_of(node), self.guards, self.group
@@ -495,6 +515,14 @@ def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance 
     ``if not (<test>): raise AssertionError(msg)``: a static choice the binder can make at construction."""
 
     class _T(StatementTransformer):
+        def on_leave(self, original_node, updated_node):
+            result = super().on_leave(original_node, updated_node)
+            small = small_statement(updated_node)
+            if prov is not None and isinstance(result, cst.If) and isinstance(small, cst.Assert):
+                # the assert itself is the branch the report follows, not its line
+                prov.set_origin(result, prov.origin(small))
+            return result
+
         def leave_SimpleStatementLine(self, original_node, updated_node):
             small = small_statement(updated_node)
             if not isinstance(small, cst.Assert) or len(updated_node.body) != 1:
@@ -512,8 +540,6 @@ def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance 
             new = cst.If(
                 test=test, body=cst.IndentedBlock(body=[raise_]), leading_lines=updated_node.leading_lines
             )
-            if prov is not None:
-                prov.note(new, original_node)
             return new
 
     def lone_assert(node: cst.CSTNode) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from .cstutil import PURE_BUILTINS, code, is_pure, summary
+from .fstrings import compatible_fstring
 from .helpers import ModuleNames
 from .source import Inputs, ParsedFile
 from .track import Provenance, TrackingTransformer
@@ -46,7 +47,8 @@ class Inliner:
     methods: dict[str, cst.FunctionDef]  # TTTv1 methods of the class
     taken: set[str]
     skip_methods: frozenset[str]
-    copies: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (file, qualname, binding) -> name
+    #: (file, qualname, binding, specialised body) -> name
+    copies: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     prov: Provenance | None = None  # copies map back to the helper's own lines (for the report)
 
     # -- resolution ------------------------------------------------------------------------------
@@ -241,10 +243,11 @@ class Inliner:
                 kept.append(name)
         if not substitute:
             return None
-        key = (
+        key = (  # the specialised body too: a method specialised for another mode is another copy
             callee.file.name,
             callee.qualname,
             "|".join(f"{k}={code(v)}" for k, v in sorted(substitute.items())),
+            code(body),
         )
         name = self.copies.get(key)
         new = name is None
@@ -283,6 +286,9 @@ def _replace_names(node: cst.BaseExpression, replace: dict[str, cst.BaseExpressi
         def visit_Arg(self, n: cst.Arg) -> None:
             if n.keyword is not None:
                 self.skip.add(id(n.keyword))
+
+        def leave_FormattedString(self, original_node, updated_node):
+            return compatible_fstring(updated_node)
 
         def leave_Name(self, original_node, updated_node):
             if id(original_node) in self.skip or updated_node.value not in replace:
@@ -330,11 +336,25 @@ def _substituted(
     """The callee with ``substitute`` put in for its parameters (not where an inner function, lambda or
     comprehension rebinds the name), the kept parameters only, renamed, and a method."""
 
+    # a substituted argument keeps the origin of the call site's expression, not the parameter's name
+    origins = {k: prov.origin(v) for k, v in substitute.items()} if prov is not None else {}
+
     class _T(TrackingTransformer):
         def __init__(self) -> None:
             super().__init__(prov)
             self.shadow: list[set[str]] = []
             self.skip: set[int] = set()
+
+        def on_leave(self, original_node, updated_node):
+            result = super().on_leave(original_node, updated_node)
+            if (
+                prov is not None
+                and type(original_node) is cst.Name
+                and result is not updated_node
+                and original_node.value in origins
+            ):
+                prov.set_origin(result, origins[original_node.value])
+            return result
 
         def _bound(self, node) -> set[str]:
             return set(summary(node.params).writes) if hasattr(node, "params") else set()

@@ -35,6 +35,7 @@ from .hoist import (
     static_asserts_as_ifs,
 )
 from .inline import MAX_DEPTH, Inliner
+from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
 from .track import Provenance, TrackingTransformer
@@ -242,6 +243,32 @@ def _makes_tensor(value: cst.BaseExpression, ops: set[int], producers: set[str])
     return any(n in producers for n in summary(value).reads)
 
 
+def per_mode_config(inputs: Inputs) -> list[Gap]:
+    """A config built per mode (``get_model_config(..., llm_mode, ...)`` with decode and prefill builders): the
+    keys the module reads are defined under a mode test, so one dict holds one mode's keys and values, while
+    ``from_model_args`` takes one config for both modes. One gap per such key (not transformed)."""
+    analysis = inputs.analysis
+    gaps: list[Gap] = []
+    for name in sorted({r.name for r in analysis.reads if r.kind == "key"}):
+        definitions = [d for d in analysis.definitions.get(name, []) if any("mode:" in f for f in d.facts)]
+        if not definitions:
+            continue
+        where = [
+            f"{d.loc.rsplit(':', 1)[0]} when "
+            + " and ".join(f"{'' if g.arm == 'then' else 'not '}{g.text}" for g in d.guards)
+            for d in definitions
+        ]
+        gaps.append(
+            Gap(
+                definitions[0].loc.rsplit(":", 1)[0],
+                f'model_config["{name}"]',
+                f"the config is built per mode ({'; '.join(where)}): one dict holds one mode's keys and values, "
+                "but from_model_args takes one config for both modes",
+            )
+        )
+    return gaps
+
+
 # ================================================================================================ planning
 class Planner:
     """Builds the :class:`ClassPlan` of one topology."""
@@ -319,6 +346,11 @@ class Planner:
         self, func: cst.FunctionDef, mode: str | None, decisions: Decisions, parsed: ParsedFile | None = None
     ) -> cst.FunctionDef:
         parsed = parsed or self.parsed
+        key = ("semicolons", parsed.name)
+        if key not in self.inputs.cache:
+            self.inputs.cache[key] = has_semicolons(parsed.text)
+        if self.inputs.cache[key]:
+            func = one_statement_per_line(func, self.prov)
         replacements = fact_replacements(
             parsed, self.analysis.fact_sites, self.topology, mode or "decode", enum_spelling(func)
         )
@@ -348,6 +380,7 @@ class Planner:
     # -- construction ------------------------------------------------------------------------------
     def construction(self) -> tuple[list[cst.BaseStatement], list[cst.FunctionDef], Decisions]:
         decisions = Decisions()
+        self.prov.phase = "construction"
         init = self.methods.get("__init__")
         body: list[cst.BaseStatement] = []
         if init is not None:
@@ -358,7 +391,29 @@ class Planner:
         return body, helpers, decisions
 
     # -- forward -------------------------------------------------------------------------------------
+    def _check_call(self) -> None:
+        """A ``__call__`` next to ``forward`` that does more than call it: TTTv1's callers (``module(x, mode)``)
+        would get something else than the generated class gives them (its ``__call__`` is ``forward``)."""
+        call = self.methods.get("__call__")
+        if self.entry != "forward" or call is None:
+            return
+        target = _dispatch_target(call, self.methods)
+        params = [p.name.value for p in call.params.params[1:]]
+        if target is not None and target[0] == "forward":
+            passed = [a.value.value for a in target[1].args if a.keyword is None]
+            if passed == params[: len(passed)] and not any(a.keyword for a in target[1].args):
+                return
+        self.gaps.append(
+            Gap(
+                f"{self.parsed.name}:{self.parsed.line_of(call)}",
+                f"{self.inputs.class_name}.__call__",
+                "it does more than call forward; the generated class's __call__ is forward, so callers of "
+                "module(...) would get another result (not transformed)",
+            )
+        )
+
     def build(self) -> ClassPlan:
+        self._check_call()
         init_body, init_methods, init_decisions = self.construction()
         decisions = {("construction", self.topology): init_decisions}
         modes: dict[str, ModePlan] = {}
@@ -367,6 +422,7 @@ class Planner:
         forward = self.methods[self.entry]
         produced: dict[tuple[str, str], str] = {}
         for mode in self.modes:
+            self.prov.phase = mode
             mode_decisions = Decisions()
             decisions[(mode, self.topology)] = mode_decisions
             entry_name, entry_func, call_args = self._entry(forward, mode, mode_decisions)
@@ -512,18 +568,26 @@ class Planner:
                     v is None or caller_scope.is_static(v) for v in binding.values()
                 ):
                     return updated_node  # computed where it is used: at construction, if the call is static
-                body = planner._specialise(
-                    callee.func, mode if callee.is_method else None, decisions, callee.file
+                callee_mode = (
+                    planner._call_mode(updated_node, callee, binding, mode) if callee.is_method else None
                 )
+                body = planner._specialise(callee.func, callee_mode, decisions, callee.file)
                 made = inliner.specialise_call(
                     updated_node, callee, body, binding, file, caller_locals, caller_scope.pure_call
                 )
                 if made is None:
                     return updated_node
                 new_call, copy, name, new = made
+                passed = {a.keyword.value for a in new_call.args if a.keyword is not None}
+                read = summary(body.body).reads
+                for param, value in binding.items():  # substituted, but the copy never reads it
+                    if value is not None and param not in passed and param not in read:
+                        planner.prov.drop(
+                            value, f"argument {param} of {callee.qualname}: its copy here does not read it"
+                        )
                 if new:
                     folded = remove_dead_code(
-                        specialise(copy, {}, planner.prov, Decisions()), prov=planner.prov
+                        specialise(copy, {}, planner.prov, decisions), prov=planner.prov
                     )
                     copies.append(
                         (
@@ -541,6 +605,30 @@ class Planner:
         transformer = _T(self.prov)
         transformer.hot = hot_paths(func, lambda node: type(node) is cst.Call)
         return func.visit(transformer), copies
+
+    def _call_mode(self, call: cst.Call, callee, binding: dict, mode: str) -> str:
+        """The mode a method runs in at one call site: what its mode parameter receives there (the caller's
+        mode was already put in as a constant), or the caller's mode when it has no mode parameter. A mode
+        argument that is not a constant is a gap (the copy is then specialised for the caller's mode)."""
+        if mode not in MODES:
+            return mode
+        for param in [*callee.func.params.params[1:], *callee.func.params.kwonly_params]:
+            if param.name.value not in MODE_NAMES:
+                continue
+            value = binding.get(param.name.value)
+            value = param.default if value is None else value
+            found = _mode_constant(value)
+            if found is None:
+                self.gaps.append(
+                    Gap(
+                        self.loc_of(call),
+                        one_line(call, 80),
+                        f"the mode argument {param.name.value}= of {callee.qualname} is not a mode constant here",
+                    )
+                )
+                return mode
+            return found
+        return mode
 
     def _process(self, func, origin, mode, binder: BranchBinder, plan: ModePlan, group: str, outer=()):
         """Specialised method -> (static statements to construction, bound arms, hoisted fields)."""
@@ -638,6 +726,15 @@ def _dispatch_target(func: cst.FunctionDef, methods: dict) -> tuple[str, cst.Cal
         if arg.star or not (isinstance(arg.value, cst.Name) and arg.value.value in params):
             return None
     return path[1], call
+
+
+def _mode_constant(value: cst.BaseExpression | None) -> str | None:
+    """``"decode"`` / ``Mode.PREFILL`` -> the mode it names; anything else -> None."""
+    if isinstance(value, cst.SimpleString) and value.evaluated_value in MODES:
+        return value.evaluated_value
+    if isinstance(value, cst.Attribute) and value.attr.value in ("DECODE", "PREFILL"):  # Mode.DECODE
+        return value.attr.value.lower()
+    return None
 
 
 def _is_docstring(statement: cst.BaseStatement) -> bool:

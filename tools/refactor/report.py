@@ -11,12 +11,14 @@ import libcst as cst
 
 from tttv2_tools._output import json_schema, marked, marker
 
-from .cstutil import one_line
+from .cstutil import one_line, summary
 from .lines import method_lines, start_lines
+from .plan import construction_methods
+from .source import methods_of
 from .track import BRANCH_NODES
 from .walk import walk
 
-PRIORITY = ("decided", "bound", "field", "construction", "runtime")
+PRIORITY = ("decided", "bound", "field", "construction", "runtime", "removed")
 TOOL = "tttv2-refactor"
 #: the ``"schema"`` key of the JSON report; with the Markdown report's marker line it tells a later run that an
 #: existing report file is one it wrote (and may be replaced without ``--force``)
@@ -32,7 +34,7 @@ KINDS = {
 class Fate:
     topology: str
     mode: str
-    kind: str  # decided | bound | field | construction | runtime | removed
+    kind: str  # decided | bound | field | construction | runtime | removed | unknown
     detail: str
     new_loc: str | None = None
 
@@ -98,7 +100,8 @@ class Report:
             "one arm, the other is gone), **bound** (a static code choice, made once at construction), **field** (a "
             "static value choice, computed at construction into a config field), **construction** (static code "
             "moved into `from_model_args`), **runtime** (kept: it depends on call-time values), **removed** (its "
-            "code does not run there)."
+            "code does not run there, and the reason), **unknown** (the tool did not follow it there: look at the "
+            "generated code)."
         )
         out.append("")
         out += ["| TTTv1 | construct | test | class | where it went |", "|---|---|---|---|---|"]
@@ -191,61 +194,164 @@ def branch_fates(
     parsed = inputs.module
     analysis = inputs.analysis
     prefix = inputs.class_name + "."
-    entries: list[tuple[int, BranchEntry]] = []
-    by_origin: dict[int, BranchEntry] = {}
+    entries: list[tuple[cst.CSTNode | None, BranchEntry]] = []
+    by_origin: dict[int, list[BranchEntry]] = {}
+    matches: list[cst.Match] | None = None
     for branch in analysis.branches:
         if branch.side != "module" or not (
             branch.function == inputs.class_name or branch.function.startswith(prefix)
         ):
             continue
         node = parsed.node_for_span(branch.span) if branch.span is not None else None
+        if branch.construct == "match" and branch.span is not None:  # a case: its match statement
+            matches = _matches(parsed.module) if matches is None else matches
+            node = _enclosing_match(parsed, matches, branch.span.start_line)
         entry = BranchEntry(branch.loc, branch.construct, branch.test, branch.classification, branch.function)
         if node is not None:
-            by_origin[id(node)] = entry
-            entries.append((id(node), entry))
-        else:
-            entries.append((0, entry))
+            by_origin.setdefault(id(node), []).append(entry)
+        entries.append((node, entry))
     for generated in result.modules:
         file_name = file_names.get(generated.topology, generated.file_name)
         _collect(generated, by_origin, file_name, (texts or {}).get(file_name))
     modes = [m for g in result.modules for m in g.plan.modes]
+    missing = [(node, e) for node, e in entries if len(e.fates) < len(modes)]
+    decided = [
+        (node, e) for node, e in entries if node is not None and any(f.kind == "decided" for f in e.fates)
+    ]
+    if missing or decided:
+        unrecorded = _Unrecorded(result)
+        for node, entry in missing:
+            seen = {(f.topology, f.mode) for f in entry.fates}
+            for generated in result.modules:
+                for mode in generated.plan.modes:
+                    if (generated.topology, mode) not in seen:
+                        entry.fates.append(unrecorded.fate(generated.topology, mode, node, entry.function))
+        for node, entry in decided:  # decided, but inside an arm an outer test dropped: its code is not there
+            for fate in entry.fates:
+                if fate.kind == "decided":
+                    proof = unrecorded.removal(fate.topology, fate.mode, node, entry.function)
+                    if proof is not None:
+                        fate.kind, fate.detail, fate.new_loc = "removed", f"does not run: {proof}", None
     for _, entry in entries:
-        seen = {(f.topology, f.mode) for f in entry.fates}
-        for generated in result.modules:
-            for mode in generated.plan.modes:
-                if (generated.topology, mode) not in seen:
-                    phase_modes = "construction" if entry.function.endswith("__init__") else mode
-                    entry.fates.append(
-                        Fate(
-                            generated.topology,
-                            mode,
-                            "removed",
-                            f"does not run ({phase_modes} code on {generated.topology})",
-                        )
-                    )
         entry.fates.sort(key=lambda f: (f.topology, modes.index(f.mode) if f.mode in modes else 9))
     return [e for _, e in entries]
 
 
-def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final: str | None) -> None:
+def _matches(module: cst.Module) -> list[cst.Match]:
+    return [n for n in walk(module) if type(n) is cst.Match]
+
+
+def _enclosing_match(parsed, matches: list[cst.Match], line: int) -> cst.Match | None:
+    """The innermost ``match`` statement whose cases include the one on ``line``."""
+    best = None
+    for node in matches:
+        where = parsed.range_of(node)
+        if where is not None and where[0] < line <= where[2] and (best is None or where[0] > best[0]):
+            best = (where[0], node)
+    return None if best is None else best[1]
+
+
+class _Unrecorded:
+    """The fate of a branch no pass recorded on one (topology, mode): **removed** only with a proof (it lies in
+    an arm the topology / mode facts dropped there, or in a method that mode never calls), else **unknown**."""
+
+    def __init__(self, result) -> None:
+        inputs = result.inputs
+        self.parsed = inputs.module
+        self.class_name = inputs.class_name
+        self.construction = {"__init__", *construction_methods(inputs)}
+        # (phase: "construction" or a mode, topology) -> id(original node) -> (node, value, kept operand)
+        self.decided: dict[tuple[str, str], dict[int, tuple[cst.CSTNode, bool, tuple[str, bool] | None]]] = {}
+        self.reached: dict[tuple[str, str], set[str]] = {}  # methods a generated mode runs (or names)
+        for generated in result.modules:
+            plan = generated.plan
+            for (phase, topology), decisions in plan.decisions.items():
+                table = self.decided.setdefault((phase, topology), {})
+                for key, (node, value) in decisions.values.items():
+                    if key not in decisions.conflicts:
+                        origin = plan.prov.origin(node)
+                        table[id(origin)] = (origin, value, decisions.kept.get(key))
+            entry = "forward" if "forward" in methods_of(inputs.klass) else "__call__"
+            for mode, mode_plan in plan.modes.items():
+                names = {entry, mode_plan.entry_origin}
+                names |= {m.origin.rsplit(".", 1)[-1] for m in plan.methods if m.mode == mode}
+                trees = [m.func for m in plan.methods if m.mode == mode]
+                trees += [s for group in mode_plan.construction.values() for s in group]
+                trees += [u.value for u in plan.registry.uses if u.mode == mode]
+                trees += [b.test for b in plan.bindings if b.mode == mode]
+                for tree in trees:
+                    names |= set(summary(tree).self_attrs)
+                self.reached[(generated.topology, mode)] = names
+
+    def fate(self, topology: str, mode: str, node: cst.CSTNode | None, function: str) -> Fate:
+        method = function.split(".")[1] if "." in function else ""
+        reached = method in self.reached[(topology, mode)]
+        if method and method not in self.construction and not reached:
+            return Fate(
+                topology, mode, "removed", f"does not run: {self.class_name}.{method} is not called in {mode}"
+            )
+        proof = self.removal(topology, mode, node, function) if node is not None else None
+        if proof is not None:
+            return Fate(topology, mode, "removed", f"does not run: {proof}")
+        return Fate(
+            topology,
+            mode,
+            "unknown",
+            "not followed: the tool lost track of this branch (check the generated code)",
+        )
+
+    def removal(self, topology: str, mode: str, node: cst.CSTNode, function: str) -> str | None:
+        """Why ``node`` is not in the output of (topology, mode): the decided arms that drop it where its code
+        runs (at construction, in the mode's methods, or both), or None."""
+        method = function.split(".")[1] if "." in function else ""
+        phases = ["construction"] if method in self.construction else []
+        if method in self.reached[(topology, mode)] or not phases:
+            phases.append(mode)
+        proofs = [self._dropped_arm(node, self.decided.get((phase, topology), {})) for phase in phases]
+        return "; ".join(dict.fromkeys(proofs)) if all(proofs) else None
+
+    def _dropped_arm(self, node: cst.CSTNode, decided) -> str | None:
+        """How an enclosing decided branch drops ``node``: "in the else arm of `TG` (file:line), decided True"
+        (found by position: the dropped part's range holds the node's)."""
+        where = self.parsed.range_of(node)
+        if where is None:
+            return None
+        for parent, value, kept in decided.values():
+            dropped = None
+            if isinstance(parent, (cst.If, cst.IfExp)):
+                dropped, arm = (parent.orelse, "else arm") if value else (parent.body, "then arm")
+            elif isinstance(parent, cst.BooleanOperation) and kept is not None:
+                arm = f"{'right' if kept[0] == 'left' else 'left'} operand"
+                dropped = parent.right if kept[0] == "left" else parent.left
+            outer = None if dropped is None else self.parsed.range_of(dropped)
+            if outer is not None and outer[:2] <= where[:2] and where[2:] <= outer[2:]:
+                test = parent.test if isinstance(parent, (cst.If, cst.IfExp)) else parent
+                return f"in the {arm} of `{one_line(test, 60)}` ({self.parsed.loc(parent)}), decided {value}"
+        return None
+
+
+def _record(entry: BranchEntry, fate: Fate) -> None:
+    """Add ``fate`` to ``entry``, or let it replace the one of the same (topology, mode) it outranks."""
+    for existing in entry.fates:
+        if existing.topology == fate.topology and existing.mode == fate.mode:
+            if (
+                PRIORITY.index(fate.kind) < PRIORITY.index(existing.kind)
+                if existing.kind in PRIORITY
+                else True
+            ):
+                existing.kind, existing.detail, existing.new_loc = fate.kind, fate.detail, fate.new_loc
+            return
+    entry.fates.append(fate)
+
+
+def _collect(generated, by_origin: dict[int, list[BranchEntry]], file_name: str, final: str | None) -> None:
     plan = generated.plan
     prov = plan.prov
     topology = generated.topology
 
     def record(node, mode, kind, detail, new_loc=None):
-        entry = by_origin.get(id(prov.origin(node)))
-        if entry is None:
-            return
-        for existing in entry.fates:
-            if existing.topology == topology and existing.mode == mode:
-                if (
-                    PRIORITY.index(kind) < PRIORITY.index(existing.kind)
-                    if existing.kind in PRIORITY
-                    else True
-                ):
-                    existing.kind, existing.detail, existing.new_loc = kind, detail, new_loc
-                return
-        entry.fates.append(Fate(topology, mode, kind, detail, new_loc))
+        for entry in by_origin.get(id(prov.origin(node)), ()):
+            _record(entry, Fate(topology, mode, kind, detail, new_loc))
 
     modes = list(plan.modes)
     # the written text has the same statements in the same order as the rendered module (a formatter changes
@@ -254,25 +360,19 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final
     # decided by the topology / mode facts
     for (mode, _topology), decisions in plan.decisions.items():
         targets = modes if mode == "construction" else [mode]
-        for original, value in decisions.values.values():
-            arm = "then" if value else "else"
+        for key, (original, value) in decisions.values.items():
+            detail = _decided(original, value, decisions.kept.get(key))
+            if key in decisions.conflicts:
+                detail = "decided differently at different call sites of its method"
             for m in targets:
-                record(
-                    original,
-                    m,
-                    "decided",
-                    f"{arm} arm kept" if isinstance(original, cst.If) else f"test is {value}",
-                )
-    # bound at construction
+                record(original, m, "decided", detail)
+    # bound at construction (a branch inside the test of a bound choice goes with it)
     for binding in plan.bindings:
         loc = method_lines.get(binding.when_true)
-        record(
-            binding.origin,
-            binding.mode,
-            "bound",
-            f"self.{binding.attr} -> {binding.when_true} / {binding.when_false}",
-            loc,
-        )
+        detail = f"self.{binding.attr} -> {binding.when_true} / {binding.when_false}"
+        record(binding.origin, binding.mode, "bound", detail, loc)
+        for node in _branch_nodes(binding.test):
+            record(node, binding.mode, "bound", f"in the test of {detail}", loc)
     # fields
     names = generated.rendered.fields.by_key
     for use in plan.registry.uses:
@@ -284,14 +384,31 @@ def _collect(generated, by_origin: dict[int, BranchEntry], file_name: str, final
         for statement in (s for group in mode_plan.construction.values() for s in group):
             for node in _branch_nodes(statement):
                 record(node, mode, "construction", f"_{mode}_fields() in from_model_args", fma)
-    for statement in plan.init_body:
+    for statement in [*plan.init_body, *plan.init_methods]:
         for node in _branch_nodes(statement):
             for mode in modes:
                 record(node, mode, "construction", "from_model_args (TTTv1 __init__)", fma)
+    # left out (dead code, an argument the copy does not read): only where nothing above says otherwise
+    for (phase, _), (node, reason) in prov.dropped.items():
+        for m in modes if phase == "construction" else [phase]:
+            record(node, m, "removed", f"does not run: {reason}")
     # kept at run time
     for method in generated.rendered.methods:
         for index, node in enumerate(_branch_nodes(method.func)):
             record(node, method.mode, "runtime", f"in {method.name}", final_lines.get((method.name, index)))
+
+
+def _decided(original: cst.CSTNode, value: bool, kept: tuple[str, bool] | None) -> str:
+    """What a decided branch became: the arm kept, the value of its test, or (an ``and`` / ``or`` with one
+    constant operand) the operand that replaced it."""
+    if isinstance(original, cst.If):
+        return f"{'then' if value else 'else'} arm kept"
+    if isinstance(original, cst.Match):
+        return "the case that matches kept" if value else "no case matches"
+    if kept is not None and not kept[1]:
+        other = "left" if kept[0] == "right" else "right"
+        return f"the {kept[0]} operand replaces it (the {other} one is {value})"
+    return f"test is {value}"
 
 
 def build_report(
@@ -331,4 +448,10 @@ def build_report(
             )
     report.gaps = [{"loc": g.loc, "what": g.what, "reason": g.reason} for g in result.gaps]
     report.notes = list(result.notes)
+    unknown = sorted({b.loc for b in report.branches for f in b.fates if f.kind == "unknown"})
+    if unknown:
+        report.notes.append(
+            f"{len(unknown)} branch(es) not followed on some topology / mode (**unknown** above): "
+            + ", ".join(unknown)
+        )
     return report

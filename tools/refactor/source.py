@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +38,7 @@ class ParsedFile:
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
-            raise UsageError(
-                f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}"
-            ) from exc
+            raise UsageError(_syntax_error(path, text, exc)) from exc
         parsed = cls(path=path, name=name, text=text, module=module)
         parsed._lines = text.splitlines()
         return parsed
@@ -89,6 +88,18 @@ class ParsedFile:
 
     def functions(self) -> dict[str, cst.FunctionDef]:
         return {s.name.value: s for s in self.module.body if isinstance(s, cst.FunctionDef)}
+
+
+def _syntax_error(path: Path, text: str, exc: cst.ParserSyntaxError) -> str:
+    """The one-line message of a file that does not parse: Python's own position and words when Python rejects
+    it too (LibCST's parser reports where its grammar gave up, often a line later, with a long token list)."""
+    try:
+        ast.parse(text, filename=str(path))
+    except SyntaxError as error:
+        return f"{path}:{error.lineno}:{error.offset or 0}: does not parse: {error.msg}"
+    except ValueError:  # pragma: no cover - a NUL byte; LibCST's words then
+        pass
+    return f"{path}:{exc.raw_line}:{exc.raw_column}: does not parse: {exc.message}"
 
 
 def methods_of(klass: cst.ClassDef) -> dict[str, cst.FunctionDef]:

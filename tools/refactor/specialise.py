@@ -22,9 +22,19 @@ class Decisions:
     """What one specialisation decided: original branching node -> value of its test."""
 
     values: dict[int, tuple[cst.CSTNode, bool]] = field(default_factory=dict)
+    #: for a boolean operator: the operand that replaced it ("left" / "right") and whether that operand is the
+    #: constant (then ``value`` is the operator's value; else ``value`` is the other operand's)
+    kept: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    #: nodes decided differently by two specialisations of one mode (call-site copies of one method)
+    conflicts: set[int] = field(default_factory=set)
 
-    def record(self, original: cst.CSTNode, value: bool) -> None:
+    def record(self, original: cst.CSTNode, value: bool, kept: tuple[str, bool] | None = None) -> None:
+        before = self.values.get(id(original))
+        if before is not None and (before[1], self.kept.get(id(original))) != (value, kept):
+            self.conflicts.add(id(original))
         self.values[id(original)] = (original, value)
+        if kept is not None:
+            self.kept[id(original)] = kept
 
     def value(self, original: cst.CSTNode) -> bool | None:
         entry = self.values.get(id(original))
@@ -85,6 +95,14 @@ class Specialiser(TrackingTransformer):
         self.decisions = decisions
         self.bool_context: set[int] = set()
         self.elif_nodes: set[int] = set()
+        # (node returned, original it stands for) when a node is replaced by one of its own parts
+        self._part: tuple[cst.CSTNode, cst.CSTNode] | None = None
+
+    def _keep_part(self, result: cst.CSTNode, part: cst.CSTNode) -> cst.CSTNode:
+        """``result`` (``part``, maybe with the parent's parentheses) replaces its parent: it keeps the origin of
+        ``part``, so a branch nested in a decided one is still followed by the report."""
+        self._part = (result, self.prov.origin(part))
+        return result
 
     # -- context ---------------------------------------------------------------------------------
     def _mark_bool(self, node: cst.BaseExpression | None) -> None:
@@ -124,7 +142,12 @@ class Specialiser(TrackingTransformer):
             return (
                 adopt_parens(original_node, replacement) if const_bool(replacement) is None else replacement
             )
-        return super().on_leave(original_node, updated_node)
+        self._part = None
+        result = super().on_leave(original_node, updated_node)
+        if self._part is not None and self._part[0] is result:
+            self.prov.set_origin(result, self._part[1])
+        self._part = None
+        return result
 
     def leave_Comparison(self, original_node, updated_node):
         """Constants compared (after a helper's arguments were substituted): ``0 == 1``, ``None is None``."""
@@ -132,6 +155,21 @@ class Specialiser(TrackingTransformer):
         if value is None:
             return updated_node
         return bool_name(value)
+
+    def leave_Call(self, original_node, updated_node):
+        """``str("decode")`` (the mode put into ``str(mode)``): the string itself."""
+        func, args = updated_node.func, updated_node.args
+        if (
+            isinstance(func, cst.Name)
+            and func.value == "str"
+            and len(args) == 1
+            and not args[0].keyword
+            and not args[0].star
+            and isinstance(args[0].value, cst.SimpleString)
+            and "b" not in args[0].value.prefix.lower()
+        ):
+            return args[0].value
+        return updated_node
 
     def leave_UnaryOperation(self, original_node, updated_node):
         if isinstance(updated_node.operator, cst.Not):
@@ -156,32 +194,37 @@ class Specialiser(TrackingTransformer):
                 result = right
         if result is None:
             return updated_node
-        self.decisions.record(original_node, lv if lv is not None else bool(rv))
-        return adopt_parens(updated_node, result)
+        side = "left" if result is left else "right"
+        constant = side == ("left" if lv is not None else "right")
+        self.decisions.record(
+            self.prov.origin(original_node), lv if lv is not None else bool(rv), (side, constant)
+        )
+        return self._keep_part(adopt_parens(updated_node, result), result)
 
     def leave_IfExp(self, original_node, updated_node):
         value = const_bool(updated_node.test)
         if value is None:
             return updated_node
-        self.decisions.record(original_node, value)
-        return adopt_parens(updated_node, updated_node.body if value else updated_node.orelse)
+        self.decisions.record(self.prov.origin(original_node), value)
+        kept = updated_node.body if value else updated_node.orelse
+        return self._keep_part(adopt_parens(updated_node, kept), kept)
 
     # -- statements ------------------------------------------------------------------------------
     def leave_If(self, original_node, updated_node):
         updated_node = updated_node.with_changes(orelse=self._resolve_orelse(updated_node.orelse))
         value = const_bool(updated_node.test)
         if value is not None:
-            self.decisions.record(original_node, value)
+            self.decisions.record(self.prov.origin(original_node), value)
         if id(original_node) in self.elif_nodes or value is None:
             return updated_node
         if value:
-            return _splice(updated_node, block_statements(updated_node.body))
+            return _splice(updated_node, block_statements(updated_node.body), self.prov)
         orelse = updated_node.orelse
         if orelse is None:
             return cst.RemoveFromParent()
         if isinstance(orelse, cst.Else):
-            return _splice(updated_node, block_statements(orelse.body))
-        return orelse.with_changes(leading_lines=updated_node.leading_lines)
+            return _splice(updated_node, block_statements(orelse.body), self.prov)
+        return self._keep_part(orelse.with_changes(leading_lines=updated_node.leading_lines), orelse)
 
     def _resolve_orelse(self, orelse):
         """An ``elif`` whose test became constant: its body becomes the ``else``, or it disappears."""
@@ -194,18 +237,39 @@ class Specialiser(TrackingTransformer):
             orelse = orelse.orelse
         return orelse
 
+    def leave_Match(self, original_node, updated_node):
+        """``match "decode":`` (the mode put in as a constant) with literal and ``_`` cases: the case that runs."""
+        subject = _constant(updated_node.subject)
+        if subject is NotImplemented:
+            return updated_node
+        for case in updated_node.cases:
+            pattern = case.pattern
+            if case.guard is not None:
+                return updated_node
+            if isinstance(pattern, cst.MatchAs) and pattern.pattern is None and pattern.name is None:
+                hit = True  # case _
+            elif isinstance(pattern, cst.MatchValue) and _constant(pattern.value) is not NotImplemented:
+                hit = _constant(pattern.value) == subject
+            else:
+                return updated_node  # a pattern this pass does not evaluate: the match stays
+            if hit:
+                self.decisions.record(self.prov.origin(original_node), True)
+                return _splice(updated_node, block_statements(case.body), self.prov)
+        self.decisions.record(self.prov.origin(original_node), False)
+        return cst.RemoveFromParent()
+
     def leave_While(self, original_node, updated_node):
         value = const_bool(updated_node.test)
         if value is False:
-            self.decisions.record(original_node, False)
+            self.decisions.record(self.prov.origin(original_node), False)
             if updated_node.orelse is None:
                 return cst.RemoveFromParent()
-            return _splice(updated_node, block_statements(updated_node.orelse.body))
+            return _splice(updated_node, block_statements(updated_node.orelse.body), self.prov)
         return updated_node
 
     def leave_Assert(self, original_node, updated_node):
         if const_bool(updated_node.test) is True:
-            self.decisions.record(original_node, True)
+            self.decisions.record(self.prov.origin(original_node), True)
             return cst.RemoveFromParent()
         return updated_node
 
@@ -272,13 +336,18 @@ def _fold_comparison(node: cst.Comparison) -> bool | None:
     return result
 
 
-def _splice(owner: cst.BaseCompoundStatement, body) -> cst.FlattenSentinel | cst.RemovalSentinel:
-    """The statements of one arm in place of the compound statement; its leading comments move with them."""
+def _splice(
+    owner: cst.BaseCompoundStatement, body, prov: Provenance | None = None
+) -> cst.FlattenSentinel | cst.RemovalSentinel:
+    """The statements of one arm in place of the compound statement; its leading comments move with them (the
+    first statement, rebuilt for them, keeps its provenance)."""
     statements = list(body)
     if not statements:
         return cst.RemoveFromParent()
     first = statements[0]
     statements[0] = first.with_changes(leading_lines=[*owner.leading_lines, *first.leading_lines])
+    if prov is not None:
+        prov.note(statements[0], first)
     return cst.FlattenSentinel(statements)
 
 

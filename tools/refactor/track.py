@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .walk import hot_paths
+from .fstrings import compatible_fstring
+from .walk import hot_paths, walk
 
-#: Node types whose fate the report follows.
-BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert)
+#: Node types whose fate the report follows (a ``match`` stands for each of its cases).
+BRANCH_NODES = (cst.If, cst.IfExp, cst.BooleanOperation, cst.While, cst.Assert, cst.Match)
 
 
 class Provenance:
@@ -18,6 +19,17 @@ class Provenance:
     def __init__(self) -> None:
         self._origin: dict[int, cst.CSTNode] = {}
         self._keep: list[cst.CSTNode] = []
+        self.phase = ""  # what is being planned: "construction" or a mode (set by the planner)
+        #: (phase, id(original branch)) -> (the original, why its code was dropped there)
+        self.dropped: dict[tuple[str, int], tuple[cst.CSTNode, str]] = {}
+
+    def drop(self, node: cst.CSTNode, reason: str) -> None:
+        """``node`` is left out of the output of the current phase: the branches in it do not run there."""
+
+        for n in walk(node):
+            if isinstance(n, BRANCH_NODES):
+                origin = self.origin(n)
+                self.dropped.setdefault((self.phase, id(origin)), (origin, reason))
 
     def note(self, new: cst.CSTNode, old: cst.CSTNode) -> None:
         if new is old:
@@ -27,6 +39,15 @@ class Provenance:
 
     def origin(self, node: cst.CSTNode) -> cst.CSTNode:
         return self._origin.get(id(node), node)
+
+    def set_origin(self, node: cst.CSTNode, origin: cst.CSTNode) -> None:
+        """``node`` stands for ``origin`` (an original node), whatever was noted for it before: a node that
+        replaces its parent by one of its own parts keeps the origin of that part, not the parent's."""
+        if node is not origin:
+            self._origin[id(node)] = origin
+            self._keep.append(node)
+        else:
+            self._origin.pop(id(node), None)
 
 
 _TRACKED = (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement)
@@ -72,6 +93,10 @@ class TrackingTransformer(cst.CSTTransformer):
         if self.prov is not None and _classify(result)[0] and _classify(original_node)[0]:
             self.prov.note(result, original_node)
         return result
+
+    def leave_FormattedString(self, original_node, updated_node):
+        """A pass that puts a string where a name was can put it inside an f-string: keep it valid on 3.10."""
+        return compatible_fstring(updated_node)
 
 
 class StatementTransformer(TrackingTransformer):
