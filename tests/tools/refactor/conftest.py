@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pytest
+
+from tttv2 import ttnn
 
 TTTV1_MODULES = ("ccl", "common", "model_config", "rope", "mlp", "mlp_legacy", "rmsnorm", "distributed_norm")
 TTTV1_MODULES += ("embedding", "lm_head", "attention", "decoder", "model")
@@ -28,3 +31,15 @@ def nested_run_imports():
     testkit._tttv1()
     for name in TTTV1_MODULES:
         importlib.import_module(f"tttv1.tt.{name}")
+
+
+def replicated(x: np.ndarray, mesh):
+    """``x`` as a bfloat16 tile tensor in DRAM, the same on every device: the input of the emulator checks."""
+    return ttnn.from_numpy(
+        x,
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        memory_config=ttnn.DRAM_MEMORY_CONFIG,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+    )

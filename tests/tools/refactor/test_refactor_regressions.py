@@ -12,6 +12,7 @@ import libcst as cst
 import numpy as np
 import pytest
 
+from tests.tools.refactor.conftest import replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.errors import UsageError
@@ -36,17 +37,6 @@ def _generated_class(result, topology: str, folder: Path):
     generated = next(g for g in result.modules if g.topology == topology)
     (folder / generated.file_name).write_text(generated.code)
     return load_generated(str(folder / "test.py"), generated.file_name, generated.class_name)
-
-
-def _device(x: np.ndarray, mesh):
-    return ttnn.from_numpy(
-        x,
-        dtype=ttnn.bfloat16,
-        layout=ttnn.TILE_LAYOUT,
-        device=mesh,
-        memory_config=ttnn.DRAM_MEMORY_CONFIG,
-        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
-    )
 
 
 def _rows(rows: int) -> np.ndarray:
@@ -134,11 +124,11 @@ def test_mixed_module_is_bit_exact(mixed, tmp_path):
         args = ModelArgs(mesh)
         old, new = _tttv1("mixed", "Mixed")(mesh, args), generated.from_model_args(mesh, args)
         for mode, rows in (("decode", 32), ("prefill", 32), ("prefill", 64)):
-            expected = old.forward(_device(_rows(rows), mesh), mode)
+            expected = old.forward(replicated(_rows(rows), mesh), mode)
             assert_identical(
-                expected, new.forward(_device(_rows(rows), mesh), llm_mode=mode), f"{shape} {mode}"
+                expected, new.forward(replicated(_rows(rows), mesh), llm_mode=mode), f"{shape} {mode}"
             )
-            assert_identical(expected, new(_device(_rows(rows), mesh), mode), f"{shape} {mode} call")
+            assert_identical(expected, new(replicated(_rows(rows), mesh), mode), f"{shape} {mode} call")
         ttnn.close_mesh_device(mesh)
 
 
@@ -213,7 +203,9 @@ def test_a_galaxy_flag_next_to_the_mesh_is_checked(tmp_path):
             generated.from_model_args(mesh, args, TG=not right)
         new, old = generated.from_model_args(mesh, args, TG=right), flagged(mesh, args, TG=right)
         x = _rows(32)
-        assert_identical(old.forward(_device(x, mesh), "decode"), new.forward(_device(x, mesh), "decode"))
+        assert_identical(
+            old.forward(replicated(x, mesh), "decode"), new.forward(replicated(x, mesh), "decode")
+        )
         ttnn.close_mesh_device(mesh)
     with pytest.raises(ValueError, match="TG is False"):  # TTTv1's default on a galaxy runs the 1D code
         _generated_class(result, "2d", tmp_path).from_model_args(
