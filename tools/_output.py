@@ -24,6 +24,7 @@ from pathlib import Path
 
 STDOUT = "-"
 _MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
+_PYTHON = (".py", ".pyi")
 
 
 class OutputError(Exception):
@@ -103,11 +104,21 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _is_python(path: Path) -> bool:
+    """A Python file by its name or by the file a symlink resolves to (``notes.md -> model_config.py``)."""
+    return path.suffix in _PYTHON or path.resolve().suffix in _PYTHON
+
+
+def _shown(path: Path) -> str:
+    """``path``, and the file it really is when it is a symlink (messages name what would be lost)."""
+    return f"{path} (a link to {path.resolve()})" if path.is_symlink() else str(path)
+
+
 def check_place(path: Path, label: str, inputs: Iterable[Path], make_folders: bool = False) -> None:
     """Refuse an output onto an input, onto a folder or a non-regular file, or into a missing folder."""
     for source in inputs:
         if same_file(path, Path(source)):
-            raise OutputError(f"refusing to write {label} onto the input file {path}")
+            raise OutputError(f"refusing to write {label} onto the input file {_shown(path)}")
     if _is_device(path):
         return
     if path.is_dir():
@@ -133,8 +144,8 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
         seen.append(item)
         if _is_device(item.path) or not item.path.exists():
             continue
-        if item.path.suffix in (".py", ".pyi"):
-            raise OutputError(f"refusing to overwrite the Python file {item.path} with {item.label}")
+        if _is_python(item.path):
+            raise OutputError(f"refusing to overwrite the Python file {_shown(item.path)} with {item.label}")
         if force or item.kind.recognise(_read(item.path)):
             continue
         raise OutputError(

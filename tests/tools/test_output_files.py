@@ -57,8 +57,20 @@ def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_pa
     os.link(source, hard)
     for target in (source, link, hard, tmp_path / "." / "mlp.py"):
         message = refusal([out(target, label="json output")], [source], force=True)
-        assert message == f"refusing to write json output onto the input file {target}"
+        shown = f"{target} (a link to {source})" if target == link else str(target)
+        assert message == f"refusing to write json output onto the input file {shown}"
     assert source.read_text() == "x = 1\n"
+
+
+def test_a_link_to_a_python_file_is_judged_by_its_target_even_with_force(tmp_path):
+    """R11/R12: ``notes.md -> helper.py`` is a Python file whatever its own name says."""
+    module = tmp_path / "helper.py"
+    module.write_text("x = 1\n")
+    link = tmp_path / "notes.md"
+    link.symlink_to(module)
+    message = refusal([out(link, label="--report")], [], force=True)
+    assert message == f"refusing to overwrite the Python file {link} (a link to {module}) with --report"
+    assert module.read_text() == "x = 1\n"
 
 
 def test_python_files_folders_sockets_missing_folders_and_duplicates_are_refused(tmp_path):

@@ -132,8 +132,11 @@ def _main(args) -> int:
         if status is not None:
             status.stop()
     check_python(run.planned)
-    inputs = [module.resolve(), *(config.resolve() for config in [config] if config is not None)]
+    # every file the run read: the module, the config (given, or found next to the module), the helper files
+    # the analysis followed and the --cases store; no output may land on one of them, even with --force
+    inputs = [module, *([config] if config else []), *run.result.inputs.analysis.input_paths]
     inputs += [p.path for p in run.result.inputs.files.values()]
+    inputs += [args.cases] if args.cases is not None else []
     refusals = check_targets(run.planned, inputs, args.force)
     gaps = run.gaps
     reports = []

@@ -286,10 +286,12 @@ def _run(args: argparse.Namespace, err) -> int:
         )
         for fmt in targets
     }
+    outputs = _outputs(targets, texts)
+    # checked again with every file the analysis read (the config found next to the module, helper files)
+    check(outputs, [module, *([config] if config else []), *analysis.input_paths], args.force)
     for fmt, target in targets.items():
         if target == STDOUT:
             _stdout(texts[fmt])
-    outputs = _outputs(targets, texts)
     write(outputs)
     for output in outputs if not args.quiet else []:
         err.print(f"wrote {output.path} ({output.label.removesuffix(' output')})")

@@ -246,3 +246,25 @@ def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small
     assert run(small, "--out", out, "--report", tmp_path / "hard.md", "--force", "--quiet") == 2
     assert "onto the input file" in capsys.readouterr().err
     assert small.read_text() == textwrap.dedent(SMALL) and not out.exists()
+
+
+def test_links_to_the_config_found_next_to_the_module_are_refused_even_with_force(small, tmp_path, capsys):
+    """R11: the config the run found by itself (no CONFIG argument) is an input like the module; a report through
+    a symlink is judged by the file it points to, a hard link by its inode, a generated module the same way."""
+    config = small.parent / "model_config.py"
+    before = config.read_text()
+    (tmp_path / "rep.md").symlink_to(config)
+    os.link(config, tmp_path / "hard.json")
+    out = tmp_path / "out"
+    for argv, reason in (
+        (["--report", tmp_path / "rep.md"], "refusing to write --report onto the input file"),
+        (["--json", tmp_path / "hard.json"], "refusing to write --json onto the input file"),
+        ([], "refusing to write an output onto the input file"),
+    ):
+        if not argv:  # a generated module that is a link to the config
+            out.mkdir()
+            (out / "norm_1d.py").symlink_to(config)
+        assert run(small, "--out", out, *argv, "--force", "--quiet") == 2
+        err = capsys.readouterr().err
+        assert reason in err and len(err.splitlines()) == 1, err
+    assert config.read_text() == before and [p.name for p in out.iterdir()] == ["norm_1d.py"]
