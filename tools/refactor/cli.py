@@ -5,7 +5,8 @@ needs a look: a spot could not be transformed (nothing written, or written with 
 ``--check`` found files that would change, or an existing generated module may not be overwritten (not ours, or
 edited since: ``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output
 that is a folder or an input, a ``--report`` / ``--json`` file that exists and is not a report this tool wrote
-(``--force``), bad options); **3** internal error. Nothing ever ends in a traceback without
+(``--force``), an existing generated module of another class or source file (``--force``), bad options);
+**3** internal error. Nothing ever ends in a traceback without
 ``--debug``.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from tttv2_tools._output import Output, OutputError, check, same_file, write
 
 from .errors import RefactorError, UsageError
-from .files import check_targets, write_all
+from .files import check_sources, check_targets, write_all
 from .report import KINDS
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -164,6 +165,8 @@ def _main(args) -> int:
             print(f"tttv2-refactor: would change {path}", file=sys.stderr)
         code = EXIT_ATTENTION if stale or gaps else EXIT_OK
     else:
+        if not args.force:
+            check_sources(run.planned)
         if refusals:
             for line in refusals:
                 print(f"tttv2-refactor: {line}", file=sys.stderr)

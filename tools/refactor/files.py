@@ -34,6 +34,12 @@ def with_header(body: str, source_label: str) -> str:
     return f"{HEADER_TAG} generated from {source_label}; sha256={content_hash(body)}\n{body}"
 
 
+def header_source(text: str) -> str | None:
+    """The source label (``../tt/mlp.py (class MLP)``) of a file that carries our header, else None."""
+    match = _HEADER_RE.match(text.partition("\n")[0])
+    return match.group("source") if match else None
+
+
 def header_state(text: str) -> str:
     """ "ours" (our header, content unchanged), "edited" (our header, content changed) or "foreign"."""
     first, _, body = text.partition("\n")
@@ -112,6 +118,20 @@ def check_targets(planned: list[Planned], inputs: list[Path], force: bool) -> li
                 f"{item.path}: was edited since tttv2-refactor wrote it (use --force to replace it)"
             )
     return problems
+
+
+def check_sources(planned: list[Planned]) -> None:
+    """Refuse (``UsageError``) to replace a module or test this tool generated from another class or source file:
+    ``--class Second`` with the default ``--name`` would otherwise silently replace the modules of ``First``."""
+    for item in planned:
+        old = item.current()
+        before = header_source(old) if old is not None else None
+        now = header_source(item.text)
+        if before is not None and before != now:
+            raise UsageError(
+                f"{item.path}: was generated from {before}, not from {now}; give --name to write it under "
+                f"another name (or --force to replace it)"
+            )
 
 
 def write_all(planned: list[Planned]) -> list[Path]:

@@ -268,3 +268,41 @@ def test_links_to_the_config_found_next_to_the_module_are_refused_even_with_forc
         err = capsys.readouterr().err
         assert reason in err and len(err.splitlines()) == 1, err
     assert config.read_text() == before and [p.name for p in out.iterdir()] == ["norm_1d.py"]
+
+
+TWO_CLASSES = """
+import ttnn
+
+
+class First:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        return ttnn.add(x, 1.0)
+
+
+class Second:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        return ttnn.mul(x, 2.0)
+"""
+
+
+def test_a_module_generated_for_another_class_is_not_replaced_without_force(small, tmp_path, capsys):
+    """R10: ``--class Second`` with the default stem would write the same ``two_1d.py`` as ``First``."""
+    module = small.parent / "two.py"
+    module.write_text(TWO_CLASSES)
+    out = tmp_path / "out"
+    assert run(module, "--out", out, "--quiet") == 0
+    first = (out / "two_1d.py").read_text()
+    assert "class First1D" in first
+    assert run(module, "--class", "Second", "--out", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "(class First), not from" in err and "(class Second)" in err and "--name" in err, err
+    assert len(err.splitlines()) == 1 and (out / "two_1d.py").read_text() == first
+    assert run(module, "--class", "Second", "--out", out, "--name", "two_second", "--quiet") == 0
+    assert "class Second1D" in (out / "two_second_1d.py").read_text()
+    assert (out / "two_1d.py").read_text() == first
