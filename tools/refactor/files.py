@@ -9,6 +9,7 @@ with ``--force``. Where outputs may go (never onto an input, a folder or each ot
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import re
@@ -50,15 +51,43 @@ def header_state(text: str) -> str:
 
 
 def run_formatter(command: str, text: str, path: Path) -> str:
-    """Pipe ``text`` through ``command`` (e.g. ``ruff format -``); ``{path}`` in the command is the target."""
-    argv = shlex.split(command.replace("{path}", str(path)))
+    """Pipe ``text`` through ``command`` (e.g. ``ruff format -``); ``{path}`` in the command is the target.
+
+    The command is split first (``shlex``), then ``{path}`` is replaced inside each argument, so a target with a
+    quote or a space stays one argument. What comes back must still be the module (it parses and defines every
+    top-level class and function ``text`` defines), else it is a failing formatter (``UsageError``)."""
+    try:
+        argv = [part.replace("{path}", str(path)) for part in shlex.split(command)]
+    except ValueError as exc:
+        raise UsageError(f"--formatter: cannot split {command!r} into arguments: {exc}") from None
+    if not argv:
+        raise UsageError("--formatter: expected a command, got an empty string")
     try:
         done = subprocess.run(argv, input=text, capture_output=True, text=True, check=False, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"--formatter: cannot run {command!r}: {exc}") from exc
     if done.returncode != 0:
         raise UsageError(f"--formatter: {command!r} failed on {path.name}: {done.stderr.strip()[:300]}")
+    _check_formatted(command, text, done.stdout, path)
     return done.stdout
+
+
+def _check_formatted(command: str, before: str, after: str, path: Path) -> None:
+    try:
+        tree = ast.parse(after)
+    except SyntaxError as exc:
+        reason = f"its output does not parse ({exc.msg}, line {exc.lineno})"
+    else:
+        missing = _definitions(ast.parse(before)) - _definitions(tree)
+        if not missing:
+            return
+        reason = f"its output no longer defines {', '.join(sorted(missing))}"
+    raise UsageError(f"--formatter: {command!r} did not return the module {path.name}: {reason}")
+
+
+def _definitions(tree: ast.Module) -> set[str]:
+    kinds = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {node.name for node in tree.body if isinstance(node, kinds)}
 
 
 @dataclass

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tttv2_tools.refactor.cli import main
-from tttv2_tools.refactor.files import content_hash, header_state, with_header
+from tttv2_tools.refactor.errors import UsageError
+from tttv2_tools.refactor.files import content_hash, header_state, run_formatter, with_header
 
 TTTV1 = Path(__file__).resolve().parents[3] / "tttv1" / "tt"
 
@@ -306,3 +307,26 @@ def test_a_module_generated_for_another_class_is_not_replaced_without_force(smal
     assert run(module, "--class", "Second", "--out", out, "--name", "two_second", "--quiet") == 0
     assert "class Second1D" in (out / "two_second_1d.py").read_text()
     assert (out / "two_1d.py").read_text() == first
+
+
+def test_formatter_gets_the_target_as_one_argument_and_must_return_the_module(small, tmp_path, capsys):
+    """R13: ``{path}`` is replaced after splitting (a quote or a space in it stays one argument), and a
+    formatter's output that does not parse or lost the class is a failing formatter (exit 2), not exit 3."""
+    out = tmp_path / "it's a folder"
+    assert run(small, "--out", out, "--formatter", "sh -c '[ $# -eq 1 ] && cat' sh {path}", "--quiet") == 0
+    assert "class Norm1D" in (out / "norm_1d.py").read_text()
+    module = "import ttnn\n\n\nclass Norm1D:\n    pass\n"
+    assert run_formatter("cat", module, out / "norm_1d.py") == module
+    for command, reason in (
+        ("echo hello", "no longer defines Norm1D"),
+        ("true", "no longer defines Norm1D"),
+        ("echo 'class ('", "does not parse"),
+    ):
+        with pytest.raises(
+            UsageError, match=rf"--formatter: .* did not return the module norm_1d.py: .*{reason}"
+        ):
+            run_formatter(command, module, out / "norm_1d.py")
+    with pytest.raises(UsageError, match="cannot split"):
+        run_formatter("ruff format --stdin-filename 'x -", module, out / "norm_1d.py")
+    assert run(small, "--out", tmp_path / "o2", "--formatter", "echo hello", "--quiet") == 2
+    assert "did not return the module" in capsys.readouterr().err and not (tmp_path / "o2").exists()
