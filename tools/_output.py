@@ -27,8 +27,29 @@ _MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
 _PYTHON = (".py", ".pyi")
 
 
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
+
+
 class OutputError(Exception):
     """An output that may not or could not be written (one line: the file and the reason)."""
+
+
+class WriteInterrupted(KeyboardInterrupt):
+    """Ctrl-C after ``write`` had already replaced some of a run's files (``written``): each of them is whole,
+    the new version; the others are as they were."""
+
+    def __init__(self, written: list[Path]):
+        super().__init__(written)
+        self.written = written
+
+
+def interrupted(tool: str, exc: KeyboardInterrupt, nothing: str = "nothing written") -> str:
+    """The one line a tool prints on Ctrl-C (then exits ``INTERRUPTED``): ``nothing`` (what was kept) unless
+    ``write`` was interrupted after replacing files, which are then named."""
+    written = getattr(exc, "written", None)
+    if written:
+        return f"{tool}: interrupted; already written: {', '.join(map(str, written))}"
+    return f"{tool}: interrupted; {nothing}"
 
 
 @dataclass(frozen=True)
@@ -175,12 +196,20 @@ def write(outputs: list[Output]) -> list[Path]:
             staged.append(
                 (_guard(item, lambda target=target, item=item: _stage(target, item.text)), target, item)
             )
-        for tmp, target, item in staged:
-            _guard(item, lambda tmp=tmp, target=target: os.replace(tmp, target))
-            _sync_folder(target.parent)
-        for item in outputs:
-            if _is_device(item.path):
-                _guard(item, lambda item=item: _write_in_place(item.path, item.text))
+        devices: list[Path] = []  # written in place
+        try:
+            for tmp, target, item in staged:
+                _guard(item, lambda tmp=tmp, target=target: os.replace(tmp, target))
+                _sync_folder(target.parent)
+            for item in outputs:
+                if _is_device(item.path):
+                    devices.append(item.path)
+                    _guard(item, lambda item=item: _write_in_place(item.path, item.text))
+        except KeyboardInterrupt:  # a temporary file that is gone was renamed: that target is replaced
+            done = [item.path for tmp, _, item in staged if not os.path.lexists(tmp)] + devices
+            if done:
+                raise WriteInterrupted(done) from None
+            raise
     finally:
         for tmp, _, _ in staged:
             with contextlib.suppress(OSError):

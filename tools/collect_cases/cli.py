@@ -1,7 +1,8 @@
 """Command line: ``collect-cases record | list | export | import | emit | sweep``.
 
 Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); otherwise 0 done,
-1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message names it).
+1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message names it), 130
+interrupted (Ctrl-C, one line).
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tttv2_tools._output import Output, OutputError, check, same_file, write, write_text
+from tttv2_tools._output import (
+    INTERRUPTED,
+    Output,
+    OutputError,
+    check,
+    interrupted,
+    same_file,
+    write,
+    write_text,
+)
 
 from . import load_cases
 from .cases import MODES, TOPOLOGIES, select
@@ -31,6 +41,7 @@ from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
 
 USAGE_ERROR = 2
+STORE_WRITERS = frozenset({"record", "import", "sweep"})  # their writes are store transactions
 
 
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
@@ -118,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     except (CollectCasesError, OutputError) as exc:
         err.print(f"[red]collect-cases {args.verb}:[/] {exc}", highlight=False)
         return USAGE_ERROR
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback
+        kept = (
+            "the store keeps every case committed before" if args.verb in STORE_WRITERS else "nothing written"
+        )
+        err.print(interrupted(f"collect-cases {args.verb}", exc, kept), highlight=False, markup=False)
+        return INTERRUPTED
 
 
 # --- verbs ------------------------------------------------------------------------------------------------------

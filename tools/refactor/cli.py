@@ -6,7 +6,7 @@ needs a look: a spot could not be transformed (nothing written, or written with 
 edited since: ``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output
 that is a folder or an input, a ``--report`` / ``--json`` file that exists and is not a report this tool wrote
 (``--force``), an existing generated module of another class or source file (``--force``), bad options);
-**3** internal error. Nothing ever ends in a traceback without
+**3** internal error; **130** interrupted (Ctrl-C, one line). Nothing ever ends in a traceback without
 ``--debug``.
 """
 
@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from tttv2_tools._output import Output, OutputError, check, same_file, write
+from tttv2_tools._output import INTERRUPTED, Output, OutputError, check, interrupted, same_file, write
 
 from .errors import RefactorError, UsageError
 from .files import check_sources, check_targets, write_all
@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     except RefactorError as exc:
         print(f"tttv2-refactor: {exc}", file=sys.stderr)
         return EXIT_ATTENTION
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
+        print(interrupted("tttv2-refactor", exc), file=sys.stderr)
+        return INTERRUPTED
     except Exception as exc:  # pragma: no cover - reported, never a bare traceback
         if args.debug:
             traceback.print_exc()

@@ -9,7 +9,7 @@ with ``--force``, always atomically.
 
 Exit codes: 0 analysed; 1 ``--strict`` and something was not understood; 2 usage or I/O error (bad arguments,
 a missing or unreadable file, a file that does not parse, a module with no entry class, an output that cannot
-be written); 3 internal error.
+be written); 3 internal error; 130 interrupted (Ctrl-C, one line).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from tttv2_tools._output import Output, OutputError, check, write
+from tttv2_tools._output import INTERRUPTED, Output, OutputError, check, interrupted, write
 
 from .errors import TraceError, UsageError
 from .model import SCHEMA_VERSION
@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TraceError, OutputError) as exc:
         err.print(f"trace-deps: error: {exc}")
         return 2
-    except KeyboardInterrupt:  # pragma: no cover
-        err.print("trace-deps: interrupted")
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
+        err.print(interrupted("trace-deps", exc))
+        return INTERRUPTED
     except OSError as exc:  # an I/O error anywhere (e.g. the terminal report on a closed stdout): exit 2
         where = f" ({exc.filename})" if exc.filename else ""
         err.print(f"trace-deps: error: I/O error{where}: {exc.strerror or exc}")
