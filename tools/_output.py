@@ -14,6 +14,7 @@ file and the reason; the tools turn it into exit status 2.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -104,6 +105,25 @@ class Output:
     kind: Kind
     label: str
     make_folders: bool = False  # create a missing parent folder (else it is an error)
+
+
+def file_argument(flag: str, text: str) -> Path:
+    """An output FILE as the user typed it: ``sub/`` (or ``.``, ``..``) names a folder, which ``Path`` would
+    hide by dropping the trailing slash (``sub/`` would become a file named ``sub``)."""
+    if text.endswith(("/", os.sep)) or Path(text).name in ("", ".", ".."):
+        raise OutputError(f"{flag}: {text} is a folder path; expected a file")
+    return Path(text)
+
+
+class OnlyOnce(argparse.Action):
+    """An option naming one output (a file, a folder, a stem): giving it twice is a usage error, not "the last
+    one wins" (which would silently ignore the first)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        earlier = getattr(namespace, self.dest, None)
+        if earlier is not None:
+            parser.error(f"{option_string} given twice ({earlier} and {values}); give it once")
+        setattr(namespace, self.dest, values)
 
 
 def _is_device(path: Path) -> bool:

@@ -372,3 +372,18 @@ def test_links_to_the_found_config_and_helper_files_are_refused_even_with_force(
 def test_dev_null_is_written_in_place(g2, capsys):
     code, _, err = run(capsys, g2 / "mlp.py", "--json=/dev/null", "--quiet")
     assert code == 0 and err == "" and Path("/dev/null").is_char_device()
+
+
+def test_a_folder_path_or_a_repeated_output_flag_is_a_usage_error(g2, capsys, tmp_path):
+    """R26: ``--json=sub/`` names a folder (not a file ``sub``), and a second ``--json=`` would silently drop the
+    first."""
+    code, out, err = run(capsys, g2 / "mlp.py", f"--json={tmp_path / 'sub'}/")
+    assert (
+        code == 2
+        and out == ""
+        and err == f"trace-deps: error: --json: {tmp_path / 'sub'}/ is a folder path; expected a file\n"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main([str(g2 / "mlp.py"), f"--json={tmp_path / 'a.json'}", f"--json={tmp_path / 'b.json'}"])
+    assert exc.value.code == 2 and "--json given twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g2"]

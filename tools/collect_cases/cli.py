@@ -20,9 +20,11 @@ from rich.table import Table
 
 from tttv2_tools._output import (
     INTERRUPTED,
+    OnlyOnce,
     Output,
     OutputError,
     check,
+    file_argument,
     interrupted,
     same_file,
     write,
@@ -79,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="write the cases as CSV")
     _common(ex, target="optional")
-    ex.add_argument("--csv", required=True, metavar="FILE", help="output file ('-' for stdout)")
+    ex.add_argument(
+        "--csv", required=True, action=OnlyOnce, metavar="FILE", help="output file ('-' for stdout)"
+    )
     ex.add_argument(
         "--force",
         action="store_true",
@@ -92,8 +96,14 @@ def parser() -> argparse.ArgumentParser:
 
     em = sub.add_parser("emit", help="write a target's cases into a test file as a pytest.param list")
     _common(em, target="required")
-    em.add_argument("--into", required=True, metavar="TEST_FILE")
-    em.add_argument("--name", required=True, metavar="LIST_NAME", help="module-level list, e.g. MLP_1D_CASES")
+    em.add_argument("--into", required=True, action=OnlyOnce, metavar="TEST_FILE")
+    em.add_argument(
+        "--name",
+        required=True,
+        action=OnlyOnce,
+        metavar="LIST_NAME",
+        help="module-level list, e.g. MLP_1D_CASES",
+    )
     em.add_argument("--topology", choices=TOPOLOGIES)
     em.add_argument("--mode", choices=MODES)
     em.add_argument("--minimal", action="store_true", help="a small subset covering every value (set cover)")
@@ -235,7 +245,7 @@ def _list(args, out: Console, err: Console) -> int:
 
 
 def _export(args, out: Console, err: Console) -> int:
-    if args.csv != "-" and same_file(Path(args.csv), Path(args.store)):
+    if args.csv != "-" and same_file(file_argument("--csv", args.csv), Path(args.store)):
         raise CollectCasesError(f"--csv {args.csv}: is the store itself; choose another file")
     if args.csv != "-":  # an existing file only if it is an earlier export, or with --force
         check([Output(Path(args.csv), "", CSV_KIND, "--csv")], [Path(args.store)], args.force)
@@ -264,7 +274,7 @@ def _import(args, out: Console, err: Console) -> int:
 
 
 def _emit(args, out: Console, err: Console) -> int:
-    if same_file(Path(args.into), Path(args.store)):
+    if same_file(file_argument("--into", args.into), Path(args.store)):
         raise CollectCasesError(f"--into {args.into}: is the store itself; choose the test file")
     target = parse_target(args.target).name
     with CaseStore(args.store) as store:

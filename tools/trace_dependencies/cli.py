@@ -22,7 +22,16 @@ import sys
 import time
 from pathlib import Path
 
-from tttv2_tools._output import INTERRUPTED, Output, OutputError, check, interrupted, write
+from tttv2_tools._output import (
+    INTERRUPTED,
+    OnlyOnce,
+    Output,
+    OutputError,
+    check,
+    file_argument,
+    interrupted,
+    write,
+)
 
 from .errors import TraceError, UsageError
 from .model import SCHEMA_VERSION
@@ -113,7 +122,13 @@ def parser() -> argparse.ArgumentParser:
         help="per-call entry method (default: forward, else __call__)",
     )
     for fmt in FORMATS:
-        p.add_argument(f"--{fmt}", type=_output, metavar="=FILE", help=f"{fmt} output to stdout, or to FILE")
+        p.add_argument(
+            f"--{fmt}",
+            type=_output,
+            action=OnlyOnce,
+            metavar="=FILE",
+            help=f"{fmt} output to stdout, or to FILE",
+        )
     p.add_argument(
         "--why", metavar="NAME", help="paths from root parameters to a key, args.attr, op or file:line"
     )
@@ -227,6 +242,9 @@ def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
     """Check every output before anything is analysed: at most one on stdout, and every file output through the
     shared policy (not an input, no two on one file, an existing file only if trace-deps wrote it or --force)."""
     targets = {fmt: getattr(args, fmt) for fmt in FORMATS if getattr(args, fmt) is not None}
+    for fmt, target in targets.items():
+        if target != STDOUT:
+            file_argument(f"--{fmt}", target)
     on_stdout = [f"--{fmt}" for fmt, target in targets.items() if target == STDOUT]
     if args.why and on_stdout and on_stdout != ["--json"]:
         on_stdout.append("--why")

@@ -330,3 +330,22 @@ def test_formatter_gets_the_target_as_one_argument_and_must_return_the_module(sm
         run_formatter("ruff format --stdin-filename 'x -", module, out / "norm_1d.py")
     assert run(small, "--out", tmp_path / "o2", "--formatter", "echo hello", "--quiet") == 2
     assert "did not return the module" in capsys.readouterr().err and not (tmp_path / "o2").exists()
+
+
+def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys):
+    """R26: ``--name`` cannot lead outside ``--out`` or be empty, a report path ending in ``/`` is a folder, an
+    output option given twice is a usage error; the module given as its own CONFIG gets a loud note."""
+    out = tmp_path / "out"
+    for stem in ("../elsewhere", "a/b", "", ".."):
+        assert run(small, "--out", out, "--name", stem) == 2
+        assert "--name: expected a file stem" in capsys.readouterr().err
+    assert run(small, "--out", out, "--report", f"{tmp_path / 'sub'}/") == 2
+    assert "is a folder path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run(small, "--out", out, "--out", tmp_path / "other")
+    assert "--out given twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    assert run(small, small, "--out", out, "--json", tmp_path / "r.json", "--quiet") == 0
+    err = capsys.readouterr().err
+    assert err.startswith("tttv2-refactor: note: CONFIG") and "is MODULE itself" in err
+    assert any("is MODULE itself" in note for note in json.loads((tmp_path / "r.json").read_text())["notes"])
