@@ -30,6 +30,7 @@ from tttv2_tools._output import (
     write,
 )
 
+from .cases import case_notes
 from .errors import RefactorError, UsageError
 from .files import check_sources, check_targets, write_all
 from .report import KINDS
@@ -169,7 +170,11 @@ def _main(args) -> int:
         if status is not None:
             status.stop()
     check_python(run.planned)
-    for note in config_notes(run.result.inputs.analysis, module, config):
+    notes = config_notes(run.result.inputs.analysis, module, config)
+    if args.cases is not None:
+        modes = tuple(dict.fromkeys(m for g in run.result.modules for m in g.plan.modes))
+        notes += case_notes(args.cases, module, run.result.inputs.class_name, modes)
+    for note in notes:
         print(f"tttv2-refactor: note: {note}", file=sys.stderr)
         run.report.notes.append(note)
     # every file the run read: the module, the config (given, or found next to the module), the helper files
