@@ -35,7 +35,7 @@ from . import load_cases
 from .cases import MODES, TOPOLOGIES, select
 from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
-from .errors import CollectCasesError
+from .errors import CollectCasesError, TargetError
 from .fields import parse_user_field
 from .record import exit_status, start
 from .store import SCHEMA_VERSION, CaseStore
@@ -154,13 +154,19 @@ def _record(args, out: Console, err: Console) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     targets = [parse_target(t) for t in args.target]
     fields = tuple(parse_user_field(f) for f in args.field)
+    created = not Path(args.store).exists()
     with CaseStore(args.store, create=True) as store:
         before = {t: n for t, n, _ in store.targets()}
     recording = start(args.store, targets, command, fields)
     try:
-        code, status = recording.finish()
-    except KeyboardInterrupt:
-        code, status = recording.finish()
+        try:
+            code, status = recording.finish()
+        except KeyboardInterrupt:
+            code, status = recording.finish()
+    except TargetError:  # nothing ran: a store this run created stays uncreated
+        if created:
+            _remove_empty_store(Path(args.store))
+        raise
     if not status.get("ready"):
         err.print(
             f"[yellow]collect-cases record:[/] the recorder did not start in {command[0]!r} (is tttv2 installed "
@@ -180,6 +186,15 @@ def _record(args, out: Console, err: Console) -> int:
         highlight=False,
     )
     return exit_status(code)
+
+
+def _remove_empty_store(path: Path) -> None:
+    """Remove a store this run created, if it is still empty (and SQLite's side files with it)."""
+    with CaseStore(path) as store:
+        if store.targets():
+            return
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        name.unlink(missing_ok=True)
 
 
 def _describe_tensors(flat: dict, suffix_keys: list[str]) -> str:

@@ -171,14 +171,51 @@ def _existing_entries(module: cst.Module, value: cst.List) -> list[_Existing]:
     return out
 
 
-def _binds_ttnn(module: cst.Module) -> bool:
-    tree = ast.parse(module.code)
-    for node in tree.body:
-        if isinstance(node, ast.Import) and any((a.asname or a.name) == "ttnn" for a in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == "ttnn" for a in node.names):
-            return True
-    return False
+def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
+    """Every name bound at module level other than by a plain ``NAME = ...`` / ``NAME: T = ...`` statement (which
+    ``_find`` handles): ``class``, ``def``, ``import``, ``for`` / ``with`` targets, tuple unpacking, ``+=``,
+    also inside module-level ``if`` / ``try`` / ``with`` blocks. Name -> (what binds it, line)."""
+    found: dict[str, tuple[str, int]] = {}
+
+    def targets(node: ast.AST, kind: str, line: int) -> None:
+        for name in ast.walk(node):
+            if isinstance(name, ast.Name):
+                found.setdefault(name.id, (kind, line))
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, ("a class", node.lineno))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(node.name, ("a def", node.lineno))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    found.setdefault(bound, ("an import", node.lineno))
+            elif isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name) for t in node.targets):
+                for target in node.targets:
+                    targets(target, "an unpacking assignment", node.lineno)
+            elif isinstance(node, ast.AugAssign):
+                targets(node.target, "an augmented assignment", node.lineno)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                targets(node.target, "a for loop", node.lineno)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars, "a with statement", node.lineno)
+            for block in ("body", "orelse", "finalbody"):
+                if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                visit(handler.body)
+
+    visit(ast.parse(module.code).body)
+    return found
+
+
+def _binds(module: cst.Module, name: str) -> bool:
+    """Whether ``name`` is bound at module level (an import, a def, an assignment...)."""
+    return name in _module_bindings(module) or bool(_find(module, name))
 
 
 def emit(
@@ -225,6 +262,12 @@ def emit(
         if len(found) > 1:
             raise EmitError(
                 f"--name {name}: assigned {len(found)} times at module level in {path}; expected once"
+            )
+        other = _module_bindings(module).get(name)
+        if other is not None:
+            kind, line = other
+            raise EmitError(
+                f"--name {name}: in {path} it is bound by {kind} (line {line}), not a list; refusing to shadow it"
             )
         if found:
             index, statement, value = found[0]
@@ -278,7 +321,12 @@ def emit(
                 target=target, name=name, argnames=argnames_code, test_name=test_name, params=params
             )
         )
-    elif uses_ttnn(rows, list(columns)) and not _binds_ttnn(module):
+    elif not _binds(module, "pytest"):
+        raise EmitError(
+            f"--into {path}: the list is made of pytest.param(...) entries but the file binds no name 'pytest' at "
+            "module level; add `import pytest` first"
+        )
+    elif uses_ttnn(rows, list(columns)) and not _binds(module, "ttnn"):
         raise EmitError(
             f"--into {path}: the cases name dtypes as ttnn.<dtype> but the file binds no name 'ttnn' at module "
             "level; add `from tttv2 import ttnn` (or `import ttnn`) first"

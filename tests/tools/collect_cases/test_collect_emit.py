@@ -186,6 +186,13 @@ def test_ids_fall_back_to_numbers_when_no_column_tells_cases_apart():
         ("CASES = {}\n", "CASES", {}, "it is a Dict, not a list"),
         ("import pytest\nCASES = []\nCASES = []\n", "CASES", {}, "assigned 2 times"),
         ("import pytest\nCASES = []\n", "CASES", {}, "binds no name 'ttnn'"),
+        # R16: pytest.param entries need a module-level `pytest`, as ttnn.<dtype> values need `ttnn`
+        ("from tttv2 import ttnn\nCASES = []\n", "CASES", {}, "binds no name 'pytest'"),
+        # R15: a class, def or import of that name is not a list either; a list after it would shadow it
+        ("import pytest\nimport ttnn\nclass Neg:\n    pass\n", "Neg", {}, "bound by a class \\(line 3\\)"),
+        ("import pytest\nimport ttnn\nif True:\n    def CASES(): pass\n", "CASES", {}, "bound by a def"),
+        ("import pytest\nimport ttnn\nfrom x import y as CASES\n", "CASES", {}, "bound by an import"),
+        ("import pytest\nimport ttnn\nCASES, b = [], 1\n", "CASES", {}, "bound by an unpacking"),
         ("CASES = []\n", "CASES", {"columns": ["pcc"]}, "pcc is not recorded"),
         ("CASES = []\n", "1bad", {}, "expected a Python identifier"),
         (
@@ -222,7 +229,7 @@ def test_parametrize_argnames_pin_the_fields_of_an_empty_list(tmp_path):
 
 def test_a_list_that_is_the_first_statement_keeps_one_header(tmp_path):
     target = tmp_path / "t.py"
-    target.write_text("# my note\nCASES = []\n")
+    target.write_text("# my note\nCASES = []\n\nimport pytest\n")
     with pytest.raises(EmitError, match="binds no name 'ttnn'"):
         emit(CASES, T, target, "CASES")
     first = emit(CASES, T, target, "CASES", columns=["mesh_shape", "mode"]).new_text
