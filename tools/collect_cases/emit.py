@@ -23,6 +23,7 @@ from .minimal import minimal_rows
 from .params import Row, make_ids, project, render_param, render_value, uses_ttnn
 
 HEADER = "# collect-cases:"
+_BOM = "\ufeff"
 DEFAULT_LINE_LENGTH = 110
 
 SKELETON = '''"""Cases recorded by collect-cases for {target}.
@@ -171,6 +172,15 @@ def _existing_entries(module: cst.Module, value: cst.List) -> list[_Existing]:
     return out
 
 
+def _read_exactly(path: Path) -> str:
+    """The file's text with nothing translated: CRLF line ends stay (libcst then writes the new list with
+    them too) and a UTF-8 byte order mark stays as its character, so every byte outside the list is kept."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EmitError(f"--into {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
     """Every name bound at module level other than by a plain ``NAME = ...`` / ``NAME: T = ...`` statement (which
     ``_find`` handles): ``class``, ``def``, ``import``, ``for`` / ``with`` targets, tuple unpacking, ``+=``,
@@ -246,7 +256,7 @@ def emit(
         raise EmitError(f"--into {path}: is a directory, expected a test file")
     if not path.exists() and not path.parent.is_dir():
         raise EmitError(f"--into {path}: folder {path.parent} does not exist")
-    old_text = path.read_text() if path.exists() else None
+    old_text = _read_exactly(path) if path.exists() else None
     source = old_text
     try:
         module = cst.parse_module(source) if source is not None else None
@@ -384,6 +394,8 @@ def emit(
     body[index] = new_statement
     module_header = [line for line in module.header if not _is_header(line)] if index == 0 else module.header
     new_text = module.with_changes(body=body, header=module_header).code
+    if old_text is not None and old_text.startswith(_BOM):  # libcst drops the byte order mark: put it back
+        new_text = _BOM + new_text
     return EmitResult(
         path, old_text, new_text, list(columns), len(rows), dropped_ids, result_foreign, warnings
     )

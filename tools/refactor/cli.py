@@ -13,7 +13,6 @@ that is a folder or an input, a ``--report`` / ``--json`` file that exists and i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -236,11 +235,12 @@ def _main(args) -> int:
 
 
 def _check_stem(stem: str) -> None:
-    """``--name`` is a file stem: the outputs are ``STEM_1d.py`` in ``--out``, never somewhere else."""
-    separators = {"/", "\0", os.sep, os.altsep or os.sep}
-    if not stem.strip() or stem in (".", "..") or any(c in stem for c in separators):
+    """``--name`` is a file stem: the outputs are ``STEM_1d.py`` in ``--out`` (never somewhere else), and the
+    generated tests are functions ``test_STEM_1d_...``: letters, digits and underscores only."""
+    if not ("x" + stem).isidentifier():
         raise UsageError(
-            f"--name: expected a file stem (no folder, no '/', not empty, not '.' or '..'), got {stem!r}"
+            f"--name: expected a file stem of letters, digits and underscores (the outputs are STEM_1d.py and "
+            f"test functions test_STEM_1d_...; no folder, not empty), got {stem!r}"
         )
 
 

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from tttv2_tools._output import write_text
 from tttv2_tools.collect_cases import Case, EmitError
 from tttv2_tools.collect_cases.cli import main
 from tttv2_tools.collect_cases.emit import emit
@@ -288,3 +289,17 @@ def test_a_list_the_file_lacks_is_added_at_its_end(tmp_path):
     assert result.new_text.count("pytest.param(") == 3 and result.warnings == []
     target.write_text(result.new_text)
     assert not emit(CASES[:2], T, target, "NEW_CASES").changed
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_kept(tmp_path):
+    """R34: only the list changes, also in a file with a UTF-8 BOM and CRLF line ends (and the list gets them)."""
+    target = tmp_path / "test_crlf.py"
+    before = '\ufeff"""Tést."""\r\nimport pytest\r\nfrom tttv2 import ttnn\r\n\r\nCASES: list = []\r\n\r\nTAIL = 1\r\n'
+    target.write_bytes(before.encode("utf-8"))
+    text = emit(CASES, T, target, "CASES").new_text
+    assert text.startswith(
+        '\ufeff"""Tést."""\r\nimport pytest\r\nfrom tttv2 import ttnn\r\n\r\n# collect-cases:'
+    )
+    assert text.endswith("]\r\n\r\nTAIL = 1\r\n") and "\n" not in text.replace("\r\n", "")
+    write_text(target, text)
+    assert target.read_bytes().startswith(b'\xef\xbb\xbf"""T') and not emit(CASES, T, target, "CASES").changed

@@ -336,7 +336,7 @@ def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys)
     """R26: ``--name`` cannot lead outside ``--out`` or be empty, a report path ending in ``/`` is a folder, an
     output option given twice is a usage error; the module given as its own CONFIG gets a loud note."""
     out = tmp_path / "out"
-    for stem in ("../elsewhere", "a/b", "", ".."):
+    for stem in ("../elsewhere", "a/b", "", "..", "my-norm"):  # R31: my-norm made an invalid test function
         assert run(small, "--out", out, "--name", stem) == 2
         assert "--name: expected a file stem" in capsys.readouterr().err
     assert run(small, "--out", out, "--report", f"{tmp_path / 'sub'}/") == 2
