@@ -237,7 +237,7 @@ def _main(args) -> int:
 def _check_stem(stem: str) -> None:
     """``--name`` is a file stem: the outputs are ``STEM_1d.py`` in ``--out`` (never somewhere else), and the
     generated tests are functions ``test_STEM_1d_...``: letters, digits and underscores only."""
-    if not ("x" + stem).isidentifier():
+    if not stem or not ("x" + stem).isidentifier():
         raise UsageError(
             f"--name: expected a file stem of letters, digits and underscores (the outputs are STEM_1d.py and "
             f"test functions test_STEM_1d_...; no folder, not empty), got {stem!r}"
