@@ -183,13 +183,14 @@ def _read_exactly(path: Path) -> str:
 
 def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
     """Every name bound at module level other than by a plain ``NAME = ...`` / ``NAME: T = ...`` statement (which
-    ``_find`` handles): ``class``, ``def``, ``import``, ``for`` / ``with`` targets, tuple unpacking, ``+=``,
-    also inside module-level ``if`` / ``try`` / ``with`` blocks. Name -> (what binds it, line)."""
+    ``_find`` handles): ``class``, ``def``, ``import``, ``for`` / ``with`` targets, tuple unpacking, also inside
+    module-level ``if`` / ``try`` / ``with`` blocks (``NAME += [...]`` extends a list; it binds nothing new).
+    Name -> (what binds it, line)."""
     found: dict[str, tuple[str, int]] = {}
 
     def targets(node: ast.AST, kind: str, line: int) -> None:
         for name in ast.walk(node):
-            if isinstance(name, ast.Name):
+            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):  # not `x` of `x[0] = ...`
                 found.setdefault(name.id, (kind, line))
 
     def visit(statements: list[ast.stmt]) -> None:
@@ -205,8 +206,6 @@ def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
             elif isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name) for t in node.targets):
                 for target in node.targets:
                     targets(target, "an unpacking assignment", node.lineno)
-            elif isinstance(node, ast.AugAssign):
-                targets(node.target, "an augmented assignment", node.lineno)
             elif isinstance(node, (ast.For, ast.AsyncFor)):
                 targets(node.target, "a for loop", node.lineno)
             elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -221,11 +220,6 @@ def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
 
     visit(ast.parse(module.code).body)
     return found
-
-
-def _binds(module: cst.Module, name: str) -> bool:
-    """Whether ``name`` is bound at module level (an import, a def, an assignment...)."""
-    return name in _module_bindings(module) or bool(_find(module, name))
 
 
 def emit(
@@ -266,6 +260,7 @@ def emit(
         ) from None
 
     header: dict[str, str] = {}
+    bindings: dict[str, tuple[str, int]] = {}
     argnames: list[list[str]] = []
     if module is not None:
         found = _find(module, name)
@@ -273,7 +268,8 @@ def emit(
             raise EmitError(
                 f"--name {name}: assigned {len(found)} times at module level in {path}; expected once"
             )
-        other = _module_bindings(module).get(name)
+        bindings = _module_bindings(module)
+        other = bindings.get(name)
         if other is not None:
             kind, line = other
             raise EmitError(
@@ -331,12 +327,12 @@ def emit(
                 target=target, name=name, argnames=argnames_code, test_name=test_name, params=params
             )
         )
-    elif not _binds(module, "pytest"):
+    elif "pytest" not in bindings and not _find(module, "pytest"):
         raise EmitError(
             f"--into {path}: the list is made of pytest.param(...) entries but the file binds no name 'pytest' at "
             "module level; add `import pytest` first"
         )
-    elif uses_ttnn(rows, list(columns)) and not _binds(module, "ttnn"):
+    elif uses_ttnn(rows, list(columns)) and "ttnn" not in bindings and not _find(module, "ttnn"):
         raise EmitError(
             f"--into {path}: the cases name dtypes as ttnn.<dtype> but the file binds no name 'ttnn' at module "
             "level; add `from tttv2 import ttnn` (or `import ttnn`) first"

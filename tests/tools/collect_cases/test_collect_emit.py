@@ -303,3 +303,11 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_kept(tmp_path):
     assert text.endswith("]\r\n\r\nTAIL = 1\r\n") and "\n" not in text.replace("\r\n", "")
     write_text(target, text)
     assert target.read_bytes().startswith(b'\xef\xbb\xbf"""T') and not emit(CASES, T, target, "CASES").changed
+
+
+def test_a_list_extended_or_sliced_elsewhere_is_still_the_list(tmp_path):
+    """``+=`` and item assignment bind no new value to ``--name``: only class/def/import/unpacking ones refuse."""
+    target = tmp_path / "test_x.py"
+    target.write_text("import pytest\nfrom tttv2 import ttnn\n\nCASES = []\nCASES += []\nCASES[0:0] = []\n")
+    text = emit(CASES, T, target, "CASES").new_text
+    assert "pytest.param(" in text and text.endswith("]\nCASES += []\nCASES[0:0] = []\n")
