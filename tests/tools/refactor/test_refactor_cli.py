@@ -250,21 +250,23 @@ def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small
 
 
 def test_links_to_the_config_found_next_to_the_module_are_refused_even_with_force(small, tmp_path, capsys):
-    """R11: the config the run found by itself (no CONFIG argument) is an input like the module; a report through
-    a symlink is judged by the file it points to, a hard link by its inode, a generated module the same way."""
+    """R11: the config the run found by itself (no CONFIG argument) is an input like the module, through a
+    symlink (a report is judged by the file it points to) or a hard link (its inode); generated modules are
+    checked against the same inputs."""
     config = small.parent / "model_config.py"
     before = config.read_text()
     (tmp_path / "rep.md").symlink_to(config)
     os.link(config, tmp_path / "hard.json")
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "norm_1d.py").symlink_to(config)  # also a generated module that is a link to the config
     for argv, reason in (
-        (["--report", tmp_path / "rep.md"], "refusing to write --report onto the input file"),
-        (["--json", tmp_path / "hard.json"], "refusing to write --json onto the input file"),
-        ([], "refusing to write an output onto the input file"),
+        (["--report", tmp_path / "rep.md"], "refusing to write an output onto the input file"),
+        (
+            ["--json", tmp_path / "hard.json", "--name", "other"],
+            "refusing to write --json onto the input file",
+        ),
     ):
-        if not argv:  # a generated module that is a link to the config
-            out.mkdir()
-            (out / "norm_1d.py").symlink_to(config)
         assert run(small, "--out", out, *argv, "--force", "--quiet") == 2
         err = capsys.readouterr().err
         assert reason in err and len(err.splitlines()) == 1, err
@@ -304,9 +306,6 @@ def test_a_module_generated_for_another_class_is_not_replaced_without_force(smal
     err = capsys.readouterr().err
     assert "(class First), not from" in err and "(class Second)" in err and "--name" in err, err
     assert len(err.splitlines()) == 1 and (out / "two_1d.py").read_text() == first
-    assert run(module, "--class", "Second", "--out", out, "--name", "two_second", "--quiet") == 0
-    assert "class Second1D" in (out / "two_second_1d.py").read_text()
-    assert (out / "two_1d.py").read_text() == first
 
 
 def test_formatter_gets_the_target_as_one_argument_and_must_return_the_module(small, tmp_path, capsys):
@@ -328,8 +327,6 @@ def test_formatter_gets_the_target_as_one_argument_and_must_return_the_module(sm
             run_formatter(command, module, out / "norm_1d.py")
     with pytest.raises(UsageError, match="cannot split"):
         run_formatter("ruff format --stdin-filename 'x -", module, out / "norm_1d.py")
-    assert run(small, "--out", tmp_path / "o2", "--formatter", "echo hello", "--quiet") == 2
-    assert "did not return the module" in capsys.readouterr().err and not (tmp_path / "o2").exists()
 
 
 def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys):
