@@ -48,12 +48,18 @@ def _children_of(cls: type):
             body = [f"    return [{items}]"]
         else:  # keep LibCST's order: the checked fields sit between the others
             body = ["    out = []"]
-            verb = {"node": "out.append(node.{})", "sequence": "out.extend(node.{})", "any": "_add(out, node.{})"}
+            verb = {
+                "node": "out.append(node.{})",
+                "sequence": "out.extend(node.{})",
+                "any": "_add(out, node.{})",
+            }
             body += [f"    {verb[kind].format(n)}" for n, kind in fields]
             body.append("    return out")
         source = "def children(node):\n" + "\n".join(body) + "\n"
         namespace: dict = {"_add": _add}
-        exec(compile(source, f"<children of {cls.__name__}>", "exec"), namespace)  # noqa: S102 - our own text
+        exec(
+            compile(source, f"<children of {cls.__name__}>", "exec"), namespace
+        )  # our own text, made from field names
         found = _CHILDREN[cls] = namespace["children"]
     return found
 
