@@ -657,7 +657,7 @@ class Planner:
             hoister = Hoister(
                 scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards, group=group
             )
-            result = result.visit(hoister)
+            result = hoister.hoist(result)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
             hoister = Hoister(
@@ -670,7 +670,7 @@ class Planner:
                 prov=self.prov,
                 group=group,
             )
-            binding.test = binding.test.visit(hoister)
+            binding.test = hoister.hoist(binding.test)
         return final
 
     def _check_holders(self, methods: list[MethodPlan]) -> None:
