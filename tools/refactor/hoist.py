@@ -446,7 +446,11 @@ class Hoister(TrackingTransformer):
             return self.scope.is_local(node.value)
         if kind is cst.Attribute:
             value = node.value
-            return type(value) is cst.Name and value.value == "self" and node.attr.value not in self.scope.facts.device
+            return (
+                type(value) is cst.Name
+                and value.value == "self"
+                and node.attr.value not in self.scope.facts.device
+            )
         return kind is cst.IfExp or kind is cst.BooleanOperation
 
     def on_visit(self, node: cst.CSTNode) -> bool:

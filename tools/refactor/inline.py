@@ -15,6 +15,7 @@ from .fstrings import compatible_fstring
 from .helpers import ModuleNames
 from .source import Inputs, ParsedFile
 from .track import Provenance, TrackingTransformer
+from .walk import hot_paths
 
 #: How deep helpers calling helpers are followed.
 MAX_DEPTH = 6
@@ -325,6 +326,9 @@ def _same_binding(name: str, a: ModuleNames, b: ModuleNames) -> bool:
     return False
 
 
+_SCOPES_AND_FSTRINGS = frozenset({cst.FunctionDef, cst.Lambda, cst.FormattedString})
+
+
 def _substituted(
     func: cst.FunctionDef,
     substitute: dict[str, cst.BaseExpression],
@@ -401,7 +405,16 @@ def _substituted(
                 )
             return value
 
-    body = func.visit(_T())
+    transformer = _T()
+    # only names that may be substituted change; functions and lambdas are entered for their scopes, f-strings
+    # for the quotes of what lands in them
+    transformer.hot = hot_paths(
+        func,
+        lambda node: (
+            (type(node) is cst.Name and node.value in substitute) or type(node) in _SCOPES_AND_FSTRINGS
+        ),
+    )
+    body = func.visit(transformer)
     params = list(body.params.params)
     self_param = params[0] if is_method else cst.Param(cst.Name("self"))
     rest = params[1:] if is_method else params
