@@ -145,6 +145,7 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
     seen: set[int] = set()
     shared: set[int] = set()
     known = _CHILDREN
+    add_hot, add_seen = hot.add, seen.add
 
     def mark(node: cst.CSTNode, inside_shared: bool) -> bool:
         ident = id(node)
@@ -152,8 +153,9 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
             shared.add(ident)
             inside_shared = True
         else:
-            seen.add(ident)
-            inside_shared = inside_shared or ident in shared
+            add_seen(ident)
+            if shared and ident in shared:
+                inside_shared = True
         found = inside_shared or hit(node)
         if enter is None or enter(node):
             kind = type(node)
@@ -161,7 +163,7 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
                 if mark(child, inside_shared):
                     found = True
         if found:
-            hot.add(ident)
+            add_hot(ident)
         return found
 
     mark(tree, False)
