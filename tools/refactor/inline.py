@@ -216,8 +216,9 @@ class Inliner:
         caller_file: str,
         caller_locals: set[str],
         pure_call=None,
-    ) -> tuple[cst.Call, cst.FunctionDef, str, bool] | None:
-        """(the new call, the copy, its name, whether the copy is new) — None when nothing is gained."""
+    ) -> tuple[cst.Call, cst.FunctionDef | None, str, bool] | None:
+        """(the new call, the copy (None when it was made before), its name, whether the copy is new) — None
+        when nothing is gained."""
         assigned = summary(body.body).writes
         substitute: dict[str, cst.BaseExpression] = {}
         kept: list[str] = []
@@ -259,7 +260,8 @@ class Inliner:
                 name, n = f"{base}_{n}", n + 1
             self.taken.add(name)
             self.copies[key] = name
-        copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov)
+        # an existing copy is not made again (the caller uses the copy only when it is new)
+        copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov) if new else None
         passed = [
             cst.Arg(
                 binding[k] if binding.get(k) is not None else cst.Name(k),
