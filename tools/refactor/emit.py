@@ -925,7 +925,7 @@ class _Entering(cst.CSTTransformer):
         self.hot = hot_paths(tree, hit)
 
     def on_visit(self, node) -> bool:
-        return id(node) in self.hot and super().on_visit(node)
+        return (self.hot is None or id(node) in self.hot) and super().on_visit(node)
 
 
 class _SameArms(_Entering):
