@@ -603,7 +603,15 @@ class Planner:
                 return new_call
 
         transformer = _T(self.prov)
-        transformer.hot = hot_paths(func, lambda node: type(node) is cst.Call)
+        # only calls of helpers and methods can change (what a call resolves to is read from its callee,
+        # which this pass never rewrites); f-strings are entered for the quotes of what lands in them
+        transformer.hot = hot_paths(
+            func,
+            lambda node: (
+                type(node) is cst.FormattedString
+                or (type(node) is cst.Call and inliner.resolve(node, file) is not None)
+            ),
+        )
         return func.visit(transformer), copies
 
     def _call_mode(self, call: cst.Call, callee, binding: dict, mode: str) -> str:
