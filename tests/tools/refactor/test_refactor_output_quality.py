@@ -131,7 +131,7 @@ LINT_CASES = {
         "def f(d):\n    try:  # optional\n        d.pop('a')\n    except KeyError:\n        pass\n",
         f"try:  # optional  # noqa: SIM105 {SIM105_REASON}",
     ),
-    # TTTv1's ``a = 1; b = 2  # noqa: E702`` comes out one statement a line: the E702 code would be unused
+    # TTTv1's `a = 1; b = 2` line with its E702 exemption comes out one statement a line: E702 would be unused
     "semicolon": (
         "def f():\n    a = 1\n    b = 2  # noqa: E702  # fmt: skip\n    return a + b\n",
         "    b = 2  # fmt: skip\n",
@@ -265,3 +265,16 @@ def test_partial_cli_writes_the_markers_at_the_spot(tmp_path):
     )
     assert marked and all(m.startswith(f"{MARKER}: odd.py:11: ") for m in marked)
     assert _preceded_by_marker(text, "x = ttnn.mul(x, 2.0)") == [""] * len(marked)
+
+
+# ------------------------------------------------------------------------------------------ a mode that is not the mode
+def test_a_parameter_named_mode_that_is_not_the_mode_is_a_gap():
+    """Each thing that gives it away is reported where it is; nothing is transformed silently (exit 1)."""
+    gaps = generate(INPUTS / "rfx" / "phased.py").gaps
+    assert [(g.loc, g.what) for g in gaps] == [
+        ("phased.py:12", "Phased._round: mode against 'fast'"),
+        ("phased.py:18", "Phased.forward(mode='exact')"),
+        ("phased.py:19", "Phased.forward: phase against a mode"),
+        ("phased.py:23", "Phased.forward: mode against 'fast'"),
+    ]
+    assert all("taken to be the module's mode" in g.reason for g in gaps)
