@@ -213,8 +213,8 @@ class _LintAfterSpecialising(StatementTransformer):
 
     def __init__(self) -> None:
         super().__init__(None)
-        self.functions: list[tuple[set[str], set[str], set[str]]] = []
-        self.entered: list[cst.FunctionDef] = []
+        self.functions: list[tuple[set[str], set[str], set[str]] | None] = []
+        self.entered: list[cst.FunctionDef | cst.ClassDef] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         reads = names_read(node.body)
@@ -237,6 +237,13 @@ class _LintAfterSpecialising(StatementTransformer):
             self.functions.pop()
         return updated_node
 
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.functions.append(None)  # a loop in a class body binds a class attribute: never renamed
+        self.entered.append(node)
+        return True
+
+    leave_ClassDef = leave_FunctionDef
+
     def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
         """B007: a loop variable the body never names. Renamed ``_name`` when nothing in the function reads it
         (its value is then never used: exactly the same behaviour); otherwise it keeps its name and the header
@@ -248,7 +255,7 @@ class _LintAfterSpecialising(StatementTransformer):
             return updated_node
         renames: dict[str, str] = {}
         kept: list[str] = []
-        if self.functions:
+        if self.functions and self.functions[-1] is not None:
             reads, pinned, spelled = self.functions[-1]
             for name in unused:
                 if name in reads or name in pinned:

@@ -21,8 +21,10 @@ from tttv2_tools.refactor.cleanup import B007_REASON, SIM105_REASON, lint_after_
 from tttv2_tools.refactor.cli import main
 from tttv2_tools.refactor.errors import MARKER
 from tttv2_tools.refactor.markers import mark_gaps
-from tttv2_tools.refactor.naming import expression_name
+from tttv2_tools.refactor.naming import context_name, expression_name
 from tttv2_tools.refactor.testkit import assert_identical, load_generated
+from tttv2_tools.refactor.track import is_expression
+from tttv2_tools.refactor.walk import children
 
 INPUTS = Path(__file__).parent / "inputs"
 ROOT = Path(__file__).resolve().parents[3]
@@ -126,6 +128,10 @@ LINT_CASES = {
         f"for i in xs:  # noqa: B007 {B007_REASON}",
     ),
     "module level": ("for i in range(3):\n    pass\n", f"for i in range(3):  # noqa: B007 {B007_REASON}"),
+    "class body": (
+        "def f():\n    class A:\n        for i in range(3):\n            pass\n\n    return A\n",
+        f"for i in range(3):  # noqa: B007 {B007_REASON}",
+    ),
     # a comment already on the line stays first
     "comment": (
         "def f(d):\n    try:  # optional\n        d.pop('a')\n    except KeyError:\n        pass\n",
@@ -135,6 +141,16 @@ LINT_CASES = {
     "semicolon": (
         "def f():\n    a = 1\n    b = 2  # noqa: E702  # fmt: skip\n    return a + b\n",
         "    b = 2  # fmt: skip\n",
+    ),
+    "semicolon alone": ("def f():\n    b = 2  # noqa: E702\n    return b\n", "    b = 2\n"),
+    # a one-line body; a noqa already there is the author's
+    "one line": (
+        "def f(d):\n    try: d.pop('a')\n    except KeyError: pass\n",
+        f"try: d.pop('a')  # noqa: SIM105 {SIM105_REASON}",
+    ),
+    "author's noqa": (
+        "def f(d):\n    try:  # noqa: SIM105\n        d.pop('a')\n    except KeyError:\n        ...\n",
+        "try:  # noqa: SIM105\n",
     ),
     # not SIM105 for ruff: two statements, an else, a return in the body; a used variable stays
     "untouched": (
@@ -160,6 +176,39 @@ def test_lint_after_specialising_agrees_with_ruff(tmp_path):
     done = _ruff(paths, "B007", "SIM105", "RUF100")
     assert done.returncode == 0, done.stdout
     assert "noqa" not in paths[-1].read_text()
+
+
+def _context(source: str, text: str) -> tuple[str, bool]:
+    """context_name of the first expression spelled ``text`` in the statement ``source``."""
+    found: list = []
+
+    def visit(node, stack):
+        if not found and is_expression(node) and code_of(node) == text:
+            found.append((node, list(stack)))
+        for child in children(node):
+            visit(child, [*stack, node])
+
+    visit(cst.parse_statement(source), [])
+    return context_name(*found[0])
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "expected"),
+    [
+        ("y = a + b", "a + b", ("y", True)),  # the whole value of an assignment: the local
+        ("y = f(a + b)", "a + b", ("a_plus_b", False)),  # a part of it: its own spelling
+        ("a, b = c + d", "c + d", ("c_plus_d", False)),  # two targets: none of them
+        (
+            "out = ttnn.linear(x, w, memory_config=m if t else n)",
+            "m if t else n",
+            ("linear_memory_config", True),
+        ),
+        ("mm_kwargs = dict(dtype=a or b)", "a or b", ("mm_dtype", True)),
+        ("f()(k=a and b)", "a and b", ("k", True)),
+    ],
+)
+def test_context_name(source, text, expected):
+    assert _context(source, text) == expected
 
 
 # ------------------------------------------------------------------------------------------ F17: field names
@@ -193,6 +242,10 @@ def code_of(node: cst.CSTNode) -> str:
         ("None if m is None else m", "m"),
         ("[1, self.heads, -1]", "value_1_heads_minus_1"),
         ('größe == "ä"', "größe_is_ä"),
+        ("self.w.reshape(shape)", "w_reshape_shape"),
+        ("make()(rows)", "make_rows"),
+        ("lookup()[0].value", "lookup_0_value"),
+        ('"!"', "value"),
         (
             "a.very_long_attribute_name + another_very_long_name * third",
             "a_very_long_attribute_name_plus_another_very",
