@@ -207,27 +207,41 @@ SIM105_REASON = "tttv2-refactor keeps TTTv1's try/except; its handler does nothi
 B007_REASON = "tttv2-refactor: read outside the loop body, so it keeps TTTv1's name"
 
 
+class _Scope:
+    """What a function's code does with its names, worked out only when a loop variable may be renamed (most
+    loops use theirs): names read in it, names that may not be renamed, every name spelled in it."""
+
+    def __init__(self, func: cst.FunctionDef) -> None:
+        self.func = func
+        self._facts: tuple[set[str], set[str], set[str]] | None = None
+
+    def facts(self) -> tuple[set[str], set[str], set[str]]:
+        if self._facts is None:
+            body = self.func.body
+            reads = names_read(body)
+            pinned: set[str] = set()
+            spelled: set[str] = set(reads) | names_written(body)
+            for inner in walk(body):
+                if isinstance(inner, (cst.Global, cst.Nonlocal)):
+                    pinned |= {n.name.value for n in inner.names}
+                elif isinstance(inner, cst.Name):
+                    spelled.add(inner.value)
+            if reads & _SCOPE_READERS:
+                pinned |= spelled  # locals() / eval(...) can read any of them
+            self._facts = (reads, pinned, spelled)
+        return self._facts
+
+
 class _LintAfterSpecialising(StatementTransformer):
-    """See :func:`lint_after_specialising`. A stack of the enclosing functions: (names read in it, names that
-    may not be renamed, every name spelled in it)."""
+    """See :func:`lint_after_specialising`. A stack of the enclosing function scopes (None for a class body)."""
 
     def __init__(self) -> None:
         super().__init__(None)
-        self.functions: list[tuple[set[str], set[str], set[str]] | None] = []
+        self.functions: list[_Scope | None] = []
         self.entered: list[cst.FunctionDef | cst.ClassDef] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        reads = names_read(node.body)
-        pinned: set[str] = set()
-        spelled: set[str] = set(reads) | names_written(node.body)
-        for inner in walk(node.body):
-            if isinstance(inner, (cst.Global, cst.Nonlocal)):
-                pinned |= {n.name.value for n in inner.names}
-            elif isinstance(inner, cst.Name):
-                spelled.add(inner.value)
-        if reads & _SCOPE_READERS:
-            pinned |= spelled  # locals() / eval(...) can read any of them
-        self.functions.append((reads, pinned, spelled))
+        self.functions.append(_Scope(node))
         self.entered.append(node)
         return True
 
@@ -256,7 +270,7 @@ class _LintAfterSpecialising(StatementTransformer):
         renames: dict[str, str] = {}
         kept: list[str] = []
         if self.functions and self.functions[-1] is not None:
-            reads, pinned, spelled = self.functions[-1]
+            reads, pinned, spelled = self.functions[-1].facts()
             for name in unused:
                 if name in reads or name in pinned:
                     kept.append(name)
@@ -376,11 +390,16 @@ def _worth_entering(node: cst.CSTNode) -> bool:
     return kind is cst.For or kind is cst.Try
 
 
+def _holds_statements(node: cst.CSTNode) -> bool:
+    """Whether a loop, a ``try`` or a statement line can be below ``node`` (not in an expression or a line)."""
+    return type(node) is not cst.SimpleStatementLine and not is_expression(node)
+
+
 def lint_after_specialising(module: cst.Module) -> cst.Module:
     """Keep a generated module ruff-clean where specialising, not TTTv1, made code that lint rules flag:
     a ``for`` variable only a decided test read (B007), a handler a decided test emptied (SIM105), and the
     ``# noqa: E702`` of a ``;`` line that is now one statement a line. All leave the behaviour exactly TTTv1's
     (see the hooks)."""
     transformer = _LintAfterSpecialising()
-    transformer.hot = hot_paths(module, _worth_entering, lambda n: not is_expression(n))
+    transformer.hot = hot_paths(module, _worth_entering, _holds_statements)
     return module.visit(transformer)
