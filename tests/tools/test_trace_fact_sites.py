@@ -131,7 +131,7 @@ def test_an_and_or_chain_is_not_its_fact(tmp_path):
 # Each forward() compares its mode with a Mode member spelled another way (the text check that skips the walk of
 # functions spelling no ``.DECODE`` / ``.PREFILL`` must still see it), or names DECODE only inside strings.
 MODE_SPELLINGS = {
-    "split_over_lines": 'if mode == (Mode.  # the decode member\n            DECODE):\n            x = ttnn.relu(x)',
+    "split_over_lines": "if mode == (Mode.  # the decode member\n            DECODE):\n            x = ttnn.relu(x)",
     "continuation": "if mode == Mode. \\\n                DECODE:\n            x = ttnn.relu(x)",
     "nfkc_identifier": "if mode == Mode.\uff30\uff32\uff25\uff26\uff29\uff2c\uff2c:\n            x = ttnn.relu(x)",
     "string_only": 'if mode == "decode":\n            x = ttnn.relu(x, memory_config="DECODE.PREFILL")',
