@@ -151,3 +151,54 @@ def test_role_that_reaches_a_helper_through_mutual_recursion(tmp_path):
         a = _analyse(tmp_path, "mutual_recursion", later_first)
         assert a.keys_read() == ["PING"]
         assert "key:PING" in nx.ancestors(a.graph, "op:ttnn.linear")
+
+
+# A redo keeps the config's composition of the run before (compose.KeptComposition) only when composing looked up
+# no parameter of the config's own functions; either way the result is what composing anew gives.
+CONFIG_WITH_PARAMETER = CONFIG.replace(
+    '        self.model_config["PROG"] = lambda table: self.prog(table)\n',
+    '        self.model_config["PROG"] = lambda table: self.prog(table)\n'
+    "        self.fill(self.model_config)\n\n"
+    "    def fill(self, table):\n"
+    '        table["FILLED"] = 4\n',
+)
+
+
+def _analyse_twice(tmp_path, monkeypatch, config: str):
+    """The analysis of the late-role case (a redo), and the same with composing anew at the redo."""
+    from tttv2_tools.trace_dependencies import compose
+
+    installed = []
+    install = compose.KeptComposition.install
+    monkeypatch.setattr(
+        compose.KeptComposition, "install", lambda self, part: installed.append(1) or install(self, part)
+    )
+    late, plain = CASES["key_read"]
+    # forward's own read composes the config before the helper's late role makes the run stale
+    body = [
+        '        x = ttnn.add(x, self.model_config["PING"])',
+        "        self.later(x)",
+        f"        return {plain}",
+    ]
+    (tmp_path / "m.py").write_text(MODULE.replace("LATE", late) + "\n".join(body) + "\n")
+    (tmp_path / "model_config.py").write_text(config)
+    progress: list[str] = []
+    kept = analyze(tmp_path / "m.py", tmp_path / "model_config.py", progress=progress.append)
+    monkeypatch.setattr(compose._Before, "kept", lambda self, part: None)
+    fresh_progress: list[str] = []
+    fresh = analyze(tmp_path / "m.py", tmp_path / "model_config.py", progress=fresh_progress.append)
+    assert progress == fresh_progress
+    return kept, fresh, len(installed)
+
+
+def test_a_redo_keeps_the_composition_and_gets_the_same_result(tmp_path, monkeypatch):
+    kept, fresh, installed = _analyse_twice(tmp_path, monkeypatch, CONFIG)
+    assert installed == 1  # the run was redone once, with the kept composition
+    assert kept.to_json() == fresh.to_json()
+    assert [d.order for d in kept.definitions["MEM"]] == [3]  # after is_galaxy and model_config
+
+
+def test_a_composition_that_looked_up_a_parameter_is_composed_anew(tmp_path, monkeypatch):
+    kept, fresh, installed = _analyse_twice(tmp_path, monkeypatch, CONFIG_WITH_PARAMETER)
+    assert installed == 0  # fill(table): composing asked for the role of `table`
+    assert kept.to_json() == fresh.to_json()
