@@ -26,23 +26,9 @@ class Composition(Part):
 
     def compose(self) -> None:
         """Walk ModelArgs.__init__ in execution order, inlining the methods it calls, to collect every
-        definition of every key and attribute with the guards it sits under. A redone run (engine.run) gets the
-        composition of the run before when that one could not depend on anything the redo changes
-        (:class:`KeptComposition`)."""
+        definition of every key and attribute with the guards it sits under."""
         if self.out.composed:
             return
-        kept = self.st.kept_composition
-        if kept is not None:
-            kept.install(self)
-            return
-        before = _Before(self)
-        try:
-            self._compose_all()
-        finally:
-            self.st.progress = before.progress
-        self.st.kept_composition = before.kept(self)
-
-    def _compose_all(self) -> None:
         self.out.composed = True
         self._compose_functions()
         if self.st.config_class is None:
@@ -523,85 +509,3 @@ class Composition(Part):
     def attr_defs_for(self, name: str) -> list[DefSite]:
         self.compose()
         return self.out.attr_defs.get(name, [])
-
-
-class _Before:
-    """What the results held before composing, to tell what composing added."""
-
-    def __init__(self, part: Composition) -> None:
-        out = part.out
-        self.funcs = set(out.funcs)
-        self.sizes = (len(out.g), len(part.work.pending), out.skip_calls)
-        self.messages: list[str] = []
-        self.progress = part.st.progress
-        part.st.progress = self._progress
-
-    def _progress(self, message: str) -> None:
-        self.messages.append(message)
-        self.progress(message)
-
-    def kept(self, part: Composition) -> KeptComposition | None:
-        """The composition to keep for a redo, or None when it may depend on a parameter's role or left traces
-        (nodes, warnings) a redo would have to make at the same moment."""
-        out = part.out
-        if (len(out.g), len(part.work.pending), out.skip_calls) != self.sizes:
-            return None
-        files = {part.st.config.name} if part.st.config is not None else set()
-        files.update(klass.file.name for klass in part.st.config_chain)
-        prefixes = tuple(f"{name}:" for name in files)
-        for fid, _name in (*out.role_misses, *out.param_roles):
-            if fid.startswith(prefixes):
-                return None  # a parameter of the config's functions has been looked up: may change in a redo
-        registered = {info.id for info in _registered_by_composing(part)}
-        bodies = []
-        for fid, info in out.funcs.items():
-            if fid in self.funcs or fid in registered:
-                continue
-            if info.name != "<class>":
-                return None  # registered something a redo might have registered earlier: not repeated exactly
-            bodies.append((fid, info))
-        return KeptComposition(out, bodies, self.messages)
-
-
-def _registered_by_composing(part: Composition) -> list[FuncInfo]:
-    """The functions composing looks up, so registers (lookup.register) if nothing did before: every function of
-    the config file (``config_builders``) and every method of the config class chain."""
-    found = []
-    if part.st.config is not None:
-        found = [part.module_function(part.st.config, name) for name in part.st.cindex.functions]
-    for klass in part.st.config_chain if part.st.config_class is not None else ():
-        found.extend(part.method_info(klass, name) for name in klass.methods)
-    return [info for info in found if info is not None]
-
-
-class KeptComposition:
-    """A composition kept when a run is redone (engine.run, binding.RolesChanged). Composing reads the source, the
-    caches and the roles of names in the config's own functions only; when it looked up none of their parameters'
-    roles and made no node or warning, the redo would compose exactly the same definitions with the same order
-    numbers, so they are installed at the point where the redo composes instead of walking every ModelArgs method
-    again. The functions composing registers are registered again there (what composing looks up is registered
-    after it, however the redo got there), and its progress messages are repeated."""
-
-    def __init__(self, out, bodies, messages) -> None:
-        self.key_defs = {name: list(sites) for name, sites in out.key_defs.items()}
-        self.attr_defs = {name: list(sites) for name, sites in out.attr_defs.items()}
-        self.dynamic_defs = list(out.dynamic_defs)
-        self.order = out.order
-        self.bodies = bodies  # the class bodies' FuncInfo, which the definitions in them refer to
-        self.messages = messages
-
-    def install(self, part: Composition) -> None:
-        out = part.out
-        out.composed = True
-        for message in self.messages:
-            part.st.progress(message)
-        for fid, info in self.bodies:
-            out.funcs.setdefault(fid, info)
-        part.config_builders()
-        _registered_by_composing(part)
-        for name, sites in self.key_defs.items():
-            out.key_defs.setdefault(name, []).extend(sites)
-        for name, sites in self.attr_defs.items():
-            out.attr_defs.setdefault(name, []).extend(sites)
-        out.dynamic_defs.extend(self.dynamic_defs)
-        out.order = self.order

@@ -79,7 +79,6 @@ class Lookup(Part):
 
     def skip(self, loc: str, what: str, reason: str, severity: str = "info") -> None:
         key = (loc, what, reason)
-        self.out.skip_calls += 1
         if key not in self.out.skip_seen:
             self.out.skip_seen.add(key)
             self.out.skipped.append(Skipped(loc, what, reason, severity))

@@ -171,9 +171,6 @@ class Results:
         # the role (None or one from the name) of each parameter looked up before any call site gave it one; a call
         # site giving another one later makes the run stale (binding.RolesChanged, engine.run redoes it)
         self.role_misses: dict[tuple[str, str], object] = {}
-        self.skip_calls = (
-            0  # lookup.skip calls (including repeats): compose.py tells whether composing made any
-        )
 
 
 class State:
@@ -203,8 +200,6 @@ class State:
         self.cache: Caches = Caches()
         self.work: Worklist = Worklist()
         self.out: Results = Results()
-        # compose.KeptComposition: the config's definitions, kept when a run is redone (None: compose anew)
-        self.kept_composition = None
 
 
 class Part:
