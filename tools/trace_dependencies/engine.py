@@ -110,8 +110,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
         their results cached (visit.py's call_deps), so a parameter that gains a role (binding.py) after the
         analysis used it without one leaves stale results that depend on the order of discovery: such a run stops
         there and is redone with every role bound so far known from the start. Each redo knows one more role, so
-        this ends. A redo reuses what reads only the source (the caches below) and the config's composition when it
-        cannot have changed (compose.KeptComposition)."""
+        this ends."""
         while True:
             try:
                 self._run_once()
