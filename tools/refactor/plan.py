@@ -281,7 +281,9 @@ class Planner:
         self.methods = methods_of(inputs.klass)
         self.parsed = inputs.module
         self.analysis = inputs.analysis
-        self.kinds = local_kinds_by_name({n: d.get("kinds") for n, d in inputs.analysis.graph.nodes(data=True)})
+        self.kinds = local_kinds_by_name(
+            {n: d.get("kinds") for n, d in inputs.analysis.graph.nodes(data=True)}
+        )
         self.prov = Provenance()
         self.registry = Registry()
         self.helper_ops = _helper_ops(inputs)
