@@ -158,3 +158,19 @@ def test_an_early_return_in_init_ends_only_the_init_body(rgen, tmp_path, ttnn_me
     args = model_args(mesh)
     for extra in ({}, {"extra": 5.0}):
         _same(tttv1_early(mesh, args, **extra), early.from_model_args(mesh, args, **extra), mesh)
+
+
+def test_a_galaxy_test_the_bridge_cannot_write_is_a_gap():
+    """``if on_galaxy(self.args)``: the test is a module function's own parameter, so from_model_args could not
+    check it; reported instead of a 2D module that would run on any 2-D mesh."""
+    gaps = generate(INPUTS / "rgen" / "hidden.py").gaps
+    assert [(g.loc, g.what) for g in gaps] == [("hidden.py:1", "Hidden: the galaxy test")]
+    assert "can be written with the constructor's arguments alone" in gaps[0].reason
+
+
+def test_load_legacy_says_what_is_missing(tmp_path):
+    with pytest.raises(ImportError, match="does not exist"):
+        testkit.load_legacy(str(tmp_path / "t.py"), "gone.py", "gone", "Gone")
+    (tmp_path / "plain.py").write_text("VALUE = 1\n")
+    with pytest.raises(ImportError, match="has no class Plain"):
+        testkit.load_legacy(str(tmp_path / "t.py"), "plain.py", "plain", "Plain")
