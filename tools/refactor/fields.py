@@ -62,6 +62,23 @@ class ToConstruction(cst.CSTTransformer):
         self.methods = methods or set()
         self.lazy = lazy
 
+    hot: set[int] | None = None  # ids of the nodes worth entering (see walk.hot_paths); None: all
+
+    def on_visit(self, node) -> bool:
+        return (self.hot is None or id(node) in self.hot) and super().on_visit(node)
+
+    def may_change(self, node) -> bool:
+        """Whether a leave hook below may change ``node`` (a superset)."""
+        kind = type(node)
+        if kind is cst.Attribute:
+            value = node.value
+            return node.attr.value == "__name__" or (
+                type(value) is cst.Name and value.value == self.legacy and node.attr.value in self.methods
+            )
+        if kind is cst.Name:
+            return node.value == "self"
+        return kind is cst.SimpleStatementLine or (self.lazy and kind is cst.Call)
+
     def leave_Call(self, original_node, updated_node):
         """With ``lazy``, TTTv1's uploads (``ttnn.as_tensor`` / ``ttnn.from_torch``) become LazyWeights."""
         from .cstutil import dotted
@@ -137,7 +154,9 @@ def _is_ttnn(node: cst.BaseExpression) -> bool:
 
 
 def to_construction(node, class_name: str, methods: set[str] | None = None, lazy: bool = False):
-    return node.visit(ToConstruction(class_name, methods=methods, lazy=lazy))
+    rewriter = ToConstruction(class_name, methods=methods, lazy=lazy)
+    rewriter.hot = hot_paths(node, rewriter.may_change)  # the rest keeps its identity (and memoised text)
+    return node.visit(rewriter)
 
 
 # ------------------------------------------------------------------------------------------ naming

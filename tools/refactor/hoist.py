@@ -429,7 +429,33 @@ class Hoister(TrackingTransformer):
         return slug(code(node))
 
     # -- traversal ---------------------------------------------------------------------------------
+    def hoist(self, tree: cst.CSTNode) -> cst.CSTNode:
+        """``tree`` with its hoistable expressions replaced, entering only the subtrees that hold one of
+        the nodes a hoisted expression needs (:meth:`_may_need`); the others keep their identity."""
+        self.hot = hot_paths(tree, self._may_need)
+        return tree.visit(self)
+
+    def _may_need(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` may make an expression around it hoistable: a choice, a ``self.X`` that is not a
+        device attribute, or a name of a local. An expression without any of them neither depends on
+        construction (its reads are its names, its ``self`` attributes its ``self.X``) nor is a choice, so
+        :meth:`_try_hoist` leaves it and everything in it alone. (Whether a local is static is not asked
+        here: its answer is memoised and may depend on the order of the questions.)"""
+        kind = type(node)
+        if kind is cst.Name:
+            return self.scope.is_local(node.value)
+        if kind is cst.Attribute:
+            value = node.value
+            return (
+                type(value) is cst.Name
+                and value.value == "self"
+                and node.attr.value not in self.scope.facts.device
+            )
+        return kind is cst.IfExp or kind is cst.BooleanOperation
+
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.hot is not None and id(node) not in self.hot:
+            return False  # nothing in it can be hoisted
         if isinstance(node, cst.Attribute):
             self.no_hoist.add(id(node.attr))
         if isinstance(node, cst.Arg) and node.keyword is not None:
