@@ -12,7 +12,7 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES, MODE_NAMES
 
-from .cleanup import remove_dead_code, unused_imports
+from .cleanup import lint_after_specialising, remove_dead_code, unused_imports
 from .cstutil import (
     assigned_names,
     block_statements,
@@ -300,7 +300,7 @@ class Emitter:
             FIELDS=fields_block,
             BODY=class_body,
         )
-        return self._with_noqa(tidy(unused_imports(module)))
+        return self._with_noqa(tidy(lint_after_specialising(unused_imports(module))))
 
     def _noqa(self, imports: list[cst.SimpleStatementLine]) -> list[cst.SimpleStatementLine]:
         return imports  # the file-level rules are added once the module is complete (_with_noqa)
