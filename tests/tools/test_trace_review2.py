@@ -1,0 +1,152 @@
+"""Held-out review 2 of trace-deps (R1, R4, R5, R8, R21, R22, R28, R29): silent wrong results, each pinned on a
+small module written here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tttv2_tools.trace_dependencies import Analysis, analyze
+
+
+def _analyze(tmp_path, source: str, name: str = "m.py", **kw) -> Analysis:
+    (tmp_path / name).write_text(source)
+    return analyze(tmp_path / name, auto_config=False, **kw)
+
+
+HELPER_FLAG = """
+import ttnn
+
+
+class VA:
+    def __init__(self, mesh_device, args, TG=False):
+        self.args = args
+        self.wide = TG
+
+    def _a(self, x, tg=False):
+        if tg:
+            return ttnn.add(x, 3.0)
+        return ttnn.mul(x, 5.0)
+
+    def forward(self, x, mode):
+        x = self._a(x, tg=self.args.is_galaxy)
+        x = self._a(x)
+        x = self._a(x, tg=not self.args.is_galaxy)
+        if self.wide:
+            x = ttnn.exp(x)
+        return x
+"""
+
+
+def test_a_helper_parameter_named_tg_is_a_parameter_not_the_galaxy_fact(tmp_path):
+    """R29: only the analysed class's constructor argument ``TG=`` is the galaxy fact; a helper's ``tg`` parameter
+    is closed per call site (one call passes ``is_galaxy``, one the default, one ``not is_galaxy``)."""
+    a = _analyze(tmp_path, HELPER_FLAG)
+    helper = a.branch_at("m.py", 11)
+    assert helper.decision == ["param", "tg", 1] and helper.topology == []
+    assert a.decide(helper, topology="2d", mode="decode") is None  # the three call sites disagree
+    calls = sorted((c.loc, c.args) for c in a.calls if c.callee == "m.py:VA._a")
+    assert [args.get("tg") for _loc, args in calls] == [
+        ["fact", "galaxy", 1],
+        ["value", False],
+        ["not", ["fact", "galaxy", 1]],
+    ]
+    for path, ops in a.paths.items():  # every path runs both arms: one call takes add, another mul
+        assert "ttnn.add" in ops and "ttnn.mul" in ops, path
+    assert not any(s.function == "VA._a" and s.fact == "galaxy" for s in a.fact_sites)
+    ctor = a.branch_at("m.py", 19)  # self.wide = TG (the constructor argument): still the galaxy fact
+    assert ctor.decision == ["fact", "galaxy", 1] and ctor.topology == ["galaxy"]
+    assert "ttnn.exp" not in a.paths["decode/non-galaxy"] and "ttnn.exp" in a.paths["decode/galaxy"]
+
+
+REBOUND_MODE = """
+import ttnn
+from enum import Enum
+
+
+class Mode(Enum):
+    DECODE = "decode"
+    PREFILL = "prefill"
+
+
+class Rsn:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        if x.shape[-2] <= 32 and mode == "prefill":
+            mode = "decode"
+        if mode == "decode":
+            x = ttnn.mul(x, 2.0)
+        else:
+            x = ttnn.add(x, 1.0)
+        return x
+
+    def other(self, x, mode):
+        mode = Mode(mode)
+        if mode == Mode.DECODE:
+            x = ttnn.exp(x)
+        return x
+"""
+
+
+def test_a_rebound_mode_is_not_the_mode_fact(tmp_path):
+    """R1: after ``if ...: mode = "decode"`` the name ``mode`` is no longer the call's mode: the test gets no
+    decision (it is runtime), both arms stay on the prefill paths; a normalisation ``mode = Mode(mode)`` still is
+    the mode."""
+    a = _analyze(tmp_path, REBOUND_MODE)
+    first = a.branch_at("m.py", 16)  # only the parameter reaches this ``mode``
+    assert first.decision == ["and", [None, ["fact", "mode:prefill", 1]]]
+    rebound = a.branch_at("m.py", 18)
+    assert rebound.classification == "runtime" and rebound.decision is None and rebound.mode == []
+    assert a.decide(rebound, topology="1d", mode="prefill") is None
+    assert a.paths["prefill/non-galaxy"] == ["ttnn.add", "ttnn.mul"]
+    assert not any(s.span.start_line == 18 for s in a.fact_sites)
+    b = _analyze(tmp_path, REBOUND_MODE, entry="other")
+    assert b.branch_at("m.py", 26).decision == ["fact", "mode:decode", 1]
+
+
+RAISES = """
+import ttnn
+
+
+class Asr:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def _tail(self, x):
+        return ttnn.exp(x)
+
+    def forward(self, x, mode):
+        assert x.shape[-1] > 0 and x.shape[0] > 0, "empty"
+        if mode == "prefill":
+            assert not self.args.is_galaxy, "prefill is not supported on galaxy"
+            return ttnn.add(x, 1.0)
+        try:
+            if self.args.is_galaxy:
+                raise KeyError("caught")
+        except KeyError:
+            x = ttnn.neg(x)
+        x = ttnn.relu(x)
+        if self.args.is_galaxy:
+            raise NotImplementedError("decode on galaxy")
+        x = x * 2.0
+        return self._tail(ttnn.mul(x, 2.0))
+"""
+
+
+def test_a_raise_or_a_failed_assert_ends_the_path(tmp_path):
+    """R22: ops (and calls) after an arm that raises, or after an assert decided false, are not on that path; a
+    raise a ``try`` catches does not end it; an assert nothing decides adds no guard."""
+    a = _analyze(tmp_path, RAISES)
+    assert a.paths["decode/galaxy"] == ["ttnn.neg", "ttnn.relu"]
+    assert a.paths["decode/non-galaxy"] == ["ttnn.exp", "ttnn.mul", "ttnn.multiply", "ttnn.neg", "ttnn.relu"]
+    assert a.paths["prefill/galaxy"] == []
+    assert a.paths["prefill/non-galaxy"] == ["ttnn.add"]
+    ops = {o.op: o for o in a.ops}
+    assert ops["ttnn.mul"].guards == ["m.py:14:11#else", "m.py:23:11#unless-then"]
+    assert ops["ttnn.multiply"].guards == ops["ttnn.mul"].guards  # x * 2.0
+    assert ops["ttnn.relu"].guards == ["m.py:14:11#else"]  # the raise at 19 is caught; the assert at 13 open
+    assert ops["ttnn.add"].guards == ["m.py:14:11#then", "m.py:15:19#unless-else"]
+    two_d = a.restrict(topology="2d", mode="decode")
+    assert sorted(o.op for o in two_d.ops if o.phase == "forward") == ["ttnn.neg", "ttnn.relu"]
+    assert Analysis.from_json(a.to_json()) == a
