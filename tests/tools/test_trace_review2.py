@@ -150,3 +150,51 @@ def test_a_raise_or_a_failed_assert_ends_the_path(tmp_path):
     two_d = a.restrict(topology="2d", mode="decode")
     assert sorted(o.op for o in two_d.ops if o.phase == "forward") == ["ttnn.neg", "ttnn.relu"]
     assert Analysis.from_json(a.to_json()) == a
+
+
+REBOUND_GLOBAL = """
+import ttnn
+
+FAST_DECODE = True
+SCALE = 2.0
+
+
+def set_fast_decode(value):
+    global FAST_DECODE
+    FAST_DECODE = value
+
+
+class Glb:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        if FAST_DECODE:
+            x = ttnn.add(x, 1.0)
+        if SCALE > 1.0:
+            x = ttnn.mul(x, SCALE)
+        return x
+"""
+
+
+def test_a_global_a_function_rebinds_is_module_state(tmp_path, capsys):
+    """R5: a module global that a function declares ``global`` may change between calls: a test on it is runtime,
+    with a proof from the per-call root ``input:global:...`` naming the ``global`` statement; a global nothing
+    rebinds stays static."""
+    from tttv2_tools.trace_dependencies.cli import main
+
+    a = _analyze(tmp_path, REBOUND_GLOBAL)
+    fast = a.branch_at("m.py", 18)
+    assert fast.classification == "runtime" and fast.factors == ["runtime"]
+    assert [h.node for h in fast.chain["runtime"]] == [
+        "input:global:m.py:FAST_DECODE",
+        "global:m.py:FAST_DECODE",
+        "branch:m.py:18:11",
+    ]
+    assert fast.chain["runtime"][0].loc == "m.py:9:0"  # the global statement in set_fast_decode
+    assert "input:global:m.py:FAST_DECODE" in a.roots["input"]
+    assert a.branch_at("m.py", 20).classification == "static"
+    assert main([str(tmp_path / "m.py"), "--width", "400"]) == 0
+    assert "FAST_DECODE (module state: a rebound global)@m.py:9 → FAST_DECODE@4 → condition@18" in (
+        capsys.readouterr().out
+    )

@@ -46,6 +46,8 @@ def short_name(node: str, label: str | None = None) -> str:
         return f"{builder[2]}({builder[1]}=)"
     if kind == "input" and rest.startswith("state:"):
         return f"self.{rest.rsplit('.', 1)[-1]} (module state)"
+    if kind == "input" and rest.startswith("global:"):
+        return f"{last} (module state: a rebound global)"
     return {
         "hw": f"hw.{rest}",
         "env": f"${rest}",
