@@ -198,3 +198,59 @@ def test_a_global_a_function_rebinds_is_module_state(tmp_path, capsys):
     assert "FAST_DECODE (module state: a rebound global)@m.py:9 → FAST_DECODE@4 → condition@18" in (
         capsys.readouterr().out
     )
+
+
+MUTATED_STATE = """
+import ttnn
+
+
+class Mut:
+    def __init__(self, mesh_device, args):
+        self.args = args
+        self.out_kwargs = {"scale": 2.0}
+        self.seen = []
+        self.table = {"a": 1.0}
+        self.fixed = {"b": 3.0}
+
+    def _note(self, x):
+        self.seen.append(x)
+
+    def forward(self, x, mode):
+        opts = self.out_kwargs
+        if mode == "prefill":
+            opts["scale"] += 1.0
+            self.table.update(a=2.0)
+        self._note(x)
+        if opts["scale"] > 2.0:
+            x = ttnn.mul(x, 2.0)
+        if self.seen:
+            x = ttnn.add(x, 1.0)
+        if self.table["a"] > 1.0:
+            x = ttnn.neg(x)
+        if self.fixed["b"] > 1.0:
+            x = ttnn.exp(x)
+        return x
+"""
+
+
+def test_state_changed_in_place_is_module_state(tmp_path):
+    """R8: forward changing a ``self`` attribute in place (``opts = self.d; opts[k] += v``, ``self.d.update(...)``,
+    ``self.seen.append(...)`` in a helper it calls) is module state: tests on it are runtime, rooted at the
+    change; an attribute only read stays static."""
+    a = _analyze(tmp_path, MUTATED_STATE)
+    for line, attr, loc in (
+        (22, "out_kwargs", "m.py:19:12"),
+        (24, "seen", "m.py:14:8"),
+        (26, "table", "m.py:20:12"),
+    ):
+        branch = a.branch_at("m.py", line)
+        assert branch.classification == "runtime", line
+        root = branch.chain["runtime"][0]
+        assert root.node == f"input:state:m.py:Mut.{attr}" and root.loc == loc, line
+    assert a.branch_at("m.py", 28).classification == "static"
+    labels = {n: d["label"] for n, d in a.graph.nodes(data=True)}
+    assert (
+        labels["input:state:m.py:Mut.seen"]
+        == "self.seen (module state: Mut._note changes it in place: .append())"
+    )
+    assert labels["input:state:m.py:Mut.out_kwargs"].endswith("Mut.forward changes it in place: [...] =)")
