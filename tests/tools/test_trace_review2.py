@@ -254,3 +254,71 @@ def test_state_changed_in_place_is_module_state(tmp_path):
         == "self.seen (module state: Mut._note changes it in place: .append())"
     )
     assert labels["input:state:m.py:Mut.out_kwargs"].endswith("Mut.forward changes it in place: [...] =)")
+
+
+INHERITED = """
+import ttnn
+
+
+class Base:
+    SCALE = 2.0
+
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def _post(self, x):
+        return ttnn.add(x, 1.0)
+
+    def forward(self, x, mode):
+        if mode == "decode":
+            x = ttnn.mul(x, self.SCALE)
+        if self.args.is_galaxy:
+            x = ttnn.exp(x)
+        return self._post(x)
+
+
+class Child(Base):
+    SCALE = 5.0
+
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def _post(self, x):
+        return ttnn.neg(x)
+
+
+class Sub(Base):
+    def __init__(self, mesh_device, args):
+        super().__init__(mesh_device, args)
+
+    def forward(self, x, mode):
+        x = super().forward(x, mode)
+        return Base._post(self, ttnn.relu(x))
+
+
+class Ext(Unknown):
+    def forward(self, x, mode):
+        return super().forward(x, mode)
+"""
+
+
+def test_inherited_forward_follows_the_analysed_class_mro(tmp_path):
+    """R4: ``--class Child`` running ``Base.forward``: ``self._post`` is Child's override and ``self.args`` comes
+    from Child's ``__init__`` (the galaxy fact); R21: ``super().forward(...)``, ``super().__init__(...)`` and
+    ``Base._post(self, ...)`` are followed into the base class, and a super call no analysed class answers is an
+    explicit ``extern:`` node, never dropped."""
+    child = _analyze(tmp_path, INHERITED, class_name="Child")
+    assert child.paths["decode/galaxy"] == ["ttnn.exp", "ttnn.mul", "ttnn.neg"]
+    assert child.paths["prefill/non-galaxy"] == ["ttnn.neg"]
+    galaxy = child.branch_at("m.py", 17)
+    assert galaxy.topology == ["galaxy"] and galaxy.decision == ["fact", "galaxy", 1]
+    sub = _analyze(tmp_path, INHERITED, class_name="Sub")
+    assert sub.paths["decode/non-galaxy"] == ["ttnn.add", "ttnn.mul", "ttnn.relu"]
+    assert sub.paths["prefill/galaxy"] == ["ttnn.add", "ttnn.exp", "ttnn.relu"]
+    assert sub.branch_at("m.py", 15).decision == ["fact", "mode:decode", 1]  # Base.forward's own branch
+    callees = {(c.caller, c.callee) for c in sub.calls}
+    assert ("m.py:Sub.__init__", "m.py:Base.__init__") in callees
+    assert ("m.py:Sub.forward", "m.py:Base.forward") in callees
+    assert ("m.py:Sub.forward", "m.py:Base._post") in callees
+    ext = _analyze(tmp_path, INHERITED, class_name="Ext")
+    assert "extern:super.forward" in ext.graph

@@ -224,6 +224,15 @@ class Dependencies(Part):
         args += [k.value for k in e.keywords]
         loc = loc_of(info.file, e)
         if isinstance(func, ast.Attribute):
+            base = self.base_method_call(e, info)
+            if base is not None:  # super().m(...), Base.m(self, ...): the base class's method
+                callee, skip_first = base
+                if callee is None:
+                    out.add(self.extern(f"super.{func.attr}", loc))
+                    return args
+                out.add(self.func_node(callee))
+                self.bind(callee, e, info, skip_first=skip_first)
+                return args[1:] if not skip_first else args
             role = self.role(func.value, info)
             name = func.attr
             kind = role.kind if role else None

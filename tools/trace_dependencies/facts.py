@@ -326,7 +326,9 @@ class Facts(Part):
         tree of the argument in the caller (which may itself be open on the caller's parameters)."""
         params = list(callee.params)
         if callee.self_name and params and params[0] == callee.self_name:
-            params = params[1:]
+            base = self.base_method_call(call, caller) if type(call.func) is ast.Attribute else None
+            if base is None or base[1]:  # Base.m(self, ...) passes self itself
+                params = params[1:]
         pairs: dict[str, ast.expr] = {}
         for i, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred) or i >= len(params):

@@ -61,6 +61,9 @@ class Visitor(Part):
     def callees_of(self, call: ast.Call, info: FuncInfo) -> list[FuncInfo]:
         func = call.func
         if isinstance(func, ast.Attribute):
+            base = self.base_method_call(call, info)
+            if base is not None:  # super().m(...), Base.m(self, ...)
+                return [base[0]] if base[0] is not None else []
             role = self.role(func.value, info)
             if role == ARGS:
                 meth = self.config_method(func.attr)
