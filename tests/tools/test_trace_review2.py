@@ -3,8 +3,6 @@ small module written here."""
 
 from __future__ import annotations
 
-import pytest
-
 from tttv2_tools.trace_dependencies import Analysis, analyze
 
 
