@@ -304,7 +304,7 @@ def test_inherited_forward_follows_the_analysed_class_mro(tmp_path):
     """R4: ``--class Child`` running ``Base.forward``: ``self._post`` is Child's override and ``self.args`` comes
     from Child's ``__init__`` (the galaxy fact); R21: ``super().forward(...)``, ``super().__init__(...)`` and
     ``Base._post(self, ...)`` are followed into the base class, and a super call no analysed class answers is an
-    explicit ``extern:`` node, never dropped."""
+    explicit unknown (``--strict`` fails), never dropped."""
     child = _analyze(tmp_path, INHERITED, class_name="Child")
     assert child.paths["decode/galaxy"] == ["ttnn.exp", "ttnn.mul", "ttnn.neg"]
     assert child.paths["prefill/non-galaxy"] == ["ttnn.neg"]
@@ -319,4 +319,7 @@ def test_inherited_forward_follows_the_analysed_class_mro(tmp_path):
     assert ("m.py:Sub.forward", "m.py:Base.forward") in callees
     assert ("m.py:Sub.forward", "m.py:Base._post") in callees
     ext = _analyze(tmp_path, INHERITED, class_name="Ext")
-    assert "extern:super.forward" in ext.graph
+    (unknown,) = ext.unknowns()
+    node = ext.node(unknown)
+    assert node["loc"] == "m.py:43:15" and "no analysed base class defines forward()" in node["reason"]
+    assert [s.what for s in ext.skipped if s.severity == "warning"] == ["super().forward()"]

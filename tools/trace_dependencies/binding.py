@@ -56,12 +56,14 @@ class Binding(Part):
             if base.args and type(base.args[0]) is ast.Name:
                 cls = self.class_named(base.args[0].id, info) or cls
             return (self._next_method(cls, func.attr) if cls is not None else None), True
-        if type(base) is ast.Name and call.args and type(call.args[0]) is not ast.Starred:
+        if type(base) is ast.Name and call.args and type(call.args[0]) is ast.Name:
+            first = self.role_name(call.args[0].id, info)
+            if first is None or first.kind is not RoleKind.SELF:
+                return None
             if self.lookup(base.id, info)[0] not in (Scope.CLASS, Scope.IMPORT):
                 return None
             cls = self.class_named(base.id, info)
-            first = self.role(call.args[0], info) if cls is not None else None
-            if first is not None and first.kind is RoleKind.SELF:
+            if cls is not None:
                 return self.method_info(cls, func.attr), False
         return None
 
