@@ -323,3 +323,60 @@ def test_inherited_forward_follows_the_analysed_class_mro(tmp_path):
     node = ext.node(unknown)
     assert node["loc"] == "m.py:43:15" and "no analysed base class defines forward()" in node["reason"]
     assert [s.what for s in ext.skipped if s.severity == "warning"] == ["super().forward()"]
+
+
+DEFS_MODULE = """
+class Df:
+    def __init__(self, mesh_device, args):
+        self.model_config = args.get_model_config()
+
+    def forward(self, x, mode):
+        return x * self.model_config["GONE"] * self.model_config["UPD_A"] * self.model_config["BACK"]
+"""
+
+DEFS_CONFIG = """
+class ModelArgs:
+    def __init__(self, mesh_device, dim=64):
+        self.is_galaxy = mesh_device.get_num_devices() == 32
+        self.model_config = {}
+        self.model_config.update({"UPD_A": 1.0})
+        self.model_config.setdefault("UPD_A", 99.0)
+        self.model_config["GONE"] = 5.0
+        if self.is_galaxy:
+            self.model_config["GONE"] = 6.0
+        del self.model_config["GONE"]
+        self.model_config["BACK"] = 1.0
+        del self.model_config["BACK"]
+        self.model_config.setdefault("BACK", 2.0)
+
+    def get_model_config(self):
+        return self.model_config
+"""
+
+
+def test_del_ends_a_key_and_a_setdefault_without_effect_says_so(tmp_path, capsys):
+    """R28: ``del model_config[KEY]`` is a definition of kind "deleted" that ends the earlier ones (the key is
+    absent after it), a ``setdefault`` after a ``del`` takes effect, and a ``setdefault`` of a key already set is
+    shown as "no effect", not "overwritten"."""
+    from tttv2_tools.trace_dependencies.cli import main
+
+    (tmp_path / "df.py").write_text(DEFS_MODULE)
+    (tmp_path / "model_config.py").write_text(DEFS_CONFIG)
+    a = analyze(tmp_path / "df.py", tmp_path / "model_config.py")
+    gone = a.definitions["GONE"]
+    assert [(d.loc, d.value_kind, d.live) for d in gone] == [
+        ("model_config.py:8:8", "value", False),
+        ("model_config.py:10:12", "value", False),
+        ("model_config.py:11:12", "deleted", True),
+    ]
+    assert gone[0].shadowed_by == [gone[2].id] and gone[2].value == 'del model_config["GONE"]'
+    back = a.definitions["BACK"]
+    assert [(d.value_kind, d.live) for d in back] == [("value", False), ("deleted", False), ("value", True)]
+    upd = a.definitions["UPD_A"]
+    assert upd[1].only_if_absent and not upd[1].live
+    assert Analysis.from_json(a.to_json()) == a
+    assert main([str(tmp_path / "df.py"), "--width", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "model_config.py:7  always: 99.0 [no effect: already set]" in out
+    assert "model_config.py:8  always: 5.0 [removed by del]" in out
+    assert 'model_config.py:11  always: del model_config["GONE"] [the key is removed]' in out

@@ -89,7 +89,7 @@ class ExprSite:
 @dataclass(repr=False)
 class Event:
     order: int
-    kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...})
+    kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...}) | del
     payload: object
     guards: Guards
 
@@ -335,6 +335,8 @@ class Scanner:
         if isinstance(stmt, ast.Delete):
             for target in stmt.targets:
                 self.expr(target, guards, False, None)
+                if isinstance(target, ast.Subscript):  # del model_config[KEY]: the key is gone (compose.py)
+                    info.events.append(Event(self._next(), "del", target, guards))
             return guards, None
         if isinstance(stmt, _TERMINATORS):
             return guards, "leave"
