@@ -24,14 +24,14 @@ def mark_module_state(engine) -> None:
         rebound = engine.index(source).rebound_globals().get(name)
         if rebound is not None:
             function, line = rebound
-            loc = f"{source.name}:{line}:0"
-            root = engine.node(
-                node_id(NodeKind.INPUT, f"global:{source.name}:{name}"),
-                "input",
+            where = f"{source.name}:{line}:0"
+            _root(
+                engine,
+                nid,
+                f"global:{source.name}:{name}",
                 f"{name} (module state: {function}() rebinds the global)",
-                loc,
+                where,
             )
-            engine.edge(root, nid, "data", loc)
     mutated: dict[tuple[str, str, str], tuple[str, str]] | None = None
     for nid in [n for n in g.nodes if is_kind(n, NodeKind.SELF)]:
         payload = engine.work.payload.get(nid)
@@ -49,13 +49,19 @@ def mark_module_state(engine) -> None:
             write = mutated.get((cls.file.name, cls.name, name))
         if write is not None:
             loc, how = write
-            root = engine.node(
-                node_id(NodeKind.INPUT, f"state:{cls.file.name}:{cls.name}.{name}"),
-                "input",
+            _root(
+                engine,
+                nid,
+                f"state:{cls.file.name}:{cls.name}.{name}",
                 f"self.{name} (module state: {how})",
                 loc,
             )
-            engine.edge(root, nid, "data", loc)
+
+
+def _root(engine, nid: str, what: str, label: str, loc: str) -> None:
+    """The per-call root ``input:<what>`` of the state node ``nid``, located at the write."""
+    root = engine.node(node_id(NodeKind.INPUT, what), "input", label, loc)
+    engine.edge(root, nid, "data", loc)
 
 
 # Methods that change a list / dict / set in place.
