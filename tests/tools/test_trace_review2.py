@@ -3,6 +3,8 @@ small module written here."""
 
 from __future__ import annotations
 
+import pytest
+
 from tttv2_tools.trace_dependencies import Analysis, analyze
 
 
@@ -380,3 +382,17 @@ def test_del_ends_a_key_and_a_setdefault_without_effect_says_so(tmp_path, capsys
     assert "model_config.py:7  always: 99.0 [no effect: already set]" in out
     assert "model_config.py:8  always: 5.0 [removed by del]" in out
     assert 'model_config.py:11  always: del model_config["GONE"] [the key is removed]' in out
+
+
+def test_an_entry_bound_by_assignment_is_named_in_the_error(tmp_path):
+    """R35: ``forward = _fwd`` in the class body is refused with a message that says so, not "no forward()"."""
+    from tttv2_tools.trace_dependencies import TraceError
+
+    (tmp_path / "w.py").write_text(
+        "def _fwd(self, x, mode):\n    return x\n\n\nclass B:\n    forward = _fwd\n"
+    )
+    for kw in ({}, {"class_name": "B"}):
+        with pytest.raises(
+            TraceError, match=r"class B: forward is assigned \(forward = _fwd\), not defined with def"
+        ):
+            analyze(tmp_path / "w.py", auto_config=False, **kw)
