@@ -289,7 +289,7 @@ class Child(Base):
 
 class Sub(Base):
     def __init__(self, mesh_device, args):
-        super().__init__(mesh_device, args)
+        super(Sub, self).__init__(mesh_device, args)
 
     def forward(self, x, mode):
         x = super().forward(x, mode)
@@ -350,6 +350,7 @@ class ModelArgs:
         self.model_config["BACK"] = 1.0
         del self.model_config["BACK"]
         self.model_config.setdefault("BACK", 2.0)
+        del self.model_config[self.key_name()]
 
     def get_model_config(self):
         return self.model_config
@@ -376,6 +377,7 @@ def test_del_ends_a_key_and_a_setdefault_without_effect_says_so(tmp_path, capsys
     assert [(d.value_kind, d.live) for d in back] == [("value", False), ("deleted", False), ("value", True)]
     upd = a.definitions["UPD_A"]
     assert upd[1].only_if_absent and not upd[1].live
+    assert "?" not in a.definitions  # del model_config[<computed>] is a dynamic definition, not a key
     assert Analysis.from_json(a.to_json()) == a
     assert main([str(tmp_path / "df.py"), "--width", "300"]) == 0
     out = capsys.readouterr().out
