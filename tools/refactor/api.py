@@ -10,6 +10,7 @@ import libcst as cst
 from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
+from .modeparam import mode_parameter_gaps
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
 
@@ -61,6 +62,7 @@ def generate(
     stem = name or Path(module).stem
     result = Result(inputs, stem)
     result.gaps.extend(per_mode_config(inputs))
+    result.gaps.extend(mode_parameter_gaps(inputs))
     topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
     names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}
     for topology in topologies:

@@ -603,7 +603,15 @@ class Planner:
                 return new_call
 
         transformer = _T(self.prov)
-        transformer.hot = hot_paths(func, lambda node: type(node) is cst.Call)
+        # only calls of helpers and methods can change (what a call resolves to is read from its callee,
+        # which this pass never rewrites); f-strings are entered for the quotes of what lands in them
+        transformer.hot = hot_paths(
+            func,
+            lambda node: (
+                type(node) is cst.FormattedString
+                or (type(node) is cst.Call and inliner.resolve(node, file) is not None)
+            ),
+        )
         return func.visit(transformer), copies
 
     def _call_mode(self, call: cst.Call, callee, binding: dict, mode: str) -> str:
@@ -657,7 +665,7 @@ class Planner:
             hoister = Hoister(
                 scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards, group=group
             )
-            result = result.visit(hoister)
+            result = hoister.hoist(result)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
             hoister = Hoister(
@@ -670,7 +678,7 @@ class Planner:
                 prov=self.prov,
                 group=group,
             )
-            binding.test = binding.test.visit(hoister)
+            binding.test = hoister.hoist(binding.test)
         return final
 
     def _check_holders(self, methods: list[MethodPlan]) -> None:
