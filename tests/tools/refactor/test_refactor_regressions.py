@@ -258,3 +258,19 @@ def test_a_local_set_in_both_arms_of_a_runtime_if_stays_a_local(tmp_path):
         expected = old.forward(replicated(_rows(rows), mesh), mode)
         assert_identical(expected, new.forward(replicated(_rows(rows), mesh), mode), f"{mode} {rows}")
     ttnn.close_mesh_device(mesh)
+
+
+# ------------------------------------------------------------------------------------------ R33, R30 (review 2)
+def test_a_nested_mode_given_something_else_than_the_callers_mode_is_a_gap():
+    """``inner(t, mode="prefill")`` and ``pick("prefill")`` were decided as the caller's mode (all cases wrong);
+    ``passed_on(t, mode)``, given the caller's mode as TTTv1's attention does, is not a gap."""
+    gaps = generate(INPUTS / "rfx" / "shadowed.py", class_name="Shadowed").gaps
+    lines = sorted(int(g.loc.rsplit(":", 1)[1]) for g in gaps)
+    assert lines == [19, 25], gaps
+    assert all("its own parameter mode" in g.what for g in gaps)
+
+
+def test_a_mode_compared_as_a_string_and_as_an_enum_member_is_a_gap():
+    """``mode == "decode"`` and ``mode == Mode.DECODE`` were one fact: decode ran both arms."""
+    (gap,) = generate(INPUTS / "rfx" / "shadowed.py", class_name="Spelled").gaps
+    assert "a string and with an enum member" in gap.what and gap.loc.endswith(":35")
