@@ -10,6 +10,7 @@ import libcst as cst
 from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
+from .members import MemberCheck
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
 
@@ -68,6 +69,7 @@ def generate(
         plan = Planner(inputs, topology, names[topology], gaps).build()
         other = next((names[t] for t in topologies if t != topology), None)
         rendered = Emitter(inputs, plan, other, gaps).render()
+        rendered.module = MemberCheck(inputs, gaps).apply(rendered.module)
         result.modules.append(Generated(topology, names[topology], f"{stem}_{topology}.py", plan, rendered))
         for gap in gaps:
             if gap not in result.gaps:

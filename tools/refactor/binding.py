@@ -34,6 +34,8 @@ class ClassFacts:
     )  # mesh device, CCL, prefetcher, sub-modules: kept as objects
     device: set[str] = field(default_factory=set)  # device tensors made at construction (weights, caches)
     assigned_in_forward: set[str] = field(default_factory=set)  # state a forward changes (not transformable)
+    # config keys not defined on every configuration (each definition sits under a test): read only when present
+    guarded_keys: set[str] = field(default_factory=set)
 
 
 @dataclass

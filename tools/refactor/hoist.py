@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -22,6 +23,7 @@ from .cstutil import (
     assigned_names,
     block_statements,
     code,
+    const_bool,
     dotted,
     is_atom,
     names_read,
@@ -147,6 +149,10 @@ def split_static(
     dynamic: list[cst.BaseStatement] = []
     static: list[cst.BaseStatement] = []
     for statement in statements:
+        refusal = _decided_refusal(statement, prov)
+        if refusal is not None:
+            dynamic.append(refusal)  # TTTv1 refuses when this path runs, not when the module is built
+            continue
         if is_static_statement(statement, scope):
             static.append(statement)
             continue
@@ -162,6 +168,20 @@ def split_static(
             continue
         dynamic.append(statement)
     return dynamic, static
+
+
+def _decided_refusal(statement: cst.BaseStatement, prov: Provenance | None) -> cst.BaseStatement | None:
+    """``assert False, msg`` (an assert the topology / mode decided to fail) as ``raise AssertionError(msg)``."""
+    small = small_statement(statement)
+    if not isinstance(small, cst.Assert) or const_bool(small.test) is not False or len(statement.body) != 1:
+        return None
+    message = [cst.Arg(small.msg)] if small.msg is not None else []
+    raise_ = cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))
+    out = statement.with_changes(body=[raise_])
+    if prov is not None:
+        prov.note(out, statement)
+        prov.set_origin(raise_, prov.origin(small))  # the report follows the assert to this raise
+    return out
 
 
 def _orelse_statements(orelse) -> list[cst.BaseStatement]:
@@ -399,13 +419,50 @@ class Hoister(TrackingTransformer):
                 )
             )
         base = field_base_name(node, self.scope.facts.holders) or self._context_name(node)
+        guards = (*self.guards, *self._presence_guards(node))
         key = self.registry.add(
-            base, node, params, self.mode, one_line(node, 160), self.loc_of(node), self.guards, self.group
+            base, node, params, self.mode, one_line(node, 160), self.loc_of(node), guards, self.group
         )
         replacement: cst.BaseExpression = placeholder(key)
         if params:
             replacement = cst.Call(func=replacement, args=[cst.Arg(cst.Name(p)) for p in params])
         return replacement
+
+    def _presence_guards(self, node: cst.BaseExpression) -> tuple:
+        """``("K" in self.model_config, True)`` for each key ``node`` reads that is not defined on every
+        configuration, when TTTv1 reads it only under a run-time test: the field is then computed only when the
+        key is there (TTTv1 never reads it otherwise), instead of failing at construction."""
+        keys = self.scope.facts.guarded_keys
+        if not keys or not self._under_runtime_test(node):
+            return ()
+        out = []
+        for sub in walk(node):
+            if type(sub) is cst.Subscript and _is_holder(sub.value, self.scope.facts.holders):
+                key = _string_key(sub)
+                if key in keys:
+                    test = cst.Comparison(
+                        left=cst.SimpleString(f'"{key}"'),
+                        comparisons=[cst.ComparisonTarget(cst.In(), sub.value)],
+                    )
+                    out.append((test, True))
+        return tuple(out)
+
+    def _under_runtime_test(self, node: cst.CSTNode) -> bool:
+        """Whether the node being visited runs only when a test that is not static holds (an arm of an ``if``,
+        ``while`` or conditional expression, or the right side of ``and`` / ``or``)."""
+        chain = [*self.stack, node]
+        for parent, child in itertools.pairwise(chain):
+            if isinstance(parent, (cst.If, cst.While, cst.IfExp)):
+                test = parent.test
+            elif isinstance(parent, cst.BooleanOperation):
+                test = parent.left
+            else:
+                continue
+            if child is test:
+                continue
+            if not self.scope.is_static(test, device_static=True):
+                return True
+        return False
 
     def _context_name(self, node: cst.BaseExpression) -> str:
         keyword = call = target = None
@@ -449,12 +506,23 @@ class Hoister(TrackingTransformer):
                 self.no_hoist.add(id(func))
         if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
             self._no_hoist_targets(node.target)
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and self._fresh_and_mutated(node):
+            # ``tiles = [n]`` then ``tiles.append(…)``: TTTv1 builds a new object per call; one shared field
+            # would grow with every call. Its parts may still be fields.
+            self.no_hoist.add(id(node.value))
         replacement = self._try_hoist(node)
         if replacement is not None:
             self.marked[id(node)] = replacement
             return False
         self.stack.append(node)
         return True
+
+    def _fresh_and_mutated(self, node: cst.Assign | cst.AnnAssign) -> bool:
+        """An assignment of a new object (not a read of an existing one) to a local changed in place."""
+        if node.value is None or isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript)):
+            return False
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        return any(isinstance(t, cst.Name) and t.value in self.scope.mutated for t in targets)
 
     def _no_hoist_targets(self, target: cst.CSTNode) -> None:
         class _V(cst.CSTVisitor):

@@ -10,7 +10,7 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_NAMES
 
-from .binding import ClassFacts, Scope, collect_assignments, mutated_locals
+from .binding import MUTATORS, ClassFacts, Scope, collect_assignments, mutated_locals
 from .cleanup import remove_dead_code
 from .cstutil import (
     assigned_names,
@@ -183,8 +183,64 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
         func = methods.get(name)
         if func is not None:
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
+            facts.assigned_in_forward |= _self_mutations(func)
     facts.resources -= facts.holders
+    facts.guarded_keys = {
+        key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
+    }
     return facts
+
+
+def _missing_on_a_topology(definitions) -> bool:
+    """Whether every live definition of a config key is galaxy-only, or every one non-galaxy-only (the key is
+    absent from the other topology's config)."""
+    live = [d for d in definitions if d.live]
+    return bool(live) and (
+        all("not galaxy" in d.facts for d in live) or all("galaxy" in d.facts for d in live)
+    )
+
+
+def _self_mutations(func: cst.FunctionDef) -> set[str]:
+    """``self`` attributes a forward changes in place: ``self.d[k] = v``, ``self.d.update(…)``, ``self.l += …``,
+    or the same through a local alias (``opts = self.d; opts[k] = v``). TTTv1 keeps the change for the next
+    call; a config field would not."""
+    aliases: dict[str, str] = {}
+    for node in walk(func):
+        if type(node) is cst.Assign and isinstance(node.value, cst.Attribute):
+            path = (dotted(node.value) or "").split(".")
+            if len(path) == 2 and path[0] == "self":
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        aliases[target.target.value] = path[1]
+    out = {aliases[name] for name in mutated_locals(func) if name in aliases}
+
+    def self_attr(node: cst.CSTNode) -> str | None:
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            if (
+                isinstance(node, cst.Attribute)
+                and isinstance(node.value, cst.Name)
+                and node.value.value == "self"
+            ):
+                return node.attr.value
+            node = node.value
+        return None
+
+    for node in walk(func):
+        target = None
+        if (
+            type(node) is cst.Call
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in MUTATORS
+        ):
+            target = node.func.value
+        elif type(node) is cst.AssignTarget and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+            target = node.target.value
+        elif type(node) is cst.AugAssign:
+            target = node.target
+        attr = self_attr(target) if target is not None else None
+        if attr is not None:
+            out.add(attr)
+    return out
 
 
 def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
@@ -670,7 +726,13 @@ class Planner:
                 prov=self.prov,
                 group=group,
             )
-            binding.test = binding.test.visit(hoister)
+            test = binding.test.visit(hoister)
+            if set(summary(test).self_attrs) & self.facts.holders:
+                # a test on the config object itself (``"K" in self.model_config``): one field, the test's value
+                test = binding.test.visit(
+                    Hoister(scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, group=group)
+                )
+            binding.test = test
         return final
 
     def _check_holders(self, methods: list[MethodPlan]) -> None:
