@@ -13,6 +13,7 @@ from .errors import Gap
 from .members import MemberCheck
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
+from .unsupported import unsupported_gaps
 
 TOPOLOGIES = ("1d", "2d")
 
@@ -62,6 +63,7 @@ def generate(
     stem = name or Path(module).stem
     result = Result(inputs, stem)
     result.gaps.extend(per_mode_config(inputs))
+    result.gaps.extend(unsupported_gaps(inputs))
     topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
     names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}
     for topology in topologies:

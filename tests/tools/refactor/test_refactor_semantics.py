@@ -177,3 +177,33 @@ def test_an_inherited_forward_is_named():
         match=r"class Child has no forward\(\) of its own: it inherits forward\(\) from _Base \(based.py:7\)",
     ):
         generate(INPUTS / PACKAGE / "based.py", class_name="Child")
+
+
+# ------------------------------------------------------------------------------------------ R2 / R19 / R5
+def test_a_decorated_forward_or_helper_is_a_gap():
+    gaps = _generate("decorated", "Decorated").gaps
+    assert [(g.loc, g.what) for g in gaps] == [
+        ("decorated.py:24", "@doubled on Decorated._scale"),
+        ("decorated.py:28", "@plus_one on Decorated.forward"),
+    ]
+
+
+def test_a_super_call_in_forward_is_a_gap():
+    gaps = _generate("supered", "Extended").gaps
+    assert [(g.loc, g.what) for g in gaps] == [("supered.py:21", "super().forward(...)")]
+    assert "super() is TTModule" in gaps[0].reason
+    assert _generate("supered", "Plain").gaps == []
+
+
+def test_a_global_a_setter_changes_is_a_gap():
+    gaps = _generate("globalled", "Globalled").gaps
+    assert [(g.loc, g.what) for g in gaps] == [("globalled.py:18", "FAST")]
+    assert "`global FAST` changes in set_fast()" in gaps[0].reason
+
+
+# ------------------------------------------------------------------------------------------ R9
+def test_a_relative_import_becomes_absolute(tmp_path):
+    """The generated module lives outside the TTTv1 package: ``from .scales import …`` there used to fail."""
+    code = _generate("sibling", "Sibling").modules[0].code
+    assert "from .scales" not in code and "from rsem.scales import links_for" in code
+    _equivalent("sibling", "Sibling", tmp_path, calls=(("decode", 32),))
