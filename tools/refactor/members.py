@@ -14,6 +14,7 @@ So every such read is either made exact here or reported as a gap:
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass, field
 
@@ -169,6 +170,7 @@ class MemberCheck:
         for index, statement in enumerate(body):
             if isinstance(statement, cst.FunctionDef) and statement.name.value == "from_model_args":
                 body[index] = self._construction(statement)
+                self._defaults(statement, module)
         self._run_time(body)
         body = self._carry_constants(body)
         new_class = klass.with_changes(body=klass.body.with_changes(body=body))
@@ -176,6 +178,8 @@ class MemberCheck:
 
     # -- construction: legacy.X --------------------------------------------------------------------
     def _construction(self, func: cst.FunctionDef) -> cst.FunctionDef:
+        if any(isinstance(small_statement(s), cst.Raise) for s in block_statements(func.body)):
+            return func  # TTTv1 refuses this topology in __init__: nothing after the raise runs
         for _ in range(8):  # a property may read another property or a constant: a few rounds
             assigned = _attributes_written(func, LEGACY)
             if assigned is None:
@@ -219,6 +223,26 @@ class MemberCheck:
             "not computed at construction",
         )
         return None
+
+    def _defaults(self, func: cst.FunctionDef, module: cst.Module) -> None:
+        """TTTv1's constructor defaults (``eps=EPS``) are evaluated where the generated class is defined: a class
+        constant is carried; any other name the generated module does not define is reported."""
+        defined = _module_level_names(module) | set(dir(builtins))
+        params = [*func.params.params, *func.params.kwonly_params]
+        for param in params:
+            if param.default is None:
+                continue
+            for name in sorted(names_read(param.default) - defined):
+                if name in self.members.constants:
+                    self.carried.add(name)
+                else:
+                    gap = Gap(
+                        f"{self.inputs.module.name}:{self.inputs.module.line_of(self.inputs.klass) or 1}",
+                        f"{param.name.value}={cst.Module([]).code_for_node(param.default)}",
+                        f"a constructor default that reads {name}, which the generated module does not define",
+                    )
+                    if gap not in self.gaps:
+                        self.gaps.append(gap)
 
     # -- run time: self.X / cls.X in the generated methods -------------------------------------------
     def _run_time(self, body: list[cst.BaseStatement]) -> None:
@@ -315,6 +339,20 @@ def _assigned_name(statement: cst.BaseStatement) -> str | None:
     if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name):
         return small.targets[0].target.value
     return None
+
+
+def _module_level_names(module: cst.Module) -> set[str]:
+    out: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            out.add(statement.name.value)
+        for node in walk(statement) if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(node, cst.ImportAlias):
+                alias = node.asname.name if node.asname is not None else node.name
+                out.add(cst.Module([]).code_for_node(alias).split(".")[0])
+            elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                out.add(node.target.value)
+    return out
 
 
 def _generated_class(module: cst.Module) -> cst.ClassDef | None:

@@ -207,3 +207,27 @@ def test_a_relative_import_becomes_absolute(tmp_path):
     code = _generate("sibling", "Sibling").modules[0].code
     assert "from .scales" not in code and "from rsem.scales import links_for" in code
     _equivalent("sibling", "Sibling", tmp_path, calls=(("decode", 32),))
+
+
+# ------------------------------------------------------------------------------------------ R41 / R43 / R44
+def test_an_early_return_in_init_is_a_gap():
+    gaps = _generate("construction", "EarlyReturn").gaps
+    assert [(g.loc, g.what) for g in gaps] == [("construction.py:13", "return in EarlyReturn.__init__")]
+
+
+def test_a_constructor_default_from_a_module_constant_is_a_gap():
+    gaps = _generate("construction", "ModuleDefault").gaps
+    assert [(g.what, g.reason) for g in gaps] == [
+        ("bias=BIAS", "a constructor default that reads BIAS, which the generated module does not define")
+    ]
+
+
+def test_a_constructor_default_from_a_class_constant_is_carried(tmp_path):
+    _equivalent("construction", "ClassDefault", tmp_path, calls=(("decode", 32),))
+
+
+def test_an_attribute_the_base_init_sets_is_a_gap():
+    """``super().__init__`` is not followed: what the base class's __init__ sets is missing, and said so."""
+    gaps = _generate("construction", "Scaled").gaps
+    assert [(g.loc, g.what) for g in gaps] == [("construction.py:44", "self.eps")]
+    assert "does not set it (set by a base class" in gaps[0].reason
