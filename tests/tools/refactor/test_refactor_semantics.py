@@ -231,3 +231,10 @@ def test_an_attribute_the_base_init_sets_is_a_gap():
     gaps = _generate("construction", "Scaled").gaps
     assert [(g.loc, g.what) for g in gaps] == [("construction.py:44", "self.eps")]
     assert "does not set it (set by a base class" in gaps[0].reason
+
+
+# ------------------------------------------------------------------------------------------ R42
+@pytest.mark.parametrize(("class_name", "reason"), [("Loaded", "helper method"), ("Keyed", "held in a dict")])
+def test_a_weight_the_generated_module_would_not_convert_is_a_gap(class_name, reason):
+    gaps = _generate("weights", class_name).gaps
+    assert [g.what for g in gaps] == ["self.w"] and reason in gaps[0].reason
