@@ -347,6 +347,7 @@ class Hoister(TrackingTransformer):
         self.marked: dict[int, cst.BaseExpression] = {}
         self.stack: list[cst.CSTNode] = []
         self.no_hoist: set[int] = set()
+        self.root: cst.CSTNode | None = None
 
     # -- decisions -------------------------------------------------------------------------------
     def _depends_on_construction(self, node: cst.CSTNode) -> bool:
@@ -487,6 +488,8 @@ class Hoister(TrackingTransformer):
 
     # -- traversal ---------------------------------------------------------------------------------
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            self._shadowed_by_params(node)
         if isinstance(node, cst.Attribute):
             self.no_hoist.add(id(node.attr))
         if isinstance(node, cst.Arg) and node.keyword is not None:
@@ -516,6 +519,23 @@ class Hoister(TrackingTransformer):
             return False
         self.stack.append(node)
         return True
+
+    def _shadowed_by_params(self, func: cst.FunctionDef | cst.Lambda) -> None:
+        """Inside a nested function or lambda, its own parameters shadow the locals of the same name: nothing
+        that reads them there is the outer (static) local."""
+        if self.root is None and isinstance(func, cst.FunctionDef):
+            self.root = func  # the method being hoisted: its parameters are per-call inputs anyway
+            return
+        params = func.params
+        names = {p.name.value for p in [*params.params, *params.posonly_params, *params.kwonly_params]}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                names.add(star.name.value)
+        if not names:
+            return
+        for sub in walk(func.body):
+            if is_expression(sub) and not names.isdisjoint(summary(sub).reads):
+                self.no_hoist.add(id(sub))
 
     def _fresh_and_mutated(self, node: cst.Assign | cst.AnnAssign) -> bool:
         """An assignment of a new object (not a read of an existing one) to a local changed in place."""

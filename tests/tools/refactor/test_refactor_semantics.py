@@ -238,3 +238,11 @@ def test_an_attribute_the_base_init_sets_is_a_gap():
 def test_a_weight_the_generated_module_would_not_convert_is_a_gap(class_name, reason):
     gaps = _generate("weights", class_name).gaps
     assert [g.what for g in gaps] == ["self.w"] and reason in gaps[0].reason
+
+
+# ------------------------------------------------------------------------------------------ R32
+def test_a_parameter_shadowing_a_static_local_is_not_a_field(tmp_path):
+    """``def g(t, scale=0.25)`` inside forward reads its own ``scale``, not the outer static local's field."""
+    _equivalent("shadowed", "Shadowed", tmp_path, calls=(("decode", 32),))
+    code = _generate("shadowed", "Shadowed").modules[0].code
+    assert "ttnn.mul(t, scale * 2.0)" in code and "ttnn.add(t, scale)" in code
