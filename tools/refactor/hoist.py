@@ -220,13 +220,24 @@ def propagate_literals(
     func: cst.FunctionDef, scope: Scope, prov: Provenance | None = None
 ) -> cst.FunctionDef:
     """A local assigned one literal once (``sharded = True``) is replaced by the literal where it is read."""
+    func = _fold_method_dispatch(func, scope, prov)
     literals: dict[str, cst.BaseExpression] = {}
+    methods: set[str] = set()
     for name, values in scope.assignments.items():
-        if len(values) == 1 and values[0] is not None and _is_literal(values[0]) and name not in scope.params:
+        if len(values) != 1 or values[0] is None or name in scope.params:
+            continue
+        if _is_literal(values[0]):
             literals[name] = values[0]
+        elif _method_reference(values[0], scope):
+            # ``fn = self._non_tg`` (what a decided ``self._a if TG else self._b`` leaves): ``fn(x)`` is then the
+            # method call ``self._non_tg(x)``, which is copied and specialised like any other
+            literals[name] = values[0]
+            methods.add(name)
     if not literals:
         return func
-    for name in _read_before_assigned_or_deleted(func, set(literals)):
+    for name in _read_before_assigned_or_deleted(func, set(literals) - methods):
+        del literals[name]
+    for name in _read_before_assigned_or_deleted(func, methods, targets_bind=True):
         del literals[name]
     if not literals:
         return func
@@ -263,7 +274,9 @@ def propagate_literals(
     return func.visit(_T(prov))
 
 
-def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> set[str]:
+def _read_before_assigned_or_deleted(
+    func: cst.FunctionDef, names: set[str], *, targets_bind: bool = False
+) -> set[str]:
     """Names among ``names`` that the function reads before their assignment (in execution order of straight
     code: an assignment's value before its targets), deletes, or declares global / nonlocal: replacing them
     by the literal would change what the code does."""
@@ -277,6 +290,8 @@ def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> 
         def visit_Assign(self, node: cst.Assign) -> bool:
             visit_read_only(node.value, self)
             for target in node.targets:
+                if targets_bind:  # a plain name target is bound here, not read
+                    assigned.update(n.value for n in _target_name_nodes(target.target))
                 visit_read_only(target, self)
                 assigned.update(n.value for n in _target_name_nodes(target.target))
             return False
@@ -306,6 +321,47 @@ def _target_name_nodes(target: cst.CSTNode) -> list[cst.Name]:
     if isinstance(target, cst.StarredElement):
         return _target_name_nodes(target.value)
     return []
+
+
+def _fold_method_dispatch(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
+    """``{"decode": self._dec, "prefill": self._pre}["decode"]`` (a dispatch on the mode, put in as a constant)
+    -> ``self._dec``: a method call the inliner copies and specialises."""
+
+    def pick(node: cst.Subscript) -> cst.BaseExpression | None:
+        table = node.value
+        if not isinstance(table, cst.Dict) or len(node.slice) != 1:
+            return None
+        index = node.slice[0].slice
+        if not isinstance(index, cst.Index) or not isinstance(index.value, cst.SimpleString):
+            return None
+        found = None
+        for element in table.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                return None
+            if not _method_reference(element.value, scope):
+                return None
+            if element.key.evaluated_value == index.value.evaluated_value:
+                found = element.value
+        return found
+
+    if not any(type(n) is cst.Subscript and pick(n) is not None for n in walk(func)):
+        return func
+
+    class _T(TrackingTransformer):
+        def leave_Subscript(self, original_node, updated_node):
+            chosen = pick(updated_node)
+            return chosen if chosen is not None else updated_node
+
+    return func.visit(_T(prov))
+
+
+def _method_reference(node: cst.BaseExpression, scope: Scope) -> bool:
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+        and node.attr.value in scope.methods
+    )
 
 
 def _is_literal(node: cst.BaseExpression) -> bool:
