@@ -8,15 +8,14 @@ import importlib
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.tools.refactor.conftest import replicated
+from tests.tools.refactor.conftest import generated_class, input_rows, replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.errors import UsageError
 from tttv2_tools.refactor.report import build_report
-from tttv2_tools.refactor.testkit import assert_identical, load_generated
+from tttv2_tools.refactor.testkit import assert_identical
 
 INPUTS = Path(__file__).parent / "inputs"
 PACKAGE = "rsem"
@@ -47,16 +46,6 @@ def _tttv1(module: str, name: str):
     return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)
 
 
-def _generated(result, topology: str, folder: Path):
-    generated = next(g for g in result.modules if g.topology == topology)
-    (folder / generated.file_name).write_text(generated.code)
-    return load_generated(str(folder / "test.py"), generated.file_name, generated.class_name)
-
-
-def _input(rows: int) -> np.ndarray:
-    return np.random.default_rng(rows).standard_normal((1, 1, rows, 64)).astype(np.float32)
-
-
 def _outcome(call, *args):
     try:
         return call(*args)
@@ -80,13 +69,13 @@ def _equivalent(module: str, class_name: str, folder: Path, calls=(("decode", 32
     topologies = {g.topology for g in result.modules}
     for shape in ((1, 2), (8, 4)):
         topology = "2d" if shape == (8, 4) and "2d" in topologies else "1d"
-        generated = _generated(result, topology, folder)
+        generated = generated_class(result, topology, folder)
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
         args = ModelArgs(mesh)
         old, new = _tttv1(module, class_name)(mesh, args), generated.from_model_args(mesh, args)
         for mode, rows in calls:
-            expected = _outcome(old.forward, replicated(_input(rows), mesh), mode)
-            got = _outcome(new.forward, replicated(_input(rows), mesh), mode)
+            expected = _outcome(old.forward, replicated(input_rows(rows), mesh), mode)
+            got = _outcome(new.forward, replicated(input_rows(rows), mesh), mode)
             _same(expected, got, f"{class_name} {shape} {mode} {rows}")
         ttnn.close_mesh_device(mesh)
 
