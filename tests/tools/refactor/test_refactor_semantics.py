@@ -241,3 +241,10 @@ def test_a_parameter_shadowing_a_static_local_is_not_a_field(tmp_path):
     _equivalent("shadowed", "Shadowed", tmp_path, calls=(("decode", 32),))
     code = _generate("shadowed", "Shadowed").modules[0].code
     assert "ttnn.mul(t, scale * 2.0)" in code and "ttnn.add(t, scale)" in code
+
+
+def test_class_members_that_cannot_be_rebuilt_are_gaps():
+    gaps = {g.what: g.reason for g in _generate("odd", "Odd").gaps}
+    assert set(gaps) == {"self.twice", "self.FROM_MODULE"}
+    assert "more than one statement" in gaps["self.twice"]
+    assert "computed from BASE" in gaps["self.FROM_MODULE"]
