@@ -54,6 +54,9 @@ class Scope:
     local_static: dict[str, bool] = field(default_factory=dict)
     assignments: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     mutated: set[str] = field(default_factory=set)  # locals changed in place (x.append(…), x[k] = …)
+    method_aliases: dict[str, str] = field(
+        default_factory=dict
+    )  # self.impl -> the method __init__ stores there
 
     # -- names -----------------------------------------------------------------------------------
     def is_local(self, name: str) -> bool:

@@ -325,7 +325,8 @@ def _target_name_nodes(target: cst.CSTNode) -> list[cst.Name]:
 
 def _fold_method_dispatch(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
     """``{"decode": self._dec, "prefill": self._pre}["decode"]`` (a dispatch on the mode, put in as a constant)
-    -> ``self._dec``: a method call the inliner copies and specialises."""
+    -> ``self._dec``, and ``self.impl`` -> ``self._forward_1d`` when ``__init__`` stores that method there
+    (``Scope.method_aliases``): method calls the inliner copies and specialises."""
 
     def pick(node: cst.Subscript) -> cst.BaseExpression | None:
         table = node.value
@@ -344,10 +345,25 @@ def _fold_method_dispatch(func: cst.FunctionDef, scope: Scope, prov: Provenance 
                 found = element.value
         return found
 
-    if not any(type(n) is cst.Subscript and pick(n) is not None for n in walk(func)):
+    aliases = scope.method_aliases
+
+    def alias(node: cst.CSTNode) -> bool:
+        return (
+            type(node) is cst.Attribute
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and node.attr.value in aliases
+        )
+
+    if not any(alias(n) or (type(n) is cst.Subscript and pick(n) is not None) for n in walk(func)):
         return func
 
     class _T(TrackingTransformer):
+        def leave_Attribute(self, original_node, updated_node):
+            if alias(updated_node):
+                return updated_node.with_changes(attr=cst.Name(aliases[updated_node.attr.value]))
+            return updated_node
+
         def leave_Subscript(self, original_node, updated_node):
             chosen = pick(updated_node)
             return chosen if chosen is not None else updated_node

@@ -348,6 +348,9 @@ class Planner:
         self.modes = MODES if entry_params & MODE_NAMES else (SINGLE,)
         self.facts = class_facts(inputs, self.forward_methods)
         self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config", "forward"}
+        self.method_aliases: dict[
+            str, str
+        ] = {}  # self.X that __init__ sets to the method self.M (per topology)
         self.inliner = Inliner(
             inputs,
             {name: module_names(parsed) for name, parsed in inputs.files.items()},
@@ -396,7 +399,35 @@ class Planner:
             assignments=collect_assignments(func),
             mutated=mutated_locals(func),
             methods=self.taken,  # TTTv1's methods and the ones generated so far
+            method_aliases=self.method_aliases,
         )
+
+    def _method_aliases(self, init_body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """``self.impl = self._forward_1d`` (what ``__init__``'s ``self._forward_tg if args.is_galaxy else
+        self._forward_1d`` leaves on this topology), the only assignment of ``impl`` in the class: forward's
+        ``self.impl(x, mode)`` is then the call ``self._forward_1d(x, mode)``, copied and specialised like any
+        method call (hoist._fold_method_dispatch), and the statement leaves the construction code."""
+        counts: dict[str, int] = {}
+        for func in self.methods.values():
+            for attr, _ in _self_assignments(func):
+                counts[attr] = counts.get(attr, 0) + 1
+        kept = []
+        for statement in init_body:
+            small = small_statement(statement)
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Attribute)
+                and code(small.targets[0].target.value) == "self"
+                and isinstance(small.value, cst.Attribute)
+                and code(small.value.value) == "self"
+                and small.value.attr.value in self.methods
+                and counts.get(small.targets[0].target.attr.value) == 1
+            ):
+                self.method_aliases[small.targets[0].target.attr.value] = small.value.attr.value
+                continue
+            kept.append(statement)
+        return kept
 
     def _specialise(
         self, func: cst.FunctionDef, mode: str | None, decisions: Decisions, parsed: ParsedFile | None = None
@@ -471,6 +502,7 @@ class Planner:
     def build(self) -> ClassPlan:
         self._check_call()
         init_body, init_methods, init_decisions = self.construction()
+        init_body = self._method_aliases(init_body)
         decisions = {("construction", self.topology): init_decisions}
         modes: dict[str, ModePlan] = {}
         methods: list[MethodPlan] = []

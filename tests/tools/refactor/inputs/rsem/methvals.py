@@ -45,3 +45,15 @@ class Dispatched:
 
     def forward(self, x, mode):
         return {"decode": self._decode, "prefill": self._prefill}[mode](x)
+
+
+class Passed:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def _flat(self, x):
+        return ttnn.mul(x, 3.0)
+
+    def forward(self, x, mode):
+        steps = [self._flat]
+        return steps[0](x)
