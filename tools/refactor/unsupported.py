@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from .cstutil import names_written
 from .errors import Gap
 from .source import Inputs, methods_of
 from .walk import walk
@@ -119,14 +120,30 @@ def _functions_called(reached, methods, functions: dict[str, cst.FunctionDef]) -
 
 
 def _globals_changed(module: cst.Module) -> dict[str, str]:
-    """Module-level names a ``global`` statement declares -> the function that declares it."""
+    """Module-level names a function declares ``global`` and assigns -> that function."""
     out: dict[str, str] = {}
     for node in walk(module):
         if isinstance(node, cst.FunctionDef):
-            for inner in walk(node.body):
-                if isinstance(inner, cst.Global):
-                    for item in inner.names:
-                        out.setdefault(item.name.value, f"{node.name.value}()")
+            declared = {
+                item.name.value
+                for inner in walk(node.body)
+                if isinstance(inner, cst.Global)
+                for item in inner.names
+            }
+            for name in sorted(declared & _bound(node.body)):
+                out.setdefault(name, f"{node.name.value}()")
+    return out
+
+
+def _bound(body: cst.CSTNode) -> set[str]:
+    """Names a function body binds: assignment, ``for`` and ``with`` targets, imports, ``del``."""
+    out = names_written(body)
+    for node in walk(body):
+        if isinstance(node, cst.ImportAlias):
+            alias = node.asname.name if node.asname is not None else node.name
+            out.add(cst.Module([]).code_for_node(alias).split(".")[0])
+        elif isinstance(node, cst.Del):
+            out |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
     return out
 
 

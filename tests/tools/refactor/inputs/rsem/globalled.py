@@ -18,3 +18,15 @@ class Globalled:
         if FAST:
             x = ttnn.add(x, 1.0)
         return x
+
+
+LIMIT = 2.0
+
+
+class Declared:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        global LIMIT  # declared, never assigned: a constant like any other
+        return ttnn.mul(x, LIMIT)
