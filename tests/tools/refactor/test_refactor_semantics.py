@@ -196,7 +196,8 @@ def test_a_global_a_setter_changes_is_a_gap():
     gaps = _generate("globalled", "Globalled").gaps
     assert [(g.loc, g.what) for g in gaps] == [("globalled.py:18", "FAST")]
     assert "`global FAST` changes in set_fast()" in gaps[0].reason
-    assert _generate("globalled", "Declared").gaps == []  # `global LIMIT` without an assignment changes nothing
+    # `global LIMIT` without an assignment changes nothing
+    assert _generate("globalled", "Declared").gaps == []
 
 
 # ------------------------------------------------------------------------------------------ R9
