@@ -126,3 +126,26 @@ def test_an_and_or_chain_is_not_its_fact(tmp_path):
     # the test still reads the fact: decided on 1D (flat), open on galaxy (wide depends on the input)
     assert a.decide("block.py:14", "1d", "decode") is True
     assert a.decide("block.py:14", "2d", "decode") is None
+
+
+# Each forward() compares its mode with a Mode member spelled another way (the text check that skips the walk of
+# functions spelling no ``.DECODE`` / ``.PREFILL`` must still see it), or names DECODE only inside strings.
+MODE_SPELLINGS = {
+    "split_over_lines": "if mode == (Mode.  # the decode member\n            DECODE):\n            x = ttnn.relu(x)",
+    "continuation": "if mode == Mode. \\\n                DECODE:\n            x = ttnn.relu(x)",
+    "nfkc_identifier": "if mode == Mode.\uff30\uff32\uff25\uff26\uff29\uff2c\uff2c:\n            x = ttnn.relu(x)",
+    "string_only": 'if mode == "decode":\n            x = ttnn.relu(x, memory_config="DECODE.PREFILL")',
+}
+
+
+@pytest.mark.parametrize("case", sorted(MODE_SPELLINGS))
+def test_mode_form_sees_every_spelling_of_a_mode_member(tmp_path, case):
+    source = (
+        "import ttnn\nfrom common import Mode\n\n\nclass Block:\n    def forward(self, x, mode):\n        "
+        + MODE_SPELLINGS[case]
+        + "\n        return x\n"
+    )
+    path = tmp_path / "block.py"
+    path.write_text(source, encoding="utf-8")
+    forms = {s.mode_form for s in analyze(path).fact_sites}
+    assert forms == ({"str"} if case == "string_only" else {"enum"})

@@ -11,6 +11,7 @@ from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
 from .members import MemberCheck
+from .modeparam import mode_parameter_gaps
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
 from .unsupported import unsupported_gaps
@@ -63,6 +64,7 @@ def generate(
     stem = name or Path(module).stem
     result = Result(inputs, stem)
     result.gaps.extend(per_mode_config(inputs))
+    result.gaps.extend(mode_parameter_gaps(inputs))
     result.gaps.extend(unsupported_gaps(inputs))
     topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
     names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}

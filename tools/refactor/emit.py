@@ -12,7 +12,7 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES, MODE_NAMES
 
-from .cleanup import remove_dead_code, unused_imports
+from .cleanup import lint_after_specialising, remove_dead_code, unused_imports
 from .cstutil import (
     assigned_names,
     block_statements,
@@ -29,7 +29,7 @@ from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_n
 from .layout import sorted_imports, tidy
 from .plan import SINGLE, ClassPlan, MethodPlan
 from .source import Inputs
-from .walk import walk
+from .walk import hot_paths, walk
 
 LEGACY = "legacy"
 
@@ -305,7 +305,7 @@ class Emitter:
             FIELDS=fields_block,
             BODY=class_body,
         )
-        return self._with_noqa(tidy(unused_imports(module)))
+        return self._with_noqa(tidy(lint_after_specialising(unused_imports(module))))
 
     def _noqa(self, imports: list[cst.SimpleStatementLine]) -> list[cst.SimpleStatementLine]:
         return imports  # the file-level rules are added once the module is complete (_with_noqa)
@@ -679,7 +679,7 @@ class Emitter:
                 )
         elif f.guards:
             value = cst.IfExp(test=_disjunction(f.guards), body=_grouped(value), orelse=cst.Name("None"))
-        return value.visit(_SameArms())
+        return value.visit(_SameArms(value, lambda node: type(node) is cst.IfExp))
 
     def _construction_imports(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         reads: set[str] = set()
@@ -725,11 +725,11 @@ def _docstring(statement: cst.BaseStatement) -> bool:
 def _substitute_values(fn, fields, make_value):
     values = {f"__V{i}__": make_value(f) for i, f in enumerate(fields)}
 
-    class _T(cst.CSTTransformer):
+    class _T(_Entering):
         def leave_Name(self, original_node, updated_node):
             return values.get(updated_node.value, updated_node)
 
-    out = fn.visit(_T())
+    out = fn.visit(_T(fn, lambda node: type(node) is cst.Name and node.value in values))
     # one comment per field: where TTTv1 computes it
     return out
 
@@ -930,7 +930,19 @@ def _grouped(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-class _SameArms(cst.CSTTransformer):
+class _Entering(cst.CSTTransformer):
+    """A transformer that enters only the subtrees of ``tree`` holding a node ``hit`` is true for (the only
+    nodes its leave hooks change): the rest keeps its identity, and LibCST does not rebuild it."""
+
+    def __init__(self, tree: cst.CSTNode, hit) -> None:
+        super().__init__()
+        self.hot = hot_paths(tree, hit)
+
+    def on_visit(self, node) -> bool:
+        return (self.hot is None or id(node) in self.hot) and super().on_visit(node)
+
+
+class _SameArms(_Entering):
     """``a if test else a`` -> ``a`` (the tests of field guards are config reads without side effects)."""
 
     def leave_IfExp(self, original_node, updated_node):

@@ -16,7 +16,8 @@ class UsageError(RefactorError):
 @dataclass(frozen=True)
 class Gap:
     """Something the codemod could not transform, with where and why. Any gap makes the run exit 1; with
-    ``--partial`` the files are still written, with a marker comment at the spot."""
+    ``--partial`` the files are still written, with a marker comment above each statement that came from
+    ``loc`` (:mod:`markers`)."""
 
     loc: str  # file:line of the original code
     what: str

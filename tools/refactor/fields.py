@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import keyword
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -17,6 +18,7 @@ from tttv2_tools.trace_dependencies.constants import TTNN_NON_OPS
 
 from .cstutil import assigned_names, code, names_read, small_statement
 from .hoist import PLACEHOLDER, Registry
+from .naming import expression_name
 from .track import TrackingTransformer
 from .walk import hot_paths
 
@@ -61,6 +63,23 @@ class ToConstruction(cst.CSTTransformer):
         self.legacy = legacy
         self.methods = methods or set()
         self.lazy = lazy
+
+    hot: set[int] | None = None  # ids of the nodes worth entering (see walk.hot_paths); None: all
+
+    def on_visit(self, node) -> bool:
+        return (self.hot is None or id(node) in self.hot) and super().on_visit(node)
+
+    def may_change(self, node) -> bool:
+        """Whether a leave hook below may change ``node`` (a superset)."""
+        kind = type(node)
+        if kind is cst.Attribute:
+            value = node.value
+            return node.attr.value == "__name__" or (
+                type(value) is cst.Name and value.value == self.legacy and node.attr.value in self.methods
+            )
+        if kind is cst.Name:
+            return node.value == "self"
+        return kind is cst.SimpleStatementLine or (self.lazy and kind is cst.Call)
 
     def leave_Call(self, original_node, updated_node):
         """With ``lazy``, TTTv1's uploads (``ttnn.as_tensor`` / ``ttnn.from_torch``) become LazyWeights."""
@@ -137,12 +156,14 @@ def _is_ttnn(node: cst.BaseExpression) -> bool:
 
 
 def to_construction(node, class_name: str, methods: set[str] | None = None, lazy: bool = False):
-    return node.visit(ToConstruction(class_name, methods=methods, lazy=lazy))
+    rewriter = ToConstruction(class_name, methods=methods, lazy=lazy)
+    rewriter.hot = hot_paths(node, rewriter.may_change)  # the rest keeps its identity (and memoised text)
+    return node.visit(rewriter)
 
 
 # ------------------------------------------------------------------------------------------ naming
 def _sanitize(name: str) -> str:
-    name = re.sub(r"[^0-9A-Za-z_]", "_", name).strip("_").lower() or "value"
+    name = re.sub(r"\W", "_", unicodedata.normalize("NFKC", name)).strip("_").lower() or "value"
     if name[0].isdigit() or keyword.iskeyword(name):
         name = "value_" + name
     return name
@@ -197,12 +218,9 @@ def name_fields(
         conjunctions.setdefault(fingerprint, set()).add(conjunction)
         groups.setdefault(_sanitize(use.base), []).append(use)
     taken = set(reserved)
-    for base, uses in groups.items():
+    for base, uses in _borrowed_names_yield(groups, prints, taken).items():
         distinct = list(dict.fromkeys(prints[u.key] for u in uses))
-        per_mode: dict[str, set] = {}
-        for use in uses:
-            per_mode.setdefault(use.mode, set()).add(prints[use.key])
-        prefix = len(distinct) > 1 and all(len(v) == 1 for v in per_mode.values()) and len(per_mode) > 1
+        prefix = _per_mode(uses, prints)
         counter: dict[str, int] = {}
         for fingerprint in distinct:
             owners = [u for u in uses if prints[u.key] == fingerprint]
@@ -232,6 +250,48 @@ def name_fields(
                 table.by_key[owner.key] = name
     table.fields.sort(key=lambda f: min(u.key for u in registry.uses if table.by_key.get(u.key) == f.name))
     return table
+
+
+def _per_mode(uses: list, prints: dict[int, tuple]) -> bool:
+    """Whether the values wanting one name are one per mode (``decode_scale`` / ``prefill_scale``)."""
+    distinct = set(prints[u.key] for u in uses)
+    per_mode: dict[str, set] = {}
+    for use in uses:
+        per_mode.setdefault(use.mode, set()).add(prints[use.key])
+    return len(distinct) > 1 and all(len(v) == 1 for v in per_mode.values()) and len(per_mode) > 1
+
+
+def _borrowed_names_yield(groups: dict[str, list], prints: dict[int, tuple], reserved: set[str]) -> dict:
+    """The collision rule. A name wanted by several values, or a reserved one, stays with the value that is
+    that name (a config read, an attribute) or, when all of them borrowed it from their context (the local
+    or keyword they are given to), with the first in use order; the others that borrowed it take the name of
+    their own expression (``big = … if u == "a" …`` next to ``model_config["BIG"]``: ``u_is_a``). Values
+    still sharing a name are told apart by mode (``decode_`` / ``prefill_``) or by ``_2``, ``_3`` in use
+    order."""
+    out: dict[str, list] = {}
+    moved: list[tuple[str, object]] = []
+    for base, uses in groups.items():
+        distinct = list(dict.fromkeys(prints[u.key] for u in uses))
+        borrowed = {fp for fp in distinct if all(u.borrowed for u in uses if prints[u.key] == fp)}
+        if base in reserved:
+            keeper = None
+        elif _per_mode(uses, prints):
+            keeper, borrowed = distinct[0], set()  # told apart by mode: decode_ / prefill_
+        elif len(distinct) > 1:
+            keeper = next((fp for fp in distinct if fp not in borrowed), distinct[0])
+        else:
+            keeper = distinct[0]
+        for use in uses:
+            fingerprint = prints[use.key]
+            if fingerprint != keeper and fingerprint in borrowed:
+                own = _sanitize(expression_name(use.value))
+                if own != base:
+                    moved.append((own, use))
+                    continue
+            out.setdefault(base, []).append(use)
+    for own, use in moved:
+        out.setdefault(own, []).append(use)
+    return out
 
 
 def reduce_conjunctions(conjunctions: set[tuple]) -> list[tuple]:

@@ -34,6 +34,7 @@ from .cstutil import (
     summary,
 )
 from .errors import Gap
+from .naming import context_name
 from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
 from .walk import hot_paths, visit_read_only, walk
 
@@ -54,6 +55,7 @@ class FieldUse:
     loc: str  # file:line of the TTTv1 text
     guards: tuple[tuple[cst.BaseExpression, bool], ...] = ()  # static tests under which the code runs
     group: str = ""  # the function whose static code computes it (its fields function in from_model_args)
+    borrowed: bool = False  # ``base`` is the local / keyword the value is given to, not spelled from it
 
 
 @dataclass
@@ -62,9 +64,11 @@ class Registry:
 
     uses: list[FieldUse] = field(default_factory=list)
 
-    def add(self, base, value, params, mode, source, loc, guards=(), group="") -> int:
+    def add(self, base, value, params, mode, source, loc, guards=(), group="", borrowed=False) -> int:
         key = len(self.uses)
-        self.uses.append(FieldUse(key, base, value, tuple(params), mode, source, loc, tuple(guards), group))
+        self.uses.append(
+            FieldUse(key, base, value, tuple(params), mode, source, loc, tuple(guards), group, borrowed)
+        )
         return key
 
 
@@ -491,10 +495,19 @@ class Hoister(TrackingTransformer):
                     "where an exception TTTv1 handles at run time (a missing key) would not be caught",
                 )
             )
-        base = field_base_name(node, self.scope.facts.holders) or self._context_name(node)
-        guards = (*self.guards, *self._presence_guards(node))
+        base, borrowed = field_base_name(node, self.scope.facts.holders), False
+        if base is None:
+            base, borrowed = context_name(node, self.stack)
         key = self.registry.add(
-            base, node, params, self.mode, one_line(node, 160), self.loc_of(node), guards, self.group
+            base,
+            node,
+            params,
+            self.mode,
+            one_line(node, 160),
+            self.loc_of(node),
+            (*self.guards, *self._presence_guards(node)),
+            self.group,
+            borrowed,
         )
         replacement: cst.BaseExpression = placeholder(key)
         if params:
@@ -537,29 +550,34 @@ class Hoister(TrackingTransformer):
                 return True
         return False
 
-    def _context_name(self, node: cst.BaseExpression) -> str:
-        keyword = call = target = None
-        for parent in reversed(self.stack):
-            if keyword is None and isinstance(parent, cst.Arg) and parent.keyword is not None:
-                keyword = parent.keyword.value
-            elif call is None and isinstance(parent, cst.Call):
-                call = (dotted(parent.func) or "").rsplit(".", 1)[-1] or None
-            elif isinstance(parent, (cst.Assign, cst.AnnAssign)):
-                targets = assigned_names(parent) or []
-                target = targets[0] if len(targets) == 1 else None
-                break
-        if keyword is not None:
-            if call == "dict" and target:
-                return f"{target.removesuffix('_kwargs')}_{keyword}"
-            if call:
-                return f"{call}_{keyword}"
-            return keyword
-        if target:
-            return target
-        return slug(code(node))
-
     # -- traversal ---------------------------------------------------------------------------------
+    def hoist(self, tree: cst.CSTNode) -> cst.CSTNode:
+        """``tree`` with its hoistable expressions replaced, entering only the subtrees that hold one of
+        the nodes a hoisted expression needs (:meth:`_may_need`); the others keep their identity."""
+        self.hot = hot_paths(tree, self._may_need)
+        return tree.visit(self)
+
+    def _may_need(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` may make an expression around it hoistable: a choice, a ``self.X`` that is not a
+        device attribute, or a name of a local. An expression without any of them neither depends on
+        construction (its reads are its names, its ``self`` attributes its ``self.X``) nor is a choice, so
+        :meth:`_try_hoist` leaves it and everything in it alone. (Whether a local is static is not asked
+        here: its answer is memoised and may depend on the order of the questions.)"""
+        kind = type(node)
+        if kind is cst.Name:
+            return self.scope.is_local(node.value)
+        if kind is cst.Attribute:
+            value = node.value
+            return (
+                type(value) is cst.Name
+                and value.value == "self"
+                and node.attr.value not in self.scope.facts.device
+            )
+        return kind is cst.IfExp or kind is cst.BooleanOperation
+
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.hot is not None and id(node) not in self.hot:
+            return False  # nothing in it can be hoisted
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             self._shadowed_by_params(node)
         if isinstance(node, cst.Attribute):

@@ -15,6 +15,7 @@ from .fstrings import compatible_fstring
 from .helpers import ModuleNames
 from .source import Inputs, ParsedFile
 from .track import Provenance, TrackingTransformer
+from .walk import hot_paths
 
 #: How deep helpers calling helpers are followed.
 MAX_DEPTH = 6
@@ -215,8 +216,9 @@ class Inliner:
         caller_file: str,
         caller_locals: set[str],
         pure_call=None,
-    ) -> tuple[cst.Call, cst.FunctionDef, str, bool] | None:
-        """(the new call, the copy, its name, whether the copy is new) — None when nothing is gained."""
+    ) -> tuple[cst.Call, cst.FunctionDef | None, str, bool] | None:
+        """(the new call, the copy (None when it was made before), its name, whether the copy is new) — None
+        when nothing is gained."""
         assigned = summary(body.body).writes
         substitute: dict[str, cst.BaseExpression] = {}
         kept: list[str] = []
@@ -258,7 +260,8 @@ class Inliner:
                 name, n = f"{base}_{n}", n + 1
             self.taken.add(name)
             self.copies[key] = name
-        copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov)
+        # an existing copy is not made again (the caller uses the copy only when it is new)
+        copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov) if new else None
         passed = [
             cst.Arg(
                 binding[k] if binding.get(k) is not None else cst.Name(k),
@@ -323,6 +326,9 @@ def _same_binding(name: str, a: ModuleNames, b: ModuleNames) -> bool:
     if name in a.imports and name in b.imports:
         return a.imports[name] == b.imports[name]
     return False
+
+
+_SCOPES_AND_FSTRINGS = frozenset({cst.FunctionDef, cst.Lambda, cst.FormattedString})
 
 
 def _substituted(
@@ -401,7 +407,16 @@ def _substituted(
                 )
             return value
 
-    body = func.visit(_T())
+    transformer = _T()
+    # only names that may be substituted change; functions and lambdas are entered for their scopes, f-strings
+    # for the quotes of what lands in them
+    transformer.hot = hot_paths(
+        func,
+        lambda node: (
+            (type(node) is cst.Name and node.value in substitute) or type(node) in _SCOPES_AND_FSTRINGS
+        ),
+    )
+    body = func.visit(transformer)
     params = list(body.params.params)
     self_param = params[0] if is_method else cst.Param(cst.Name("self"))
     rest = params[1:] if is_method else params

@@ -691,7 +691,15 @@ class Planner:
                 return new_call
 
         transformer = _T(self.prov)
-        transformer.hot = hot_paths(func, lambda node: type(node) is cst.Call)
+        # only calls of helpers and methods can change (what a call resolves to is read from its callee,
+        # which this pass never rewrites); f-strings are entered for the quotes of what lands in them
+        transformer.hot = hot_paths(
+            func,
+            lambda node: (
+                type(node) is cst.FormattedString
+                or (type(node) is cst.Call and inliner.resolve(node, file) is not None)
+            ),
+        )
         return func.visit(transformer), copies
 
     def _call_mode(self, call: cst.Call, callee, binding: dict, mode: str) -> str:
@@ -745,7 +753,7 @@ class Planner:
             hoister = Hoister(
                 scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, guards=guards, group=group
             )
-            result = result.visit(hoister)
+            result = hoister.hoist(result)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
             hoister = Hoister(
@@ -758,12 +766,12 @@ class Planner:
                 prov=self.prov,
                 group=group,
             )
-            test = binding.test.visit(hoister)
+            test = hoister.hoist(binding.test)
             if set(summary(test).self_attrs) & self.facts.holders:
                 # a test on the config object itself (``"K" in self.model_config``): one field, the test's value
-                test = binding.test.visit(
-                    Hoister(scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, group=group)
-                )
+                test = Hoister(
+                    scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, group=group
+                ).hoist(binding.test)
             binding.test = test
         return final
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from .api import Result, generate
 from .cases import cases_from_store
 from .cstutil import clear_memos
-from .errors import MARKER, Gap, UsageError
+from .errors import Gap, UsageError
 from .files import Planned, run_formatter, with_header
+from .markers import mark_gaps
 from .report import Report, build_report
 from .testgen import default_cases, render_test
 from .testkit import KITS, kind_of
@@ -35,15 +36,6 @@ class Run:
 def _label(module_path: Path, target_dir: Path, class_name: str) -> str:
     relative = Path(os.path.relpath(module_path.resolve(), target_dir.resolve())).as_posix()
     return f"{relative} (class {class_name})"
-
-
-def _mark_gaps(code: str, gaps: list[Gap], module_name: str) -> str:
-    """``--partial``: a marker comment at the end of the header naming every spot that was not transformed."""
-    mine = [g for g in gaps if g.loc.split(":", 1)[0] == module_name or ":" not in g.loc]
-    if not mine:
-        return code
-    lines = [f"{MARKER}: {g.describe()}" for g in mine]
-    return "\n".join(lines) + "\n" + code
 
 
 def plan_run(
@@ -76,7 +68,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
         file_names[generated.topology] = generated.file_name
         code = generated.code
         if partial:
-            code = _mark_gaps(code, result.gaps, inputs.module.name)
+            code = mark_gaps(generated, result.gaps, inputs)
         if formatter:
             code = run_formatter(formatter, code, path)
         text = with_header(code, _label(module, out, inputs.class_name))

@@ -109,14 +109,15 @@ class StatementTransformer(TrackingTransformer):
         return super().on_visit(node)
 
 
+def _not_expression(node: cst.CSTNode) -> bool:
+    return not is_expression(node)
+
+
 def replace_node(tree: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNode, prov: Provenance | None):
     """``tree`` with ``target`` (found by identity) replaced, keeping provenance of everything else."""
 
-    base = (
-        StatementTransformer
-        if isinstance(target, (cst.BaseStatement, cst.BaseSmallStatement))
-        else TrackingTransformer
-    )
+    statement = isinstance(target, (cst.BaseStatement, cst.BaseSmallStatement))
+    base = StatementTransformer if statement else TrackingTransformer
 
     class _Replace(base):
         def on_leave(self, original_node, updated_node):
@@ -125,5 +126,6 @@ def replace_node(tree: cst.CSTNode, target: cst.CSTNode, replacement: cst.CSTNod
             return super().on_leave(original_node, updated_node)
 
     replacer = _Replace(prov)
-    replacer.hot = hot_paths(tree, lambda node: node is target)
+    # a statement replacer enters no expression: the search for the target (and for shared nodes) skips them too
+    replacer.hot = hot_paths(tree, lambda node: node is target, _not_expression if statement else None)
     return tree.visit(replacer)

@@ -13,7 +13,6 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Iterator
-from operator import attrgetter
 
 import libcst as cst
 from libcst._nodes.base import BaseLeaf
@@ -33,61 +32,85 @@ _VISIT_HELPERS = frozenset(
 _DEFAULT = cst.MaybeSentinel.DEFAULT
 _SEQUENCES = (tuple, list)
 
-#: node class -> a function giving the values of its fields that hold children, in LibCST's visit order
-_GETTERS: dict[type, object] = {}
+#: node class -> a function giving its children as a new list, in LibCST's visit order
+_CHILDREN: dict[type, object] = {}
 
 
-def _getter(cls: type):
-    found = _GETTERS.get(cls)
+def _children_of(cls: type):
+    """The children function of a node class, made once from the fields LibCST visits. A field LibCST
+    always visits as one node or as a sequence (and under no other helper) is read as such; any other field
+    may hold a node, a sequence or nothing, and is checked."""
+    found = _CHILDREN.get(cls)
     if found is None:
-        names = _child_fields(cls)
-        if not names:
-            found = _no_fields
-        elif len(names) == 1:
-            one = attrgetter(names[0])
-            found = lambda node: (one(node),)  # noqa: E731 - attrgetter of one name returns the value alone
-        else:
-            found = attrgetter(*names)
-        _GETTERS[cls] = found
+        fields = _child_fields(cls)
+        if all(kind != "any" for _, kind in fields):
+            items = ", ".join(f"node.{n}" if kind == "node" else f"*node.{n}" for n, kind in fields)
+            body = [f"    return [{items}]"]
+        else:  # keep LibCST's order: the checked fields sit between the others
+            body = ["    out = []"]
+            verb = {
+                "node": "out.append(node.{})",
+                "sequence": "out.extend(node.{})",
+                "any": "_add(out, node.{})",
+            }
+            body += [f"    {verb[kind].format(n)}" for n, kind in fields]
+            body.append("    return out")
+        source = "def children(node):\n" + "\n".join(body) + "\n"
+        namespace: dict = {"_add": _add}
+        exec(
+            compile(source, f"<children of {cls.__name__}>", "exec"), namespace
+        )  # our own text, made from field names
+        found = _CHILDREN[cls] = namespace["children"]
     return found
 
 
-def _no_fields(node: cst.CSTNode) -> tuple:
-    return ()
+def _add(out: list, value) -> None:
+    if value is None or value is _DEFAULT:
+        return
+    if type(value) in _SEQUENCES:
+        out.extend(value)
+    else:
+        out.append(value)
 
 
-def _child_fields(cls: type) -> tuple[str, ...]:
-    """The names of the fields of a node class that hold children, in LibCST's visit order."""
+def _child_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """(name, kind) of the fields of a node class that hold children, in LibCST's visit order; kind is
+    ``node`` (always one node), ``sequence`` (always a sequence) or ``any`` (a node, a sequence or nothing)."""
     method = cls._visit_and_replace_children
     if method is BaseLeaf._visit_and_replace_children:
-        names: tuple[str, ...] = ()
-    else:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-        calls = [
-            node
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in _VISIT_HELPERS
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-        ]
-        calls.sort(key=lambda c: (c.lineno, c.col_offset))
-        names = tuple(dict.fromkeys(c.args[1].value for c in calls))
-    return names
+        return ()
+    tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _VISIT_HELPERS
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+    ]
+    calls.sort(key=lambda c: (c.lineno, c.col_offset))
+    kinds: dict[str, set[str]] = {}
+    for call in calls:
+        name = call.args[1].value
+        passed = call.args[2] if len(call.args) > 2 else None
+        own = isinstance(passed, ast.Attribute) and passed.attr == name  # self.<name>, not a local
+        if own and call.func.id == "visit_required":
+            kind = "node"
+        elif own and call.func.id in _SEQUENCE_HELPERS:
+            kind = "sequence"
+        else:
+            kind = "any"
+        kinds.setdefault(name, set()).add(kind)
+    return tuple((name, found.pop() if len(found) == 1 else "any") for name, found in kinds.items())
+
+
+_SEQUENCE_HELPERS = frozenset({"visit_sequence", "visit_body_sequence"})
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """``node.children`` (same nodes, same order), without rebuilding ``node``."""
-    out: list[cst.CSTNode] = []
-    for value in _getter(type(node))(node):
-        if value is None or value is _DEFAULT:
-            continue
-        if type(value) in _SEQUENCES:  # a child field holds a node, a sequence of nodes, or nothing
-            out.extend(value)
-        else:
-            out.append(value)
-    return out
+    return (_CHILDREN.get(type(node)) or _children_of(type(node)))(node)
 
 
 def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
@@ -103,11 +126,13 @@ def walk(node: cst.CSTNode, enter=None) -> Iterator[cst.CSTNode]:
     """Every node of the subtree, ``node`` first, in LibCST's (pre-order) visit order; with ``enter``, the
     children of a node only when ``enter(node)`` is true (the node itself is always yielded)."""
     stack = [node]
+    known = _CHILDREN
     while stack:
         current = stack.pop()
         yield current
         if enter is None or enter(current):
-            stack.extend(reversed(children(current)))
+            kind = type(current)
+            stack.extend(reversed((known.get(kind) or _children_of(kind))(current)))
 
 
 def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
@@ -119,20 +144,26 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
     hot: set[int] = set()
     seen: set[int] = set()
     shared: set[int] = set()
+    known = _CHILDREN
+    add_hot, add_seen = hot.add, seen.add
 
     def mark(node: cst.CSTNode, inside_shared: bool) -> bool:
         ident = id(node)
         if ident in seen:
             shared.add(ident)
-        seen.add(ident)
-        inside_shared = inside_shared or ident in shared
+            inside_shared = True
+        else:
+            add_seen(ident)
+            if shared and ident in shared:
+                inside_shared = True
         found = inside_shared or hit(node)
         if enter is None or enter(node):
-            for child in children(node):
+            kind = type(node)
+            for child in (known.get(kind) or _children_of(kind))(node):
                 if mark(child, inside_shared):
                     found = True
         if found:
-            hot.add(ident)
+            add_hot(ident)
         return found
 
     mark(tree, False)

@@ -271,13 +271,23 @@ class Facts(Part):
         ``not``, or a local whose one assignment is such a value), else None. An and/or chain is never one, even
         when it names a single fact: ``mem = TG and CFG or DRAM`` yields CFG or DRAM, and ``TG and x > 3`` is
         not the galaxy fact (a rewriter that replaced either by True/False would change the result)."""
-        tree = self.fact_tree(e, info)
+        tree = self._name_fact_tree(e, info) if type(e) is ast.Name else self.fact_tree(e, info)
         polarity = 1
         while tree is not None and tree[0] == "not":
             polarity, tree = -polarity, tree[1]
         if tree is None or tree[0] != "fact":
             return None
         return tree[1], tree[2] * polarity
+
+    def _name_fact_tree(self, e: ast.Name, info: FuncInfo):
+        """``fact_tree`` of a name as far as :meth:`exact_fact` needs it: a local's one value, else the galaxy fact
+        the name means. The steps ``fact_tree`` takes after those cannot make a name a fact (no second alias
+        lookup, no compare or call forms; an open parameter test is never one), so the answer is the same."""
+        alias = self._alias_value(e, info)
+        if alias is not None:
+            return self.fact_tree(alias[1], alias[0], 1)
+        polarity = self.galaxy_polarity(e, info)
+        return ("fact", "galaxy", polarity) if polarity else None
 
     def _is_model_name_check(self, e: ast.Compare) -> bool:
         parts = [e.left, *e.comparators]

@@ -11,6 +11,7 @@ engine code, so the two never disagree.
 from __future__ import annotations
 
 import ast
+import re
 
 from .astutil import endswith_mode
 from .decision import assumption, eval_tree
@@ -22,11 +23,14 @@ from .scan import children
 _DECIDABLE = ("galaxy", "mesh_1d", "single_device", "mode:decode", "mode:prefill")
 _LEAF_TYPES = frozenset({ast.Compare, ast.Name, ast.Attribute, ast.Call})
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+# how an attribute ``.DECODE`` / ``.PREFILL`` can be spelled: the dot, then blanks, line continuations or comments
+_MODE_MEMBER = re.compile(r"\.(?:\s|\\|#[^\n]*)*(?:DECODE|PREFILL)(?!\w)")
 
 
 def fact_sites(engine: Engine) -> list[FactSite]:
     """Fact sites of every function the engine visited outside the config module, sorted by location."""
     out: list[FactSite] = []
+    line_starts: dict[int, list[int] | None] = {}  # per file, this call only: where each line starts
     for fid, phases in engine.out.scanned.items():
         info = engine.out.funcs.get(fid)
         if info is None or info.file is engine.st.config:
@@ -42,7 +46,7 @@ def fact_sites(engine: Engine) -> list[FactSite]:
             if kind in _SCOPES:
                 continue  # nested functions are visited as functions of their own
             if kind in _LEAF_TYPES and type(getattr(node, "ctx", None)) is not ast.Store:
-                site = _site(engine, info, node, phase, form)
+                site = _site(engine, info, node, phase, form, line_starts)
                 if site is not None:
                     out.append(site)
                     continue
@@ -67,7 +71,9 @@ def decide_fact(site: FactSite, *, topology: str, mode: str | None):
     return eval_tree(("fact", site.fact, site.polarity), assumption(topology, mode))
 
 
-def _site(engine: Engine, info, node: ast.AST, phase: str, form: list[str]) -> FactSite | None:
+def _site(
+    engine: Engine, info, node: ast.AST, phase: str, form: list[str], line_starts: dict[int, list[int] | None]
+) -> FactSite | None:
     exact = engine.exact_fact(node, info)
     if exact is not None and exact[0] in _DECIDABLE:
         fact, polarity = exact
@@ -76,7 +82,7 @@ def _site(engine: Engine, info, node: ast.AST, phase: str, form: list[str]) -> F
     else:
         return None
     if not form:
-        form.append(_mode_form(info))
+        form.append(_mode_form(info, line_starts))
     end = node.end_lineno or node.lineno
     file = info.file
     span = Span(
@@ -93,7 +99,7 @@ def _site(engine: Engine, info, node: ast.AST, phase: str, form: list[str]) -> F
     )
 
 
-def _mode_form(info) -> str:
+def _mode_form(info, line_starts: dict[int, list[int] | None]) -> str:
     """How the function spells its mode: "enum" when it normalises it (``mode = Mode(mode)``) or compares it
     with ``Mode.X`` members, else "str" (the strings "decode" / "prefill")."""
     for sites in info.assigns.values():
@@ -101,6 +107,8 @@ def _mode_form(info) -> str:
             value = site.value
             if isinstance(value, ast.Call) and endswith_mode(value.func):
                 return "enum"
+    if not _may_name_a_mode_member(info, line_starts):
+        return "str"
     stack = [info.node]
     while stack:
         node = stack.pop()
@@ -110,3 +118,38 @@ def _mode_form(info) -> str:
                     return "enum"
         stack.extend(children(node))
     return "str"
+
+
+def _may_name_a_mode_member(info, line_starts: dict[int, list[int] | None]) -> bool:
+    """False when the function's source lines (decorators included) spell no attribute ``.DECODE`` /
+    ``.PREFILL``: then no ``Mode.X`` comparison can be in it and the whole-function walk of :func:`_mode_form` is
+    skipped. Python reads identifiers NFKC-normalised, so a file that is not plain ASCII is searched normalised;
+    a file with carriage returns (which end lines too) always says True: the answer never differs from the
+    walk's."""
+    file = info.file
+    text = file.text
+    node = info.node
+    if getattr(node, "lineno", None) is None:
+        return True
+    key = id(file)
+    if key not in line_starts:
+        starts = None
+        if "\r" not in text:
+            starts = [0]
+            find = text.find
+            at = find("\n")
+            while at != -1:
+                starts.append(at + 1)
+                at = find("\n", at + 1)
+        line_starts[key] = starts
+    starts = line_starts[key]
+    if starts is None:
+        return True
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+    last = node.end_lineno or node.lineno
+    segment = text[starts[first - 1] : starts[last] if last < len(starts) else len(text)]
+    if not file.ascii:
+        import unicodedata
+
+        segment = unicodedata.normalize("NFKC", segment)
+    return _MODE_MEMBER.search(segment) is not None

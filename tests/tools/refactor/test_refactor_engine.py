@@ -108,7 +108,7 @@ def test_static_choices_move_to_construction(block):
     assert "self.config.dim == 8192" in binder and "_decode_dim_eq_8192_true" in binder
     assert "ttnn.relu" in _method(one_d, "_decode_dim_eq_8192_true")
     # the value the same branch selects (extra = 1 / 2) is computed at construction: one field for the sum
-    assert "self.config.decode_scale_extra" in decode
+    assert "self.config.decode_scale_plus_extra" in decode
     bridge = _method(one_d, "from_model_args")
     assert "extra = 1" in bridge and "extra = 2" in bridge
     # the run-time branch stays; config reads become fields, a lambda of seq_len a callable field
@@ -116,7 +116,7 @@ def test_static_choices_move_to_construction(block):
     assert "self.config.out_memcfg(seq_len)" in decode
     assert "self.args" not in one_d.split("def from_model_args")[0]
     fields = {f.name: f for f in block.modules[0].rendered.fields.fields}
-    assert code(fields["decode_scale_extra"].value) == "scale + extra"
+    assert code(fields["decode_scale_plus_extra"].value) == "scale + extra"
     assert fields["out_memcfg"].modes == ["decode", "prefill"]  # the same read in both modes: one field
     bridge = _method(one_d, "from_model_args")
     assert "scale = legacy.args.scale" in bridge and "scale = legacy.args.prefill_scale" in bridge
