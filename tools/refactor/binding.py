@@ -24,6 +24,24 @@ from .walk import visit_read_only, walk
 STATIC_KINDS = frozenset({"static", "weights", "mode"})
 
 
+def local_kinds_by_name(kinds: dict[str, list[str] | None]) -> dict[str, list[str] | None]:
+    """``kinds`` with one more entry, ``local:F:Q:NAME@*``, per local that the analysis versions by assignment.
+
+    trace-deps gives a local assigned in several places one node per assignment (``local:F:Q:step@12:12``);
+    the codemod asks about the name. ``@*`` holds the union of the versions' kinds, which
+    :meth:`Scope.static_name` uses when the specialised function still assigns the name more than once: a local
+    set in both arms of a run-time ``if`` is run-time wherever it is read, even when every value it is given is
+    static. (Before, such a local was "not in the graph", taken as static, and hoisted into a field made of its
+    own name: ``step=step``, a ``NameError`` at construction.)"""
+    merged: dict[str, set[str]] = {}
+    for node, node_kinds in kinds.items():
+        if node.startswith("local:") and "@" in node:
+            merged.setdefault(node.rsplit("@", 1)[0] + "@*", set()).update(node_kinds or ())
+    out = dict(kinds)
+    out.update({name: sorted(k) for name, k in merged.items()})
+    return out
+
+
 @dataclass
 class ClassFacts:
     """What the codemod knows about the ``self`` attributes of the TTTv1 class."""
@@ -74,7 +92,10 @@ class Scope:
             self.local_static[name] = False
             return False
         self.local_static[name] = False  # cycles are dynamic until proven otherwise
-        kinds = self.kinds.get(f"local:{self.file}:{self.qualname}:{name}")
+        node = f"local:{self.file}:{self.qualname}:{name}"
+        kinds = self.kinds.get(node)
+        if kinds is None and len(self.assignments[name]) > 1:
+            kinds = self.kinds.get(node + "@*")  # versions of a local assigned in several places
         result = kinds is None or set(kinds) <= STATIC_KINDS
         # and every value it is given can be computed at construction (known, and free of side effects)
         result = result and all(v is not None and self.is_static(v) for v in self.assignments[name])

@@ -10,7 +10,14 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_NAMES
 
-from .binding import MUTATORS, ClassFacts, Scope, collect_assignments, mutated_locals
+from .binding import (
+    MUTATORS,
+    ClassFacts,
+    Scope,
+    collect_assignments,
+    local_kinds_by_name,
+    mutated_locals,
+)
 from .cleanup import remove_dead_code
 from .cstutil import (
     assigned_names,
@@ -337,7 +344,9 @@ class Planner:
         self.methods = methods_of(inputs.klass)
         self.parsed = inputs.module
         self.analysis = inputs.analysis
-        self.kinds = {n: d.get("kinds") for n, d in inputs.analysis.graph.nodes(data=True)}
+        self.kinds = local_kinds_by_name(
+            {n: d.get("kinds") for n, d in inputs.analysis.graph.nodes(data=True)}
+        )
         self.prov = Provenance()
         self.registry = Registry()
         self.helper_ops = _helper_ops(inputs)

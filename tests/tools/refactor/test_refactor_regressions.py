@@ -232,3 +232,20 @@ def test_a_syntax_error_is_placed_where_python_places_it(tmp_path):
     broken.write_text("class A:\n    def forward(self, x, mode)\n        return x\n")
     with pytest.raises(UsageError, match=r"broken.py:2:31: does not parse: expected ':'$"):
         generate(broken)
+
+
+# ------------------------------------------------------------------------------------------ a local set in both arms
+def test_a_local_set_in_both_arms_of_a_runtime_if_stays_a_local(tmp_path):
+    """``step`` takes ``dim * 2`` or ``dim - 1`` by a run-time test: each value is a field and ``step`` stays a
+    local. It was one field ``step=step`` (a ``NameError`` in ``from_model_args``)."""
+    result = generate(INPUTS / "rfx" / "arms.py")
+    assert result.gaps == []
+    generated = _generated_class(result, "1d", tmp_path)
+    ModelArgs = _tttv1("model_config", "ModelArgs")
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    args = ModelArgs(mesh)
+    old, new = _tttv1("arms", "Arms")(mesh, args), generated.from_model_args(mesh, args)
+    for mode, rows in (("decode", 32), ("prefill", 32), ("prefill", 64)):
+        expected = old.forward(replicated(_rows(rows), mesh), mode)
+        assert_identical(expected, new.forward(replicated(_rows(rows), mesh), mode), f"{mode} {rows}")
+    ttnn.close_mesh_device(mesh)
