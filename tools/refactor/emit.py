@@ -18,6 +18,7 @@ from .cstutil import (
     block_statements,
     code,
     names_read,
+    names_written,
     one_line,
     slug,
     small_statement,
@@ -25,6 +26,7 @@ from .cstutil import (
 )
 from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
+from .galaxy import galaxy_tests, has_galaxy_sites
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
 from .plan import SINGLE, ClassPlan, MethodPlan
@@ -346,6 +348,7 @@ class Emitter:
                     f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.other_class}")'
                 )
             ]
+            checks += self._galaxy_checks(flag)
             if flag is not None and self._flag_is_fact(flag):  # specialised too: it must agree with the mesh
                 galaxy = self.plan.topology == "2d"
                 checks.append(
@@ -373,8 +376,45 @@ class Emitter:
         return [
             cst.parse_statement(
                 f'if {wrong}:\n    raise ValueError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
-            )
+            ),
+            *self._galaxy_checks(flag),
         ]
+
+    def _galaxy_checks(self, flag: str | None) -> list[cst.BaseStatement]:
+        """TTTv1's own galaxy tests, on the constructor's arguments: the mesh shape does not decide them (a 2x4
+        mesh is 2-D, yet ``num_devices == 32`` is False there), and this class is TTTv1's code for one answer.
+        A module whose galaxy tests cannot be written that way is reported (its 2D code would run unchecked)."""
+        tests = [t for t in galaxy_tests(self.inputs) if t.text != flag]
+        if not tests and flag is None and has_galaxy_sites(self.inputs):
+            self.gaps.append(
+                Gap(
+                    f"{self.inputs.module.name}:1",
+                    f"{self.tttv1_class}: the galaxy test",
+                    "no galaxy test of the class can be written with the constructor's arguments alone, so "
+                    "from_model_args could not check that TTTv1 takes the galaxy code it was specialised on",
+                )
+            )
+        galaxy = self.plan.topology == "2d"
+        out: list[cst.BaseStatement] = []
+        for test in tests:
+            expected = galaxy if test.polarity > 0 else not galaxy
+            message = (
+                f"{self.name}: TTTv1's galaxy test `{test.text}` ({test.loc}) is {not expected} for these "
+                f"arguments, but {self.name} is TTTv1's code for when it is {expected}"
+                + (f"; use {self.other_class}" if not galaxy else "")
+            )
+            out.append(
+                _with_comment(
+                    cst.parse_statement(f"galaxy_test = {test.text}"),
+                    f"TTTv1's code differs with this test ({test.loc}): this class is its {expected} side",
+                )
+            )
+            out.append(
+                cst.parse_statement(
+                    f"if {'not ' if expected else ''}galaxy_test:\n    raise ValueError({message!r})\n"
+                )
+            )
+        return out
 
     def _flag_is_fact(self, flag: str) -> bool:
         """Whether the analysis reads the constructor's ``flag`` as the galaxy fact (so it was specialised)."""
@@ -402,12 +442,41 @@ class Emitter:
 
 
         def _on_device(value):
-            """A LazyWeight as its device tensor (memoised), lists element by element, anything else as it is."""
+            """A LazyWeight as its device tensor (memoised), lists, tuples and dicts item by item, anything else as it is."""
             if isinstance(value, LazyWeight):
                 return value.get_device_weight()
             if isinstance(value, (list, tuple)):
                 return type(value)(_on_device(item) for item in value)
+            if isinstance(value, dict):
+                return type(value)((key, _on_device(item)) for key, item in value.items())
             return value
+
+
+        def _holds_weights(value):
+            """Whether a value is a LazyWeight or a list, tuple or dict holding one (at any depth)."""
+            if isinstance(value, LazyWeight):
+                return True
+            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+            return any(_holds_weights(item) for item in items)
+
+
+        def _load_weight_fields(module):
+            """Every other field of the module's config that holds LazyWeights (a weight TTTv1 builds in a helper method, or keeps in a container), as device tensors in that config."""
+            for item in dataclasses.fields(module.config):
+                value = getattr(module.config, item.name)
+                if item.name not in vars(module) and _holds_weights(value):
+                    setattr(module.config, item.name, _on_device(value))
+
+
+        def _check_weight_fields(owner, config):
+            """A LazyWeight where load_device_weights() cannot reach it (in a set, or an object's attribute) would reach ttnn unconverted: refused."""
+            for item in dataclasses.fields(config):
+                value = getattr(config, item.name)
+                if isinstance(value, (list, tuple, dict)) or _holds_weights(value):
+                    continue
+                inner = list(value) if isinstance(value, (set, frozenset)) else list(getattr(value, "__dict__", {}).values())
+                if any(_holds_weights(part) for part in inner):
+                    raise ValueError(f"{owner}: config field {item.name} holds a LazyWeight inside a {type(value).__name__}, which load_device_weights() cannot convert")
         '''
         return list(cst.parse_module(textwrap.dedent(text)).body)
 
@@ -454,7 +523,7 @@ class Emitter:
             else f'{self._topology_check_name()}("{self.name}", config.mesh_device, None)'
         )
         if self.mesh_param is None or self.other_class is None:
-            check = "pass  # the TTTv1 module has no topology-dependent code: every mesh"
+            check = "# the TTTv1 module has no topology-dependent code: every mesh"
         text = f'''
         def __init__(self{params}, **fields: Any) -> None:
             """The device tensors and every other field of {self.config_name} (from_model_args computes them from TTTv1's ModelArgs)."""
@@ -469,6 +538,7 @@ class Emitter:
         def _resolve_config(config: {self.config_name}) -> {self.config_name}:
             """A copy of the config (the caller's object is never changed), after the topology check."""
             {check}
+            _check_weight_fields("{self.name}", config)
             return dataclasses.replace(config)
         '''
         return list(cst.parse_module(textwrap.dedent(text)).body)
@@ -488,6 +558,7 @@ class Emitter:
                     if getattr(self, "_device_weights_loaded", False):
                         return
                     __BODY__
+                    _load_weight_fields(self)
                     self._device_weights_loaded = True
                 """,
                 BODY=lines,
@@ -560,6 +631,7 @@ class Emitter:
         methods = self.construction_methods
         init_body = [to_construction(s, self.tttv1_class, methods, lazy=True) for s in plan.init_body]
         init_body = [s for s in init_body if isinstance(s, cst.CSTNode) and not _docstring(s)]
+        init_body = self._early_return_safe(init_body)
         nested = []
         for func in plan.init_methods:
             converted = to_construction(func, self.tttv1_class, methods, lazy=True)
@@ -640,6 +712,34 @@ class Emitter:
         )
         return [func]
 
+    def _early_return_safe(self, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """TTTv1's ``__init__`` body as a nested function run once when it can ``return`` early: the return then
+        ends that body, as in TTTv1, not ``from_model_args`` (which would return None). The names it binds stay
+        ``from_model_args``'s own (``nonlocal``), for the code after it."""
+        returns = [r for s in body for r in _own_returns(s)]
+        if not returns:
+            return body
+        params = {p.name.value for p in [*self.plan.init_params.params, *self.plan.init_params.kwonly_params]}
+        bound = sorted(set().union(*(names_written(s) for s in body)) - {LEGACY})
+        originals = [r for s in self.plan.init_body for r in _own_returns(s)]
+        lines = [self.inputs.module.line_of(r) for r in originals]
+        where = next((f"{self.inputs.module.name}:{line}" for line in lines if line), self.inputs.module.name)
+        out: list[cst.BaseStatement] = []
+        fresh = [n for n in bound if n not in params]
+        if fresh:
+            out.append(cst.parse_statement(" = ".join([*fresh, "None"])))
+        inner = [cst.parse_statement(f"nonlocal {', '.join(bound)}")] if bound else []
+        func = cst.FunctionDef(
+            name=cst.Name("_tttv1_init"),
+            params=cst.Parameters(),
+            body=cst.IndentedBlock(body=[*inner, *body]),
+        )
+        out.append(
+            _with_comment(func, f"TTTv1's __init__ body: its early return ({where}) ends only this body")
+        )
+        out.append(cst.parse_statement("_tttv1_init()"))
+        return out
+
     def _empty_groups(self, table: FieldTable, mode: str) -> list[tuple[str, list]]:
         """Groups with fields but no static code of their own (e.g. the mesh field)."""
         known = set(self.plan.modes[mode].construction)
@@ -711,6 +811,15 @@ def _checks(statements: list[cst.BaseStatement]) -> bool:
     """Whether static code contains an ``assert`` or ``raise``: TTTv1's own checks, kept even when no field
     needs the code around them."""
     return any(type(node) in (cst.Assert, cst.Raise) for s in statements for node in walk(s))
+
+
+def _own_returns(node: cst.CSTNode) -> list[cst.Return]:
+    """The ``return`` statements of a block's own code (not those of functions or classes defined in it)."""
+    if isinstance(node, cst.Return):
+        return [node]
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return []
+    return [r for child in node.children for r in _own_returns(child)]
 
 
 def _trailing(text: str) -> cst.TrailingWhitespace:

@@ -171,7 +171,6 @@ class MemberCheck:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == "from_model_args":
                 body[index] = self._construction(statement)
                 self._defaults(statement, module)
-                self._weights(statement, _device_attributes(body))
         self._run_time(body)
         body = self._carry_constants(body)
         new_class = klass.with_changes(body=klass.body.with_changes(body=body))
@@ -244,44 +243,6 @@ class MemberCheck:
                     )
                     if gap not in self.gaps:
                         self.gaps.append(gap)
-
-    def _weights(self, func: cst.FunctionDef, device: set[str]) -> None:
-        """An attribute TTTv1's __init__ sets to an uploaded weight (``_lazy_weight`` here) through a helper, a
-        lambda, a list or a dict is a LazyWeight at construction: unless it is one of the device tensors that
-        ``load_device_weights`` converts, ttnn would receive the LazyWeight."""
-        producers: set[str] = set()
-        for _ in range(4):  # helpers calling helpers
-            for node in walk(func.body):
-                if isinstance(node, cst.FunctionDef) and _calls_any(node.body, producers):
-                    producers.add(node.name.value)
-                elif isinstance(node, cst.Assign) and _calls_any(node.value, producers):
-                    producers |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
-        for node in walk(func.body):
-            if not isinstance(node, cst.Assign) or not _calls_any(node.value, producers):
-                continue
-            in_dict = any(
-                isinstance(n, (cst.Dict, cst.DictComp)) and _calls_any(n, producers) for n in walk(node.value)
-            )
-            for target in node.targets:
-                attr = target.target
-                if not (
-                    isinstance(attr, cst.Attribute)
-                    and isinstance(attr.value, cst.Name)
-                    and attr.value.value == LEGACY
-                ):
-                    continue
-                if attr.attr.value not in device:
-                    self._gap(
-                        attr.attr.value,
-                        "a weight uploaded by a helper method: not recognised as a device tensor, so it would "
-                        "reach ttnn as a LazyWeight",
-                    )
-                elif in_dict:
-                    self._gap(
-                        attr.attr.value,
-                        "weights held in a dict: load_device_weights converts lists and tuples of LazyWeights, "
-                        "not dicts, so they would reach ttnn as LazyWeights",
-                    )
 
     # -- run time: self.X / cls.X in the generated methods -------------------------------------------
     def _run_time(self, body: list[cst.BaseStatement]) -> None:
@@ -378,22 +339,6 @@ def _assigned_name(statement: cst.BaseStatement) -> str | None:
     if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Name):
         return small.targets[0].target.value
     return None
-
-
-def _calls_any(node: cst.CSTNode, producers: set[str]) -> bool:
-    """Whether ``node`` calls ``_lazy_weight`` (TTTv1's upload, made lazy) or one of ``producers``."""
-    names = producers | {"_lazy_weight"}
-    return any(
-        isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in names for n in walk(node)
-    )
-
-
-def _device_attributes(body: list[cst.BaseStatement]) -> set[str]:
-    """The attributes ``load_device_weights`` converts (``self.X = _on_device(self.config.X)``)."""
-    for statement in body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == "load_device_weights":
-            return _attributes_written(statement, "self") or set()
-    return set()
 
 
 def _module_level_names(module: cst.Module) -> set[str]:

@@ -12,6 +12,7 @@ from .cases import cases_from_store
 from .cstutil import clear_memos
 from .errors import Gap, UsageError
 from .files import Planned, run_formatter, with_header
+from .helpers import dotted_module_of
 from .markers import mark_gaps
 from .report import Report, build_report
 from .testgen import default_cases, render_test
@@ -102,6 +103,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
                     cases=topology_cases,
                     has_hf=kit in HF_KINDS,
                     cases_origin=cases_origin,
+                    legacy=(module, dotted_module_of(module), inputs.class_name),
                 )
                 if formatter:
                     code = run_formatter(formatter, code, test_path)

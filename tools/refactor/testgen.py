@@ -61,10 +61,14 @@ def render_test(
     cases: list[Case],
     has_hf: bool,
     cases_origin: str,
+    legacy: tuple[Path, str, str],
     modes: tuple[str, ...] = ("decode", "prefill"),
 ) -> str:
-    """The text of one generated test file (without the tool's header)."""
+    """The text of one generated test file (without the tool's header). ``legacy``: the TTTv1 module the
+    generated one came from (its path, dotted name and class), which the equivalence test runs."""
     relative = Path(os.path.relpath(module_path, test_path.parent)).as_posix()
+    legacy_path, legacy_module, legacy_class = legacy
+    legacy_relative = Path(os.path.relpath(legacy_path.resolve(), test_path.parent.resolve())).as_posix()
     stem = test_path.stem.removeprefix("test_")
     params = "\n".join(
         f'    pytest.param({c.mesh_shape!r}, "{c.mode}", {c.seq_len}, "{c.model}", id="{c.id}"),'
@@ -106,7 +110,9 @@ import pytest
 
 from tttv2_tools.refactor import testkit
 
-KIT = testkit.kit("{kit_name}")
+# the input module's own class (the kit only says how TTTv1 builds and feeds a module of its kind)
+TTTV1_CLASS = testkit.load_legacy(__file__, "{legacy_relative}", "{legacy_module}", "{legacy_class}")
+KIT = testkit.kit("{kit_name}", TTTV1_CLASS)
 {class_name} = testkit.load_generated(__file__, "{relative}", "{class_name}")
 
 # {cases_origin}

@@ -8,8 +8,10 @@ lives here, once. torch, transformers and tttv1 are imported inside the function
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +31,49 @@ PREFILL_ROWS = 128
 def load_generated(test_file: str, relative: str, class_name: str):
     """The class ``class_name`` of the generated module at ``relative`` (a path from the test file's folder)."""
     path = (Path(test_file).parent / relative).resolve()
-    name = f"_tttv2_refactor_generated_{path.stem}_{abs(hash(str(path)))}"
+    module = _exec_file(path, f"_tttv2_refactor_generated_{path.stem}_{abs(hash(str(path)))}")
+    return getattr(module, class_name)
+
+
+def load_legacy(test_file: str, relative: str, dotted: str, class_name: str):
+    """The class ``class_name`` of the TTTv1 module the tests were generated from (``relative``: its path from
+    the test file's folder): imported by its dotted name when that name resolves to this very file, else loaded
+    from the file under a private name in the same package. Either way it is the input's own code, never a
+    built-in module that happens to have the same file and class names."""
+    path = (Path(test_file).parent / relative).resolve()
+    if not path.is_file():
+        raise ImportError(
+            f"load_legacy: the TTTv1 module {path} (the input of tttv2-refactor) does not exist"
+        )
+    _tttv1()  # the ttnn import hook of TTTv1 modules
+    module = _imported_as(dotted, path)
+    if module is None:
+        package = dotted.rpartition(".")[0]
+        private = f"_tttv2_refactor_tttv1_{path.stem}_{abs(hash(str(path)))}"
+        module = _exec_file(path, f"{package}.{private}" if package else private)
+    if not isinstance(getattr(module, class_name, None), type):
+        raise ImportError(f"load_legacy: {path} has no class {class_name}")
+    return getattr(module, class_name)
+
+
+def _imported_as(dotted: str, path: Path):
+    """The module ``dotted`` when importing it gives the file ``path``, else None."""
+    try:
+        spec = importlib.util.find_spec(dotted)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None)
+    if not origin or not os.path.isfile(origin) or not os.path.samefile(origin, path):
+        return None
+    return importlib.import_module(dotted)
+
+
+def _exec_file(path: Path, name: str):
     module = sys.modules.get(name)
     if module is None:
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            raise ImportError(f"load_generated: cannot load {path}")
+            raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses resolve annotations through sys.modules
         try:
@@ -42,7 +81,7 @@ def load_generated(test_file: str, relative: str, class_name: str):
         except BaseException:
             del sys.modules[name]
             raise
-    return getattr(module, class_name)
+    return module
 
 
 def assert_identical(expected, got, what: str = "output") -> None:
@@ -106,9 +145,10 @@ class Kit:
     """How TTTv1 builds, feeds and reads one kind of module."""
 
     kind: str
-    tttv1_module: str
+    tttv1_module: str  # the built-in TTTv1 module of this kind: it names the kind (see kind_of)
     tttv1_class: str
     models: tuple[str, ...] = DEFAULT_MODELS
+    legacy: type | None = None  # the TTTv1 class under test (the codemod's input); None: the built-in one
     _built: dict = field(default_factory=dict, repr=False)
 
     # -- building ------------------------------------------------------------------------------
@@ -116,6 +156,8 @@ class Kit:
         raise NotImplementedError
 
     def legacy_class(self):
+        if self.legacy is not None:
+            return self.legacy
         _tttv1()
         return getattr(importlib.import_module(self.tttv1_module), self.tttv1_class)
 
@@ -594,10 +636,14 @@ KITS: dict[str, Kit] = {
 }
 
 
-def kit(name: str) -> Kit:
+def kit(name: str, legacy: type | None = None) -> Kit:
+    """The recipe of a module kind; with ``legacy``, for that TTTv1 class (the codemod's input, see
+    :func:`load_legacy`) instead of the built-in one: the kit only says how to build and feed it."""
     if name not in KITS:
         raise ValueError(f"testkit.kit: unknown module kind {name!r} (known: {', '.join(sorted(KITS))})")
-    return KITS[name]
+    if legacy is None:
+        return KITS[name]
+    return dataclasses.replace(KITS[name], legacy=legacy, _built={})
 
 
 def kind_of(module_path: Path, class_name: str) -> str | None:
@@ -609,4 +655,13 @@ def kind_of(module_path: Path, class_name: str) -> str | None:
     return None
 
 
-__all__ = ["KITS", "Kit", "assert_identical", "kind_of", "kit", "load_generated", "to_host_rows"]
+__all__ = [
+    "KITS",
+    "Kit",
+    "assert_identical",
+    "kind_of",
+    "kit",
+    "load_generated",
+    "load_legacy",
+    "to_host_rows",
+]

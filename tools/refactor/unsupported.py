@@ -5,7 +5,6 @@ would otherwise emit code that runs, silently different):
   properties): specialising and inlining work on the undecorated body;
 - ``super().method(...)``: the base class's code is not inlined, and in the generated class ``super()`` is
   ``TTModule`` (``super().forward`` would call the generated ``forward`` again);
-- an early ``return`` in ``__init__`` (its body is copied into ``from_model_args``);
 - a module global that a ``global`` statement changes: TTTv1 reads its current value on every call, the
   generated module would use the value it had when it was generated (or at construction).
 """
@@ -52,16 +51,6 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                         "super() is TTModule",
                     )
                 )
-    init = methods.get("__init__")
-    early = _early_return(init) if init is not None else None
-    if early is not None:
-        gaps.append(
-            Gap(
-                parsed.loc(early),
-                f"return in {inputs.class_name}.__init__",
-                "an early return in __init__: copied into from_model_args it would return None from there",
-            )
-        )
     readers = [methods[n] for n in reached] + _functions_called(reached, methods, functions)
     for name in sorted(globals_changed):
         for func in readers:
@@ -77,15 +66,6 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 )
                 break
     return gaps
-
-
-def _early_return(func: cst.FunctionDef) -> cst.Return | None:
-    """A ``return`` of ``func`` itself (not of a function or lambda nested in it)."""
-
-    def enter(node: cst.CSTNode) -> bool:
-        return node is func.body or not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
-
-    return next((n for n in walk(func.body, enter) if isinstance(n, cst.Return)), None)
 
 
 def _reached(methods: dict[str, cst.FunctionDef], entry: str) -> set[str]:

@@ -2,11 +2,9 @@
 
 import ttnn
 
-LINKS_GALAXY = 4
 
-
-def links_for(num_devices):
-    return LINKS_GALAXY if num_devices == 32 else 1
+def links_for(dim):
+    return dim // 32
 
 
 def scaled(x, links):

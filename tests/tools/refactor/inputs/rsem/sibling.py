@@ -6,7 +6,7 @@ from .scales import links_for, scaled
 class Sibling:
     def __init__(self, mesh_device, args):
         self.args = args
-        self.links = links_for(args.num_devices)
+        self.links = links_for(args.dim)
 
     def forward(self, x, mode):
         return scaled(x, self.links + 1)

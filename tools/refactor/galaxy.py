@@ -1,0 +1,144 @@
+"""The galaxy tests a generated module was specialised on, as expressions of TTTv1's constructor arguments, so
+that ``from_model_args`` can check them before any device work.
+
+The 2D module is TTTv1's code for "galaxy" (the analysis's fact), the 1D module its code for "not galaxy". The
+mesh shape alone does not say which: a 2x4 mesh is 2-D but, for TTTv1's ``is_galaxy = num_devices == 32``, not a
+galaxy. So each galaxy test of the class (``self.args.is_galaxy``, ``self.num_devices == 32``) is rewritten in
+terms of the constructor's parameters (``args.is_galaxy``, ``configuration.num_devices == 32``), following
+``self.X`` to the one value ``__init__`` gives it, and ``from_model_args`` raises when it disagrees."""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .cstutil import code, names_read, names_written
+from .source import Inputs, methods_of
+
+_DEPTH = 8
+_BUILTINS = frozenset(dir(builtins))
+
+
+@dataclass(frozen=True)
+class GalaxyTest:
+    text: str  # an expression of the constructor's parameters
+    loc: str  # where TTTv1 tests it (file:line)
+    polarity: int  # +1: true on a galaxy; -1: true elsewhere
+
+
+def galaxy_tests(inputs: Inputs) -> list[GalaxyTest]:
+    """The distinct galaxy tests of the class that can be written with the constructor's parameters alone."""
+    methods = methods_of(inputs.klass)
+    init = methods.get("__init__")
+    if init is None:
+        return []
+    params = {p.name.value for p in [*init.params.params, *init.params.kwonly_params][1:]}
+    safe = params - names_written(init.body)  # a parameter __init__ rebinds is not the caller's argument
+    values = _single_values(init, methods)
+    out: dict[str, GalaxyTest] = {}
+    for site in inputs.analysis.fact_sites:
+        if site.fact != "galaxy" or site.file != inputs.module.name:
+            continue
+        owner, _, method = site.function.partition(".")
+        if owner != inputs.class_name or method not in methods:
+            continue  # a nested function or another class: its names are not the constructor's
+        node = inputs.module.node_for_span(site.span)
+        if not isinstance(node, cst.BaseExpression):
+            continue
+        # outside __init__ a bare name is the method's own (a parameter, a local), not the constructor's
+        own = (safe if method == "__init__" else set()) | {"self"} | _BUILTINS
+        if not names_read(node) <= own:
+            continue
+        expression = _resolve(node, values, safe, _DEPTH)
+        if expression is None or not names_read(expression) <= safe | _BUILTINS:
+            continue
+        text = code(expression)
+        out.setdefault(text, GalaxyTest(text, f"{site.file}:{site.span.start_line}", site.polarity))
+    return list(out.values())
+
+
+def has_galaxy_sites(inputs: Inputs) -> bool:
+    return any(s.fact == "galaxy" for s in inputs.analysis.fact_sites)
+
+
+def _single_values(
+    init: cst.FunctionDef, methods: dict[str, cst.FunctionDef]
+) -> dict[str, cst.BaseExpression]:
+    """``self.X`` -> its value, for the attributes the class assigns exactly once, by a plain statement of
+    ``__init__``'s own body (not under a test or a loop)."""
+    counts: dict[str, int] = {}
+    for func in methods.values():
+        for node in _walk(func):
+            for target in _self_targets(node):
+                counts[target] = counts.get(target, 0) + 1
+    values: dict[str, cst.BaseExpression] = {}
+    body = init.body.body if isinstance(init.body, cst.IndentedBlock) else []
+    for statement in body:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            continue
+        small = statement.body[0]
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            attrs = _self_targets(small)
+            if (
+                len(attrs) == 1
+                and isinstance(small.targets[0].target, cst.Attribute)
+                and counts[attrs[0]] == 1
+            ):
+                values[attrs[0]] = small.value
+    return values
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _self_targets(node: cst.CSTNode) -> list[str]:
+    targets: list[cst.BaseExpression] = []
+    if isinstance(node, cst.Assign):
+        for t in node.targets:
+            if isinstance(t.target, (cst.Tuple, cst.List)):
+                targets.extend(e.value for e in t.target.elements)
+            else:
+                targets.append(t.target)
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        targets.append(node.target)
+    return [
+        t.attr.value
+        for t in targets
+        if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"
+    ]
+
+
+def _resolve(node: cst.BaseExpression, values, safe: set[str], depth: int) -> cst.BaseExpression | None:
+    """``node`` with every ``self.X`` replaced by X's value (recursively); None when some ``self`` is left."""
+    if depth <= 0:
+        return None
+
+    class _Substitute(cst.CSTTransformer):
+        failed = False
+
+        def leave_Attribute(self, original_node, updated_node):
+            value = updated_node.value
+            if not (isinstance(value, cst.Name) and value.value == "self"):
+                return updated_node
+            replacement = values.get(updated_node.attr.value)
+            inner = None if replacement is None else _resolve(replacement, values, safe, depth - 1)
+            if inner is None:
+                self.failed = True
+                return updated_node
+            if isinstance(inner, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or inner.lpar:
+                return inner
+            return inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+    transformer = _Substitute()
+    out = node.visit(transformer)
+    if transformer.failed or "self" in names_read(out):
+        return None
+    return out.with_changes(lpar=[], rpar=[]) if isinstance(out, cst.BaseExpression) else None
+
+
+__all__ = ["GalaxyTest", "galaxy_tests", "has_galaxy_sites"]
