@@ -154,7 +154,8 @@ class M:
 
 def test_an_arm_that_returns_guards_the_code_after_the_enclosing_if(tmp_path):
     """An early return nested in an arm guards what follows the enclosing ``if`` (review F10: the op after it was
-    on every path); a break only guards the rest of its loop; an arm that raises guards nothing."""
+    on every path); a break only guards the rest of its loop; an arm that raises ends the path of the ops after it
+    (review 2, R22: ``m.py:26`` below)."""
     (tmp_path / "m.py").write_text(EARLY_EXITS)
     a = analyze(tmp_path / "m.py", auto_config=False)
     assert a.paths["decode/galaxy"] == ["ttnn.mul"]
@@ -164,7 +165,7 @@ def test_an_arm_that_returns_guards_the_code_after_the_enclosing_if(tmp_path):
     assert a.paths["prefill/galaxy"] == ["ttnn.exp", "ttnn.neg", "ttnn.relu", "ttnn.sqrt"]
     assert a.paths["prefill/non-galaxy"] == ["ttnn.abs", "ttnn.neg", "ttnn.relu", "ttnn.to_memory_config"]
     (tail,) = [o for o in a.ops if o.op == "ttnn.to_memory_config"]
-    assert tail.guards == ["m.py:11:15#unless-then", "m.py:22:15#unless-else"]
+    assert tail.guards == ["m.py:11:15#unless-then", "m.py:22:15#unless-else", "m.py:26:15#unless-then"]
     guards = {o.op: o.guards for o in a.ops}
     # relu follows the break in the loop: guarded by it; neg follows the loop: not
     assert guards["ttnn.relu"] == ["m.py:10:11#else", "m.py:17:23#unless-then"]

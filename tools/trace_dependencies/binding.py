@@ -38,6 +38,44 @@ class Binding(Part):
             out.extend(self.value_callees(site.value, info))
         return out
 
+    def base_method_call(self, call: ast.Call, info: FuncInfo) -> tuple[FuncInfo | None, bool] | None:
+        """``(callee, skip_first)`` for ``super().m(...)`` / ``super(K, self).m(...)`` (the next class after the
+        method's own in the MRO of the instance's class that defines ``m``) and ``Base.m(self, ...)`` (``self``
+        passed explicitly); the callee is None when no analysed class defines ``m``. None for any other call."""
+        func = call.func
+        if type(func) is not ast.Attribute:
+            return None
+        base = func.value
+        if type(base) is ast.Call and type(base.func) is ast.Name and base.func.id == "super":
+            if self.lookup("super", info)[0] is not Scope.BUILTIN:
+                return None
+            method = info
+            while method.parent is not None:
+                method = method.parent
+            cls = method.cls
+            if base.args and type(base.args[0]) is ast.Name:
+                cls = self.class_named(base.args[0].id, info) or cls
+            return (self._next_method(cls, func.attr) if cls is not None else None), True
+        if type(base) is ast.Name and call.args and type(call.args[0]) is ast.Name:
+            first = self.role_name(call.args[0].id, info)
+            if first is None or first.kind is not RoleKind.SELF:
+                return None
+            if self.lookup(base.id, info)[0] not in (Scope.CLASS, Scope.IMPORT):
+                return None
+            cls = self.class_named(base.id, info)
+            if cls is not None:
+                return self.method_info(cls, func.attr), False
+        return None
+
+    def _next_method(self, cls: ClassInfo, name: str) -> FuncInfo | None:
+        """The method ``name`` of the first class after ``cls`` in the MRO of the instance's class."""
+        chain = self.mro(self.self_class(cls))
+        index = next((i for i, k in enumerate(chain) if k is cls), None)
+        for klass in chain[index + 1 :] if index is not None else ():
+            if name in klass.methods:
+                return self.register(self.index(klass.file).method(klass, name))
+        return None
+
     def value_callees(self, value: ast.AST | None, info: FuncInfo, depth: int = 0) -> list[FuncInfo]:
         """Functions a value may hold (lambdas, nested defs, functions), following simple aliases."""
         if value is None:

@@ -207,6 +207,8 @@ class Composition(Part):
                 self._key_event(event.payload, info, guards, via)
             elif event.kind == "mutate":
                 self._mutation(event.payload, info, guards, via)
+            elif event.kind == "del":
+                self._del_event(event.payload, info, guards, via)
             elif event.kind == "dict":
                 name, value = event.payload
                 if name in self.builder_dict_names(info):
@@ -261,6 +263,21 @@ class Composition(Part):
             return
         for key, env in keys:
             self.define(key, "key", info, sa.value, (line, col, end), guards, via, env=env)
+
+    def _del_event(self, target: ast.Subscript, info: FuncInfo, guards: Guards, via) -> None:
+        """``del model_config[KEY]``: a definition of kind "deleted" (no value), so last-assignment-wins ends the
+        earlier definitions on its path; a key that cannot be named is a dynamic definition."""
+        if self.role(target.value, info) != MC:
+            return
+        line, col = target.lineno, info.file.char_col(target.lineno, target.col_offset)
+        where = (line, col, getattr(target, "end_lineno", line))
+        keys = self.key_names(target.slice, info, ())
+        if keys is None:
+            dynamic = f"del model_config[{info.file.segment(target.slice, 60)}]"
+            self.define("?", "key", info, None, where, guards, via, "deleted", dynamic=dynamic)
+            return
+        for key, env in keys:
+            self.define(key, "key", info, None, where, guards, via, "deleted", env=env)
 
     def _mutation(self, mut, info: FuncInfo, guards: Guards, via) -> None:
         if self.role(mut.base, info) != MC:

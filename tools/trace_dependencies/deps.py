@@ -224,6 +224,21 @@ class Dependencies(Part):
         args += [k.value for k in e.keywords]
         loc = loc_of(info.file, e)
         if isinstance(func, ast.Attribute):
+            base = self.base_method_call(e, info)
+            if base is not None:  # super().m(...), Base.m(self, ...): the base class's method
+                callee, skip_first = base
+                if callee is None:
+                    if func.attr != "__init__":  # a base's method not analysed may hold ops: say so
+                        what = f"{info.file.segment(func, 60)}()"
+                        reason = f"no analysed base class defines {func.attr}(): not followed"
+                        out.add(self.unknown(f"base:{loc}", reason, loc))
+                        self.skip(loc, what, reason, "warning")
+                    elif args:  # a base constructor outside the analysed files, given values
+                        out.add(self.extern(f"super.{func.attr}", loc))
+                    return args
+                out.add(self.func_node(callee))
+                self.bind(callee, e, info, skip_first=skip_first)
+                return args[1:] if not skip_first else args
             role = self.role(func.value, info)
             name = func.attr
             kind = role.kind if role else None

@@ -68,6 +68,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
             for name in entries:
                 if self.method_info(cls, name) is not None:
                     return cls, name
+            self._refuse_assigned_entry(cls, entries)
             raise TraceError(
                 f"class {class_name} has no {' or '.join(f'{e}()' for e in entries)} method",
                 where=cls.loc(),
@@ -82,11 +83,26 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
                     return cls, name
         listed = ", ".join(f"{c.name} (line {c.node.lineno})" for c in classes.values()) or "none"
         wanted = " or ".join(f"{e}()" for e in entries)
+        for cls in classes.values():
+            self._refuse_assigned_entry(cls, entries)
         raise TraceError(
             f"no class with a {wanted} method; nothing to trace (classes: {listed})",
             where=f"{self.st.module.name}:1",
             hint="pass --class NAME and/or --entry METHOD",
         )
+
+    def _refuse_assigned_entry(self, cls: ClassInfo, entries: tuple[str, ...]) -> None:
+        """A clear error for ``forward = _fwd`` / ``forward = lambda self, x, mode: ...`` in the class body (an entry
+        bound by assignment, which is not followed), rather than "no forward()"."""
+        for name in entries:
+            stmt = cls.class_attrs.get(name)
+            if stmt is not None:
+                raise TraceError(
+                    f"class {cls.name}: {name} is assigned ({cls.file.segment(stmt, 60)}), not defined with def: "
+                    "not supported",
+                    where=cls.file.loc(stmt),
+                    hint=f"define {name} with def, or pass --class NAME and/or --entry METHOD",
+                )
 
     def _find_config_class(self) -> list[ClassInfo]:
         if self.st.cindex is None:

@@ -61,14 +61,21 @@ class Facts(Part):
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
             if kind is Scope.PARAM:
-                if e.id in C.GALAXY_NAMES:
-                    return 1
-                return None
+                return 1 if self.is_galaxy_flag_param(owner, e.id) else None
             if kind is Scope.LOCAL:
                 return self._alias_polarity(
                     [(owner, s.value) for s in self.local_sites(e, info, owner)], depth
                 )
         return None
+
+    def is_galaxy_flag_param(self, owner: FuncInfo, name: str) -> bool:
+        """A parameter named ``TG`` / ``galaxy`` / ``is_galaxy`` is the galaxy fact only in the analysed class's
+        ``__init__`` (the nearest in its MRO), whose callers pass ``TG=args.is_galaxy`` (the codemod's
+        ``from_model_args`` checks it against the mesh). Any other function's parameter of that name is a plain
+        parameter, closed per call site: one call may pass ``not is_galaxy`` or leave the default."""
+        if name not in C.GALAXY_NAMES or owner.parent is not None or owner.name != "__init__":
+            return False
+        return owner is self.method_info(self.st.consumer, "__init__")
 
     def _alias_polarity(self, values, depth: int) -> int | None:
         pols = set()
@@ -127,7 +134,12 @@ class Facts(Part):
                 return self.is_mode_param(owner, e.id)
             if kind is Scope.LOCAL:
                 if e.id in owner.params and self.is_mode_param(owner, e.id):
-                    return True  # e.g. ``mode = Mode(mode)`` normalising a string mode
+                    # the mode parameter reassigned: still the mode where only the parameter and normalisations
+                    # (``mode = Mode(mode)``) reach this use; after ``if ...: mode = "decode"`` it is not
+                    return all(
+                        s.value is not None and self.is_mode(s.value, owner, depth + 1)
+                        for s in self.local_sites(e, info, owner)
+                    )
                 sites = self.local_sites(e, info, owner)
                 return bool(sites) and all(
                     s.value is not None and self.is_mode(s.value, owner, depth + 1) for s in sites
@@ -301,8 +313,8 @@ class Facts(Part):
         if isinstance(e, ast.Name):
             kind, owner = self.lookup(e.id, info)
             if kind is Scope.PARAM and owner is info and not self.is_mode_param(info, e.id):
-                if e.id in C.GALAXY_NAMES:
-                    return None  # a parameter named TG / is_galaxy is the galaxy fact
+                if self.is_galaxy_flag_param(info, e.id):
+                    return None  # the analysed class's constructor argument TG / is_galaxy is the galaxy fact
                 return ("param", e.id, 1)
             return None
         if not (isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.ops[0], (ast.Eq, ast.NotEq))):
@@ -324,7 +336,9 @@ class Facts(Part):
         tree of the argument in the caller (which may itself be open on the caller's parameters)."""
         params = list(callee.params)
         if callee.self_name and params and params[0] == callee.self_name:
-            params = params[1:]
+            base = self.base_method_call(call, caller) if type(call.func) is ast.Attribute else None
+            if base is None or base[1]:  # Base.m(self, ...) passes self itself
+                params = params[1:]
         pairs: dict[str, ast.expr] = {}
         for i, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred) or i >= len(params):

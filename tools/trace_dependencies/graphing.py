@@ -43,7 +43,8 @@ def exclusive(arm: str, other: str) -> bool:
 
 def _shadowing(defs: list[Definition], raw) -> None:
     """Last assignment wins: a later definition that always runs when an earlier one ran replaces it. A
-    ``setdefault()`` replaces nothing; it never takes effect when an earlier definition always ran before it."""
+    ``setdefault()`` replaces nothing; it never takes effect when an earlier definition always ran before it (and
+    no ``del`` of the key, a definition of kind "deleted", always ran in between)."""
     for i, (d_i, s_i) in enumerate(zip(defs, raw)):
         gi = set(s_i.guards)
         arms_i = dict(s_i.guards)
@@ -55,6 +56,12 @@ def _shadowing(defs: list[Definition], raw) -> None:
                 for d, s in zip(defs[:i], raw[:i])
                 if not any(exclusive(dict(s.guards).get(b, a), a) for b, a in s_i.guards)
             ]
+            removed = [
+                k for k, (_d, s) in enumerate(earlier) if s.value_kind == "deleted" and set(s.guards) <= gi
+            ]
+            earlier = [
+                (d, s) for d, s in earlier[removed[-1] + 1 if removed else 0 :] if s.value_kind != "deleted"
+            ]
             always = [d.id for d, s in earlier if set(s.guards) <= gi]
             if always:
                 d_i.shadowed_by.extend(always)
@@ -64,8 +71,8 @@ def _shadowing(defs: list[Definition], raw) -> None:
                 for d, _ in earlier
             ]
         for d_j, s_j in zip(defs[i + 1 :], raw[i + 1 :]):
-            if s_j.order <= s_i.order or s_j.only_if_absent:
-                continue
+            if s_j.order <= s_i.order or (s_j.only_if_absent and s_i.value_kind != "deleted"):
+                continue  # a setdefault() overwrites nothing, except the absence a del left
             gj = set(s_j.guards)
             if any(bid in arms_i and exclusive(arms_i[bid], arm) for bid, arm in s_j.guards):
                 continue  # mutually exclusive arms: the later one never overwrites this one
@@ -98,6 +105,8 @@ def _definition(engine: Engine, site, g: Graph) -> Definition:
                 facts.append(fact if pol > 0 else f"not {fact}")
     segment = site.func.file.segment
     value = segment(site.value, 160) if site.value is not None else (segment(site.source, 160) or "…")
+    if value_kind == "deleted":
+        value = f'del model_config["{site.name}"]'
     if site.env:
         value += "   # " + ", ".join(f"{k}={v!r}" for k, v in site.env.items())
     return Definition(

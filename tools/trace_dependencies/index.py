@@ -31,8 +31,28 @@ class ModuleIndex:
         self.functions: dict[str, ast.AST] = {}
         self.globals: dict[str, list[ast.stmt]] = {}
         self._funcinfo: dict[int, FuncInfo] = {}
+        self._rebound: dict[str, tuple[str, int]] | None = None
         for stmt in source.tree.body:
             self._top(stmt)
+
+    def rebound_globals(self) -> dict[str, tuple[str, int]]:
+        """Module globals a function declares ``global`` (and so may rebind at run time), each with the first such
+        function's name and the line of its ``global`` statement. Walked on first use only."""
+        if self._rebound is None:
+            self._rebound = {}
+            stack: list[tuple[ast.AST, str]] = [(self.source.tree, "")]
+            while stack:
+                node, where = stack.pop()
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        stack.append((child, f"{where}.{child.name}" if where else child.name))
+                    elif isinstance(child, ast.Global) and where:
+                        for name in child.names:
+                            self._rebound.setdefault(name, (where, child.lineno))
+                    elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                        stack.append((child, where))
+            self._rebound = dict(sorted(self._rebound.items()))
+        return self._rebound
 
     def _top(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.ClassDef):

@@ -46,6 +46,8 @@ def short_name(node: str, label: str | None = None) -> str:
         return f"{builder[2]}({builder[1]}=)"
     if kind == "input" and rest.startswith("state:"):
         return f"self.{rest.rsplit('.', 1)[-1]} (module state)"
+    if kind == "input" and rest.startswith("global:"):
+        return f"{last} (module state: a rebound global)"
     return {
         "hw": f"hw.{rest}",
         "env": f"${rest}",
@@ -200,9 +202,14 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
             reason = node.get("reason") if node else "not defined"
             branch.add(Text(f"unknown: {reason}", style="red"))
             continue
+        kinds = {d.id: d.value_kind for d in defs}
         for d in defs:
             guards = " and ".join(g.describe() for g in d.guards)
-            status = "" if d.live else " [overwritten]"
+            status = "" if d.live else " [no effect: already set]" if d.only_if_absent else " [overwritten]"
+            if d.shadowed_by and all(kinds.get(i) == "deleted" for i in d.shadowed_by):
+                status = " [removed by del]"
+            if d.live and d.value_kind == "deleted":
+                status = " [the key is removed]"
             if d.live and d.live_when:
                 status = f" [survives when {d.live_when}]"
             line = Text(f"{d.loc.rsplit(':', 1)[0]}  ")

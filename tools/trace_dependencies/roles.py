@@ -128,7 +128,7 @@ class Roles(Part):
             if name == owner.self_name and owner.self_name:
                 if self.is_config_class(owner.cls):
                     return ARGS
-                return self_role(owner.cls) if owner.cls is not None else None
+                return self_role(self.self_class(owner.cls)) if owner.cls is not None else None
             ann = owner.annotations.get(name)
             if ann is not None and unparse(ann).split(".")[-1].strip("'\"") == "ModelArgs":
                 return ARGS
@@ -176,6 +176,15 @@ class Roles(Part):
         if kind is Scope.BUILTIN and in_config and "config" in name.lower() and name != "model_config":
             return None
         return None
+
+    def self_class(self, cls: ClassInfo) -> ClassInfo:
+        """The class ``self`` is an instance of in a method defined by ``cls``: the analysed class when ``cls`` is
+        one of its bases (``--class Child`` running ``_Base.forward``: ``self._post`` is Child's override and
+        ``self.args`` comes from Child's ``__init__``), else ``cls``."""
+        consumer = self.st.consumer
+        if cls is consumer or not any(k is cls for k in self.mro(consumer)):
+            return cls
+        return consumer
 
     def self_attr_role(self, cls: ClassInfo, attr: str, depth: int):
         roles = set()

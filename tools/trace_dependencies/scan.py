@@ -74,6 +74,7 @@ class CallSite:
     guards: Guards
     order: int
     in_condition: bool
+    ends: Guards = ()  # path ends before it (Scanner.ends): the ops and callees it reaches run only if they hold
 
 
 @dataclass(repr=False)
@@ -82,12 +83,13 @@ class ExprSite:
     guards: Guards
     in_condition: bool
     loops: tuple[tuple[ast.expr, ast.expr], ...] = ()  # enclosing for loops: (target, iterable)
+    ends: Guards = ()  # as CallSite.ends (a tensor operator is an op)
 
 
 @dataclass(repr=False)
 class Event:
     order: int
-    kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...})
+    kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...}) | del
     payload: object
     guards: Guards
 
@@ -165,6 +167,10 @@ class Scanner:
         # opposite arm; code after each enclosing statement gets this guard (returns up to the function,
         # break / continue up to the loop).
         self.exits: list[tuple[GuardKey, str]] = []
+        # Arms that raise (and asserts) before this point, as the guards that hold when the path got here: not
+        # guards of what follows (a raise is a validation, not an alternative: definitions and reads after it
+        # keep their guards), but the ops and calls after it are not on the paths where it raised.
+        self.ends: Guards = ()
 
     # -- entry ------------------------------------------------------------------------------------
     def run(self) -> FuncInfo:
@@ -204,16 +210,23 @@ class Scanner:
         """Walk statements. Returns how the block always ends: "raise", "return" (every path returns or raises),
         "leave" (a break / continue on some path) or None when control can fall through."""
         start = len(self.exits)
+        ends = self.ends
         for stmt in body:
             mark = len(self.exits)
             guards, done = self.stmt(stmt, guards)
             if done:
                 del self.exits[start:]  # the whole block leaves: what encloses it records that, more simply
+                self.ends = ends
                 return done
-            for (bid, arm), _kind in self.exits[mark:]:
+            for (bid, arm), kind in self.exits[mark:]:
+                if kind == "raise":
+                    if (bid, arm) not in self.ends:
+                        self.ends = (*self.ends, (bid, arm))
+                    continue
                 direct = (bid, "else" if arm == "unless-then" else "then")
                 if direct not in guards and (bid, arm) not in guards:  # an arm nested in ``stmt`` left
                     guards = (*guards, (bid, arm))
+        self.ends = ends
         return None
 
     def _next(self) -> int:
@@ -278,7 +291,10 @@ class Scanner:
                     self.bind(item.optional_vars, None, guards, "with", stmt, source=item.context_expr)
             return guards, self.block(stmt.body, guards)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            mark = len(self.exits)
             body_done = self.block(stmt.body, guards)
+            if stmt.handlers:  # a raise in the body may be caught: the path goes on in a handler
+                self.exits[mark:] = [e for e in self.exits[mark:] if e[1] != "raise"]
             handlers_done = bool(stmt.handlers)
             for handler in stmt.handlers:
                 if handler.type is not None:
@@ -300,6 +316,7 @@ class Scanner:
             self.expr(stmt.test, guards, True, bid)
             if stmt.msg is not None:
                 self.expr(stmt.msg, (*guards, (bid, "else")), False, None)
+            self.exits.append(((bid, "unless-else"), "raise"))  # the path goes on only if the test held
             return guards, None
         if isinstance(stmt, ast.Raise):
             for part in (stmt.exc, stmt.cause):
@@ -318,6 +335,8 @@ class Scanner:
         if isinstance(stmt, ast.Delete):
             for target in stmt.targets:
                 self.expr(target, guards, False, None)
+                if isinstance(target, ast.Subscript):  # del model_config[KEY]: the key is gone (compose.py)
+                    info.events.append(Event(self._next(), "del", target, guards))
             return guards, None
         if isinstance(stmt, _TERMINATORS):
             return guards, "leave"
@@ -348,11 +367,15 @@ class Scanner:
         if else_done in ("leave", "return"):
             self.exits.append(((bid, "unless-else"), else_done))
             return (*guards, (bid, "then")), None
+        if then_done == "raise":  # a path end, not a guard (Scanner.ends)
+            self.exits.append(((bid, "unless-then"), "raise"))
+        elif else_done == "raise":
+            self.exits.append(((bid, "unless-else"), "raise"))
         return guards, None
 
     def _end_loop(self, mark: int) -> None:
         """A break / continue in the loop body leaves only the loop: it guards nothing after the loop."""
-        self.exits[mark:] = [e for e in self.exits[mark:] if e[1] == "return"]
+        self.exits[mark:] = [e for e in self.exits[mark:] if e[1] in ("return", "raise")]
 
     def match_stmt(self, stmt: ast.Match, guards: Guards) -> tuple[Guards, str | None]:
         self.expr(stmt.subject, guards, True, None)
@@ -460,7 +483,7 @@ class Scanner:
                 continue
             if kind is ast.Call:
                 order = self._next()
-                calls.append(CallSite(node, guards, order, cond))
+                calls.append(CallSite(node, guards, order, cond, self.ends))
                 func = node.func
                 if type(func) is ast.Name:
                     info.events.append(Event(order, "fcall", node, guards))
@@ -523,7 +546,7 @@ class Scanner:
                 push((node.value, guards, cond, owner))
                 continue
             if kind is ast.BinOp and type(node.op) in _TENSOR_BINOPS:
-                info.binops.append(ExprSite(node, guards, cond))
+                info.binops.append(ExprSite(node, guards, cond, (), self.ends))
             for name in _fields(kind):
                 value = getattr(node, name, None)
                 if type(value) is list:

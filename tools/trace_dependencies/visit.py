@@ -55,12 +55,15 @@ class Visitor(Part):
                 name, spelled = op
                 self._record_op(name, spelled, node, call, info, phase, via, deps)
             for callee in self.callees_of(node, info):
-                callees.append((callee, call.guards, loc, node))
+                callees.append((callee, self.path_guards(call), loc, node))
         return callees
 
     def callees_of(self, call: ast.Call, info: FuncInfo) -> list[FuncInfo]:
         func = call.func
         if isinstance(func, ast.Attribute):
+            base = self.base_method_call(call, info)
+            if base is not None:  # super().m(...), Base.m(self, ...)
+                return [base[0]] if base[0] is not None else []
             role = self.role(func.value, info)
             if role == ARGS:
                 meth = self.config_method(func.attr)
@@ -137,7 +140,17 @@ class Visitor(Part):
             if not is_kind(dep, NodeKind.OP):
                 self.edge(dep, nid, "arg", loc)
         self.guard_edges(nid, call.guards)
-        self.out.ops.append(OpRecord(name, loc, info.qualname, spelled, phase, call.guards, via, info.id))
+        guards = self.path_guards(call)
+        self.out.ops.append(OpRecord(name, loc, info.qualname, spelled, phase, guards, via, info.id))
+
+    def path_guards(self, site) -> tuple:
+        """A call's or operator's guards plus the path ends before it (an arm that raised, an assert that
+        failed: scan.Scanner.ends) that topology and mode can decide; the others would only say "unless it
+        raised" where nothing decides whether it does."""
+        if not site.ends:
+            return site.guards
+        ends = tuple(g for g in site.ends if g not in site.guards and _decidable(self.branch_tree(g[0])))
+        return (*site.guards, *ends) if ends else site.guards
 
     def _read(
         self,
@@ -356,3 +369,15 @@ _BINOP_SYMBOLS = {
     "ttnn.divide": "/",
     "ttnn.matmul": "@",
 }
+
+
+def _decidable(tree) -> bool:
+    """Whether a fact tree names anything an assumption or a call site can decide (a fact or a parameter)."""
+    if tree is None:
+        return False
+    kind = tree[0]
+    if kind == "not":
+        return _decidable(tree[1])
+    if kind in ("and", "or"):
+        return any(_decidable(t) for t in tree[1])
+    return kind in ("fact", "param", "param_eq")
