@@ -14,6 +14,7 @@ file and the reason; the tools turn it into exit status 2.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -24,10 +25,32 @@ from pathlib import Path
 
 STDOUT = "-"
 _MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
+_PYTHON = (".py", ".pyi")
+
+
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
 
 
 class OutputError(Exception):
     """An output that may not or could not be written (one line: the file and the reason)."""
+
+
+class WriteInterrupted(KeyboardInterrupt):
+    """Ctrl-C after ``write`` had already replaced some of a run's files (``written``): each of them is whole,
+    the new version; the others are as they were."""
+
+    def __init__(self, written: list[Path]):
+        super().__init__(written)
+        self.written = written
+
+
+def interrupted(tool: str, exc: KeyboardInterrupt, nothing: str = "nothing written") -> str:
+    """The one line a tool prints on Ctrl-C (then exits ``INTERRUPTED``): ``nothing`` (what was kept) unless
+    ``write`` was interrupted after replacing files, which are then named."""
+    written = getattr(exc, "written", None)
+    if written:
+        return f"{tool}: interrupted; already written: {', '.join(map(str, written))}"
+    return f"{tool}: interrupted; {nothing}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +107,25 @@ class Output:
     make_folders: bool = False  # create a missing parent folder (else it is an error)
 
 
+def file_argument(flag: str, text: str) -> Path:
+    """An output FILE as the user typed it: ``sub/`` (or ``.``, ``..``) names a folder, which ``Path`` would
+    hide by dropping the trailing slash (``sub/`` would become a file named ``sub``)."""
+    if text.endswith(("/", os.sep)) or Path(text).name in ("", ".", ".."):
+        raise OutputError(f"{flag}: {text} is a folder path; expected a file")
+    return Path(text)
+
+
+class OnlyOnce(argparse.Action):
+    """An option naming one output (a file, a folder, a stem): giving it twice is a usage error, not "the last
+    one wins" (which would silently ignore the first)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        earlier = getattr(namespace, self.dest, None)
+        if earlier is not None:
+            parser.error(f"{option_string} given twice ({earlier} and {values}); give it once")
+        setattr(namespace, self.dest, values)
+
+
 def _is_device(path: Path) -> bool:
     """A character device or FIFO (``/dev/null``, a pipe): written in place, nothing in it can be lost."""
     try:
@@ -103,11 +145,21 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _is_python(path: Path) -> bool:
+    """A Python file by its name or by the file a symlink resolves to (``notes.md -> model_config.py``)."""
+    return path.suffix in _PYTHON or path.resolve().suffix in _PYTHON
+
+
+def _shown(path: Path) -> str:
+    """``path``, and the file it really is when it is a symlink (messages name what would be lost)."""
+    return f"{path} (a link to {path.resolve()})" if path.is_symlink() else str(path)
+
+
 def check_place(path: Path, label: str, inputs: Iterable[Path], make_folders: bool = False) -> None:
     """Refuse an output onto an input, onto a folder or a non-regular file, or into a missing folder."""
     for source in inputs:
         if same_file(path, Path(source)):
-            raise OutputError(f"refusing to write {label} onto the input file {path}")
+            raise OutputError(f"refusing to write {label} onto the input file {_shown(path)}")
     if _is_device(path):
         return
     if path.is_dir():
@@ -133,8 +185,8 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
         seen.append(item)
         if _is_device(item.path) or not item.path.exists():
             continue
-        if item.path.suffix in (".py", ".pyi"):
-            raise OutputError(f"refusing to overwrite the Python file {item.path} with {item.label}")
+        if _is_python(item.path):
+            raise OutputError(f"refusing to overwrite the Python file {_shown(item.path)} with {item.label}")
         if force or item.kind.recognise(_read(item.path)):
             continue
         raise OutputError(
@@ -164,12 +216,20 @@ def write(outputs: list[Output]) -> list[Path]:
             staged.append(
                 (_guard(item, lambda target=target, item=item: _stage(target, item.text)), target, item)
             )
-        for tmp, target, item in staged:
-            _guard(item, lambda tmp=tmp, target=target: os.replace(tmp, target))
-            _sync_folder(target.parent)
-        for item in outputs:
-            if _is_device(item.path):
-                _guard(item, lambda item=item: _write_in_place(item.path, item.text))
+        devices: list[Path] = []  # written in place
+        try:
+            for tmp, target, item in staged:
+                _guard(item, lambda tmp=tmp, target=target: os.replace(tmp, target))
+                _sync_folder(target.parent)
+            for item in outputs:
+                if _is_device(item.path):
+                    devices.append(item.path)
+                    _guard(item, lambda item=item: _write_in_place(item.path, item.text))
+        except KeyboardInterrupt:  # a temporary file that is gone was renamed: that target is replaced
+            done = [item.path for tmp, _, item in staged if not os.path.lexists(tmp)] + devices
+            if done:
+                raise WriteInterrupted(done) from None
+            raise
     finally:
         for tmp, _, _ in staged:
             with contextlib.suppress(OSError):

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 import stat
 from pathlib import Path
 
 import pytest
 
-from tttv2_tools._output import Output, OutputError, check, json_schema, marked, marker, write, write_text
+from tttv2_tools._output import (
+    Output,
+    OutputError,
+    WriteInterrupted,
+    check,
+    interrupted,
+    json_schema,
+    marked,
+    marker,
+    write,
+    write_text,
+)
 
 JSON = json_schema("tool", "json output", "tool")
 DRAWING = marked("tool", "dot output", "//")
@@ -57,8 +69,20 @@ def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_pa
     os.link(source, hard)
     for target in (source, link, hard, tmp_path / "." / "mlp.py"):
         message = refusal([out(target, label="json output")], [source], force=True)
-        assert message == f"refusing to write json output onto the input file {target}"
+        shown = f"{target} (a link to {source})" if target == link else str(target)
+        assert message == f"refusing to write json output onto the input file {shown}"
     assert source.read_text() == "x = 1\n"
+
+
+def test_a_link_to_a_python_file_is_judged_by_its_target_even_with_force(tmp_path):
+    """R11/R12: ``notes.md -> helper.py`` is a Python file whatever its own name says."""
+    module = tmp_path / "helper.py"
+    module.write_text("x = 1\n")
+    link = tmp_path / "notes.md"
+    link.symlink_to(module)
+    message = refusal([out(link, label="--report")], [], force=True)
+    assert message == f"refusing to overwrite the Python file {link} (a link to {module}) with --report"
+    assert module.read_text() == "x = 1\n"
 
 
 def test_python_files_folders_sockets_missing_folders_and_duplicates_are_refused(tmp_path):
@@ -137,3 +161,60 @@ def test_write_text_has_no_overwrite_policy_but_is_atomic(tmp_path):
     target.write_text("anything")
     write_text(target, "{}")
     assert target.read_text() == "{}" and sorted(p.name for p in tmp_path.iterdir()) == ["status.json"]
+
+
+class _CtrlCOnWrite:
+    """A stdout whose first write delivers a real SIGINT to this process (Ctrl-C at a known point of a run)."""
+
+    def write(self, text: str) -> int:
+        os.kill(os.getpid(), signal.SIGINT)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_ctrl_c_is_one_line_and_exit_130_in_every_tool(tmp_path, monkeypatch, capsys):
+    """R14: Ctrl-C in any of the three tools prints one line and exits 130 (no traceback); nothing is half-written."""
+    from tttv2_tools.collect_cases import CaseStore
+    from tttv2_tools.collect_cases.cli import main as collect_cases
+    from tttv2_tools.refactor.cli import main as refactor
+    from tttv2_tools.trace_dependencies.cli import main as trace_deps
+
+    module = tmp_path / "norm.py"
+    module.write_text(
+        "import ttnn\n\n\nclass Norm:\n    def __init__(self, mesh_device, args):\n        self.args = args\n\n"
+        "    def forward(self, x, mode):\n        return ttnn.rms_norm(x)\n"
+    )
+    store = tmp_path / "cases.sqlite"
+    CaseStore(store, create=True).close()
+    # the formatter sends SIGINT to this process while it waits for the formatter (a real Ctrl-C)
+    code = refactor(
+        [str(module), "--out", str(tmp_path / "out"), "--formatter", "sh -c 'kill -INT $PPID; cat'"]
+    )
+    assert code == 130 and capsys.readouterr().err == "tttv2-refactor: interrupted; nothing written\n"
+    monkeypatch.setattr("sys.stdout", _CtrlCOnWrite())
+    assert trace_deps([str(module), "--json", f"--dot={tmp_path / 'g.dot'}"]) == 130
+    assert capsys.readouterr().err == "trace-deps: interrupted; nothing written\n"
+    assert collect_cases(["export", "--store", str(store), "--csv", "-"]) == 130
+    assert capsys.readouterr().err.strip() == "collect-cases export: interrupted; nothing written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.sqlite", "norm.py"]
+
+
+def test_ctrl_c_between_two_renames_names_the_file_already_replaced(tmp_path, monkeypatch):
+    first, second = tmp_path / "a.dot", tmp_path / "b.dot"
+    real_replace = os.replace
+
+    def replace_then_ctrl_c(source, target):
+        real_replace(source, target)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", replace_then_ctrl_c)
+    with pytest.raises(WriteInterrupted) as exc:
+        write([out(first), out(second)])
+    assert exc.value.written == [first] and first.read_text() == "new\n" and not second.exists()
+    assert interrupted("tool", exc.value) == f"tool: interrupted; already written: {first}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.dot"]  # no temporary file left

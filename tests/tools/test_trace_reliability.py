@@ -350,6 +350,40 @@ def test_links_to_inputs_are_refused_even_with_force(g2, capsys, tmp_path):
     assert snapshot(g2) == before
 
 
+def test_links_to_the_found_config_and_helper_files_are_refused_even_with_force(g2, capsys, tmp_path):
+    """R12: the config found next to the module and the helper files the analysis read are inputs too, and a
+    symlink is judged by the file it points to (a ``.json`` name onto ``ccl.py`` is still a Python file)."""
+    before = snapshot(g2)
+    (tmp_path / "config.json").symlink_to(g2 / "model_config.py")
+    (tmp_path / "helper.json").symlink_to(g2 / "ccl.py")
+    os.link(g2 / "model_config.py", tmp_path / "hard-config.json")
+    os.link(g2 / "ccl.py", tmp_path / "hard-helper.json")
+    for name, reason in (
+        ("config.json", "refusing to overwrite the Python file"),
+        ("helper.json", "refusing to overwrite the Python file"),
+        ("hard-config.json", "refusing to write json output onto the input file"),
+        ("hard-helper.json", "refusing to write json output onto the input file"),
+    ):
+        code, out, err = run(capsys, g2 / "mlp.py", f"--json={tmp_path / name}", "--force")
+        assert code == 2 and out == "" and reason in err and name in err and err.count("\n") == 1, (name, err)
+    assert snapshot(g2) == before
+
+
 def test_dev_null_is_written_in_place(g2, capsys):
     code, _, err = run(capsys, g2 / "mlp.py", "--json=/dev/null", "--quiet")
     assert code == 0 and err == "" and Path("/dev/null").is_char_device()
+
+
+def test_a_folder_path_or_a_repeated_output_flag_is_a_usage_error(g2, capsys, tmp_path):
+    """R26: ``--json=sub/`` names a folder (not a file ``sub``), and a second ``--json=`` would silently drop the
+    first."""
+    code, out, err = run(capsys, g2 / "mlp.py", f"--json={tmp_path / 'sub'}/")
+    assert (
+        code == 2
+        and out == ""
+        and err == f"trace-deps: error: --json: {tmp_path / 'sub'}/ is a folder path; expected a file\n"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main([str(g2 / "mlp.py"), f"--json={tmp_path / 'a.json'}", f"--json={tmp_path / 'b.json'}"])
+    assert exc.value.code == 2 and "--json given twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g2"]

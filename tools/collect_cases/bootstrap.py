@@ -15,7 +15,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from tttv2_tools._output import write_text
+from tttv2_tools._output import OutputError, write_text
 
 from .errors import CollectCasesError
 from .fields import UserField
@@ -68,8 +68,13 @@ def main(argv: list[str], at_exit=atexit.register) -> None:
     try:
         recorder = _start(config)
     except CollectCasesError as exc:
-        write_status(status, {"ready": False, "error": str(exc)})
-        print(f"collect-cases: {exc}", file=sys.stderr)
+        try:  # `collect-cases record` reads the status file and prints the error itself: said once
+            write_status(status, {"ready": False, "error": str(exc)})
+            told = bool(status)
+        except OutputError:
+            told = False
+        if not told:
+            print(f"collect-cases: {exc}", file=sys.stderr)
         sys.exit(TARGET_ERROR_EXIT)
     write_status(status, {"ready": True})
 

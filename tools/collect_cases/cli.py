@@ -1,7 +1,8 @@
 """Command line: ``collect-cases record | list | export | import | emit | sweep``.
 
 Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); otherwise 0 done,
-1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message names it).
+1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message names it), 130
+interrupted (Ctrl-C, one line).
 """
 
 from __future__ import annotations
@@ -17,13 +18,24 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tttv2_tools._output import Output, OutputError, check, same_file, write, write_text
+from tttv2_tools._output import (
+    INTERRUPTED,
+    OnlyOnce,
+    Output,
+    OutputError,
+    check,
+    file_argument,
+    interrupted,
+    same_file,
+    write,
+    write_text,
+)
 
 from . import load_cases
 from .cases import MODES, TOPOLOGIES, select
 from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
-from .errors import CollectCasesError
+from .errors import CollectCasesError, TargetError
 from .fields import parse_user_field
 from .record import exit_status, start
 from .store import SCHEMA_VERSION, CaseStore
@@ -31,6 +43,7 @@ from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
 
 USAGE_ERROR = 2
+STORE_WRITERS = frozenset({"record", "import", "sweep"})  # their writes are store transactions
 
 
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
@@ -68,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="write the cases as CSV")
     _common(ex, target="optional")
-    ex.add_argument("--csv", required=True, metavar="FILE", help="output file ('-' for stdout)")
+    ex.add_argument(
+        "--csv", required=True, action=OnlyOnce, metavar="FILE", help="output file ('-' for stdout)"
+    )
     ex.add_argument(
         "--force",
         action="store_true",
@@ -81,8 +96,14 @@ def parser() -> argparse.ArgumentParser:
 
     em = sub.add_parser("emit", help="write a target's cases into a test file as a pytest.param list")
     _common(em, target="required")
-    em.add_argument("--into", required=True, metavar="TEST_FILE")
-    em.add_argument("--name", required=True, metavar="LIST_NAME", help="module-level list, e.g. MLP_1D_CASES")
+    em.add_argument("--into", required=True, action=OnlyOnce, metavar="TEST_FILE")
+    em.add_argument(
+        "--name",
+        required=True,
+        action=OnlyOnce,
+        metavar="LIST_NAME",
+        help="module-level list, e.g. MLP_1D_CASES",
+    )
     em.add_argument("--topology", choices=TOPOLOGIES)
     em.add_argument("--mode", choices=MODES)
     em.add_argument("--minimal", action="store_true", help="a small subset covering every value (set cover)")
@@ -118,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     except (CollectCasesError, OutputError) as exc:
         err.print(f"[red]collect-cases {args.verb}:[/] {exc}", highlight=False)
         return USAGE_ERROR
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback
+        kept = (
+            "the store keeps every case committed before" if args.verb in STORE_WRITERS else "nothing written"
+        )
+        err.print(interrupted(f"collect-cases {args.verb}", exc, kept), highlight=False, markup=False)
+        return INTERRUPTED
 
 
 # --- verbs ------------------------------------------------------------------------------------------------------
@@ -127,13 +154,19 @@ def _record(args, out: Console, err: Console) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     targets = [parse_target(t) for t in args.target]
     fields = tuple(parse_user_field(f) for f in args.field)
+    created = not Path(args.store).exists()
     with CaseStore(args.store, create=True) as store:
         before = {t: n for t, n, _ in store.targets()}
     recording = start(args.store, targets, command, fields)
     try:
-        code, status = recording.finish()
-    except KeyboardInterrupt:
-        code, status = recording.finish()
+        try:
+            code, status = recording.finish()
+        except KeyboardInterrupt:
+            code, status = recording.finish()
+    except TargetError:  # nothing ran: a store this run created stays uncreated
+        if created:
+            _remove_empty_store(Path(args.store))
+        raise
     if not status.get("ready"):
         err.print(
             f"[yellow]collect-cases record:[/] the recorder did not start in {command[0]!r} (is tttv2 installed "
@@ -153,6 +186,15 @@ def _record(args, out: Console, err: Console) -> int:
         highlight=False,
     )
     return exit_status(code)
+
+
+def _remove_empty_store(path: Path) -> None:
+    """Remove a store this run created, if it is still empty (and SQLite's side files with it)."""
+    with CaseStore(path) as store:
+        if store.targets():
+            return
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        name.unlink(missing_ok=True)
 
 
 def _describe_tensors(flat: dict, suffix_keys: list[str]) -> str:
@@ -218,7 +260,7 @@ def _list(args, out: Console, err: Console) -> int:
 
 
 def _export(args, out: Console, err: Console) -> int:
-    if args.csv != "-" and same_file(Path(args.csv), Path(args.store)):
+    if args.csv != "-" and same_file(file_argument("--csv", args.csv), Path(args.store)):
         raise CollectCasesError(f"--csv {args.csv}: is the store itself; choose another file")
     if args.csv != "-":  # an existing file only if it is an earlier export, or with --force
         check([Output(Path(args.csv), "", CSV_KIND, "--csv")], [Path(args.store)], args.force)
@@ -247,7 +289,7 @@ def _import(args, out: Console, err: Console) -> int:
 
 
 def _emit(args, out: Console, err: Console) -> int:
-    if same_file(Path(args.into), Path(args.store)):
+    if same_file(file_argument("--into", args.into), Path(args.store)):
         raise CollectCasesError(f"--into {args.into}: is the store itself; choose the test file")
     target = parse_target(args.target).name
     with CaseStore(args.store) as store:

@@ -23,6 +23,7 @@ from .minimal import minimal_rows
 from .params import Row, make_ids, project, render_param, render_value, uses_ttnn
 
 HEADER = "# collect-cases:"
+_BOM = "\ufeff"
 DEFAULT_LINE_LENGTH = 110
 
 SKELETON = '''"""Cases recorded by collect-cases for {target}.
@@ -171,14 +172,54 @@ def _existing_entries(module: cst.Module, value: cst.List) -> list[_Existing]:
     return out
 
 
-def _binds_ttnn(module: cst.Module) -> bool:
-    tree = ast.parse(module.code)
-    for node in tree.body:
-        if isinstance(node, ast.Import) and any((a.asname or a.name) == "ttnn" for a in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == "ttnn" for a in node.names):
-            return True
-    return False
+def _read_exactly(path: Path) -> str:
+    """The file's text with nothing translated: CRLF line ends stay (libcst then writes the new list with
+    them too) and a UTF-8 byte order mark stays as its character, so every byte outside the list is kept."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EmitError(f"--into {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
+    """Every name bound at module level other than by a plain ``NAME = ...`` / ``NAME: T = ...`` statement (which
+    ``_find`` handles): ``class``, ``def``, ``import``, ``for`` / ``with`` targets, tuple unpacking, also inside
+    module-level ``if`` / ``try`` / ``with`` blocks (``NAME += [...]`` extends a list; it binds nothing new).
+    Name -> (what binds it, line)."""
+    found: dict[str, tuple[str, int]] = {}
+
+    def targets(node: ast.AST, kind: str, line: int) -> None:
+        for name in ast.walk(node):
+            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):  # not `x` of `x[0] = ...`
+                found.setdefault(name.id, (kind, line))
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, ("a class", node.lineno))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(node.name, ("a def", node.lineno))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    found.setdefault(bound, ("an import", node.lineno))
+            elif isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name) for t in node.targets):
+                for target in node.targets:
+                    targets(target, "an unpacking assignment", node.lineno)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                targets(node.target, "a for loop", node.lineno)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars, "a with statement", node.lineno)
+            for block in ("body", "orelse", "finalbody"):
+                if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                visit(handler.body)
+
+    visit(ast.parse(module.code).body)
+    return found
 
 
 def emit(
@@ -209,7 +250,7 @@ def emit(
         raise EmitError(f"--into {path}: is a directory, expected a test file")
     if not path.exists() and not path.parent.is_dir():
         raise EmitError(f"--into {path}: folder {path.parent} does not exist")
-    old_text = path.read_text() if path.exists() else None
+    old_text = _read_exactly(path) if path.exists() else None
     source = old_text
     try:
         module = cst.parse_module(source) if source is not None else None
@@ -219,12 +260,20 @@ def emit(
         ) from None
 
     header: dict[str, str] = {}
+    bindings: dict[str, tuple[str, int]] = {}
     argnames: list[list[str]] = []
     if module is not None:
         found = _find(module, name)
         if len(found) > 1:
             raise EmitError(
                 f"--name {name}: assigned {len(found)} times at module level in {path}; expected once"
+            )
+        bindings = _module_bindings(module)
+        other = bindings.get(name)
+        if other is not None:
+            kind, line = other
+            raise EmitError(
+                f"--name {name}: in {path} it is bound by {kind} (line {line}), not a list; refusing to shadow it"
             )
         if found:
             index, statement, value = found[0]
@@ -278,7 +327,12 @@ def emit(
                 target=target, name=name, argnames=argnames_code, test_name=test_name, params=params
             )
         )
-    elif uses_ttnn(rows, list(columns)) and not _binds_ttnn(module):
+    elif "pytest" not in bindings and not _find(module, "pytest"):
+        raise EmitError(
+            f"--into {path}: the list is made of pytest.param(...) entries but the file binds no name 'pytest' at "
+            "module level; add `import pytest` first"
+        )
+    elif uses_ttnn(rows, list(columns)) and "ttnn" not in bindings and not _find(module, "ttnn"):
         raise EmitError(
             f"--into {path}: the cases name dtypes as ttnn.<dtype> but the file binds no name 'ttnn' at module "
             "level; add `from tttv2 import ttnn` (or `import ttnn`) first"
@@ -336,6 +390,8 @@ def emit(
     body[index] = new_statement
     module_header = [line for line in module.header if not _is_header(line)] if index == 0 else module.header
     new_text = module.with_changes(body=body, header=module_header).code
+    if old_text is not None and old_text.startswith(_BOM):  # libcst drops the byte order mark: put it back
+        new_text = _BOM + new_text
     return EmitResult(
         path, old_text, new_text, list(columns), len(rows), dropped_ids, result_foreign, warnings
     )

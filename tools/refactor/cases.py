@@ -1,7 +1,7 @@
 """``--cases STORE``: the equivalence tests run on the configurations TTTv1 really saw, read from a collect-cases
 store through its public ``load_cases``. Each recorded case becomes (mesh, mode, rows, model): the rows are the
-recorded input's sequence length (its second-to-last dimension, the last for token ids), the model the
-recorded catalogue model."""
+first recorded tensor argument's sequence length (its second-to-last dimension, the last for token ids), the
+model the recorded catalogue model. ``case_notes`` names what cannot be taken as recorded."""
 
 from __future__ import annotations
 
@@ -41,9 +41,58 @@ def cases_from_store(
     return out, origin
 
 
+def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...]) -> list[str]:
+    """What the generated tests cannot take from the recorded cases as they are, said at generation time: a
+    model the tttv1 catalogue does not have (its test would fail building ``ModelArgs``), a case with no model
+    name or no recorded tensor input (its test uses a default, named here)."""
+    from tttv1.catalogue import catalogue_names
+
+    target = f"{dotted_module_of(module)}:{class_name}"
+    try:
+        recorded = load_cases(store, target)
+    except (CollectCasesError, ValueError):  # already refused by cases_from_store
+        return []
+    catalogue = set(catalogue_names())
+    unknown, unnamed, no_input = set(), 0, 0
+    for case in recorded:
+        if _case(case, modes) is None:
+            continue
+        model = case.flat.get("model_name")
+        if not model:
+            unnamed += 1
+        elif model not in catalogue:
+            unknown.add(model)
+        if _first_input(case) is None:
+            no_input += 1
+    notes = []
+    if unknown:
+        notes.append(
+            f"--cases: recorded cases of {target} name models that are not in the tttv1 catalogue "
+            f"({', '.join(sorted(unknown))}): their generated tests fail building ModelArgs"
+        )
+    if unnamed:
+        notes.append(
+            f"--cases: {unnamed} recorded case(s) of {target} have no model name: their tests use {DEFAULT_MODELS[0]}"
+        )
+    if no_input:
+        notes.append(
+            f"--cases: {no_input} recorded case(s) of {target} have no recorded tensor input: their tests use "
+            f"{DECODE_ROWS} rows"
+        )
+    return notes
+
+
+def _first_input(case) -> tuple[tuple[int, ...], str | None] | None:
+    """Shape and dtype of the first tensor argument the recorder saw (in signature order), whatever its name."""
+    for _, spec in case.fields.get("inputs", ()):
+        if isinstance(spec, dict) and spec.get("shape"):
+            return tuple(spec["shape"]), spec.get("dtype")
+    return None
+
+
 def _case(case, modes: tuple[str, ...]) -> Case | None:
     """One recorded case in the generated tests' terms, or None when it is of another mode than the module has
-    (or lacks the mesh)."""
+    (or lacks the mesh). A case with no model name or no tensor input gets a default (``case_notes`` says so)."""
     flat = case.flat
     mesh = flat.get("mesh_shape")
     if not mesh or len(mesh) != 2:
@@ -51,8 +100,8 @@ def _case(case, modes: tuple[str, ...]) -> Case | None:
     mode = flat.get("mode") or "forward"
     if mode not in modes:
         return None
-    shape = flat.get("x_shape") or ()
-    if flat.get("x_dtype") == "uint32" and shape:
+    shape, dtype = _first_input(case) or ((), None)
+    if dtype == "uint32" and shape:
         rows = int(shape[-1])  # token ids: one per position
     elif len(shape) >= 2:
         rows = int(shape[-2])
@@ -62,4 +111,4 @@ def _case(case, modes: tuple[str, ...]) -> Case | None:
     return Case((int(mesh[0]), int(mesh[1])), mode, rows, model)
 
 
-__all__ = ["cases_from_store"]
+__all__ = ["case_notes", "cases_from_store"]

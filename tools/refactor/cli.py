@@ -5,7 +5,8 @@ needs a look: a spot could not be transformed (nothing written, or written with 
 ``--check`` found files that would change, or an existing generated module may not be overwritten (not ours, or
 edited since: ``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output
 that is a folder or an input, a ``--report`` / ``--json`` file that exists and is not a report this tool wrote
-(``--force``), bad options); **3** internal error. Nothing ever ends in a traceback without
+(``--force``), an existing generated module of another class or source file (``--force``), bad options);
+**3** internal error; **130** interrupted (Ctrl-C, one line). Nothing ever ends in a traceback without
 ``--debug``.
 """
 
@@ -16,10 +17,21 @@ import sys
 import traceback
 from pathlib import Path
 
-from tttv2_tools._output import Output, OutputError, check, same_file, write
+from tttv2_tools._output import (
+    INTERRUPTED,
+    OnlyOnce,
+    Output,
+    OutputError,
+    check,
+    file_argument,
+    interrupted,
+    same_file,
+    write,
+)
 
+from .cases import case_notes
 from .errors import RefactorError, UsageError
-from .files import check_targets, write_all
+from .files import check_sources, check_targets, write_all
 from .report import KINDS
 
 EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -43,16 +55,29 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the class to transform (default: the first with forward)",
     )
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder of the generated modules")
-    p.add_argument("--tests-out", type=Path, metavar="DIR", help="folder of the generated tests")
-    p.add_argument("--name", help="file stem of the outputs (default: MODULE's stem): NAME_1d.py, NAME_2d.py")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        action=OnlyOnce,
+        metavar="DIR",
+        help="folder of the generated modules",
+    )
+    p.add_argument(
+        "--tests-out", type=Path, action=OnlyOnce, metavar="DIR", help="folder of the generated tests"
+    )
+    p.add_argument(
+        "--name",
+        action=OnlyOnce,
+        help="file stem of the outputs (default: MODULE's stem): NAME_1d.py, NAME_2d.py",
+    )
     action = p.add_mutually_exclusive_group()
     action.add_argument("--write", action="store_true", help="write the files (the default)")
     action.add_argument("--diff", action="store_true", help="print a unified diff, write nothing")
     action.add_argument("--check", action="store_true", help="exit 1 when files would change, write nothing")
     report = p.add_mutually_exclusive_group()
-    report.add_argument("--report", type=Path, metavar="FILE.md", help="write the report as Markdown")
-    report.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON")
+    report.add_argument("--report", action=OnlyOnce, metavar="FILE.md", help="write the report as Markdown")
+    report.add_argument("--json", action=OnlyOnce, metavar="FILE", help="write the report as JSON")
     p.add_argument(
         "--cases",
         type=Path,
@@ -96,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     except RefactorError as exc:
         print(f"tttv2-refactor: {exc}", file=sys.stderr)
         return EXIT_ATTENTION
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
+        print(interrupted("tttv2-refactor", exc), file=sys.stderr)
+        return INTERRUPTED
     except Exception as exc:  # pragma: no cover - reported, never a bare traceback
         if args.debug:
             traceback.print_exc()
@@ -111,6 +139,15 @@ def _main(args) -> int:
     for flag, path in (("--out", args.out), ("--tests-out", args.tests_out)):
         if path is not None and path.exists() and not path.is_dir():
             raise UsageError(f"{flag}: {path} is a file, not a folder")
+    if args.name is not None:
+        _check_stem(args.name)
+    report_paths = {}
+    for flag, text in (("--report", args.report), ("--json", args.json)):
+        if text is not None:
+            try:
+                report_paths[flag] = file_argument(flag, text)
+            except OutputError as exc:
+                raise UsageError(str(exc)) from None
     if args.cases is not None:
         _check_store(args.cases, args.tests_out)
     status = _progress(not args.quiet)
@@ -132,15 +169,27 @@ def _main(args) -> int:
         if status is not None:
             status.stop()
     check_python(run.planned)
-    inputs = [module.resolve(), *(config.resolve() for config in [config] if config is not None)]
+    notes = config_notes(run.result.inputs.analysis, module, config)
+    if args.cases is not None:
+        modes = tuple(dict.fromkeys(m for g in run.result.modules for m in g.plan.modes))
+        notes += case_notes(args.cases, module, run.result.inputs.class_name, modes)
+    for note in notes:
+        print(f"tttv2-refactor: note: {note}", file=sys.stderr)
+        run.report.notes.append(note)
+    # every file the run read: the module, the config (given, or found next to the module), the helper files
+    # the analysis followed and the --cases store; no output may land on one of them, even with --force
+    inputs = [module, *([config] if config else []), *run.result.inputs.analysis.input_paths]
     inputs += [p.path for p in run.result.inputs.files.values()]
+    inputs += [args.cases] if args.cases is not None else []
     refusals = check_targets(run.planned, inputs, args.force)
     gaps = run.gaps
     reports = []
-    if args.report is not None:
-        reports.append(Output(args.report, run.report.to_markdown(), KINDS["markdown"], "--report", True))
-    if args.json is not None:
-        reports.append(Output(args.json, run.report.to_json(), KINDS["json"], "--json", True))
+    if "--report" in report_paths:
+        reports.append(
+            Output(report_paths["--report"], run.report.to_markdown(), KINDS["markdown"], "--report", True)
+        )
+    if "--json" in report_paths:
+        reports.append(Output(report_paths["--json"], run.report.to_json(), KINDS["json"], "--json", True))
     try:  # the reports obey the shared policy: checked before any file of the run is written
         check(reports, inputs, args.force)
     except OutputError as exc:
@@ -161,6 +210,8 @@ def _main(args) -> int:
             print(f"tttv2-refactor: would change {path}", file=sys.stderr)
         code = EXIT_ATTENTION if stale or gaps else EXIT_OK
     else:
+        if not args.force:
+            check_sources(run.planned)
         if refusals:
             for line in refusals:
                 print(f"tttv2-refactor: {line}", file=sys.stderr)
@@ -181,6 +232,32 @@ def _main(args) -> int:
             _print_gaps(gaps)
     _write_reports(reports)
     return code
+
+
+def _check_stem(stem: str) -> None:
+    """``--name`` is a file stem: the outputs are ``STEM_1d.py`` in ``--out`` (never somewhere else), and the
+    generated tests are functions ``test_STEM_1d_...``: letters, digits and underscores only."""
+    if not stem or not ("x" + stem).isidentifier():
+        raise UsageError(
+            f"--name: expected a file stem of letters, digits and underscores (the outputs are STEM_1d.py and "
+            f"test functions test_STEM_1d_...; no folder, not empty), got {stem!r}"
+        )
+
+
+def config_notes(analysis, module: Path, config: Path | None) -> list[str]:
+    """What trace-deps says about a missing or unusable config, said loudly: without ModelArgs, facts such as
+    ``is_galaxy`` rest on attribute names alone."""
+    notes = [
+        f"{s.loc}: {s.reason}"
+        for s in analysis.skipped
+        if s.severity == "warning" and s.what in ("model_config.py", "ModelArgs")
+    ]
+    if config is not None and same_file(config, module):
+        notes.append(
+            f"CONFIG {config} is MODULE itself, so no config was analysed: ModelArgs members (is_galaxy, ...) "
+            "are not resolved and galaxy facts rest on attribute names alone"
+        )
+    return notes
 
 
 def _check_store(store: Path, tests_out: Path | None) -> None:

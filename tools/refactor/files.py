@@ -9,6 +9,7 @@ with ``--force``. Where outputs may go (never onto an input, a folder or each ot
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import re
@@ -34,6 +35,12 @@ def with_header(body: str, source_label: str) -> str:
     return f"{HEADER_TAG} generated from {source_label}; sha256={content_hash(body)}\n{body}"
 
 
+def header_source(text: str) -> str | None:
+    """The source label (``../tt/mlp.py (class MLP)``) of a file that carries our header, else None."""
+    match = _HEADER_RE.match(text.partition("\n")[0])
+    return match.group("source") if match else None
+
+
 def header_state(text: str) -> str:
     """ "ours" (our header, content unchanged), "edited" (our header, content changed) or "foreign"."""
     first, _, body = text.partition("\n")
@@ -44,15 +51,43 @@ def header_state(text: str) -> str:
 
 
 def run_formatter(command: str, text: str, path: Path) -> str:
-    """Pipe ``text`` through ``command`` (e.g. ``ruff format -``); ``{path}`` in the command is the target."""
-    argv = shlex.split(command.replace("{path}", str(path)))
+    """Pipe ``text`` through ``command`` (e.g. ``ruff format -``); ``{path}`` in the command is the target.
+
+    The command is split first (``shlex``), then ``{path}`` is replaced inside each argument, so a target with a
+    quote or a space stays one argument. What comes back must still be the module (it parses and defines every
+    top-level class and function ``text`` defines), else it is a failing formatter (``UsageError``)."""
+    try:
+        argv = [part.replace("{path}", str(path)) for part in shlex.split(command)]
+    except ValueError as exc:
+        raise UsageError(f"--formatter: cannot split {command!r} into arguments: {exc}") from None
+    if not argv:
+        raise UsageError("--formatter: expected a command, got an empty string")
     try:
         done = subprocess.run(argv, input=text, capture_output=True, text=True, check=False, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"--formatter: cannot run {command!r}: {exc}") from exc
     if done.returncode != 0:
         raise UsageError(f"--formatter: {command!r} failed on {path.name}: {done.stderr.strip()[:300]}")
+    _check_formatted(command, text, done.stdout, path)
     return done.stdout
+
+
+def _check_formatted(command: str, before: str, after: str, path: Path) -> None:
+    try:
+        tree = ast.parse(after)
+    except SyntaxError as exc:
+        reason = f"its output does not parse ({exc.msg}, line {exc.lineno})"
+    else:
+        missing = _definitions(ast.parse(before)) - _definitions(tree)
+        if not missing:
+            return
+        reason = f"its output no longer defines {', '.join(sorted(missing))}"
+    raise UsageError(f"--formatter: {command!r} did not return the module {path.name}: {reason}")
+
+
+def _definitions(tree: ast.Module) -> set[str]:
+    kinds = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {node.name for node in tree.body if isinstance(node, kinds)}
 
 
 @dataclass
@@ -112,6 +147,20 @@ def check_targets(planned: list[Planned], inputs: list[Path], force: bool) -> li
                 f"{item.path}: was edited since tttv2-refactor wrote it (use --force to replace it)"
             )
     return problems
+
+
+def check_sources(planned: list[Planned]) -> None:
+    """Refuse (``UsageError``) to replace a module or test this tool generated from another class or source file:
+    ``--class Second`` with the default ``--name`` would otherwise silently replace the modules of ``First``."""
+    for item in planned:
+        old = item.current()
+        before = header_source(old) if old is not None else None
+        now = header_source(item.text)
+        if before is not None and before != now:
+            raise UsageError(
+                f"{item.path}: was generated from {before}, not from {now}; give --name to write it under "
+                f"another name (or --force to replace it)"
+            )
 
 
 def write_all(planned: list[Planned]) -> list[Path]:

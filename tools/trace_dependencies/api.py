@@ -111,7 +111,9 @@ def _analyze(
         )
     engine.out.skipped.extend(notes)
     elapsed = time.perf_counter() - started
-    return build(engine, seconds=round(elapsed, 4))
+    analysis = build(engine, seconds=round(elapsed, 4))
+    analysis.__dict__["_input_paths"] = [*project.files, *project.failed]  # see Analysis.input_paths
+    return analysis
 
 
 __all__ = ["TraceError", "UsageError", "analyze"]

@@ -9,7 +9,7 @@ with ``--force``, always atomically.
 
 Exit codes: 0 analysed; 1 ``--strict`` and something was not understood; 2 usage or I/O error (bad arguments,
 a missing or unreadable file, a file that does not parse, a module with no entry class, an output that cannot
-be written); 3 internal error.
+be written); 3 internal error; 130 interrupted (Ctrl-C, one line).
 """
 
 from __future__ import annotations
@@ -22,7 +22,16 @@ import sys
 import time
 from pathlib import Path
 
-from tttv2_tools._output import Output, OutputError, check, write
+from tttv2_tools._output import (
+    INTERRUPTED,
+    OnlyOnce,
+    Output,
+    OutputError,
+    check,
+    file_argument,
+    interrupted,
+    write,
+)
 
 from .errors import TraceError, UsageError
 from .model import SCHEMA_VERSION
@@ -113,7 +122,13 @@ def parser() -> argparse.ArgumentParser:
         help="per-call entry method (default: forward, else __call__)",
     )
     for fmt in FORMATS:
-        p.add_argument(f"--{fmt}", type=_output, metavar="=FILE", help=f"{fmt} output to stdout, or to FILE")
+        p.add_argument(
+            f"--{fmt}",
+            type=_output,
+            action=OnlyOnce,
+            metavar="=FILE",
+            help=f"{fmt} output to stdout, or to FILE",
+        )
     p.add_argument(
         "--why", metavar="NAME", help="paths from root parameters to a key, args.attr, op or file:line"
     )
@@ -188,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TraceError, OutputError) as exc:
         err.print(f"trace-deps: error: {exc}")
         return 2
-    except KeyboardInterrupt:  # pragma: no cover
-        err.print("trace-deps: interrupted")
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
+        err.print(interrupted("trace-deps", exc))
+        return INTERRUPTED
     except OSError as exc:  # an I/O error anywhere (e.g. the terminal report on a closed stdout): exit 2
         where = f" ({exc.filename})" if exc.filename else ""
         err.print(f"trace-deps: error: I/O error{where}: {exc.strerror or exc}")
@@ -227,6 +242,9 @@ def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
     """Check every output before anything is analysed: at most one on stdout, and every file output through the
     shared policy (not an input, no two on one file, an existing file only if trace-deps wrote it or --force)."""
     targets = {fmt: getattr(args, fmt) for fmt in FORMATS if getattr(args, fmt) is not None}
+    for fmt, target in targets.items():
+        if target != STDOUT:
+            file_argument(f"--{fmt}", target)
     on_stdout = [f"--{fmt}" for fmt, target in targets.items() if target == STDOUT]
     if args.why and on_stdout and on_stdout != ["--json"]:
         on_stdout.append("--why")
@@ -286,10 +304,12 @@ def _run(args: argparse.Namespace, err) -> int:
         )
         for fmt in targets
     }
+    outputs = _outputs(targets, texts)
+    # checked again with every file the analysis read (the config found next to the module, helper files)
+    check(outputs, [module, *([config] if config else []), *analysis.input_paths], args.force)
     for fmt, target in targets.items():
         if target == STDOUT:
             _stdout(texts[fmt])
-    outputs = _outputs(targets, texts)
     write(outputs)
     for output in outputs if not args.quiet else []:
         err.print(f"wrote {output.path} ({output.label.removesuffix(' output')})")

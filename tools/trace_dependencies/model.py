@@ -34,6 +34,7 @@ from .records import (
 TYPE_CHECKING = False  # typing is not imported at run time: about 5 ms of every trace-deps start-up
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
     import networkx as nx
@@ -96,6 +97,12 @@ class Analysis:
             cached = (self.dependencies, self.dependencies.to_networkx())
             self.__dict__["_networkx"] = cached
         return cached[1]
+
+    @property
+    def input_paths(self) -> list[Path]:
+        """The real paths of every file the analysis read (module, config, helper files): what a tool must never
+        write onto. Not data (paths of this machine): empty for a loaded analysis."""
+        return list(self.__dict__.get("_input_paths", ()))
 
     __hash__ = None  # mutable data
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tttv2_tools.collect_cases import CollectCasesError, load_cases
+from tttv2_tools.collect_cases import CaseStore, CollectCasesError, load_cases
 from tttv2_tools.collect_cases.cli import main
 from tttv2_tools.collect_cases.command import BOOTSTRAP, bootstrapped
 
@@ -84,6 +84,19 @@ def test_a_bad_target_stops_before_the_command_runs(tmp_path, run_script, capsys
     assert _record(store, PY, str(run_script), "1", str(marker), "0", target="no_such_mod:X") == 2
     assert "does not import: ModuleNotFoundError" in capsys.readouterr().err
     assert not marker.exists()
+
+
+def test_a_bad_target_leaves_no_new_store_and_is_said_once(tmp_path, run_script, capfd):
+    """R27: the store a failed record created is removed again (an existing one is kept), and the child's
+    error is printed by the parent only."""
+    store, marker = tmp_path / "new.sqlite", tmp_path / "ran"
+    assert _record(store, PY, str(run_script), "1", str(marker), "0", target="plain_layers:Nope") == 2
+    err = capfd.readouterr().err
+    assert err.count("has no attribute 'Nope'") == 1 and "collect-cases record:" in err, err
+    assert not list(tmp_path.glob("new.sqlite*")) and not marker.exists()
+    CaseStore(store, create=True).close()  # an existing store, even an empty one, is kept
+    assert _record(store, PY, str(run_script), "1", str(marker), "0", target="plain_layers:Nope") == 2
+    assert store.is_file() and load_cases(store, "plain_layers:Plain") == []
 
 
 def test_a_store_that_is_not_a_store_is_refused_before_the_command_runs(tmp_path, run_script, capsys):

@@ -143,6 +143,17 @@ def test_export_cli_refuses_to_overwrite_and_to_write_the_store(tmp_path, capsys
     assert main(["export", "--store", str(store), "--csv", str(mine), "--force", "--target", MLP]) == 0
     assert len(mine.read_text().splitlines()) == 2
     assert main(["export", "--store", str(store), "--csv", "/dev/null"]) == 0
+    module = (
+        tmp_path / "user.py"
+    )  # R39: a link named .csv to a Python file is a Python file, even with --force
+    module.write_text("x = 1\n")
+    (tmp_path / "exp.csv").symlink_to(module)
+    assert main(["export", "--store", str(store), "--csv", str(tmp_path / "exp.csv"), "--force"]) == 2
+    assert (
+        "refusing to overwrite the Python file" in capsys.readouterr().err and module.read_text() == "x = 1\n"
+    )
+    assert main(["export", "--store", str(store), "--csv", f"{tmp_path / 'sub'}/"]) == 2  # R26: a folder path
+    assert "is a folder path" in capsys.readouterr().err and not (tmp_path / "sub").exists()
     assert main(["export", "--store", str(store), "--csv", str(store), "--force"]) == 2
     assert "is the store itself" in capsys.readouterr().err
     assert main(["import", "--store", str(store), "--csv", str(store)]) == 2

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from tttv2_tools._output import write_text
 from tttv2_tools.collect_cases import Case, EmitError
 from tttv2_tools.collect_cases.cli import main
 from tttv2_tools.collect_cases.emit import emit
@@ -186,6 +187,13 @@ def test_ids_fall_back_to_numbers_when_no_column_tells_cases_apart():
         ("CASES = {}\n", "CASES", {}, "it is a Dict, not a list"),
         ("import pytest\nCASES = []\nCASES = []\n", "CASES", {}, "assigned 2 times"),
         ("import pytest\nCASES = []\n", "CASES", {}, "binds no name 'ttnn'"),
+        # R16: pytest.param entries need a module-level `pytest`, as ttnn.<dtype> values need `ttnn`
+        ("from tttv2 import ttnn\nCASES = []\n", "CASES", {}, "binds no name 'pytest'"),
+        # R15: a class, def or import of that name is not a list either; a list after it would shadow it
+        ("import pytest\nimport ttnn\nclass Neg:\n    pass\n", "Neg", {}, "bound by a class \\(line 3\\)"),
+        ("import pytest\nimport ttnn\nif True:\n    def CASES(): pass\n", "CASES", {}, "bound by a def"),
+        ("import pytest\nimport ttnn\nfrom x import y as CASES\n", "CASES", {}, "bound by an import"),
+        ("import pytest\nimport ttnn\nCASES, b = [], 1\n", "CASES", {}, "bound by an unpacking"),
         ("CASES = []\n", "CASES", {"columns": ["pcc"]}, "pcc is not recorded"),
         ("CASES = []\n", "1bad", {}, "expected a Python identifier"),
         (
@@ -222,7 +230,7 @@ def test_parametrize_argnames_pin_the_fields_of_an_empty_list(tmp_path):
 
 def test_a_list_that_is_the_first_statement_keeps_one_header(tmp_path):
     target = tmp_path / "t.py"
-    target.write_text("# my note\nCASES = []\n")
+    target.write_text("# my note\nCASES = []\n\nimport pytest\n")
     with pytest.raises(EmitError, match="binds no name 'ttnn'"):
         emit(CASES, T, target, "CASES")
     first = emit(CASES, T, target, "CASES", columns=["mesh_shape", "mode"]).new_text
@@ -281,3 +289,25 @@ def test_a_list_the_file_lacks_is_added_at_its_end(tmp_path):
     assert result.new_text.count("pytest.param(") == 3 and result.warnings == []
     target.write_text(result.new_text)
     assert not emit(CASES[:2], T, target, "NEW_CASES").changed
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_kept(tmp_path):
+    """R34: only the list changes, also in a file with a UTF-8 BOM and CRLF line ends (and the list gets them)."""
+    target = tmp_path / "test_crlf.py"
+    before = '\ufeff"""Tést."""\r\nimport pytest\r\nfrom tttv2 import ttnn\r\n\r\nCASES: list = []\r\n\r\nTAIL = 1\r\n'
+    target.write_bytes(before.encode("utf-8"))
+    text = emit(CASES, T, target, "CASES").new_text
+    assert text.startswith(
+        '\ufeff"""Tést."""\r\nimport pytest\r\nfrom tttv2 import ttnn\r\n\r\n# collect-cases:'
+    )
+    assert text.endswith("]\r\n\r\nTAIL = 1\r\n") and "\n" not in text.replace("\r\n", "")
+    write_text(target, text)
+    assert target.read_bytes().startswith(b'\xef\xbb\xbf"""T') and not emit(CASES, T, target, "CASES").changed
+
+
+def test_a_list_extended_or_sliced_elsewhere_is_still_the_list(tmp_path):
+    """``+=`` and item assignment bind no new value to ``--name``: only class/def/import/unpacking ones refuse."""
+    target = tmp_path / "test_x.py"
+    target.write_text("import pytest\nfrom tttv2 import ttnn\n\nCASES = []\nCASES += []\nCASES[0:0] = []\n")
+    text = emit(CASES, T, target, "CASES").new_text
+    assert "pytest.param(" in text and text.endswith("]\nCASES += []\nCASES[0:0] = []\n")

@@ -107,3 +107,33 @@ def test_bad_stores_are_one_line_errors(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and message in err and len(err.splitlines()) == 1, err
     assert not out.exists() and not (tmp_path / "t").exists()
+
+
+def test_cases_the_tests_cannot_take_as_recorded_are_reported(tmp_path):
+    """R27: a model the catalogue lacks, a case with no model name or no tensor input is named at generation
+    time, not silently defaulted; the rows come from the first tensor input whatever its name."""
+    from tttv2_tools.collect_cases import Case
+    from tttv2_tools.refactor.cases import case_notes
+
+    def case(model, inputs):
+        fields = {"mode": "prefill", "mesh_shape": [1, 2], "inputs": inputs}
+        return Case(RMSNORM, fields | ({"model_name": model} if model else {}))
+
+    hidden = [["hidden", {"shape": [1, 1, 64, 512], "dtype": "bfloat16"}]]
+    with CaseStore(tmp_path / "s.sqlite", create=True) as store:
+        store.add_cases(
+            [case("Llama-3.1-8B-tiny", hidden), case("Llama-99B-nonexistent", hidden), case(None, [])], "test"
+        )
+    module = TTTV1 / "rmsnorm.py"
+    notes = case_notes(tmp_path / "s.sqlite", module, "RMSNorm", ("decode", "prefill"))
+    assert len(notes) == 3, notes
+    assert "not in the tttv1 catalogue (Llama-99B-nonexistent)" in notes[0]
+    assert "1 recorded case(s) of tttv1.tt.rmsnorm:RMSNorm have no model name" in notes[1]
+    assert "1 recorded case(s) of tttv1.tt.rmsnorm:RMSNorm have no recorded tensor input" in notes[2]
+    recorded, _ = cases_from_store(tmp_path / "s.sqlite", module, "RMSNorm", ("decode", "prefill"))
+    # rows from `hidden`, not the default 32 (which only the case without a tensor input gets, as noted)
+    assert {(c.seq_len, c.model) for c in recorded["1d"]} == {
+        (64, "Llama-3.1-8B-tiny"),
+        (64, "Llama-99B-nonexistent"),
+        (32, "Llama-3.1-8B-tiny"),
+    }

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tttv2_tools.refactor.cli import main
-from tttv2_tools.refactor.files import content_hash, header_state, with_header
+from tttv2_tools.refactor.errors import UsageError
+from tttv2_tools.refactor.files import content_hash, header_state, run_formatter, with_header
 
 TTTV1 = Path(__file__).resolve().parents[3] / "tttv1" / "tt"
 
@@ -246,3 +247,104 @@ def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small
     assert run(small, "--out", out, "--report", tmp_path / "hard.md", "--force", "--quiet") == 2
     assert "onto the input file" in capsys.readouterr().err
     assert small.read_text() == textwrap.dedent(SMALL) and not out.exists()
+
+
+def test_links_to_the_config_found_next_to_the_module_are_refused_even_with_force(small, tmp_path, capsys):
+    """R11: the config the run found by itself (no CONFIG argument) is an input like the module, through a
+    symlink (a report is judged by the file it points to) or a hard link (its inode); generated modules are
+    checked against the same inputs."""
+    config = small.parent / "model_config.py"
+    before = config.read_text()
+    (tmp_path / "rep.md").symlink_to(config)
+    os.link(config, tmp_path / "hard.json")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "norm_1d.py").symlink_to(config)  # also a generated module that is a link to the config
+    for argv, reason in (
+        (["--report", tmp_path / "rep.md"], "refusing to write an output onto the input file"),
+        (
+            ["--json", tmp_path / "hard.json", "--name", "other"],
+            "refusing to write --json onto the input file",
+        ),
+    ):
+        assert run(small, "--out", out, *argv, "--force", "--quiet") == 2
+        err = capsys.readouterr().err
+        assert reason in err and len(err.splitlines()) == 1, err
+    assert config.read_text() == before and [p.name for p in out.iterdir()] == ["norm_1d.py"]
+
+
+TWO_CLASSES = """
+import ttnn
+
+
+class First:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        return ttnn.add(x, 1.0)
+
+
+class Second:
+    def __init__(self, mesh_device, args):
+        self.args = args
+
+    def forward(self, x, mode):
+        return ttnn.mul(x, 2.0)
+"""
+
+
+def test_a_module_generated_for_another_class_is_not_replaced_without_force(small, tmp_path, capsys):
+    """R10: ``--class Second`` with the default stem would write the same ``two_1d.py`` as ``First``."""
+    module = small.parent / "two.py"
+    module.write_text(TWO_CLASSES)
+    out = tmp_path / "out"
+    assert run(module, "--out", out, "--quiet") == 0
+    first = (out / "two_1d.py").read_text()
+    assert "class First1D" in first
+    assert run(module, "--class", "Second", "--out", out, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "(class First), not from" in err and "(class Second)" in err and "--name" in err, err
+    assert len(err.splitlines()) == 1 and (out / "two_1d.py").read_text() == first
+
+
+def test_formatter_gets_the_target_as_one_argument_and_must_return_the_module(small, tmp_path, capsys):
+    """R13: ``{path}`` is replaced after splitting (a quote or a space in it stays one argument), and a
+    formatter's output that does not parse or lost the class is a failing formatter (exit 2), not exit 3."""
+    out = tmp_path / "it's a folder"
+    assert run(small, "--out", out, "--formatter", "sh -c '[ $# -eq 1 ] && cat' sh {path}", "--quiet") == 0
+    assert "class Norm1D" in (out / "norm_1d.py").read_text()
+    module = "import ttnn\n\n\nclass Norm1D:\n    pass\n"
+    assert run_formatter("cat", module, out / "norm_1d.py") == module
+    for command, reason in (
+        ("echo hello", "no longer defines Norm1D"),
+        ("true", "no longer defines Norm1D"),
+        ("echo 'class ('", "does not parse"),
+    ):
+        with pytest.raises(
+            UsageError, match=rf"--formatter: .* did not return the module norm_1d.py: .*{reason}"
+        ):
+            run_formatter(command, module, out / "norm_1d.py")
+    with pytest.raises(UsageError, match="cannot split"):
+        run_formatter("ruff format --stdin-filename 'x -", module, out / "norm_1d.py")
+
+
+def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys):
+    """R26: ``--name`` cannot lead outside ``--out`` or be empty, a report path ending in ``/`` is a folder, an
+    output option given twice is a usage error; the module given as its own CONFIG gets a loud note."""
+    out = tmp_path / "out"
+    for stem in ("../elsewhere", "a/b", "", "..", "my-norm"):  # R31: my-norm made an invalid test function
+        assert run(small, "--out", out, "--name", stem) == 2
+        assert "--name: expected a file stem" in capsys.readouterr().err
+    assert run(small, "--out", out, "--report", f"{tmp_path / 'sub'}/") == 2
+    assert "is a folder path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run(small, "--out", out, "--out", tmp_path / "other")
+    assert "--out given twice" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    # without a config, self.eps (from args.eps) stays a run-time read the generated class cannot serve: a gap
+    assert run(small, small, "--out", out, "--json", tmp_path / "r.json", "--quiet") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tttv2-refactor: note: CONFIG") and "is MODULE itself" in err
+    assert "not transformed: norm.py:13: self.eps" in err
+    assert any("is MODULE itself" in note for note in json.loads((tmp_path / "r.json").read_text())["notes"])
