@@ -10,9 +10,11 @@ import libcst as cst
 from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
+from .members import MemberCheck
 from .modeparam import mode_parameter_gaps
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
+from .unsupported import unsupported_gaps
 
 TOPOLOGIES = ("1d", "2d")
 
@@ -63,6 +65,7 @@ def generate(
     result = Result(inputs, stem)
     result.gaps.extend(per_mode_config(inputs))
     result.gaps.extend(mode_parameter_gaps(inputs))
+    result.gaps.extend(unsupported_gaps(inputs))
     topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
     names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}
     for topology in topologies:
@@ -70,6 +73,7 @@ def generate(
         plan = Planner(inputs, topology, names[topology], gaps).build()
         other = next((names[t] for t in topologies if t != topology), None)
         rendered = Emitter(inputs, plan, other, gaps).render()
+        rendered.module = MemberCheck(inputs, gaps).apply(rendered.module)
         result.modules.append(Generated(topology, names[topology], f"{stem}_{topology}.py", plan, rendered))
         for gap in gaps:
             if gap not in result.gaps:

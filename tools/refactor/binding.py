@@ -52,6 +52,8 @@ class ClassFacts:
     )  # mesh device, CCL, prefetcher, sub-modules: kept as objects
     device: set[str] = field(default_factory=set)  # device tensors made at construction (weights, caches)
     assigned_in_forward: set[str] = field(default_factory=set)  # state a forward changes (not transformable)
+    # config keys not defined on every configuration (each definition sits under a test): read only when present
+    guarded_keys: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -70,6 +72,9 @@ class Scope:
     local_static: dict[str, bool] = field(default_factory=dict)
     assignments: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     mutated: set[str] = field(default_factory=set)  # locals changed in place (x.append(…), x[k] = …)
+    method_aliases: dict[str, str] = field(
+        default_factory=dict
+    )  # self.impl -> the method __init__ stores there
 
     # -- names -----------------------------------------------------------------------------------
     def is_local(self, name: str) -> bool:

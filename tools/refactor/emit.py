@@ -43,6 +43,8 @@ class Rendered:
     helpers: dict[str, str]  # copied helper -> where it came from
     methods: list[MethodPlan]
     entry_params: dict[str, list[str]] = field(default_factory=dict)
+    # (mode, group) -> the function of from_model_args that runs that group's construction code
+    construction_functions: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def _fill(template: str, **blocks) -> cst.Module:
@@ -86,6 +88,7 @@ class Emitter:
         self.mesh_param = self._mesh_param()
         self.generated_names: set[str] = set()
         self.first_party = first_party_roots(inputs.module.path)
+        self.construction_functions: dict[tuple[str, str], str] = {}
 
     def _mesh_param(self) -> str | None:
         for param in self.plan.init_params.params:
@@ -170,7 +173,9 @@ class Emitter:
             helpers.require(self._module_level_reads(test, file), file, file)
         self.generated_names = set(helpers.copied) | set(helpers.imports)
         module = self._module(table, final_methods, bindings, helpers, entry_params)
-        return Rendered(module, table, dict(helpers.sources), final_methods, entry_params)
+        return Rendered(
+            module, table, dict(helpers.sources), final_methods, entry_params, self.construction_functions
+        )
 
     def _mesh_attr(self) -> str | None:
         init = self.plan.init_body
@@ -200,7 +205,9 @@ class Emitter:
         params = func.params
         if method.mode == SINGLE:  # a module without modes keeps TTTv1's forward signature
             used |= {p.name.value for p in [*params.params, *params.kwonly_params]}
-        kept_params = [params.params[0]] + [p for p in params.params[1:] if p.name.value in used]
+        # the input (TTTv1's first parameter after self) stays: the contract is decode_forward(x) even when this
+        # path only raises
+        kept_params = [*params.params[:2], *(p for p in params.params[2:] if p.name.value in used)]
         kept_params[-1] = kept_params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         kept_kwonly = [p for p in params.kwonly_params if p.name.value in used]
         new_params = params.with_changes(params=kept_params, kwonly_params=kept_kwonly)
@@ -637,8 +644,8 @@ class Emitter:
                 *self._empty_groups(table, mode),
             ]:
                 mine = [f for f in table.fields if f.home == (mode, group)]
-                if not mine:
-                    continue
+                if not mine and not _checks(group_statements):
+                    continue  # no field reads it (a check, an assert, runs even so)
                 statements = [to_construction(s, self.tttv1_class, methods) for s in group_statements]
                 statements = [s for s in statements if isinstance(s, cst.CSTNode)]
                 returns = [f"        {f.name}=__V{i}__," for i, f in enumerate(mine)]
@@ -650,6 +657,7 @@ class Emitter:
                 )
                 part = slug(copy or origin.split(".")[-1])
                 fn_name = f"_{mode}_fields" if is_entry else f"_{mode}_{part}_fields"
+                self.construction_functions[(mode, group)] = fn_name
                 src = f"def {fn_name}():\n    return dict(\n" + "\n".join(returns) + "\n    )\n"
                 fn = cst.parse_statement(src)
                 fn = _substitute_values(fn, mine, self._field_value)
@@ -797,6 +805,12 @@ class Emitter:
                 out[0].with_changes(leading_lines=[]), "TTTv1 names the bridge needs (imported here only)"
             )
         return out
+
+
+def _checks(statements: list[cst.BaseStatement]) -> bool:
+    """Whether static code contains an ``assert`` or ``raise``: TTTv1's own checks, kept even when no field
+    needs the code around them."""
+    return any(type(node) in (cst.Assert, cst.Raise) for s in statements for node in walk(s))
 
 
 def _own_returns(node: cst.CSTNode) -> list[cst.Return]:

@@ -49,7 +49,7 @@ def module_names(parsed: ParsedFile) -> ModuleNames:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                    module = _dotted_module(small)
+                    module = _absolute(_dotted_module(small), parsed.path)
                     if module == "__future__":
                         continue
                     for alias in small.names:
@@ -72,6 +72,21 @@ def module_names(parsed: ParsedFile) -> ModuleNames:
 def _dotted_module(node: cst.ImportFrom) -> str:
     dots = "." * len(node.relative)
     return dots + (code(node.module) if node.module is not None else "")
+
+
+def _absolute(module: str, path: Path) -> str:
+    """``.utils`` imported by ``pkg/sub/blk.py`` -> ``pkg.sub.utils``: generated code lives elsewhere, where a
+    relative import would find nothing (or another package's module). Left as written when the file is not in
+    a package deep enough to resolve it."""
+    level = len(module) - len(module.lstrip("."))
+    if level == 0:
+        return module
+    package = dotted_module_of(path).split(".")[:-1]
+    if level - 1 >= len(package):
+        return module
+    base = package[: len(package) - (level - 1)]
+    rest = module[level:]
+    return ".".join([*base, rest] if rest else base)
 
 
 def _local(alias: cst.ImportAlias) -> str:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -22,6 +23,7 @@ from .cstutil import (
     assigned_names,
     block_statements,
     code,
+    const_bool,
     dotted,
     is_atom,
     names_read,
@@ -151,6 +153,10 @@ def split_static(
     dynamic: list[cst.BaseStatement] = []
     static: list[cst.BaseStatement] = []
     for statement in statements:
+        refusal = _decided_refusal(statement, prov)
+        if refusal is not None:
+            dynamic.append(refusal)  # TTTv1 refuses when this path runs, not when the module is built
+            continue
         if is_static_statement(statement, scope):
             static.append(statement)
             continue
@@ -166,6 +172,20 @@ def split_static(
             continue
         dynamic.append(statement)
     return dynamic, static
+
+
+def _decided_refusal(statement: cst.BaseStatement, prov: Provenance | None) -> cst.BaseStatement | None:
+    """``assert False, msg`` (an assert the topology / mode decided to fail) as ``raise AssertionError(msg)``."""
+    small = small_statement(statement)
+    if not isinstance(small, cst.Assert) or const_bool(small.test) is not False or len(statement.body) != 1:
+        return None
+    message = [cst.Arg(small.msg)] if small.msg is not None else []
+    raise_ = cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))
+    out = statement.with_changes(body=[raise_])
+    if prov is not None:
+        prov.note(out, statement)
+        prov.set_origin(raise_, prov.origin(small))  # the report follows the assert to this raise
+    return out
 
 
 def _orelse_statements(orelse) -> list[cst.BaseStatement]:
@@ -204,13 +224,24 @@ def propagate_literals(
     func: cst.FunctionDef, scope: Scope, prov: Provenance | None = None
 ) -> cst.FunctionDef:
     """A local assigned one literal once (``sharded = True``) is replaced by the literal where it is read."""
+    func = _fold_method_dispatch(func, scope, prov)
     literals: dict[str, cst.BaseExpression] = {}
+    methods: set[str] = set()
     for name, values in scope.assignments.items():
-        if len(values) == 1 and values[0] is not None and _is_literal(values[0]) and name not in scope.params:
+        if len(values) != 1 or values[0] is None or name in scope.params:
+            continue
+        if _is_literal(values[0]):
             literals[name] = values[0]
+        elif _method_reference(values[0], scope):
+            # ``fn = self._non_tg`` (what a decided ``self._a if TG else self._b`` leaves): ``fn(x)`` is then the
+            # method call ``self._non_tg(x)``, which is copied and specialised like any other
+            literals[name] = values[0]
+            methods.add(name)
     if not literals:
         return func
-    for name in _read_before_assigned_or_deleted(func, set(literals)):
+    for name in _read_before_assigned_or_deleted(func, set(literals) - methods):
+        del literals[name]
+    for name in _read_before_assigned_or_deleted(func, methods, targets_bind=True):
         del literals[name]
     if not literals:
         return func
@@ -247,7 +278,9 @@ def propagate_literals(
     return func.visit(_T(prov))
 
 
-def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> set[str]:
+def _read_before_assigned_or_deleted(
+    func: cst.FunctionDef, names: set[str], *, targets_bind: bool = False
+) -> set[str]:
     """Names among ``names`` that the function reads before their assignment (in execution order of straight
     code: an assignment's value before its targets), deletes, or declares global / nonlocal: replacing them
     by the literal would change what the code does."""
@@ -261,6 +294,8 @@ def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> 
         def visit_Assign(self, node: cst.Assign) -> bool:
             visit_read_only(node.value, self)
             for target in node.targets:
+                if targets_bind:  # a plain name target is bound here, not read
+                    assigned.update(n.value for n in _target_name_nodes(target.target))
                 visit_read_only(target, self)
                 assigned.update(n.value for n in _target_name_nodes(target.target))
             return False
@@ -290,6 +325,63 @@ def _target_name_nodes(target: cst.CSTNode) -> list[cst.Name]:
     if isinstance(target, cst.StarredElement):
         return _target_name_nodes(target.value)
     return []
+
+
+def _fold_method_dispatch(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
+    """``{"decode": self._dec, "prefill": self._pre}["decode"]`` (a dispatch on the mode, put in as a constant)
+    -> ``self._dec``, and ``self.impl`` -> ``self._forward_1d`` when ``__init__`` stores that method there
+    (``Scope.method_aliases``): method calls the inliner copies and specialises."""
+
+    def pick(node: cst.Subscript) -> cst.BaseExpression | None:
+        table = node.value
+        if not isinstance(table, cst.Dict) or len(node.slice) != 1:
+            return None
+        index = node.slice[0].slice
+        if not isinstance(index, cst.Index) or not isinstance(index.value, cst.SimpleString):
+            return None
+        found = None
+        for element in table.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                return None
+            if not _method_reference(element.value, scope):
+                return None
+            if element.key.evaluated_value == index.value.evaluated_value:
+                found = element.value
+        return found
+
+    aliases = scope.method_aliases
+
+    def alias(node: cst.CSTNode) -> bool:
+        return (
+            type(node) is cst.Attribute
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+            and node.attr.value in aliases
+        )
+
+    if not any(alias(n) or (type(n) is cst.Subscript and pick(n) is not None) for n in walk(func)):
+        return func
+
+    class _T(TrackingTransformer):
+        def leave_Attribute(self, original_node, updated_node):
+            if alias(updated_node):
+                return updated_node.with_changes(attr=cst.Name(aliases[updated_node.attr.value]))
+            return updated_node
+
+        def leave_Subscript(self, original_node, updated_node):
+            chosen = pick(updated_node)
+            return chosen if chosen is not None else updated_node
+
+    return func.visit(_T(prov))
+
+
+def _method_reference(node: cst.BaseExpression, scope: Scope) -> bool:
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+        and node.attr.value in scope.methods
+    )
 
 
 def _is_literal(node: cst.BaseExpression) -> bool:
@@ -331,6 +423,7 @@ class Hoister(TrackingTransformer):
         self.marked: dict[int, cst.BaseExpression] = {}
         self.stack: list[cst.CSTNode] = []
         self.no_hoist: set[int] = set()
+        self.root: cst.CSTNode | None = None
 
     # -- decisions -------------------------------------------------------------------------------
     def _depends_on_construction(self, node: cst.CSTNode) -> bool:
@@ -412,7 +505,7 @@ class Hoister(TrackingTransformer):
             self.mode,
             one_line(node, 160),
             self.loc_of(node),
-            self.guards,
+            (*self.guards, *self._presence_guards(node)),
             self.group,
             borrowed,
         )
@@ -420,6 +513,42 @@ class Hoister(TrackingTransformer):
         if params:
             replacement = cst.Call(func=replacement, args=[cst.Arg(cst.Name(p)) for p in params])
         return replacement
+
+    def _presence_guards(self, node: cst.BaseExpression) -> tuple:
+        """``("K" in self.model_config, True)`` for each key ``node`` reads that is not defined on every
+        configuration, when TTTv1 reads it only under a run-time test: the field is then computed only when the
+        key is there (TTTv1 never reads it otherwise), instead of failing at construction."""
+        keys = self.scope.facts.guarded_keys
+        if not keys or not self._under_runtime_test(node):
+            return ()
+        out = []
+        for sub in walk(node):
+            if type(sub) is cst.Subscript and _is_holder(sub.value, self.scope.facts.holders):
+                key = _string_key(sub)
+                if key in keys:
+                    test = cst.Comparison(
+                        left=cst.SimpleString(f'"{key}"'),
+                        comparisons=[cst.ComparisonTarget(cst.In(), sub.value)],
+                    )
+                    out.append((test, True))
+        return tuple(out)
+
+    def _under_runtime_test(self, node: cst.CSTNode) -> bool:
+        """Whether the node being visited runs only when a test that is not static holds (an arm of an ``if``,
+        ``while`` or conditional expression, or the right side of ``and`` / ``or``)."""
+        chain = [*self.stack, node]
+        for parent, child in itertools.pairwise(chain):
+            if isinstance(parent, (cst.If, cst.While, cst.IfExp)):
+                test = parent.test
+            elif isinstance(parent, cst.BooleanOperation):
+                test = parent.left
+            else:
+                continue
+            if child is test:
+                continue
+            if not self.scope.is_static(test, device_static=True):
+                return True
+        return False
 
     # -- traversal ---------------------------------------------------------------------------------
     def hoist(self, tree: cst.CSTNode) -> cst.CSTNode:
@@ -449,6 +578,8 @@ class Hoister(TrackingTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.hot is not None and id(node) not in self.hot:
             return False  # nothing in it can be hoisted
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            self._shadowed_by_params(node)
         if isinstance(node, cst.Attribute):
             self.no_hoist.add(id(node.attr))
         if isinstance(node, cst.Arg) and node.keyword is not None:
@@ -468,12 +599,40 @@ class Hoister(TrackingTransformer):
                 self.no_hoist.add(id(func))
         if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
             self._no_hoist_targets(node.target)
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and self._fresh_and_mutated(node):
+            # ``tiles = [n]`` then ``tiles.append(…)``: TTTv1 builds a new object per call; one shared field
+            # would grow with every call. Its parts may still be fields.
+            self.no_hoist.add(id(node.value))
         replacement = self._try_hoist(node)
         if replacement is not None:
             self.marked[id(node)] = replacement
             return False
         self.stack.append(node)
         return True
+
+    def _shadowed_by_params(self, func: cst.FunctionDef | cst.Lambda) -> None:
+        """Inside a nested function or lambda, its own parameters shadow the locals of the same name: nothing
+        that reads them there is the outer (static) local."""
+        if self.root is None and isinstance(func, cst.FunctionDef):
+            self.root = func  # the method being hoisted: its parameters are per-call inputs anyway
+            return
+        params = func.params
+        names = {p.name.value for p in [*params.params, *params.posonly_params, *params.kwonly_params]}
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                names.add(star.name.value)
+        if not names:
+            return
+        for sub in walk(func.body):
+            if is_expression(sub) and not names.isdisjoint(summary(sub).reads):
+                self.no_hoist.add(id(sub))
+
+    def _fresh_and_mutated(self, node: cst.Assign | cst.AnnAssign) -> bool:
+        """An assignment of a new object (not a read of an existing one) to a local changed in place."""
+        if node.value is None or isinstance(node.value, (cst.Name, cst.Attribute, cst.Subscript)):
+            return False
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        return any(isinstance(t, cst.Name) and t.value in self.scope.mutated for t in targets)
 
     def _no_hoist_targets(self, target: cst.CSTNode) -> None:
         class _V(cst.CSTVisitor):

@@ -10,7 +10,14 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_NAMES
 
-from .binding import ClassFacts, Scope, collect_assignments, local_kinds_by_name, mutated_locals
+from .binding import (
+    MUTATORS,
+    ClassFacts,
+    Scope,
+    collect_assignments,
+    local_kinds_by_name,
+    mutated_locals,
+)
 from .cleanup import remove_dead_code
 from .cstutil import (
     assigned_names,
@@ -183,8 +190,64 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
         func = methods.get(name)
         if func is not None:
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
+            facts.assigned_in_forward |= _self_mutations(func)
     facts.resources -= facts.holders
+    facts.guarded_keys = {
+        key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
+    }
     return facts
+
+
+def _missing_on_a_topology(definitions) -> bool:
+    """Whether every live definition of a config key is galaxy-only, or every one non-galaxy-only (the key is
+    absent from the other topology's config)."""
+    live = [d for d in definitions if d.live]
+    return bool(live) and (
+        all("not galaxy" in d.facts for d in live) or all("galaxy" in d.facts for d in live)
+    )
+
+
+def _self_mutations(func: cst.FunctionDef) -> set[str]:
+    """``self`` attributes a forward changes in place: ``self.d[k] = v``, ``self.d.update(…)``, ``self.l += …``,
+    or the same through a local alias (``opts = self.d; opts[k] = v``). TTTv1 keeps the change for the next
+    call; a config field would not."""
+    aliases: dict[str, str] = {}
+    for node in walk(func):
+        if type(node) is cst.Assign and isinstance(node.value, cst.Attribute):
+            path = (dotted(node.value) or "").split(".")
+            if len(path) == 2 and path[0] == "self":
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        aliases[target.target.value] = path[1]
+    out = {aliases[name] for name in mutated_locals(func) if name in aliases}
+
+    def self_attr(node: cst.CSTNode) -> str | None:
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            if (
+                isinstance(node, cst.Attribute)
+                and isinstance(node.value, cst.Name)
+                and node.value.value == "self"
+            ):
+                return node.attr.value
+            node = node.value
+        return None
+
+    for node in walk(func):
+        target = None
+        if (
+            type(node) is cst.Call
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in MUTATORS
+        ):
+            target = node.func.value
+        elif type(node) is cst.AssignTarget and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+            target = node.target.value
+        elif type(node) is cst.AugAssign:
+            target = node.target
+        attr = self_attr(target) if target is not None else None
+        if attr is not None:
+            out.add(attr)
+    return out
 
 
 def _self_assignments(func: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
@@ -294,6 +357,9 @@ class Planner:
         self.modes = MODES if entry_params & MODE_NAMES else (SINGLE,)
         self.facts = class_facts(inputs, self.forward_methods)
         self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config", "forward"}
+        self.method_aliases: dict[
+            str, str
+        ] = {}  # self.X that __init__ sets to the method self.M (per topology)
         self.inliner = Inliner(
             inputs,
             {name: module_names(parsed) for name, parsed in inputs.files.items()},
@@ -342,7 +408,35 @@ class Planner:
             assignments=collect_assignments(func),
             mutated=mutated_locals(func),
             methods=self.taken,  # TTTv1's methods and the ones generated so far
+            method_aliases=self.method_aliases,
         )
+
+    def _method_aliases(self, init_body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """``self.impl = self._forward_1d`` (what ``__init__``'s ``self._forward_tg if args.is_galaxy else
+        self._forward_1d`` leaves on this topology), the only assignment of ``impl`` in the class: forward's
+        ``self.impl(x, mode)`` is then the call ``self._forward_1d(x, mode)``, copied and specialised like any
+        method call (hoist._fold_method_dispatch), and the statement leaves the construction code."""
+        counts: dict[str, int] = {}
+        for func in self.methods.values():
+            for attr, _ in _self_assignments(func):
+                counts[attr] = counts.get(attr, 0) + 1
+        kept = []
+        for statement in init_body:
+            small = small_statement(statement)
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Attribute)
+                and code(small.targets[0].target.value) == "self"
+                and isinstance(small.value, cst.Attribute)
+                and code(small.value.value) == "self"
+                and small.value.attr.value in self.methods
+                and counts.get(small.targets[0].target.attr.value) == 1
+            ):
+                self.method_aliases[small.targets[0].target.attr.value] = small.value.attr.value
+                continue
+            kept.append(statement)
+        return kept
 
     def _specialise(
         self, func: cst.FunctionDef, mode: str | None, decisions: Decisions, parsed: ParsedFile | None = None
@@ -417,6 +511,7 @@ class Planner:
     def build(self) -> ClassPlan:
         self._check_call()
         init_body, init_methods, init_decisions = self.construction()
+        init_body = self._method_aliases(init_body)
         decisions = {("construction", self.topology): init_decisions}
         modes: dict[str, ModePlan] = {}
         methods: list[MethodPlan] = []
@@ -680,7 +775,13 @@ class Planner:
                 prov=self.prov,
                 group=group,
             )
-            binding.test = hoister.hoist(binding.test)
+            test = hoister.hoist(binding.test)
+            if set(summary(test).self_attrs) & self.facts.holders:
+                # a test on the config object itself (``"K" in self.model_config``): one field, the test's value
+                test = Hoister(
+                    scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, group=group
+                ).hoist(binding.test)
+            binding.test = test
         return final
 
     def _check_holders(self, methods: list[MethodPlan]) -> None:

@@ -380,10 +380,15 @@ def _collect(generated, by_origin: dict[int, list[BranchEntry]], file_name: str,
             record(node, use.mode, "field", names.get(use.key, "?"))
     # construction code of each mode and of __init__
     fma = method_lines.get("from_model_args")
+    functions = generated.rendered.construction_functions
     for mode, mode_plan in plan.modes.items():
-        for statement in (s for group in mode_plan.construction.values() for s in group):
-            for node in _branch_nodes(statement):
-                record(node, mode, "construction", f"_{mode}_fields() in from_model_args", fma)
+        for group, statements in mode_plan.construction.items():
+            where = _construction_place(functions, mode, group)
+            for node in (n for statement in statements for n in _branch_nodes(statement)):
+                if where is None:
+                    record(node, mode, "removed", "does not run: static code no config field reads")
+                else:
+                    record(node, mode, "construction", f"{where} in from_model_args", fma)
     for statement in [*plan.init_body, *plan.init_methods]:
         for node in _branch_nodes(statement):
             for mode in modes:
@@ -392,10 +397,27 @@ def _collect(generated, by_origin: dict[int, list[BranchEntry]], file_name: str,
     for (phase, _), (node, reason) in prov.dropped.items():
         for m in modes if phase == "construction" else [phase]:
             record(node, m, "removed", f"does not run: {reason}")
+    # an assert the topology / mode decided to fail: a raise where TTTv1 raised (hoist._decided_refusal)
+    for method in generated.rendered.methods:
+        for node in walk(method.func):
+            origin = prov.origin(node) if type(node) is cst.Raise else None
+            if isinstance(origin, cst.Assert):
+                detail = f"test is False: raises AssertionError in {method.name}"
+                for part in (origin, origin.test):
+                    record(part, method.mode, "decided", detail, method_lines.get(method.name))
     # kept at run time
     for method in generated.rendered.methods:
         for index, node in enumerate(_branch_nodes(method.func)):
             record(node, method.mode, "runtime", f"in {method.name}", final_lines.get((method.name, index)))
+
+
+def _construction_place(functions: dict, mode: str, group: str) -> str | None:
+    """The function of from_model_args that runs a mode's construction code: its own, or the other mode's
+    when every field it computes is shared (same code, so emitted once); None when no field needs it."""
+    name = functions.get((mode, group))
+    if name is None:
+        name = next((n for (m, g), n in functions.items() if g == group and m != mode), None)
+    return None if name is None else f"{name}()"
 
 
 def _decided(original: cst.CSTNode, value: bool, kept: tuple[str, bool] | None) -> str:

@@ -154,8 +154,15 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
             chosen = name
             break
     if chosen is None:
-        where = f"class {class_name}" if class_name else "no class"
-        raise UsageError(f"{module_path}:1: {where} with a forward() or __call__() method")
+        if class_name is None:
+            raise UsageError(f"{module_path}:1: no class with a forward() or __call__() method")
+        raise UsageError(_no_forward(parsed, classes, class_name))
+    if "__init__" not in methods_of(classes[chosen]):
+        line = parsed.line_of(classes[chosen]) or 1
+        raise UsageError(
+            f"{module_path}:{line}: class {chosen} has no __init__ of its own (a base class?): the generated "
+            "from_model_args takes TTTv1's constructor arguments; use --class with the class TTTv1 callers build"
+        )
     entry = "forward" if "forward" in methods_of(classes[chosen]) else "__call__"
     try:
         analysis = analyze(module_path, config_path, class_name=chosen, entry=entry)
@@ -172,6 +179,28 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
         if candidate is not None:
             files[name] = ParsedFile.load(candidate, name)
     return Inputs(parsed, config_path, analysis, chosen, classes[chosen], files)
+
+
+def _no_forward(parsed: ParsedFile, classes: dict[str, cst.ClassDef], name: str) -> str:
+    """The message for ``--class NAME`` without a forward: where it inherits one from, when it does (an
+    inherited forward is not supported)."""
+    seen, queue = {name}, [name]
+    while queue:
+        klass = classes[queue.pop(0)]
+        for base in klass.bases:
+            base_name = base.value.value if isinstance(base.value, cst.Name) else None
+            if base_name in classes and base_name not in seen:
+                seen.add(base_name)
+                methods = methods_of(classes[base_name])
+                entry = "forward" if "forward" in methods else "__call__" if "__call__" in methods else None
+                if entry is not None:
+                    where = f"{parsed.name}:{parsed.line_of(methods[entry]) or 1}"
+                    return (
+                        f"{parsed.path}:1: class {name} has no {entry}() of its own: it inherits {entry}() "
+                        f"from {base_name} ({where}); inherited forwards are not supported"
+                    )
+                queue.append(base_name)
+    return f"{parsed.path}:1: class {name} has no forward() or __call__() method"
 
 
 def _locate(base: Path, module_display: str, name: str) -> Path | None:

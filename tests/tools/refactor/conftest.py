@@ -43,3 +43,17 @@ def replicated(x: np.ndarray, mesh):
         memory_config=ttnn.DRAM_MEMORY_CONFIG,
         mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
     )
+
+
+def input_rows(rows: int) -> np.ndarray:
+    """A (1, 1, rows, 64) float32 input, the same for a given number of rows."""
+    return np.random.default_rng(rows).standard_normal((1, 1, rows, 64)).astype(np.float32)
+
+
+def generated_class(result, topology: str, folder):
+    """The generated class of ``topology`` from a ``generate`` result, written to ``folder`` and loaded."""
+    from tttv2_tools.refactor.testkit import load_generated
+
+    generated = next(g for g in result.modules if g.topology == topology)
+    (folder / generated.file_name).write_text(generated.code)
+    return load_generated(str(folder / "test.py"), generated.file_name, generated.class_name)

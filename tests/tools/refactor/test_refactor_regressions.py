@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import libcst as cst
-import numpy as np
 import pytest
 
+from tests.tools.refactor.conftest import generated_class as _generated_class
+from tests.tools.refactor.conftest import input_rows as _rows
 from tests.tools.refactor.conftest import replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
@@ -31,16 +32,6 @@ def inputs_importable():
     sys.path.remove(str(INPUTS))
     for name in [n for n in sys.modules if n.split(".")[0] in ("rfx", "rfx_fn")]:
         del sys.modules[name]
-
-
-def _generated_class(result, topology: str, folder: Path):
-    generated = next(g for g in result.modules if g.topology == topology)
-    (folder / generated.file_name).write_text(generated.code)
-    return load_generated(str(folder / "test.py"), generated.file_name, generated.class_name)
-
-
-def _rows(rows: int) -> np.ndarray:
-    return np.random.default_rng(rows).standard_normal((1, 1, rows, 64)).astype(np.float32)
 
 
 def _tttv1(module: str, name: str):

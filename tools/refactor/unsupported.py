@@ -1,0 +1,153 @@
+"""TTTv1 constructs on the forward path whose meaning the codemod does not carry over, reported as gaps (it
+would otherwise emit code that runs, silently different):
+
+- a decorator on ``forward`` or on a method forward reaches (other than ``staticmethod`` / ``classmethod`` /
+  properties): specialising and inlining work on the undecorated body;
+- ``super().method(...)``: the base class's code is not inlined, and in the generated class ``super()`` is
+  ``TTModule`` (``super().forward`` would call the generated ``forward`` again);
+- a module global that a ``global`` statement changes: TTTv1 reads its current value on every call, the
+  generated module would use the value it had when it was generated (or at construction).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .cstutil import names_written
+from .errors import Gap
+from .source import Inputs, methods_of
+from .walk import walk
+
+_CARRIED_DECORATORS = {"staticmethod", "classmethod", "property", "cached_property"}
+
+
+def unsupported_gaps(inputs: Inputs) -> list[Gap]:
+    methods = methods_of(inputs.klass)
+    entry = "forward" if "forward" in methods else "__call__"
+    reached = _reached(methods, entry)
+    globals_changed = _globals_changed(inputs.module.module)
+    functions = inputs.module.functions()
+    parsed = inputs.module
+    gaps: list[Gap] = []
+    for name in sorted(reached, key=lambda n: parsed.line_of(methods[n]) or 0):
+        func = methods[name]
+        for decorator in func.decorators:
+            text = _decorator_text(decorator)
+            if text.split(".")[-1].split("(")[0] not in _CARRIED_DECORATORS:
+                gaps.append(
+                    Gap(
+                        parsed.loc(decorator),
+                        f"@{text} on {inputs.class_name}.{name}",
+                        "a decorated method: the generated code would run the undecorated body",
+                    )
+                )
+        for node in walk(func.body):
+            if _is_super_call(node):
+                gaps.append(
+                    Gap(
+                        parsed.loc(node),
+                        f"super().{node.func.attr.value}(...)",
+                        "a call of the base class's method: its code is not inlined, and in the generated class "
+                        "super() is TTModule",
+                    )
+                )
+    readers = [methods[n] for n in reached] + _functions_called(reached, methods, functions)
+    for name in sorted(globals_changed):
+        for func in readers:
+            read = _global_read(func, name)
+            if read is not None:
+                gaps.append(
+                    Gap(
+                        parsed.loc(read),
+                        name,
+                        f"a module global that `global {name}` changes in {globals_changed[name]}: TTTv1 reads "
+                        "its current value on every call; the generated module would not",
+                    )
+                )
+                break
+    return gaps
+
+
+def _reached(methods: dict[str, cst.FunctionDef], entry: str) -> set[str]:
+    """Methods ``entry`` reaches through ``self.NAME`` / ``cls.NAME`` (called or not)."""
+    seen = {entry}
+    queue = [entry]
+    while queue:
+        for node in walk(methods[queue.pop()].body):
+            if (
+                isinstance(node, cst.Attribute)
+                and isinstance(node.value, cst.Name)
+                and node.value.value in ("self", "cls")
+                and node.attr.value in methods
+                and node.attr.value not in seen
+                and node.attr.value != "__init__"
+            ):
+                seen.add(node.attr.value)
+                queue.append(node.attr.value)
+    return seen
+
+
+def _functions_called(reached, methods, functions: dict[str, cst.FunctionDef]) -> list[cst.FunctionDef]:
+    """Module functions the reached methods call by name, and the ones those call."""
+    out: dict[str, cst.FunctionDef] = {}
+    queue = [methods[n] for n in reached]
+    while queue:
+        for node in walk(queue.pop().body):
+            if isinstance(node, cst.Name) and node.value in functions and node.value not in out:
+                out[node.value] = functions[node.value]
+                queue.append(functions[node.value])
+    return list(out.values())
+
+
+def _globals_changed(module: cst.Module) -> dict[str, str]:
+    """Module-level names a function declares ``global`` and assigns -> that function."""
+    out: dict[str, str] = {}
+    for node in walk(module):
+        if isinstance(node, cst.FunctionDef):
+            declared = {
+                item.name.value
+                for inner in walk(node.body)
+                if isinstance(inner, cst.Global)
+                for item in inner.names
+            }
+            for name in sorted(declared & _bound(node.body)):
+                out.setdefault(name, f"{node.name.value}()")
+    return out
+
+
+def _bound(body: cst.CSTNode) -> set[str]:
+    """Names a function body binds: assignment, ``for`` and ``with`` targets, imports, ``del``."""
+    out = names_written(body)
+    for node in walk(body):
+        if isinstance(node, cst.ImportAlias):
+            alias = node.asname.name if node.asname is not None else node.name
+            out.add(cst.Module([]).code_for_node(alias).split(".")[0])
+        elif isinstance(node, cst.Del):
+            out |= {n.value for n in walk(node.target) if isinstance(n, cst.Name)}
+    return out
+
+
+def _global_read(func: cst.FunctionDef, name: str) -> cst.Name | None:
+    """The first use of the bare name ``name`` in ``func`` (not an attribute ``x.name``)."""
+    attrs = {id(n.attr) for n in walk(func.body) if isinstance(n, cst.Attribute)}
+    return next(
+        (n for n in walk(func.body) if isinstance(n, cst.Name) and n.value == name and id(n) not in attrs),
+        None,
+    )
+
+
+def _decorator_text(decorator: cst.Decorator) -> str:
+    return cst.Module([]).code_for_node(decorator.decorator)
+
+
+def _is_super_call(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and isinstance(node.func.value, cst.Call)
+        and isinstance(node.func.value.func, cst.Name)
+        and node.func.value.func.value == "super"
+    )
+
+
+__all__ = ["unsupported_gaps"]
