@@ -297,12 +297,16 @@ class Emitter:
                             else []
                         ),
                         ("tttv2.modules.lazy_weight", "LazyWeight", "LazyWeight"),
+                        ("tttv2.modules.tttv1_bridge", "lazy_weight", "_lazy_weight"),
+                        ("tttv2.modules.tttv1_bridge", "on_device", "_on_device"),
+                        ("tttv2.modules.tttv1_bridge", "load_weight_fields", "_load_weight_fields"),
+                        ("tttv2.modules.tttv1_bridge", "check_weight_fields", "_check_weight_fields"),
                         *(entry for local, entry in helpers.imports.items() if local != "ttnn"),
                     ],
                     self.first_party,
                 )
             ),
-            CHECK=self._support(),
+            CHECK=[],
             HELPERS=helpers.statements(),
             FIELDS=fields_block,
             BODY=class_body,
@@ -428,57 +432,6 @@ class Emitter:
 
     def _topology_check_name(self) -> str:
         return "require_1d_mesh" if self.plan.topology == "1d" else "require_2d_mesh"
-
-    def _support(self) -> list[cst.BaseStatement]:
-        """Module-level helpers of every generated module (scaffolding, not TTTv1 code)."""
-        text = '''
-        def _lazy_weight(tensor, dtype=None, *, layout=ttnn.ROW_MAJOR_LAYOUT, device=None, memory_config=None, mesh_mapper=None, cache_file_name=None):
-            """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh mapping, converted on first use instead of at construction."""
-            mapper_config = None if mesh_mapper is None else ttnn.MeshMapperConfig(mesh_mapper.placements, mesh_mapper.distribution_shape)
-            cache_dir = name = None
-            if cache_file_name is not None:
-                cache_dir, name = Path(cache_file_name).parent, Path(cache_file_name).name
-            return LazyWeight(tensor, dtype=dtype, layout=layout, device=device, memory_config=memory_config, mesh_mapper_config=mapper_config, cache_dir=cache_dir, name=name)
-
-
-        def _on_device(value):
-            """A LazyWeight as its device tensor (memoised), lists, tuples and dicts item by item, anything else as it is."""
-            if isinstance(value, LazyWeight):
-                return value.get_device_weight()
-            if isinstance(value, (list, tuple)):
-                return type(value)(_on_device(item) for item in value)
-            if isinstance(value, dict):
-                return type(value)((key, _on_device(item)) for key, item in value.items())
-            return value
-
-
-        def _holds_weights(value):
-            """Whether a value is a LazyWeight or a list, tuple or dict holding one (at any depth)."""
-            if isinstance(value, LazyWeight):
-                return True
-            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-            return any(_holds_weights(item) for item in items)
-
-
-        def _load_weight_fields(module):
-            """Every other field of the module's config that holds LazyWeights (a weight TTTv1 builds in a helper method, or keeps in a container), as device tensors in that config."""
-            for item in dataclasses.fields(module.config):
-                value = getattr(module.config, item.name)
-                if item.name not in vars(module) and _holds_weights(value):
-                    setattr(module.config, item.name, _on_device(value))
-
-
-        def _check_weight_fields(owner, config):
-            """A LazyWeight where load_device_weights() cannot reach it (in a set, or an object's attribute) would reach ttnn unconverted: refused."""
-            for item in dataclasses.fields(config):
-                value = getattr(config, item.name)
-                if isinstance(value, (list, tuple, dict)) or _holds_weights(value):
-                    continue
-                inner = list(value) if isinstance(value, (set, frozenset)) else list(getattr(value, "__dict__", {}).values())
-                if any(_holds_weights(part) for part in inner):
-                    raise ValueError(f"{owner}: config field {item.name} holds a LazyWeight inside a {type(value).__name__}, which load_device_weights() cannot convert")
-        '''
-        return list(cst.parse_module(textwrap.dedent(text)).body)
 
     def _dataclass_fields(self, table: FieldTable) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []

@@ -120,10 +120,12 @@ def sorted_imports(
                     )
                     group.append(cst.parse_statement(text))
             else:
-                parts = sorted(
-                    {n if n == local else f"{n} as {local}" for n, local in names}, key=_member_key
-                )
-                group.append(cst.parse_statement(f"from {module} import {', '.join(parts)}"))
+                # names kept as they are share one statement; each renamed one gets its own (isort's default)
+                plain = sorted({n for n, local in names if n == local}, key=_member_key)
+                renamed = sorted({f"{n} as {local}" for n, local in names if n != local}, key=_member_key)
+                lines = [", ".join(plain)] if plain else []
+                for part in lines + renamed:
+                    group.append(cst.parse_statement(f"from {module} import {part}"))
         if out and group:
             group[0] = group[0].with_changes(leading_lines=_blank(1))
         out.extend(group)

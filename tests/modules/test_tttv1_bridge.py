@@ -1,0 +1,67 @@
+"""The helpers every tttv2-refactor output imports to hold TTTv1's weights as LazyWeights."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tttv2 import ttnn
+from tttv2.modules.lazy_weight import LazyWeight
+from tttv2.modules.tttv1_bridge import (
+    check_weight_fields,
+    holds_weights,
+    lazy_weight,
+    load_weight_fields,
+    on_device,
+)
+
+
+@dataclasses.dataclass
+class _Config:
+    kept: Any = None
+    listed: Any = None
+    keyed: Any = None
+    plain: Any = 1.0
+
+
+@pytest.fixture
+def mesh():
+    device = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    yield device
+    ttnn.close_mesh_device(device)
+
+
+def _weight(mesh, value: float) -> LazyWeight:
+    return lazy_weight(np.full((32, 32), value, np.float32), ttnn.bfloat16, device=mesh)
+
+
+def test_weights_in_containers_are_found_and_converted_in_place(mesh):
+    config = _Config(listed=[_weight(mesh, 1.0), (_weight(mesh, 2.0),)], keyed={"a": _weight(mesh, 3.0)})
+    assert holds_weights(config.listed) and holds_weights(config.keyed) and not holds_weights(config.plain)
+    module = types.SimpleNamespace(config=config)
+    load_weight_fields(module)
+    assert isinstance(config.listed, list) and isinstance(config.listed[1], tuple)
+    first, (second,) = config.listed
+    assert isinstance(first, ttnn.Tensor) and isinstance(config.keyed["a"], ttnn.Tensor)
+    for tensor, value in ((first, 1.0), (second, 2.0), (config.keyed["a"], 3.0)):
+        assert float(np.asarray(ttnn.to_numpy(tensor)).flat[0]) == value
+    assert on_device(config.plain) == 1.0
+
+
+def test_a_field_the_module_holds_itself_is_left_to_it(mesh):
+    weight = _weight(mesh, 1.0)
+    module = types.SimpleNamespace(config=_Config(kept=weight), kept=None)
+    load_weight_fields(module)
+    assert module.config.kept is weight  # load_device_weights() converts it under its own name
+
+
+def test_a_weight_out_of_reach_is_refused(mesh):
+    check_weight_fields("M1D", _Config(listed=[_weight(mesh, 1.0)]))  # reachable: no error
+    with pytest.raises(
+        ValueError, match="M1D: config field plain holds a LazyWeight inside a SimpleNamespace"
+    ):
+        check_weight_fields("M1D", _Config(plain=types.SimpleNamespace(w=_weight(mesh, 1.0))))
