@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from tttv2 import ttnn
-from tttv2.modules.lazy_weight import LazyWeight
-from tttv2.modules.tttv1_bridge import (
+from tttv2.modules._tttv1_bridge import (
     check_weight_fields,
     holds_weights,
     lazy_weight,
     load_weight_fields,
     on_device,
 )
+from tttv2.modules.lazy_weight import LazyWeight
 
 
 @dataclasses.dataclass

@@ -92,6 +92,3 @@ def check_weight_fields(owner: str, config) -> None:
                 f"{owner}: config field {item.name} holds a LazyWeight inside a {type(value).__name__}, "
                 "which load_device_weights() cannot convert"
             )
-
-
-__all__ = ["check_weight_fields", "holds_weights", "lazy_weight", "load_weight_fields", "on_device"]
