@@ -291,7 +291,8 @@ class Emitter:
                                     "tttv2.modules._topology",
                                     self._topology_check_name(),
                                     self._topology_check_name(),
-                                )
+                                ),
+                                ("tttv2.modules._topology", "TopologyError", "TopologyError"),
                             ]
                             if self.other_class
                             else []
@@ -358,7 +359,7 @@ class Emitter:
                 checks.append(
                     cst.parse_statement(
                         f"if {'not ' if galaxy else ''}{flag}:\n"
-                        f"    raise ValueError(\"{self.name}: {flag} is {not galaxy}, but this is TTTv1's "
+                        f"    raise TopologyError(\"{self.name}: {flag} is {not galaxy}, but this is TTTv1's "
                         f"{'galaxy' if galaxy else 'non-galaxy'} code ({flag}={galaxy}); TTTv1 runs other code with "
                         f'{flag}={not galaxy} on this mesh (TTTv1 callers pass {flag}=args.is_galaxy)")\n'
                     )
@@ -379,7 +380,7 @@ class Emitter:
         topology = "a galaxy" if self.plan.topology == "1d" else "not a galaxy"
         return [
             cst.parse_statement(
-                f'if {wrong}:\n    raise ValueError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
+                f'if {wrong}:\n    raise TopologyError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
             ),
             *self._galaxy_checks(flag),
         ]
@@ -415,7 +416,7 @@ class Emitter:
             )
             out.append(
                 cst.parse_statement(
-                    f"if {'not ' if expected else ''}galaxy_test:\n    raise ValueError({message!r})\n"
+                    f"if {'not ' if expected else ''}galaxy_test:\n    raise TopologyError({message!r})\n"
                 )
             )
         return out

@@ -14,6 +14,11 @@ def _shape_text(shape) -> str:
     return "x".join(str(d) for d in shape)
 
 
+class TopologyError(ValueError):
+    """A module built for one topology was given a mesh (or TTTv1 arguments) of the other: the caller picks the
+    other class. A ``ValueError``, as before it had its own name."""
+
+
 def require_mesh(owner: str, mesh_device) -> None:
     if mesh_device is None or not hasattr(mesh_device, "get_num_devices"):
         raise ValueError(
@@ -28,7 +33,7 @@ def require_1d_mesh(owner: str, mesh_device, use_instead: str | None) -> None:
     shape = mesh_shape(mesh_device)
     if len(shape) > 1 and sorted(shape)[-2] > 1:
         hint = f"; use {use_instead} instead" if use_instead else ""
-        raise ValueError(
+        raise TopologyError(
             f"{owner} runs on 1-D meshes (1x1, 1x2, 1x4, 1x8); got a {_shape_text(shape)} mesh{hint}"
         )
 
@@ -38,7 +43,7 @@ def require_2d_mesh(owner: str, mesh_device, use_instead: str) -> None:
     require_mesh(owner, mesh_device)
     shape = mesh_shape(mesh_device)
     if len(shape) != 2 or min(shape) < 2:
-        raise ValueError(
+        raise TopologyError(
             f"{owner} runs on 2-D meshes (8x4, 4x8); got a {_shape_text(shape)} mesh; use {use_instead} instead"
         )
 
