@@ -161,3 +161,39 @@ def test_tools_are_imported_as_tttv2_tools_only(monkeypatch):
     assert not offenders, "import the tools as tttv2_tools.<tool>: " + ", ".join(offenders)
     assert _TOOLS_IMPORT.search("from tools.trace_dependencies import analyze")
     assert not _TOOLS_IMPORT.search("from tttv2_tools.trace_dependencies import analyze")
+
+
+def _extra_requirements(*extras: str) -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in extras:
+        specs.extend(project["optional-dependencies"][extra])
+    return {_normalize(re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec).group(1)) for spec in specs}
+
+
+def _module_level_imports(path: Path) -> list[tuple[str, int]]:
+    """(top-level module, line) of the imports a module runs when it is imported (not those inside functions)."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        for inner in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else ():
+            if isinstance(inner, ast.Import):
+                found += [(alias.name.split(".")[0], inner.lineno) for alias in inner.names]
+            elif isinstance(inner, ast.ImportFrom) and inner.level == 0 and inner.module:
+                found.append((inner.module.split(".")[0], inner.lineno))
+    return found
+
+
+def test_the_tttv1_model_needs_only_the_torch_extra():
+    """README: the TTTv1 model (its demo included) runs after `pip install -e ".[torch]"`: no tttv1/ module
+    imports, when imported, what only the test extra brings (pytest once was, at the demo's module level).
+    Imports inside functions are the optional paths the README names (a local checkpoint's tokenizer)."""
+    allowed = _extra_requirements("torch")
+    providers = packages_distributions()
+    offenders = []
+    for path in sorted((ROOT / "tttv1").rglob("*.py")):
+        for module, line in _module_level_imports(path):
+            if module in sys.stdlib_module_names or module in OWN or module == "__future__":
+                continue
+            if not {_normalize(d) for d in providers.get(module, ())} & allowed:
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+    assert not offenders, "tttv1 imports beyond the torch extra: " + ", ".join(offenders)

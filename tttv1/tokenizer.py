@@ -59,10 +59,13 @@ class _HFTokenizer:
 
 
 def load_tokenizer(model_args):
-    """The checkpoint's own tokenizer when its files are present locally, else the byte-level one."""
+    """The checkpoint's own tokenizer when its files are present locally and ``transformers`` is installed (the
+    ``test`` extra), else the byte-level one."""
     ckpt = getattr(model_args, "CKPT_DIR", None)
     if ckpt is not None and (Path(ckpt) / "tokenizer.json").is_file():
-        from transformers import AutoTokenizer
-
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            return ByteTokenizer(model_args.vocab_size)
         return _HFTokenizer(AutoTokenizer.from_pretrained(ckpt, local_files_only=True))
     return ByteTokenizer(model_args.vocab_size)

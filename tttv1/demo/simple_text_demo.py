@@ -4,9 +4,8 @@ CLI (any combination)::
 
     python -m tttv1.demo.simple_text_demo --model Llama-3.1-8B-tiny --mesh T3K --batch 32 --max-new-tokens 16
 
-pytest (a representative subset of the sweep, run by ``tests/tttv1/test_demo.py``)::
-
-    pytest tests/tttv1/test_demo.py
+A representative subset of the sweep runs as a test (``pytest tests/tttv1/test_demo.py``); the demo itself needs
+torch but not pytest (the ``torch`` extra), as the README says.
 
 Meshes are given as ``RxC`` or by TTTv1 system name (N150 1×1, N300 1×2, N150x4 1×4, T3K 1×8, TG 8×4). Models
 come from the built-in catalogue (``tttv1.catalogue``) with seeded random weights, or from a local checkpoint
@@ -20,7 +19,6 @@ import argparse
 import time
 from dataclasses import dataclass, field
 
-import pytest
 import torch
 import ttnn
 
@@ -247,46 +245,6 @@ def run_demo(
         f"(batch {batch_size}, {len(decode_seconds)} steps)"
     )
     return result
-
-
-# --- pytest: a representative subset of the TTTv1 demo sweep (every mesh, batch 1 and 32, three prompt
-# lengths, every catalogue model, paged and non-paged; batch 32 on 8×4 runs in tests/tttv1/test_model.py against
-# Hugging Face); the CLI runs any other combination ----------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "mesh_shape, model_name, batch_size, prompt_len, paged_attention, max_new_tokens",
-    [
-        pytest.param((1, 1), "Llama-3.2-1B-tiny", 1, 128, False, 8, id="N150-llama1b-batch1-len128"),
-        pytest.param((1, 2), "Qwen2.5-7B-tiny", 32, 24, True, 4, id="N300-qwen7b-batch32-paged"),
-        pytest.param((1, 8), "Mistral-7B-tiny", 1, 300, True, 6, id="T3K-mistral7b-batch1-len300-paged"),
-        pytest.param((8, 4), "Llama-3.1-8B-tiny", 1, 128, False, 4, id="TG-llama8b-batch1-len128"),
-        pytest.param((1, 1), "Phi-3-mini-tiny", 1, 40, False, 6, id="N150-phi3-batch1-len40"),
-    ],
-)
-def test_demo_text(mesh_shape, model_name, batch_size, prompt_len, paged_attention, max_new_tokens):
-    mesh_device = ttnn.open_mesh_device(ttnn.MeshShape(*mesh_shape))
-    try:
-        result = run_demo(
-            mesh_device,
-            model_name=model_name,
-            batch_size=batch_size,
-            prompts=make_prompts(batch_size, None, prompt_len),
-            max_new_tokens=max_new_tokens,
-            max_seq_len=512,
-            paged_attention=paged_attention,
-            verbose=False,
-        )
-    finally:
-        ttnn.close_mesh_device(mesh_device)
-    assert len(result.tokens) == batch_size
-    assert all(len(t) == max_new_tokens for t in result.tokens)
-    vocab = catalogue.config_dict(model_name)["vocab_size"]
-    assert all(0 <= tok < vocab for user in result.tokens for tok in user)
-    assert result.prefill_tokens_per_second > 0 and result.decode_tokens_per_second > 0
-    # users with the same prompt must generate the same tokens (users are independent)
-    if batch_size > len(DEFAULT_PROMPTS):
-        assert result.tokens[0] == result.tokens[len(DEFAULT_PROMPTS)]
 
 
 def main(argv=None) -> int:
