@@ -161,3 +161,26 @@ def test_a_width_shard_taller_than_the_tensor_is_refused_as_in_ttnn(open_mesh, r
     )
     with pytest.raises(ValidationError, match=r"got shard \(32, 64\) on 8 cores$"):
         ttnn.to_memory_config(tall, short)
+
+
+def test_a_block_shard_may_be_taller_than_the_tensor_too(open_mesh, rng):
+    mesh = open_mesh((1, 1))
+    x = rng.standard_normal((1, 1, 32, 256)).astype(np.float32)
+    t = ttnn.from_numpy(x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+    grid = ttnn.CoreGrid(y=1, x=4).to_core_range_set()
+    config = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(grid, (64, 64))
+    )
+    sharded = ttnn.to_memory_config(t, config)  # one row of 4 shards, each 64 rows tall for 32 rows of data
+    np.testing.assert_array_equal(ttnn.to_numpy(sharded), ttnn.to_numpy(t))
+    # a 64-row tensor in 32-row shards needs two rows of cores
+    tall = ttnn.from_numpy(
+        np.zeros((1, 1, 64, 256), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    one_row = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(grid, (32, 64))
+    )
+    with pytest.raises(
+        ValidationError, match=r"expected a 4x1 rectangular grid of 32x64 shards covering 64x256"
+    ):
+        ttnn.to_memory_config(tall, one_row)
