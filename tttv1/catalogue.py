@@ -76,9 +76,10 @@ CATALOGUE: dict[str, dict] = {
         "hidden_act": "silu",
     },
     # Llama-3.1-70B, the Galaxy model: GQA with one KV head per mesh row of an 8×4 Galaxy, hidden 3.5×dim
-    # (28672/8192), llama3 scaling ×8, untied. dim 1024 (a multiple of 1024, as tt-metal's Galaxy configs need:
-    # dim/4 per mesh column, dim/32 per device) and 16 heads of 64 (two query heads and one KV head per mesh row)
-    # take the galaxy paths; the 70B class keeps BFP4 MLP weights in both precision presets.
+    # (28672/8192), llama3 scaling ×8, untied. dim 1024 is a multiple of 1024, as tt-metal's TG norm needs (dim/4
+    # per mesh column over a (dim/1024)×8 core grid); 16 heads of 64 put two query heads and one KV head on each
+    # mesh row, 256 QKV columns per device (tt-metal's TG attention takes at most 12 cores × 32 below dim 3072); the
+    # 70B class keeps BFP4 MLP weights in both precision presets.
     "Llama-3.1-70B-tiny": {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",

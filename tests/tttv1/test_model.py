@@ -118,8 +118,8 @@ def test_model_matches_hf(mesh, mesh_name, name, batch, prompt_len, precision, p
 def test_galaxy_sized_model_on_8x4(mesh):
     """Llama-3.1-70B-tiny has the shapes tt-metal's own Galaxy configs need, which the other catalogue models (dim
     512) do not: dim a multiple of 1024 (its TG distributed norm shards dim/4 over a (dim/1024)×8 core grid, whole
-    tiles per core) and one KV head per mesh row. Prefill and decode on 8×4 against Hugging Face, with the BFP4 MLP
-    weights of the 70B class."""
+    tiles per core), one KV head per mesh row, and heads whose columns fit its TG attention memory configs. Prefill
+    and decode on 8×4 against Hugging Face, with the BFP4 MLP weights of the 70B class."""
     tg = mesh(MESHES["TG"])
     args = ModelArgs(tg, max_batch_size=1, max_seq_len=256, model_name="Llama-3.1-70B-tiny")
     rows, cols = args.cluster_shape
@@ -127,6 +127,11 @@ def test_galaxy_sized_model_on_8x4(mesh):
     assert args.n_kv_heads == rows and args.n_heads % rows == 0
     # tt-metal's TG norm grid: min(4, dim/4/32/8) rows of 8 cores; tttv1's galaxy grid is the same for this dim
     assert args.galaxy_norm_grid().num_cores == min(4, args.dim // cols // 32 // 8) * 8
+    # tt-metal's TG attention configs: a device's QKV columns, gathered, go 32 per core onto 40 / 24 / 20 / 12 cores
+    # (dim 8192 / 4096 / 3072 / smaller); its heads' columns onto exactly min(32, dim/256) cores of 32
+    qkv_cores = {8192: 40, 4096: 24, 3072: 20}.get(args.dim, 12)
+    assert args.head_dim * (args.n_heads + 2 * args.n_kv_heads) // rows <= 32 * qkv_cores
+    assert args.n_heads * args.head_dim // rows == 32 * min(32, args.dim // 8 // 32)
     assert args.decoders_optimizations.get_tensor_dtype(0, TensorGroup.FF1_FF3) == ttnn.bfloat4_b
     with ttnn.OpTrace() as trace:
         prefill_pcc, decode_pccs, checks, _ = _run(tg, "Llama-3.1-70B-tiny", batch=1, prompt_len=32, steps=2)
