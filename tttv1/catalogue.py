@@ -8,7 +8,8 @@ multiples of 32 per device on every supported mesh. Weights are random but deter
 
 What is kept from the real family: activation and norm, GQA where the head count allows, MLP ratio,
 rope theta and llama3 scaling, QKV bias (Qwen2.5), tied embeddings (Llama-3.2-1B), fused projections and a
-vocab that is not a tile multiple (Phi-3).
+vocab that is not a tile multiple (Phi-3). The other models keep dim 512; ``Llama-3.1-70B-tiny`` has dim 1024, the
+smallest that tt-metal's own Galaxy configs accept (a multiple of 1024), so the 8×4 paths see real Galaxy shapes.
 """
 
 from __future__ import annotations
@@ -65,6 +66,28 @@ CATALOGUE: dict[str, dict] = {
         "num_attention_heads": 16,
         "num_key_value_heads": 8,
         "head_dim": 32,
+        "num_hidden_layers": 2,
+        "vocab_size": 2048,
+        "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "rope_scaling": dict(_LLAMA3_SCALING, factor=8.0),
+        "tie_word_embeddings": False,
+        "hidden_act": "silu",
+    },
+    # Llama-3.1-70B, the Galaxy model: GQA with one KV head per mesh row of an 8×4 Galaxy, hidden 3.5×dim
+    # (28672/8192), llama3 scaling ×8, untied. dim 1024 is a multiple of 1024, as tt-metal's TG norm needs (dim/4
+    # per mesh column over a (dim/1024)×8 core grid); 16 heads of 64 put two query heads and one KV head on each
+    # mesh row, 256 QKV columns per device (tt-metal's TG attention takes at most 12 cores × 32 below dim 3072); the
+    # 70B class keeps BFP4 MLP weights in both precision presets.
+    "Llama-3.1-70B-tiny": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 1024,
+        "intermediate_size": 3584,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
         "num_hidden_layers": 2,
         "vocab_size": 2048,
         "max_position_embeddings": 8192,

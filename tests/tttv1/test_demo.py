@@ -51,6 +51,7 @@ def test_module_entry_point_help(monkeypatch, capsys):
         pytest.param((1, 8), "Mistral-7B-tiny", 1, 300, True, 6, id="T3K-mistral7b-batch1-len300-paged"),
         pytest.param((8, 4), "Llama-3.1-8B-tiny", 1, 128, False, 4, id="TG-llama8b-batch1-len128"),
         pytest.param((1, 1), "Phi-3-mini-tiny", 1, 40, False, 6, id="N150-phi3-batch1-len40"),
+        pytest.param((8, 4), "Llama-3.1-70B-tiny", 1, 40, True, 3, id="TG-llama70b-batch1-len40-paged"),
     ],
 )
 def test_demo_text(mesh_shape, model_name, batch_size, prompt_len, paged_attention, max_new_tokens):

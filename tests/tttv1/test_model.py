@@ -18,7 +18,7 @@ from tttv1 import catalogue
 from tttv1.tt.common import PagedAttentionConfig
 from tttv1.tt.generator import Generator
 from tttv1.tt.model import Transformer
-from tttv1.tt.model_config import DecodersPrecision, ModelArgs
+from tttv1.tt.model_config import DecodersPrecision, ModelArgs, TensorGroup
 from tttv2.testing import pcc
 
 DECODE_STEPS = 10
@@ -113,6 +113,31 @@ def test_model_matches_hf(mesh, mesh_name, name, batch, prompt_len, precision, p
     assert min(decode_pccs) >= threshold, decode_pccs
     assert all(bool(c.all()) for c in checks), [c.float().mean().item() for c in checks]
     print(f"  exact greedy agreement per step: {exact}")
+
+
+def test_galaxy_sized_model_on_8x4(mesh):
+    """Llama-3.1-70B-tiny has the shapes tt-metal's own Galaxy configs need, which the other catalogue models (dim
+    512) do not: dim a multiple of 1024 (its TG distributed norm shards dim/4 over a (dim/1024)×8 core grid, whole
+    tiles per core), one KV head per mesh row, and heads whose columns fit its TG attention memory configs. Prefill
+    and decode on 8×4 against Hugging Face, with the BFP4 MLP weights of the 70B class."""
+    tg = mesh(MESHES["TG"])
+    args = ModelArgs(tg, max_batch_size=1, max_seq_len=256, model_name="Llama-3.1-70B-tiny")
+    rows, cols = args.cluster_shape
+    assert args.is_galaxy and args.dim % 1024 == 0
+    assert args.n_kv_heads == rows and args.n_heads % rows == 0
+    # tt-metal's TG norm grid: min(4, dim/4/32/8) rows of 8 cores; tttv1's galaxy grid is the same for this dim
+    assert args.galaxy_norm_grid().num_cores == min(4, args.dim // cols // 32 // 8) * 8
+    # tt-metal's TG attention configs: a device's QKV columns, gathered, go 32 per core onto 40 / 24 / 20 / 12 cores
+    # (dim 8192 / 4096 / 3072 / smaller); its heads' columns onto exactly min(32, dim/256) cores of 32
+    qkv_cores = {8192: 40, 4096: 24, 3072: 20}.get(args.dim, 12)
+    assert args.head_dim * (args.n_heads + 2 * args.n_kv_heads) // rows <= 32 * qkv_cores
+    assert args.n_heads * args.head_dim // rows == 32 * min(32, args.dim // 8 // 32)
+    assert args.decoders_optimizations.get_tensor_dtype(0, TensorGroup.FF1_FF3) == ttnn.bfloat4_b
+    with ttnn.OpTrace() as trace:
+        prefill_pcc, decode_pccs, checks, _ = _run(tg, "Llama-3.1-70B-tiny", batch=1, prompt_len=32, steps=2)
+    assert {"ttnn.rms_norm_pre_all_gather", "ttnn.experimental.fast_reduce_nc"} <= set(trace.names)
+    assert prefill_pcc >= 0.99 and min(decode_pccs) >= 0.99, (prefill_pcc, decode_pccs)
+    assert all(bool(c.all()) for c in checks)
 
 
 def test_chunked_prefill_matches_hf(mesh, monkeypatch):

@@ -602,13 +602,21 @@ def validate_memory_config(
         raise ValidationError(
             f"{what}: memory_config: shard shape {spec.shape} must be a multiple of the 32×32 tile for TILE layout"
         )
-    # as in ttnn: the shards must cover the tensor with at most one shard per core (spare cores may stay empty)
+    # as in ttnn's TensorSpec check: the shards must cover the tensor with at most one shard per core (spare cores
+    # may stay empty, the last shard may be partly empty: a 32-row tensor fits one 128-row height shard); the
+    # unsharded dimension must match exactly (a width shard is exactly as tall as the tensor)
+    hint = ""
     if kind is TensorMemoryLayout.HEIGHT_SHARDED:
         ok = sw == width and sh * n >= height
         expected = f"shard width {width} and at most {n} shards of height {sh} covering height {height}"
     elif kind is TensorMemoryLayout.WIDTH_SHARDED:
         ok = sh == height and sw * n >= width
         expected = f"shard height {height} and at most {n} shards of width {sw} covering width {width}"
+        if sh > height:
+            hint = (
+                f"; a width shard taller than the tensor is refused as in ttnn (only a height or block shard may "
+                f"be partly filled): gather the rows first, or use a shard of height {height}"
+            )
     else:
         box = spec.grid.bounding_box().grid_size()
         cols, rows = (box.x, box.y)
@@ -619,7 +627,7 @@ def validate_memory_config(
     if not ok:
         raise ValidationError(
             f"{what}: memory_config: shard spec does not tile the tensor {list(shape)} ({kind.name}): "
-            f"expected {expected}, got shard {spec.shape} on {n} cores"
+            f"expected {expected}, got shard {spec.shape} on {n} cores{hint}"
         )
     if memory_config.buffer_type is BufferType.L1:
         per_core = sh * sw * dtype.element_bytes(layout)
