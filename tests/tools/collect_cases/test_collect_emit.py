@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import libcst.native  # noqa: F401 - see below
 import pytest
 
 from tttv2_tools._output import write_text
@@ -14,6 +15,8 @@ from tttv2_tools.collect_cases.minimal import minimal_rows
 from tttv2_tools.collect_cases.params import make_ids, project
 from tttv2_tools.collect_cases.store import CaseStore
 
+# pytester's in-process run forgets the modules first imported inside it; libcst's native parser (a PyO3 module)
+# cannot be imported twice in one process, so it is imported above, before any in-process run
 pytest_plugins = ["pytester"]
 
 T = "tttv1.tt.mlp:MLP"
