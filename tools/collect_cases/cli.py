@@ -38,7 +38,7 @@ from .cases import MODES, TOPOLOGIES, Case, select
 from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
 from .errors import CollectCasesError, TargetError
-from .fields import parse_user_field
+from .fields import canonical_json, parse_user_field
 from .record import exit_status, start
 from .store import SCHEMA_VERSION, CaseStore
 from .sweep import parse_meshes, parse_models, summary_table, sweep
@@ -361,6 +361,9 @@ def _describe_tensors(flat: dict, suffix_keys: list[str]) -> str:
 def _list(args, out: Console, err: Console) -> int:
     with CaseStore(args.store) as store:
         cases = store.cases(parse_target(args.target).name if args.target else None)
+        verified = _latest_verifications(
+            store.verifications(parse_target(args.target).name if args.target else None)
+        )
     cases = select(cases, args.topology, args.mode)
     if args.json:
         out.print_json(
@@ -374,6 +377,11 @@ def _list(args, out: Console, err: Console) -> int:
                         "first_command": c.first_command,
                         "first_seen": c.first_seen,
                         "last_seen": c.last_seen,
+                        **(
+                            {"verification": verified[(c.target, canonical_json(c.fields))]}
+                            if (c.target, canonical_json(c.fields)) in verified
+                            else {}
+                        ),
                     }
                     for c in cases
                 ]
@@ -383,7 +391,11 @@ def _list(args, out: Console, err: Console) -> int:
     for target in dict.fromkeys(c.target for c in cases):
         mine = load_cases(args.store, target, args.topology, args.mode)
         table = Table(title=f"{target}: {len(mine)} cases, {sum(c.hits for c in mine)} calls")
-        for column in ("mesh", "mode", "model", "inputs", "weights", "hits", "layers"):
+        columns = ["mesh", "mode", "model", "inputs", "weights", "hits", "layers"]
+        show_verified = any(t == target for t, _ in verified)
+        if show_verified:
+            columns.append("verified")
+        for column in columns:
             table.add_column(column, justify="right" if column == "hits" else "left")
         for c in mine:
             inputs = [n for n in (f"{name}_shape" for name, _ in c.fields.get("inputs", []))]
@@ -391,7 +403,7 @@ def _list(args, out: Console, err: Console) -> int:
                 f"{name} {spec['dtype'] if isinstance(spec, dict) else '+'.join(s['dtype'] for s in spec)}"
                 for name, spec in sorted(c.fields.get("weights", {}).items())
             )
-            table.add_row(
+            row = [
                 "x".join(map(str, c.mesh_shape)) if c.mesh_shape else "?",
                 c.mode or "-",
                 c.flat.get("model_name", "?"),
@@ -399,11 +411,34 @@ def _list(args, out: Console, err: Console) -> int:
                 weights,
                 str(c.hits),
                 " ".join(map(str, c.layers)),
-            )
+            ]
+            if show_verified:
+                v = verified.get((c.target, canonical_json(c.fields)))
+                row.append(
+                    "-"
+                    if v is None
+                    else f"{'FAILED ' if v['first_failure'] else ''}{v['passed']}/{v['checked']} equal"
+                )
+            table.add_row(*row)
         out.print(table)
     if not cases:
         err.print(f"no cases in {args.store}" + (f" for {args.target}" if args.target else ""))
     return 0
+
+
+def _latest_verifications(rows) -> dict:
+    """The last verify run's result per case: ``{(target, fields JSON): {...}}`` (rows come oldest first)."""
+    latest = {}
+    for r in rows:
+        latest[(r.target, r.fields_json)] = {
+            "run": r.run,
+            "generated": r.generated,
+            "twin_class": r.twin_class,
+            "checked": r.checked,
+            "passed": r.passed,
+            "first_failure": r.first_failure,
+        }
+    return latest
 
 
 def _export(args, out: Console, err: Console) -> int:
