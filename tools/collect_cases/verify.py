@@ -308,14 +308,14 @@ class Shadow:
             return original(instance, *args, **kwargs)
         _, fields_json, _ = observed
         result = self._result(target, fields_json, state)
+        if state.error is not None:  # a twin that did not build: a failure each call, never sampled away
+            output = original(instance, *args, **kwargs)
+            self._done(result, state.error)
+            return output
         if self.sample is not None and result.checked >= self.sample:
             state.retired, state.twin = True, None  # skipped a call: out of step from now on
             self.counts[target].unchecked_calls += 1
             return original(instance, *args, **kwargs)
-        if state.error is not None:
-            output = original(instance, *args, **kwargs)
-            self._done(result, state.error)
-            return output
         copies, failure = None, None
         with self.suspend():
             try:
@@ -343,9 +343,8 @@ class Shadow:
         from tttv2.testing.equivalence import first_difference
 
         with self.suspend():
-            method = getattr(state.twin, entry, None) if entry != "__call__" else state.twin
-            if method is None:
-                method = state.twin.forward
+            # the same method; a TTTv1 class called through __call__ may have a twin with forward only
+            method = state.twin if entry == "__call__" and callable(state.twin) else state.twin.forward
             try:
                 got = method(*copies[0], **copies[1])
             except Exception as exc:
@@ -362,6 +361,10 @@ class Shadow:
             result = self._results.get(key)
             if result is None:
                 result = self._results[key] = _Result(target, fields_json, state.generated, state.twin_class)
+            elif (
+                not result.twin_class and state.twin_class
+            ):  # first seen by an instance whose twin did not build
+                result.twin_class = state.twin_class
             return result
 
     def _done(self, result: _Result, failure: str | None) -> None:

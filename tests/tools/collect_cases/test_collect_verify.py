@@ -6,6 +6,7 @@ each test runs a real program under ``verify`` (the tttv1 demo, or a foreign fix
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -432,3 +433,175 @@ def test_a_shadow_without_twins_passes_calls_through():
     assert shadow.call("a:B", object(), None, lambda self, x: x + 1, (1,), {}) == 2
     shadow.constructed("a:B", object, object(), (), {}, None)  # not a target of this shadow: nothing happens
     assert shadow.status() == {}
+
+
+# --- the shadow in-process (what the child does), on a toy module and a hand-written twin -----------------------
+TOY_SOURCE = '''
+from tttv2 import ttnn
+
+
+class Scale:
+    def __init__(self, mesh, factor, layer_num=0):
+        self.mesh = mesh
+        self.factor = factor
+        self.layer_num = layer_num
+
+    def forward(self, x, mode="decode"):
+        if mode == "tttv1-raises":
+            raise ValueError("TTTv1 raised")
+        return ttnn.multiply(x, self.factor)
+
+
+class SubScale(Scale):
+    pass
+
+
+class Slotted:
+    """Takes no weak reference (``__slots__``), called through ``__call__``."""
+
+    __slots__ = ("factor",)
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, x):
+        return ttnn.multiply(x, self.factor)
+'''
+
+TOY_TWIN = """from tttv2 import ttnn
+
+
+class Scale1D:
+    @classmethod
+    def from_model_args(cls, mesh, factor, layer_num=0):
+        if factor < 0:
+            raise RuntimeError("no negative factors")
+        twin = cls()
+        twin.factor = factor
+        return twin
+
+    def forward(self, x, mode="decode"):
+        if mode == "twin-raises":
+            raise KeyError("twin")
+        out = ttnn.multiply(x, self.factor)
+        return ttnn.add(out, 1.0) if mode == "differ" else out
+"""
+
+SLOTTED_TWIN = """from tttv2 import ttnn
+
+
+class Slotted1D:
+    @classmethod
+    def from_model_args(cls, factor):
+        twin = cls()
+        twin.factor = factor
+        return twin
+
+    def forward(self, x):
+        return ttnn.multiply(x, self.factor)
+"""
+
+
+def _toy(tmp_path, monkeypatch):
+    pkg = tmp_path / "toyverify"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text(TOY_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    digest = source_hash((pkg / "layers.py").read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "scale_1d.py").write_text(with_header(TOY_TWIN, "../toyverify/layers.py (class Scale)", digest))
+    (out / "slotted_1d.py").write_text(
+        with_header(SLOTTED_TWIN, "../toyverify/layers.py (class Slotted)", digest)
+    )
+    return [g for g in check_generated([str(out / "scale_1d.py"), str(out / "slotted_1d.py")])]
+
+
+def _shadowed(tmp_path, generated, **options):
+    from tttv2_tools.collect_cases.recorder import Recorder
+    from tttv2_tools.collect_cases.targets import parse_target
+
+    config = {
+        "run": options.pop("run", "r1"),
+        "command": "in-process",
+        "generated": [[str(Path(g.path).resolve()), g.target] for g in generated],
+        "sources": {g.target: str(g.source) for g in generated},
+        **options,
+    }
+    shadow = Shadow(config)
+    targets = [parse_target(t) for t in dict.fromkeys(g.target for g in generated)]
+    recorder = Recorder(tmp_path / "s.sqlite", targets, command="in-process", shadow=shadow)
+    recorder.install()
+    recorder.import_targets()
+    shadow.prepare()
+    return recorder, shadow
+
+
+def test_the_shadow_checks_calls_and_turns_every_twin_failure_into_a_failed_case(tmp_path, monkeypatch, mesh):
+    import torch
+
+    from tttv2 import ttnn
+
+    generated = _toy(tmp_path, monkeypatch)
+    recorder, shadow = _shadowed(tmp_path, generated, sample=3, layers=[0, 1])
+    try:
+        layers = importlib.import_module("toyverify.layers")  # written by _toy into tmp_path
+        Scale, Slotted, SubScale = layers.Scale, layers.Slotted, layers.SubScale
+
+        x = ttnn.from_torch(
+            torch.ones(1, 1, 32, 32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+        )
+        good, bad, far, sub = (
+            Scale(mesh, 2.0),
+            Scale(mesh, -1.0),
+            Scale(mesh, 2.0, layer_num=5),
+            SubScale(mesh, 2),
+        )
+        for _ in range(4):  # the 4th call is past --sample 3: TTTv1 only, and the twin is retired
+            assert ttnn.to_torch(good.forward(x, "decode")).float().max() == 2.0
+        assert good.forward(x, "decode") is not None  # retired: TTTv1 only
+        bad.forward(x, "decode")  # the twin did not build
+        far.forward(x, "decode")  # layer 5: not shadowed
+        sub.forward(x, "decode")  # a subclass: not shadowed
+        other = Scale(mesh, 3.0)
+        other.forward(x, "differ")
+        raising = Scale(mesh, 3.0)
+        raising.forward(x, "twin-raises")
+        raising.forward(x, "twin-raises")  # retired after its exception
+        tttv1_raises = Scale(mesh, 3.0)
+        with pytest.raises(ValueError, match="TTTv1 raised"):
+            tttv1_raises.forward(x, "tttv1-raises")  # the program sees TTTv1's exception, as without verify
+        Slotted(4.0)(x)  # no layer number: outside --layers
+        status = shadow.status()
+    finally:
+        recorder.close()
+    scale = status["toyverify.layers:Scale"]
+    assert scale["not_shadowed"] == 2 and scale["build_failed"] == 1 and scale["unchecked_calls"] == 3
+    assert status["toyverify.layers:Slotted"] == {**status["toyverify.layers:Slotted"], "not_shadowed": 1}
+    recorder, shadow = _shadowed(tmp_path, generated, run="r2")  # every layer
+    try:
+        assert ttnn.to_torch(Slotted(4.0)(x)).float().max() == 4.0
+    finally:
+        recorder.close()
+    assert shadow.status()["toyverify.layers:Slotted"]["twins"] == 1
+    with CaseStore(tmp_path / "s.sqlite") as store:
+        results = store.verifications(run="r1")
+    by_mode = {}
+    for r in results:
+        by_mode.setdefault(json.loads(r.fields_json).get("mode"), []).append(r)
+    # good's three checked calls and bad's failure: one case, one generated file
+    (decode,) = by_mode["decode"]
+    assert decode.twin_class == "Scale1D" and decode.checked == 4 and decode.passed == 3
+    assert decode.first_failure.startswith("building the twin raised RuntimeError: no negative factors")
+    (differ,) = by_mode["differ"]
+    assert differ.first_failure.startswith("output: device 0, index [0, 0, 0, 0]: 4.0 != 3.0 (expected)")
+    (twin_raises,) = by_mode["twin-raises"]
+    assert twin_raises.checked == 1 and "the twin's forward raised KeyError: 'twin' (at scale_1d.py:" in (
+        twin_raises.first_failure
+    )
+    assert "tttv1-raises" not in by_mode  # a call TTTv1 itself failed checks nothing
+    assert not [r for r in results if r.target == "toyverify.layers:Slotted"]
+    with CaseStore(tmp_path / "s.sqlite") as store:
+        (slotted_row,) = store.verifications("toyverify.layers:Slotted", run="r2")
+    assert slotted_row.twin_class == "Slotted1D" and slotted_row.checked == slotted_row.passed == 1
