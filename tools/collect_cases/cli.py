@@ -254,7 +254,7 @@ def _verify(args, out: Console, err: Console) -> int:
     created = not Path(args.store).exists()
     settings = {
         "run": run,
-        "generated": [[str(Path(g.path).resolve()), g.target] for g in generated],
+        "generated": [[str(Path(g.path).resolve()), g.target, g.path] for g in generated],
         "sources": sources,
         "layers": layers,
         "sample": args.sample,
@@ -280,6 +280,10 @@ def _case_text(fields_json: str) -> str:
     return " ".join(parts) + (f", {described}" if described else "")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def verify_summary(results, status: dict, targets: list[str], code: int, args, run: str, err: Console) -> int:
     """One line per target, one per failed case (its first difference or exception); returns the exit code."""
     counts = status.get("verify", {})
@@ -299,14 +303,16 @@ def verify_summary(results, status: dict, targets: list[str], code: int, args, r
         verdict = "FAILED" if failed else ("passed" if checked else "NOTHING CHECKED")
         extra = []
         if c.get("not_shadowed"):
-            extra.append(f"{c['not_shadowed']} instances not shadowed (subclass or --layers)")
+            extra.append(f"{_count(c['not_shadowed'], 'instance')} not shadowed (subclass or --layers)")
         if c.get("unchecked_calls"):
-            extra.append(f"{c['unchecked_calls']} calls ran TTTv1 only (--sample, or a twin out of step)")
+            extra.append(
+                f"{_count(c['unchecked_calls'], 'call')} ran TTTv1 only (--sample, or a twin out of step)"
+            )
         if c.get("build_failed"):
-            extra.append(f"{c['build_failed']} twins failed to build")
+            extra.append(f"{_count(c['build_failed'], 'twin')} failed to build")
         err.print(
             f"collect-cases verify: {target}: {verdict}: {len(mine) - len(failed)} of {len(mine)} cases, "
-            f"{passed} of {checked} calls equal ({tolerance}); {c.get('instances', 0)} instances"
+            f"{passed} of {checked} calls equal ({tolerance}); {_count(c.get('instances', 0), 'instance')}"
             + (f"; twins {', '.join(twins)}" if twins else "")
             + (f"; {'; '.join(extra)}" if extra else ""),
             highlight=False,

@@ -133,7 +133,8 @@ def describe_exception(exc: BaseException, what: str, files: tuple[str, ...] = (
 
 @dataclass
 class _TwinFile:
-    path: str  # as given
+    path: str  # resolved
+    shown: str  # as the user gave it (what summaries and the store say)
     module_name: str
     classes: list[type] | None = None
     error: str | None = None
@@ -145,7 +146,8 @@ class _State:
 
     twin: object = None
     twin_class: str = ""
-    generated: str = ""
+    generated: str = ""  # as shown
+    generated_path: str = ""  # resolved: where its frames are
     error: str | None = None
     retired: bool = False  # a call ran without the twin: its state (KV cache) is no longer TTTv1's
 
@@ -189,9 +191,9 @@ class Shadow:
         self.layers = set(c["layers"]) if c.get("layers") is not None else None
         self.sample = c.get("sample")
         self.files: dict[str, list[_TwinFile]] = {}
-        for i, (path, target) in enumerate(c["generated"]):
+        for i, (path, target, *shown) in enumerate(c["generated"]):
             name = f"_collect_cases_twin_{i}_" + re.sub(r"\W", "_", Path(path).stem)
-            self.files.setdefault(target, []).append(_TwinFile(path, name))
+            self.files.setdefault(target, []).append(_TwinFile(path, shown[0] if shown else path, name))
         self.sources = dict(c.get("sources", {}))  # target -> the source file the twins were generated from
         self.counts = {t: _Counts() for t in self.files}
         self._results: dict[tuple[str, str, str], _Result] = {}
@@ -227,7 +229,7 @@ class Shadow:
             spec.loader.exec_module(module)
         except Exception as exc:  # the twin's module is broken: a failed case, not a crash
             sys.modules.pop(tf.module_name, None)
-            tf.error = describe_exception(exc, f"loading {tf.path}", (tf.path,))
+            tf.error = describe_exception(exc, f"loading {tf.shown}", (tf.path,))
             return
         tf.classes = [
             obj
@@ -235,7 +237,7 @@ class Shadow:
             if isinstance(obj, type) and obj.__module__ == tf.module_name and hasattr(obj, "from_model_args")
         ]
         if not tf.classes:
-            tf.error = f"{tf.path} defines no class with from_model_args"
+            tf.error = f"{tf.shown} defines no class with from_model_args"
 
     # --- the flag -----------------------------------------------------------------------------------------------
     def suspended(self) -> bool:
@@ -276,7 +278,7 @@ class Shadow:
             counts.not_shadowed += 1
             return
         files = self.files[target]
-        state = _State(generated=", ".join(tf.path for tf in files))
+        state = _State(generated=", ".join(tf.shown for tf in files))
         broken = [tf.error for tf in files if tf.error is not None]
         if broken:
             state.error = broken[0]
@@ -291,7 +293,8 @@ class Shadow:
                     state.error = describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
                 else:
                     state.twin_class = twin_cls.__name__
-                    state.generated = by_class[twin_cls].path
+                    state.generated = by_class[twin_cls].shown
+                    state.generated_path = by_class[twin_cls].path
         if state.error is None:
             counts.twins += 1
         else:
@@ -348,7 +351,7 @@ class Shadow:
             try:
                 got = method(*copies[0], **copies[1])
             except Exception as exc:
-                return describe_exception(exc, f"the twin's {entry}", (state.generated,))
+                return describe_exception(exc, f"the twin's {entry}", (state.generated_path,))
             try:
                 difference = first_difference(output, got, atol=self.atol, rtol=self.rtol)
             except Exception as exc:

@@ -230,14 +230,14 @@ def test_sample_and_layers_limit_what_is_checked(twins, tmp_path, monkeypatch, c
     err = capsys.readouterr().err
     with CaseStore(store) as s:
         assert sorted(r.checked for r in s.verifications()) == [1, 1]  # one call per case
-    assert "calls ran TTTv1 only" in err
+    assert re.search(r"\d+ calls? ran TTTv1 only", err)
     store2 = tmp_path / "v2.sqlite"
     assert (
         _verify(store2, files, command, "--layers", "1", "--atol", "0.01", cwd=ROOT, monkeypatch=monkeypatch)
         == 0
     )
     err = capsys.readouterr().err
-    assert "1 instances not shadowed" in err and "atol=0.01" in err
+    assert "1 instance not shadowed" in err and "atol=0.01" in err
     with CaseStore(store2) as s:
         assert sorted(r.checked for r in s.verifications()) == [
             1,
@@ -369,7 +369,7 @@ def test_a_generated_module_that_does_not_load_fails_each_instance(tmp_path, mon
     code = _verify(tmp_path / "v.sqlite", [path], [PY, "-c", script], cwd=tmp_path, monkeypatch=monkeypatch)
     err = capsys.readouterr().err
     assert code == 1
-    assert f"loading {path.resolve()} raised ModuleNotFoundError" in err
+    assert f"loading {path} raised ModuleNotFoundError" in err
 
 
 # --- the store: schema 2 and the list ---------------------------------------------------------------------------
