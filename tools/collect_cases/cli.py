@@ -311,7 +311,7 @@ def verify_summary(results, status: dict, targets: list[str], code: int, args, r
         if c.get("build_failed"):
             extra.append(f"{_count(c['build_failed'], 'twin')} failed to build")
         err.print(
-            f"collect-cases verify: {target}: {verdict}: {len(mine) - len(failed)} of {len(mine)} cases, "
+            f"collect-cases verify: {target}: {verdict}: {len(mine) - len(failed)} of {len(mine)} cases and "
             f"{passed} of {checked} calls equal ({tolerance}); {_count(c.get('instances', 0), 'instance')}"
             + (f"; twins {', '.join(twins)}" if twins else "")
             + (f"; {'; '.join(extra)}" if extra else ""),

@@ -167,7 +167,7 @@ def test_a_twin_one_ulp_off_on_one_device_is_caught_with_device_and_index(
     assert re.search(r"output: device 1, index \[0, 0, 0, 5\]: \S+ != \S+ \(expected\)$", failed[0]), failed[
         0
     ]
-    assert "FAILED: 1 of 2 cases" in captured.err and "a case failed" in captured.err
+    assert "FAILED: 1 of 2 cases and 2 of 4 calls equal" in captured.err and "a case failed" in captured.err
     with CaseStore(store) as s:
         (decode,) = [r for r in s.verifications() if r.first_failure]
     assert decode.checked == 2 and decode.passed == 0  # both layers' decode calls differ
@@ -214,7 +214,7 @@ def test_a_foreign_model_is_verified_with_no_recipe(acme_twin, tmp_path, mesh, m
     code = _verify(store, [twin], [PY, "run_acme.py", mesh], cwd=FIXTURES, monkeypatch=monkeypatch)
     err = capsys.readouterr().err
     assert code == 0, err
-    assert "acme.feed_forward:FeedForward: passed: 2 of 2 cases, 4 of 4 calls equal (bit for bit)" in err
+    assert "acme.feed_forward:FeedForward: passed: 2 of 2 cases and 4 of 4 calls equal (bit for bit)" in err
     (case,) = [c for c in load_cases(store, "acme.feed_forward:FeedForward") if c.mode == "decode"]
     assert case.mesh_shape == tuple(int(n) for n in mesh.split("x"))
     assert main(["list", "--store", str(store)]) == 0
