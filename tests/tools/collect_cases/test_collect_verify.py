@@ -329,6 +329,8 @@ def test_a_missing_edited_or_stale_generated_file_is_refused(tmp_path, damage, m
         (["--layers", "a,b"], "--layers: expected"),
         (["--sample", "0"], "--sample"),
         (["--atol", "-1"], "--atol"),
+        (["--sample", "x"], "--sample"),
+        (["--rtol", "nan"], "--rtol"),
     ],
 )
 def test_bad_options_are_refused(tmp_path, option, message, capsys):
