@@ -281,6 +281,7 @@ def test_the_target_is_derived_from_the_header(tmp_path):
         ("no header", "not written by tttv2-refactor"),
         ("old header", "has no source hash"),
         ("no class", "names no source class"),
+        ("folder", "cannot read it"),
     ],
 )
 def test_a_missing_edited_or_stale_generated_file_is_refused(tmp_path, damage, message, capsys):
@@ -298,6 +299,9 @@ def test_a_missing_edited_or_stale_generated_file_is_refused(tmp_path, damage, m
         path.write_text(text.partition("\n")[2])
     elif damage == "old header":
         path.write_text(with_header(text.partition("\n")[2], "../pkg/mod.py (class Mod)"))
+    elif damage == "folder":
+        path.unlink()
+        path.mkdir()
     else:
         path.write_text(
             with_header(text.partition("\n")[2], "../pkg/mod.py", source_hash(source.read_bytes()))
@@ -343,6 +347,17 @@ def test_bad_options_are_refused(tmp_path, option, message, capsys):
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "v").exists()
+
+
+def test_twins_of_one_target_from_two_sources_are_refused(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _, first = _fake_generated(tmp_path / "a")
+    _, second = _fake_generated(tmp_path / "b")
+    argv = ["verify", "--store", str(tmp_path / "v"), "--target", "pkg.mod:Mod", "--generated", str(first)]
+    assert main([*argv, "--generated", str(second), "--", PY, "-c", "1"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"--generated {second}: generated from" in line and "but another file for pkg.mod:Mod from" in line
 
 
 def test_a_target_imported_from_another_file_than_the_source_is_refused(tmp_path, capsys, monkeypatch):
