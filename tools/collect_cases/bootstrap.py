@@ -1,8 +1,8 @@
 """Child-process entry point: ``python -m tttv2_tools.collect_cases.bootstrap (-m MOD | -c CODE | SCRIPT) ...``.
 
 It reads the recording settings from the ``COLLECT_CASES_CONFIG`` environment variable (JSON written by
-``collect-cases record`` / ``sweep``), installs the recorder, imports the targets (a bad target stops here,
-before the command runs, with exit code 2), then runs the command exactly as ``python`` would, in this process.
+``collect-cases record`` / ``sweep``), installs the recorder (with a shadow for
+``collect-cases verify``), imports the targets (a bad target stops here, before the command runs, with exit code 2), then runs the command exactly as ``python`` would, in this process.
 The status file it names receives ``{"ready": ...}`` and, at exit, the call and case counts.
 """
 
@@ -21,6 +21,7 @@ from .errors import CollectCasesError
 from .fields import UserField
 from .recorder import Recorder
 from .targets import parse_target
+from .verify import Shadow
 
 CONFIG_ENV = "COLLECT_CASES_CONFIG"
 TARGET_ERROR_EXIT = 2
@@ -33,15 +34,19 @@ def write_status(path: str | None, status: dict) -> None:
 
 
 def _start(config: dict) -> Recorder:
+    shadow = Shadow(config["verify"]) if config.get("verify") else None
     recorder = Recorder(
         config["store"],
         [parse_target(t) for t in config["targets"]],
         [UserField(n, e) for n, e in config.get("fields", [])],
         command=config.get("command", ""),
+        shadow=shadow,
     )
     recorder.install()
     try:
         recorder.import_targets()
+        if shadow is not None:
+            shadow.prepare()
     except BaseException:
         recorder.close()
         raise
@@ -87,6 +92,7 @@ def main(argv: list[str], at_exit=atexit.register) -> None:
                 "calls": recorder.calls,
                 "distinct": recorder.distinct_cases,
                 "new": recorder.new_cases,
+                **({"verify": recorder.shadow.status()} if recorder.shadow is not None else {}),
             },
         )
 

@@ -1,8 +1,9 @@
-"""Command line: ``collect-cases record | list | export | import | emit | sweep``.
+"""Command line: ``collect-cases record | verify | list | export | import | emit | sweep``.
 
-Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); otherwise 0 done,
-1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message names it), 130
-interrupted (Ctrl-C, one line).
+Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); ``verify`` too
+when it is not 0, else 0 every checked call passed (at least one), 1 a case failed or nothing was checked;
+otherwise 0 done, 1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message
+names it), 130 interrupted (Ctrl-C, one line).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import shlex
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from rich.console import Console
@@ -32,18 +34,19 @@ from tttv2_tools._output import (
 )
 
 from . import load_cases
-from .cases import MODES, TOPOLOGIES, select
+from .cases import MODES, TOPOLOGIES, Case, select
 from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
 from .errors import CollectCasesError, TargetError
-from .fields import parse_user_field
+from .fields import canonical_json, parse_user_field
 from .record import exit_status, start
 from .store import SCHEMA_VERSION, CaseStore
 from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
+from .verify import check_generated, parse_layers
 
 USAGE_ERROR = 2
-STORE_WRITERS = frozenset({"record", "import", "sweep"})  # their writes are store transactions
+STORE_WRITERS = frozenset({"record", "verify", "import", "sweep"})  # their writes are store transactions
 
 
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
@@ -52,6 +55,26 @@ def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
         p.add_argument("--target", required=True, metavar="MODULE:CLASS", help="e.g. tttv1.tt.mlp:MLP")
     elif target == "optional":
         p.add_argument("--target", metavar="MODULE:CLASS", help="only this target")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,6 +93,27 @@ def parser() -> argparse.ArgumentParser:
         "--field", action="append", default=[], metavar="NAME=EXPR", help="extra field (repeatable)"
     )
     r.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- python -m MODULE ... (or SCRIPT, or pytest ...)"
+    )
+
+    v = sub.add_parser(
+        "verify",
+        help="run a Python command with each target's generated twin beside it, comparing every output",
+    )
+    _common(v, target=None)
+    v.add_argument(
+        "--generated",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="a module written by tttv2-refactor (repeatable: the 1D and 2D files, several modules)",
+    )
+    v.add_argument("--target", metavar="MODULE:CLASS", help="default: the class each file's header names")
+    v.add_argument("--layers", metavar="N,N,...", help="only instances of these layers (default: all)")
+    v.add_argument("--sample", type=_positive_int, metavar="K", help="check at most K calls per case")
+    v.add_argument("--atol", type=_tolerance, default=0.0, help="absolute tolerance (default 0: bit for bit)")
+    v.add_argument("--rtol", type=_tolerance, default=0.0, help="relative tolerance (default 0)")
+    v.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- python -m MODULE ... (or SCRIPT, or pytest ...)"
     )
 
@@ -150,6 +194,26 @@ def main(argv: list[str] | None = None) -> int:
 # --- verbs ------------------------------------------------------------------------------------------------------
 
 
+def _finish(recording, store: Path, created: bool, command: list[str], verb: str, done: str, err: Console):
+    """Wait for a started recording: ``(exit code, status)``; a target error removes a store this run created."""
+    try:
+        try:
+            code, status = recording.finish()
+        except KeyboardInterrupt:
+            code, status = recording.finish()
+    except TargetError:  # nothing ran: a store this run created stays uncreated
+        if created:
+            _remove_empty_store(store)
+        raise
+    if not status.get("ready"):
+        err.print(
+            f"[yellow]collect-cases {verb}:[/] the recorder did not start in {command[0]!r} (is tttv2 installed "
+            f"for that interpreter?); nothing was {done}",
+            highlight=False,
+        )
+    return code, status
+
+
 def _record(args, out: Console, err: Console) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     targets = [parse_target(t) for t in args.target]
@@ -158,21 +222,7 @@ def _record(args, out: Console, err: Console) -> int:
     with CaseStore(args.store, create=True) as store:
         before = {t: n for t, n, _ in store.targets()}
     recording = start(args.store, targets, command, fields)
-    try:
-        try:
-            code, status = recording.finish()
-        except KeyboardInterrupt:
-            code, status = recording.finish()
-    except TargetError:  # nothing ran: a store this run created stays uncreated
-        if created:
-            _remove_empty_store(Path(args.store))
-        raise
-    if not status.get("ready"):
-        err.print(
-            f"[yellow]collect-cases record:[/] the recorder did not start in {command[0]!r} (is tttv2 installed "
-            "for that interpreter?); nothing was recorded",
-            highlight=False,
-        )
+    code, status = _finish(recording, Path(args.store), created, command, "record", "recorded", err)
     with CaseStore(args.store) as store:
         after = {t: n for t, n, _ in store.targets()}
     lines = [
@@ -186,6 +236,109 @@ def _record(args, out: Console, err: Console) -> int:
         highlight=False,
     )
     return exit_status(code)
+
+
+def _verify(args, out: Console, err: Console) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    generated = check_generated(args.generated, args.target)
+    layers = parse_layers(args.layers)
+    targets = [parse_target(t) for t in dict.fromkeys(g.target for g in generated)]
+    sources: dict[str, str] = {}
+    for g in generated:
+        if sources.setdefault(g.target, str(g.source)) != str(g.source):
+            raise CollectCasesError(
+                f"--generated {g.path}: generated from {g.source}, but another file for {g.target} from "
+                f"{sources[g.target]}"
+            )
+    run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    created = not Path(args.store).exists()
+    settings = {
+        "run": run,
+        "generated": [[str(Path(g.path).resolve()), g.target, g.path] for g in generated],
+        "sources": sources,
+        "layers": layers,
+        "sample": args.sample,
+        "atol": args.atol,
+        "rtol": args.rtol,
+    }
+    recording = start(args.store, targets, command, verify=settings)
+    code, status = _finish(recording, Path(args.store), created, command, "verify", "verified", err)
+    with CaseStore(args.store) as store:
+        results = store.verifications(run=run)
+    return verify_summary(results, status, [t.name for t in targets], exit_status(code), args, run, err)
+
+
+def _case_text(fields_json: str) -> str:
+    """``1x8 decode, x 1x1x32x512 bfloat16``: a case as the summary names it."""
+    case = Case("", json.loads(fields_json))
+    inputs = [f"{name}_shape" for name, _ in case.fields.get("inputs", [])]
+    mesh = "x".join(map(str, case.mesh_shape)) if case.mesh_shape else "mesh ?"
+    parts = [mesh, case.mode or "-"]
+    if case.flat.get("model_name"):
+        parts.append(case.flat["model_name"])
+    described = _describe_tensors(case.flat, inputs)
+    return " ".join(parts) + (f", {described}" if described else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def verify_summary(results, status: dict, targets: list[str], code: int, args, run: str, err: Console) -> int:
+    """One line per target, one per failed case (its first difference or exception); returns the exit code."""
+    counts = status.get("verify", {})
+    tolerance = f"atol={args.atol}, rtol={args.rtol}" if args.atol or args.rtol else "bit for bit"
+    failed_any, checked_any, unchecked = False, 0, []
+    for target in targets:
+        mine = [r for r in results if r.target == target]
+        c = counts.get(target, {})
+        checked = sum(r.checked for r in mine)
+        passed = sum(r.passed for r in mine)
+        failed = [r for r in mine if r.first_failure is not None]
+        checked_any += checked
+        if not checked:
+            unchecked.append(target)
+        failed_any = failed_any or bool(failed)
+        twins = sorted({f"{r.twin_class} ({r.generated})" for r in mine if r.twin_class})
+        verdict = "FAILED" if failed else ("passed" if checked else "NOTHING CHECKED")
+        extra = []
+        if c.get("not_shadowed"):
+            extra.append(f"{_count(c['not_shadowed'], 'instance')} not shadowed (subclass or --layers)")
+        if c.get("unchecked_calls"):
+            extra.append(
+                f"{_count(c['unchecked_calls'], 'call')} ran TTTv1 only (--sample, or a twin out of step)"
+            )
+        if c.get("build_failed"):
+            extra.append(f"{_count(c['build_failed'], 'twin')} failed to build")
+        err.print(
+            f"collect-cases verify: {target}: {verdict}: {len(mine) - len(failed)} of {len(mine)} cases and "
+            f"{passed} of {checked} calls equal ({tolerance}); {_count(c.get('instances', 0), 'instance')}"
+            + (f"; twins {', '.join(twins)}" if twins else "")
+            + (f"; {'; '.join(extra)}" if extra else ""),
+            highlight=False,
+            markup=False,
+        )
+        for r in failed:
+            err.print(
+                f"  FAILED {r.generated} ({r.twin_class or 'no twin'}), case {_case_text(r.fields_json)}: "
+                f"{r.first_failure}",
+                highlight=False,
+                markup=False,
+            )
+    if code != 0:
+        verdict = f"the command exited with {code}"
+    elif failed_any:
+        verdict, code = "a case failed", 1
+    elif unchecked:
+        verdict, code = f"nothing was checked for {', '.join(unchecked)} (no shadowed instance was called)", 1
+    else:
+        verdict = f"every checked call was equal ({checked_any} calls)"
+    err.print(
+        f"collect-cases verify: {verdict}; results in {args.store} (run {run})",
+        highlight=False,
+        markup=False,
+    )
+    return code
 
 
 def _remove_empty_store(path: Path) -> None:
@@ -214,6 +367,9 @@ def _describe_tensors(flat: dict, suffix_keys: list[str]) -> str:
 def _list(args, out: Console, err: Console) -> int:
     with CaseStore(args.store) as store:
         cases = store.cases(parse_target(args.target).name if args.target else None)
+        verified = _latest_verifications(
+            store.verifications(parse_target(args.target).name if args.target else None)
+        )
     cases = select(cases, args.topology, args.mode)
     if args.json:
         out.print_json(
@@ -227,6 +383,11 @@ def _list(args, out: Console, err: Console) -> int:
                         "first_command": c.first_command,
                         "first_seen": c.first_seen,
                         "last_seen": c.last_seen,
+                        **(
+                            {"verification": verified[(c.target, canonical_json(c.fields))]}
+                            if (c.target, canonical_json(c.fields)) in verified
+                            else {}
+                        ),
                     }
                     for c in cases
                 ]
@@ -236,7 +397,11 @@ def _list(args, out: Console, err: Console) -> int:
     for target in dict.fromkeys(c.target for c in cases):
         mine = load_cases(args.store, target, args.topology, args.mode)
         table = Table(title=f"{target}: {len(mine)} cases, {sum(c.hits for c in mine)} calls")
-        for column in ("mesh", "mode", "model", "inputs", "weights", "hits", "layers"):
+        columns = ["mesh", "mode", "model", "inputs", "weights", "hits", "layers"]
+        show_verified = any(t == target for t, _ in verified)
+        if show_verified:
+            columns.append("verified")
+        for column in columns:
             table.add_column(column, justify="right" if column == "hits" else "left")
         for c in mine:
             inputs = [n for n in (f"{name}_shape" for name, _ in c.fields.get("inputs", []))]
@@ -244,7 +409,7 @@ def _list(args, out: Console, err: Console) -> int:
                 f"{name} {spec['dtype'] if isinstance(spec, dict) else '+'.join(s['dtype'] for s in spec)}"
                 for name, spec in sorted(c.fields.get("weights", {}).items())
             )
-            table.add_row(
+            row = [
                 "x".join(map(str, c.mesh_shape)) if c.mesh_shape else "?",
                 c.mode or "-",
                 c.flat.get("model_name", "?"),
@@ -252,11 +417,34 @@ def _list(args, out: Console, err: Console) -> int:
                 weights,
                 str(c.hits),
                 " ".join(map(str, c.layers)),
-            )
+            ]
+            if show_verified:
+                v = verified.get((c.target, canonical_json(c.fields)))
+                row.append(
+                    "-"
+                    if v is None
+                    else f"{'FAILED ' if v['first_failure'] else ''}{v['passed']}/{v['checked']} equal"
+                )
+            table.add_row(*row)
         out.print(table)
     if not cases:
         err.print(f"no cases in {args.store}" + (f" for {args.target}" if args.target else ""))
     return 0
+
+
+def _latest_verifications(rows) -> dict:
+    """The last verify run's result per case: ``{(target, fields JSON): {...}}`` (rows come oldest first)."""
+    latest = {}
+    for r in rows:
+        latest[(r.target, r.fields_json)] = {
+            "run": r.run,
+            "generated": r.generated,
+            "twin_class": r.twin_class,
+            "checked": r.checked,
+            "passed": r.passed,
+            "first_failure": r.first_failure,
+        }
+    return latest
 
 
 def _export(args, out: Console, err: Console) -> int:
@@ -375,6 +563,7 @@ def _sweep(args, out: Console, err: Console) -> int:
 
 VERBS = {
     "record": _record,
+    "verify": _verify,
     "list": _list,
     "export": _export,
     "import": _import,

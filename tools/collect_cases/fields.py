@@ -239,6 +239,20 @@ INIT_NAMES = frozenset(
 )
 
 
+def layer_of(instance, init: Mapping | None) -> int | None:
+    """The layer number the ``layer`` rule reads for a module (before any call: ``self`` and ``init`` only)."""
+    for rule, compiled in _COMPILED_RULES:
+        if rule.name == "layer":
+            for source in compiled:
+                value = _resolve(source, {"self": instance, "init": init})
+                if value is not _MISSING:
+                    try:
+                        return _NORMALISERS[rule.kind](value)
+                    except (TypeError, ValueError):
+                        continue
+    return None
+
+
 def canonical_json(fields: Mapping) -> str:
     """The one text form of a case's fields: what is hashed for identity and stored."""
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))

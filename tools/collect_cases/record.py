@@ -55,8 +55,10 @@ def start(
     stderr=None,
     env: dict | None = None,
     cwd: str | None = None,
+    verify: dict | None = None,
 ) -> Recording:
-    """Check the store (created if missing), then start ``command`` with the recorder in it."""
+    """Check the store (created if missing), then start ``command`` with the recorder in it (and a shadow with
+    ``verify``'s settings: ``collect-cases verify``)."""
     CaseStore(store, create=True).close()
     argv = bootstrapped(command)
     tmpdir = tempfile.TemporaryDirectory(prefix="collect-cases-")
@@ -69,6 +71,8 @@ def start(
         "command": text,
         "status": str(status_path),
     }
+    if verify is not None:
+        config["verify"] = {**verify, "command": text}
     child_env = dict(os.environ if env is None else env)
     child_env[CONFIG_ENV] = json.dumps(config)
     process = subprocess.Popen(argv, env=child_env, stdout=stdout, stderr=stderr, cwd=cwd)

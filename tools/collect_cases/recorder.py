@@ -3,6 +3,11 @@
 Deduplication happens here, in the recording process: a case seen before costs one dict look-up and a counter;
 a new case is written through at once (a recorder killed later keeps it); hit counts and layers are written
 in one transaction at most every ``flush_seconds`` and when the recorder closes.
+
+With a ``shadow`` (``collect-cases verify``: :class:`tttv2_tools.collect_cases.verify.Shadow`), the same wrappers
+also hand each construction and each call to it: it builds a twin after the target's ``__init__`` and runs the
+call itself (TTTv1 first, then the twin on copies). While the shadow is busy with a twin (``shadow.suspended()``),
+calls of targets are neither recorded nor shadowed: they are the twin's own use of TTTv1 modules.
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ class Recorder:
         user_fields: Iterable[UserField] = (),
         command: str = "",
         flush_seconds: float = 2.0,
+        shadow=None,
     ):
         self.targets = tuple(targets)
         self.user_fields = tuple(user_fields)
         self.command = command
         self.flush_seconds = flush_seconds
+        self.shadow = shadow
         self.store = CaseStore(store_path, create=True)
         self.calls = 0
         self.new_cases = 0
@@ -98,7 +105,7 @@ class Recorder:
         self._set(cls, entry, self._recorded(target.name, extractor, original))
         init = cls.__init__
         if inspect.isfunction(init):
-            self._set(cls, "__init__", self._capturing_init(init))
+            self._set(cls, "__init__", self._capturing_init(init, target.name, cls))
         self._patched_classes.add(cls)
 
     def _set(self, cls: type, name: str, value) -> None:
@@ -110,20 +117,28 @@ class Recorder:
 
         @functools.wraps(original)
         def recorded(instance, *args, **kwargs):
-            stack = recorder._stack()
-            fields = recorder._observe(target, extractor, instance, args, kwargs, stack)
-            stack.append(fields)
-            try:
+            shadow = recorder.shadow
+            if shadow is not None and shadow.suspended():
                 return original(instance, *args, **kwargs)
+            stack = recorder._stack()
+            observed = recorder._observe(target, extractor, instance, args, kwargs, stack)
+            stack.append(observed[0] if observed is not None else None)
+            try:
+                if shadow is None:
+                    return original(instance, *args, **kwargs)
+                return shadow.call(target, instance, observed, original, args, kwargs)
             finally:
                 stack.pop()
+                if shadow is not None and shadow.news:
+                    recorder.flush()
 
         recorded.__collect_cases_original__ = original
         return recorded
 
-    def _capturing_init(self, original):
+    def _capturing_init(self, original, target: str, cls: type):
         signature = inspect.signature(original)
         init_args = self._init_args
+        recorder = self
 
         @functools.wraps(original)
         def init(instance, *args, **kwargs):
@@ -132,7 +147,11 @@ class Recorder:
                 init_args[instance] = {n: bound[n] for n in INIT_NAMES if n in bound}
             except TypeError:  # unbindable (the real __init__ will say why) or not weak-referenceable
                 pass
-            return original(instance, *args, **kwargs)
+            result = original(instance, *args, **kwargs)
+            shadow = recorder.shadow
+            if shadow is not None and not shadow.suspended():
+                shadow.constructed(target, cls, instance, args, kwargs, recorder._init_of(instance))
+            return result
 
         return init
 
@@ -156,11 +175,15 @@ class Recorder:
             stack = self._local.stack = []
         return stack
 
-    def _observe(self, target, extractor, instance, args, kwargs, stack):
+    def _init_of(self, instance):
+        """The constructor arguments the field rules read, as captured; None when unknown."""
         try:
-            init = self._init_args.get(instance)
-        except TypeError:
-            init = None
+            return self._init_args.get(instance)
+        except TypeError:  # not weak-referenceable
+            return None
+
+    def _observe(self, target, extractor, instance, args, kwargs, stack):
+        init = self._init_of(instance)
         result = extractor.extract(instance, args, kwargs, init, stack[-1] if stack else None)
         if result is None:
             return None
@@ -181,7 +204,7 @@ class Recorder:
             self._dirty[(target, fields_json)] = ob
             if new or time.monotonic() - self._last_flush > self.flush_seconds:
                 self.flush()
-        return fields
+        return fields, fields_json, layer
 
     def flush(self) -> None:
         """Write the hits and layers gathered since the last flush (one transaction)."""
@@ -191,6 +214,8 @@ class Recorder:
                 for ob in self._dirty.values():
                     ob.hits = 0
                 self._dirty.clear()
+            if self.shadow is not None:
+                self.shadow.flush(self.store)
             self._last_flush = time.monotonic()
 
     @property

@@ -23,7 +23,9 @@ from .cases import Case
 from .errors import StoreError
 from .fields import canonical_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# version 1 had no ``verifications`` table: it is read as is, and a writer adds the table (see ``_migrate``)
+_READABLE_VERSIONS = (1, SCHEMA_VERSION)
 TOOL = "collect-cases"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -46,6 +48,26 @@ CREATE TABLE IF NOT EXISTS cases (
 );
 """
 
+# shadow verification (``collect-cases verify``): one row per verify run x case x generated file; the totals are
+# that run's, rewritten as it goes (a run killed later keeps what it checked)
+_VERIFICATIONS = """
+CREATE TABLE IF NOT EXISTS verifications (
+    id            INTEGER PRIMARY KEY,
+    run           TEXT NOT NULL,
+    target        TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    generated     TEXT NOT NULL,
+    twin_class    TEXT NOT NULL,
+    checked       INTEGER NOT NULL CHECK (checked >= 0),
+    passed        INTEGER NOT NULL CHECK (passed >= 0),
+    first_failure TEXT,
+    command       TEXT NOT NULL,
+    first_seen    TEXT NOT NULL,
+    last_seen     TEXT NOT NULL,
+    UNIQUE (run, target, key, generated)
+)
+"""
+
 
 def case_key(fields_json: str) -> str:
     """The identity of a case: SHA-256 of its canonical JSON (the target is the other half of the key)."""
@@ -65,6 +87,22 @@ class Observation:
     hits: int
     layers: set[int]
     command: str
+
+
+@dataclass
+class Verification:
+    """One verify run's result on one case with one generated file (``first_failure`` None: every check passed)."""
+
+    run: str
+    target: str
+    fields_json: str
+    generated: str
+    twin_class: str
+    checked: int
+    passed: int
+    first_failure: str | None
+    command: str
+    last_seen: str = ""
 
 
 class CaseStore:
@@ -117,11 +155,21 @@ class CaseStore:
                 f"store {self.path}: an SQLite database but not a collect-cases store "
                 f"(tables: {', '.join(sorted(tables))})"
             )
-        if tool is None or tool[0] != TOOL or version != SCHEMA_VERSION:
+        if tool is None or tool[0] != TOOL or version not in _READABLE_VERSIONS:
             raise StoreError(
                 f"store {self.path}: not a collect-cases store (tool {tool and tool[0]!r}, version {version})"
             )
         self._use_wal()
+        if create and version < SCHEMA_VERSION:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a version 1 store to this version (a writer's job: readers read version 1 as it is)."""
+        db = self._db
+        with self._write():
+            if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:  # not done meanwhile
+                db.execute(_VERIFICATIONS)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _create(self) -> None:
         db = self._db
@@ -132,6 +180,7 @@ class CaseStore:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)  # not executescript: it would commit the open transaction
+                db.execute(_VERIFICATIONS)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('tool', ?)", (TOOL,))
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('created', ?)", (_now(),))
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -215,7 +264,52 @@ class CaseStore:
             for c in cases
         )
 
+    def put_verifications(self, rows: Iterable[Verification]) -> None:
+        """Write verify runs' totals (one transaction): a row is inserted, or its totals replaced."""
+        now = _now()
+        with self._write():
+            for v in rows:
+                self._db.execute(
+                    "INSERT INTO verifications (run, target, key, generated, twin_class, checked, passed, "
+                    "first_failure, command, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (run, target, key, generated) DO UPDATE SET twin_class = excluded.twin_class, "
+                    "checked = excluded.checked, passed = excluded.passed, first_failure = excluded.first_failure, "
+                    "last_seen = excluded.last_seen",
+                    (
+                        v.run,
+                        v.target,
+                        case_key(v.fields_json),
+                        v.generated,
+                        v.twin_class,
+                        v.checked,
+                        v.passed,
+                        v.first_failure,
+                        v.command,
+                        now,
+                        now,
+                    ),
+                )
+
     # --- reading ----------------------------------------------------------------------------------------------
+    def verifications(self, target: str | None = None, run: str | None = None) -> list[Verification]:
+        """Verify results (of ``target``, of one ``run``), oldest first; none in a version 1 store."""
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'verifications'").fetchone() is None:
+            return []
+        sql = (
+            "SELECT v.run, v.target, c.fields, v.generated, v.twin_class, v.checked, v.passed, v.first_failure, "
+            "v.command, v.last_seen FROM verifications v JOIN cases c ON c.target = v.target AND c.key = v.key"
+        )
+        where, params = [], []
+        if target is not None:
+            where.append("v.target = ?")
+            params.append(target)
+        if run is not None:
+            where.append("v.run = ?")
+            params.append(run)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [Verification(*row) for row in self._db.execute(sql + " ORDER BY v.id", params)]
+
     def cases(self, target: str | None = None) -> list[Case]:
         """Every case (of ``target``), in insertion order."""
         sql = "SELECT target, fields, hits, first_command, layers, first_seen, last_seen FROM cases"

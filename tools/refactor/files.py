@@ -23,22 +23,40 @@ from tttv2_tools._output import Kind, Output, OutputError, check_place, write
 from .errors import UsageError
 
 HEADER_TAG = "# tttv2-refactor:"
-_HEADER_RE = re.compile(r"^# tttv2-refactor: generated from (?P<source>.+?); sha256=(?P<hash>[0-9a-f]{16})$")
+# ``source=`` (the TTTv1 file's hash when the file was generated) is optional: files written before it existed
+# still parse, and shadow verification refuses them as of unknown age
+_HEADER_RE = re.compile(
+    r"^# tttv2-refactor: generated from (?P<source>.+?)(?:; source=(?P<source_hash>[0-9a-f]{16}))?"
+    r"; sha256=(?P<hash>[0-9a-f]{16})$"
+)
 
 
 def content_hash(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
 
 
-def with_header(body: str, source_label: str) -> str:
-    """``body`` behind the one-line header (``source_label`` says which TTTv1 file and class it came from)."""
-    return f"{HEADER_TAG} generated from {source_label}; sha256={content_hash(body)}\n{body}"
+def source_hash(data: bytes) -> str:
+    """The hash of a TTTv1 source file's bytes, as the header's ``source=`` records it."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def with_header(body: str, source_label: str, source_digest: str | None = None) -> str:
+    """``body`` behind the one-line header (``source_label`` says which TTTv1 file and class it came from,
+    ``source_digest`` is ``source_hash`` of that file, so that a reader can tell the file changed since)."""
+    source = f"; source={source_digest}" if source_digest else ""
+    return f"{HEADER_TAG} generated from {source_label}{source}; sha256={content_hash(body)}\n{body}"
 
 
 def header_source(text: str) -> str | None:
     """The source label (``../tt/mlp.py (class MLP)``) of a file that carries our header, else None."""
     match = _HEADER_RE.match(text.partition("\n")[0])
     return match.group("source") if match else None
+
+
+def parse_header(text: str) -> dict | None:
+    """``{"source": label, "source_hash": hash or None, "hash": hash}`` of a file's header, None without one."""
+    match = _HEADER_RE.match(text.partition("\n")[0])
+    return match.groupdict() if match else None
 
 
 def header_state(text: str) -> str:

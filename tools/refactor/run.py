@@ -11,7 +11,7 @@ from .api import Result, generate
 from .cases import cases_from_store
 from .cstutil import clear_memos
 from .errors import Gap, UsageError
-from .files import Planned, run_formatter, with_header
+from .files import Planned, run_formatter, source_hash, with_header
 from .helpers import dotted_module_of
 from .markers import mark_gaps
 from .report import Report, build_report
@@ -62,6 +62,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
     run = Run(result)
     inputs = result.inputs
     kit = kind_of(module, inputs.class_name)
+    digest = source_hash(module.read_bytes())
     file_names: dict[str, str] = {}
     tests: list[str] = []
     for generated in result.modules:
@@ -72,7 +73,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
             code = mark_gaps(generated, result.gaps, inputs)
         if formatter:
             code = run_formatter(formatter, code, path)
-        text = with_header(code, _label(module, out, inputs.class_name))
+        text = with_header(code, _label(module, out, inputs.class_name), digest)
         run.planned.append(Planned(path, text))
     if tests_out is not None:
         if kit is None:
@@ -107,7 +108,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
                 )
                 if formatter:
                     code = run_formatter(formatter, code, test_path)
-                text = with_header(code, _label(module, tests_out, inputs.class_name))
+                text = with_header(code, _label(module, tests_out, inputs.class_name), digest)
                 run.planned.append(Planned(test_path, text))
                 tests.append(test_path.name)
     written = {p.path.name: p.text for p in run.planned if p.path.parent == out}

@@ -348,3 +348,19 @@ def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys)
     assert err.startswith("tttv2-refactor: note: CONFIG") and "is MODULE itself" in err
     assert "not transformed: norm.py:13: self.eps" in err
     assert any("is MODULE itself" in note for note in json.loads((tmp_path / "r.json").read_text())["notes"])
+
+
+def test_the_header_records_the_source_hash_and_older_headers_still_parse():
+    from tttv2_tools.refactor.files import parse_header, source_hash
+
+    text = with_header("x = 1\n", "../tt/a.py (class A)", source_hash(b"class A: pass\n"))
+    header = parse_header(text)
+    assert header == {
+        "source": "../tt/a.py (class A)",
+        "source_hash": source_hash(b"class A: pass\n"),
+        "hash": content_hash("x = 1\n"),
+    }
+    assert header_state(text) == "ours" and header_state(text.replace("x = 1", "x = 2")) == "edited"
+    older = with_header("x = 1\n", "../tt/a.py (class A)")
+    assert parse_header(older)["source_hash"] is None and header_state(older) == "ours"
+    assert parse_header("x = 1\n") is None

@@ -1,0 +1,91 @@
+"""Shadow verification's overhead on the tttv1 demo: the same demo plain and under ``collect-cases verify``.
+
+The twins of tttv1's eight modules are generated once (``tttv2-refactor``, not timed). Then, alternating plain /
+verified so that the load of a shared machine hits both alike, the demo runs plain and under ``collect-cases
+verify`` with every twin (each verified run into a fresh store). Prints wall and CPU time (of the whole process
+tree), their medians and the ratio (goal <= 2.5x: the twins do the same work again), and the calls checked.
+
+    python benchmarks/bench_verify.py [--repeats 3] [--mesh T3K] [--max-new-tokens 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tttv2_tools.collect_cases.store import CaseStore
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ("mlp", "mlp_legacy", "rmsnorm", "distributed_norm", "embedding", "lm_head", "attention", "decoder")
+
+
+def _timed(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process tree)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} ... exited with {done.returncode}:\n{done.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _twins(out: Path) -> list[Path]:
+    code = (
+        "from tttv2_tools.refactor.cli import main\n"
+        f"for m in {MODULES!r}:\n"
+        f"    assert main([f'tttv1/tt/{{m}}.py', '--out', {str(out)!r}, '--quiet']) == 0, m\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    # the legacy MLP is not built by this demo (TTTV1_MLP_GENERATION=G1 builds it): its twin would check nothing
+    return sorted(p for p in out.glob("*_[12]d.py") if not p.name.startswith("mlp_legacy"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--mesh", default="T3K")
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    args = p.parse_args()
+    demo = [sys.executable, "-m", "tttv1.demo.simple_text_demo", "--mesh", args.mesh,
+            "--max-new-tokens", str(args.max_new_tokens)]  # fmt: skip
+    plain, verified, checked = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        twins = _twins(Path(tmp) / "twins")
+        for i in range(args.repeats):
+            store = Path(tmp) / f"run{i}.sqlite"
+            plain.append(_timed(demo))
+            verify = [sys.executable, "-m", "tttv2_tools.collect_cases.cli", "verify", "--store", str(store)]
+            for twin in twins:
+                verify += ["--generated", str(twin)]
+            verified.append(_timed([*verify, "--", *demo]))
+            with CaseStore(store) as s:
+                rows = s.verifications()
+            checked.append(sum(r.checked for r in rows))
+            assert all(r.passed == r.checked for r in rows), "a verified call differed"
+            print(
+                f"run {i + 1}: plain {plain[-1][0]:.2f} s wall / {plain[-1][1]:.2f} s CPU, "
+                f"verified {verified[-1][0]:.2f} s wall / {verified[-1][1]:.2f} s CPU, {checked[-1]} calls checked",
+                flush=True,
+            )
+    print(f"demo: {' '.join(demo[1:])}")
+    print(f"twins: {len(twins)} generated files ({', '.join(t.stem for t in twins)})")
+    for what, k in (("wall", 0), ("CPU", 1)):
+        p_med = statistics.median(t[k] for t in plain)
+        v_med = statistics.median(t[k] for t in verified)
+        ratios = [v[k] / p[k] for p, v in zip(plain, verified)]
+        print(
+            f"median {what}: plain {p_med:.2f} s, verified {v_med:.2f} s, ratio {v_med / p_med:.3f}x "
+            f"(pairwise {min(ratios):.2f}-{max(ratios):.2f}x; goal <= 2.5x)"
+        )
+
+
+if __name__ == "__main__":
+    main()

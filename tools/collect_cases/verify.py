@@ -1,0 +1,410 @@
+"""Shadow verification (``collect-cases verify``): each TTTv1 target runs as usual, and its generated twin runs
+beside it on copies of the same inputs; every output is compared.
+
+Two halves:
+
+- in ``collect-cases verify`` (the parent): ``check_generated`` reads each ``--generated`` file's header (written
+  by ``tttv2-refactor``: source file, class, the source's hash and the file's own hash) and refuses a file that is
+  missing, edited or stale, and derives its target (``module:Class``) from the source path as Python would;
+- in the command's process (the child, started by the bootstrap like ``record``): a ``Shadow`` that the
+  :class:`~tttv2_tools.collect_cases.recorder.Recorder` hands every construction and call of a target. After a
+  target's ``__init__`` it builds the twin with ``build_twin`` from the same arguments; on a call it copies the
+  inputs (``clone_inputs``), runs TTTv1, runs the twin on the copies and compares (``first_difference``). The
+  program always gets TTTv1's result; anything the twin or the comparison raises is a failed case, never the
+  program's exception. While a twin is built or runs, targets are neither recorded nor shadowed (a generated
+  decoder builds and calls TTTv1 submodules itself).
+
+Results go into the store's ``verifications`` table: one row per run × case × generated file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import re
+import sys
+import threading
+import traceback
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CollectCasesError, TargetError
+from .fields import layer_of
+from .store import Verification
+from .targets import import_target, parse_target
+
+_LABEL_RE = re.compile(r"^(?P<path>.+) \(class (?P<cls>[A-Za-z_][\w.]*)\)$")
+_MAX_MESSAGE = 400
+
+
+# --- the parent: which generated files, for which targets --------------------------------------------------------
+@dataclass(frozen=True)
+class GeneratedFile:
+    """A ``--generated`` file that passed the checks: the twin of ``target``, generated from ``source``."""
+
+    path: str  # as given
+    source: Path  # the TTTv1 file it was generated from (resolved)
+    target: str  # module:Class
+
+
+def check_generated(paths: list[str], target: str | None = None) -> list[GeneratedFile]:
+    """Each file's header read and checked; a ``CollectCasesError`` (one line naming the file) for the first file
+    that is missing, has no header, was edited, or whose source is gone or changed since it was generated."""
+    from tttv2_tools.refactor.files import content_hash, parse_header, source_hash
+    from tttv2_tools.refactor.helpers import dotted_module_of
+
+    if target is not None:
+        target = parse_target(target).name
+    out = []
+    for given in paths:
+        path = Path(given)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise CollectCasesError(f"--generated {given}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CollectCasesError(f"--generated {given}: cannot read it: {exc}") from None
+        header = parse_header(text)
+        if header is None:
+            raise CollectCasesError(
+                f"--generated {given}: not written by tttv2-refactor (its first line is not a "
+                "'# tttv2-refactor: generated from ...' header)"
+            )
+        if content_hash(text.partition("\n")[2]) != header["hash"]:
+            raise CollectCasesError(
+                f"--generated {given}: edited since tttv2-refactor wrote it (its content no longer matches the "
+                "header's sha256); generate it again"
+            )
+        label = _LABEL_RE.match(header["source"])
+        if label is None:
+            raise CollectCasesError(
+                f"--generated {given}: its header names no source class ({header['source']!r})"
+            )
+        source = (path.parent / label["path"]).resolve()
+        if header["source_hash"] is None:
+            raise CollectCasesError(
+                f"--generated {given}: its header has no source hash (written by an older tttv2-refactor), so "
+                f"whether {label['path']} changed since cannot be told; generate it again"
+            )
+        try:
+            data = source.read_bytes()
+        except OSError:
+            raise CollectCasesError(
+                f"--generated {given}: stale: its source {source} (from the header) does not exist"
+            ) from None
+        if source_hash(data) != header["source_hash"]:
+            raise CollectCasesError(
+                f"--generated {given}: stale: its source {source} changed since it was generated; generate it again"
+            )
+        out.append(GeneratedFile(given, source, target or f"{dotted_module_of(source)}:{label['cls']}"))
+    return out
+
+
+def parse_layers(text: str | None) -> list[int] | None:
+    """``"0,3"`` → ``[0, 3]``; None keeps every layer."""
+    if text is None:
+        return None
+    try:
+        layers = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        layers = []
+    if not layers or any(n < 0 for n in layers):
+        raise CollectCasesError(f"--layers: expected layer numbers like 0,3, got {text!r}")
+    return layers
+
+
+# --- the child: twins beside the targets ------------------------------------------------------------------------
+def describe_exception(exc: BaseException, what: str, files: tuple[str, ...] = ()) -> str:
+    """``what raised Type: message (at file:line in function)``: the innermost frame in one of ``files`` (the
+    generated modules), else the innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    resolved = {str(Path(f).resolve()) for f in files}
+    frame = next((f for f in reversed(frames) if str(Path(f.filename).resolve()) in resolved), None)
+    if frame is None and frames:
+        frame = frames[-1]
+    message = str(exc).replace("\n", " ")
+    if len(message) > _MAX_MESSAGE:
+        message = message[:_MAX_MESSAGE] + "..."
+    where = f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})" if frame else ""
+    return f"{what} raised {type(exc).__name__}: {message}{where}"
+
+
+@dataclass
+class _TwinFile:
+    path: str  # resolved
+    shown: str  # as the user gave it (what summaries and the store say)
+    module_name: str
+    classes: list[type] | None = None
+    error: str | None = None
+
+
+@dataclass
+class _State:
+    """One shadowed TTTv1 instance: its twin (or why there is none) and whether the twin is still in step."""
+
+    twin: object = None
+    twin_class: str = ""
+    generated: str = ""  # as shown
+    generated_path: str = ""  # resolved: where its frames are
+    error: str | None = None
+    retired: bool = False  # a call ran without the twin: its state (KV cache) is no longer TTTv1's
+
+
+@dataclass
+class _Result:
+    target: str
+    fields_json: str
+    generated: str
+    twin_class: str
+    checked: int = 0
+    passed: int = 0
+    first_failure: str | None = None
+
+
+@dataclass
+class _Counts:
+    instances: int = 0  # constructed instances of the target class
+    twins: int = 0  # twins built
+    build_failed: int = 0
+    not_shadowed: int = 0  # subclasses, or layers outside --layers
+    unchecked_calls: int = 0  # calls that ran TTTv1 only (sampled out, or the twin was retired)
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+class Shadow:
+    """The recorder's shadow in the command's process (see the module docstring). ``config`` is what
+    ``collect-cases verify`` passes: run id, command, generated files per target, tolerances, layers, sample."""
+
+    def __init__(self, config: dict):
+        c = self.config = config
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self.news = False  # a result the store should have at once (a first check or a first failure)
+        self.run = c["run"]
+        self.command = c.get("command", "")
+        self.atol = float(c.get("atol", 0.0))
+        self.rtol = float(c.get("rtol", 0.0))
+        self.layers = set(c["layers"]) if c.get("layers") is not None else None
+        self.sample = c.get("sample")
+        self.files: dict[str, list[_TwinFile]] = {}
+        for i, (path, target, *shown) in enumerate(c["generated"]):
+            name = f"_collect_cases_twin_{i}_" + re.sub(r"\W", "_", Path(path).stem)
+            self.files.setdefault(target, []).append(_TwinFile(path, shown[0] if shown else path, name))
+        self.sources = dict(c.get("sources", {}))  # target -> the source file the twins were generated from
+        self.counts = {t: _Counts() for t in self.files}
+        self._results: dict[tuple[str, str, str], _Result] = {}
+        self._dirty: dict[tuple[str, str, str], _Result] = {}
+        self._states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._strong_states: dict[int, tuple[object, _State]] = {}  # instances that take no weak reference
+
+    # --- before the command runs ------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Check that each target is the class its twins were generated from (a ``TargetError`` otherwise), then
+        load the generated modules; a module that does not load fails every instance of its target."""
+        for target, source in self.sources.items():
+            cls = import_target(parse_target(target))
+            try:
+                found = inspect.getsourcefile(cls)
+            except TypeError:
+                found = None
+            if found is None or Path(found).resolve() != Path(source).resolve():
+                raise TargetError(
+                    f"--generated: {target} is imported from {found}, not from {source}, the file its twin was "
+                    "generated from"
+                )
+        with self.suspend():
+            for twin_files in self.files.values():
+                for tf in twin_files:
+                    self._load(tf)
+
+    def _load(self, tf: _TwinFile) -> None:
+        try:
+            spec = importlib.util.spec_from_file_location(tf.module_name, tf.path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[tf.module_name] = module  # dataclasses read their module's globals from sys.modules
+            spec.loader.exec_module(module)
+        except Exception as exc:  # the twin's module is broken: a failed case, not a crash
+            sys.modules.pop(tf.module_name, None)
+            tf.error = describe_exception(exc, f"loading {tf.shown}", (tf.path,))
+            return
+        tf.classes = [
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, type) and obj.__module__ == tf.module_name and hasattr(obj, "from_model_args")
+        ]
+        if not tf.classes:
+            tf.error = f"{tf.shown} defines no class with from_model_args"
+
+    # --- the flag -----------------------------------------------------------------------------------------------
+    def suspended(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def suspend(self):
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.depth -= 1
+
+    # --- instances --------------------------------------------------------------------------------------------
+    def _state(self, instance) -> _State | None:
+        try:
+            return self._states.get(instance)
+        except TypeError:
+            held = self._strong_states.get(id(instance))
+            return held[1] if held is not None and held[0] is instance else None
+
+    def _remember(self, instance, state: _State) -> None:
+        try:
+            self._states[instance] = state
+        except TypeError:
+            self._strong_states[id(instance)] = (instance, state)
+
+    def constructed(self, target: str, cls: type, instance, args: tuple, kwargs: dict, init) -> None:
+        """After ``cls.__init__`` built ``instance``: build its twin from the same arguments."""
+        counts = self.counts.get(target)
+        if counts is None:
+            return
+        if type(instance) is not cls:  # a subclass: its twin would be another class's
+            counts.not_shadowed += 1
+            return
+        counts.instances += 1
+        if self.layers is not None and layer_of(instance, init) not in self.layers:
+            counts.not_shadowed += 1
+            return
+        files = self.files[target]
+        state = _State(generated=", ".join(tf.shown for tf in files))
+        broken = [tf.error for tf in files if tf.error is not None]
+        if broken:
+            state.error = broken[0]
+        else:
+            from tttv2.testing.equivalence import build_twin
+
+            by_class = {c: tf for tf in files for c in tf.classes}
+            with self.suspend():
+                try:
+                    state.twin, twin_cls = build_twin(list(by_class), args, kwargs)
+                except Exception as exc:  # the twin's failure, reported as a failed case
+                    state.error = describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
+                else:
+                    state.twin_class = twin_cls.__name__
+                    state.generated = by_class[twin_cls].shown
+                    state.generated_path = by_class[twin_cls].path
+        if state.error is None:
+            counts.twins += 1
+        else:
+            counts.build_failed += 1
+        self._remember(instance, state)
+
+    # --- calls ------------------------------------------------------------------------------------------------
+    def call(self, target: str, instance, observed, original, args: tuple, kwargs: dict):
+        """Run one call of a target: TTTv1's result is returned, the twin's is compared with it."""
+        state = self._state(instance)
+        if state is None or observed is None or state.retired:
+            if state is not None:
+                self.counts[target].unchecked_calls += 1
+            return original(instance, *args, **kwargs)
+        _, fields_json, _ = observed
+        result = self._result(target, fields_json, state)
+        if state.error is not None:  # a twin that did not build: a failure each call, never sampled away
+            output = original(instance, *args, **kwargs)
+            self._done(result, state.error)
+            return output
+        if self.sample is not None and result.checked >= self.sample:
+            state.retired, state.twin = True, None  # skipped a call: out of step from now on
+            self.counts[target].unchecked_calls += 1
+            return original(instance, *args, **kwargs)
+        copies, failure = None, None
+        with self.suspend():
+            try:
+                from tttv2.testing.equivalence import clone_inputs
+
+                copies = clone_inputs((list(args), dict(kwargs)))
+            except Exception as exc:
+                failure = describe_exception(exc, "copying the inputs")
+        try:
+            output = original(instance, *args, **kwargs)
+        except BaseException:
+            state.retired, state.twin = (
+                True,
+                None,
+            )  # TTTv1 raised (the program sees it): the twin is out of step
+            raise
+        if failure is None:
+            failure = self._compare(state, original.__name__, copies, output)
+        if failure is not None:
+            state.retired, state.twin = True, None
+        self._done(result, failure)
+        return output
+
+    def _compare(self, state: _State, entry: str, copies, output) -> str | None:
+        from tttv2.testing.equivalence import first_difference
+
+        with self.suspend():
+            # the same method; a TTTv1 class called through __call__ may have a twin with forward only
+            method = state.twin if entry == "__call__" and callable(state.twin) else state.twin.forward
+            try:
+                got = method(*copies[0], **copies[1])
+            except Exception as exc:
+                return describe_exception(exc, f"the twin's {entry}", (state.generated_path,))
+            try:
+                difference = first_difference(output, got, atol=self.atol, rtol=self.rtol)
+            except Exception as exc:
+                return describe_exception(exc, "comparing the outputs")
+        return None if difference is None else str(difference)
+
+    def _result(self, target: str, fields_json: str, state: _State) -> _Result:
+        key = (target, fields_json, state.generated)
+        with self._lock:
+            result = self._results.get(key)
+            if result is None:
+                result = self._results[key] = _Result(target, fields_json, state.generated, state.twin_class)
+            elif (
+                not result.twin_class and state.twin_class
+            ):  # first seen by an instance whose twin did not build
+                result.twin_class = state.twin_class
+            return result
+
+    def _done(self, result: _Result, failure: str | None) -> None:
+        with self._lock:
+            result.checked += 1
+            if failure is None:
+                result.passed += 1
+            elif result.first_failure is None:
+                result.first_failure = failure
+                self.news = True
+            if result.checked == 1:
+                self.news = True
+            self._dirty[(result.target, result.fields_json, result.generated)] = result
+
+    # --- the store ----------------------------------------------------------------------------------------------
+    def flush(self, store) -> None:
+        """Write the results changed since the last flush (called by the recorder's flush)."""
+        with self._lock:
+            rows = [
+                Verification(
+                    self.run,
+                    r.target,
+                    r.fields_json,
+                    r.generated,
+                    r.twin_class,
+                    r.checked,
+                    r.passed,
+                    r.first_failure,
+                    self.command,
+                )
+                for r in self._dirty.values()
+            ]
+            self._dirty.clear()
+            self.news = False
+        if rows:
+            store.put_verifications(rows)
+
+    def status(self) -> dict:
+        """The counts per target, for the status file."""
+        return {t: c.as_dict() for t, c in self.counts.items()}
