@@ -31,6 +31,9 @@ SCANNED = ("tttv2", "tools", "tttv1", "ttml", "import_hook", "tests", "benchmark
 NOT_RUN = ("tests/tools/fixtures",)
 # our own top-level names; `ttnn` is the emulator or Tenstorrent's package (never a dependency)
 OWN = {"tttv2", "tttv2_tools", "tttv1", "ttml", "tests", "ttnn", "_tttv2_ttnn_import"}
+# the refactor tests' input packages, which those tests put on sys.path (tests/tools/refactor/inputs/README.md)
+INPUTS = ROOT / "tests" / "tools" / "refactor" / "inputs"
+OWN |= {p.name for p in INPUTS.iterdir() if (p / "__init__.py").is_file()}
 
 
 def _normalize(name: str) -> str:
