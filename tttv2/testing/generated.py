@@ -194,7 +194,7 @@ def forward_arguments(request, cls: type, mode: str, recorded: dict | None = Non
             out[param.name] = value
         elif spec is not None:
             if mesh_device is None:
-                found, mesh_device = _fixture(request, "mesh_device")
+                mesh_device = request.getfixturevalue("mesh_device")
             out[param.name] = recorded_input(spec, mesh_device, seed=index)
         elif param.default is param.empty:
             _fail(

@@ -115,7 +115,11 @@ def test_recorded_inputs_are_built_where_no_fixture_exists(
     """``--cases``: the router's case recorded with ``hidden_states`` of [1, 1, 64, 64]: listed in the generated
     test; without a ``hidden_states`` fixture the test builds the tensor from the record and passes; a fixture
     that gives another shape than the record fails, naming both."""
+    from tttv2_tools.refactor.cases import case_notes
+
     store = _store(tmp_path / "cases.sqlite", [1, 1, 64, 64])
+    # tmx-tiny is not a tttv1 catalogue model, and need not be: the package's conftest builds its ModelArgs
+    assert case_notes(store, TMX / "tt" / "router.py", "TopKRouter", ("forward",)) == []
     no_fixture = CONFTEST.replace("def hidden_states(", "def _no_hidden_states(")
     tests = _generate(tmp_path / "a", "--cases", str(store), conftest=no_fixture)
     text = (tests / "test_router_1d.py").read_text()
@@ -193,9 +197,11 @@ class _Legacy:
 
 
 class _Request:
-    """The part of pytest's request the harness uses: no fixture of any name."""
+    """The part of pytest's request the harness uses: no fixture of any name but the mesh (1x1, opened here)."""
 
     def getfixturevalue(self, name):
+        if name == "mesh_device" and hasattr(self, "mesh"):
+            return self.mesh
         raise pytest.FixtureLookupError(name, self)
 
     def _get_fixturestack(self):
@@ -223,6 +229,30 @@ def test_a_missing_fixture_a_fixture_needs_is_the_user_s_error():
     with pytest.raises(pytest.FixtureLookupError):
         harness.constructor_arguments(Deeper(), _Legacy)
     assert harness.constructor_arguments(_Request(), _Legacy) == {}  # size keeps its default
+
+
+def test_a_forward_input_with_no_fixture_record_or_default_fails_naming_it():
+    with pytest.raises(
+        pytest.fail.Exception, match=r"_ByAnnotation.forward needs `x`: no fixture of that name"
+    ):
+        harness.forward_arguments(_Request(), _ByAnnotation, "decode")
+    # a recorded input is built on the mesh given
+    from tttv2 import ttnn
+
+    request = _Request()
+    request.mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        calls = harness.forward_arguments(request, _ByDefault, "decode", {"x": {"shape": [32, 32]}})
+        assert calls["mode"] is _Mode.DECODE and list(calls["x"].shape) == [32, 32]
+    finally:
+        ttnn.close_mesh_device(request.mesh)
+
+
+def test_a_module_that_raises_on_import_is_not_left_half_loaded(tmp_path):
+    (tmp_path / "broken_1d.py").write_text("raise RuntimeError('broken at import')\n")
+    for _ in range(2):  # the second load runs the file again: nothing half-loaded was kept
+        with pytest.raises(RuntimeError, match="broken at import"):
+            harness.load_generated(str(tmp_path / "t.py"), "broken_1d.py", "Broken1D")
 
 
 def test_recorded_inputs_follow_the_recorded_shape_and_dtype(ttnn_mesh_pool):
