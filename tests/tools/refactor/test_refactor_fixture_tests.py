@@ -271,3 +271,44 @@ def test_recorded_inputs_follow_the_recorded_shape_and_dtype(ttnn_mesh_pool):
         {"shape": [1, 1, 4, 8], "dtype": "float32", "layout": "row_major"}, mesh
     )
     assert row_major.layout == ttnn.ROW_MAJOR_LAYOUT and row_major.dtype == ttnn.float32
+
+
+class _LegacyOK:
+    def forward(self, x=1):
+        return x
+
+    __call__ = forward
+
+
+class _LegacyRaises(_LegacyOK):
+    def forward(self, x=1):
+        raise ValueError("bad case")
+
+    __call__ = forward
+
+
+class _TwinRaises:
+    @classmethod
+    def from_model_args(cls, **kwargs):
+        return cls()
+
+    def __call__(self, x=1):
+        raise RuntimeError("twin broke")
+
+
+class _TwinOK(_TwinRaises):
+    def __call__(self, x=1):
+        return x + 1
+
+
+def test_a_failure_says_whether_tttv1_or_the_generated_module_raised_or_differed():
+    with pytest.raises(
+        AssertionError, match=r"TTTv1 _LegacyRaises itself raised on this case \(ValueError: bad"
+    ):
+        harness.assert_matches_tttv1(_Request(), _LegacyRaises, [_TwinOK], "forward")
+    with pytest.raises(
+        AssertionError, match=r"generated module raised where TTTv1 _LegacyOK did not \(Runtime"
+    ):
+        harness.assert_matches_tttv1(_Request(), _LegacyOK, [_TwinRaises], "forward")
+    with pytest.raises(AssertionError, match=r"_LegacyOK forward: value 2 != 1"):
+        harness.assert_matches_tttv1(_Request(), _LegacyOK, [_TwinOK], "forward")
