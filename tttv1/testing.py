@@ -102,12 +102,14 @@ def _rope(mesh, model_args):
 def _norm(mesh, model: str):
     from tttv1.tt.rmsnorm import RMSNorm
 
+    return RMSNorm(**_norm_kwargs(mesh, model))
+
+
+@functools.lru_cache(maxsize=8)
+def _norm_kwargs(mesh, model: str) -> dict:
+    """TTTv1's decoder builds its norms this way (decoder.py); the same objects every time (the pair of modules
+    built from them is reused)."""
     model_args, converted, _ = _model(mesh, model)
-    return RMSNorm(**_norm_kwargs(mesh, model_args, converted))
-
-
-def _norm_kwargs(mesh, model_args, converted) -> dict:
-    """TTTv1's decoder builds its norms this way (decoder.py)."""
     return dict(
         device=mesh,
         dim=model_args.dim,
@@ -186,9 +188,11 @@ def dtype(tttv1_class):
 
 
 @pytest.fixture
-def state_dict_prefix(tttv1_class, args):
+def state_dict_prefix(tttv1_class, mesh_device, args):
     """The LM head reads top-level keys (""); a norm the first layer's; the other modules their own default."""
-    return {"LMHead": "", "RMSNorm": args.get_state_dict_prefix("", 0)}.get(_name(tttv1_class))
+    if _name(tttv1_class) == "RMSNorm":
+        return _norm_kwargs(mesh_device, args.model_name)["state_dict_prefix"]
+    return "" if _name(tttv1_class) == "LMHead" else None
 
 
 @pytest.fixture
@@ -213,8 +217,8 @@ def norm(mesh_device, args):
 
 
 def _norm_fixture(key: str):
-    def fixture(mesh_device, args, state_dict):
-        return _norm_kwargs(mesh_device, args, state_dict)[key]
+    def fixture(mesh_device, args):
+        return _norm_kwargs(mesh_device, args.model_name)[key]
 
     fixture.__name__ = key
     fixture.__doc__ = f"RMSNorm's `{key}`, as tttv1's decoder builds its norms."
