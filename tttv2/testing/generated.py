@@ -119,14 +119,22 @@ def _fail(message: str):
     pytest.fail(message, pytrace=False)
 
 
+def _lookup_error() -> type:
+    """pytest's missing-fixture error (``pytest.FixtureLookupError``; before pytest exported it, its own module's)."""
+    import pytest
+
+    return (
+        getattr(pytest, "FixtureLookupError", None)
+        or importlib.import_module("_pytest.fixtures").FixtureLookupError
+    )
+
+
 def _fixture(request, name: str):
     """``(True, value)`` of the fixture ``name``, or ``(False, None)`` when no fixture has that name (a fixture
     that exists but needs a missing one is the user's error and propagates)."""
-    import pytest
-
     try:
         return True, request.getfixturevalue(name)
-    except pytest.FixtureLookupError as exc:
+    except _lookup_error() as exc:
         if exc.argname != name:
             raise
         return False, None

@@ -312,3 +312,11 @@ def test_a_failure_says_whether_tttv1_or_the_generated_module_raised_or_differed
         harness.assert_matches_tttv1(_Request(), _LegacyOK, [_TwinRaises], "forward")
     with pytest.raises(AssertionError, match=r"_LegacyOK forward: value 2 != 1"):
         harness.assert_matches_tttv1(_Request(), _LegacyOK, [_TwinOK], "forward")
+
+
+def test_the_missing_fixture_error_is_found_on_a_pytest_that_does_not_export_it(monkeypatch):
+    from _pytest.fixtures import FixtureLookupError
+
+    assert harness._lookup_error() is FixtureLookupError
+    monkeypatch.delattr(pytest, "FixtureLookupError")
+    assert harness._lookup_error() is FixtureLookupError
