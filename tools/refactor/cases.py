@@ -1,7 +1,9 @@
 """``--cases STORE``: the equivalence tests run on the configurations TTTv1 really saw, read from a collect-cases
-store through its public ``load_cases``. Each recorded case becomes (mesh, mode, rows, model): the rows are the
-first recorded tensor argument's sequence length (its second-to-last dimension, the last for token ids), the
-model the recorded catalogue model. ``case_notes`` names what cannot be taken as recorded."""
+store through its public ``load_cases``. Each recorded case becomes (mesh, mode, rows, model, inputs): the rows are
+the first recorded tensor argument's sequence length (its second-to-last dimension, the last for token ids), the
+model the recorded model name, the inputs every recorded tensor argument's shape and dtype by parameter name (the
+generated test builds those it has no fixture for, and checks the shape of those it has). ``case_notes`` names
+what cannot be taken as recorded."""
 
 from __future__ import annotations
 
@@ -11,8 +13,7 @@ from tttv2_tools.collect_cases import CollectCasesError, load_cases
 
 from .errors import UsageError
 from .helpers import dotted_module_of
-from .testgen import Case
-from .testkit import DECODE_ROWS, DEFAULT_MODELS
+from .testgen import DECODE_ROWS, Case
 
 
 def cases_from_store(
@@ -42,17 +43,19 @@ def cases_from_store(
 
 
 def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...]) -> list[str]:
-    """What the generated tests cannot take from the recorded cases as they are, said at generation time: a
-    model the tttv1 catalogue does not have (its test would fail building ``ModelArgs``), a case with no model
-    name or no recorded tensor input (its test uses a default, named here)."""
-    from tttv1.catalogue import catalogue_names
-
+    """What the generated tests cannot take from the recorded cases as they are, said at generation time: for a
+    module of the built-in ``tttv1`` package, a model its catalogue does not have (the test would fail building
+    ``ModelArgs``); a case with no model name or no recorded tensor input (its test uses a default, named here)."""
     target = f"{dotted_module_of(module)}:{class_name}"
     try:
         recorded = load_cases(store, target)
     except (CollectCasesError, ValueError):  # already refused by cases_from_store
         return []
-    catalogue = set(catalogue_names())
+    catalogue = None
+    if target.startswith("tttv1."):
+        from tttv1.catalogue import catalogue_names
+
+        catalogue = set(catalogue_names())
     unknown, unnamed, no_input = set(), 0, 0
     for case in recorded:
         if _case(case, modes) is None:
@@ -60,7 +63,7 @@ def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...
         model = case.flat.get("model_name")
         if not model:
             unnamed += 1
-        elif model not in catalogue:
+        elif catalogue is not None and model not in catalogue:
             unknown.add(model)
         if _first_input(case) is None:
             no_input += 1
@@ -72,7 +75,8 @@ def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...
         )
     if unnamed:
         notes.append(
-            f"--cases: {unnamed} recorded case(s) of {target} have no model name: their tests use {DEFAULT_MODELS[0]}"
+            f"--cases: {unnamed} recorded case(s) of {target} have no model name: their tests get "
+            "model_name=None (the conftest's default model)"
         )
     if no_input:
         notes.append(
@@ -107,8 +111,8 @@ def _case(case, modes: tuple[str, ...]) -> Case | None:
         rows = int(shape[-2])
     else:
         rows = DECODE_ROWS
-    model = flat.get("model_name") or DEFAULT_MODELS[0]
-    return Case((int(mesh[0]), int(mesh[1])), mode, rows, model)
+    inputs = tuple((name, spec) for name, spec in case.fields.get("inputs", ()) if spec)
+    return Case((int(mesh[0]), int(mesh[1])), mode, rows, flat.get("model_name") or None, inputs)
 
 
 __all__ = ["case_notes", "cases_from_store"]

@@ -16,11 +16,7 @@ from .helpers import dotted_module_of
 from .markers import mark_gaps
 from .report import Report, build_report
 from .testgen import default_cases, render_test
-from .testkit import KITS, kind_of
-
-HF_KINDS = frozenset(
-    {"mlp", "mlp_legacy", "rmsnorm", "distributed_norm", "embedding", "lm_head", "attention"}
-)
+from .testkit import hf_kind_of
 
 
 @dataclass
@@ -61,7 +57,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
     result = generate(module, config, class_name=class_name, name=name)
     run = Run(result)
     inputs = result.inputs
-    kit = kind_of(module, inputs.class_name)
+    hf_kind = hf_kind_of(module, inputs.class_name)
     digest = source_hash(module.read_bytes())
     file_names: dict[str, str] = {}
     tests: list[str] = []
@@ -76,41 +72,32 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
         text = with_header(code, _label(module, out, inputs.class_name), digest)
         run.planned.append(Planned(path, text))
     if tests_out is not None:
-        if kit is None:
-            result.gaps.append(
-                Gap(
-                    f"{inputs.module.name}:1",
-                    f"tests of {inputs.class_name}",
-                    "no test recipe for this kind of module in tttv2_tools.refactor.testkit (equivalence tests not generated)",
-                )
+        topologies = [g.topology for g in result.modules]
+        for generated in result.modules:
+            other = next((g.class_name for g in result.modules if g is not generated), None)
+            modes = tuple(generated.plan.modes)
+            label = generated.topology if len(topologies) > 1 else "any"
+            topology_cases, cases_origin = _cases(cases_store, module, inputs.class_name, modes, label)
+            topology_cases = topology_cases or default_cases(label, modes=modes)
+            test_path = tests_out / f"test_{generated.file_name}"
+            code = render_test(
+                hf_kind=hf_kind,
+                class_name=generated.class_name,
+                other_class=other,
+                topology=label,
+                module_path=out / generated.file_name,
+                test_path=test_path,
+                source_label=_label(module, tests_out, inputs.class_name),
+                cases=topology_cases,
+                cases_origin=cases_origin,
+                legacy=(module, dotted_module_of(module), inputs.class_name),
+                modes=modes,
             )
-        else:
-            topologies = [g.topology for g in result.modules]
-            for generated in result.modules:
-                other = next((g.class_name for g in result.modules if g is not generated), None)
-                modes = tuple(generated.plan.modes)
-                label = generated.topology if len(topologies) > 1 else "any"
-                topology_cases, cases_origin = _cases(cases_store, module, inputs.class_name, modes, label)
-                topology_cases = topology_cases or default_cases(label, models=KITS[kit].models, modes=modes)
-                test_path = tests_out / f"test_{generated.file_name}"
-                code = render_test(
-                    kit_name=kit,
-                    class_name=generated.class_name,
-                    other_class=other,
-                    topology=generated.topology if len(topologies) > 1 else "any",
-                    module_path=out / generated.file_name,
-                    test_path=test_path,
-                    source_label=_label(module, tests_out, inputs.class_name),
-                    cases=topology_cases,
-                    has_hf=kit in HF_KINDS,
-                    cases_origin=cases_origin,
-                    legacy=(module, dotted_module_of(module), inputs.class_name),
-                )
-                if formatter:
-                    code = run_formatter(formatter, code, test_path)
-                text = with_header(code, _label(module, tests_out, inputs.class_name), digest)
-                run.planned.append(Planned(test_path, text))
-                tests.append(test_path.name)
+            if formatter:
+                code = run_formatter(formatter, code, test_path)
+            text = with_header(code, _label(module, tests_out, inputs.class_name), digest)
+            run.planned.append(Planned(test_path, text))
+            tests.append(test_path.name)
     written = {p.path.name: p.text for p in run.planned if p.path.parent == out}
     run.report = build_report(result, list(written), tests, file_names, written)
     return run
@@ -119,7 +106,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
 def _cases(store: Path | None, module: Path, class_name: str, modes: tuple[str, ...], topology: str):
     """The recorded cases of one generated module (both topologies' for a module that serves every mesh) and
     the comment that says where its cases come from; no cases: the default matrix."""
-    matrix = "the default matrix: every mesh of the topology, both modes, two catalogue models"
+    matrix = "the default matrix: every mesh of the topology, every mode, the conftest's default model"
     if store is None:
         return [], matrix
     recorded, origin = cases_from_store(store, module, class_name, modes)

@@ -1,12 +1,14 @@
 """Generated tests (``--tests-out``): per generated module, ``test_<name>_1d.py`` / ``_2d.py`` with
 
-* an equivalence test: the TTTv1 module and the generated one on the emulator, same arguments, state dict and
-  input, outputs identical to the bit, over the recorded cases (``--cases STORE``) or the default matrix;
-* a Hugging Face reference test where the module kind is known;
+* an equivalence test: the TTTv1 module and the generated one built from the same constructor arguments, called
+  on copies of the same inputs, outputs identical to the bit, over the recorded cases (``--cases STORE``) or the
+  default matrix;
+* a Hugging Face reference test where the module kind is known (the conftest's ``hf_reference`` fixture);
 * a rejection test for the wrong topology.
 
-The cases are written out as ``pytest.param`` lists; how TTTv1 builds and feeds each kind of module is in
-:mod:`tttv2_tools.refactor.testkit`, which the tests import.
+The tests import only the library (``tttv2.testing.generated``) and the user's code: the constructor's and the
+forward's arguments are pytest fixtures named after their parameters, which the user's ``conftest.py`` provides
+(docs/refactor.md, "Generated tests"). Every test is parametrised by ``PARAMETERS``.
 """
 
 from __future__ import annotations
@@ -15,10 +17,27 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .testkit import DECODE_ROWS, DEFAULT_MODELS, PREFILL_ROWS
-
+#: Rows of a decode case (one tile of users) and of a prefill case of the default matrix.
+DECODE_ROWS = 32
+PREFILL_ROWS = 128
 MESHES = {"1d": ((1, 1), (1, 2), (1, 8)), "2d": ((8, 4),), "any": ((1, 1), (1, 2), (1, 8), (8, 4))}
 HF_MESH = {"1d": (1, 2), "2d": (8, 4), "any": (1, 2)}
+#: What every generated test is parametrised by (``mesh_device`` indirectly: the conftest's fixture gets the shape).
+PARAMETERS = ("mesh_device", "mode", "seq_len", "model_name", "recorded")
+SIGNATURE = ", ".join(PARAMETERS)
+SIGNATURE_QUOTED = ", ".join(f'"{p}"' for p in PARAMETERS)
+
+
+def _quoted(value: str | None) -> str:
+    return "None" if value is None else f'"{value}"'
+
+
+def _import_line(names: list[str]) -> str:
+    """The library import, one name per line when it does not fit in 110 columns (as ruff format writes it)."""
+    line = f"from tttv2.testing.generated import {', '.join(names)}"
+    if len(line) <= 110:
+        return line
+    return "from tttv2.testing.generated import (\n" + "".join(f"    {n},\n" for n in names) + ")"
 
 
 @dataclass(frozen=True)
@@ -26,32 +45,39 @@ class Case:
     mesh_shape: tuple[int, int]
     mode: str
     seq_len: int
-    model: str
+    model: str | None = None
+    inputs: tuple[
+        tuple[str, object], ...
+    ] = ()  # recorded input specs, (parameter, {"shape", "dtype"} or a list)
 
     @property
     def id(self) -> str:
-        return f"{self.mesh_shape[0]}x{self.mesh_shape[1]}-{self.mode}-{self.seq_len}-{self.model}"
+        model = f"-{self.model}" if self.model else ""
+        return f"{self.mesh_shape[0]}x{self.mesh_shape[1]}-{self.mode}-{self.seq_len}{model}"
+
+    def param(self, id_: str | None = None) -> str:
+        recorded = repr(dict(self.inputs)) if self.inputs else "None"
+        return (
+            f"pytest.param({self.mesh_shape!r}, {self.mode!r}, {self.seq_len}, {self.model!r}, {recorded}, "
+            f'id="{id_ or self.id}")'
+        ).replace("'", '"')
 
 
-def default_cases(
-    topology: str, models: tuple[str, ...] = DEFAULT_MODELS, modes: tuple[str, ...] = ("decode", "prefill")
-) -> list[Case]:
-    """Every mesh of the topology in every mode, the catalogue models taken in turn from one mesh to the next
-    (each mesh builds its pair of modules once, every model runs), and one long prefill (256 rows: the
-    long-prompt paths) on the first mesh."""
+def default_cases(topology: str, modes: tuple[str, ...] = ("decode", "prefill")) -> list[Case]:
+    """Every mesh of the topology in every mode (the conftest's default model), and one long prefill (256 rows:
+    the long-prompt paths) on the first mesh."""
     out: list[Case] = []
-    for index, shape in enumerate(MESHES[topology]):
-        model = models[index % len(models)]
+    for shape in MESHES[topology]:
         for mode in modes:
-            out.append(Case(shape, mode, DECODE_ROWS if mode == "decode" else PREFILL_ROWS, model))
+            out.append(Case(shape, mode, DECODE_ROWS if mode == "decode" else PREFILL_ROWS))
     if "prefill" in modes:
-        out.append(Case(MESHES[topology][0], "prefill", 2 * PREFILL_ROWS, models[0]))
+        out.append(Case(MESHES[topology][0], "prefill", 2 * PREFILL_ROWS))
     return out
 
 
 def render_test(
     *,
-    kit_name: str,
+    hf_kind: str | None,
     class_name: str,
     other_class: str | None,
     topology: str,
@@ -59,61 +85,73 @@ def render_test(
     test_path: Path,
     source_label: str,
     cases: list[Case],
-    has_hf: bool,
     cases_origin: str,
     legacy: tuple[Path, str, str],
     modes: tuple[str, ...] = ("decode", "prefill"),
 ) -> str:
     """The text of one generated test file (without the tool's header). ``legacy``: the TTTv1 module the
-    generated one came from (its path, dotted name and class), which the equivalence test runs."""
+    generated one came from (its path, dotted name and class), which the equivalence test runs; ``hf_kind``: the
+    module kind the conftest's ``hf_reference`` fixture is asked to check (None: no such test)."""
     relative = Path(os.path.relpath(module_path, test_path.parent)).as_posix()
     legacy_path, legacy_module, legacy_class = legacy
     legacy_relative = Path(os.path.relpath(legacy_path.resolve(), test_path.parent.resolve())).as_posix()
     stem = test_path.stem.removeprefix("test_")
-    params = "\n".join(
-        f'    pytest.param({c.mesh_shape!r}, "{c.mode}", {c.seq_len}, "{c.model}", id="{c.id}"),'
-        for c in cases
-    )
-    hf_mesh = HF_MESH[topology]
-    hf_model = next(
-        (c.model for c in cases if c.mesh_shape == hf_mesh), cases[0].model if cases else DEFAULT_MODELS[0]
-    )
-    hf = (
-        f'''
+    params = "\n".join(f"    {c.param()}," for c in cases)
+    imports = ["assert_matches_tttv1", "load_generated", "load_legacy"]
+    hf = ""
+    if hf_kind is not None:
+        imports.append("build_pair")
+        hf_mesh = HF_MESH[topology]
+        hf_cases = "\n".join(
+            f"        {Case(hf_mesh, mode, DECODE_ROWS if mode == 'decode' else PREFILL_ROWS).param()},"
+            for mode in modes
+        )
+        hf = f'''
 
-def test_{stem}_vs_hf_reference(ttnn_mesh_pool):
-    """{class_name}.from_model_args against the Hugging Face module of its kind in every mode (PCC, the
-    library's thresholds)."""
-    for mode in {list(modes)!r}:
-        KIT.assert_matches_hf({class_name}, ttnn_mesh_pool({hf_mesh!r}), mode, "{hf_model}")
+@pytest.mark.parametrize(
+    PARAMETERS,
+    [
+{hf_cases}
+    ],
+    indirect=["mesh_device"],
+)
+def test_{stem}_vs_hf_reference(request, {SIGNATURE}, hf_reference):
+    """{class_name} against the Hugging Face module of its kind (the conftest's `hf_reference`: PCC)."""
+    _tttv1, module = build_pair(request, TTTV1_CLASS, [{class_name}])
+    hf_reference(module, "{hf_kind}", mode)
 '''
-        if has_hf
-        else ""
-    )
-    wrong = (8, 4) if topology == "1d" else (1, 8)
-    reject = (
-        ""
-        if topology == "any"
-        else f'''
+    reject = ""
+    if topology != "any":
+        imports.append("assert_refuses_mesh")
+        wrong = (8, 4) if topology == "1d" else (1, 8)
+        other = f", naming {other_class}" if other_class else ""
+        reject = f'''
 
-def test_{stem}_rejects_a_{"2d" if topology == "1d" else "1d"}_mesh(ttnn_mesh_pool):
-    """{class_name} refuses a {wrong[0]}x{wrong[1]} mesh before any device work{f", naming {other_class}" if other_class else ""}."""
-    KIT.assert_rejects({class_name}, ttnn_mesh_pool({wrong!r}), {other_class!r})
+@pytest.mark.parametrize(
+    PARAMETERS, [{Case(wrong, modes[0], DECODE_ROWS).param()}], indirect=["mesh_device"]
+)
+def test_{stem}_rejects_a_{"2d" if topology == "1d" else "1d"}_mesh(request, {SIGNATURE}):
+    """{class_name} refuses TTTv1's arguments for a {wrong[0]}x{wrong[1]} mesh before any device work{other}."""
+    assert_refuses_mesh(request, TTTV1_CLASS, {class_name}, {_quoted(other_class)})
 '''
-    )
     return f'''"""Tests of {class_name} ({relative}), generated by tttv2-refactor from {source_label}: the TTTv1 module and
-{class_name} on the emulated mesh with the same arguments, state dict and input give identical outputs."""
+{class_name}, built from the same constructor arguments and called on copies of the same inputs, give identical
+outputs.
+
+The arguments are pytest fixtures named after the parameters of {legacy_class}.__init__ and of its forward, provided
+by conftest.py (docs/refactor.md, "Generated tests"); every test is parametrised by PARAMETERS, `mesh_device`
+indirectly (the fixture receives the mesh shape)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tttv2_tools.refactor import testkit
+{_import_line(sorted(imports))}
 
-# the input module's own class (the kit only says how TTTv1 builds and feeds a module of its kind)
-TTTV1_CLASS = testkit.load_legacy(__file__, "{legacy_relative}", "{legacy_module}", "{legacy_class}")
-KIT = testkit.kit("{kit_name}", TTTV1_CLASS)
-{class_name} = testkit.load_generated(__file__, "{relative}", "{class_name}")
+# the input module's own class
+TTTV1_CLASS = load_legacy(__file__, "{legacy_relative}", "{legacy_module}", "{legacy_class}")
+{class_name} = load_generated(__file__, "{relative}", "{class_name}")
+PARAMETERS = ({SIGNATURE_QUOTED})
 
 # {cases_origin}
 CASES = [
@@ -121,8 +159,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("mesh_shape", "mode", "seq_len", "model"), CASES)
-def test_{stem}_matches_tttv1(mesh_shape, mode, seq_len, model, ttnn_mesh_pool):
-    """Outputs identical to the bit (shape, dtype, memory config and every device's values)."""
-    KIT.assert_equivalent({class_name}, ttnn_mesh_pool(mesh_shape), mode, seq_len, model)
+@pytest.fixture
+def tttv1_class():
+    """The TTTv1 class under test, for the conftest's fixtures that depend on it."""
+    return TTTV1_CLASS
+
+
+@pytest.mark.parametrize(PARAMETERS, CASES, indirect=["mesh_device"])
+def test_{stem}_matches_tttv1(request, {SIGNATURE}):
+    """Outputs identical to the bit (shape, dtype, layout, memory config and every device's values)."""
+    assert_matches_tttv1(request, TTTV1_CLASS, [{class_name}], mode, recorded)
 {hf}{reject}'''

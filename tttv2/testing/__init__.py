@@ -5,7 +5,9 @@ blocks against a reference, with parameter coverage: ``CoverageRecorder``, ``cov
 first use, so importing this package stays light). Submodules (import them explicitly):
 ``meshes`` (mesh shapes, ``MeshPool``), ``cases`` (upstream-style case lists, PCC thresholds), ``host``
 (device tensors back to numpy), ``references`` (Hugging Face reference modules with random weights; torch and
-transformers are imported lazily). The pytest plugin ``pytest_plugin`` provides the mesh fixtures.
+transformers are imported lazily), ``equivalence`` (TTTv1 module vs twin, bit for bit), ``generated`` (what the
+codemod's generated tests run: arguments from fixtures named after parameters). The pytest plugin
+``pytest_plugin`` provides the mesh fixtures.
 """
 
 from __future__ import annotations

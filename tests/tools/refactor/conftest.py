@@ -12,6 +12,10 @@ import numpy as np
 import pytest
 
 from tttv2 import ttnn
+from tttv2.testing.equivalence import assert_equivalent_outputs
+from tttv2.testing.generated import load_generated
+
+__all__ = ["assert_identical", "generated_class", "input_rows", "load_generated", "replicated"]
 
 TTTV1_MODULES = ("ccl", "common", "model_config", "rope", "mlp", "mlp_legacy", "rmsnorm", "distributed_norm")
 TTTV1_MODULES += ("embedding", "lm_head", "attention", "decoder", "model")
@@ -23,12 +27,11 @@ def nested_run_imports():
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
+    import tttv1.testing  # noqa: F401  (the fixtures of the generated tests' conftest)
     from tttv2.testing.references import _CLASS_PREFIX
-    from tttv2_tools.refactor import testkit
 
     for family in _CLASS_PREFIX:
         importlib.import_module(f"transformers.models.{family}.modeling_{family}")
-    testkit._tttv1()
     for name in TTTV1_MODULES:
         importlib.import_module(f"tttv1.tt.{name}")
 
@@ -50,10 +53,13 @@ def input_rows(rows: int) -> np.ndarray:
     return np.random.default_rng(rows).standard_normal((1, 1, rows, 64)).astype(np.float32)
 
 
+def assert_identical(expected, got, what: str = "output") -> None:
+    """Outputs identical to the bit (the library's check, as the generated tests make it)."""
+    assert_equivalent_outputs(expected, got, what=what)
+
+
 def generated_class(result, topology: str, folder):
     """The generated class of ``topology`` from a ``generate`` result, written to ``folder`` and loaded."""
-    from tttv2_tools.refactor.testkit import load_generated
-
     generated = next(g for g in result.modules if g.topology == topology)
     (folder / generated.file_name).write_text(generated.code)
     return load_generated(str(folder / "test.py"), generated.file_name, generated.class_name)

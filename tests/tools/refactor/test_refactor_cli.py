@@ -183,9 +183,14 @@ def test_untransformable_writes_nothing_unless_partial(tmp_path, capsys):
     assert "# tttv2-refactor: NOT TRANSFORMED" in text
 
 
-def test_tests_out_for_a_module_without_recipe_is_a_gap(small, tmp_path, capsys):
-    assert run(small, "--out", tmp_path / "o", "--tests-out", tmp_path / "t") == 1
-    assert "no test recipe" in capsys.readouterr().err
+def test_tests_out_for_a_module_of_no_known_kind_writes_its_tests(small, tmp_path, capsys):
+    """No recipe is needed: the equivalence and topology tests, no Hugging Face test (``norm.py`` / ``Norm`` is not
+    a known kind), nothing imported from the tool."""
+    assert run(small, "--out", tmp_path / "o", "--tests-out", tmp_path / "t") == 0
+    assert "no test recipe" not in capsys.readouterr().err
+    texts = [p.read_text() for p in sorted((tmp_path / "t").glob("test_norm_*.py"))]
+    assert texts and all("_matches_tttv1(" in t and "hf_reference" not in t for t in texts)
+    assert not any("tttv2_tools" in t for t in texts)
 
 
 def test_formatter(small, tmp_path):

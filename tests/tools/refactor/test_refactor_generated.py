@@ -62,6 +62,7 @@ def generated(tmp_path_factory, checked_examples):
         if name not in where:
             assert main(_argv(name, root, root / "tests")) == 0, name
             where[name] = root
+    (root / "tests" / "conftest.py").write_text((EXAMPLES / "tests" / "conftest.py").read_text())
     return where
 
 

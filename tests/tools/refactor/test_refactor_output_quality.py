@@ -14,7 +14,7 @@ import libcst as cst
 import numpy as np
 import pytest
 
-from tests.tools.refactor.conftest import replicated
+from tests.tools.refactor.conftest import assert_identical, load_generated, replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.cleanup import B007_REASON, SIM105_REASON, lint_after_specialising
@@ -22,7 +22,6 @@ from tttv2_tools.refactor.cli import main
 from tttv2_tools.refactor.errors import MARKER
 from tttv2_tools.refactor.markers import mark_gaps
 from tttv2_tools.refactor.naming import context_name, expression_name
-from tttv2_tools.refactor.testkit import assert_identical, load_generated
 from tttv2_tools.refactor.track import is_expression
 from tttv2_tools.refactor.walk import children
 

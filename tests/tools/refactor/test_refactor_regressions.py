@@ -11,15 +11,14 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from tests.tools.refactor.conftest import assert_identical, load_generated, replicated
 from tests.tools.refactor.conftest import generated_class as _generated_class
 from tests.tools.refactor.conftest import input_rows as _rows
-from tests.tools.refactor.conftest import replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.errors import UsageError
 from tttv2_tools.refactor.fstrings import compatible_fstring
 from tttv2_tools.refactor.report import build_report
-from tttv2_tools.refactor.testkit import assert_identical, load_generated
 
 INPUTS = Path(__file__).parent / "inputs"
 

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.refactor.conftest import generated_class, input_rows, replicated
+from tests.tools.refactor.conftest import assert_identical, generated_class, input_rows, replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.errors import UsageError
 from tttv2_tools.refactor.report import build_report
-from tttv2_tools.refactor.testkit import assert_identical
 
 INPUTS = Path(__file__).parent / "inputs"
 PACKAGE = "rsem"

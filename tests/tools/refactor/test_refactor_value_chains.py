@@ -11,10 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.tools.refactor.conftest import replicated
+from tests.tools.refactor.conftest import assert_identical, replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
-from tttv2_tools.refactor.testkit import assert_identical
 
 BLOCK = """
 import ttnn
