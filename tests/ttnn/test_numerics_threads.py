@@ -210,3 +210,57 @@ def test_training_steps_are_bit_identical_across_thread_settings():
         assert out.returncode == 0, out.stderr
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert results[0] == results[1]
+
+
+def _in_thread(fn):
+    """``fn()`` run in a new (non-main) thread; its result or its exception."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # pragma: no cover - re-raised below
+            out["error"] = exc
+
+    worker = threading.Thread(target=run, name="caller-thread")
+    worker.start()
+    worker.join()
+    if "error" in out:  # pragma: no cover - only when the test fails
+        raise out["error"]
+    return out["value"]
+
+
+def test_ops_pin_blas_in_any_calling_thread(open_mesh):
+    """Promise 46: an op run in a non-main thread runs its BLAS on one thread (checked with threadpoolctl
+    inside the op) and gives the main thread's bits. threadpoolctl >= 3.7 lets only one "controlling" thread
+    change a pthreads OpenBLAS; the main thread takes that role on its first op, after which another thread's
+    ``set_num_threads`` used to be a silent no-op."""
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    @ttnn_op("ttnn.test_blas_thread_probe")
+    def probe(x):
+        seen.append([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"])
+        return x
+
+    mesh = open_mesh((1, 1))
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1, 1, 64, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+
+    def matmul():
+        x = ttnn.from_numpy(a, layout=ttnn.TILE_LAYOUT, device=mesh)
+        w = ttnn.from_numpy(b, layout=ttnn.TILE_LAYOUT, device=mesh)
+        return ttnn.to_numpy(ttnn.matmul(x, w, dtype=ttnn.float32))
+
+    with threadpool_limits(limits=2, user_api="blas"):  # the user's own setting outside ops
+        probe(None)  # the main thread runs an op first
+        main = matmul()
+        _in_thread(lambda: probe(None))
+        other = _in_thread(matmul)
+        nested = _in_thread(lambda: _in_thread(lambda: probe(None)))
+        assert set(_blas_threads()) == {2}  # restored after the ops, in every thread
+    assert seen == [[1] * len(seen[0])] * 3
+    np.testing.assert_array_equal(main, other)
+    assert nested is None
