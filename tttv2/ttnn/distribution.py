@@ -8,6 +8,7 @@ import math
 import os
 import secrets
 import socket
+import stat
 import time
 import zipfile
 from collections.abc import Sequence
@@ -804,15 +805,68 @@ def load_tensor(file_name: str | os.PathLike, device: MeshDevice | None = None) 
     """Read a tensor written by :func:`dump_tensor`; onto ``device`` if given."""
     op = "ttnn.load_tensor"
     path = Path(file_name)
-    if not path.is_file():
+    stream = _open_regular(op, "file_name", path)
+    if stream is None:
         raise ValidationError(f"{op}: file_name: no such file {str(path)!r}")
-    with open(path, "rb") as stream:
+    with stream:
         host = _read_tensor(op, stream, path)
     return host if device is None else to_device(host, device)
 
 
+def _open_regular(op: str, arg: str, path: Path):
+    """``path`` opened for reading, or None when it does not exist. Anything but a regular file (a directory,
+    a FIFO, a device) raises at once: the file is opened without waiting for a writer (a FIFO would block the
+    open forever) and checked on the open descriptor, so there is no window between the check and the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValidationError(f"{op}: {arg}: cannot read the file {str(path)!r}: {exc}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValidationError(f"{op}: {arg}: {str(path)!r} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _read_npy(zf: zipfile.ZipFile, name: str) -> np.ndarray:
+    """One ``.npy`` member, verified end to end: the header must describe exactly the bytes the member holds
+    (a flipped shape or dtype is caught before anything is allocated), and the member is read to its end, so
+    the zip CRC of every byte is checked (``zipfile`` checks it only there)."""
+    info = zf.getinfo(name)
+    with zf.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+        if dtype.hasobject:
+            raise ValueError(f"{name}: object arrays are never written to tensor files")
+        data_bytes = math.prod(shape) * dtype.itemsize
+        if member.tell() + data_bytes != info.file_size:
+            raise ValueError(
+                f"{name}: the header describes {data_bytes} bytes of data, the member holds "
+                f"{info.file_size - member.tell()}"
+            )
+        array = np.empty(shape[::-1] if fortran else shape, dtype)
+        view = memoryview(array.reshape(-1).view(np.uint8))
+        filled = 0
+        while filled < data_bytes:
+            got = member.readinto(view[filled:])
+            if not got:
+                raise ValueError(f"{name}: the data ends after {filled} of {data_bytes} bytes")
+            filled += got
+        member.read()  # reaching the member's end is what makes zipfile check its CRC
+    return array.T if fortran else array
+
+
 def _read_tensor(op: str, stream, path: Path) -> Tensor:
-    """The host tensor in an open :func:`dump_tensor` file."""
+    """The host tensor in an open :func:`dump_tensor` file, verified end to end (every member's CRC, every
+    array's header against its size): a damaged file raises naming it, never loads as another tensor."""
     try:
         with zipfile.ZipFile(stream) as zf:
             meta = json.loads(zf.read("meta.json"))
@@ -825,38 +879,40 @@ def _read_tensor(op: str, stream, path: Path) -> Tensor:
             for i in range(meta["num_shards"]):
                 if dtype.is_block_float:
                     bits = 7 if dtype is DataType.BFLOAT8_B else 3
-                    with zf.open(f"shard{i}_exp.npy") as fe, zf.open(f"shard{i}_mant.npy") as fm:
-                        exps = np.lib.format.read_array(fe)
-                        mants = np.lib.format.read_array(fm)
+                    exps = _read_npy(zf, f"shard{i}_exp.npy")
+                    mants = _read_npy(zf, f"shard{i}_mant.npy")
                     flat = _kernels.bfp_unpack(exps, mants, bits)
                     width = shape[-1] if shape else 1
                     shards.append(np.ascontiguousarray(flat[:, :width].reshape(shape)))
                 else:
-                    with zf.open(f"shard{i}.npy") as fs:
-                        shards.append(np.lib.format.read_array(fs))
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, ValueError) as exc:
-        if isinstance(exc, ValidationError):
+                    shards.append(_read_npy(zf, f"shard{i}.npy"))
+            topology = None
+            if meta["distribution_shape"] is not None:
+                topology = TensorTopology(
+                    MeshShape(*meta["distribution_shape"]),
+                    tuple(_parse_placement(p) for p in meta["placements"]),
+                )
+            return Tensor(
+                shards, dtype, layout, None, None, topology if len(shards) > 1 else None, quantized=True
+            )
+    except ValidationError as exc:
+        if str(path) in str(exc):
             raise
         raise ValidationError(f"{op}: {path} is not a readable tensor file: {exc}") from exc
-    topology = None
-    if meta["distribution_shape"] is not None:
-        topology = TensorTopology(
-            MeshShape(*meta["distribution_shape"]), tuple(_parse_placement(p) for p in meta["placements"])
-        )
-    return Tensor(shards, dtype, layout, None, None, topology if len(shards) > 1 else None, quantized=True)
+    except MemoryError:
+        raise
+    except Exception as exc:  # any damage: zip structure, CRC, JSON, .npy header, shapes that do not fit
+        raise ValidationError(
+            f"{op}: {path} is not a readable tensor file: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _load_cached(path: Path) -> Tensor | None:
     """The cached host tensor, or None when there is no cache file (never written, or deleted meanwhile: the
     file is opened once, so there is no window between a check and the read)."""
-    try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below; open alone may fail
-    except FileNotFoundError:
+    stream = _open_regular("ttnn.as_tensor", "cache_file_name", path)
+    if stream is None:
         return None
-    except OSError as exc:
-        raise ValidationError(
-            f"ttnn.as_tensor: cache_file_name: cannot read the cache file {str(path)!r}: {exc}"
-        ) from exc
     with stream:
         return _read_tensor("ttnn.as_tensor", stream, path)
 
