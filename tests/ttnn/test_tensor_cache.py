@@ -115,12 +115,12 @@ def test_temporary_file_of_a_killed_writer_is_removed_by_the_next_write(tmp_path
     # temp files of this process (a live writer) and of another host's recent writer stay
     mine = (
         tmp_path
-        / f".{os.path.basename(_cache_path(base))}.{socket.gethostname().replace('.', '_')}.{os.getpid()}.ab.tmp"
+        / f".{os.path.basename(_cache_path(base))}.{socket.gethostname().replace('.', '_')}.{os.getpid()}.000000ab.tmp"
     )
     mine.write_bytes(b"")
-    remote = tmp_path / f".{os.path.basename(_cache_path(base))}.otherhost.123.cd.tmp"
+    remote = tmp_path / f".{os.path.basename(_cache_path(base))}.otherhost.123.000000cd.tmp"
     remote.write_bytes(b"")
-    ancient = tmp_path / f".{os.path.basename(_cache_path(base))}.otherhost.456.ef.tmp"
+    ancient = tmp_path / f".{os.path.basename(_cache_path(base))}.otherhost.456.000000ef.tmp"
     ancient.write_bytes(b"")
     two_days_ago = time.time() - 2 * 24 * 3600
     os.utime(ancient, (two_days_ago, two_days_ago))

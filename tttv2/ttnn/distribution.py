@@ -6,10 +6,7 @@ import itertools
 import json
 import math
 import os
-import secrets
-import socket
 import stat
-import time
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._tempfiles import STALE_TEMP_SECONDS, remove_stale_temps, temp_name, writer_gone
 from . import _kernels
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
@@ -692,47 +690,16 @@ def _devices_view(mesh: MeshDevice, indices: list[int]) -> MeshDevice:
 _FORMAT = "tttv2.tensorbin/1"
 
 
-_STALE_TEMP_SECONDS = 24 * 3600  # a temporary file this old has no live writer, whatever host wrote it
-
-
-def _temp_name(path: Path) -> Path:
-    """``.<name>.<host>.<pid>.<random>.tmp`` next to ``path``: who writes it, so a later writer can tell if that
-    writer is gone."""
-    host = socket.gethostname().replace(".", "_") or "host"
-    return path.with_name(f".{path.name}.{host}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def _writer_gone(host: str, pid: str) -> bool:
-    if host != (socket.gethostname().replace(".", "_") or "host") or not pid.isdigit():
-        return False  # another machine's writer: only its age tells
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, owned by another user
-        return False
-    return False
+# one naming pattern and staleness rule for every writer of the project (tttv2/_tempfiles.py)
+_STALE_TEMP_SECONDS = STALE_TEMP_SECONDS
+_temp_name = temp_name
+_writer_gone = writer_gone
 
 
 def _remove_stale_temps(path: Path) -> None:
     """Delete the temporary files of ``path`` left by writers that were killed mid-write: those whose process
     (on this host) no longer exists, and any older than a day."""
-    prefix = f".{path.name}."
-    try:
-        candidates = [
-            p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")
-        ]
-    except OSError:
-        return
-    now = time.time()
-    for temp in candidates:
-        fields = temp.name[len(prefix) : -len(".tmp")].split(".")
-        try:
-            old = now - temp.stat().st_mtime > _STALE_TEMP_SECONDS
-            if old or (len(fields) == 3 and _writer_gone(fields[0], fields[1])):
-                temp.unlink()
-        except OSError:  # removed by another writer meanwhile, or not ours to remove
-            continue
+    remove_stale_temps(path.parent, path.name)
 
 
 def _atomic_write(path: Path, writer) -> None:
