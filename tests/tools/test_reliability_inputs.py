@@ -1,0 +1,121 @@
+"""Input Python accepts is accepted by every tool that reads user code (issue 22, items 4 and 5): classic-Mac
+``\\r`` line ends, PEP 263 coding lines, and expressions long enough to exhaust a recursive walk. Each case is a
+module in the style of a TTTv1 block (a norm with a decode/prefill branch), varied one way at a time."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tttv2_tools.refactor.cli import main as refactor_main
+from tttv2_tools.trace_dependencies.cli import main as trace_main
+
+NORM = textwrap.dedent(
+    '''
+    import ttnn
+
+
+    class Norm:
+        """Résumé: RMS norm of one decoder layer."""
+
+        def __init__(self, mesh_device, args):
+            self.args = args
+            self.eps = args.eps
+
+        def forward(self, x, mode):
+            if mode == "decode" and self.args.is_galaxy:
+                x = ttnn.to_memory_config(x, ttnn.L1_MEMORY_CONFIG)
+            y = SUM  # somme des entrées (à garder)
+            return ttnn.rms_norm(y, epsilon=self.eps)
+    '''
+)
+CONFIG = textwrap.dedent(
+    """
+    class ModelArgs:
+        def __init__(self, mesh_device):
+            self.is_galaxy = mesh_device.get_num_devices() == 32
+            self.eps = 1e-5
+            self.model_config = {}
+    """
+)
+
+
+def _module(terms: int = 3, newline: str = "\n", coding: str | None = None) -> bytes:
+    text = NORM.replace("SUM", " + ".join(["x"] * terms))
+    encoding = "utf-8"
+    if coding is not None:
+        text = f"# -*- coding: {coding} -*-\n" + text
+        encoding = coding
+    return text.replace("\n", newline).encode(encoding)
+
+
+VARIANTS = {
+    "mac line ends": {"newline": "\r"},
+    "windows line ends": {"newline": "\r\n"},
+    "latin-1 coding line": {"coding": "latin-1"},
+    "latin-1 and mac line ends": {"coding": "latin-1", "newline": "\r"},
+    "cp1252 coding line": {"coding": "cp1252"},
+    "long expression": {"terms": 400},
+    "long expression, mac line ends": {"terms": 250, "newline": "\r"},
+}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "model_config.py").write_text(CONFIG)
+    return tmp_path
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_trace_deps_and_refactor_read_what_python_reads(folder, variant, capsys):
+    """Promise 49: a module Python compiles is analysed and refactored (exit 0), never exit 3."""
+    source = folder / "norm.py"
+    source.write_bytes(_module(**VARIANTS[variant]))
+    compile(source.read_bytes(), str(source), "exec")  # Python accepts it
+    assert trace_main([str(source), "--quiet"]) == 0, capsys.readouterr().err
+    out = folder / "out"
+    assert refactor_main([str(source), "--out", str(out), "--quiet"]) == 0, capsys.readouterr().err
+    for generated in out.iterdir():
+        text = generated.read_text(encoding="utf-8")
+        compile(text, str(generated), "exec")
+        assert "somme des entrées (à garder)" in text  # decoded as Python decodes it, not mojibake
+
+
+def test_summary_of_a_long_expression_falls_back_to_an_iterative_walk():
+    """cstutil.summary (what a statement reads, writes and calls) recursed once per operand; past the recursion
+    limit it now summarises bottom up and gives what the recursive walk gives with room to recurse."""
+    import sys
+
+    import libcst as cst
+
+    from tttv2_tools.refactor import cstutil
+
+    expression = " + ".join(f"self.w{i % 7}(x{i % 3})" for i in range(600))
+    statement = cst.parse_statement(f"y = {expression}\n")
+    cstutil.clear_memos()
+    got = cstutil.summary(statement)  # deeper than the limit of this interpreter: the fallback
+    cstutil.clear_memos()
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(20_000)
+    try:
+        want = cstutil.summary(statement)  # the same nodes, summarised recursively
+    finally:
+        sys.setrecursionlimit(previous)
+        cstutil.clear_memos()
+    assert got == want
+    assert set(got.reads) >= {"x0", "x1", "x2", "self"} and "y" in got.writes
+
+
+def test_refactor_stops_with_one_line_past_its_recursion_limit(folder, capsys, monkeypatch):
+    """Beyond what the raised recursion limit allows: exit 2 and one line naming the problem, no traceback."""
+    import tttv2_tools.refactor.cli as cli
+
+    monkeypatch.setattr(
+        cli, "RECURSION_LIMIT", 0
+    )  # keep this interpreter's limit (1000): 400 operands exceed it
+    source = folder / "norm.py"
+    source.write_bytes(_module(terms=400))
+    assert refactor_main([str(source), "--out", str(folder / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "input nested too deeply to refactor" in err, err
