@@ -109,13 +109,13 @@ def test_summary_of_a_long_expression_falls_back_to_an_iterative_walk():
 
 def test_refactor_stops_with_one_line_past_its_recursion_limit(folder, capsys, monkeypatch):
     """Beyond what the raised recursion limit allows: exit 2 and one line naming the problem, no traceback."""
-    import tttv2_tools.refactor.cli as cli
+    import tttv2_tools._recursion as recursion
 
     monkeypatch.setattr(
-        cli, "RECURSION_LIMIT", 0
+        recursion, "RECURSION_LIMIT", 0
     )  # keep this interpreter's limit (1000): 400 operands exceed it
     source = folder / "norm.py"
     source.write_bytes(_module(terms=400))
     assert refactor_main([str(source), "--out", str(folder / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "input nested too deeply to refactor" in err, err
+    assert err.count("\n") == 1 and "input nested too deeply to refactor (more than 1000 levels" in err, err

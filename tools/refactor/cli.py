@@ -28,6 +28,7 @@ from tttv2_tools._output import (
     same_file,
     write,
 )
+from tttv2_tools._recursion import deeper_recursion, too_deep
 
 from .cases import case_notes
 from .errors import RefactorError, UsageError
@@ -111,24 +112,13 @@ def _progress(enabled: bool):
     return Console(stderr=True).status("tttv2-refactor: analysing")
 
 
-#: Python frames a run may use: libcst's visitors recurse about three frames per operand of a long expression
-#: (``x + x + ...``), which Python's default limit of 1000 stops near 300 operands. Python calls do not grow the
-#: C stack (3.11+), so a higher limit is safe; past it, the run stops with one line (exit 2), never a traceback.
-RECURSION_LIMIT = 12_000
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    previous = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(previous, RECURSION_LIMIT))
     try:
-        return _main(args)
+        with deeper_recursion():  # libcst's visitors recurse per operand of a long expression
+            return _main(args)
     except RecursionError:
-        print(
-            f"tttv2-refactor: input nested too deeply to refactor (more than {RECURSION_LIMIT} levels of "
-            f"Python calls; e.g. an expression of thousands of operands): split it into shorter statements",
-            file=sys.stderr,
-        )
+        print(f"tttv2-refactor: {too_deep('refactor')}", file=sys.stderr)
         return EXIT_USAGE
     except UsageError as exc:
         print(f"tttv2-refactor: {exc}", file=sys.stderr)
@@ -144,8 +134,6 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"tttv2-refactor: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_INTERNAL
-    finally:
-        sys.setrecursionlimit(previous)
 
 
 def _main(args) -> int:
