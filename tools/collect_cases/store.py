@@ -201,7 +201,13 @@ class CaseStore:
                     )
                     new += 1
                 else:
-                    layers = sorted(set(json.loads(row[0])) | ob.layers)
+                    try:
+                        layers = sorted(set(json.loads(row[0])) | ob.layers)
+                    except (ValueError, TypeError):
+                        raise StoreError(
+                            f"store {self.path}: the case of {ob.target} with key {key[:12]} is damaged (layers "
+                            f"are not a JSON list); nothing was added"
+                        ) from None
                     self._db.execute(
                         "UPDATE cases SET hits = hits + ?, layers = ?, last_seen = ? WHERE target = ? AND key = ?",
                         (ob.hits, json.dumps(layers), now, ob.target, key),

@@ -207,3 +207,34 @@ def test_store_reader_api_raises_store_error_for_a_damaged_row(tmp_path):
         opened.cases(T)
     with CaseStore(store) as opened:  # check() still reports it without raising
         assert opened.check() == ["case 1: fields are not JSON"]
+
+
+def test_a_damaged_row_stops_import_and_coverage_before_any_work(tmp_path, capsys):
+    """Writers and the other reader of the store: ``import`` merging into a damaged row, and tttv2-coverage,
+    which now verifies every row before it runs the test suite (not after)."""
+    from tttv2.testing._coverage_cli import main as coverage_main
+
+    store = _store(tmp_path / "cases.sqlite")
+    assert main(["export", "--store", str(store), "--csv", str(tmp_path / "all.csv")]) == 0
+    capsys.readouterr()
+    _damage(store, 1, layers="{broken")
+    assert main(["import", "--store", str(store), "--csv", str(tmp_path / "all.csv")]) == 2
+    assert "is damaged (layers are not a JSON list); nothing was added" in _one_line(capsys)
+    never_run = tmp_path / "test_never_run.py"
+    never_run.write_text("def test_x():\n    raise AssertionError('the suite ran')\n")
+    assert coverage_main(["--store", str(store), "--tests", str(never_run)]) == 2
+    assert f"tttv2-coverage: --store: store {store}: case 1 of {T} is damaged" in _one_line(capsys)
+
+
+def test_tttv2_coverage_turns_a_bug_into_one_line(tmp_path, capsys, monkeypatch):
+    import tttv2.testing._coverage_cli as coverage_cli
+
+    def broken(args):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(coverage_cli, "_check_arguments", broken)
+    argv = ["--store", str(tmp_path / "s.sqlite"), "--tests", str(tmp_path)]
+    assert coverage_cli.main(argv) == 3
+    assert _one_line(capsys) == "tttv2-coverage: internal error: KeyError: 'a bug' (run with --debug)\n"
+    assert coverage_cli.main([*argv, "--debug"]) == 3
+    assert "Traceback" in capsys.readouterr().err
