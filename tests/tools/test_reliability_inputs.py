@@ -119,3 +119,50 @@ def test_refactor_stops_with_one_line_past_its_recursion_limit(folder, capsys, m
     assert refactor_main([str(source), "--out", str(folder / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "input nested too deeply to refactor (more than 1000 levels" in err, err
+
+
+def test_file_arguments_that_are_not_regular_files_are_refused_at_once(folder, capsys):
+    """Promise 51 for trace-deps and tttv2-refactor: a FIFO as the module, the config or the --cases store is
+    one line and exit 2, decided without opening it (an open would wait for a writer)."""
+    import os
+
+    source = folder / "norm.py"
+    source.write_bytes(_module())
+    fifo = folder / "pipe.py"
+    os.mkfifo(fifo)
+    runs = [
+        (trace_main, [fifo]),
+        (trace_main, [source, fifo]),
+        (refactor_main, [fifo, "--out", folder / "out"]),
+        (refactor_main, [source, fifo, "--out", folder / "out"]),
+        (refactor_main, [source, "--out", folder / "out", "--cases", fifo, "--tests-out", folder / "tests"]),
+    ]
+    for tool, argv in runs:
+        assert tool([str(a) for a in argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(fifo) in err, err
+
+
+@pytest.mark.parametrize(
+    ("tool", "module", "entry", "prefix"),
+    [
+        (trace_main, "tttv2_tools.trace_dependencies.cli", "_run", "trace-deps"),
+        (refactor_main, "tttv2_tools.refactor.cli", "_main", "tttv2-refactor"),
+    ],
+)
+def test_an_unexpected_error_is_one_line_and_exit_3(folder, capsys, monkeypatch, tool, module, entry, prefix):
+    """Promise 53 for trace-deps and tttv2-refactor: a bug is one line and exit 3; --debug adds the traceback."""
+    import importlib
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(importlib.import_module(module), entry, broken)
+    source = folder / "norm.py"
+    source.write_bytes(_module())
+    argv = [str(source), "--quiet"] + (["--out", str(folder / "out")] if prefix == "tttv2-refactor" else [])
+    assert tool(argv) == 3
+    err = capsys.readouterr().err
+    assert err == f"{prefix}: internal error: ZeroDivisionError: a bug (run with --debug)\n", err
+    assert tool([*argv, "--debug"]) == 3
+    assert "Traceback" in capsys.readouterr().err

@@ -129,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
         print(interrupted("tttv2-refactor", exc), file=sys.stderr)
         return INTERRUPTED
-    except Exception as exc:  # pragma: no cover - reported, never a bare traceback
+    except Exception as exc:  # a bug: one line, never a bare traceback unless asked
         if args.debug:
             traceback.print_exc()
-        print(f"tttv2-refactor: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"tttv2-refactor: internal error: {type(exc).__name__}: {exc} (run with --debug)", file=sys.stderr
+        )
         return EXIT_INTERNAL
 
 
