@@ -221,7 +221,7 @@ def test_ctrl_c_between_two_renames_names_the_file_already_replaced(tmp_path, mo
 
 
 def test_a_later_write_into_the_folder_removes_only_stale_temporary_files_of_its_pattern(tmp_path):
-    """Promise 48: a tool run killed while writing leaves its temporary file; the next successful write into
+    """Promise 61: a tool run killed while writing leaves its temporary file; the next successful write into
     that folder (of any file) removes it. Kept: temporary files of live writers (this process; another host's
     recent one), recent files of the earlier mkstemp pattern (their writer is unknown), and anything that is
     not of the pattern."""

@@ -69,7 +69,7 @@ def folder(tmp_path):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_trace_deps_and_refactor_read_what_python_reads(folder, variant, capsys):
-    """Promise 49: a module Python compiles is analysed and refactored (exit 0), never exit 3."""
+    """Promise 57: a module Python compiles is analysed and refactored (exit 0), never exit 3."""
     source = folder / "norm.py"
     source.write_bytes(_module(**VARIANTS[variant]))
     compile(source.read_bytes(), str(source), "exec")  # Python accepts it
@@ -122,7 +122,7 @@ def test_refactor_stops_with_one_line_past_its_recursion_limit(folder, capsys, m
 
 
 def test_file_arguments_that_are_not_regular_files_are_refused_at_once(folder, capsys):
-    """Promise 51 for trace-deps and tttv2-refactor: a FIFO as the module, the config or the --cases store is
+    """Promise 55 for trace-deps and tttv2-refactor: a FIFO as the module, the config or the --cases store is
     one line and exit 2, decided without opening it (an open would wait for a writer)."""
     import os
 
@@ -151,7 +151,7 @@ def test_file_arguments_that_are_not_regular_files_are_refused_at_once(folder, c
     ],
 )
 def test_an_unexpected_error_is_one_line_and_exit_3(folder, capsys, monkeypatch, tool, module, entry, prefix):
-    """Promise 53 for trace-deps and tttv2-refactor: a bug is one line and exit 3; --debug adds the traceback."""
+    """Promise 59 for trace-deps and tttv2-refactor: a bug is one line and exit 3; --debug adds the traceback."""
     import importlib
 
     def broken(*args, **kwargs):

@@ -368,7 +368,7 @@ _THIS_HOOK = (
 
 
 def test_a_stray_ttnn_folder_does_not_hide_the_emulator(tmp_path):
-    """Promise 47: an empty ``ttnn/`` folder (or one of data files) in the working directory is a namespace
+    """Promise 62: an empty ``ttnn/`` folder (or one of data files) in the working directory is a namespace
     package to Python; it is not Tenstorrent's ttnn, so ``import ttnn`` is still the emulator, and
     TTTV2_BACKEND=ttnn says the real package is missing instead of importing an empty module."""
     (tmp_path / "ttnn").mkdir()

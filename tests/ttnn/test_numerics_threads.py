@@ -231,7 +231,7 @@ def _in_thread(fn):
 
 
 def test_ops_pin_blas_in_any_calling_thread(open_mesh):
-    """Promise 46: an op run in a non-main thread runs its BLAS on one thread (checked with threadpoolctl
+    """Promise 54: an op run in a non-main thread runs its BLAS on one thread (checked with threadpoolctl
     inside the op) and gives the main thread's bits. threadpoolctl >= 3.7 lets only one "controlling" thread
     change a pthreads OpenBLAS; the main thread takes that role on its first op, after which another thread's
     ``set_num_threads`` used to be a silent no-op."""

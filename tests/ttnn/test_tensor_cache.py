@@ -165,7 +165,7 @@ def _flips_and_truncations(data: bytes, data_stride: int):
     [(ttnn.float32, (64, 128), False), (ttnn.bfloat8_b, (32, 64), False), (ttnn.bfloat16, (2, 32, 32), True)],
 )
 def test_corrupt_tensor_files_never_load_silently(tmp_path, open_mesh, dtype, shape, mapper):
-    """Promise 21, fuzzed: of single-bit flips and truncations of a cache file, none loads a tensor other
+    """Promises 21 and 53, fuzzed: of single-bit flips and truncations of a cache file, none loads a tensor other
     than the one written, and every failure is a ValidationError naming the file."""
     rng = np.random.default_rng(0)
     values = rng.standard_normal(shape).astype(np.float32)

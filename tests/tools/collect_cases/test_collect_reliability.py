@@ -87,7 +87,7 @@ def _verbs(store, tmp_path):
     ],
 )
 def test_a_damaged_row_stops_every_reader_naming_the_store_and_the_row(tmp_path, capsys, damage, message):
-    """Promise 50: a row whose JSON does not parse or no longer matches its hash is never used: list, export
+    """Promise 56: a row whose JSON does not parse or no longer matches its hash is never used: list, export
     and emit stop with one line naming the store and the row (exit 2) and write nothing."""
     store = _store(tmp_path / "cases.sqlite")
     _damage(store, 2, **damage)
@@ -112,7 +112,7 @@ def _fifo(path):
 
 
 def test_fifos_are_refused_at_once_never_waited_on(tmp_path, capsys):
-    """Promise 51: a FIFO (or any non-regular file) as --store, --csv or --into is refused before it is opened:
+    """Promise 55: a FIFO (or any non-regular file) as --store, --csv or --into is refused before it is opened:
     opening a FIFO for reading waits for a writer, forever."""
     good = _store(tmp_path / "good.sqlite")
     assert main(["export", "--store", str(good), "--csv", str(tmp_path / "x.csv")]) == 0
@@ -169,7 +169,7 @@ def test_emit_into_a_test_file_with_a_very_long_expression(tmp_path, capsys):
 
 
 def test_paths_are_printed_as_given_never_as_markup(tmp_path, capsys):
-    """Promise 52: a path with brackets is printed as it is (rich markup would drop ``[v2]`` and crash on
+    """Promise 60: a path with brackets is printed as it is (rich markup would drop ``[v2]`` and crash on
     ``[/x]``)."""
     odd = tmp_path / "cases[v2]"
     odd.mkdir()
@@ -182,7 +182,7 @@ def test_paths_are_printed_as_given_never_as_markup(tmp_path, capsys):
 
 
 def test_an_unexpected_error_is_one_line_and_exit_3(tmp_path, capsys, monkeypatch):
-    """Promise 53: a bug in the tool is one line naming the exception (exit 3); --debug shows the traceback."""
+    """Promise 59: a bug in the tool is one line naming the exception (exit 3); --debug shows the traceback."""
     import tttv2_tools.collect_cases.cli as cli
 
     store = _store(tmp_path / "cases.sqlite")
