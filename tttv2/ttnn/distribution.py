@@ -800,6 +800,9 @@ def _open_regular(op: str, arg: str, path: Path):
     return os.fdopen(fd, "rb")
 
 
+_READ_CHUNK = 1 << 20
+
+
 def _read_npy(zf: zipfile.ZipFile, name: str) -> np.ndarray:
     """One ``.npy`` member, verified end to end: the header must describe exactly the bytes the member holds
     (a flipped shape or dtype is caught before anything is allocated), and the member is read to its end, so
@@ -822,11 +825,12 @@ def _read_npy(zf: zipfile.ZipFile, name: str) -> np.ndarray:
         array = np.empty(shape[::-1] if fortran else shape, dtype)
         view = memoryview(array.reshape(-1).view(np.uint8))
         filled = 0
-        while filled < data_bytes:
-            got = member.readinto(view[filled:])
-            if not got:
+        while filled < data_bytes:  # 1 MiB at a time: copies that stay in cache (one big read is 4x slower)
+            chunk = member.read(min(_READ_CHUNK, data_bytes - filled))
+            if not chunk:
                 raise ValueError(f"{name}: the data ends after {filled} of {data_bytes} bytes")
-            filled += got
+            view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
         member.read()  # reaching the member's end is what makes zipfile check its CRC
     return array.T if fortran else array
 
