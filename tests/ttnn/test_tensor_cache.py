@@ -247,3 +247,23 @@ def test_tensor_files_with_arrays_we_never_write_are_refused(tmp_path):
                     zf.writestr("shard0.npy", old.read("shard0.npy")[:-4])
         with pytest.raises(ValidationError, match=f"{re.escape(str(path))} is not a readable.*{message}"):
             ttnn.load_tensor(path)
+
+
+def test_stale_temporary_files_are_removed_per_target_or_per_folder(tmp_path):
+    """tttv2/_tempfiles.py, shared by the cache and the tools: a clean-up for one target leaves another
+    target's stale file (the tools' folder-wide clean-up takes both); a folder that cannot be listed is left."""
+    from tttv2 import _tempfiles
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    host = socket.gethostname().replace(".", "_")
+    mine = tmp_path / f".a.tensorbin.{host}.{dead.stdout.strip()}.0000aaaa.tmp"
+    other = tmp_path / f".b.py.{host}.{dead.stdout.strip()}.0000bbbb.tmp"
+    for path in (mine, other):
+        path.write_bytes(b"")
+    assert _tempfiles.remove_stale_temps(tmp_path, "a.tensorbin") == [mine]
+    assert _tempfiles.remove_stale_temps(tmp_path) == [other]
+    assert _tempfiles.remove_stale_temps(tmp_path / "missing") == []
+    name = _tempfiles.temp_name(tmp_path / "c.json").name
+    assert name.startswith(f".c.json.{host}.{os.getpid()}.") and name.endswith(".tmp")
