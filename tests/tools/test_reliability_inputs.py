@@ -166,3 +166,29 @@ def test_an_unexpected_error_is_one_line_and_exit_3(folder, capsys, monkeypatch,
     assert err == f"{prefix}: internal error: ZeroDivisionError: a bug (run with --debug)\n", err
     assert tool([*argv, "--debug"]) == 3
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("tool", "module", "entry", "prefix"),
+    [
+        (trace_main, "tttv2_tools.trace_dependencies.cli", "_run", "trace-deps: error"),
+        (refactor_main, "tttv2_tools.refactor.cli", "_main", "tttv2-refactor"),
+    ],
+)
+def test_a_recursion_error_anywhere_is_one_line_and_exit_2(
+    folder, capsys, monkeypatch, tool, module, entry, prefix
+):
+    """Any recursive walk that still runs out of room (past the raised limit) ends in one clear line."""
+    import importlib
+
+    def too_deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(importlib.import_module(module), entry, too_deep)
+    source = folder / "norm.py"
+    source.write_bytes(_module())
+    argv = [str(source), "--quiet"] + (["--out", str(folder / "out")] if "refactor" in prefix else [])
+    assert tool(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"{prefix}: input nested too deeply to "), err
+    assert "split it into shorter statements" in err
