@@ -4,6 +4,7 @@ module in the style of a TTTv1 block (a norm with a decode/prefill branch), vari
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -192,3 +193,31 @@ def test_a_recursion_error_anywhere_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"{prefix}: input nested too deeply to "), err
     assert "split it into shorter statements" in err
+
+
+def test_tttv1_mlp_with_mac_line_ends_and_a_coding_line_refactors_to_the_same_modules(tmp_path, capsys):
+    """An input not shaped for this test: TTTv1's own MLP and the files it imports, rewritten with classic-Mac
+    line ends and a latin-1 coding line, give byte-identical generated modules and the same analysis."""
+    import shutil
+    from pathlib import Path
+
+    tt = Path(__file__).resolve().parents[2] / "tttv1" / "tt"
+    plain, odd = tmp_path / "plain" / "tt", tmp_path / "odd" / "tt"
+    shutil.copytree(tt, plain, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(tt, odd, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in [p.relative_to(plain) for p in plain.rglob("*.py")]:
+        # the same text for Python in both copies (characters latin-1 lacks, like an arrow, become "?")
+        text = (plain / name).read_text(encoding="utf-8").encode("latin-1", "replace").decode("latin-1")
+        (plain / name).write_bytes(("# -*- coding: utf-8 -*-\n" + text).encode("utf-8"))
+        (odd / name).write_bytes(("# -*- coding: latin-1 -*-\n" + text).replace("\n", "\r").encode("latin-1"))
+    outputs = {}
+    for name, folder in (("plain", plain), ("odd", odd)):
+        assert trace_main([str(folder / "mlp.py"), "--quiet", f"--json={tmp_path / name}.json"]) == 0
+        assert refactor_main([str(folder / "mlp.py"), "--out", str(tmp_path / f"out_{name}"), "--quiet"]) == 0
+        outputs[name] = {
+            p.name: p.read_text().split("\n", 1)[1]  # after the header line, which hashes the source file
+            for p in sorted((tmp_path / f"out_{name}").iterdir())
+        }
+    assert outputs["plain"] == outputs["odd"] and outputs["plain"]
+    analyses = [json.loads((tmp_path / f"{name}.json").read_text()) for name in ("plain", "odd")]
+    assert analyses[0] == analyses[1] and analyses[0]["keys_read"]
