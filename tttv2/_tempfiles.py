@@ -12,15 +12,14 @@ One naming pattern and one staleness rule for every writer of the project (the `
 * files of the earlier pattern of ``tools/_output.py`` (``tempfile.mkstemp``: ``.<target name>.<8 of
   [a-z0-9_]>.tmp``, no writer recorded) are removed only when older than :data:`STALE_TEMP_SECONDS`.
 
-Nothing else in a folder is ever removed. Kept free of heavy imports: the tools' start-up path imports it.
+Nothing else in a folder is ever removed. Kept free of heavy imports (no ``secrets``, which brings ``typing``;
+``socket`` only when used): the tools' start-up path imports it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import secrets
-import socket
 import time
 from pathlib import Path
 
@@ -33,13 +32,15 @@ _LEGACY = re.compile(r"\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp")
 
 
 def _host() -> str:
+    import socket  # only when a file is written or cleaned: trace-deps' start-up path does not pay for it
+
     return socket.gethostname().replace(".", "_") or "host"
 
 
 def temp_name(path: Path) -> Path:
     """``.<name>.<host>.<pid>.<random>.tmp`` next to ``path``: who writes it, so a later writer can tell if that
     writer is gone."""
-    return path.with_name(f".{path.name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    return path.with_name(f".{path.name}.{_host()}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
 def writer_gone(host: str, pid: str) -> bool:
