@@ -11,6 +11,11 @@ Who provides ``ttnn`` (``TTTV2_BACKEND``, read at each import of ``ttnn``, space
 * ``emulator``: the emulator, even where the real package is installed;
 * ``ttnn``: only the real package (``import ttnn`` fails with a clear message where it is missing).
 
+A namespace package named ``ttnn`` (a folder without ``__init__.py``, e.g. an empty ``ttnn/`` in the
+working directory) is not Tenstorrent's ttnn, which is a regular package: Python would import it as an
+empty module without ``open_mesh_device``. The front finder asks the other finders first and, when all they
+find is such a folder, answers with the emulator (unset) or a clear error (``ttnn``).
+
 When ``ttnn`` is the emulator, its submodules (``ttnn.experimental``, ``ttnn.transformer``, ``ttnn.device``,
 ``ttnn._ttnn.tensor``, …) are the emulator's own module objects: a second finder at the *front* of
 ``sys.meta_path`` answers for them, before the path finder could load ``tttv2/ttnn/*.py`` a second time under
@@ -83,6 +88,17 @@ class TtnnFinder:
 
     def _find_top_level(self):
         chosen = backend()
+        if chosen != "emulator" and not self.at_end:
+            folders = _namespace_only("ttnn")
+            if folders and chosen == "ttnn":
+                raise ModuleNotFoundError(
+                    f"No module named 'ttnn': {ENV_VAR}=ttnn asks for Tenstorrent's real ttnn package, but "
+                    f"'ttnn' is only a namespace package (a folder without __init__.py: {', '.join(folders)}); "
+                    f"unset {ENV_VAR} to use the emulator (tttv2.ttnn)",
+                    name="ttnn",
+                )
+            if folders:
+                return self._alias("ttnn", EMULATOR)
         if chosen == "ttnn":
             if self.at_end:  # every other finder had its chance
                 raise ModuleNotFoundError(
@@ -104,6 +120,21 @@ class TtnnFinder:
             return None
         spec = importlib.machinery.ModuleSpec(fullname, _AliasLoader(target), is_package=True)
         return spec
+
+
+def _namespace_only(name: str) -> list[str]:
+    """The folders of ``name`` when what the other finders would import is a namespace package (no code, so
+    not Tenstorrent's ttnn); empty when they find a real module or nothing."""
+    for finder in sys.meta_path:
+        if type(finder).__name__ == "TtnnFinder" or not hasattr(finder, "find_spec"):  # any copy of this hook
+            continue
+        spec = finder.find_spec(name, None)
+        if spec is None:
+            continue
+        if spec.origin is None and spec.submodule_search_locations is not None:  # a namespace package
+            return list(spec.submodule_search_locations)
+        return []
+    return []
 
 
 def install() -> None:

@@ -9,7 +9,9 @@ Python file is never replaced by a report, and an existing file is replaced only
 earlier output of the same tool and kind (its ``Kind.recognise``: a JSON ``"schema"`` key or a marker line the
 tool writes) or the user passed ``--force``. ``-`` (stdout) and character devices or FIFOs (``/dev/null``) are
 always accepted; a device is written in place, never replaced. A refusal is one ``OutputError`` line naming the
-file and the reason; the tools turn it into exit status 2.
+file and the reason; the tools turn it into exit status 2. Temporary files are named as every writer of the
+project names them (``tttv2/_tempfiles.py``: target, host, pid); after a successful write, the stale ones a
+killed run left in the folders written to are removed (never a live writer's, never another file).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tttv2._tempfiles import remove_stale_temps, temp_name
 
 STDOUT = "-"
 _MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
@@ -225,6 +229,8 @@ def write(outputs: list[Output]) -> list[Path]:
                 if _is_device(item.path):
                     devices.append(item.path)
                     _guard(item, lambda item=item: _write_in_place(item.path, item.text))
+            for folder in dict.fromkeys(target.parent for _, target, _ in staged):
+                remove_stale_temps(folder)  # litter of killed runs; the files just written are in place
         except KeyboardInterrupt:  # a temporary file that is gone was renamed: that target is replaced
             done = [item.path for tmp, _, item in staged if not os.path.lexists(tmp)] + devices
             if done:
@@ -252,9 +258,8 @@ def _guard(item: Output, action: Callable[[], object]):
 
 def _stage(target: Path, text: str) -> str:
     """``text`` in a new temporary file next to ``target``, flushed to disk, with the mode ``open()`` gives."""
-    import tempfile  # only when a file is written: the tools' start-up path does not pay for it
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = str(temp_name(target))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -269,7 +274,7 @@ def _stage(target: Path, text: str) -> str:
 
 
 def _mode_for(target: Path) -> int:
-    """An existing file's permissions, else what a plain ``open()`` gives (``mkstemp`` makes 0600)."""
+    """An existing file's permissions, else what a plain ``open()`` gives (the temporary file is made 0600)."""
     try:
         return stat.S_IMODE(target.stat().st_mode)
     except FileNotFoundError:

@@ -218,3 +218,61 @@ def test_ctrl_c_between_two_renames_names_the_file_already_replaced(tmp_path, mo
     assert exc.value.written == [first] and first.read_text() == "new\n" and not second.exists()
     assert interrupted("tool", exc.value) == f"tool: interrupted; already written: {first}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.dot"]  # no temporary file left
+
+
+def test_a_later_write_into_the_folder_removes_only_stale_temporary_files_of_its_pattern(tmp_path):
+    """Promise 61: a tool run killed while writing leaves its temporary file; the next successful write into
+    that folder (of any file) removes it. Kept: temporary files of live writers (this process; another host's
+    recent one), recent files of the earlier mkstemp pattern (their writer is unknown), and anything that is
+    not of the pattern."""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import os, sys, time
+                from tttv2_tools import _output
+
+                def stuck(fd):  # the run is killed after writing, before the rename
+                    print("writing", flush=True)
+                    time.sleep(120)
+
+                os.fsync = stuck
+                _output.write_text(_output.Path(sys.argv[1]), "x = 1\\n")
+                """
+            ),
+            str(tmp_path / "attention_1d.py"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "writing"
+    finally:
+        child.kill()
+        child.wait()
+    (killed,) = [p.name for p in tmp_path.iterdir()]
+    assert killed.startswith(".attention_1d.py.") and killed.endswith(".tmp")
+    host = socket.gethostname().replace(".", "_")
+    day_old = time.time() - 2 * 24 * 3600
+    live = tmp_path / f".report.json.{host}.{os.getpid()}.0123abcd.tmp"  # in flight in this process
+    remote = tmp_path / ".report.json.otherhost.77.0123abcd.tmp"  # another machine's: only age tells
+    remote_old = tmp_path / ".report.json.otherhost.78.0123abcd.tmp"
+    legacy_old = tmp_path / ".attention_1d.py.k2_9xq0a.tmp"  # the earlier mkstemp pattern
+    legacy_new = tmp_path / ".attention_1d.py.k2_9xq0b.tmp"
+    user_files = [tmp_path / ".notes.tmp", tmp_path / "draft.py.old.12.0123abcd.tmp.bak"]
+    for path in [live, remote, remote_old, legacy_old, legacy_new, *user_files]:
+        path.write_text("")
+    for path in [remote_old, legacy_old, *user_files]:
+        os.utime(path, (day_old, day_old))
+
+    write_text(tmp_path / "other.txt", "a later run\n")
+
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(p.name for p in [live, remote, legacy_new, *user_files, tmp_path / "other.txt"])

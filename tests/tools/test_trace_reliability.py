@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -143,7 +142,9 @@ def test_permission_denied_exits_2_not_internal_error(g2, capsys, tmp_path, monk
         def refuse(*args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path))
 
-        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+        import tttv2_tools._output as output
+
+        monkeypatch.setattr(output, "temp_name", refuse)
         folder = tmp_path
     target = folder / "out.json"
     code, out, err = run(capsys, g2 / "mlp.py", f"--json={target}")

@@ -357,6 +357,46 @@ def test_import_ttnn_errors(tmp_path, backend, message):
     assert message in out.stderr
 
 
+_REPO_HOOK = os.path.join(os.path.dirname(__file__), "..", "..", "import_hook")
+# the hook of this checkout, installed as the .pth installs it (the .pth of an editable install of another
+# checkout may have loaded its own copy first)
+_THIS_HOOK = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'TtnnFinder']; "
+    f"sys.path.insert(0, {os.path.abspath(_REPO_HOOK)!r}); sys.modules.pop('_tttv2_ttnn_import', None); "
+    "import _tttv2_ttnn_import; _tttv2_ttnn_import.install(); sys.path.pop(0)\n"
+)
+
+
+def test_a_stray_ttnn_folder_does_not_hide_the_emulator(tmp_path):
+    """Promise 62: an empty ``ttnn/`` folder (or one of data files) in the working directory is a namespace
+    package to Python; it is not Tenstorrent's ttnn, so ``import ttnn`` is still the emulator, and
+    TTTV2_BACKEND=ttnn says the real package is missing instead of importing an empty module."""
+    (tmp_path / "ttnn").mkdir()
+    (tmp_path / "ttnn" / "notes.txt").write_text("not a package\n")
+    code = _THIS_HOOK + "import ttnn; print(ttnn.IS_TTTV2_EMULATOR, hasattr(ttnn, 'open_mesh_device'))"
+    out = _run([sys.executable, "-c", code], env={"TTTV2_BACKEND": ""}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True True"
+    out = _run(
+        [sys.executable, "-c", _THIS_HOOK + "import ttnn"], env={"TTTV2_BACKEND": "ttnn"}, cwd=tmp_path
+    )
+    assert out.returncode != 0
+    assert "only a namespace package (a folder without __init__.py" in out.stderr, out.stderr
+    assert str(tmp_path / "ttnn") in out.stderr
+    # with the stray folder in the working directory, a real package elsewhere on the path still wins
+    real = _fake_real_ttnn(tmp_path / "site")
+    out = _run(
+        [sys.executable, "-c", _THIS_HOOK + "import ttnn; print(ttnn.IS_FAKE_REAL_TTNN)"],
+        env={
+            "TTTV2_BACKEND": "",
+            "PYTHONPATH": os.pathsep.join([str(real), os.environ.get("PYTHONPATH", "")]),
+        },
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
+
+
 def test_finder_ignores_other_names_and_real_submodules(monkeypatch):
     import _tttv2_ttnn_import as hook
 

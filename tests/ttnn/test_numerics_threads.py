@@ -210,3 +210,99 @@ def test_training_steps_are_bit_identical_across_thread_settings():
         assert out.returncode == 0, out.stderr
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert results[0] == results[1]
+
+
+def _in_thread(fn):
+    """``fn()`` run in a new (non-main) thread; its result or its exception."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # pragma: no cover - re-raised below
+            out["error"] = exc
+
+    worker = threading.Thread(target=run, name="caller-thread")
+    worker.start()
+    worker.join()
+    if "error" in out:  # pragma: no cover - only when the test fails
+        raise out["error"]
+    return out["value"]
+
+
+def test_ops_pin_blas_in_any_calling_thread(open_mesh):
+    """Promise 54: an op run in a non-main thread runs its BLAS on one thread (checked with threadpoolctl
+    inside the op) and gives the main thread's bits. threadpoolctl >= 3.7 lets only one "controlling" thread
+    change a pthreads OpenBLAS; the main thread takes that role on its first op, after which another thread's
+    ``set_num_threads`` used to be a silent no-op."""
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    @ttnn_op("ttnn.test_blas_thread_probe")
+    def probe(x):
+        seen.append([info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"])
+        return x
+
+    mesh = open_mesh((1, 1))
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1, 1, 64, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 128)).astype(np.float32)
+
+    def matmul():
+        x = ttnn.from_numpy(a, layout=ttnn.TILE_LAYOUT, device=mesh)
+        w = ttnn.from_numpy(b, layout=ttnn.TILE_LAYOUT, device=mesh)
+        return ttnn.to_numpy(ttnn.matmul(x, w, dtype=ttnn.float32))
+
+    with threadpool_limits(limits=2, user_api="blas"):  # the user's own setting outside ops
+        probe(None)  # the main thread runs an op first
+        main = matmul()
+        _in_thread(lambda: probe(None))
+        other = _in_thread(matmul)
+        nested = _in_thread(lambda: _in_thread(lambda: probe(None)))
+        assert set(_blas_threads()) == {2}  # restored after the ops, in every thread
+    assert seen == [[1] * len(seen[0])] * 3
+    np.testing.assert_array_equal(main, other)
+    assert nested is None
+
+
+def test_two_meshes_trained_in_two_threads_match_the_sequential_run():
+    """Issue 22's second probe: two models trained at the same time in two threads (each on its own mesh) end
+    with exactly the parameters of the same training run one after the other (was: no bit in common)."""
+    import hashlib
+
+    def build():
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+        ttnn.nn.manual_seed(0)
+        config = ttnn.nn.GPTConfig(vocab_size=64, block_size=32, n_layer=1, n_head=2, n_embd=128, dropout=0.0)
+        model = ttnn.nn.GPT(config, device=mesh)
+        return mesh, model, ttnn.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def train(mesh, model, opt) -> str:
+        rng = np.random.default_rng(1)
+        for _ in range(2):
+            ids = rng.integers(0, 64, (2, 33)).astype(np.uint32)
+            x = ttnn.from_numpy(ids[:, :-1], dtype=ttnn.uint32, device=mesh)
+            y = ttnn.from_numpy(ids[:, 1:], dtype=ttnn.uint32, device=mesh)
+            loss = ttnn.cross_entropy_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return hashlib.sha256(b"".join(ttnn.to_numpy(p).tobytes() for p in model.parameters())).hexdigest()
+
+    runs = [build() for _ in range(4)]  # built one after the other: the same seed gives the same weights
+    try:
+        with threadpool_limits(limits=2, user_api="blas"):  # the user's setting outside ops: 2 BLAS threads
+            sequential = [train(*runs[0]), train(*runs[1])]
+            digests = {}
+            workers = [
+                threading.Thread(target=lambda i=i: digests.__setitem__(i, train(*runs[i]))) for i in (2, 3)
+            ]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+    finally:
+        for mesh, _, _ in runs:
+            ttnn.close_mesh_device(mesh)
+    assert sequential[0] == sequential[1] == digests[2] == digests[3]

@@ -3,7 +3,8 @@
 Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); ``verify`` too
 when it is not 0, else 0 every checked call passed (at least one), 1 a case failed or nothing was checked;
 otherwise 0 done, 1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message
-names it), 130 interrupted (Ctrl-C, one line).
+names it), 3 a bug in the tool (one line; ``--debug`` shows the traceback), 130 interrupted (Ctrl-C, one line).
+Messages print paths as they are (no rich markup: ``cases[v2].sqlite`` stays ``cases[v2].sqlite``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import uuid
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tttv2_tools._output import (
     INTERRUPTED,
@@ -32,6 +35,7 @@ from tttv2_tools._output import (
     write,
     write_text,
 )
+from tttv2_tools._recursion import deeper_recursion, too_deep
 
 from . import load_cases
 from .cases import MODES, TOPOLOGIES, Case, select
@@ -46,6 +50,7 @@ from .targets import TTTV1_TARGETS, parse_target
 from .verify import check_generated, parse_layers
 
 USAGE_ERROR = 2
+INTERNAL_ERROR = 3
 STORE_WRITERS = frozenset({"record", "verify", "import", "sweep"})  # their writes are store transactions
 
 
@@ -84,6 +89,7 @@ def parser() -> argparse.ArgumentParser:
         "as pytest.param lists.",
     )
     p.add_argument("--version", action="version", version=f"collect-cases (store schema {SCHEMA_VERSION})")
+    p.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     r = sub.add_parser("record", help="run a Python command and record the targets' calls")
@@ -177,18 +183,32 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     out = Console()
-    err = Console(stderr=True, soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True, markup=False)  # messages hold paths: never read as markup
     try:
-        return VERBS[args.verb](args, out, err)
+        with deeper_recursion():  # libcst's visitors recurse per operand of a long expression in a test file
+            return VERBS[args.verb](args, out, err)
     except (CollectCasesError, OutputError) as exc:
-        err.print(f"[red]collect-cases {args.verb}:[/] {exc}", highlight=False)
+        err.print(Text.assemble((f"collect-cases {args.verb}:", "red"), f" {exc}"), highlight=False)
+        return USAGE_ERROR
+    except RecursionError:
+        err.print(f"collect-cases {args.verb}: {too_deep('read')}", highlight=False)
         return USAGE_ERROR
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback
         kept = (
             "the store keeps every case committed before" if args.verb in STORE_WRITERS else "nothing written"
         )
-        err.print(interrupted(f"collect-cases {args.verb}", exc, kept), highlight=False, markup=False)
+        err.print(interrupted(f"collect-cases {args.verb}", exc, kept), highlight=False)
         return INTERRUPTED
+    except Exception as exc:  # a bug: one line, never a traceback unless asked
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        err.print(
+            f"collect-cases {args.verb}: internal error: {type(exc).__name__}: {exc} (run with --debug)",
+            highlight=False,
+        )
+        return INTERNAL_ERROR
 
 
 # --- verbs ------------------------------------------------------------------------------------------------------
@@ -207,8 +227,11 @@ def _finish(recording, store: Path, created: bool, command: list[str], verb: str
         raise
     if not status.get("ready"):
         err.print(
-            f"[yellow]collect-cases {verb}:[/] the recorder did not start in {command[0]!r} (is tttv2 installed "
-            f"for that interpreter?); nothing was {done}",
+            Text.assemble(
+                (f"collect-cases {verb}:", "yellow"),
+                f" the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?); "
+                f"nothing was {done}",
+            ),
             highlight=False,
         )
     return code, status
@@ -496,7 +519,7 @@ def _emit(args, out: Console, err: Console) -> int:
         line_length=args.line_length,
     )
     for warning in result.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err.print(Text.assemble(("warning:", "yellow"), f" {warning}"), highlight=False)
     if args.minimal:
         # one dropped id per line: a sweep drops hundreds, and a reviewer greps for one
         err.print(
@@ -553,9 +576,9 @@ def _sweep(args, out: Console, err: Console) -> int:
     with CaseStore(args.store) as store:
         totals = store.targets()
     out.print(
-        f"{len(runs) - len(failed)} of {len(runs)} runs passed; store {args.store}: "
+        f"{len(runs) - len(failed)} of {len(runs)} runs passed; store {escape(args.store)}: "
         + ", ".join(f"{t} {n} cases" for t, n, _ in totals)
-        + f"; logs in {logs}",
+        + f"; logs in {escape(str(logs))}",
         highlight=False,
     )
     return 1 if failed else 0

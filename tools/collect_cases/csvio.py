@@ -127,11 +127,19 @@ def _put(specs: dict, kind_name: tuple[str, str], part: str, value) -> None:
 def import_csv(path: str | Path, target: str | None) -> list[Case]:
     """Cases from a CSV in either format; ``target`` is required unless the file has a ``target`` column."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO would make the read wait forever
+        raise CollectCasesError(f"--csv {path}: is not a regular file")
     try:
-        with open(path, newline="") as f:
-            text = f.read()
+        raw = path.read_bytes()
     except OSError as exc:
         raise CollectCasesError(f"--csv {path}: cannot read it: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise CollectCasesError(
+            f"--csv {path}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line}); save it as UTF-8"
+        ) from None
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     if not header:

@@ -248,6 +248,8 @@ def emit(
 
     if path.is_dir():
         raise EmitError(f"--into {path}: is a directory, expected a test file")
+    if path.exists() and not path.is_file():  # a FIFO would make the read wait forever
+        raise EmitError(f"--into {path}: is not a regular file, expected a test file")
     if not path.exists() and not path.parent.is_dir():
         raise EmitError(f"--into {path}: folder {path.parent} does not exist")
     old_text = _read_exactly(path) if path.exists() else None

@@ -250,7 +250,13 @@ class CaseStore:
                     )
                     new += 1
                 else:
-                    layers = sorted(set(json.loads(row[0])) | ob.layers)
+                    try:
+                        layers = sorted(set(json.loads(row[0])) | ob.layers)
+                    except (ValueError, TypeError):
+                        raise StoreError(
+                            f"store {self.path}: the case of {ob.target} with key {key[:12]} is damaged (layers "
+                            f"are not a JSON list); nothing was added"
+                        ) from None
                     self._db.execute(
                         "UPDATE cases SET hits = hits + ?, layers = ?, last_seen = ? WHERE target = ? AND key = ?",
                         (ob.hits, json.dumps(layers), now, ob.target, key),
@@ -312,16 +318,42 @@ class CaseStore:
 
     def cases(self, target: str | None = None) -> list[Case]:
         """Every case (of ``target``), in insertion order."""
-        sql = "SELECT target, fields, hits, first_command, layers, first_seen, last_seen FROM cases"
+        sql = "SELECT id, target, key, fields, hits, first_command, layers, first_seen, last_seen FROM cases"
         rows = (
             self._db.execute(sql + " WHERE target = ? ORDER BY id", (target,))
             if target is not None
             else self._db.execute(sql + " ORDER BY id")
         )
-        return [
-            Case(t, json.loads(f), hits, cmd, tuple(json.loads(layers)), first, last)
-            for t, f, hits, cmd, layers, first, last in rows
-        ]
+        cases = []
+        for rid, t, key, f, hits, cmd, layers, first, last in rows:
+            fields, seen = self._verified(rid, t, key, f, layers)
+            cases.append(Case(t, fields, hits, cmd, seen, first, last))
+        return cases
+
+    def _verified(self, rid: int, target: str, key: str, fields: str, layers: str) -> tuple[dict, tuple]:
+        """A row's fields and layers, checked before use: JSON that parses, and fields whose hash is the row's
+        key. A damaged row (a torn write, a bit flipped on disk, an edit by hand) raises naming the store and
+        the row: it is never listed, exported or emitted as a case that was not recorded."""
+
+        def damaged(what: str) -> StoreError:
+            return StoreError(
+                f"store {self.path}: case {rid} of {target} is damaged ({what}); nothing was read from it "
+                f"(SQLite's own check and every damaged row: CaseStore.check())"
+            )
+
+        try:
+            parsed = json.loads(fields)
+        except ValueError:
+            raise damaged("fields are not JSON") from None
+        if case_key(fields) != key:
+            raise damaged("its fields do not match its key (a torn row)")
+        try:
+            seen = json.loads(layers)
+        except ValueError:
+            raise damaged("layers are not JSON") from None
+        if not isinstance(parsed, dict) or not isinstance(seen, list):
+            raise damaged("fields are not an object or layers not a list")
+        return parsed, tuple(seen)
 
     def targets(self) -> list[tuple[str, int, int]]:
         """``(target, distinct cases, total hits)`` per target, by name."""
@@ -355,6 +387,8 @@ class CaseStore:
 def _check_file(path: Path, create: bool) -> None:
     if path.is_dir():
         raise StoreError(f"store {path}: is a directory, expected an SQLite file")
+    if path.exists() and not path.is_file():  # a FIFO would make the open below (and SQLite's) wait forever
+        raise StoreError(f"store {path}: is not a regular file, expected an SQLite file")
     if not path.exists():
         if not create:
             raise StoreError(f"store {path}: no such file (record into it first)")

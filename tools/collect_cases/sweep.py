@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -161,7 +162,7 @@ def summary_table(runs: list[Run], meshes: list[str]) -> Table:
             cells.append(
                 f"[green]ok[/] {run.seconds:.1f} s, {run.calls} calls"
                 if run.passed
-                else f"[red]FAILED ({run.code})[/] see {run.log.name}"
+                else f"[red]FAILED ({run.code})[/] see {escape(run.log.name)}"
             )
         table.add_row(model, *cells)
     return table

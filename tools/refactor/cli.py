@@ -28,6 +28,7 @@ from tttv2_tools._output import (
     same_file,
     write,
 )
+from tttv2_tools._recursion import deeper_recursion, too_deep
 
 from .cases import case_notes
 from .errors import RefactorError, UsageError
@@ -114,7 +115,11 @@ def _progress(enabled: bool):
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return _main(args)
+        with deeper_recursion():  # libcst's visitors recurse per operand of a long expression
+            return _main(args)
+    except RecursionError:
+        print(f"tttv2-refactor: {too_deep('refactor')}", file=sys.stderr)
+        return EXIT_USAGE
     except UsageError as exc:
         print(f"tttv2-refactor: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -124,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
         print(interrupted("tttv2-refactor", exc), file=sys.stderr)
         return INTERRUPTED
-    except Exception as exc:  # pragma: no cover - reported, never a bare traceback
+    except Exception as exc:  # a bug: one line, never a bare traceback unless asked
         if args.debug:
             traceback.print_exc()
-        print(f"tttv2-refactor: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"tttv2-refactor: internal error: {type(exc).__name__}: {exc} (run with --debug)", file=sys.stderr
+        )
         return EXIT_INTERNAL
 
 

@@ -178,15 +178,45 @@ def clear_memos() -> None:
     _CODE.clear()
 
 
+_OUTERMOST = [True]  # the next summary() call is not inside another one
+
+
 def summary(node: cst.CSTNode) -> Summary:
     hit = _MEMO.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
-    result = _summarize(node)
+    if _OUTERMOST[0]:
+        _OUTERMOST[0] = False
+        try:
+            result = _summarize(node)
+        except RecursionError:  # a very long expression (``x + x + ...``): the same summaries, bottom up
+            result = _summarize_bottom_up(node)
+        finally:
+            _OUTERMOST[0] = True
+    else:
+        result = _summarize(node)
     if len(_MEMO) > _MEMO_LIMIT:
         _MEMO.clear()
     _MEMO[id(node)] = (node, result)
     return result
+
+
+def _summarize_bottom_up(root: cst.CSTNode) -> Summary:
+    """The iterative fallback of :func:`summary` for trees deeper than Python's recursion limit: every node
+    below ``root`` is summarised children first (an explicit stack, no recursion), so each ``_summarize`` finds
+    the summaries of its parts memoised and goes one level deep."""
+    order, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(children(node))
+    if len(_MEMO) + len(order) > _MEMO_LIMIT:
+        _MEMO.clear()
+    for node in reversed(order):
+        hit = _MEMO.get(id(node))
+        if hit is None or hit[0] is not node:
+            _MEMO[id(node)] = (node, _summarize(node))
+    return _MEMO[id(root)][1]
 
 
 def _target(node: cst.CSTNode) -> Summary:

@@ -10,6 +10,7 @@ from pathlib import Path
 import libcst as cst
 
 from tttv2_tools.trace_dependencies import Analysis, TraceError, analyze
+from tttv2_tools.trace_dependencies.source import decode_source
 
 from .errors import UsageError
 from .lines import positions
@@ -32,8 +33,12 @@ class ParsedFile:
     @classmethod
     def load(cls, path: Path, name: str) -> ParsedFile:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = decode_source(
+                path.read_bytes(), name
+            )  # as Python and trace-deps read it (PEP 263, line ends)
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc}") from exc
+        except TraceError as exc:
             raise UsageError(f"cannot read {path}: {exc}") from exc
         try:
             module = cst.parse_module(text)

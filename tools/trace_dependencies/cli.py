@@ -32,6 +32,7 @@ from tttv2_tools._output import (
     interrupted,
     write,
 )
+from tttv2_tools._recursion import deeper_recursion, too_deep
 
 from .errors import TraceError, UsageError
 from .model import SCHEMA_VERSION
@@ -199,9 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_intermixed_args(normalise_argv(list(sys.argv[1:] if argv is None else argv)))
     err = _Stderr()
     try:
-        return _run(args, err)
+        with deeper_recursion():  # room for ast walks over very long expressions (tools/_recursion.py)
+            return _run(args, err)
     except (TraceError, OutputError) as exc:
         err.print(f"trace-deps: error: {exc}")
+        return 2
+    except RecursionError:
+        err.print(f"trace-deps: error: {too_deep('analyse')}")
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
         err.print(interrupted("trace-deps", exc))

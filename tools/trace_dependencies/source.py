@@ -107,7 +107,10 @@ def read_source(path: Path, name: str) -> SourceFile:
 
 def decode_source(raw: bytes, name: str) -> str:
     """Bytes -> text the way Python reads a source file: a UTF-8 BOM or a PEP 263 coding line picks the
-    encoding (default UTF-8); the BOM itself is dropped, so columns count from the first real character."""
+    encoding (default UTF-8); the BOM itself is dropped, so columns count from the first real character. Line
+    ends are Python's too: ``\r\n`` and a lone ``\r`` (classic Mac) both end a line, and become ``\n``
+    (before the coding line is looked for, which Python finds on a ``\r``-ended first line as well)."""
+    raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     try:
         encoding, _lines = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except (SyntaxError, LookupError) as exc:

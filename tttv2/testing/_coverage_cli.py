@@ -3,7 +3,9 @@ forwards recorded, then compare the parameter values the tests ran with the case
 real TTTv1 runs, and print the untested values and combinations (``--json PATH`` also writes them).
 
 Exit status: 0 when the report was made, 1 when tests failed (the report still counts what ran) or, with
-``--fail-on-gaps``, when a recorded combination was never tested; 2 for bad arguments or an unreadable store.
+``--fail-on-gaps``, when a recorded combination was never tested; 2 for bad arguments or an unreadable store
+(a damaged row included: every row is verified before the tests run); 3 for a bug in the tool (one line;
+``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fail-on-gaps", action="store_true", help="exit 1 when a recorded combination was never tested"
     )
+    p.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
     return p
 
 
@@ -84,8 +87,8 @@ def _check_arguments(args) -> bool:
     from tttv2_tools.collect_cases import CaseStore, StoreError
 
     try:
-        with CaseStore(args.store):
-            pass
+        with CaseStore(args.store) as store:
+            store.cases()  # every row verified now, not after the whole test run
     except StoreError as exc:
         _error(f"--store: {exc}")
         return False
@@ -106,6 +109,18 @@ def _check_arguments(args) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except Exception as exc:  # a bug: one line, never a traceback unless asked
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug)")
+        return 3
+
+
+def _main(args) -> int:
     if not _check_arguments(args):
         return 2
     try:

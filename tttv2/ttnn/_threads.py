@@ -3,10 +3,15 @@
 Results must not depend on how many threads compute them (equivalence tests compare modules bit for bit),
 so the policy is:
 
-* Every BLAS call the emulator makes runs on one BLAS thread. :data:`single_threaded_blas` limits the BLAS
-  libraries of the process (through ``threadpoolctl``) for the duration of an op and restores their previous
-  thread count afterwards, so a user's own numpy code keeps the ``OPENBLAS_NUM_THREADS`` (or default) it had.
-  Environment variables are never read or changed.
+* Every BLAS call the emulator makes runs on one BLAS thread, whichever thread calls the op.
+  :data:`single_threaded_blas` limits the BLAS libraries of the process (through ``threadpoolctl``) for the
+  duration of an op and restores their previous thread count afterwards, so a user's own numpy code keeps the
+  ``OPENBLAS_NUM_THREADS`` (or default) it had. Environment variables are never read or changed.
+* threadpoolctl (3.7 and later) lets only one "controlling" Python thread change a pthreads OpenBLAS: the
+  first thread to set a limit keeps that role while it lives, and ``set_num_threads`` from any other thread
+  does nothing. The main thread never ends, so an op run in a worker thread used to keep the default thread
+  count and gave different bits. :func:`_set_threads` calls the library's own setter instead; the
+  process-wide count and lock here already do the coordination that guard exists for.
 * Parallelism comes from the emulator's own pool instead: the callers split work into pieces whose bounds
   depend on the shapes only (:mod:`.numerics`), and the pool computes them; one worker computes the very
   same pieces one after the other.
@@ -45,6 +50,13 @@ def worker_count(environ=os.environ) -> int:
 WORKERS = worker_count()
 
 
+def _set_threads(lib, count: int) -> None:
+    """Set a BLAS library's thread count from any thread (see the module docstring for why not
+    ``lib.set_num_threads``, which threadpoolctl ignores off its controlling thread)."""
+    setter = getattr(lib, "_real_set_num_threads", None) or lib.set_num_threads
+    setter(count)
+
+
 class _SingleThreadedBlas:
     """Context manager: inside, every BLAS library of the process runs on one thread.
 
@@ -74,7 +86,7 @@ class _SingleThreadedBlas:
                 for lib in self.libraries():
                     threads = lib.num_threads
                     if threads is not None and threads != 1:
-                        lib.set_num_threads(1)
+                        _set_threads(lib, 1)
                         self._restore.append((lib, threads))
         return self
 
@@ -83,7 +95,7 @@ class _SingleThreadedBlas:
             self._depth -= 1
             if self._depth == 0:
                 for lib, threads in self._restore:
-                    lib.set_num_threads(threads)
+                    _set_threads(lib, threads)
                 self._restore.clear()
 
     @property
@@ -102,7 +114,7 @@ def _init_worker() -> None:
     the workers only ever run emulator compute, so it stays for their lifetime."""
     for lib in single_threaded_blas.libraries():
         if getattr(lib, "threading_layer", None) == "openmp":
-            lib.set_num_threads(1)
+            _set_threads(lib, 1)
 
 
 def submit(fn, *args) -> Future:

@@ -6,9 +6,7 @@ import itertools
 import json
 import math
 import os
-import secrets
-import socket
-import time
+import stat
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._tempfiles import STALE_TEMP_SECONDS, remove_stale_temps, temp_name, writer_gone
 from . import _kernels
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
@@ -691,47 +690,16 @@ def _devices_view(mesh: MeshDevice, indices: list[int]) -> MeshDevice:
 _FORMAT = "tttv2.tensorbin/1"
 
 
-_STALE_TEMP_SECONDS = 24 * 3600  # a temporary file this old has no live writer, whatever host wrote it
-
-
-def _temp_name(path: Path) -> Path:
-    """``.<name>.<host>.<pid>.<random>.tmp`` next to ``path``: who writes it, so a later writer can tell if that
-    writer is gone."""
-    host = socket.gethostname().replace(".", "_") or "host"
-    return path.with_name(f".{path.name}.{host}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def _writer_gone(host: str, pid: str) -> bool:
-    if host != (socket.gethostname().replace(".", "_") or "host") or not pid.isdigit():
-        return False  # another machine's writer: only its age tells
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, owned by another user
-        return False
-    return False
+# one naming pattern and staleness rule for every writer of the project (tttv2/_tempfiles.py)
+_STALE_TEMP_SECONDS = STALE_TEMP_SECONDS
+_temp_name = temp_name
+_writer_gone = writer_gone
 
 
 def _remove_stale_temps(path: Path) -> None:
     """Delete the temporary files of ``path`` left by writers that were killed mid-write: those whose process
     (on this host) no longer exists, and any older than a day."""
-    prefix = f".{path.name}."
-    try:
-        candidates = [
-            p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")
-        ]
-    except OSError:
-        return
-    now = time.time()
-    for temp in candidates:
-        fields = temp.name[len(prefix) : -len(".tmp")].split(".")
-        try:
-            old = now - temp.stat().st_mtime > _STALE_TEMP_SECONDS
-            if old or (len(fields) == 3 and _writer_gone(fields[0], fields[1])):
-                temp.unlink()
-        except OSError:  # removed by another writer meanwhile, or not ours to remove
-            continue
+    remove_stale_temps(path.parent, path.name)
 
 
 def _atomic_write(path: Path, writer) -> None:
@@ -804,15 +772,72 @@ def load_tensor(file_name: str | os.PathLike, device: MeshDevice | None = None) 
     """Read a tensor written by :func:`dump_tensor`; onto ``device`` if given."""
     op = "ttnn.load_tensor"
     path = Path(file_name)
-    if not path.is_file():
+    stream = _open_regular(op, "file_name", path)
+    if stream is None:
         raise ValidationError(f"{op}: file_name: no such file {str(path)!r}")
-    with open(path, "rb") as stream:
+    with stream:
         host = _read_tensor(op, stream, path)
     return host if device is None else to_device(host, device)
 
 
+def _open_regular(op: str, arg: str, path: Path):
+    """``path`` opened for reading, or None when it does not exist. Anything but a regular file (a directory,
+    a FIFO, a device) raises at once: the file is opened without waiting for a writer (a FIFO would block the
+    open forever) and checked on the open descriptor, so there is no window between the check and the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValidationError(f"{op}: {arg}: cannot read the file {str(path)!r}: {exc}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValidationError(f"{op}: {arg}: {str(path)!r} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+_READ_CHUNK = 1 << 20
+
+
+def _read_npy(zf: zipfile.ZipFile, name: str) -> np.ndarray:
+    """One ``.npy`` member, verified end to end: the header must describe exactly the bytes the member holds
+    (a flipped shape or dtype is caught before anything is allocated), and the member is read to its end, so
+    the zip CRC of every byte is checked (``zipfile`` checks it only there)."""
+    info = zf.getinfo(name)
+    with zf.open(info) as member:
+        version = np.lib.format.read_magic(member)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+        if dtype.hasobject:
+            raise ValueError(f"{name}: object arrays are never written to tensor files")
+        data_bytes = math.prod(shape) * dtype.itemsize
+        if member.tell() + data_bytes != info.file_size:
+            raise ValueError(
+                f"{name}: the header describes {data_bytes} bytes of data, the member holds "
+                f"{info.file_size - member.tell()}"
+            )
+        array = np.empty(shape[::-1] if fortran else shape, dtype)
+        view = memoryview(array.reshape(-1).view(np.uint8))
+        filled = 0
+        while filled < data_bytes:  # 1 MiB at a time: copies that stay in cache (one big read is 4x slower)
+            chunk = member.read(min(_READ_CHUNK, data_bytes - filled))
+            if not chunk:
+                raise ValueError(f"{name}: the data ends after {filled} of {data_bytes} bytes")
+            view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        member.read()  # reaching the member's end is what makes zipfile check its CRC
+    return array.T if fortran else array
+
+
 def _read_tensor(op: str, stream, path: Path) -> Tensor:
-    """The host tensor in an open :func:`dump_tensor` file."""
+    """The host tensor in an open :func:`dump_tensor` file, verified end to end (every member's CRC, every
+    array's header against its size): a damaged file raises naming it, never loads as another tensor."""
     try:
         with zipfile.ZipFile(stream) as zf:
             meta = json.loads(zf.read("meta.json"))
@@ -825,38 +850,40 @@ def _read_tensor(op: str, stream, path: Path) -> Tensor:
             for i in range(meta["num_shards"]):
                 if dtype.is_block_float:
                     bits = 7 if dtype is DataType.BFLOAT8_B else 3
-                    with zf.open(f"shard{i}_exp.npy") as fe, zf.open(f"shard{i}_mant.npy") as fm:
-                        exps = np.lib.format.read_array(fe)
-                        mants = np.lib.format.read_array(fm)
+                    exps = _read_npy(zf, f"shard{i}_exp.npy")
+                    mants = _read_npy(zf, f"shard{i}_mant.npy")
                     flat = _kernels.bfp_unpack(exps, mants, bits)
                     width = shape[-1] if shape else 1
                     shards.append(np.ascontiguousarray(flat[:, :width].reshape(shape)))
                 else:
-                    with zf.open(f"shard{i}.npy") as fs:
-                        shards.append(np.lib.format.read_array(fs))
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, ValueError) as exc:
-        if isinstance(exc, ValidationError):
+                    shards.append(_read_npy(zf, f"shard{i}.npy"))
+            topology = None
+            if meta["distribution_shape"] is not None:
+                topology = TensorTopology(
+                    MeshShape(*meta["distribution_shape"]),
+                    tuple(_parse_placement(p) for p in meta["placements"]),
+                )
+            return Tensor(
+                shards, dtype, layout, None, None, topology if len(shards) > 1 else None, quantized=True
+            )
+    except ValidationError as exc:
+        if str(path) in str(exc):
             raise
         raise ValidationError(f"{op}: {path} is not a readable tensor file: {exc}") from exc
-    topology = None
-    if meta["distribution_shape"] is not None:
-        topology = TensorTopology(
-            MeshShape(*meta["distribution_shape"]), tuple(_parse_placement(p) for p in meta["placements"])
-        )
-    return Tensor(shards, dtype, layout, None, None, topology if len(shards) > 1 else None, quantized=True)
+    except MemoryError:
+        raise
+    except Exception as exc:  # any damage: zip structure, CRC, JSON, .npy header, shapes that do not fit
+        raise ValidationError(
+            f"{op}: {path} is not a readable tensor file: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _load_cached(path: Path) -> Tensor | None:
     """The cached host tensor, or None when there is no cache file (never written, or deleted meanwhile: the
     file is opened once, so there is no window between a check and the read)."""
-    try:
-        stream = open(path, "rb")  # noqa: SIM115 - closed by the with below; open alone may fail
-    except FileNotFoundError:
+    stream = _open_regular("ttnn.as_tensor", "cache_file_name", path)
+    if stream is None:
         return None
-    except OSError as exc:
-        raise ValidationError(
-            f"ttnn.as_tensor: cache_file_name: cannot read the cache file {str(path)!r}: {exc}"
-        ) from exc
     with stream:
         return _read_tensor("ttnn.as_tensor", stream, path)
 
