@@ -1,6 +1,6 @@
 """Benchmark the emulator's device-op kernels: C++ (tttv2._native) vs numpy reference vs torch CPU.
 
-Run from the project root:  python benchmarks/bench_ops.py
+Run from the project root:  python benchmarks/bench_ops.py [--shapes 32x4096,1024x4096] [--no-doc]
 Prints the machine, the command and a table, and writes the same into docs/performance.md under
 "## Device-op kernels (benchmarks/bench_ops.py)" (other sections of that file are kept).
 Times are medians of several runs of the full Python call (native includes the dispatcher and output
@@ -34,7 +34,8 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
-SHAPES = [(32, 4096), (1024, 4096), (2048, 8192)]
+# 32 rows × 2048 … 8192: the decode path (a batch of 32 users, one token each, across the model widths)
+SHAPES = [(32, 2048), (32, 4096), (32, 8192), (1024, 4096), (2048, 8192)]
 SECTION = "## Device-op kernels (benchmarks/bench_ops.py)"
 DOC = ROOT / "docs" / "performance.md"
 EPS = 1e-5
@@ -149,9 +150,9 @@ def machine_info() -> tuple[str, int]:
     return model, os.cpu_count() or 1
 
 
-def run(budget: float, max_repeats: int) -> list[list[str]]:
+def run(budget: float, max_repeats: int, shapes: list[tuple[int, int]]) -> list[list[str]]:
     table = []
-    for shape in SHAPES:
+    for shape in shapes:
         for name, impls, nbytes in make_cases(shape):
             present = {key: fn for key, fn in impls.items() if fn is not None}
             times = median_times(present, budget, max_repeats)
@@ -193,11 +194,24 @@ def write_doc(section: str) -> None:
     DOC.write_text(text.rstrip("\n") + "\n")
 
 
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    try:
+        shapes = [tuple(int(v) for v in item.lower().split("x")) for item in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
+        raise argparse.ArgumentTypeError(f"expected ROWSxCOLS[,ROWSxCOLS...], got {text!r}")
+    return shapes  # type: ignore[return-value]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (default 0.3)")
     parser.add_argument("--max-repeats", type=int, default=50, help="repeats per measurement at most")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/performance.md")
+    parser.add_argument(
+        "--shapes", type=parse_shapes, default=SHAPES, help="ROWSxCOLS,... (default: all of SHAPES)"
+    )
     args = parser.parse_args()
 
     if torch is not None:
@@ -210,7 +224,7 @@ def main() -> None:
     if _kernels.BACKEND != "native":
         sys.exit("unset TTTV2_KERNELS: this benchmark compares the native kernels against the others")
     busy_before, own_before, wall_before = cpu_busy_seconds(), os.times(), time.perf_counter()
-    table = run(args.budget, args.max_repeats)
+    table = run(args.budget, args.max_repeats, args.shapes)
     busy_after, own_after, wall = cpu_busy_seconds(), os.times(), time.perf_counter() - wall_before
     md = markdown_table(table)
     load = "unknown"

@@ -223,21 +223,23 @@ TTTV2_DEFINE_MULTIVERSION(softmax_range, (const float* x, float* dst, size_t beg
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t rows, size_t d) {
-  parallel_rows(rows, d,
-                [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); });
+  parallel_rows(
+      rows, d, [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); },
+      kOpMinElemsPerThread);
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
                 size_t d) {
-  parallel_rows(rows, d, [&](size_t begin, size_t end) {
-    layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d);
-  });
+  parallel_rows(
+      rows, d,
+      [&](size_t begin, size_t end) { layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d); },
+      kOpMinElemsPerThread);
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {
   parallel_rows(
       rows, d, [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); },
-      kMinElemsPerThreadCompute);
+      kOpMinElemsPerThreadCompute);
 }
 
 }  // namespace tttv2
