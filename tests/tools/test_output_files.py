@@ -218,3 +218,27 @@ def test_ctrl_c_between_two_renames_names_the_file_already_replaced(tmp_path, mo
     assert exc.value.written == [first] and first.read_text() == "new\n" and not second.exists()
     assert interrupted("tool", exc.value) == f"tool: interrupted; already written: {first}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.dot"]  # no temporary file left
+
+
+def test_temporary_files_are_new_private_and_never_an_existing_file(tmp_path, monkeypatch):
+    """The temporary file is created exclusively (mode 0600, a fresh random name each time), as mkstemp would, and
+    a folder where every name is taken is one clear error, not an overwrite."""
+    from tttv2_tools import _output
+
+    target = tmp_path / "out.json"
+    fd1, first = _output._create_temp(target)
+    fd2, second = _output._create_temp(target)
+    os.close(fd1)
+    os.close(fd2)
+    assert first != second and Path(first).parent == tmp_path and Path(first).name.startswith(".out.json.")
+    assert stat.S_IMODE(os.stat(first).st_mode) == 0o600 and Path(first).read_bytes() == b""
+    monkeypatch.setattr(_output.os, "urandom", lambda n: b"\x00" * n)
+    fd, taken = _output._create_temp(target)
+    os.close(fd)
+    with pytest.raises(FileExistsError, match="no unused temporary file name"):
+        _output._create_temp(target)
+    with pytest.raises(
+        OutputError, match=r"cannot write --dot to .*out\.json: no unused temporary file name"
+    ):
+        write([out(target)])
+    assert not target.exists() and Path(taken).exists()

@@ -8,12 +8,12 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from tttv2_tools import _output
 from tttv2_tools.trace_dependencies import analyze
 from tttv2_tools.trace_dependencies.cli import main
 from tttv2_tools.trace_dependencies.report import render, render_why
@@ -143,7 +143,7 @@ def test_permission_denied_exits_2_not_internal_error(g2, capsys, tmp_path, monk
         def refuse(*args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path))
 
-        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+        monkeypatch.setattr(_output, "_create_temp", refuse)
         folder = tmp_path
     target = folder / "out.json"
     code, out, err = run(capsys, g2 / "mlp.py", f"--json={target}")

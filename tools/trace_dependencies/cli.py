@@ -145,6 +145,11 @@ def parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="overwrite existing output files trace-deps did not write"
     )
     p.add_argument("--strict", action="store_true", help="exit 1 if anything was not understood")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="also print the terminal report when the outputs go to files (without an output it is the default)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no report and no progress")
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
     p.add_argument(
@@ -322,7 +327,9 @@ def _run(args: argparse.Namespace, err) -> int:
         from .report import render_why
 
         ok = render_why(view, args.why, _console(width))
-    elif STDOUT not in targets.values() and not args.quiet:
+    elif (args.report or not targets) and STDOUT not in targets.values() and not args.quiet:
+        # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report), so that
+        # writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for
         from .report import render
 
         render(view, _console(width), verbose=args.verbose)
