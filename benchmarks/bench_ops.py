@@ -39,6 +39,7 @@ SHAPES = [(32, 2048), (32, 4096), (32, 8192), (1024, 4096), (2048, 8192)]
 SECTION = "## Device-op kernels (benchmarks/bench_ops.py)"
 DOC = ROOT / "docs" / "performance.md"
 EPS = 1e-5
+ROUNDS = 5  # alternating blocks of runs per implementation (see median_times)
 
 
 def time_once(fn: Callable[[], object]) -> float:
@@ -47,21 +48,32 @@ def time_once(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def median_times(impls: dict[str, Callable[[], object]], budget: float, max_repeats: int) -> dict[str, float]:
+def median_times(
+    impls: dict[str, Callable[[], object]], budget: float, max_repeats: int, rounds: int = ROUNDS
+) -> dict[str, float]:
     """Median wall time of each callable over back-to-back runs (warm caches and threads).
 
-    Each callable gets as many runs (at most max_repeats) as fit in ~budget seconds after a warm-up run;
-    one slower than the budget (the numpy reference on big shapes) is timed twice and the faster run kept.
+    The runs are taken in ``rounds`` alternating blocks (native's block, then the reference's, then torch's, and
+    again), each block opened by one untimed warm-up call, so that a change in the machine's load during the
+    measurement (it is shared) weighs on every implementation alike instead of on whichever ran at that moment.
+    Each callable gets as many runs (at most max_repeats) as fit in ~budget seconds; one slower than the budget
+    (the numpy reference on big shapes) is timed twice and the faster run kept.
     """
-    medians = {}
+    samples: dict[str, list[float]] = {name: [] for name in impls}
+    per_block: dict[str, int] = {}
     for name, fn in impls.items():
-        first = time_once(fn)  # warm-up
+        first = time_once(fn)  # warm-up, and how long one call takes
         if first > budget:
-            medians[name] = min(first, time_once(fn))
+            samples[name].append(min(first, time_once(fn)))
             continue
         repeats = int(min(max_repeats, max(3, budget / max(time_once(fn), 1e-9))))
-        medians[name] = statistics.median(time_once(fn) for _ in range(repeats))
-    return medians
+        per_block[name] = max(1, -(-repeats // rounds))
+    for _ in range(rounds):
+        for name, count in per_block.items():
+            fn = impls[name]
+            fn()  # warm-up: the other implementations ran in between
+            samples[name].extend(time_once(fn) for _ in range(count))
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def cpu_busy_seconds() -> float | None:
@@ -243,7 +255,8 @@ def main() -> None:
             f"{versions} (torch.set_num_threads(2))\n"
             f"- command: `{command}`\n"
             f"- date: {date}; background load during the run: {load}\n\n"
-            "Median wall time of back-to-back Python calls (native includes the dispatcher and allocating "
+            "Median wall time of back-to-back Python calls, taken in 5 alternating blocks per implementation "
+            "(native includes the dispatcher and allocating "
             "the output; bfp8 pack+unpack is two calls). GB/s = bytes read + written / native time. "
             "torch has no block-float format, hence n/a. The machine is shared: numbers from runs with "
             "background load are noisy, and a kernel called cold (worker threads parked) runs closer to "

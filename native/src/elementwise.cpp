@@ -61,7 +61,7 @@ void rotary_interleaved(const float* x, const float* cos, const float* sin, floa
 }
 
 void silu_mul(const float* a, const float* b, float* dst, size_t n) {
-  parallel_for(n, kOpMinElemsPerThreadCompute, 16, [&](size_t begin, size_t end) {
+  parallel_for(n, kOpMinElemsPerThread, 16, [&](size_t begin, size_t end) {
     silu_mul_range_best(a + begin, b + begin, dst + begin, end - begin);
   });
 }

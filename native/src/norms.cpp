@@ -239,7 +239,7 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
 void softmax(const float* x, float* dst, size_t rows, size_t d) {
   parallel_rows(
       rows, d, [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); },
-      kOpMinElemsPerThreadCompute);
+      kOpMinElemsPerThread);
 }
 
 }  // namespace tttv2

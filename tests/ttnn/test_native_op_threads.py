@@ -1,7 +1,7 @@
 """The device-op kernels of tttv2._native give the same bits whatever the number of threads, on both sides of
-the size below which a call stays on the calling thread (kOpMinElemsPerThread / kOpMinElemsPerThreadCompute
-in native/src/kernels.hpp: 256K values for the compute-bound kernels, 512K for the memory-bound ones), and the
-number formats stay bit-exact with the numpy reference above it, where the work is cut between threads."""
+the size below which a call stays on the calling thread (kOpMinElemsPerThread in native/src/kernels.hpp: a
+second thread from 512K values, a third from 768K), and the number formats stay bit-exact with the numpy
+reference above it, where the work is cut between threads."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tttv2.ttnn._kernels import reference
 
 pytest.importorskip("tttv2._native", reason="C++ kernels not built (pip install -e .)")
 
-# decode shapes (one thread), then shapes above each threshold (two or more), one with a ragged last chunk
-SHAPES = [(32, 2048), (32, 8192), (64, 4096), (128, 4096), (161, 4096)]
+# decode shapes (one thread), then two threads (one shape with a ragged last chunk), then three
+SHAPES = [(32, 2048), (32, 8192), (128, 4096), (161, 4096), (200, 4096)]
 
 _OUTPUTS = r"""
 import hashlib, json, sys
