@@ -26,7 +26,9 @@ TTTV2_INLINE float madd(float a, float b, float c) {
 // e^x = 2^n · e^r with n = round(x / ln 2) and |r| <= ln(2)/2, e^r by its degree-7 Taylor polynomial
 // (truncation error < 1e-8 relative), 2^n applied as two exact power-of-two factors so that results in
 // the denormal range and overflow to +inf are rounded correctly. NaN propagates; -inf gives 0.
-template <int W>
+// kNonPositive: the caller guarantees x <= 0 or NaN (softmax's x - max): the same result with one clamp instead
+// of the symmetric one.
+template <int W, bool kNonPositive = false>
 TTTV2_INLINE float exp_f32(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // 16 significant bits: n * kLn2Hi is exact
@@ -34,7 +36,11 @@ TTTV2_INLINE float exp_f32(float x) {
   constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds |t| < 2^22 to an integer
   // e^-104 rounds to 0 and e^104 overflows to +inf. One symmetric clamp (two would become branches
   // that stop the loop from vectorising); the comparison is false for NaN, which passes through.
-  x = std::fabs(x) > 104.0f ? std::copysign(104.0f, x) : x;
+  if constexpr (kNonPositive) {
+    x = x < -104.0f ? -104.0f : x;
+  } else {
+    x = std::fabs(x) > 104.0f ? std::copysign(104.0f, x) : x;
+  }
   const float shifted = madd<W>(x, kLog2e, kShifter);
   const float n = shifted - kShifter;
   // the integer n sits in the low mantissa bits of `shifted`
