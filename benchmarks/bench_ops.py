@@ -10,6 +10,7 @@ allocation); GB/s is bytes read + written divided by the native time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -39,6 +40,8 @@ SHAPES = [(32, 2048), (32, 4096), (32, 8192), (1024, 4096), (2048, 8192)]
 SECTION = "## Device-op kernels (benchmarks/bench_ops.py)"
 DOC = ROOT / "docs" / "performance.md"
 EPS = 1e-5
+TORCH_THREADS = 2
+TORCH_1T = "torch, 1 thread"
 ROUNDS = 5  # alternating blocks of runs per implementation (see median_times)
 
 
@@ -62,18 +65,37 @@ def median_times(
     samples: dict[str, list[float]] = {name: [] for name in impls}
     per_block: dict[str, int] = {}
     for name, fn in impls.items():
-        first = time_once(fn)  # warm-up, and how long one call takes
-        if first > budget:
-            samples[name].append(min(first, time_once(fn)))
-            continue
-        repeats = int(min(max_repeats, max(3, budget / max(time_once(fn), 1e-9))))
+        with _torch_threads(1 if name == TORCH_1T else TORCH_THREADS):
+            first = time_once(fn)  # warm-up, and how long one call takes
+            if first > budget:
+                samples[name].append(min(first, time_once(fn)))
+                continue
+            once = time_once(fn)
+        repeats = int(min(max_repeats, max(3, budget / max(once, 1e-9))))
         per_block[name] = max(1, -(-repeats // rounds))
     for _ in range(rounds):
         for name, count in per_block.items():
             fn = impls[name]
-            fn()  # warm-up: the other implementations ran in between
-            samples[name].extend(time_once(fn) for _ in range(count))
+            with _torch_threads(1 if name == TORCH_1T else TORCH_THREADS):
+                fn()  # warm-up: the other implementations ran in between
+                samples[name].extend(time_once(fn) for _ in range(count))
     return {name: statistics.median(times) for name, times in samples.items()}
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    """torch's intra-op threads for a block of runs (torch ignores a setting equal to its current one)."""
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before != n:
+            torch.set_num_threads(before)
 
 
 def cpu_busy_seconds() -> float | None:
@@ -139,6 +161,7 @@ def make_cases(shape: tuple[int, int]) -> list[tuple[str, dict[str, Callable[[],
         }
         for name, impls, _ in cases:
             impls["torch"] = torch_ops.get(name)
+            impls[TORCH_1T] = torch_ops.get(name)  # the same call, its blocks run with one torch thread
     return cases
 
 
@@ -168,8 +191,9 @@ def run(budget: float, max_repeats: int, shapes: list[tuple[int, int]]) -> list[
         for name, impls, nbytes in make_cases(shape):
             present = {key: fn for key, fn in impls.items() if fn is not None}
             times = median_times(present, budget, max_repeats)
-            native, torch_time = times["native"], times.get("torch")
+            native, torch_time, torch_1t = times["native"], times.get("torch"), times.get(TORCH_1T)
             speedup = f"{torch_time / native:.2f}×" if torch_time is not None else "n/a"
+            speedup_1t = f"{torch_1t / native:.2f}×" if torch_1t is not None else "n/a"
             row = [
                 name,
                 f"{shape[0]}×{shape[1]}",
@@ -177,6 +201,8 @@ def run(budget: float, max_repeats: int, shapes: list[tuple[int, int]]) -> list[
                 fmt_time(times.get("reference")),
                 fmt_time(torch_time),
                 speedup,
+                fmt_time(torch_1t),
+                speedup_1t,
                 f"{nbytes / native / 1e9:.1f}",
             ]
             table.append(row)
@@ -184,7 +210,17 @@ def run(budget: float, max_repeats: int, shapes: list[tuple[int, int]]) -> list[
     return table
 
 
-HEADER = ["op", "shape", "native", "numpy reference", "torch CPU", "torch / native", "native GB/s"]
+HEADER = [
+    "op",
+    "shape",
+    "native",
+    "numpy reference",
+    "torch CPU (2 threads)",
+    "torch / native",
+    "torch CPU (1 thread)",
+    "torch 1 thread / native",
+    "native GB/s",
+]
 
 
 def markdown_table(table: list[list[str]]) -> str:
@@ -227,7 +263,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if torch is not None:
-        torch.set_num_threads(2)
+        torch.set_num_threads(TORCH_THREADS)
     model, cores = machine_info()
     command = "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
     versions = f"numpy {np.__version__}, torch {torch.__version__ if torch is not None else 'not installed'}"
@@ -252,13 +288,15 @@ def main() -> None:
         section = (
             f"{SECTION}\n\n"
             f"- machine: {model}, {cores} cores; {platform.python_implementation()} {platform.python_version()}, "
-            f"{versions} (torch.set_num_threads(2))\n"
+            f"{versions} (torch.set_num_threads(2); the 1-thread column: set to 1 for its blocks)\n"
             f"- command: `{command}`\n"
             f"- date: {date}; background load during the run: {load}\n\n"
             "Median wall time of back-to-back Python calls, taken in 5 alternating blocks per implementation "
             "(native includes the dispatcher and allocating "
             "the output; bfp8 pack+unpack is two calls). GB/s = bytes read + written / native time. "
-            "torch has no block-float format, hence n/a. The machine is shared: numbers from runs with "
+            "torch has no block-float format, hence n/a. torch with 2 threads needs both cores at once at every "
+            "call: on the busy machine its medians jump to 15-70 ms in some rows (a thread waiting for a core), "
+            "which the 1-thread column does not suffer. The machine is shared: numbers from runs with "
             "background load are noisy, and a kernel called cold (worker threads parked) runs closer to "
             "single-threaded speed.\n\n"
             f"{md}\n"
