@@ -338,7 +338,10 @@ def _run(args: argparse.Namespace, err) -> int:
             err.print(f"trace-deps: error: --why {args.why!r}: nothing by that name in the graph")
         return 2
     if args.strict and (analysis.unknowns() or analysis.skipped):
-        err.print("trace-deps: --strict: some constructs were not understood (see the report)")
+        err.print(
+            "trace-deps: --strict: some constructs were not understood "
+            "(listed in the report, and in the JSON's unknowns and skipped)"
+        )
         return 1
     return 0
 
