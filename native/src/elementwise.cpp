@@ -40,7 +40,7 @@ TTTV2_INLINE void silu_mul_range(const float* __restrict a, const float* __restr
                                  size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float v = a[i];
-    dst[i] = v / (1.0f + exp_f32<W>(-v)) * b[i];
+    dst[i] = v / (1.0f + exp_f32_plus_one_only<W>(-v)) * b[i];
   }
 }
 
