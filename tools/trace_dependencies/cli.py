@@ -253,6 +253,8 @@ def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
     on_stdout = [f"--{fmt}" for fmt, target in targets.items() if target == STDOUT]
     if args.why and on_stdout and on_stdout != ["--json"]:
         on_stdout.append("--why")
+    if args.report and on_stdout:  # the report goes to stdout too
+        on_stdout.append("--report")
     if len(on_stdout) > 1:
         raise UsageError(
             f"only one output can go to stdout, got {' '.join(on_stdout)}; give the others as --FORMAT=FILE"
