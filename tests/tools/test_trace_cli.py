@@ -107,8 +107,15 @@ def test_graph_formats_to_files(tmp_path, capsys):
     assert svg.startswith("<svg") and svg.count('class="node"') == len(
         json.loads(paths["json"].read_text())["nodes"]
     )
+    # an output file is the chosen output: no report (rich is not even imported), unless --report asks for it
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}")
+    assert code == 0 and err == f"wrote {paths['dot']} (dot)\n" and out == ""
+    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "--report")
     assert f"wrote {paths['dot']} (dot)" in err and "Config reads" in out
+    # the report never shares stdout with an output
+    code, out, err = run(capsys, MLP, CFG, "--json", "--report")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "only one output can go to stdout, got --json --report" in err
 
 
 def test_mode_topology_focus_why(capsys):
