@@ -106,6 +106,15 @@ def dotted_module_of(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
+def first_party_folder(path: Path) -> Path:
+    """The folder above the input's top package (``/repo`` for ``/repo/models/tt/mlp.py``): where Python finds
+    the project's own modules, as ``python -m pytest`` run from the repository would."""
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file():
+        folder = folder.parent
+    return folder
+
+
 def first_party_roots(path: Path) -> set[str]:
     """Top-level packages of the project the input belongs to (the folders next to its top package), which
     isort-style sorting puts in the first-party section."""

@@ -1,0 +1,91 @@
+"""Every name a generated module reads resolves, and it imports (issue 21, items 3 and 5): the check on the
+finished text (``tools/refactor/names.py``) and what it catches in a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tttv2_tools.refactor import cli
+from tttv2_tools.refactor.helpers import HelperCopier
+from tttv2_tools.refactor.names import import_errors, undefined_names
+from tttv2_tools.refactor.run import plan_run
+
+INPUTS = Path(__file__).parent / "inputs"
+
+SCOPED = """
+import os
+from x import y as z
+A = 1
+
+
+def f(p, q=undefined_default):
+    r = [k for k in p if k > missing_in_comp]
+    lam = lambda v: v + missing_lam + A
+    inner = [[j for j in k] for k in r]
+
+    class K:
+        w = missing_cls
+        u = p
+
+    global G
+    G = 2
+    return num_to_corerange(r), nearest_32, os, z, G, print, __file__, lam, inner, K
+
+
+def g(a=lambda: late):
+    return G, H, a
+
+
+for H in []:
+    pass
+"""
+
+
+def test_reads_that_no_scope_binds_are_gaps_with_their_line():
+    gaps = undefined_names(SCOPED, "m_1d.py")
+    assert [(g.loc, g.what) for g in gaps] == [
+        ("m_1d.py:7", "undefined_default"),
+        ("m_1d.py:8", "missing_in_comp"),
+        ("m_1d.py:9", "missing_lam"),
+        ("m_1d.py:13", "missing_cls"),
+        ("m_1d.py:18", "nearest_32"),
+        ("m_1d.py:18", "num_to_corerange"),
+        ("m_1d.py:21", "late"),
+    ]
+    assert "neither defined nor imported" in gaps[0].reason
+
+
+def test_a_star_import_leaves_the_names_to_the_import_check():
+    assert undefined_names("from os.path import *\nprint(join, nowhere)\n", "m.py") == []
+
+
+def test_what_raises_at_import_is_a_gap_at_its_line():
+    gaps = import_errors(
+        {
+            "ok_1d.py": "import math\nfrom tttv2 import ttnn\nX = ttnn.bfloat16\n",
+            "missing_1d.py": "\n\nimport no_such_module_anywhere\n",
+            "decorated_1d.py": "@deco\ndef f():\n    pass\n",
+            "emulated_1d.py": "import ttnn\nY = ttnn.TILE_LAYOUT\n",
+        },
+        [],
+    )
+    assert [(g.loc, g.what) for g in gaps] == [("decorated_1d.py:1", "import"), ("missing_1d.py:3", "import")]
+    assert "NameError: name 'deco' is not defined" in gaps[0].reason
+    assert "ModuleNotFoundError" in gaps[1].reason
+
+
+def test_a_name_the_codemod_forgets_to_import_fails_the_run(tmp_path, monkeypatch, capsys):
+    """The codemod made to drop what it should import: the run is not clean (exit 1, nothing written), and the
+    gap names the generated file and line."""
+    monkeypatch.syspath_prepend(str(INPUTS))
+    monkeypatch.setattr(HelperCopier, "_import", lambda self, local, *rest: None)
+    run = plan_run(INPUTS / "rhelp" / "ffn.py", None, out=tmp_path / "out")
+    names = [g for g in run.gaps if "neither defined nor imported" in g.reason]
+    assert {g.what for g in names} >= {"nearest_32", "math"}
+    text = next(p.text for p in run.planned if p.path.name == "ffn_1d.py").splitlines()
+    for gap in names:
+        file, line = gap.loc.rsplit(":", 1)
+        assert file == "ffn_1d.py" and gap.what in text[int(line) - 1]
+    code = cli.main([str(INPUTS / "rhelp" / "ffn.py"), "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == 1 and not (tmp_path / "out").exists()
+    assert "ffn_1d.py:" in capsys.readouterr().err

@@ -1,0 +1,298 @@
+"""Every name a generated module reads resolves: a check on the finished text, before anything is written.
+
+A module-level name is *defined* when the module assigns it (``x = …``, ``def``, ``class``, ``for``, ``with …
+as``, ``except … as``, a walrus, an assignment under ``global`` in a function) or imports it. A read of a name
+that the scopes around it (function, class, lambda, comprehension: Python's own scoping, as ``symtable``
+computes it) do not bind, that the module does not define, and that is neither a builtin nor one of the names
+every module has (``__name__``, ``__file__``, …) would raise ``NameError`` when that line runs: each one is a
+gap at ``file:line`` of the generated module, never a clean exit.
+
+Then :func:`import_errors` imports the modules in a fresh interpreter, with the library's emulator as ``ttnn``
+(what ``from tttv2 import ttnn`` gives them anyway, also for a module the generated code imports that says
+``import ttnn``), so that an error raised at import time (a missing module, a name a decorator or class body
+reads) is a gap too.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import subprocess
+import symtable
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import Gap
+
+#: Names every module has without defining them.
+MODULE_NAMES = frozenset(
+    {
+        "__name__",
+        "__file__",
+        "__doc__",
+        "__package__",
+        "__spec__",
+        "__loader__",
+        "__builtins__",
+        "__path__",
+        "__cached__",
+        "__annotations__",
+        "__dict__",
+    }
+)
+BUILTINS = frozenset(dir(builtins))
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def undefined_names(text: str, file_name: str) -> list[Gap]:
+    """The reads of ``text`` (a module's source, which compiles) that resolve to no definition, in line order."""
+    tree = ast.parse(text, filename=file_name)
+    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
+        return []  # a star import defines names no static check can list; the import check covers the module
+    table = symtable.symtable(text, file_name, "exec")
+    defined = _module_definitions(table)
+    unresolved: dict[int, set[str]] = {}  # id of the scope node -> names it reads that resolve to the module
+    _collect(tree, table, defined, unresolved)
+    gaps: list[Gap] = []
+    seen: set[tuple[int, str]] = set()
+    for scope_node in [tree, *(n for n in ast.walk(tree) if isinstance(n, (*_SCOPES, *_COMPREHENSIONS)))]:
+        names = unresolved.get(id(scope_node))
+        if not names:
+            continue
+        for node in _own_nodes(scope_node):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+                key = (node.lineno, node.id)
+                if key not in seen:
+                    seen.add(key)
+                    gaps.append(
+                        Gap(
+                            f"{file_name}:{node.lineno}",
+                            node.id,
+                            "read by the generated code but neither defined nor imported in it (NameError when "
+                            "this line runs)",
+                        )
+                    )
+    return sorted(gaps, key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
+
+
+def _module_definitions(table: symtable.SymbolTable) -> set[str]:
+    """Names the module binds: its own assignments and imports, and assignments under ``global`` anywhere."""
+    defined = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    stack = list(table.get_children())
+    while stack:
+        child = stack.pop()
+        stack.extend(child.get_children())
+        for symbol in child.get_symbols():
+            if symbol.is_declared_global() and (symbol.is_assigned() or symbol.is_imported()):
+                defined.add(symbol.get_name())
+    return defined
+
+
+def _collect(
+    tree: ast.Module, table: symtable.SymbolTable, defined: set[str], out: dict[int, set[str]]
+) -> None:
+    """Pair each scope node of ``tree`` with its symbol table and note the names it reads from the module scope
+    that the module does not define."""
+    pending = [(tree, table)]
+    while pending:
+        node, scope = pending.pop()
+        missing = set()
+        for symbol in scope.get_symbols():
+            name = symbol.get_name()
+            if not symbol.is_referenced() or name in defined or name in BUILTINS or name in MODULE_NAMES:
+                continue
+            if (
+                scope.get_type() == "module"
+                or symbol.is_global()
+                or (scope.get_type() == "class" and not symbol.is_local() and not symbol.is_free())
+            ):
+                missing.add(name)
+        if missing:
+            out[id(node)] = missing
+        children = list(scope.get_children())
+        for inner in _inner_scopes(node):
+            match = _match(inner, children)
+            if match is not None:
+                children.remove(match)
+                pending.append((inner, match))
+
+
+_TABLE_NAMES = {
+    ast.Lambda: "lambda",
+    ast.ListComp: "listcomp",
+    ast.SetComp: "setcomp",
+    ast.DictComp: "dictcomp",
+    ast.GeneratorExp: "genexpr",
+}
+
+
+def _match(node: ast.AST, tables: list[symtable.SymbolTable]) -> symtable.SymbolTable | None:
+    """The symbol table of one scope node: same first line and name (``lambda``, ``listcomp``, … for the
+    anonymous ones)."""
+    name = getattr(node, "name", None) or _TABLE_NAMES[type(node)]
+    for table in tables:
+        if table.get_lineno() == node.lineno and table.get_name() == name:
+            return table
+    return None  # pragma: no cover - symtable lists every scope ast has
+
+
+def _inner_scopes(node: ast.AST) -> list[ast.AST]:
+    """The scopes nested directly in ``node``, in source order."""
+    return [n for n in _own_nodes(node) if n is not node and isinstance(n, (*_SCOPES, *_COMPREHENSIONS))]
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes evaluated in ``scope`` itself, nested scope nodes included (not their bodies: a nested def's
+    decorators, defaults and annotations, a class's bases and a comprehension's first iterable run in the
+    enclosing scope, the rest in their own)."""
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        roots: list[ast.AST] = [*_params(scope.args), *scope.body]
+    elif isinstance(scope, ast.Lambda):
+        roots = [*_params(scope.args), scope.body]
+    elif isinstance(scope, _COMPREHENSIONS):
+        roots = _comprehension_inner(scope)
+    else:  # the module, a class
+        roots = list(scope.body)
+    out: list[ast.AST] = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        inner = (
+            _outer_parts(node)
+            if isinstance(node, (*_SCOPES, *_COMPREHENSIONS))
+            else ast.iter_child_nodes(node)
+        )
+        stack.extend(reversed(list(inner)))
+    return out
+
+
+def _params(args: ast.arguments) -> list[ast.AST]:
+    """The parameter nodes (their names are bound in the function's scope, not read)."""
+    return [*args.posonlyargs, *args.args, *args.kwonlyargs, *(a for a in (args.vararg, args.kwarg) if a)]
+
+
+def _outer_parts(node: ast.AST) -> list[ast.AST]:
+    """The parts of a nested scope node that its enclosing scope evaluates."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = node.args
+        return [
+            *node.decorator_list,
+            *args.defaults,
+            *(d for d in args.kw_defaults if d is not None),
+            *(a.annotation for a in _params(args) if a.annotation is not None),
+            *([node.returns] if node.returns else []),
+        ]
+    if isinstance(node, ast.Lambda):
+        return [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+    return [node.generators[0].iter]  # a comprehension
+
+
+def _comprehension_inner(node: ast.AST) -> list[ast.AST]:
+    """What a comprehension evaluates in its own scope: targets, conditions, later iterables, the element."""
+    parts: list[ast.AST] = []
+    for index, generator in enumerate(node.generators):
+        parts.append(generator.target)
+        if index:
+            parts.append(generator.iter)
+        parts.extend(generator.ifs)
+    if isinstance(node, ast.DictComp):
+        parts += [node.key, node.value]
+    else:
+        parts.append(node.elt)
+    return parts
+
+
+# ---------------------------------------------------------------------------------------------- import check
+
+_IMPORTER = r"""
+import importlib.util, json, sys, traceback
+import tttv2.ttnn as _emulator
+sys.modules.setdefault("ttnn", _emulator)
+results = {}
+for name, path in json.loads(sys.argv[1]):
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # anything raised while importing is the finding
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        line = frames[-1].lineno if frames else 1
+        results[name] = [line, f"{type(exc).__name__}: {exc}".splitlines()[0][:300]]
+print(json.dumps(results))
+"""
+
+
+def import_errors(modules: dict[str, str], roots: list[Path], timeout: float = 120.0) -> list[Gap]:
+    """Import each generated module (file name -> source text) in a fresh interpreter that sees ``roots`` (the
+    first-party root of the input, for what the generated code imports from it). Whatever raises is a gap at
+    the line of the generated module it came from."""
+    if not modules:
+        return []
+    with tempfile.TemporaryDirectory(prefix="tttv2-refactor-import-") as folder:
+        entries = []
+        for index, (file_name, text) in enumerate(sorted(modules.items())):
+            path = Path(folder) / f"_tttv2_refactor_check_{index}.py"
+            path.write_text(text, encoding="utf-8")
+            entries.append((f"_tttv2_refactor_check_{index}", str(path), file_name))
+        env = dict(os.environ)
+        extra = [str(r) for r in roots]
+        env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH", "")])])
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _IMPORTER, json.dumps([[n, p] for n, p, _ in entries])],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=folder,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return [
+                Gap(file_name, "import", f"importing the generated module took longer than {timeout:.0f} s")
+                for _, _, file_name in entries
+            ]
+    try:
+        results = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    except json.JSONDecodeError:
+        results = None
+    if results is None:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return [
+            Gap(file_name, "import", f"the import check did not run: {reason}") for _, _, file_name in entries
+        ]
+    gaps = []
+    for name, _path, file_name in entries:
+        if name in results:
+            line, message = results[name]
+            gaps.append(
+                Gap(f"{file_name}:{line}", "import", f"importing the generated module raises {message}")
+            )
+    return gaps
+
+
+def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
+    """The gaps of the generated modules as they would be written (file name -> text): names that resolve to
+    nothing, then what importing them raises (an import error already reported as an undefined name of that
+    line is not repeated)."""
+    gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
+    reported = {(g.loc, g.what) for g in gaps}
+    for gap in import_errors(texts, [root] if root is not None else []):
+        if not any(
+            loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported
+        ):
+            gaps.append(gap)
+    return gaps
+
+
+__all__ = ["BUILTINS", "MODULE_NAMES", "import_errors", "output_gaps", "undefined_names"]
