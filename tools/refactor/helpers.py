@@ -20,6 +20,7 @@ from .binding import helper_pure_call
 from .cleanup import remove_dead_code
 from .cstutil import code, names_read
 from .errors import Gap
+from .imports import resolve_module
 from .source import Inputs, ParsedFile
 from .specialise import Decisions, fact_replacements, specialise
 from .track import Provenance
@@ -128,6 +129,10 @@ def first_party_roots(path: Path) -> set[str]:
     return roots
 
 
+def _import_text(module: str, name: str | None, local: str) -> str:
+    return code(import_statement(module, name, local)).strip()
+
+
 def import_statement(module: str, name: str | None, local: str) -> cst.SimpleStatementLine:
     if name is None:
         text = f"import {module}" if module.split(".", 1)[0] == local else f"import {module} as {local}"
@@ -149,6 +154,10 @@ class HelperCopier:
         self.imports: dict[str, tuple[str, str | None, str]] = {}  # local -> (module, name, local)
         self.sources: dict[str, str] = {}  # copied name -> file:line it came from
         self.helper_ops = helper_ops
+        self.root = first_party_folder(inputs.module.path)
+        self.extra: dict[
+            str, ParsedFile
+        ] = {}  # files read only to copy a helper (the analysis did not read them)
 
     def require(self, names: set[str], file: str, where: str) -> None:
         """Make every name in ``names`` (read by code of ``file``) available at run time."""
@@ -166,39 +175,71 @@ class HelperCopier:
 
     def _import(self, local: str, module: str, imported: str | None, file: str, where: str) -> None:
         root = module.lstrip(".").split(".", 1)[0]
-        if module.startswith(".") or root not in RUNTIME_MODULES:
-            target = self._find_file(module, imported)
-            if target is not None:
-                target_file, target_name = target
-                self._copy(target_name, target_file, local=local)
-                return
+        if not module.startswith(".") and root in RUNTIME_MODULES:
+            self.imports[local] = (module, imported, local)
+            return
+        resolved = None if module.startswith(".") else resolve_module(module, self.root)
+        if resolved is None:
             self.gaps.append(
                 Gap(
                     where,
                     local,
-                    f"needed at run time and imported from {module} (not copyable: not a function of an analysed file)",
+                    f"needed at run time and imported from {module}, which resolves to no file under "
+                    f"{self.root} and to no installed package",
                 )
             )
             return
-        self.imports[local] = (module, imported, local)
+        if resolved.installed or imported is None:
+            # a stable symbol of an importable module (an installed package), or a module object
+            self.imports[local] = (module, imported, local)
+            kind = "an installed package" if resolved.installed else "a module of the project"
+            self.sources[local] = f"imported: `{_import_text(module, imported, local)}` ({kind})"
+            return
+        target_file = self._file_of(resolved.path)
+        table = self.names[target_file]
+        statement = table.definitions.get(imported)
+        if statement is None and imported in table.imports:  # re-exported: where that file has it from
+            inner_module, inner_name = table.imports[imported]
+            self._import(local, inner_module, inner_name, target_file, where)
+            return
+        if statement is None:
+            self.gaps.append(
+                Gap(where, local, f"needed at run time and imported from {module}, which does not define it")
+            )
+            return
+        if isinstance(statement, cst.ClassDef):
+            # a class keeps its identity: the members TTTv1's own objects hold are the ones the code compares with
+            self.imports[local] = (module, imported, local)
+            self.sources[local] = (
+                f"imported: `{_import_text(module, imported, local)}` (a class of {target_file}, kept as TTTv1's "
+                "own so that its values stay the same objects)"
+            )
+            return
+        self._copy(imported, target_file, local=local)
 
-    def _find_file(self, module: str, imported: str | None) -> tuple[str, str] | None:
-        if imported is None:
-            return None
-        tail = module.lstrip(".").rsplit(".", 1)[-1] + ".py"
-        for file, table in self.names.items():
-            if (file == tail or file.endswith("/" + tail)) and imported in table.definitions:
-                statement = table.definitions[imported]
-                if isinstance(statement, cst.FunctionDef) or not isinstance(statement, cst.ClassDef):
-                    return file, imported
-        return None
+    def _file_of(self, path: Path) -> str:
+        """The display name of a resolved source file: the analysed file it is, else the file, read now."""
+        for name, parsed in self.inputs.files.items():
+            if parsed.path.resolve() == path:
+                return name
+        for name, parsed in self.extra.items():
+            if parsed.path == path:
+                return name
+        name = path.relative_to(self.root.resolve()).as_posix()
+        parsed = ParsedFile.load(path, name)
+        self.extra[name] = parsed
+        self.names[name] = module_names(parsed)
+        return name
+
+    def _parsed(self, file: str) -> ParsedFile:
+        return self.inputs.files.get(file) or self.extra[file]
 
     def _copy(self, name: str, file: str, local: str | None = None) -> None:
         statement = self.names[file].definitions[name]
         if isinstance(statement, cst.ClassDef):
             self.gaps.append(
                 Gap(
-                    f"{file}:{self.inputs.files[file].line_of(statement) or 1}",
+                    f"{file}:{self._parsed(file).line_of(statement) or 1}",
                     name,
                     "a class needed at run time (classes are not copied)",
                 )
@@ -206,7 +247,7 @@ class HelperCopier:
             return
         key = local or name
         self.copied[key] = statement  # placeholder to stop recursion
-        parsed = self.inputs.files[file]
+        parsed = self._parsed(file)
         if isinstance(statement, cst.FunctionDef):
             replacements = fact_replacements(parsed, self.inputs.analysis.fact_sites, self.topology, "decode")
             replacements = {

@@ -35,6 +35,7 @@ from .cstutil import (
 )
 from .errors import Gap
 from .naming import context_name
+from .reiterable import yields_iterator
 from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
 from .walk import hot_paths, visit_read_only, walk
 
@@ -451,6 +452,8 @@ class Hoister(TrackingTransformer):
             )
         if isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
             return None
+        if yields_iterator(node):
+            return None  # an iterator is made per call, as TTTv1 makes it; its parts may be fields
         if not self._depends_on_construction(node) and not _is_choice(node):
             return None
         if self.scope.is_static(node, device_static=self.leaves_only):
