@@ -2,7 +2,9 @@
 
 * Run-time code (the forwards) needs helper functions such as ``tt_all_reduce``: they are copied into the new
   file, specialised for its topology like the class, with what they need in turn (constants, other helpers,
-  standard-library imports). Nothing is imported from the TTTv1 package at run time.
+  standard-library imports), also from files the analysis did not read (found by :mod:`imports`). Only a
+  class of the TTTv1 package (an enum whose members TTTv1's objects hold) and installed packages are imported
+  at run time.
 * Construction code (``from_model_args``) may use the TTTv1 package: the names it needs are imported there,
   lazily, from where the TTTv1 module imported them.
 """
@@ -20,7 +22,7 @@ from .binding import helper_pure_call
 from .cleanup import remove_dead_code
 from .cstutil import code, names_read
 from .errors import Gap
-from .imports import resolve_module
+from .imports import Resolved, resolve_module
 from .source import Inputs, ParsedFile
 from .specialise import Decisions, fact_replacements, specialise
 from .track import Provenance
@@ -182,10 +184,10 @@ class HelperCopier:
         if resolved is None:
             self.gaps.append(
                 Gap(
-                    where,
+                    self._import_loc(file, local, where),
                     local,
                     f"needed at run time and imported from {module}, which resolves to no file under "
-                    f"{self.root} and to no installed package",
+                    f"{self.root} (or a folder above it) and to no installed package",
                 )
             )
             return
@@ -195,7 +197,7 @@ class HelperCopier:
             kind = "an installed package" if resolved.installed else "a module of the project"
             self.sources[local] = f"imported: `{_import_text(module, imported, local)}` ({kind})"
             return
-        target_file = self._file_of(resolved.path)
+        target_file = self._file_of(resolved)
         table = self.names[target_file]
         statement = table.definitions.get(imported)
         if statement is None and imported in table.imports:  # re-exported: where that file has it from
@@ -204,7 +206,11 @@ class HelperCopier:
             return
         if statement is None:
             self.gaps.append(
-                Gap(where, local, f"needed at run time and imported from {module}, which does not define it")
+                Gap(
+                    self._import_loc(file, local, where),
+                    local,
+                    f"needed at run time and imported from {module}, which does not define it",
+                )
             )
             return
         if isinstance(statement, cst.ClassDef):
@@ -217,15 +223,31 @@ class HelperCopier:
             return
         self._copy(imported, target_file, local=local)
 
-    def _file_of(self, path: Path) -> str:
-        """The display name of a resolved source file: the analysed file it is, else the file, read now."""
+    def _import_loc(self, file: str, local: str, where: str) -> str:
+        """``file:line`` of the import statement of ``file`` that binds ``local`` (else ``where``)."""
+        parsed = self._parsed(file)
+        for statement in parsed.module.body:
+            for small in (
+                getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ()
+            ):
+                names = small.names if isinstance(small, (cst.Import, cst.ImportFrom)) else ()
+                if not isinstance(names, cst.ImportStar) and any(_local(a) == local for a in names):
+                    return f"{file}:{parsed.line_of(statement) or 1}"
+        return where  # pragma: no cover - module_names found the import in this file's top-level statements
+
+    def _file_of(self, resolved: Resolved) -> str:
+        """The display name of a resolved source file: the analysed file it is, else the file, read now (named
+        after its module: ``models/tt_transformers/tt/model_config.py``)."""
+        path = resolved.path
         for name, parsed in self.inputs.files.items():
             if parsed.path.resolve() == path:
                 return name
         for name, parsed in self.extra.items():
             if parsed.path == path:
                 return name
-        name = path.relative_to(self.root.resolve()).as_posix()
+        name = "/".join(resolved.module.split(".")) + (
+            "/__init__.py" if path.name == "__init__.py" else ".py"
+        )
         parsed = ParsedFile.load(path, name)
         self.extra[name] = parsed
         self.names[name] = module_names(parsed)

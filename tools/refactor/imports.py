@@ -42,12 +42,25 @@ def _in_folder(folder: Path, parts: list[str]) -> Path | None:
     return None
 
 
+def import_root(start: Path, top: str) -> Path | None:
+    """The nearest folder at or above ``start`` that holds the top-level package or module ``top``: where
+    running from the repository finds it, also when its folders have no ``__init__.py`` (namespace packages,
+    as in a checkout of tt-metal's ``models/``)."""
+    folder = start.resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / top).is_dir() or (candidate / f"{top}.py").is_file():
+            return candidate
+    return None
+
+
 def resolve_module(module: str, root: Path) -> Resolved | None:
-    """``module`` (absolute, dotted) as the import system would find it from the project at ``root``; None when
+    """``module`` (absolute, dotted) as the import system would find it from the project at ``root`` (the
+    input's first-party root, or a folder above it that holds the module's top-level package); None when
     nothing provides it."""
     parts = module.split(".")
     if not all(parts):
         return None
+    root = import_root(root, parts[0]) or root
     local = _in_folder(root, parts)
     if local is not None:
         return Resolved(module, local.resolve(), installed=False)
@@ -76,4 +89,4 @@ def _extension(folder: Path, name: str) -> bool:
         return False
 
 
-__all__ = ["Resolved", "resolve_module"]
+__all__ = ["Resolved", "import_root", "resolve_module"]

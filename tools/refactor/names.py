@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import Gap
+from .imports import import_root
 
 #: Names every module has without defining them.
 MODULE_NAMES = frozenset(
@@ -58,25 +59,22 @@ def undefined_names(text: str, file_name: str) -> list[Gap]:
     defined = _module_definitions(table)
     unresolved: dict[int, set[str]] = {}  # id of the scope node -> names it reads that resolve to the module
     _collect(tree, table, defined, unresolved)
-    gaps: list[Gap] = []
-    seen: set[tuple[int, str]] = set()
+    lines: dict[str, set[int]] = {}  # name -> the lines that read it
     for scope_node in [tree, *(n for n in ast.walk(tree) if isinstance(n, (*_SCOPES, *_COMPREHENSIONS)))]:
         names = unresolved.get(id(scope_node))
         if not names:
             continue
         for node in _own_nodes(scope_node):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
-                key = (node.lineno, node.id)
-                if key not in seen:
-                    seen.add(key)
-                    gaps.append(
-                        Gap(
-                            f"{file_name}:{node.lineno}",
-                            node.id,
-                            "read by the generated code but neither defined nor imported in it (NameError when "
-                            "this line runs)",
-                        )
-                    )
+                lines.setdefault(node.id, set()).add(node.lineno)
+    gaps = []
+    for name, where in lines.items():
+        first, *more = sorted(where)
+        also = (
+            f"; also read at line{'s' if len(more) > 1 else ''} {', '.join(map(str, more))}" if more else ""
+        )
+        reason = f"read by the generated code but neither defined nor imported in it (NameError when this line runs{also})"
+        gaps.append(Gap(f"{file_name}:{first}", name, reason))
     return sorted(gaps, key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
 
 
@@ -216,6 +214,7 @@ _IMPORTER = r"""
 import importlib.util, json, sys, traceback
 import tttv2.ttnn as _emulator
 sys.modules.setdefault("ttnn", _emulator)
+sys.path.extend(json.loads(sys.argv[2]))  # after the standard library and site-packages: a project file never shadows them
 results = {}
 for name, path in json.loads(sys.argv[1]):
     try:
@@ -243,13 +242,16 @@ def import_errors(modules: dict[str, str], roots: list[Path], timeout: float = 1
             path = Path(folder) / f"_tttv2_refactor_check_{index}.py"
             path.write_text(text, encoding="utf-8")
             entries.append((f"_tttv2_refactor_check_{index}", str(path), file_name))
-        env = dict(os.environ)
-        extra = [str(r) for r in roots]
-        env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH", "")])])
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         try:
             done = subprocess.run(
-                [sys.executable, "-c", _IMPORTER, json.dumps([[n, p] for n, p, _ in entries])],
+                [
+                    sys.executable,
+                    "-c",
+                    _IMPORTER,
+                    json.dumps([[n, p] for n, p, _ in entries]),
+                    json.dumps([str(r) for r in roots]),
+                ],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -281,13 +283,29 @@ def import_errors(modules: dict[str, str], roots: list[Path], timeout: float = 1
     return gaps
 
 
+def _roots(texts: dict[str, str], root: Path | None) -> list[Path]:
+    """The folders the import check puts on the path: the first-party root, and for each top-level package
+    the modules import absolutely, the nearest folder above the root that holds it (a namespace package)."""
+    if root is None:
+        return []
+    tops = set()
+    for text in texts.values():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                tops.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                tops.update(alias.name.split(".")[0] for alias in node.names)
+    found = {import_root(root, top) for top in sorted(tops)}
+    return [root, *sorted(f for f in found if f is not None and f != root)]
+
+
 def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
     """The gaps of the generated modules as they would be written (file name -> text): names that resolve to
     nothing, then what importing them raises (an import error already reported as an undefined name of that
     line is not repeated)."""
     gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
     reported = {(g.loc, g.what) for g in gaps}
-    for gap in import_errors(texts, [root] if root is not None else []):
+    for gap in import_errors(texts, _roots(texts, root)):
         if not any(
             loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported
         ):

@@ -109,6 +109,10 @@ def test_an_import_that_resolves_to_nothing_is_a_gap(tmp_path):
     (package / "blk_utils.py").write_text("def other():\n    return 1\n")
     result = generate(package / "blk.py")
     reasons = {g.what: g.reason for g in result.gaps}
+    assert {g.what: g.loc for g in result.gaps if g.what in ("helper", "missing")} == {
+        "helper": "blk.py:2",
+        "missing": "blk.py:3",
+    }
     assert "resolves to no file under" in reasons["helper"]
     assert (
         reasons["missing"] == "needed at run time and imported from pkg.blk_utils, which does not define it"

@@ -52,7 +52,12 @@ def test_reads_that_no_scope_binds_are_gaps_with_their_line():
         ("m_1d.py:18", "num_to_corerange"),
         ("m_1d.py:21", "late"),
     ]
-    assert "neither defined nor imported" in gaps[0].reason
+    assert gaps[0].reason.endswith("neither defined nor imported in it (NameError when this line runs)")
+    twice = undefined_names("def f():\n    return g\n\n\ndef h():\n    return g, g\n\n\nk = g\n", "m.py")
+    assert [(g.loc, g.what) for g in twice] == [("m.py:2", "g")]
+    assert twice[0].reason.endswith("(NameError when this line runs; also read at lines 6, 9)")
+    once_more = undefined_names("a = g\nb = g\n", "m.py")
+    assert once_more[0].reason.endswith("(NameError when this line runs; also read at line 2)")
 
 
 def test_a_star_import_leaves_the_names_to_the_import_check():
