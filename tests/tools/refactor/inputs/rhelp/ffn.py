@@ -8,9 +8,9 @@ import math
 
 import ttnn
 
-from rhelp.demo.demo_ccl import gather_rows
-from rhelp.model_config import TensorGroup, num_to_corerange
-from rhelp.utils import nearest_32
+from .demo.demo_ccl import gather_rows
+from .model_config import TensorGroup, num_to_corerange
+from .utils import nearest_32
 
 
 class FFN:
