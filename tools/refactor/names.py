@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import json
 import os
 import subprocess
@@ -208,6 +209,115 @@ def _comprehension_inner(node: ast.AST) -> list[ast.AST]:
     return parts
 
 
+# ---------------------------------------------------------------------------------------------- call check
+def call_mismatches(text: str, file_name: str) -> list[Gap]:
+    """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
+    (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
+    ``TypeError`` when the call runs (a copy that lost a default the call relies on, a keyword it does not
+    have). Calls with ``*args`` / ``**kwargs``, decorated definitions and names bound again anywhere are left
+    alone."""
+    tree = ast.parse(text, filename=file_name)
+    rebound = _rebound(tree)
+    functions = {
+        n.name: _signature(n.args, method=False)
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and not n.decorator_list and n.name not in rebound
+    }
+    gaps = []
+    for node in ast.walk(tree):
+        scopes = [(functions, None)]
+        if isinstance(node, ast.ClassDef):
+            methods = {
+                m.name: _signature(m.args, method=True)
+                for m in node.body
+                if isinstance(m, ast.FunctionDef) and not m.decorator_list and m.name not in rebound
+            }
+            scopes = [(methods, "self")]
+        elif not isinstance(node, ast.Module):
+            continue
+        table, receiver = scopes[0]
+        inside = node.body if isinstance(node, ast.ClassDef) else [node]
+        for call in (c for part in inside for c in ast.walk(part) if isinstance(c, ast.Call)):
+            name = _callee(call, receiver)
+            if name is None or name not in table or table[name] is None:
+                continue
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords
+            ):
+                continue
+            try:
+                table[name].bind(*call.args, **{k.arg: k.value for k in call.keywords})
+            except TypeError as exc:
+                shown = f"self.{name}" if receiver else name
+                gaps.append(
+                    Gap(
+                        f"{file_name}:{call.lineno}",
+                        f"{shown}(...)",
+                        f"the call does not match the definition ({exc}): TypeError when it runs",
+                    )
+                )
+    return sorted(set(gaps), key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
+
+
+def _callee(call: ast.Call, receiver: str | None) -> str | None:
+    func = call.func
+    if receiver is None:
+        return func.id if isinstance(func, ast.Name) else None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver:
+        return func.attr
+    return None
+
+
+def _rebound(tree: ast.Module) -> set[str]:
+    """Names stored anywhere other than by their ``def``: a local, a parameter, an attribute (``self.x = …``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            out.add(node.attr)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    defs = [
+        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+    out.update(name for name in defs if defs.count(name) > 1)
+    return out
+
+
+def _signature(args: ast.arguments, method: bool) -> inspect.Signature | None:
+    """The parameters of a definition as an ``inspect.Signature`` (defaults are placeholders), without ``self``
+    for a method; None when a method has no first parameter."""
+    kind = inspect.Parameter
+    positional = [*args.posonlyargs, *args.args]
+    if method:
+        if not positional:
+            return None
+        positional = positional[1:]
+    n_pos_only = max(len(args.posonlyargs) - (1 if method else 0), 0)
+    first_default = len([*args.posonlyargs, *args.args]) - len(args.defaults)
+    offset = 1 if method else 0
+    params = []
+    for index, arg in enumerate(positional):
+        has_default = index + offset >= first_default
+        params.append(
+            kind(
+                arg.arg,
+                kind.POSITIONAL_ONLY if index < n_pos_only else kind.POSITIONAL_OR_KEYWORD,
+                default=None if has_default else kind.empty,
+            )
+        )
+    if args.vararg:
+        params.append(kind(args.vararg.arg, kind.VAR_POSITIONAL))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        params.append(kind(arg.arg, kind.KEYWORD_ONLY, default=kind.empty if default is None else None))
+    if args.kwarg:
+        params.append(kind(args.kwarg.arg, kind.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
 # ---------------------------------------------------------------------------------------------- import check
 
 _IMPORTER = r"""
@@ -305,6 +415,7 @@ def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
     line is not repeated)."""
     gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
     reported = {(g.loc, g.what) for g in gaps}
+    gaps += [gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name)]
     for gap in import_errors(texts, _roots(texts, root)):
         if not any(
             loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported
@@ -313,4 +424,4 @@ def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
     return gaps
 
 
-__all__ = ["BUILTINS", "MODULE_NAMES", "import_errors", "output_gaps", "undefined_names"]
+__all__ = ["BUILTINS", "MODULE_NAMES", "call_mismatches", "import_errors", "output_gaps", "undefined_names"]

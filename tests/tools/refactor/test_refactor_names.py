@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tttv2_tools.refactor import cli
 from tttv2_tools.refactor.helpers import HelperCopier
-from tttv2_tools.refactor.names import import_errors, undefined_names
+from tttv2_tools.refactor.names import call_mismatches, import_errors, undefined_names
 from tttv2_tools.refactor.run import plan_run
 
 INPUTS = Path(__file__).parent / "inputs"
@@ -94,3 +94,98 @@ def test_a_name_the_codemod_forgets_to_import_fails_the_run(tmp_path, monkeypatc
     code = cli.main([str(INPUTS / "rhelp" / "ffn.py"), "--out", str(tmp_path / "out"), "--quiet"])
     assert code == 1 and not (tmp_path / "out").exists()
     assert "ffn_1d.py:" in capsys.readouterr().err
+
+
+CALLS = """
+import math
+
+
+def helper(a, b=1, /, *, c):
+    return a
+
+
+def spread(*args, **kwargs):
+    return args
+
+
+x = helper(1, c=2)
+y = helper(1)
+z = helper(1, 2, 3, c=4)
+w = helper(*[1], c=3) or spread(1, k=2) or math.floor(1.5) or helper(a=1, c=2)
+
+
+class K:
+    def _f(self, x, num_links):
+        return helper(x, c=num_links)
+
+    def run(self, x):
+        self._f(x=x)
+        self._f(x, 1)
+        self._g(x)
+        self._bound(x)
+        other._f(x)
+        return self._f(x=x, num_links=2, extra=3)
+
+    def _g(self):
+        pass
+
+    def _bound_true(self, x):
+        return x
+
+    def _bind(self):
+        self._bound = self._bound_true
+
+    def _bound(self):
+        pass
+
+    @staticmethod
+    def _static(x):
+        return x
+
+    def _no_self():
+        pass
+
+    def more(self):
+        return self._static(1, 2), self._no_self()
+"""
+
+
+def test_calls_that_do_not_bind_to_the_definition_are_gaps():
+    """A copy that lost a default the call relies on (``num_links``), too many arguments, an unknown keyword,
+    a positional-only parameter passed by name; not a call through ``*`` / ``**``, of a method a bound
+    attribute of the same name shadows, of a decorated method, or of another object."""
+    gaps = call_mismatches(CALLS, "k_1d.py")
+    assert [(g.loc, g.what) for g in gaps] == [
+        ("k_1d.py:14", "helper(...)"),
+        ("k_1d.py:15", "helper(...)"),
+        ("k_1d.py:16", "helper(...)"),
+        ("k_1d.py:24", "self._f(...)"),
+        ("k_1d.py:26", "self._g(...)"),
+        ("k_1d.py:29", "self._f(...)"),
+    ]
+    assert "missing a required argument: 'c'" in gaps[0].reason
+    assert "missing a required argument: 'num_links'" in gaps[3].reason
+    assert "got an unexpected keyword argument 'extra'" in gaps[5].reason
+
+
+def test_a_copy_without_its_default_fails_the_run(tmp_path, monkeypatch):
+    """The codemod made to drop the defaults of a helper's copy again (``_gather_rows(self, x, num_links)``,
+    called without ``num_links``): the run is not clean."""
+    from tttv2_tools.refactor import inline
+
+    original = inline._substituted
+
+    def without_defaults(*args, **kwargs):
+        func = original(*args, **kwargs)
+        params = [
+            p.with_changes(default=None, equal=inline.cst.MaybeSentinel.DEFAULT) for p in func.params.params
+        ]
+        return func.with_changes(params=func.params.with_changes(params=params))
+
+    monkeypatch.syspath_prepend(str(INPUTS))
+    monkeypatch.setattr(inline, "_substituted", without_defaults)
+    run = plan_run(INPUTS / "rhelp" / "ffn.py", None, out=tmp_path / "out")
+    gaps = [g for g in run.gaps if "does not match the definition" in g.reason]
+    assert len(gaps) == 2  # the decode and the prefill call
+    for gap in gaps:
+        assert gap.what == "self._gather_rows(...)" and "missing a required argument: 'num_links'" in gap.reason
