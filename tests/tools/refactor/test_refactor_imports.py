@@ -11,6 +11,7 @@ import importlib
 import sys
 from pathlib import Path
 
+import libcst as cst
 import numpy as np
 import pytest
 import torch
@@ -18,6 +19,7 @@ import torch
 from tests.tools.refactor.conftest import replicated
 from tttv2_tools.refactor import cli, generate
 from tttv2_tools.refactor.imports import resolve_module
+from tttv2_tools.refactor.reiterable import yields_iterator
 from tttv2_tools.refactor.run import plan_run
 from tttv2_tools.refactor.testkit import assert_identical, load_generated
 
@@ -40,6 +42,42 @@ def test_modules_resolve_as_python_finds_them(tmp_path):
     assert resolve_module("libcst.no_such_module", tmp_path) is None
     assert resolve_module("no_such_package_anywhere", tmp_path) is None
     assert resolve_module("a..b", tmp_path) is None
+    assert resolve_module("libcst.no_such_folder.module", tmp_path) is None  # a folder that is not there
+
+
+def test_a_package_the_finder_cannot_look_at_resolves_to_nothing(tmp_path, monkeypatch):
+    def refuses(name):
+        raise ValueError(f"{name}.__spec__ is None")
+
+    monkeypatch.setattr(importlib.util, "find_spec", refuses)
+    assert resolve_module("somewhere.else", tmp_path) is None
+
+
+def test_iterators_and_what_holds_them_are_told_apart():
+    def parse(text):
+        return cst.parse_expression(text)
+
+    for text in (
+        "zip(a, b)",
+        "(x for x in a)",
+        "itertools.chain(a, b)",
+        "(zip(a, b), c)",
+        "{'k': map(f, a)}",
+        "zip(a, b) if t else ()",
+        "a or reversed(b)",
+    ):
+        assert yields_iterator(parse(text)), text
+    for text in (
+        "list(zip(a, b))",
+        "dict(zip(a, b))",
+        "(a, b)",
+        "{'k': a}",
+        "a if t else b",
+        "self.ws",
+        "[x for x in a]",
+    ):
+        assert not yields_iterator(parse(text)), text
+    assert not yields_iterator(None)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tttv2_tools.refactor import cli
 from tttv2_tools.refactor.helpers import HelperCopier
-from tttv2_tools.refactor.names import call_mismatches, import_errors, undefined_names
+from tttv2_tools.refactor.names import call_mismatches, import_errors, output_gaps, undefined_names
 from tttv2_tools.refactor.run import plan_run
 
 INPUTS = Path(__file__).parent / "inputs"
@@ -188,4 +188,25 @@ def test_a_copy_without_its_default_fails_the_run(tmp_path, monkeypatch):
     gaps = [g for g in run.gaps if "does not match the definition" in g.reason]
     assert len(gaps) == 2  # the decode and the prefill call
     for gap in gaps:
-        assert gap.what == "self._gather_rows(...)" and "missing a required argument: 'num_links'" in gap.reason
+        assert (
+            gap.what == "self._gather_rows(...)" and "missing a required argument: 'num_links'" in gap.reason
+        )
+
+
+def test_comprehension_scopes_see_their_own_targets_only():
+    text = "d = {k: v + late for k in range(3) for v in [k] if v}\ns = {k for k in range(2)} | {bad for _ in [1]}\n"
+    assert [(g.loc, g.what) for g in undefined_names(text, "m.py")] == [("m.py:1", "late"), ("m.py:2", "bad")]
+
+
+def test_the_import_check_says_when_it_could_not_run():
+    assert import_errors({}, []) == []
+    (silent,) = import_errors({"quits_1d.py": "import os\nos._exit(0)\n"}, [])
+    assert silent.what == "import" and silent.reason.startswith("the import check did not run")
+    (slow,) = import_errors({"slow_1d.py": "x = 1\n"}, [], timeout=0.001)
+    assert "took longer than" in slow.reason
+
+
+def test_a_module_level_name_is_reported_once_not_again_as_an_import_error(tmp_path):
+    gaps = output_gaps({"m_1d.py": "import math\n\nx = nowhere + math.pi\n"}, tmp_path)
+    assert [(g.loc, g.what) for g in gaps] == [("m_1d.py:3", "nowhere")]
+    assert output_gaps({"ok_1d.py": "import math\n"}, None) == []
