@@ -931,7 +931,12 @@ class BranchBinder:
         if _returns_inside(then + orelse) and not (returns_then and returns_else):
             return self._give_up(func, target, "a static branch that returns from only one of its paths")
         inside_loop = [span for span in flow.loops.values() if span[0] < start and span[1] >= end]
-        before: set[str] = set(self.scope.params)
+        # the method's own parameters too: a method extracted earlier receives the forward's locals its arms
+        # read, and a static ``if`` nested in it passes them on
+        params_of = func.params
+        before: set[str] = set(self.scope.params) | {
+            p.name.value for p in [*params_of.params, *params_of.kwonly_params] if p.name.value != "self"
+        }
         after: set[str] = set()
         for index, (_, reads, writes) in enumerate(flow.order):
             if index < start:

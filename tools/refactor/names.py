@@ -209,6 +209,94 @@ def _comprehension_inner(node: ast.AST) -> list[ast.AST]:
     return parts
 
 
+# ---------------------------------------------------------------------------------------------- locals
+def unbound_locals(text: str, file_name: str) -> list[Gap]:
+    """Locals of a function read before anything assigns them: in the order the function runs its code (a
+    value before its targets, a loop's iterable before its body), the first use of the name is a read that
+    no loop can reach again after an assignment. Such a read raises ``UnboundLocalError`` whenever it runs (a
+    method extracted for a static branch that reads a local its caller did not pass)."""
+    tree = ast.parse(text, filename=file_name)
+    gaps = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        events: list[tuple[str, bool, bool, int]] = []  # (name, is a read, inside a loop, line)
+        for statement in func.body:
+            _events(statement, False, events)
+        declared = {
+            n for node in _own_nodes(func) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names
+        }
+        params = {a.arg for a in _params(func.args)}
+        local = {name for name, read, _, _ in events if not read} - params - declared
+        first: dict[str, tuple[bool, bool, int]] = {}
+        for name, read, in_loop, line in events:
+            first.setdefault(name, (read, in_loop, line))
+        for name in sorted(local):
+            read, in_loop, line = first[name]
+            if read and not in_loop:
+                gaps.append(
+                    Gap(
+                        f"{file_name}:{line}",
+                        name,
+                        f"read in {func.name} before anything assigns it (UnboundLocalError when this line runs)",
+                    )
+                )
+    return sorted(gaps, key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
+
+
+def _events(node: ast.AST, in_loop: bool, out: list) -> None:
+    """The reads and bindings of names in ``node``, in the order they run (nested scopes: only what their
+    enclosing scope evaluates, then the binding of their name)."""
+    if isinstance(node, ast.Name):
+        out.append((node.id, isinstance(node.ctx, ast.Load), in_loop, node.lineno))
+        return
+    if isinstance(node, (*_SCOPES, *_COMPREHENSIONS)):
+        for part in _outer_parts(node):
+            _events(part, in_loop, out)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append((node.name, False, in_loop, node.lineno))
+        return
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+        if node.value is not None:
+            _events(node.value, in_loop, out)
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            _events(target, in_loop, out)
+        return
+    if isinstance(node, ast.AugAssign):
+        _events(node.value, in_loop, out)
+        if isinstance(node.target, ast.Name):  # ``h += 1`` reads h first
+            out.append((node.target.id, True, in_loop, node.lineno))
+        _events(node.target, in_loop, out)
+        return
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        _events(node.iter, in_loop, out)
+        for part in [node.target, *node.body, *node.orelse]:
+            _events(part, True, out)
+        return
+    if isinstance(node, ast.While):
+        for part in [node.test, *node.body, *node.orelse]:
+            _events(part, True, out)
+        return
+    if isinstance(node, ast.ExceptHandler):
+        if node.type is not None:
+            _events(node.type, in_loop, out)
+        if node.name:
+            out.append((node.name, False, in_loop, node.lineno))
+        for part in node.body:
+            _events(part, in_loop, out)
+        return
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            out.append(((alias.asname or alias.name).split(".")[0], False, in_loop, node.lineno))
+        return
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        out.append((node.name, False, in_loop, node.lineno))
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        out.append((node.rest, False, in_loop, node.lineno))
+    for child in ast.iter_child_nodes(node):
+        _events(child, in_loop, out)
+
+
 # ---------------------------------------------------------------------------------------------- call check
 def call_mismatches(text: str, file_name: str) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
@@ -415,6 +503,7 @@ def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
     line is not repeated)."""
     gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
     reported = {(g.loc, g.what) for g in gaps}
+    gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
     gaps += [gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name)]
     for gap in import_errors(texts, _roots(texts, root)):
         if not any(
@@ -424,4 +513,12 @@ def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
     return gaps
 
 
-__all__ = ["BUILTINS", "MODULE_NAMES", "call_mismatches", "import_errors", "output_gaps", "undefined_names"]
+__all__ = [
+    "BUILTINS",
+    "MODULE_NAMES",
+    "call_mismatches",
+    "import_errors",
+    "output_gaps",
+    "unbound_locals",
+    "undefined_names",
+]

@@ -181,3 +181,27 @@ def test_a_re_exported_helper_is_followed_to_its_definition(tmp_path):
         "# copied from pkg2/impl.py:6\ndef double(x):" in text
         and "# copied from pkg2/impl.py:3\nSCALE = 2.0" in text
     )
+
+
+def test_a_static_branch_nested_in_another_receives_the_locals_it_reads(rhelp, tmp_path, ttnn_mesh_pool):
+    """``if last_layer: if qk_norm: h = to_memory_config(h, skip_mem_cfg)`` (the Llama-3 70B Galaxy decoder):
+    the inner branch's methods receive ``h`` and ``skip_mem_cfg`` from the outer branch's method. Before, they
+    received neither (NameError, UnboundLocalError) and the tool exited 0; the module now runs as TTTv1's, on
+    both arms of the inner test."""
+    result = generate(INPUTS / "rhelp" / "block.py")
+    assert result.gaps == []
+    (generated,) = result.modules
+    assert "def _decode_qk_norm_true(self, h, skip_mem_cfg):" in generated.code
+    (tmp_path / generated.file_name).write_text(generated.code)
+    block1d = load_generated(str(tmp_path / "t.py"), generated.file_name, generated.class_name)
+    model_args, block = rhelp("model_config", "ModelArgs"), rhelp("block", "Block")
+    mesh = ttnn_mesh_pool((1, 1))
+    for dim, rows in ((64, 32), (32, 64), (64, 64)):
+        args = model_args(mesh, dim=dim)
+        old, new = block(mesh, args), block1d.from_model_args(mesh, args)
+        for mode in ("decode", "prefill"):
+            assert_identical(
+                old.forward(replicated(_x(rows), mesh), mode),
+                new.forward(replicated(_x(rows), mesh), mode),
+                f"dim {dim} rows {rows} {mode}",
+            )
