@@ -14,7 +14,6 @@ from pathlib import Path
 import libcst as cst
 import numpy as np
 import pytest
-import torch
 
 from tests.tools.refactor.conftest import replicated
 from tttv2_tools.refactor import cli, generate
@@ -113,6 +112,8 @@ def test_the_generated_module_runs_as_tttv1_call_after_call(rhelp, tmp_path, ttn
     """Before: num_to_corerange was not copyable (a gap), the copy of gather_rows lost ``num_links=None`` (the
     call omitting it raised TypeError), and ``zip(self.ws, self.gains)`` was one field: the second call looped
     over nothing, and its LazyWeights were never loaded."""
+    import torch  # here, not at collection: torch must not be imported before the nested runs' session setup
+
     result = generate(INPUTS / "rhelp" / "ffn.py")
     assert result.gaps == []
     (generated,) = result.modules
