@@ -7,10 +7,12 @@ computes it) do not bind, that the module does not define, and that is neither a
 every module has (``__name__``, ``__file__``, …) would raise ``NameError`` when that line runs: each one is a
 gap at ``file:line`` of the generated module, never a clean exit.
 
-Then :func:`import_errors` imports the modules in a fresh interpreter, with the library's emulator as ``ttnn``
-(what ``from tttv2 import ttnn`` gives them anyway, also for a module the generated code imports that says
-``import ttnn``), so that an error raised at import time (a missing module, a name a decorator or class body
-reads) is a gap too.
+Then :func:`import_errors` imports the modules (in this process when they import only the standard library
+and the library, else in a fresh interpreter with the library's emulator as ``ttnn``, what ``from tttv2
+import ttnn`` gives them anyway, also for a module the generated code imports that says ``import ttnn``), so
+that an error raised at import time (a missing module, a name a decorator or class body reads) is a gap too.
+:func:`unbound_locals` and :func:`call_mismatches` find the two other ways a name fails when its line runs: a
+local read before anything assigns it, a call that does not bind to the definition it calls.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import subprocess
 import symtable
 import sys
 import tempfile
+import traceback
+import types
 from pathlib import Path
 
 from .errors import Gap
@@ -428,10 +432,55 @@ print(json.dumps(results))
 """
 
 
+#: Top-level packages whose import changes nothing a run depends on: the standard library and the library
+#: itself (already imported by the tool). A module that imports only these is run in this process.
+_SAFE_TOPS = frozenset(sys.stdlib_module_names) | {"tttv2", "ttnn"}
+
+
+def _self_contained(text: str) -> bool:
+    """Whether every import in ``text`` (anywhere) is of the standard library or the library."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level or (node.module or "").split(".")[0] not in _SAFE_TOPS:
+                return False
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[0] not in _SAFE_TOPS for a in node.names):
+            return False
+    return True
+
+
+def _run_here(file_name: str, text: str) -> Gap | None:
+    """Run a self-contained module's top level in a namespace of its own (no ``sys.modules`` entry)."""
+    label = f"<tttv2-refactor import check: {file_name}>"
+    module = types.ModuleType(f"_tttv2_refactor_check_{abs(hash(file_name))}")
+    module.__file__ = label
+    sys.modules[module.__name__] = module  # dataclasses look their class's module up while the body runs
+    try:
+        exec(compile(text, label, "exec"), module.__dict__)  # the module the codemod generated
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # anything raised while importing is the finding
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == label]
+        line = frames[-1].lineno if frames else 1
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        return Gap(f"{file_name}:{line}", "import", f"importing the generated module raises {message}")
+    finally:
+        sys.modules.pop(module.__name__, None)
+    return None
+
+
 def import_errors(modules: dict[str, str], roots: list[Path], timeout: float = 120.0) -> list[Gap]:
-    """Import each generated module (file name -> source text) in a fresh interpreter that sees ``roots`` (the
-    first-party root of the input, for what the generated code imports from it). Whatever raises is a gap at
-    the line of the generated module it came from."""
+    """Import each generated module (file name -> source text): one that imports only the standard library and
+    the library runs here, in a namespace of its own; the others in a fresh interpreter that sees ``roots``
+    (the project's roots, for what the generated code imports from it), so that importing the user's code
+    changes nothing in this process. Whatever raises is a gap at the line of the generated module it came
+    from."""
+    here = {name: text for name, text in modules.items() if _self_contained(text)}
+    gaps = [gap for name, text in sorted(here.items()) if (gap := _run_here(name, text)) is not None]
+    elsewhere = {name: text for name, text in modules.items() if name not in here}
+    return sorted(gaps + _import_in_subprocess(elsewhere, roots, timeout), key=lambda g: g.loc)
+
+
+def _import_in_subprocess(modules: dict[str, str], roots: list[Path], timeout: float) -> list[Gap]:
     if not modules:
         return []
     with tempfile.TemporaryDirectory(prefix="tttv2-refactor-import-") as folder:

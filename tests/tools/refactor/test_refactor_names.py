@@ -206,9 +206,10 @@ def test_comprehension_scopes_see_their_own_targets_only():
 
 def test_the_import_check_says_when_it_could_not_run():
     assert import_errors({}, []) == []
-    (silent,) = import_errors({"quits_1d.py": "import os\nos._exit(0)\n"}, [])
+    # a module that imports more than the standard library and the library runs in a fresh interpreter
+    (silent,) = import_errors({"quits_1d.py": "import numpy\nimport os\nos._exit(0)\n"}, [])
     assert silent.what == "import" and silent.reason.startswith("the import check did not run")
-    (slow,) = import_errors({"slow_1d.py": "x = 1\n"}, [], timeout=0.001)
+    (slow,) = import_errors({"slow_1d.py": "import numpy\n"}, [], timeout=0.001)
     assert "took longer than" in slow.reason
 
 
