@@ -140,12 +140,13 @@ def test_an_import_that_resolves_to_nothing_is_a_gap(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "blk.py").write_text(
         "import ttnn\nfrom pkg.gone import helper\nfrom pkg.blk_utils import missing\n"
-        "from packaging.version import Version\n\n\n"
+        "from packaging.version import Version\nimport pkg.blk_utils as bu\n\n\n"
         "class Blk:\n    def __init__(self, mesh_device):\n        self.mesh_device = mesh_device\n\n"
         "    def forward(self, x, mode):\n        x = helper(x)\n        x = missing(x)\n"
-        "        x = ttnn.multiply(x, float(Version(str(x.shape[0])).major))\n        return ttnn.add(x, x)\n"
+        "        x = ttnn.multiply(x, float(Version(str(x.shape[0])).major) * bu.other(x.shape[0]))\n"
+        "        return ttnn.add(x, x)\n"
     )
-    (package / "blk_utils.py").write_text("def other():\n    return 1\n")
+    (package / "blk_utils.py").write_text("def other(n=1):\n    return n\n")
     result = generate(package / "blk.py")
     reasons = {g.what: g.reason for g in result.gaps}
     assert {g.what: g.loc for g in result.gaps if g.what in ("helper", "missing")} == {
@@ -158,6 +159,8 @@ def test_an_import_that_resolves_to_nothing_is_a_gap(tmp_path):
     )
     assert "Version" not in reasons
     assert "\nfrom packaging.version import Version\n" in result.modules[0].code
+    assert "\nimport pkg.blk_utils as bu\n" in result.modules[0].code  # a module object: imported, said so
+    assert "bu" not in reasons
     code = cli.main([str(package / "blk.py"), "--out", str(tmp_path / "out"), "--quiet"])
     assert code == 1
 
