@@ -95,3 +95,78 @@ def test_the_error_record_is_left_only_under_the_launcher(tmp_path, monkeypatch)
     _mpi._record_error(2, "")
     assert (tmp_path / "rank-1.error").read_text() == "ValueError: x"
     assert (tmp_path / "rank-2.error").read_text() == "an unhandled exception"
+
+
+class _TwinWorld:
+    """In process, a stand-in for COMM_WORLD of two ranks that pass identical buffers (the real collectives run
+    under tttv2-run in test_run.py / test_ddp.py; this drives the same code paths inside pytest's coverage)."""
+
+    BYTE = "byte"
+
+    def __init__(self):
+        self.COMM_WORLD = self
+        self.aborted = []
+
+    def Get_size(self):
+        return 2
+
+    def Get_rank(self):
+        return 0
+
+    def Iallgather(self, send, recv):
+        recv[0][...] = send[0]  # every rank sent what this one did
+
+        class Done:
+            def Test(self):
+                return True
+
+        return Done()
+
+    def Abort(self, code):
+        self.aborted.append(code)
+
+
+@pytest.fixture
+def twin_world(monkeypatch):
+    world = _TwinWorld()
+    monkeypatch.setattr(_mpi, "_state", {"comm": None})
+    monkeypatch.setattr(_mpi, "_import_mpi", lambda: world)
+    monkeypatch.setattr(sys, "excepthook", lambda *a: None)
+    return world
+
+
+def test_an_unhandled_exception_in_a_rank_aborts_the_job(twin_world, tmp_path, monkeypatch):
+    monkeypatch.setenv("TTTV2_RUN_DIR", str(tmp_path))
+    assert ttnn.init_distributed_context() is None and ttnn.distributed_context_is_initialized()
+    assert ttnn.using_distributed_env() and ttnn.distributed_context_get_size() == 2
+    sys.excepthook(ValueError, ValueError("rank 0 gives up"), None)
+    assert twin_world.aborted == [1]
+    assert (tmp_path / "rank-0.error").read_text() == "ValueError: rank 0 gives up"
+
+
+def test_collectives_exchange_headers_then_bytes(twin_world):
+    ttnn.distributed_context_barrier()
+    parts = _mpi.allgather_bytes(np.arange(3, dtype=np.float32), "three floats")
+    assert [p.view(np.float32).tolist() for p in parts] == [[0.0, 1.0, 2.0]] * 2
+
+
+def test_gradients_of_identical_replicas_average_to_themselves(twin_world):
+    from tttv2.distributed import all_reduce_gradients_
+
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        ttnn.nn.manual_seed(1)
+        layer = ttnn.nn.Linear(32, 64, device=mesh, dtype=ttnn.bfloat16)
+        x = ttnn.from_numpy(
+            np.ones((32, 32), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+        )
+        ttnn.sum(layer(x)).backward()
+        before = {n: np.array(p.grad.shards()[0]) for n, p in layer.named_parameters()}
+        all_reduce_gradients_(dict(layer.named_parameters()))
+        for name, p in layer.named_parameters():
+            assert np.array_equal(p.grad.shards()[0], before[name]), name
+        all_reduce_gradients_(layer.parameters(), average=False)
+        for name, p in layer.named_parameters():
+            assert np.array_equal(p.grad.shards()[0], 2 * before[name]), name
+    finally:
+        ttnn.close_mesh_device(mesh)
