@@ -252,7 +252,9 @@ def _report(run_dir: Path, size: int, mpiexec_code: int, killed: bool, all_outpu
     codes = _exit_codes(run_dir, size)
     errors = _errors(run_dir, size)
     failed = [r for r in range(size) if codes.get(r, 0) != 0 or r in errors]
-    failed.sort(key=lambda r: _failed_at(run_dir, r))  # the first to fail is the cause
+    # the cause is the first to fail; a rank ended by SIGTERM is MPI's (or this launcher's) cleanup of the others
+    # and comes after any other failure, whatever the order the files were written in
+    failed.sort(key=lambda r: (r not in errors and codes.get(r) == -signal.SIGTERM, _failed_at(run_dir, r)))
     unfinished = [r for r in range(size) if r not in codes and r not in errors]
     if not failed and not unfinished and mpiexec_code == 0:
         return 0
