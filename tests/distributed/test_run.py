@@ -106,7 +106,7 @@ def test_rank_binding_sets_each_ranks_environment(tmp_path):
 
 def test_a_tt_metal_style_preamble_runs_unchanged():
     """tests/distributed/fixtures/layer_split.py: `import ttnn`, the context stood up if needed, layers split
-    over the ranks; once alone, once over 3 ranks."""
+    over the ranks; once alone, once over 4 ranks."""
     alone = subprocess.run(
         [sys.executable, "-m", "tests.distributed.fixtures.layer_split"],
         cwd=ROOT,
@@ -116,16 +116,17 @@ def test_a_tt_metal_style_preamble_runs_unchanged():
     )
     assert alone.returncode == 0, alone.stderr
     assert alone.stdout.splitlines() == ["rank 0/1: layers 0..10 first=True last=True", "all ranks ready"]
-    done = tttv2_run(
-        "--np", "3", "--all-output", "--", sys.executable, "-m", "tests.distributed.fixtures.layer_split"
+    done = tttv2_run(  # 4 ranks on this 2-core machine: MPICH oversubscribes without a flag
+        "--np", "4", "--all-output", "--", sys.executable, "-m", "tests.distributed.fixtures.layer_split"
     )
     assert done.returncode == 0, done.stderr
     lines = sorted(done.stdout.splitlines())
     assert lines == [
         "[0] all ranks ready",
-        "[0] rank 0/3: layers 0..3 first=True last=False",
-        "[1] rank 1/3: layers 4..7 first=False last=False",
-        "[2] rank 2/3: layers 8..10 first=False last=True",
+        "[0] rank 0/4: layers 0..2 first=True last=False",
+        "[1] rank 1/4: layers 3..5 first=False last=False",
+        "[2] rank 2/4: layers 6..8 first=False last=False",
+        "[3] rank 3/4: layers 9..10 first=False last=True",
     ]
 
 
@@ -315,3 +316,25 @@ def test_the_rank_wrapper_prefixes_every_line_with_all_output(tmp_path, monkeypa
     out, err = capfdbinary.readouterr()
     assert out == b"[1] a\n[1] no newline\n" and err == b"[1] b\n"
     assert not (tmp_path / "rank-1.log").exists()
+
+
+def test_rank_binding_needs_pyyaml_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    with pytest.raises(
+        launcher.RunError, match=r"^--rank-binding needs pyyaml: pip install 'tttv2\[distributed\]'"
+    ):
+        launcher.load_rank_binding(str(tmp_path / "b.yaml"), 2)
+
+
+def test_the_console_script_and_the_extras_are_declared():
+    """`tttv2-run` is the launcher's main; the distributed extra brings mpi4py and the mpich wheel, and the test
+    extra (what CI installs in a fresh venv) includes all of it."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["tttv2-run"] == "tttv2.distributed.run:main"
+    extras = project["optional-dependencies"]
+    names = {spec.split(">")[0].split(";")[0].strip() for spec in extras["distributed"]}
+    assert {"mpi4py", "mpich"} <= names
+    assert set(extras["distributed"]) - {"pyyaml>=6"} <= set(extras["test"])
+    assert any(spec.startswith("pyyaml") for spec in extras["test"])
