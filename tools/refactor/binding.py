@@ -54,6 +54,7 @@ class ClassFacts:
     assigned_in_forward: set[str] = field(default_factory=set)  # state a forward changes (not transformable)
     # config keys not defined on every configuration (each definition sits under a test): read only when present
     guarded_keys: set[str] = field(default_factory=set)
+    properties: set[str] = field(default_factory=set)  # @property members: read as values, not bound methods
 
 
 @dataclass
@@ -109,8 +110,14 @@ class Scope:
             return device_static
         if attr in self.facts.assigned_in_forward:
             return False
+        if self.bound_method(attr):
+            return False  # a bound method used as a value: the generated class's own copy, never a field
         kinds = self.kinds.get(f"self:{self.self_file}:{self.class_name}.{attr}")
         return kinds is None or set(kinds) <= STATIC_KINDS
+
+    def bound_method(self, attr: str) -> bool:
+        """``self.<attr>`` is a method of the class (not a property): as a value, a bound method."""
+        return attr in self.methods and attr not in self.facts.properties
 
     def is_static_given(self, node: cst.CSTNode, names: tuple[str, ...]) -> bool:
         """``is_static`` when ``names`` (run-time values) are treated as given: the expression is then a

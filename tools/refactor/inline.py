@@ -13,6 +13,7 @@ import libcst as cst
 from .cstutil import PURE_BUILTINS, code, is_pure, summary
 from .fstrings import compatible_fstring
 from .helpers import ModuleNames
+from .literals import with_prelude
 from .source import Inputs, ParsedFile
 from .track import Provenance, TrackingTransformer
 from .walk import hot_paths
@@ -226,11 +227,16 @@ class Inliner:
             body.params.kwonly_params
         )
         defaults = {p.name.value: p.default for p in params}
+        prelude: dict[str, cst.BaseExpression] = {}  # reassigned in the body, given a literal: a first local
         for param in params:
             name = param.name.value
             value = binding.get(name)
             if name in assigned:
-                kept.append(name)
+                given = value if value is not None else defaults.get(name)
+                if given is not None and _literal(given) and not isinstance(given, (cst.Tuple, cst.List)):
+                    prelude[name] = given
+                else:
+                    kept.append(name)
                 continue
             if value is None:
                 default = defaults.get(name)
@@ -243,12 +249,12 @@ class Inliner:
                 substitute[name] = value
             else:
                 kept.append(name)
-        if not substitute:
+        if not substitute and not prelude:
             return None
         key = (  # the specialised body too: a method specialised for another mode is another copy
             callee.file.name,
             callee.qualname,
-            "|".join(f"{k}={code(v)}" for k, v in sorted(substitute.items())),
+            "|".join(f"{k}={code(v)}" for k, v in sorted({**substitute, **prelude}.items())),
             code(body),
         )
         name = self.copies.get(key)
@@ -262,6 +268,8 @@ class Inliner:
             self.copies[key] = name
         # an existing copy is not made again (the caller uses the copy only when it is new)
         copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov) if new else None
+        if copy is not None and prelude:
+            copy = with_prelude(copy, prelude)
         passed = [
             cst.Arg(
                 binding[k] if binding.get(k) is not None else cst.Name(k),

@@ -41,7 +41,9 @@ from .hoist import (
     split_static,
     static_asserts_as_ifs,
 )
+from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
+from .members import members_of
 from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
@@ -192,6 +194,7 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
             facts.assigned_in_forward |= _self_mutations(func)
     facts.resources -= facts.holders
+    facts.properties = set(members_of(inputs.klass).properties)
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -746,6 +749,7 @@ class Planner:
         func = remove_dead_code(func, scope.pure_call, prov=self.prov)
         func = static_asserts_as_ifs(func, scope, self.prov)
         func = split_mixed_tests(func, scope, self.prov)
+        func = static_ifexps_as_ifs(func, scope, self.prov)
         func = binder.run(func)
         out = [(None, func)]
         pending = list(binder.extracted)
@@ -765,6 +769,13 @@ class Planner:
             result = hoister.hoist(result)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
+            if _short_circuits(binding.test):
+                # parts that run only when the earlier ones allow (``hasattr(a, "s") and a.s``): one field, the
+                # test's value (leaf by leaf, each part would be computed at construction whatever the others)
+                binding.test = Hoister(
+                    scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, group=group
+                ).hoist(binding.test)
+                continue
             hoister = Hoister(
                 scope,
                 self.registry,
@@ -804,6 +815,12 @@ class Planner:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )
+
+
+def _short_circuits(test: cst.BaseExpression) -> bool:
+    """Whether ``test`` has parts that run only depending on others (``and`` / ``or``, a conditional): hoisted
+    leaf by leaf, each part would be computed at construction whatever the others are."""
+    return any(type(node) in (cst.BooleanOperation, cst.IfExp) for node in walk(test))
 
 
 def _self_attr_nodes(func: cst.CSTNode) -> list[cst.Attribute]:
