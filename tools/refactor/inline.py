@@ -233,7 +233,14 @@ class Inliner:
             value = binding.get(name)
             if name in assigned:
                 given = value if value is not None else defaults.get(name)
-                if given is not None and _literal(given) and not isinstance(given, (cst.Tuple, cst.List)):
+                if (
+                    given is not None
+                    and _prelude_value(given)
+                    and (
+                        value is None
+                        or self.substitutable(value, caller_file, callee, caller_locals, pure_call)
+                    )
+                ):
                     prelude[name] = given
                 else:
                     kept.append(name)
@@ -328,6 +335,18 @@ def _literal(node: cst.BaseExpression) -> bool:
     if isinstance(node, (cst.Tuple, cst.List)):
         return all(_literal(e.value) for e in node.elements)
     return False
+
+
+def _prelude_value(node: cst.BaseExpression) -> bool:
+    """A value a reassigned parameter can start from as a local of the copy: a plain literal, or an attribute
+    chain of ``self`` (``self.num_reduce_scatter_links``) that the call site passes."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return False
+    if _literal(node):
+        return True
+    while type(node) is cst.Attribute:
+        node = node.value
+    return type(node) is cst.Name and node.value == "self"
 
 
 def _same_binding(name: str, a: ModuleNames, b: ModuleNames) -> bool:

@@ -8,6 +8,8 @@ between constants would be noise) nor for the Zen check."""
 
 from __future__ import annotations
 
+import warnings
+
 import libcst as cst
 
 from .cstutil import names_written
@@ -36,12 +38,20 @@ _PARTS = (
 _OPERATORS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 
 
-def _singletons_only(test: cst.BaseExpression) -> bool:
-    return all(
-        type(n) is cst.Name
-        for n in walk(test)
-        if isinstance(n, (cst.Name, cst.Integer, cst.Float, cst.SimpleString))
-    )
+def _identity_defined(test: cst.BaseExpression) -> bool:
+    """Every ``is`` / ``is not`` in ``test`` has None / True / False on one side (``2 is None``: always False;
+    between two other literals the result is not defined by the language)."""
+    for node in walk(test):
+        if type(node) is not cst.Comparison:
+            continue
+        left = node.left
+        for target in node.comparisons:
+            if isinstance(target.operator, (cst.Is, cst.IsNot)) and not any(
+                type(side) is cst.Name and side.value in _LITERAL_NAMES for side in (left, target.comparator)
+            ):
+                return False
+            left = target.comparator
+    return True
 
 
 def literal_truth(test: cst.BaseExpression) -> bool | None:
@@ -56,13 +66,16 @@ def literal_truth(test: cst.BaseExpression) -> bool | None:
         if type(node) is cst.Name and node.value not in _LITERAL_NAMES:
             return None
         # ``is`` only between None / True / False: on other literals its result is not defined
-        identity = isinstance(node, (cst.Is, cst.IsNot)) and _singletons_only(test)
+        identity = isinstance(node, (cst.Is, cst.IsNot)) and _identity_defined(test)
         if isinstance(node, cst.BaseCompOp) and not isinstance(node, _OPERATORS) and not identity:
             return None
         if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, (cst.Not, cst.Minus)):
             return None
     try:  # only literals and operators on them: nothing to run but the comparison
-        value = eval(compile(cst.Module([]).code_for_node(test), "<test>", "eval"), {"__builtins__": {}})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # ``2 is None``: defined, and what TTTv1 wrote
+            compiled = compile(cst.Module([]).code_for_node(test), "<test>", "eval")
+        value = eval(compiled, {"__builtins__": {}})
     except Exception:  # e.g. "a" < 1: leave it to run time as TTTv1 does
         return None
     return bool(value)
@@ -184,12 +197,41 @@ class _Substitute(cst.CSTTransformer):
         return self.values.get(updated_node.value, updated_node)
 
 
+def _self_chain(value: cst.BaseExpression) -> bool:
+    node = value
+    if type(node) is not cst.Attribute:
+        return False
+    while type(node) is cst.Attribute:
+        node = node.value
+    return type(node) is cst.Name and node.value == "self"
+
+
+def _changes_self(statement: cst.CSTNode) -> bool:
+    """Whether a statement may change an attribute of ``self``: it assigns one, or calls a method of ``self``."""
+    for node in walk(statement):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute:
+            receiver = node.func.value
+            if type(receiver) is cst.Name and receiver.value == "self":
+                return True
+        if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign):
+            target = node.target
+            if (
+                type(target) is cst.Attribute
+                and type(target.value) is cst.Name
+                and target.value.value == "self"
+            ):
+                return True
+    return False
+
+
 def decide_straight_literals(func: cst.FunctionDef, prov: Provenance | None) -> cst.FunctionDef:
     """In the straight code at the top level of ``func``: after ``name = <literal>``, an ``if`` whose test then
     reads only such names and literals is decided with their values (``num_links = None`` then ``if num_links
     is None:`` keeps its body), until a statement that is not a plain assignment or a decided ``if`` writes the
-    name. Locals assigned more than once are not replaced anywhere else (:func:`hoist.propagate_literals` does
-    that for the ones assigned once)."""
+    name. After ``name = self.a.b`` (what a call site passes to a copy's parameter that the copy reassigns), the
+    test reads ``self.a.b`` itself, a static test the binder then makes at construction, until a statement may
+    change ``self``. Locals assigned more than once are not replaced anywhere else
+    (:func:`hoist.propagate_literals` does that for the ones assigned once)."""
     body = list(func.body.body)
     known: dict[str, cst.BaseExpression] = {}
     out: list[cst.BaseStatement] = []
@@ -198,14 +240,23 @@ def decide_straight_literals(func: cst.FunctionDef, prov: Provenance | None) -> 
         statement = body.pop(0)
         if type(statement) is cst.If and known:
             test = statement.test
-            reads = {n.value for n in walk(test) if type(n) is cst.Name}
-            if reads & set(known):
-                truth = literal_truth(test.visit(_Substitute(known)))
+            names = {n.value for n in walk(test) if type(n) is cst.Name} - _LITERAL_NAMES
+            reads = names & set(known)
+            if reads:
+                substituted = test.visit(_Substitute({k: v for k, v in known.items() if k in reads}))
+                truth = literal_truth(substituted)
                 if truth is not None:
                     changed = True
                     kept = _arm(statement, truth)
                     body[:0] = [kept] if isinstance(kept, cst.If) else kept
                     continue
+                if reads == names and any(_self_chain(known[k]) for k in reads):
+                    # only what the straight code just set: the test becomes one on ``self``, static
+                    changed = True
+                    new = statement.with_changes(test=substituted)
+                    if prov is not None:
+                        prov.note(new, statement)
+                    statement = new
         small = (
             statement.body[0]
             if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1
@@ -215,13 +266,15 @@ def decide_straight_literals(func: cst.FunctionDef, prov: Provenance | None) -> 
             type(small) is cst.Assign
             and len(small.targets) == 1
             and type(small.targets[0].target) is cst.Name
-            and _plain_literal(small.value)
+            and (_plain_literal(small.value) or _self_chain(small.value))
         ):
             known[small.targets[0].target.value] = small.value
             out.append(statement)
             continue
         for name in names_written(statement):
             known.pop(name, None)
+        if _changes_self(statement):
+            known = {k: v for k, v in known.items() if not _self_chain(v)}
         out.append(statement)
     if not changed:
         return func

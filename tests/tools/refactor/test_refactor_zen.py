@@ -193,19 +193,22 @@ class _nothing:
 def test_a_static_test_choosing_run_time_values_is_bound():
     """``rot = rot_local if (hasattr(self.attention, "is_sliding") and …) else rot_global``: the arms are
     inputs, so no field can hold the choice; it is bound (it used to stay, as a config field's test, in the
-    forward). The helper's ``if num_links is None`` is decided by the default its call site leaves."""
+    forward). The helper's ``if num_links is None`` is decided by the default one call site leaves, and made
+    at construction for the other, which passes ``self.num_links``."""
     result = _generate("block")
     _no_static_branch(result)
     code = "".join(g.code for g in result.modules)
     assert "rot = rot_local if" not in code and "rot = self._decode_hasattr_attention_is_sliding" in code
     # one field for the whole test: ``self.attention.is_sliding`` is read only when ``hasattr`` says it exists
     assert "if self.config.hasattr_attention_is_sliding_and_attention else" in code
-    assert "num_links is None" not in code and "scale is None" not in code
-    assert "def _all_reduce(self, x):" in code
+    forwards = "".join(c.split("def load_device_weights")[1] for c in (g.code for g in result.modules))
+    assert "num_links is None" not in forwards and "scale is None" not in forwards
+    assert "if legacy.num_links is None:" in code  # TTTv1's test, run once in from_model_args
+    assert "def _all_reduce(self, x):" in code and "def _all_reduce_2(self, x):" in code
 
 
-@pytest.mark.parametrize("sliding", [False, True])
-def test_the_block_matches_tttv1_bit_for_bit(sliding, tmp_path):
+@pytest.mark.parametrize(("sliding", "num_links"), [(False, None), (True, 2)])
+def test_the_block_matches_tttv1_bit_for_bit(sliding, num_links, tmp_path):
     result = _generate("block")
     model_args = _tttv1("model_config", "ModelArgs")
     attention = _tttv1("block", "Sliding")() if sliding else None
@@ -215,8 +218,8 @@ def test_the_block_matches_tttv1_bit_for_bit(sliding, tmp_path):
         generated = generated_class(result, topology, tmp_path)
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
         args = model_args(mesh)
-        old = _tttv1("block", "Block")(mesh, args, attention=attention)
-        new = generated.from_model_args(mesh, args, attention=attention)
+        old = _tttv1("block", "Block")(mesh, args, attention=attention, num_links=num_links)
+        new = generated.from_model_args(mesh, args, attention=attention, num_links=num_links)
         for mode in ("decode", "prefill"):
             inputs = [replicated(a, mesh) for a in (input_rows(32), overall, local)]
             expected = old.forward(inputs[0], mode, rot_global=inputs[1], rot_local=inputs[2])
