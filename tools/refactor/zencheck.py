@@ -4,12 +4,13 @@ methods, the methods bound in ``_bind`` and the module-level helpers copied next
 there that is not runtime is a choice known at construction that the codemod did not make: a gap naming the
 generated ``file:line``, so the run exits 1.
 
-The generated code is analysed from a private temporary folder (``analyze`` reads files), nothing else is
-written. Functions that are not the computation are left out: ``forward`` (the mode dispatcher itself) and
+The generated code is analysed once, from a private temporary folder (``analyze`` reads files), with one
+method added at the end of the class that calls ``forward`` and each bound arm; nothing else is written. Functions that are not the computation are left out: ``forward`` (the mode dispatcher itself) and
 ``load_device_weights`` (run once, its own test is whether the weights were loaded)."""
 
 from __future__ import annotations
 
+import ast
 import tempfile
 from pathlib import Path
 
@@ -19,106 +20,104 @@ from tttv2_tools.trace_dependencies.errors import TraceError
 from .errors import Gap
 
 #: Methods of a generated class that are not on the computation path.
-SCAFFOLDING = frozenset({"forward", "load_device_weights"})
+SCAFFOLDING = frozenset({"forward", "load_device_weights", "_tttv2_zen_entry"})
 
 
-def _bound_arms(code: str, class_name: str) -> list[str]:
-    """The methods ``_bind`` assigns (``self._x = self._x_true if … else self._x_false``): the forwards call
-    them through the attribute, which trace-deps does not follow, so each is analysed as an entry of its own."""
-    import libcst as cst
-
-    try:
-        module = cst.parse_module(code)
-    except cst.ParserSyntaxError:  # pragma: no cover - generated code is compiled before this check
-        return []
-    arms: list[str] = []
-    for node in module.body:
-        if not (isinstance(node, cst.ClassDef) and node.name.value == class_name):
-            continue
-        for item in node.body.body:
-            if isinstance(item, cst.FunctionDef) and item.name.value == "_bind":
-                for sub in _attributes(item):
-                    if sub not in arms:
-                        arms.append(sub)
-    return arms
+ENTRY = "_tttv2_zen_entry"
 
 
-def _attributes(func) -> list[str]:
-    import libcst as cst
-    import libcst.matchers as m
-
-    found = m.findall(func.body, m.IfExp())
+def _with_entry(code: str, class_name: str) -> tuple[str, int, int] | None:
+    """``code`` with one more method at the end of ``class_name``: it calls ``forward`` and every method that
+    ``_bind`` binds (``self._x = self._x_true if … else self._x_false``: the forwards call them through the
+    attribute, which trace-deps does not follow), each with parameters of its own names, run-time inputs. One
+    analysis from it covers the whole forward path. Also returns the last line of the class and the number of
+    lines added (to map the analysis's lines back). None: no such class or no ``forward``. (``ast``, not
+    LibCST: only names and lines are needed, and this runs on every output.)"""
+    tree = ast.parse(code)
+    klass = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    if klass is None:
+        return None
+    methods = {n.name: n for n in klass.body if isinstance(n, ast.FunctionDef)}
+    if "forward" not in methods:
+        return None
+    called = ["forward"]
+    for node in ast.walk(methods["_bind"]) if "_bind" in methods else ():
+        if isinstance(node, ast.IfExp):
+            for arm in (node.body, node.orelse):
+                bound = isinstance(arm, ast.Attribute) and isinstance(arm.value, ast.Name)
+                if bound and arm.value.id == "self" and arm.attr in methods and arm.attr not in called:
+                    called.append(arm.attr)
     names: list[str] = []
-    for ifexp in found:
-        for arm in (ifexp.body, ifexp.orelse):
-            if (
-                isinstance(arm, cst.Attribute)
-                and isinstance(arm.value, cst.Name)
-                and arm.value.value == "self"
-            ):
-                names.append(arm.attr.value)
-    return names
+    calls: list[str] = []
+    for name in called:
+        arguments = methods[name].args
+        own = [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]][1:]
+        names += [p for p in own if p not in names]
+        calls.append(f"        self.{name}({', '.join(f'{p}={p}' for p in own)})")
+    lines = [f"    def {ENTRY}(self{''.join(', ' + n for n in names)}):", *calls]
+    last = klass.end_lineno or len(code.splitlines())
+    source = code.splitlines()
+    text = "\n".join([*source[:last], "", *lines, *source[last:]]) + "\n"
+    return text, last, len(lines) + 1
 
 
 def _loop_variables(code: str) -> dict[str, set[str]]:
     """{function name: names its ``for`` loops and comprehensions bind} over the module's functions."""
-    import libcst as cst
-    import libcst.matchers as m
-
     out: dict[str, set[str]] = {}
-    for func in m.findall(cst.parse_module(code), m.FunctionDef()):
-        names: set[str] = set()
-        for loop in m.findall(func, m.For() | m.CompFor()):
-            names |= {n.value for n in m.findall(loop.target, m.Name())}
-        out.setdefault(func.name.value, set()).update(names)
+    for func in ast.walk(ast.parse(code)):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = out.setdefault(func.name, set())
+            for loop in ast.walk(func):
+                if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    names |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
     return out
 
 
 def _reads_loop_variable(test: str, names: set[str]) -> bool:
     """Whether the test (trace-deps' text of it) reads a loop variable: static per iteration, not per module
     (a choice no field or bound method can make once; the loop runs each value in turn)."""
-    import libcst as cst
-    import libcst.matchers as m
-
     if not names:
         return False
     try:
-        expression = cst.parse_expression(test)
-    except cst.ParserSyntaxError:  # pragma: no cover - trace-deps' text of a test is an expression
+        expression = ast.parse(test, mode="eval")
+    except SyntaxError:  # pragma: no cover - trace-deps' text of a test is an expression
         return False
-    return any(n.value in names for n in m.findall(expression, m.Name()))
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expression))
 
 
 def static_branches(code: str, file_name: str, class_name: str) -> list[tuple[str, str, str, str]]:
     """(generated file:line, function, test, classification) of every non-runtime branch on the forward path
-    of ``class_name`` in ``code`` (the text of the generated module ``file_name``)."""
+    of ``class_name`` in ``code`` (the text of the generated module ``file_name``): one trace-deps analysis."""
+    made = _with_entry(code, class_name)
+    if made is None:
+        return []
+    text, last, added = made
+    loops = _loop_variables(code)
+    found: dict[str, tuple[str, str, str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="tttv2-zen-") as folder:
         path = Path(folder) / file_name
-        path.write_text(code)
-        found: dict[str, tuple[str, str, str, str]] = {}
-        methods = [m for m in _bound_arms(code, class_name) if f"def {m}(" in code]
-        loops = _loop_variables(code)
-        for entry in ("forward", *methods):
-            try:
-                analysis = analyze(
-                    path, class_name=class_name, entry=entry, follow_helpers=False, auto_config=False
-                )
-            except TraceError as exc:
-                key = f"{file_name}:1"
-                found.setdefault(key, (key, entry, f"not analysed: {exc}", "unknown"))
-                continue
-            for branch in analysis.branches:
-                if branch.phase != "forward" or branch.classification == "runtime":
-                    continue
-                if _reads_loop_variable(branch.test, loops.get(branch.function.rpartition(".")[2], set())):
-                    continue  # ``for i, s in enumerate((1.5, 0.5)): if i == 0``: one value per iteration
-                if not branch.loc.startswith(file_name + ":"):
-                    continue  # a helper of another file (imported, not copied): not this output's code
-                owner, _, method = branch.function.partition(".")
-                if owner == class_name and method in SCAFFOLDING:
-                    continue
-                line = ":".join(branch.loc.split(":")[:2])
-                found.setdefault(branch.loc, (line, branch.function, branch.test, branch.classification))
+        path.write_text(text)
+        try:
+            analysis = analyze(
+                path, class_name=class_name, entry=ENTRY, follow_helpers=False, auto_config=False
+            )
+        except TraceError as exc:  # pragma: no cover - the generated module parses and has the class
+            return [(f"{file_name}:1", class_name, f"not analysed: {exc}", "unknown")]
+    for branch in analysis.branches:
+        if branch.phase != "forward" or branch.classification == "runtime":
+            continue
+        if not branch.loc.startswith(file_name + ":"):
+            continue  # a helper of another file (imported, not copied): not this output's code
+        owner, _, method = branch.function.partition(".")
+        if owner == class_name and method in SCAFFOLDING:
+            continue
+        if _reads_loop_variable(branch.test, loops.get(branch.function.rpartition(".")[2], set())):
+            continue  # ``for i, s in enumerate((1.5, 0.5)): if i == 0``: one value per iteration
+        line = int(branch.loc.split(":")[1])
+        line = line - added if line > last else line
+        found.setdefault(
+            branch.loc, (f"{file_name}:{line}", branch.function, branch.test, branch.classification)
+        )
     return list(found.values())
 
 
