@@ -58,7 +58,10 @@ def literal_truth(test: cst.BaseExpression) -> bool | None:
     """The truth of ``test`` when it is made of literals, comparisons, ``not``, ``and`` / ``or`` only, else None."""
     if type(test) is cst.Name:
         return {"True": True, "False": False, "None": False}.get(test.value)
-    if not isinstance(test, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+    if not isinstance(
+        test,
+        (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Integer, cst.Float, cst.SimpleString),
+    ):
         return None
     for node in walk(test):
         if not isinstance(node, _PARTS):
@@ -105,9 +108,16 @@ def fold_literal_tests(func: cst.FunctionDef, prov: Provenance | None) -> cst.Fu
         return kind in (cst.If, cst.IfExp) and literal_truth(node.test) is not None
 
     class _Statements(StatementTransformer):
+        elifs: set[int]
+
+        def visit_If(self, node: cst.If) -> None:
+            if isinstance(node.orelse, cst.If):
+                # an elif is decided with its ``if`` (it is no statement of its own)
+                self.elifs.add(id(node.orelse))
+
         def leave_If(self, original_node, updated_node):
             truth = literal_truth(updated_node.test)
-            if truth is None:
+            if truth is None or id(original_node) in self.elifs:
                 return updated_node
             kept = _arm(updated_node, truth)
             while isinstance(kept, cst.If):
@@ -146,6 +156,7 @@ def fold_literal_tests(func: cst.FunctionDef, prov: Provenance | None) -> cst.Fu
     expressions.hot = hot_paths(func, lambda n: type(n) is not cst.If and candidate(n))
     func = func.visit(expressions)
     statements = _Statements(prov)
+    statements.elifs = set()
     statements.hot = hot_paths(
         func, lambda n: type(n) is cst.If and candidate(n), lambda n: not is_expression(n)
     )
