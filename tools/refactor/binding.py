@@ -55,6 +55,8 @@ class ClassFacts:
     # config keys not defined on every configuration (each definition sits under a test): read only when present
     guarded_keys: set[str] = field(default_factory=set)
     properties: set[str] = field(default_factory=set)  # @property members: read as values, not bound methods
+    # set by a forward for its own later use: locals of the generated method (cached.py)
+    cached: set[str] = field(default_factory=set)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from .binding import (
     local_kinds_by_name,
     mutated_locals,
 )
+from .cached import cached_attributes, localise_cached
 from .cleanup import remove_dead_code
 from .cstutil import (
     assigned_names,
@@ -195,6 +196,8 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
             facts.assigned_in_forward |= _self_mutations(func)
     facts.resources -= facts.holders
     facts.properties = set(members_of(inputs.klass).properties)
+    facts.cached = cached_attributes(methods, forward_methods, init_names)
+    facts.assigned_in_forward -= facts.cached
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -461,6 +464,8 @@ class Planner:
             }
             replacements = self._topology_only(replacements, parsed)
         out = specialise(func, replacements, self.prov, decisions)
+        if self.facts.cached and mode is not None:  # a forward's own attribute: a local (cached.py)
+            out = localise_cached(out, self.facts.cached, self.prov)
         pure = self._scope(out, f"{self.inputs.class_name}.{func.name.value}").pure_call
         return remove_dead_code(out, pure, prov=self.prov)
 
