@@ -195,6 +195,7 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
             facts.assigned_in_forward |= _self_mutations(func)
     facts.resources -= facts.holders
+    facts.config_objects = _config_objects(methods, init_names, forward_methods, facts.holders)
     facts.properties = set(members_of(inputs.klass).properties)
     facts.cached = cached_attributes(methods, forward_methods, init_names)
     facts.assigned_in_forward -= facts.cached
@@ -820,6 +821,32 @@ class Planner:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )
+
+
+def _config_objects(
+    methods: dict, init_names: list[str], forward_methods: list[str], holders: set[str]
+) -> set[str]:
+    """Attributes ``__init__`` takes from ModelArgs (``self.X = self.args.Y`` / ``args.Y``) whose methods a
+    forward calls (``self.X.get_tensor_dtype(…)``): parts of the config, queried like ``self.args.get_*()``."""
+    called: set[str] = set()
+    for name in forward_methods:
+        func = methods.get(name)
+        for node in walk(func) if func is not None else ():
+            if type(node) is cst.Call:
+                parts = (dotted(node.func) or "").split(".")
+                if len(parts) == 3 and parts[0] == "self":
+                    called.add(parts[1])
+    out: set[str] = set()
+    for name in init_names:
+        func = methods.get(name)
+        for attr, value in _self_assignments(func) if func is not None else ():
+            parts = (dotted(value) or "").split(".") if isinstance(value, cst.Attribute) else []
+            from_args = len(parts) >= 2 and (
+                parts[0] in ARGS_NAMES or (parts[0] == "self" and len(parts) >= 3 and parts[1] in holders)
+            )
+            if from_args and attr in called and attr not in holders:
+                out.add(attr)
+    return out
 
 
 def _short_circuits(test: cst.BaseExpression) -> bool:

@@ -227,3 +227,29 @@ def test_the_block_matches_tttv1_bit_for_bit(sliding, num_links, tmp_path):
             got = new.forward(inputs[0], mode, rot_global=inputs[1], rot_local=inputs[2])
             assert_identical(expected, got, f"{shape} {mode}")
         ttnn.close_mesh_device(mesh)
+
+
+# ------------------------------------------------------------------------------------------ ModelArgs at run time
+def test_a_part_of_model_args_queried_in_forward_is_a_field():
+    """``self.decoders_optimizations = self.args.decoders_optimizations`` then
+    ``self.decoders_optimizations.get_scale(…, configuration=self.args)`` in forward: config queries computed at
+    construction (they used to be gaps: ModelArgs used at run time, an attribute the generated class lacks)."""
+    result = _generate("tuned")
+    _no_static_branch(result)
+    forwards = result.modules[0].code.split("def decode_forward")[1]
+    assert "decoders_optimizations" not in forwards and "self.args" not in forwards
+    assert "self.config.activation_dtype_or_ttnn_bfloat8_b" in forwards
+
+
+@pytest.mark.parametrize("layer_num", [0, 1])
+def test_the_tuned_module_matches_tttv1_bit_for_bit(layer_num, tmp_path):
+    generated = generated_class(_generate("tuned"), "1d", tmp_path)
+    model_args = _tttv1("model_config", "ModelArgs")
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    args = model_args(mesh)
+    old = _tttv1("tuned", "Tuned")(mesh, args, layer_num=layer_num)
+    new = generated.from_model_args(mesh, args, layer_num=layer_num)
+    for mode in ("decode", "prefill"):
+        expected = old.forward(replicated(input_rows(32), mesh), mode)
+        assert_identical(expected, new.forward(replicated(input_rows(32), mesh), mode), mode)
+    ttnn.close_mesh_device(mesh)

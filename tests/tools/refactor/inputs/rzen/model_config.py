@@ -2,6 +2,8 @@
 
 import ttnn
 
+from rzen.precision import DecodersPrecision
+
 
 class ModelArgs:
     def __init__(self, mesh_device, dim=64):
@@ -10,6 +12,7 @@ class ModelArgs:
         self.dim = dim
         self.norm_eps = 1e-5
         self.model_config = {"OUT_MEMCFG": ttnn.DRAM_MEMORY_CONFIG}
+        self.decoders_optimizations = DecodersPrecision(2, dim)
 
     def get_model_config(self):
         return self.model_config
