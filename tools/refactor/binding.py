@@ -120,7 +120,9 @@ class Scope:
         if self.bound_method(attr):
             return False  # a bound method used as a value: the generated class's own copy, never a field
         kinds = self.kinds.get(f"self:{self.self_file}:{self.class_name}.{attr}")
-        return kinds is None or set(kinds) <= STATIC_KINDS
+        # "unknown": trace-deps could not follow the value __init__ gives it (a ModelArgs member it does not
+        # define); set at construction and never by a forward, it is fixed once the module is built
+        return kinds is None or set(kinds) <= STATIC_KINDS | {"unknown"}
 
     def bound_method(self, attr: str) -> bool:
         """``self.<attr>`` is a method of the class (not a property): as a value, a bound method."""

@@ -39,10 +39,10 @@ def inputs_importable():
 _RESULTS: dict = {}
 
 
-def _generate(module: str):
-    if module not in _RESULTS:
-        _RESULTS[module] = generate(INPUTS / PACKAGE / f"{module}.py")
-    return _RESULTS[module]
+def _generate(module: str, class_name: str | None = None):
+    if (module, class_name) not in _RESULTS:
+        _RESULTS[module, class_name] = generate(INPUTS / PACKAGE / f"{module}.py", class_name=class_name)
+    return _RESULTS[module, class_name]
 
 
 def _tttv1(module: str, name: str):
@@ -249,6 +249,23 @@ def test_the_tuned_module_matches_tttv1_bit_for_bit(layer_num, tmp_path):
     args = model_args(mesh)
     old = _tttv1("tuned", "Tuned")(mesh, args, layer_num=layer_num)
     new = generated.from_model_args(mesh, args, layer_num=layer_num)
+    for mode in ("decode", "prefill"):
+        expected = old.forward(replicated(input_rows(32), mesh), mode)
+        assert_identical(expected, new.forward(replicated(input_rows(32), mesh), mode), mode)
+    ttnn.close_mesh_device(mesh)
+
+
+def test_an_attribute_from_a_model_args_member_trace_deps_cannot_follow_is_a_field(tmp_path):
+    """``self.eps = args.rope_eps`` where ModelArgs sets ``rope_eps`` by name: trace-deps marks it unknown, but
+    __init__ sets it and no forward does, so it is a field computed at construction (it was a gap: read at run
+    time, not set on the generated module)."""
+    result = _generate("tuned", "Eps")
+    _no_static_branch(result)
+    assert "epsilon=self.config.eps" in result.modules[0].code
+    generated = generated_class(result, "1d", tmp_path)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    args = _tttv1("model_config", "ModelArgs")(mesh)
+    old, new = _tttv1("tuned", "Eps")(mesh, args), generated.from_model_args(mesh, args)
     for mode in ("decode", "prefill"):
         expected = old.forward(replicated(input_rows(32), mesh), mode)
         assert_identical(expected, new.forward(replicated(input_rows(32), mesh), mode), mode)

@@ -13,6 +13,8 @@ class ModelArgs:
         self.norm_eps = 1e-5
         self.model_config = {"OUT_MEMCFG": ttnn.DRAM_MEMORY_CONFIG}
         self.decoders_optimizations = DecodersPrecision(2, dim)
+        for name, value in {"rope_eps": 1e-6}.items():  # members set by name: trace-deps cannot follow them
+            setattr(self, name, value)
 
     def get_model_config(self):
         return self.model_config

@@ -19,3 +19,13 @@ class Tuned:
         scale = self.decoders_optimizations.get_scale(decoder_id=self.layer_num, configuration=self.args)
         x = ttnn.mul(x, scale)
         return ttnn.typecast(x, activation_dtype or ttnn.bfloat8_b)
+
+
+class Eps:
+    """``self.eps`` from a ModelArgs member set by name (``setattr``), read in forward."""
+
+    def __init__(self, mesh_device, args):
+        self.eps = args.rope_eps
+
+    def forward(self, x, mode):
+        return ttnn.rms_norm(x, epsilon=self.eps)
