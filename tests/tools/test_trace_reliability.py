@@ -100,7 +100,12 @@ def test_json_with_why_is_valid_json(g2, capsys):
     assert data["keys_read"]  # still the whole analysis
     code, out, err = run(capsys, g2 / "mlp.py", "--json", "--why", "no-such-thing")
     # an unknown name is a usage error before any output, as without --json (one line on stderr, no JSON)
-    assert code == 2 and out == "" and err.startswith("trace-deps: error: --why") and "nothing by that name" in err
+    assert (
+        code == 2
+        and out == ""
+        and err.startswith("trace-deps: error: --why")
+        and "nothing by that name" in err
+    )
 
 
 # -- I/O errors: exit 2 with one line ---------------------------------------------------------------------
