@@ -74,7 +74,8 @@ class _Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         tool = parser.prog.split()[0]
         extra = f" ({self.schemas})" if self.schemas else ""
-        parser.exit(message=f"{tool} {package_version()}{extra}\n")
+        sys.stdout.write(f"{tool} {package_version()}{extra}\n")
+        parser.exit()
 
 
 def width_argument(text: str) -> int:
@@ -205,7 +206,7 @@ def normalise_argv(
     on_separate: Callable[[str, str], None] | None = None,
 ) -> list[str]:
     """Spell every output flag ``--FORMAT=VALUE`` before argparse sees it, so a bare flag never takes the next
-    argument: a bare ``--FORMAT`` becomes ``--FORMAT=-`` (stdout), unless the next word is the old spelling's
+    argument: a bare ``--FORMAT`` (or ``--FORMAT -``) becomes ``--FORMAT=-`` (stdout), unless the next word is the old spelling's
     separate FILE (``separate_file(word)``: a command with no positional argument that could be meant), which
     is then joined (``on_separate(flag, word)`` is told, e.g. to print a deprecation line). ``--`` ends it."""
     flags = set(flags)
@@ -219,8 +220,10 @@ def normalise_argv(
             break
         if word in flags:
             following = words[i + 1] if i + 1 < len(words) else None
-            if following is not None and not following.startswith("-") and separate_file(following):
-                if on_separate is not None:
+            if following == STDOUT or (
+                following is not None and not following.startswith("-") and separate_file(following)
+            ):
+                if on_separate is not None and following != STDOUT:
                     on_separate(word, following)
                 out.append(f"{word}={following}")
                 i += 2
