@@ -194,7 +194,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(tmp_path, capsys, monkeypatc
     argv = ["export", "--store", str(store), "--csv", "-"]
     assert main(argv) == 3
     err = _one_line(capsys)
-    assert err == "collect-cases export: internal error: ZeroDivisionError: a bug (run with --debug)\n"
+    assert err == "collect-cases: internal error: ZeroDivisionError: a bug (run with --debug)\n"
     assert main(["--debug", *argv]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError: a bug" in err
