@@ -244,8 +244,13 @@ def _normalised(argv: list[str]) -> list[str]:
     return argv
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only: nothing is read or run)."""
+    return parser().parse_args(_normalised([str(a) for a in argv]))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(_normalised([str(a) for a in (sys.argv[1:] if argv is None else argv)]))
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     out = Console(width=table_width(args.width))
     err = Console(stderr=True, soft_wrap=True, markup=False)  # messages hold paths: never read as markup
     try:

@@ -138,12 +138,18 @@ def _progress(enabled: bool):
     return Console(stderr=True).status("tttv2-refactor: analysing")
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only: nothing is read or run). A bare --json / --report
+    means stdout; a next word that is not a .py file (MODULE and CONFIG are) is the old spelling's separate
+    FILE, still accepted with a warning."""
+    argv = [str(a) for a in argv]
+    return parser().parse_args(
+        normalise_argv(argv, REPORT_FLAGS, lambda word: not word.endswith(".py"), _old_spelling)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
-    # a bare --json / --report means stdout; a next word that is not a .py file (MODULE and CONFIG are) is the
-    # old spelling's separate FILE, still accepted with a warning
-    argv = normalise_argv(argv, REPORT_FLAGS, lambda word: not word.endswith(".py"), _old_spelling)
-    args = parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         with deeper_recursion():  # libcst's visitors recurse per operand of a long expression
             return _main(args)

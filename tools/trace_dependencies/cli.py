@@ -159,10 +159,16 @@ def console() -> int:
         gc.freeze()
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only: nothing is read or run)."""
+    argv = [str(a) for a in argv]
     args = parser().parse_intermixed_args(normalise_argv(argv))
     args.bare_flags = _bare_flags(argv)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     err = _Stderr()
     written: list[Path] = []  # files already in place, named if Ctrl-C comes after them
     try:

@@ -131,10 +131,14 @@ def _check_arguments(args) -> bool:
     return True
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only). No positional argument: a word after --json is its
+    FILE (the old spelling); alone or with -, stdout."""
+    return parser().parse_args(normalise_argv([str(a) for a in argv], ["--json"], lambda word: True))
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
-    # no positional argument: a word after --json is its FILE (the old spelling); alone or with -, stdout
-    args = parser().parse_args(normalise_argv(argv, ["--json"], lambda word: True))
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return _main(args)
     except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (the JSON file is written last, atomically)
