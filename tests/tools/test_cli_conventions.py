@@ -179,7 +179,7 @@ def test_ctrl_c_after_a_file_was_written_names_it(tmp_path, capsys, monkeypatch)
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report, "render", interrupt)
+    monkeypatch.setattr(report, "render_summary", interrupt)  # a file written: the summary follows it
     out = tmp_path / "a.json"
     assert trace_cli.main([str(MLP), f"--json={out}"]) == _cli.EXIT_INTERRUPTED
     err = capsys.readouterr().err

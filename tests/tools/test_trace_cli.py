@@ -109,7 +109,29 @@ def test_graph_formats_to_files(tmp_path, capsys):
         json.loads(paths["json"].read_text())["nodes"]
     )
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}")
-    assert f"wrote {paths['dot']} (dot)" in err and "Config reads" in out
+    # the outputs went to files: the answer only (the summary), and -v asks for the whole report
+    assert f"wrote {paths['dot']} (dot)" in err and out.startswith("Summary: class MLP in mlp.py")
+    assert "Config reads" not in out and len(out.splitlines()) < 20
+    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "-v")
+    assert out.startswith("Summary: class MLP") and "Config reads" in out
+
+
+def test_the_report_starts_with_its_answer(capsys):
+    """Issue 23: the keys reached through args.get_*() are counted with the direct reads, the roots, the branch
+    counts and what needs a look come first, on an input in tt-metal's G3 style (tttv1/tt/mlp.py)."""
+    mlp, config = builtin_paths()
+    code, out, _ = run(capsys, mlp, config, "--width", "400")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "Summary: class MLP in mlp.py with model_config.py"
+    keys = re.search(
+        r"reads (\d+) config keys \((\d+) read directly, (\d+) more through args.get_\*\(\)\)", lines[1]
+    )
+    assert keys and int(keys[1]) == int(keys[2]) + int(keys[3]) and int(keys[3]) > 0
+    assert "FF1_3_TG_PROGCFG" in lines[1] and "get_mlp_ff1_3_prg_config()" in lines[2]
+    head = out[: out.index("Config reads (model_config keys)")]  # the summary, before the first table
+    assert re.search(r"\n  root parameters, per-call inputs: .*x \(input\)", head)
+    assert re.search(r"\n  branches in mlp.py: .*mode \d+", head) and "\n  needs a look: " in head
+    assert out.index("Summary") < out.index("Config reads (model_config keys)")
 
 
 def test_mode_topology_focus_why(capsys):

@@ -307,9 +307,12 @@ def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
 
         render_why(view, args.why, _console(width))
     elif STDOUT not in targets.values() and not args.quiet:
-        from .report import render
+        from .report import render, render_summary
 
-        render(view, _console(width), verbose=args.verbose)
+        if targets and not args.verbose:  # the outputs went to files: the answer only (-v: the whole report)
+            render_summary(view, _console(width))
+        else:
+            render(view, _console(width), verbose=args.verbose)
     if args.strict and (analysis.unknowns() or analysis.skipped):
         say("trace-deps", "--strict: some constructs were not understood (see the report)")
         return EXIT_ATTENTION
