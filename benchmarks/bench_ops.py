@@ -1,6 +1,6 @@
 """Benchmark the emulator's device-op kernels: C++ (tttv2._native) vs numpy reference vs torch CPU.
 
-Run from the project root:  python benchmarks/bench_ops.py
+Run from the project root:  python benchmarks/bench_ops.py [--shapes 32x4096,1024x4096] [--no-doc]
 Prints the machine, the command and a table, and writes the same into docs/performance.md under
 "## Device-op kernels (benchmarks/bench_ops.py)" (other sections of that file are kept).
 Times are medians of several runs of the full Python call (native includes the dispatcher and output
@@ -10,6 +10,7 @@ allocation); GB/s is bytes read + written divided by the native time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -34,10 +35,14 @@ try:
 except ImportError:  # pragma: no cover
     torch = None
 
-SHAPES = [(32, 4096), (1024, 4096), (2048, 8192)]
+# 32 rows × 2048 … 8192: the decode path (a batch of 32 users, one token each, across the model widths)
+SHAPES = [(32, 2048), (32, 4096), (32, 8192), (1024, 4096), (2048, 8192)]
 SECTION = "## Device-op kernels (benchmarks/bench_ops.py)"
 DOC = ROOT / "docs" / "performance.md"
 EPS = 1e-5
+TORCH_THREADS = 2
+TORCH_1T = "torch, 1 thread"
+ROUNDS = 5  # alternating blocks of runs per implementation (see median_times)
 
 
 def time_once(fn: Callable[[], object]) -> float:
@@ -46,21 +51,51 @@ def time_once(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def median_times(impls: dict[str, Callable[[], object]], budget: float, max_repeats: int) -> dict[str, float]:
+def median_times(
+    impls: dict[str, Callable[[], object]], budget: float, max_repeats: int, rounds: int = ROUNDS
+) -> dict[str, float]:
     """Median wall time of each callable over back-to-back runs (warm caches and threads).
 
-    Each callable gets as many runs (at most max_repeats) as fit in ~budget seconds after a warm-up run;
-    one slower than the budget (the numpy reference on big shapes) is timed twice and the faster run kept.
+    The runs are taken in ``rounds`` alternating blocks (native's block, then the reference's, then torch's, and
+    again), each block opened by one untimed warm-up call, so that a change in the machine's load during the
+    measurement (it is shared) weighs on every implementation alike instead of on whichever ran at that moment.
+    Each callable gets as many runs (at most max_repeats) as fit in ~budget seconds; one slower than the budget
+    (the numpy reference on big shapes) is timed twice and the faster run kept.
     """
-    medians = {}
+    samples: dict[str, list[float]] = {name: [] for name in impls}
+    per_block: dict[str, int] = {}
     for name, fn in impls.items():
-        first = time_once(fn)  # warm-up
-        if first > budget:
-            medians[name] = min(first, time_once(fn))
-            continue
-        repeats = int(min(max_repeats, max(3, budget / max(time_once(fn), 1e-9))))
-        medians[name] = statistics.median(time_once(fn) for _ in range(repeats))
-    return medians
+        with _torch_threads(1 if name == TORCH_1T else TORCH_THREADS):
+            first = time_once(fn)  # warm-up, and how long one call takes
+            if first > budget:
+                samples[name].append(min(first, time_once(fn)))
+                continue
+            once = time_once(fn)
+        repeats = int(min(max_repeats, max(3, budget / max(once, 1e-9))))
+        per_block[name] = max(1, -(-repeats // rounds))
+    for _ in range(rounds):
+        for name, count in per_block.items():
+            fn = impls[name]
+            with _torch_threads(1 if name == TORCH_1T else TORCH_THREADS):
+                fn()  # warm-up: the other implementations ran in between
+                samples[name].extend(time_once(fn) for _ in range(count))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    """torch's intra-op threads for a block of runs (torch ignores a setting equal to its current one)."""
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before != n:
+            torch.set_num_threads(before)
 
 
 def cpu_busy_seconds() -> float | None:
@@ -126,6 +161,7 @@ def make_cases(shape: tuple[int, int]) -> list[tuple[str, dict[str, Callable[[],
         }
         for name, impls, _ in cases:
             impls["torch"] = torch_ops.get(name)
+            impls[TORCH_1T] = torch_ops.get(name)  # the same call, its blocks run with one torch thread
     return cases
 
 
@@ -149,14 +185,15 @@ def machine_info() -> tuple[str, int]:
     return model, os.cpu_count() or 1
 
 
-def run(budget: float, max_repeats: int) -> list[list[str]]:
+def run(budget: float, max_repeats: int, shapes: list[tuple[int, int]]) -> list[list[str]]:
     table = []
-    for shape in SHAPES:
+    for shape in shapes:
         for name, impls, nbytes in make_cases(shape):
             present = {key: fn for key, fn in impls.items() if fn is not None}
             times = median_times(present, budget, max_repeats)
-            native, torch_time = times["native"], times.get("torch")
+            native, torch_time, torch_1t = times["native"], times.get("torch"), times.get(TORCH_1T)
             speedup = f"{torch_time / native:.2f}×" if torch_time is not None else "n/a"
+            speedup_1t = f"{torch_1t / native:.2f}×" if torch_1t is not None else "n/a"
             row = [
                 name,
                 f"{shape[0]}×{shape[1]}",
@@ -164,6 +201,8 @@ def run(budget: float, max_repeats: int) -> list[list[str]]:
                 fmt_time(times.get("reference")),
                 fmt_time(torch_time),
                 speedup,
+                fmt_time(torch_1t),
+                speedup_1t,
                 f"{nbytes / native / 1e9:.1f}",
             ]
             table.append(row)
@@ -171,7 +210,17 @@ def run(budget: float, max_repeats: int) -> list[list[str]]:
     return table
 
 
-HEADER = ["op", "shape", "native", "numpy reference", "torch CPU", "torch / native", "native GB/s"]
+HEADER = [
+    "op",
+    "shape",
+    "native",
+    "numpy reference",
+    "torch CPU (2 threads)",
+    "torch / native",
+    "torch CPU (1 thread)",
+    "torch 1 thread / native",
+    "native GB/s",
+]
 
 
 def markdown_table(table: list[list[str]]) -> str:
@@ -193,15 +242,28 @@ def write_doc(section: str) -> None:
     DOC.write_text(text.rstrip("\n") + "\n")
 
 
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    try:
+        shapes = [tuple(int(v) for v in item.lower().split("x")) for item in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
+        raise argparse.ArgumentTypeError(f"expected ROWSxCOLS[,ROWSxCOLS...], got {text!r}")
+    return shapes  # type: ignore[return-value]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (default 0.3)")
     parser.add_argument("--max-repeats", type=int, default=50, help="repeats per measurement at most")
     parser.add_argument("--no-doc", action="store_true", help="do not update docs/performance.md")
+    parser.add_argument(
+        "--shapes", type=parse_shapes, default=SHAPES, help="ROWSxCOLS,... (default: all of SHAPES)"
+    )
     args = parser.parse_args()
 
     if torch is not None:
-        torch.set_num_threads(2)
+        torch.set_num_threads(TORCH_THREADS)
     model, cores = machine_info()
     command = "python " + " ".join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
     versions = f"numpy {np.__version__}, torch {torch.__version__ if torch is not None else 'not installed'}"
@@ -210,7 +272,7 @@ def main() -> None:
     if _kernels.BACKEND != "native":
         sys.exit("unset TTTV2_KERNELS: this benchmark compares the native kernels against the others")
     busy_before, own_before, wall_before = cpu_busy_seconds(), os.times(), time.perf_counter()
-    table = run(args.budget, args.max_repeats)
+    table = run(args.budget, args.max_repeats, args.shapes)
     busy_after, own_after, wall = cpu_busy_seconds(), os.times(), time.perf_counter() - wall_before
     md = markdown_table(table)
     load = "unknown"
@@ -226,12 +288,15 @@ def main() -> None:
         section = (
             f"{SECTION}\n\n"
             f"- machine: {model}, {cores} cores; {platform.python_implementation()} {platform.python_version()}, "
-            f"{versions} (torch.set_num_threads(2))\n"
+            f"{versions} (torch.set_num_threads(2); the 1-thread column: set to 1 for its blocks)\n"
             f"- command: `{command}`\n"
             f"- date: {date}; background load during the run: {load}\n\n"
-            "Median wall time of back-to-back Python calls (native includes the dispatcher and allocating "
+            "Median wall time of back-to-back Python calls, taken in 5 alternating blocks per implementation "
+            "(native includes the dispatcher and allocating "
             "the output; bfp8 pack+unpack is two calls). GB/s = bytes read + written / native time. "
-            "torch has no block-float format, hence n/a. The machine is shared: numbers from runs with "
+            "torch has no block-float format, hence n/a. torch with 2 threads needs both cores at once at every "
+            "call: on the busy machine its medians jump to 15-70 ms in some rows (a thread waiting for a core), "
+            "which the 1-thread column does not suffer. The machine is shared: numbers from runs with "
             "background load are noisy, and a kernel called cold (worker threads parked) runs closer to "
             "single-threaded speed.\n\n"
             f"{md}\n"

@@ -8,13 +8,18 @@
    console script (or --trace-deps SCRIPT), twice: with compiled bytecode (as pip installs a wheel) and in the
    environment as it is (where PYTHONDONTWRITEBYTECODE and an editable install mean the package's modules are
    compiled from source at every run).
+   With --peer SCRIPT (tt-metal's own tracer, models/common/modules/mlp/trace_dependencies.py of a tt-metal
+   checkout; not shipped here), also the user's command against the peer's, on the same real files:
+   ``trace-deps MODULE CONFIG --json=OUT`` against ``python SCRIPT --json-file OUT MODULE CONFIG`` (MODULE and
+   CONFIG default to the peer checkout's models/tt_transformers/tt/attention.py and model_config.py; the peer
+   also reads ccl.py there). Without --peer that pairing is skipped with a printed note.
 2. Lines analysed per second (one process, so per core) for the whole ``analyze()`` call (parse + index +
    dependency graph + classification + paths), on the built-in model, on every built-in TTTv1 module, and on
    large generated model_config-like modules; next to ``ast.parse`` alone on the same files in the same process
    (the ratio of the two is what a busy machine changes least).
 
 Run from the project root:  python benchmarks/bench_trace.py [--lines 8000] [--repeat 5] [--process-repeat 20]
-    [--trace-deps SCRIPT]
+    [--trace-deps SCRIPT] [--peer SCRIPT [--peer-module FILE] [--peer-config FILE] [--peer-only]]
 Prints the machine, the command and the tables. Nothing is written unless --doc FILE is given, in which case the
 tables replace the "## Benchmark" section of that file (docs/trace_deps.md).
 """
@@ -44,6 +49,7 @@ from tttv2_tools.trace_dependencies.export import to_json  # noqa: E402
 
 GOAL = 60_000
 PROCESS_GOAL = 2.0  # whole process <= 2x the parse-only process
+PEER_GOAL = 1.0  # whole process <= tt-metal's own tracer on the same files (issue 26)
 
 BLOCK = """
         # ---- block {i} ----
@@ -319,6 +325,73 @@ def measure_process(module: Path, config: Path, repeat: int, trace: list[str], c
     }
 
 
+def peer_inputs(peer: Path, module: Path | None, config: Path | None) -> tuple[Path, Path]:
+    """MODULE and CONFIG for the peer pairing: as given, else the peer checkout's tt_transformers files (the peer
+    script sits in models/common/modules/mlp/ and reads models/tt_transformers/tt/ccl.py itself)."""
+    parents = peer.resolve().parents
+    folder = (parents[3] if len(parents) > 3 else parents[0]) / "tt_transformers" / "tt"
+    return module or folder / "attention.py", config or folder / "model_config.py"
+
+
+def measure_peer(peer: Path, module: Path, config: Path, repeat: int, trace: list[str]) -> dict:
+    """``trace-deps MODULE CONFIG --json=OUT`` (A) against the peer ``python SCRIPT --json-file OUT MODULE CONFIG``
+    (B): whole processes, in pairs whose order alternates, both with bytecode cached as an installed tool has it
+    (the peer runs as a script, which Python compiles at every run: that is how it is run). CPU = user + sys."""
+    runs: dict[str, list[tuple[float, float]]] = {"trace": [], "peer": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "cache")
+        commands = {
+            "trace": [*trace, str(module), str(config), f"--json={Path(tmp) / 'ours.json'}"],
+            "peer": [
+                sys.executable,
+                str(peer),
+                "--json-file",
+                str(Path(tmp) / "peer.json"),
+                str(module),
+                str(config),
+            ],
+        }
+        for argv in commands.values():
+            _child(argv, env)
+        for i in range(repeat):
+            order = ("trace", "peer") if i % 2 == 0 else ("peer", "trace")
+            for name in order:
+                runs[name].append(_child(commands[name], env))
+        sizes = {
+            name: (Path(tmp) / f"{'ours' if name == 'trace' else 'peer'}.json").stat().st_size
+            for name in runs
+        }
+    pairs = [t[0] / p[0] for t, p in zip(runs["trace"], runs["peer"]) if p[0] > 0]
+    return {
+        "runs": repeat,
+        "trace_cpu": statistics.median(c for c, _ in runs["trace"]),
+        "peer_cpu": statistics.median(c for c, _ in runs["peer"]),
+        "trace_wall": statistics.median(w for _, w in runs["trace"]),
+        "peer_wall": statistics.median(w for _, w in runs["peer"]),
+        "ratio_pairs": statistics.median(pairs),
+        "ratio_min": min(pairs),
+        "ratio_max": max(pairs),
+        "sizes": sizes,
+    }
+
+
+def peer_table(module: Path, config: Path, r: dict) -> str:
+    return "\n".join(
+        [
+            f"Inputs: {module} + {config}; JSON written: trace-deps {r['sizes']['trace']:,} bytes, "
+            f"peer {r['sizes']['peer']:,} bytes.\n",
+            "| pairs | trace-deps --json=OUT CPU (ms, median) | peer --json-file OUT CPU (ms, median) | "
+            "ratio (CPU, median of pairs; min-max) | trace-deps wall (ms, median) | peer wall (ms, median) | goal |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {r['runs']} | {r['trace_cpu'] * 1000:.0f} | {r['peer_cpu'] * 1000:.0f} | {r['ratio_pairs']:.2f} "
+            f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | {r['trace_wall'] * 1000:.0f} | "
+            f"{r['peer_wall'] * 1000:.0f} | <= {PEER_GOAL:g} |",
+        ]
+    )
+
+
 def process_table(rows: list[tuple[str, dict]]) -> str:
     out = [
         "| input | bytecode | files | pairs | trace-deps --json CPU (ms, best) | ast.parse-only CPU (ms, best) | "
@@ -364,11 +437,34 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SCRIPT",
         help="the trace-deps command to time (default: the console script next to this Python)",
     )
+    parser.add_argument(
+        "--peer", type=Path, metavar="SCRIPT", help="tt-metal's trace_dependencies.py, to time side by side"
+    )
+    parser.add_argument("--peer-module", type=Path, metavar="FILE", help="MODULE for the peer pairing")
+    parser.add_argument("--peer-config", type=Path, metavar="FILE", help="CONFIG for the peer pairing")
+    parser.add_argument("--peer-only", action="store_true", help="only the peer pairing (needs --peer)")
     parser.add_argument("--doc", type=Path, help="replace the '## Benchmark' section of this markdown file")
     args = parser.parse_args(argv)
     rows = []
     builtin = ROOT / "tttv1" / "tt"
     trace = trace_command(args.script)
+    peer_text = (
+        "Against tt-metal's tracer: skipped (pass --peer SCRIPT, tt-metal's "
+        "models/common/modules/mlp/trace_dependencies.py; it is not part of this project)."
+    )
+    if args.peer is not None:
+        module, config = peer_inputs(args.peer, args.peer_module, args.peer_config)
+        missing = [str(p) for p in (args.peer, module, config) if not p.is_file()]
+        if missing:
+            parser.error(f"--peer: not a file: {', '.join(missing)}")
+        peer_text = "Against tt-metal's tracer (side by side in this run):\n\n" + peer_table(
+            module, config, measure_peer(args.peer, module, config, args.process_repeat, trace)
+        )
+    elif args.peer_only:
+        parser.error("--peer-only needs --peer SCRIPT")
+    print(peer_text + "\n", flush=True)
+    if args.peer_only:
+        return 0
     name = "built-in tttv1/tt/attention.py + model_config.py"
     processes = [
         (
@@ -423,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: python benchmarks/bench_trace.py --lines {args.lines} --repeat {args.repeat} "
         f"--process-repeat {args.process_repeat}"
         + (f" --trace-deps {args.script}" if args.script else "")
+        + (f" --peer {args.peer}" if args.peer else "")
         + "\n"
         f"Load average at start: {os.getloadavg()[0]:.2f}\n"
         f"trace-deps command: {' '.join(trace)}\n"
@@ -433,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
         header
         + "\n\nWhole process (side by side in this run):\n\n"
         + process_table(processes)
+        + "\n\n"
+        + peer_text
         + "\n\nThe analysis in one process:\n\n"
         + table(rows)
     )

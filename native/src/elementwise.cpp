@@ -40,7 +40,7 @@ TTTV2_INLINE void silu_mul_range(const float* __restrict a, const float* __restr
                                  size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const float v = a[i];
-    dst[i] = v / (1.0f + exp_f32<W>(-v)) * b[i];
+    dst[i] = v / (1.0f + exp_f32_plus_one_only<W>(-v)) * b[i];
   }
 }
 
@@ -56,11 +56,12 @@ TTTV2_DEFINE_MULTIVERSION(silu_mul_range, (const float* a, const float* b, float
 void rotary_interleaved(const float* x, const float* cos, const float* sin, float* dst, size_t n, size_t d,
                         size_t m, size_t inner) {
   parallel_rows(
-      n, d, [&](size_t begin, size_t end) { rotary_rows_best(x, cos, sin, dst, begin, end, d, m, inner); });
+      n, d, [&](size_t begin, size_t end) { rotary_rows_best(x, cos, sin, dst, begin, end, d, m, inner); },
+      kOpMinElemsPerThread);
 }
 
 void silu_mul(const float* a, const float* b, float* dst, size_t n) {
-  parallel_for(n, kMinElemsPerThreadCompute, 16, [&](size_t begin, size_t end) {
+  parallel_for(n, kOpMinElemsPerThread, 16, [&](size_t begin, size_t end) {
     silu_mul_range_best(a + begin, b + begin, dst + begin, end - begin);
   });
 }

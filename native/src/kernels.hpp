@@ -88,6 +88,15 @@ size_t max_threads();
 // rounding) ~8K.
 constexpr size_t kMinElemsPerThread = size_t(1) << 15;
 constexpr size_t kMinElemsPerThreadCompute = size_t(1) << 13;
+// The same for the device-op kernels (rounding, block floats, norms, softmax, rotary, silu_mul), measured on
+// the shared 2-core AMD EPYC (docs/performance.md, "Device-op kernels: thread threshold"): one thread against
+// two at 32 rows × 2048 … 8192 (the decode shapes) and 64 … 256 rows × 4096. Under 512K values a second thread
+// gave nothing (2 threads / 1 thread: 0.98-1.07 at 32 rows), or much worse: on a busy machine waking it cost up
+// to 130 µs against ~5 µs of work (bfloat16 rounding of [32, 2048]) and silu_mul of [32, 8192] took 264 µs
+// instead of 58. From 512K values (128 × 4096) it paid off (0.81-0.91 for rounding, silu_mul, rotary). So a
+// call under 2 × 256K values runs on the calling thread, for compute-bound and memory-bound kernels alike.
+// Training kernels keep the thresholds above (tuned with the training benchmark).
+constexpr size_t kOpMinElemsPerThread = size_t(1) << 18;
 // Row kernels: split rows so that each thread gets at least ~min_elems values.
 inline void parallel_rows(size_t rows, size_t row_elems, const std::function<void(size_t, size_t)>& fn,
                           size_t min_elems = kMinElemsPerThread) {

@@ -199,10 +199,34 @@ TTTV2_INLINE void softmax_range(const float* __restrict x, float* __restrict dst
     const float* xr = x + r * d;
     float* yr = dst + r * d;
     const float m = row_max(xr, d);
-    for (size_t i = 0; i < d; ++i) {
-      yr[i] = exp_f32<W>(xr[i] - m);
+    // exp and the row sum in one pass, summed exactly as sum_values(yr, d) sums (row_sum's lanes and chunks):
+    // the same bits, one read of the row fewer
+    double total[kLanes] = {};
+    size_t i = 0;
+    for (; i + kChunk <= d; i += kChunk) {
+      float acc[kLanes] = {};
+      for (size_t k = 0; k < kChunk; k += kLanes) {
+        for (size_t j = 0; j < kLanes; ++j) {
+          const float e = exp_f32<W, true>(xr[i + k + j] - m);
+          yr[i + k + j] = e;
+          acc[j] += e;
+        }
+      }
+      for (size_t j = 0; j < kLanes; ++j) {
+        total[j] += static_cast<double>(acc[j]);
+      }
     }
-    const float inv = static_cast<float>(1.0 / sum_values(yr, d));
+    for (size_t k = i; k < d; ++k) {  // the tail: exp as one vector loop, then summed as row_sum does
+      yr[k] = exp_f32<W, true>(xr[k] - m);
+    }
+    for (; i < d; ++i) {
+      total[i % kLanes] += static_cast<double>(yr[i]);
+    }
+    double sum = 0.0;
+    for (size_t j = 0; j < kLanes; ++j) {
+      sum += total[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
     for (size_t k = 0; k < d; ++k) {
       yr[k] = yr[k] * inv;
     }
@@ -223,21 +247,23 @@ TTTV2_DEFINE_MULTIVERSION(softmax_range, (const float* x, float* dst, size_t beg
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t rows, size_t d) {
-  parallel_rows(rows, d,
-                [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); });
+  parallel_rows(
+      rows, d, [&](size_t begin, size_t end) { rms_norm_range_best(x, weight, eps, dst, begin, end, d); },
+      kOpMinElemsPerThread);
 }
 
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
                 size_t d) {
-  parallel_rows(rows, d, [&](size_t begin, size_t end) {
-    layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d);
-  });
+  parallel_rows(
+      rows, d,
+      [&](size_t begin, size_t end) { layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d); },
+      kOpMinElemsPerThread);
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {
   parallel_rows(
       rows, d, [&](size_t begin, size_t end) { softmax_range_best(x, dst, begin, end, d); },
-      kMinElemsPerThreadCompute);
+      kOpMinElemsPerThread);
 }
 
 }  // namespace tttv2

@@ -238,7 +238,7 @@ TTTV2_DEFINE_MULTIVERSION(bfp_unpack_blocks,
 }  // namespace
 
 void round_bfloat16(const float* src, float* dst, size_t n) {
-  parallel_for(n, kMinElemsPerThread, kBlock, [&](size_t begin, size_t end) {
+  parallel_for(n, kOpMinElemsPerThread, kBlock, [&](size_t begin, size_t end) {
     round_bf16_range_best(src + begin, dst + begin, end - begin);
   });
 }
@@ -247,20 +247,20 @@ void round_bfloat16(const float* src, float* dst, size_t n) {
 // never straddles two rows because cols is a multiple of 16.
 void bfp_pack(const float* src, uint8_t* exponents, uint8_t* mantissas, size_t rows, size_t cols,
               int mantissa_bits) {
-  parallel_for(rows * cols / kBlock, kMinElemsPerThreadCompute / kBlock, 4, [&](size_t begin, size_t end) {
+  parallel_for(rows * cols / kBlock, kOpMinElemsPerThread / kBlock, 4, [&](size_t begin, size_t end) {
     bfp_pack_blocks_best(src, exponents, mantissas, begin, end, mantissa_bits);
   });
 }
 
 void bfp_unpack(const uint8_t* exponents, const uint8_t* mantissas, float* dst, size_t rows, size_t cols,
                 int mantissa_bits) {
-  parallel_for(rows * cols / kBlock, kMinElemsPerThread / kBlock, 4, [&](size_t begin, size_t end) {
+  parallel_for(rows * cols / kBlock, kOpMinElemsPerThread / kBlock, 4, [&](size_t begin, size_t end) {
     bfp_unpack_blocks_best(exponents, mantissas, dst, begin, end, mantissa_bits);
   });
 }
 
 void bfp_quantize(const float* src, float* dst, size_t rows, size_t cols, int mantissa_bits) {
-  parallel_for(rows * cols / kBlock, kMinElemsPerThreadCompute / kBlock, 4, [&](size_t begin, size_t end) {
+  parallel_for(rows * cols / kBlock, kOpMinElemsPerThread / kBlock, 4, [&](size_t begin, size_t end) {
     bfp_quantize_blocks_best(src, dst, begin, end, mantissa_bits);
   });
 }

@@ -179,9 +179,9 @@ def test_ctrl_c_after_a_file_was_written_names_it(tmp_path, capsys, monkeypatch)
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report, "render_summary", interrupt)  # a file written: the summary follows it
+    monkeypatch.setattr(report, "render", interrupt)
     out = tmp_path / "a.json"
-    assert trace_cli.main([str(MLP), f"--json={out}"]) == _cli.EXIT_INTERRUPTED
+    assert trace_cli.main([str(MLP), f"--json={out}", "--report"]) == _cli.EXIT_INTERRUPTED
     err = capsys.readouterr().err
     assert err.endswith(f"trace-deps: interrupted; already written: {out}\n") and out.is_file(), err
     monkeypatch.setattr(_coverage_cli, "_main", interrupt)

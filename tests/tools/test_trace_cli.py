@@ -108,12 +108,19 @@ def test_graph_formats_to_files(tmp_path, capsys):
     assert svg.startswith("<svg") and svg.count('class="node"') == len(
         json.loads(paths["json"].read_text())["nodes"]
     )
+    # an output file is the chosen output: no report (rich is not even imported), unless --report asks for it
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}")
-    # the outputs went to files: the answer only (the summary), and -v asks for the whole report
-    assert f"wrote {paths['dot']} (dot)" in err and out.startswith("Summary: class MLP in mlp.py")
-    assert "Config reads" not in out and len(out.splitlines()) < 20
-    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "-v")
-    assert out.startswith("Summary: class MLP") and "Config reads" in out
+    assert code == 0 and err == f"wrote {paths['dot']} (dot)\n" and out == ""
+    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "--report")
+    assert (
+        f"wrote {paths['dot']} (dot)" in err
+        and "Config reads" in out
+        and out.startswith("Summary: class MLP")
+    )
+    # the report never shares stdout with an output
+    code, out, err = run(capsys, MLP, CFG, "--json", "--report")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "only one output can go to stdout, got --json --report" in err
 
 
 def test_the_report_starts_with_its_answer(capsys):

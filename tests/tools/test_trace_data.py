@@ -245,15 +245,40 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
     )
 
 
-def test_json_on_stdout_imports_neither_typing_nor_shutil():
-    """Start-up: the ``--json`` run imports no typing (annotations only) and no shutil (argparse's help formatter
-    would import it, with zlib, bz2 and lzma, to read the terminal width)."""
+def test_json_to_a_file_loads_only_what_json_needs(tmp_path):
+    """``trace-deps MODULE CONFIG --json=OUT`` (no --quiet): the JSON file is the chosen output, so no terminal report
+    is rendered and neither rich, networkx, the graph exporters and report modules nor tempfile (the atomic write
+    makes its temporary file itself) is imported; the run prints only the "wrote" line."""
+    out = tmp_path / "a.json"
     script = (
         "import sys\n"
+        "before = set(sys.modules)\n"
+        "from tttv2_tools.trace_dependencies.cli import console\n"
+        f"sys.argv = ['trace-deps', {str(ROOT / 'tttv1/tt/attention.py')!r}, "
+        f"{str(ROOT / 'tttv1/tt/model_config.py')!r}, '--json={out}']\n"
+        "code = console()\n"
+        "new = set(sys.modules) - before\n"
+        "heavy = {m.split('.')[0] for m in new} & {'networkx', 'rich', 'libcst', 'tempfile', 'shutil'}\n"
+        "ours = {m.rsplit('.', 1)[-1] for m in new if m.startswith('tttv2_tools.')} & {'export', 'report', 'html'}\n"
+        "print(code, sorted(heavy | ours))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout == "0 []\n" and done.stderr == f"wrote {out} (json)\n"
+    assert json.loads(out.read_text())["schema"] == "trace-deps"
+
+
+def test_json_on_stdout_imports_neither_typing_nor_shutil():
+    """Start-up: the ``--json`` run imports no typing (annotations only) and no shutil (argparse's help formatter
+    would import it, with zlib, bz2 and lzma, to read the terminal width). What the interpreter had loaded before
+    the tool (a site-packages ``.pth`` file may import them for everyone) is not counted."""
+    script = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
         "from tttv2_tools.trace_dependencies.cli import console\n"
         f"sys.argv = ['trace-deps', {str(FIX / 'g2/mlp.py')!r}, '--json']\n"
         "code = console()\n"
-        "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'typing', 'shutil', 'networkx', 'rich', 'libcst'})\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "loaded = sorted(new & {'typing', 'shutil', 'tempfile', 'networkx', 'rich', 'libcst'})\n"
         "print('\\n', code, loaded)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

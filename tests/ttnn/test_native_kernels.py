@@ -384,6 +384,35 @@ def test_silu_mul_extremes(simd):
     assert_same_bits(np.signbit(got), np.signbit(expected))
 
 
+def test_silu_mul_at_the_edges_of_exps_range(simd):
+    """silu's exp applies 2^n with one power of two (n clamped to [-125, 129]): e^88.4 … e^88.72 are finite and
+    need n = 128 exactly (silu of -88.5 is -3.3e-37, not -0), e^88.73 and beyond overflow (-0), and e^-x below
+    2^-125 must still leave 1 + e^-x == 1."""
+    edge = [
+        86.9,
+        87.4,
+        88.0,
+        88.37,
+        88.4,
+        88.5,
+        88.6,
+        88.7,
+        88.72,
+        88.73,
+        89.0,
+        89.5,
+        103.9,
+        104.0,
+        104.1,
+        150.0,
+    ]
+    a = np.array(edge + [-v for v in edge], np.float32)
+    b = np.linspace(-2, 2, a.size, dtype=np.float32)
+    got, expected = _kernels.silu_mul(a, b), ref("silu_mul", a, b)
+    assert_close(got, expected, rtol=3e-6)
+    assert_same_bits(np.signbit(got), np.signbit(expected))
+
+
 def test_silu_mul_broadcasts_like_reference(simd):
     a = np.linspace(-5, 5, 24, dtype=np.float32).reshape(4, 6)
     b = np.arange(6, dtype=np.float32)

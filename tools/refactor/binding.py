@@ -18,6 +18,7 @@ import libcst as cst
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_MEMBERS, TTNN_NON_OPS
 
 from .cstutil import PURE_BUILTINS, dotted, is_pure, summary
+from .reiterable import yields_iterator
 from .track import is_expression
 from .walk import visit_read_only, walk
 
@@ -99,6 +100,8 @@ class Scope:
         result = kinds is None or set(kinds) <= STATIC_KINDS
         # and every value it is given can be computed at construction (known, and free of side effects)
         result = result and all(v is not None and self.is_static(v) for v in self.assignments[name])
+        # an iterator is used up by the first call: a local holding one is made per call (reiterable.py)
+        result = result and not any(yields_iterator(v) for v in self.assignments[name])
         self.local_static[name] = result
         return result
 

@@ -2,7 +2,9 @@
 
 * Run-time code (the forwards) needs helper functions such as ``tt_all_reduce``: they are copied into the new
   file, specialised for its topology like the class, with what they need in turn (constants, other helpers,
-  standard-library imports). Nothing is imported from the TTTv1 package at run time.
+  standard-library imports), also from files the analysis did not read (found by :mod:`imports`). Only a
+  class of the TTTv1 package (an enum whose members TTTv1's objects hold) and installed packages are imported
+  at run time.
 * Construction code (``from_model_args``) may use the TTTv1 package: the names it needs are imported there,
   lazily, from where the TTTv1 module imported them.
 """
@@ -20,6 +22,7 @@ from .binding import helper_pure_call
 from .cleanup import remove_dead_code
 from .cstutil import code, names_read
 from .errors import Gap
+from .imports import Resolved, resolve_module
 from .source import Inputs, ParsedFile
 from .specialise import Decisions, fact_replacements, specialise
 from .track import Provenance
@@ -106,6 +109,15 @@ def dotted_module_of(path: Path) -> str:
     return ".".join(reversed(parts))
 
 
+def first_party_folder(path: Path) -> Path:
+    """The folder above the input's top package (``/repo`` for ``/repo/models/tt/mlp.py``): where Python finds
+    the project's own modules, as ``python -m pytest`` run from the repository would."""
+    folder = path.resolve().parent
+    while (folder / "__init__.py").is_file():
+        folder = folder.parent
+    return folder
+
+
 def first_party_roots(path: Path) -> set[str]:
     """Top-level packages of the project the input belongs to (the folders next to its top package), which
     isort-style sorting puts in the first-party section."""
@@ -117,6 +129,10 @@ def first_party_roots(path: Path) -> set[str]:
     with contextlib.suppress(OSError):  # an unreadable folder adds no roots
         roots |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
     return roots
+
+
+def _import_text(module: str, name: str | None, local: str) -> str:
+    return code(import_statement(module, name, local)).strip()
 
 
 def import_statement(module: str, name: str | None, local: str) -> cst.SimpleStatementLine:
@@ -140,6 +156,10 @@ class HelperCopier:
         self.imports: dict[str, tuple[str, str | None, str]] = {}  # local -> (module, name, local)
         self.sources: dict[str, str] = {}  # copied name -> file:line it came from
         self.helper_ops = helper_ops
+        self.root = first_party_folder(inputs.module.path)
+        self.extra: dict[
+            str, ParsedFile
+        ] = {}  # files read only to copy a helper (the analysis did not read them)
 
     def require(self, names: set[str], file: str, where: str) -> None:
         """Make every name in ``names`` (read by code of ``file``) available at run time."""
@@ -157,39 +177,91 @@ class HelperCopier:
 
     def _import(self, local: str, module: str, imported: str | None, file: str, where: str) -> None:
         root = module.lstrip(".").split(".", 1)[0]
-        if module.startswith(".") or root not in RUNTIME_MODULES:
-            target = self._find_file(module, imported)
-            if target is not None:
-                target_file, target_name = target
-                self._copy(target_name, target_file, local=local)
-                return
+        if not module.startswith(".") and root in RUNTIME_MODULES:
+            self.imports[local] = (module, imported, local)
+            return
+        resolved = None if module.startswith(".") else resolve_module(module, self.root)
+        if resolved is None:
             self.gaps.append(
                 Gap(
-                    where,
+                    self._import_loc(file, local, where),
                     local,
-                    f"needed at run time and imported from {module} (not copyable: not a function of an analysed file)",
+                    f"needed at run time and imported from {module}, which resolves to no file under "
+                    f"{self.root} (or a folder above it) and to no installed package",
                 )
             )
             return
-        self.imports[local] = (module, imported, local)
+        if resolved.installed or imported is None:
+            # a stable symbol of an importable module (an installed package), or a module object
+            self.imports[local] = (module, imported, local)
+            kind = "an installed package" if resolved.installed else "a module of the project"
+            self.sources[local] = f"imported: `{_import_text(module, imported, local)}` ({kind})"
+            return
+        target_file = self._file_of(resolved)
+        table = self.names[target_file]
+        statement = table.definitions.get(imported)
+        if statement is None and imported in table.imports:  # re-exported: where that file has it from
+            inner_module, inner_name = table.imports[imported]
+            self._import(local, inner_module, inner_name, target_file, where)
+            return
+        if statement is None:
+            self.gaps.append(
+                Gap(
+                    self._import_loc(file, local, where),
+                    local,
+                    f"needed at run time and imported from {module}, which does not define it",
+                )
+            )
+            return
+        if isinstance(statement, cst.ClassDef):
+            # a class keeps its identity: the members TTTv1's own objects hold are the ones the code compares with
+            self.imports[local] = (module, imported, local)
+            self.sources[local] = (
+                f"imported: `{_import_text(module, imported, local)}` (a class of {target_file}, kept as TTTv1's "
+                "own so that its values stay the same objects)"
+            )
+            return
+        self._copy(imported, target_file, local=local)
 
-    def _find_file(self, module: str, imported: str | None) -> tuple[str, str] | None:
-        if imported is None:
-            return None
-        tail = module.lstrip(".").rsplit(".", 1)[-1] + ".py"
-        for file, table in self.names.items():
-            if (file == tail or file.endswith("/" + tail)) and imported in table.definitions:
-                statement = table.definitions[imported]
-                if isinstance(statement, cst.FunctionDef) or not isinstance(statement, cst.ClassDef):
-                    return file, imported
-        return None
+    def _import_loc(self, file: str, local: str, where: str) -> str:
+        """``file:line`` of the import statement of ``file`` that binds ``local`` (else ``where``)."""
+        parsed = self._parsed(file)
+        for statement in parsed.module.body:
+            for small in (
+                getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ()
+            ):
+                names = small.names if isinstance(small, (cst.Import, cst.ImportFrom)) else ()
+                if not isinstance(names, cst.ImportStar) and any(_local(a) == local for a in names):
+                    return f"{file}:{parsed.line_of(statement) or 1}"
+        return where  # pragma: no cover - module_names found the import in this file's top-level statements
+
+    def _file_of(self, resolved: Resolved) -> str:
+        """The display name of a resolved source file: the analysed file it is, else the file, read now (named
+        after its module: ``models/tt_transformers/tt/model_config.py``)."""
+        path = resolved.path
+        for name, parsed in self.inputs.files.items():
+            if parsed.path.resolve() == path:
+                return name
+        for name, parsed in self.extra.items():
+            if parsed.path == path:
+                return name
+        name = "/".join(resolved.module.split(".")) + (
+            "/__init__.py" if path.name == "__init__.py" else ".py"
+        )
+        parsed = ParsedFile.load(path, name)
+        self.extra[name] = parsed
+        self.names[name] = module_names(parsed)
+        return name
+
+    def _parsed(self, file: str) -> ParsedFile:
+        return self.inputs.files.get(file) or self.extra[file]
 
     def _copy(self, name: str, file: str, local: str | None = None) -> None:
         statement = self.names[file].definitions[name]
         if isinstance(statement, cst.ClassDef):
             self.gaps.append(
                 Gap(
-                    f"{file}:{self.inputs.files[file].line_of(statement) or 1}",
+                    f"{file}:{self._parsed(file).line_of(statement) or 1}",
                     name,
                     "a class needed at run time (classes are not copied)",
                 )
@@ -197,7 +269,7 @@ class HelperCopier:
             return
         key = local or name
         self.copied[key] = statement  # placeholder to stop recursion
-        parsed = self.inputs.files[file]
+        parsed = self._parsed(file)
         if isinstance(statement, cst.FunctionDef):
             replacements = fact_replacements(parsed, self.inputs.analysis.fact_sites, self.topology, "decode")
             replacements = {

@@ -35,6 +35,7 @@ from .cstutil import (
 )
 from .errors import Gap
 from .naming import context_name
+from .reiterable import yields_iterator
 from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
 from .walk import hot_paths, visit_read_only, walk
 
@@ -451,6 +452,8 @@ class Hoister(TrackingTransformer):
             )
         if isinstance(node, (cst.Lambda, cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)):
             return None
+        if yields_iterator(node):
+            return None  # an iterator is made per call, as TTTv1 makes it; its parts may be fields
         if not self._depends_on_construction(node) and not _is_choice(node):
             return None
         if self.scope.is_static(node, device_static=self.leaves_only):
@@ -928,7 +931,12 @@ class BranchBinder:
         if _returns_inside(then + orelse) and not (returns_then and returns_else):
             return self._give_up(func, target, "a static branch that returns from only one of its paths")
         inside_loop = [span for span in flow.loops.values() if span[0] < start and span[1] >= end]
-        before: set[str] = set(self.scope.params)
+        # the method's own parameters too: a method extracted earlier receives the forward's locals its arms
+        # read, and a static ``if`` nested in it passes them on
+        params_of = func.params
+        before: set[str] = set(self.scope.params) | {
+            p.name.value for p in [*params_of.params, *params_of.kwonly_params] if p.name.value != "self"
+        }
         after: set[str] = set()
         for index, (_, reads, writes) in enumerate(flow.order):
             if index < start:

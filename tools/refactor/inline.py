@@ -420,17 +420,22 @@ def _substituted(
     params = list(body.params.params)
     self_param = params[0] if is_method else cst.Param(cst.Name("self"))
     rest = params[1:] if is_method else params
-    keep = [
-        p.with_changes(default=None, equal=cst.MaybeSentinel.DEFAULT)
-        for p in [*rest, *body.params.kwonly_params]
-        if p.name.value in kept
-    ]
-    if keep:
-        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    # the parameters the copy still receives keep their defaults (a call that omits ``num_links=None`` still
+    # matches) and their kind (keyword-only stays keyword-only, after its defaulted positional neighbours)
+    keep = [p for p in rest if p.name.value in kept]
+    keep_kwonly = [p for p in body.params.kwonly_params if p.name.value in kept]
     new_params = cst.Parameters(
-        params=[self_param.with_changes(comma=cst.MaybeSentinel.DEFAULT) if not keep else self_param, *keep]
+        params=_last_without_comma([self_param, *keep]),
+        star_arg=cst.ParamStar() if keep_kwonly else cst.MaybeSentinel.DEFAULT,
+        kwonly_params=_last_without_comma(keep_kwonly),
     )
     return body.with_changes(name=cst.Name(name), params=new_params, decorators=[])
+
+
+def _last_without_comma(params: list[cst.Param]) -> list[cst.Param]:
+    if params:
+        params[-1] = params[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return params
 
 
 __all__ = ["MAX_DEPTH", "Callee", "Copy", "Inliner"]

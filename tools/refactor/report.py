@@ -137,7 +137,7 @@ class Report:
                     f"| {b['module']} | `{b['attr']}` | `{b['true']}` | `{b['false']}` | `{_cell(b['test'])}` ({b['loc']}) |"
                 )
         if self.helpers:
-            out += ["", "## Helpers", "", "| module | helper | copied from |", "|---|---|---|"]
+            out += ["", "## Helpers", "", "| module | helper | copied from, or imported |", "|---|---|---|"]
             for h in self.helpers:
                 out.append(f"| {h['module']} | `{h['name']}` | {h['source']} |")
         if self.notes:

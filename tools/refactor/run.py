@@ -12,8 +12,9 @@ from .cases import cases_from_store
 from .cstutil import clear_memos
 from .errors import Gap, UsageError
 from .files import Planned, run_formatter, source_hash, with_header
-from .helpers import dotted_module_of
+from .helpers import dotted_module_of, first_party_folder
 from .markers import mark_gaps
+from .names import output_gaps
 from .report import Report, build_report
 from .testgen import default_cases, render_test
 from .testkit import hf_kind_of
@@ -61,15 +62,22 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
     digest = source_hash(module.read_bytes())
     file_names: dict[str, str] = {}
     tests: list[str] = []
+
+    def finish(generated, code: str) -> str:
+        if formatter:
+            code = run_formatter(formatter, code, out / generated.file_name)
+        return with_header(code, _label(module, out, inputs.class_name), digest)
+
+    texts = {g.file_name: finish(g, g.code) for g in result.modules}
+    for gap in output_gaps(texts, first_party_folder(module)):
+        if gap not in result.gaps:
+            result.gaps.append(gap)
     for generated in result.modules:
         path = out / generated.file_name
         file_names[generated.topology] = generated.file_name
-        code = generated.code
-        if partial:
-            code = mark_gaps(generated, result.gaps, inputs)
-        if formatter:
-            code = run_formatter(formatter, code, path)
-        text = with_header(code, _label(module, out, inputs.class_name), digest)
+        text = texts[generated.file_name]
+        if partial and result.gaps:
+            text = finish(generated, mark_gaps(generated, result.gaps, inputs))
         run.planned.append(Planned(path, text))
     if tests_out is not None:
         topologies = [g.topology for g in result.modules]

@@ -113,6 +113,11 @@ def parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="overwrite existing output files trace-deps did not write"
     )
     p.add_argument("--strict", action="store_true", help="exit 1 if anything was not understood")
+    p.add_argument(
+        "--report",
+        action="store_true",
+        help="also print the terminal report when the outputs go to files (without an output it is the default)",
+    )
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
     add_common(p, version=f"JSON schema {SCHEMA_VERSION}", width=True, quiet_help="no report and no progress")
     return p
@@ -230,6 +235,8 @@ def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
     on_stdout = [f"--{fmt}" for fmt, target in targets.items() if target == STDOUT]
     if args.why and on_stdout and on_stdout != ["--json"]:
         on_stdout.append("--why")
+    if args.report and on_stdout:  # the report goes to stdout too
+        on_stdout.append("--report")
     if len(on_stdout) > 1:
         raise UsageError(
             f"only one output can go to stdout, got {' '.join(on_stdout)}; give the others as --FORMAT=FILE"
@@ -306,15 +313,18 @@ def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
         from .report import render_why
 
         render_why(view, args.why, _console(width))
-    elif STDOUT not in targets.values() and not args.quiet:
-        from .report import render, render_summary
+    elif (args.report or not targets) and STDOUT not in targets.values() and not args.quiet:
+        # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report), so that
+        # writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for; it
+        # opens with its summary (the answer first)
+        from .report import render
 
-        if targets and not args.verbose:  # the outputs went to files: the answer only (-v: the whole report)
-            render_summary(view, _console(width))
-        else:
-            render(view, _console(width), verbose=args.verbose)
+        render(view, _console(width), verbose=args.verbose)
     if args.strict and (analysis.unknowns() or analysis.skipped):
-        say("trace-deps", "--strict: some constructs were not understood (see the report)")
+        say(
+            "trace-deps",
+            "--strict: some constructs were not understood (listed in the report, and in the JSON's unknowns and skipped)",
+        )
         return EXIT_ATTENTION
     return EXIT_OK
 
