@@ -223,7 +223,7 @@ def test_a_damaged_row_stops_import_and_coverage_before_any_work(tmp_path, capsy
     never_run = tmp_path / "test_never_run.py"
     never_run.write_text("def test_x():\n    raise AssertionError('the suite ran')\n")
     assert coverage_main(["--store", str(store), "--tests", str(never_run)]) == 2
-    assert f"tttv2-coverage: --store: store {store}: case 1 of {T} is damaged" in _one_line(capsys)
+    assert f"tttv2-coverage: error: --store: store {store}: case 1 of {T} is damaged" in _one_line(capsys)
 
 
 def test_tttv2_coverage_turns_a_bug_into_one_line(tmp_path, capsys, monkeypatch):
