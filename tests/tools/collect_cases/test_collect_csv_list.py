@@ -234,6 +234,10 @@ def test_list_json_to_stdout_a_file_or_dash_and_the_common_options(tmp_path, cap
     err = capsys.readouterr().err
     assert err.startswith(f"collect-cases: error: refusing to overwrite {notes}") and err.count("\n") == 1
     assert main([*base, f"--json={notes}", "--force", "-q"]) == 0 and capsys.readouterr().err == ""
+    text = tmp_path / "notes.txt"  # not JSON at all: not ours either
+    text.write_text("my notes\n")
+    assert main([*base, f"--json={text}"]) == 2 and text.read_text() == "my notes\n"
+    assert "refusing to overwrite" in capsys.readouterr().err
     assert main([*base, "--width", "200", "--target", ATT]) == 0
     table = capsys.readouterr().out
     assert "M, with a comma" in table and max(map(len, table.splitlines())) <= 200
