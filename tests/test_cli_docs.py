@@ -177,3 +177,20 @@ def test_a_wrong_command_line_in_a_doc_would_be_caught(capsys):
         with pytest.raises(SystemExit):
             COMMANDS[words[0]][0].parse_args(words[1:])
     capsys.readouterr()
+
+
+def test_the_trace_deps_python_api_snippet_runs_and_its_comments_hold(monkeypatch):
+    """docs/trace_deps.md's "Python API" block runs as written on the built-in model: the branch it names exists
+    (``branch_at`` returns None for a line with no branch, so a moved line would pass silently otherwise), and
+    ``keys_read()`` is the list its comment shows."""
+    import ast
+
+    text = (ROOT / "docs" / "trace_deps.md").read_text(encoding="utf-8")
+    block = re.search(r"Python API:\n\n```python\n(.*?)```", text, re.S)[1]
+    monkeypatch.chdir(ROOT)
+    scope: dict = {}
+    exec(compile(block, "docs/trace_deps.md", "exec"), scope)
+    assert scope["b"] is not None and scope["b"].loc.startswith("mlp.py:269:")
+    shown = re.search(r"a\.keys_read\(\)\s+# (\[.*\])", block)[1]
+    assert scope["a"].keys_read() == ast.literal_eval(shown)
+    assert scope["loaded"] == scope["a"]
