@@ -194,3 +194,20 @@ def test_the_trace_deps_python_api_snippet_runs_and_its_comments_hold(monkeypatc
     shown = re.search(r"a\.keys_read\(\)\s+# (\[.*\])", block)[1]
     assert scope["a"].keys_read() == ast.literal_eval(shown)
     assert scope["loaded"] == scope["a"]
+
+
+def test_the_refactor_report_excerpt_in_the_docs_is_the_report():
+    """docs/refactor.md quotes a row of examples/refactored/mlp_report.md (one line per ``<br>``): every quoted line,
+    line numbers included (``mlp_1d.py:415``), is in the report as generated."""
+    text = (ROOT / "docs" / "refactor.md").read_text(encoding="utf-8")
+    excerpt = re.search(
+        r"The report \(`examples/refactored/mlp_report.md`\) says[^\n]*\n\n```\n(.*?)```", text, re.S
+    )[1]
+    report = (
+        (ROOT / "examples" / "refactored" / "mlp_report.md").read_text(encoding="utf-8").replace("<br>", "\n")
+    )
+    report_lines = {line.strip().removesuffix("|").strip() for line in report.splitlines()}
+    quoted = [line.strip().removesuffix("|").strip() for line in excerpt.splitlines() if line.strip()]
+    assert quoted and all(line in report_lines or any(line in r for r in report_lines) for line in quoted), [
+        line for line in quoted if not any(line in r for r in report_lines)
+    ]
