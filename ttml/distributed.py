@@ -22,10 +22,16 @@ def _module(model):
 
 
 def _mean_over_axes(parameters, cluster_axes) -> None:
-    """TTML's gradient synchronisation: an all-reduce mean over each listed mesh axis (None: the whole mesh)."""
+    """TTML's gradient synchronisation: an all-reduce mean over each listed mesh axis (None: the whole mesh),
+    then, when several ranks run (``tttv2-run``, an initialised distributed context), the mean over the ranks
+    (``tttv2.distributed.all_reduce_gradients_``): TTML's data-parallel group spans the hosts."""
     params = [_value(p) for p in parameters]
     for axis in [None] if cluster_axes is None else list(cluster_axes):
         ttnn.nn.utils.all_reduce_gradients_(params, average=True, cluster_axis=axis)
+    if ttnn.distributed_context_is_initialized() and int(ttnn.distributed_context_get_size()) > 1:
+        from tttv2.distributed import all_reduce_gradients_
+
+        all_reduce_gradients_(params)
 
 
 def sync_gradients(model, runtime=None, cluster_axes=None) -> None:

@@ -14,6 +14,7 @@ __version__ = "0.2.0"
 
 _SUBPACKAGES = (
     "attention",
+    "distributed",
     "embeddings",
     "ffn",
     "interfaces",

@@ -15,6 +15,7 @@ from .modeparam import mode_parameter_gaps
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
 from .unsupported import unsupported_gaps
+from .zencheck import static_branch_gaps
 
 TOPOLOGIES = ("1d", "2d")
 
@@ -78,6 +79,8 @@ def generate(
         for gap in gaps:
             if gap not in result.gaps:
                 result.gaps.append(gap)
+    # the Zen, checked on the output itself: no static branch left on the forward path (zencheck)
+    result.gaps.extend(static_branch_gaps(result.modules))
     return result
 
 

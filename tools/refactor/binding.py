@@ -55,6 +55,12 @@ class ClassFacts:
     assigned_in_forward: set[str] = field(default_factory=set)  # state a forward changes (not transformable)
     # config keys not defined on every configuration (each definition sits under a test): read only when present
     guarded_keys: set[str] = field(default_factory=set)
+    properties: set[str] = field(default_factory=set)  # @property members: read as values, not bound methods
+    # a part of ModelArgs kept by __init__ (``self.decoders_optimizations = self.args.decoders_optimizations``)
+    # whose methods the forward calls: queries of the config, like ``self.args.get_*()``
+    config_objects: set[str] = field(default_factory=set)
+    # set by a forward for its own later use: locals of the generated method (cached.py)
+    cached: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -97,7 +103,9 @@ class Scope:
         kinds = self.kinds.get(node)
         if kinds is None and len(self.assignments[name]) > 1:
             kinds = self.kinds.get(node + "@*")  # versions of a local assigned in several places
-        result = kinds is None or set(kinds) <= STATIC_KINDS
+        # trace-deps' "unknown" (a value it could not follow, e.g. a part of ModelArgs it does not define) says
+        # nothing either way: the values themselves decide below
+        result = kinds is None or set(kinds) <= STATIC_KINDS | {"unknown"}
         # and every value it is given can be computed at construction (known, and free of side effects)
         result = result and all(v is not None and self.is_static(v) for v in self.assignments[name])
         # an iterator is used up by the first call: a local holding one is made per call (reiterable.py)
@@ -106,14 +114,22 @@ class Scope:
         return result
 
     def self_attr_static(self, attr: str, *, device_static: bool = False) -> bool:
-        if attr in self.facts.holders or attr in self.facts.resources:
+        if attr in self.facts.holders or attr in self.facts.resources or attr in self.facts.config_objects:
             return True
         if attr in self.facts.device:
             return device_static
         if attr in self.facts.assigned_in_forward:
             return False
+        if self.bound_method(attr):
+            return False  # a bound method used as a value: the generated class's own copy, never a field
         kinds = self.kinds.get(f"self:{self.self_file}:{self.class_name}.{attr}")
-        return kinds is None or set(kinds) <= STATIC_KINDS
+        # "unknown": trace-deps could not follow the value __init__ gives it (a ModelArgs member it does not
+        # define); set at construction and never by a forward, it is fixed once the module is built
+        return kinds is None or set(kinds) <= STATIC_KINDS | {"unknown"}
+
+    def bound_method(self, attr: str) -> bool:
+        """``self.<attr>`` is a method of the class (not a property): as a value, a bound method."""
+        return attr in self.methods and attr not in self.facts.properties
 
     def is_static_given(self, node: cst.CSTNode, names: tuple[str, ...]) -> bool:
         """``is_static`` when ``names`` (run-time values) are treated as given: the expression is then a
@@ -177,6 +193,8 @@ class Scope:
             attr = parts[1]
             if attr in self.facts.holders:
                 return True  # self.args.get_...(), self.model_config[...]
+            if attr in self.facts.config_objects and len(parts) == 2:
+                return True  # self.decoders_optimizations.get_tensor_dtype(...): a part of ModelArgs
             if attr in self.facts.resources:
                 return len(parts) == 2 and method in MESH_MEMBERS  # hardware queries only
             return False

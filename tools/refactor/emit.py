@@ -526,8 +526,12 @@ class Emitter:
             line = cst.parse_statement(
                 f"self.{binding.attr} = self.{binding.when_true} if {code(test)} else self.{binding.when_false}"
             )
-            origin = self.inputs.loc(self.plan.prov.origin(binding.origin), binding.file)
-            tested = binding.origin.test if isinstance(binding.origin, cst.If) else binding.origin
+            source = self.plan.prov.origin(binding.origin)
+            origin = self.inputs.loc(source, binding.file)
+            if isinstance(source, cst.IfExp):  # a conditional expression bound as a choice (ifexp.py)
+                tested = source.test
+            else:
+                tested = binding.origin.test if isinstance(binding.origin, cst.If) else binding.origin
             lines.append(_with_comment(line, f"{binding.mode}: if {one_line(tested, 80)} ({origin})"))
         return list(
             _fill(

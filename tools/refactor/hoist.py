@@ -34,6 +34,7 @@ from .cstutil import (
     summary,
 )
 from .errors import Gap
+from .literals import decide_straight_literals, fold_literal_tests
 from .naming import context_name
 from .reiterable import yields_iterator
 from .track import Provenance, StatementTransformer, TrackingTransformer, is_expression, replace_node
@@ -226,6 +227,7 @@ def propagate_literals(
 ) -> cst.FunctionDef:
     """A local assigned one literal once (``sharded = True``) is replaced by the literal where it is read."""
     func = _fold_method_dispatch(func, scope, prov)
+    func = decide_straight_literals(func, prov)  # ``num_links = None`` then ``if num_links is None:``
     literals: dict[str, cst.BaseExpression] = {}
     methods: set[str] = set()
     for name, values in scope.assignments.items():
@@ -240,9 +242,7 @@ def propagate_literals(
             methods.add(name)
     if not literals:
         return func
-    for name in _read_before_assigned_or_deleted(func, set(literals) - methods):
-        del literals[name]
-    for name in _read_before_assigned_or_deleted(func, methods, targets_bind=True):
+    for name in _read_before_assigned_or_deleted(func, set(literals)):
         del literals[name]
     if not literals:
         return func
@@ -276,12 +276,11 @@ def propagate_literals(
                 return cst.RemoveFromParent()
             return updated_node
 
-    return func.visit(_T(prov))
+    # a test the literals made constant (``if False:``, ``"a" == "a"``) is decided now, not bound
+    return fold_literal_tests(func.visit(_T(prov)), prov)
 
 
-def _read_before_assigned_or_deleted(
-    func: cst.FunctionDef, names: set[str], *, targets_bind: bool = False
-) -> set[str]:
+def _read_before_assigned_or_deleted(func: cst.FunctionDef, names: set[str]) -> set[str]:
     """Names among ``names`` that the function reads before their assignment (in execution order of straight
     code: an assignment's value before its targets), deletes, or declares global / nonlocal: replacing them
     by the literal would change what the code does."""
@@ -295,8 +294,8 @@ def _read_before_assigned_or_deleted(
         def visit_Assign(self, node: cst.Assign) -> bool:
             visit_read_only(node.value, self)
             for target in node.targets:
-                if targets_bind:  # a plain name target is bound here, not read
-                    assigned.update(n.value for n in _target_name_nodes(target.target))
+                # a plain name target is bound here, not read (its sub-expressions, ``d[k] = …``, are reads)
+                assigned.update(n.value for n in _target_name_nodes(target.target))
                 visit_read_only(target, self)
                 assigned.update(n.value for n in _target_name_nodes(target.target))
             return False
@@ -446,6 +445,8 @@ class Hoister(TrackingTransformer):
             return None
         if isinstance(node, cst.Name) and node.value == "self":
             return None
+        if _method_reference(node, self.scope) and self.scope.bound_method(node.attr.value):
+            return None  # a bound method used as a value stays ``self._m``: the generated class has its copy
         if _is_holder(node, self.scope.facts.holders):
             return (
                 None  # the ModelArgs / model_config object itself never becomes a field (reported as a gap)

@@ -13,6 +13,7 @@ import libcst as cst
 from .cstutil import PURE_BUILTINS, code, is_pure, summary
 from .fstrings import compatible_fstring
 from .helpers import ModuleNames
+from .literals import with_prelude
 from .source import Inputs, ParsedFile
 from .track import Provenance, TrackingTransformer
 from .walk import hot_paths
@@ -226,11 +227,23 @@ class Inliner:
             body.params.kwonly_params
         )
         defaults = {p.name.value: p.default for p in params}
+        prelude: dict[str, cst.BaseExpression] = {}  # reassigned in the body, given a literal: a first local
         for param in params:
             name = param.name.value
             value = binding.get(name)
             if name in assigned:
-                kept.append(name)
+                given = value if value is not None else defaults.get(name)
+                if (
+                    given is not None
+                    and _prelude_value(given)
+                    and (
+                        value is None
+                        or self.substitutable(value, caller_file, callee, caller_locals, pure_call)
+                    )
+                ):
+                    prelude[name] = given
+                else:
+                    kept.append(name)
                 continue
             if value is None:
                 default = defaults.get(name)
@@ -243,12 +256,12 @@ class Inliner:
                 substitute[name] = value
             else:
                 kept.append(name)
-        if not substitute:
+        if not substitute and not prelude:
             return None
         key = (  # the specialised body too: a method specialised for another mode is another copy
             callee.file.name,
             callee.qualname,
-            "|".join(f"{k}={code(v)}" for k, v in sorted(substitute.items())),
+            "|".join(f"{k}={code(v)}" for k, v in sorted({**substitute, **prelude}.items())),
             code(body),
         )
         name = self.copies.get(key)
@@ -262,6 +275,8 @@ class Inliner:
             self.copies[key] = name
         # an existing copy is not made again (the caller uses the copy only when it is new)
         copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov) if new else None
+        if copy is not None and prelude:
+            copy = with_prelude(copy, prelude)
         passed = [
             cst.Arg(
                 binding[k] if binding.get(k) is not None else cst.Name(k),
@@ -320,6 +335,18 @@ def _literal(node: cst.BaseExpression) -> bool:
     if isinstance(node, (cst.Tuple, cst.List)):
         return all(_literal(e.value) for e in node.elements)
     return False
+
+
+def _prelude_value(node: cst.BaseExpression) -> bool:
+    """A value a reassigned parameter can start from as a local of the copy: a plain literal, or an attribute
+    chain of ``self`` (``self.num_reduce_scatter_links``) that the call site passes."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return False
+    if _literal(node):
+        return True
+    while type(node) is cst.Attribute:
+        node = node.value
+    return type(node) is cst.Name and node.value == "self"
 
 
 def _same_binding(name: str, a: ModuleNames, b: ModuleNames) -> bool:

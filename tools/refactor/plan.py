@@ -18,6 +18,7 @@ from .binding import (
     local_kinds_by_name,
     mutated_locals,
 )
+from .cached import cached_attributes, localise_cached
 from .cleanup import remove_dead_code
 from .cstutil import (
     assigned_names,
@@ -41,7 +42,9 @@ from .hoist import (
     split_static,
     static_asserts_as_ifs,
 )
+from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
+from .members import members_of
 from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
@@ -192,6 +195,10 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
             facts.assigned_in_forward |= _self_mutations(func)
     facts.resources -= facts.holders
+    facts.config_objects = _config_objects(methods, init_names, forward_methods, facts.holders)
+    facts.properties = set(members_of(inputs.klass).properties)
+    facts.cached = cached_attributes(methods, forward_methods, init_names)
+    facts.assigned_in_forward -= facts.cached
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -458,6 +465,8 @@ class Planner:
             }
             replacements = self._topology_only(replacements, parsed)
         out = specialise(func, replacements, self.prov, decisions)
+        if self.facts.cached and mode is not None:  # a forward's own attribute: a local (cached.py)
+            out = localise_cached(out, self.facts.cached, self.prov)
         pure = self._scope(out, f"{self.inputs.class_name}.{func.name.value}").pure_call
         return remove_dead_code(out, pure, prov=self.prov)
 
@@ -746,6 +755,7 @@ class Planner:
         func = remove_dead_code(func, scope.pure_call, prov=self.prov)
         func = static_asserts_as_ifs(func, scope, self.prov)
         func = split_mixed_tests(func, scope, self.prov)
+        func = static_ifexps_as_ifs(func, scope, self.prov)
         func = binder.run(func)
         out = [(None, func)]
         pending = list(binder.extracted)
@@ -765,6 +775,13 @@ class Planner:
             result = hoister.hoist(result)
             final.append((name, remove_dead_code(result, scope.pure_call, prov=self.prov)))
         for binding in binder.bindings:
+            if _short_circuits(binding.test):
+                # parts that run only when the earlier ones allow (``hasattr(a, "s") and a.s``): one field, the
+                # test's value (leaf by leaf, each part would be computed at construction whatever the others)
+                binding.test = Hoister(
+                    scope, self.registry, mode, self.loc_of, self.gaps, prov=self.prov, group=group
+                ).hoist(binding.test)
+                continue
             hoister = Hoister(
                 scope,
                 self.registry,
@@ -804,6 +821,38 @@ class Planner:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )
+
+
+def _config_objects(
+    methods: dict, init_names: list[str], forward_methods: list[str], holders: set[str]
+) -> set[str]:
+    """Attributes ``__init__`` takes from ModelArgs (``self.X = self.args.Y`` / ``args.Y``) whose methods a
+    forward calls (``self.X.get_tensor_dtype(…)``): parts of the config, queried like ``self.args.get_*()``."""
+    called: set[str] = set()
+    for name in forward_methods:
+        func = methods.get(name)
+        for node in walk(func) if func is not None else ():
+            if type(node) is cst.Call:
+                parts = (dotted(node.func) or "").split(".")
+                if len(parts) == 3 and parts[0] == "self":
+                    called.add(parts[1])
+    out: set[str] = set()
+    for name in init_names:
+        func = methods.get(name)
+        for attr, value in _self_assignments(func) if func is not None else ():
+            parts = (dotted(value) or "").split(".") if isinstance(value, cst.Attribute) else []
+            from_args = len(parts) >= 2 and (
+                parts[0] in ARGS_NAMES or (parts[0] == "self" and len(parts) >= 3 and parts[1] in holders)
+            )
+            if from_args and attr in called and attr not in holders:
+                out.add(attr)
+    return out
+
+
+def _short_circuits(test: cst.BaseExpression) -> bool:
+    """Whether ``test`` has parts that run only depending on others (``and`` / ``or``, a conditional): hoisted
+    leaf by leaf, each part would be computed at construction whatever the others are."""
+    return any(type(node) in (cst.BooleanOperation, cst.IfExp) for node in walk(test))
 
 
 def _self_attr_nodes(func: cst.CSTNode) -> list[cst.Attribute]:

@@ -32,6 +32,7 @@ else:
     from . import _kernels, autograd, memory_tracker, nn, ops, optim
     from .device import *
     from .device import ARCH_SPECS, MeshDevice, MeshShape
+    from .distributed_context import *
     from .distribution import *
     from .errors import *
     from .memory import *

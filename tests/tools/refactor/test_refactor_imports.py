@@ -94,7 +94,9 @@ def test_helpers_from_unread_files_are_copied_or_imported_and_said_so(rhelp, tmp
     assert "# copied from rhelp/model_config.py:19\ndef num_to_corerange(cores):" in text
     assert "\ndef nearest_32(x):" in text and "\nTILE = 32\n" in text
     assert "\nfrom rhelp.model_config import TensorGroup\n" in text  # a class: TTTv1's own members
-    assert "    def _gather_rows(self, x, num_links=None):" in text  # the copy keeps the default
+    # the copy's ``if num_links is None: num_links = 1`` is decided at construction (a field), so the copy no
+    # longer takes ``num_links`` (the call-binding check itself: test_refactor_names)
+    assert "    def _gather_rows(self, x):" in text and "num_links=self.config.num_links" in text
     assert "zip(self.config.ws, self.config.gains)" in text and "enumerate(self.config.gains)" in text
     helpers = {h["name"]: h["source"] for h in run.report.helpers}
     assert helpers["num_to_corerange"] == "rhelp/model_config.py:19"

@@ -174,22 +174,21 @@ def test_calls_that_do_not_bind_to_the_definition_are_gaps():
     assert "got an unexpected keyword argument 'extra'" in gaps[5].reason
 
 
-def test_a_copy_without_its_default_fails_the_run(tmp_path, monkeypatch):
-    """The codemod made to drop the defaults of a helper's copy again (``_gather_rows(self, x, num_links)``,
-    called without ``num_links``): the run is not clean."""
+def test_a_copy_whose_signature_its_call_does_not_match_fails_the_run(tmp_path, monkeypatch):
+    """The codemod made to write copies whose signature the call does not match (here: one more required
+    parameter, as a copy that lost a default the call relied on once did; rhelp's ``num_links=None`` default is
+    now decided at construction, so the copy has no such parameter left): the run is not clean."""
     from tttv2_tools.refactor import inline
 
     original = inline._substituted
 
-    def without_defaults(*args, **kwargs):
+    def with_a_required_parameter(*args, **kwargs):
         func = original(*args, **kwargs)
-        params = [
-            p.with_changes(default=None, equal=inline.cst.MaybeSentinel.DEFAULT) for p in func.params.params
-        ]
-        return func.with_changes(params=func.params.with_changes(params=params))
+        extra = inline.cst.Param(inline.cst.Name("num_links"))
+        return func.with_changes(params=func.params.with_changes(params=[*func.params.params, extra]))
 
     monkeypatch.syspath_prepend(str(INPUTS))
-    monkeypatch.setattr(inline, "_substituted", without_defaults)
+    monkeypatch.setattr(inline, "_substituted", with_a_required_parameter)
     run = plan_run(INPUTS / "rhelp" / "ffn.py", None, out=tmp_path / "out")
     gaps = [g for g in run.gaps if "does not match the definition" in g.reason]
     assert len(gaps) == 2  # the decode and the prefill call

@@ -214,10 +214,13 @@ def test_context_name(source, text, expected):
 def test_fields_are_named_after_what_they_hold(results):
     generated = results["names"].modules[0]
     names = {f.name: code_of(f.value) for f in generated.rendered.fields.fields}
-    assert names["links_float"] == "float(links)"  # was x: the local the call is assigned to
+    # ``links = 1`` (1D) and ``u = "a"`` are literals put in where they are read: ``float(1)`` needs no field,
+    # ``u == "a"`` is decided (both used to be fields, links_float and u_is_a)
+    assert "x = ttnn.mul(x, float(1))" in generated.code and "u_is_a" not in names
     assert names["scale_plus_steps"] == "scale + steps"  # was x_2
     assert names["big"] == 'legacy.model_config["BIG"]'
-    assert names["u_is_a"] == 'u == "a"'  # was big_2: the local of the conditional
+    galaxy = {f.name: code_of(f.value) for f in results["names"].modules[1].rendered.fields.fields}
+    assert "links_float" not in galaxy and "x = ttnn.mul(x, float(2))" in results["names"].modules[1].code
     # the same keyword of the same op twice: the second is spelled from its value, not numbered
     assert names["add_memory_config"].startswith("ttnn.DRAM_MEMORY_CONFIG if")
     assert names["ttnn_l1_memory_config_if_wide"].startswith("ttnn.L1_MEMORY_CONFIG if")

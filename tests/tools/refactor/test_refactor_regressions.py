@@ -131,7 +131,9 @@ def test_a_helper_copy_is_specialised_for_the_mode_it_is_given(mixed):
 
 def test_a_mode_put_into_an_fstring_compiles_on_310(mixed):
     code = mixed
-    assert 'tag = "decode_out"' in code and 'tag = "prefill_out"' in code and 'f"{"' not in code
+    # the f-string's mode became a literal ("decode_out"), which then decided ``tag == "decode_out"`` per mode
+    assert 'f"{' not in code and "tag" not in code.split("def forward(")[1].split("# decode: if")[0]
+    assert 'if self.config.label == "mode decode"' in code and '"prefill_out" ==' not in code
     assert 'label = "mode " + "decode"' in code and "str(" not in code  # ruff UP018 otherwise
 
 
@@ -149,8 +151,10 @@ def test_the_dispatcher_uses_tttv1s_mode_parameter(mixed):
 
 def test_a_static_local_on_a_compound_line_moves_with_its_use(mixed):
     code = mixed
-    construction, _, forwards = code.partition("def decode_forward")
-    assert 'u = "a"' in construction.split("def from_model_args", 1)[1] and 'u = "a"' not in forwards
+    forwards = code.partition("def decode_forward")[2]
+    # the literal reaches its use (``if u == "a"``), which is then decided: nothing of it is left to run
+    assert 'u = "a"' not in forwards and 'u == "a"' not in code.split("# decode: if")[-1]
+    assert "big = rows >= self.config.big" in forwards
 
 
 @pytest.mark.parametrize(

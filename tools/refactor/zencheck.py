@@ -1,0 +1,150 @@
+"""The Zen check: ``trace-deps`` on each generated module, from its ``forward`` (which dispatches to
+``decode_forward`` and ``prefill_forward``), over every function the forwards reach in that file (the class's
+methods, the methods bound in ``_bind`` and the module-level helpers copied next to the class). A branch left
+there that is not runtime is a choice known at construction that the codemod did not make: a gap naming the
+generated ``file:line``, so the run exits 1.
+
+The generated code is analysed once, from a private temporary folder (``analyze`` reads files), with one
+method added at the end of the class that calls ``forward`` and each bound arm; nothing else is written. Functions that are not the computation are left out: ``forward`` (the mode dispatcher itself) and
+``load_device_weights`` (run once, its own test is whether the weights were loaded)."""
+
+from __future__ import annotations
+
+import ast
+import tempfile
+from pathlib import Path
+
+from tttv2_tools.trace_dependencies import analyze
+from tttv2_tools.trace_dependencies.errors import TraceError
+
+from .errors import Gap
+
+#: Methods of a generated class that are not on the computation path.
+SCAFFOLDING = frozenset({"forward", "load_device_weights", "_tttv2_zen_entry"})
+
+
+ENTRY = "_tttv2_zen_entry"
+
+
+def _with_entry(code: str, class_name: str) -> tuple[str, int, int] | None:
+    """``code`` with one more method at the end of ``class_name``: it calls ``forward`` and every method that
+    ``_bind`` binds (``self._x = self._x_true if … else self._x_false``: the forwards call them through the
+    attribute, which trace-deps does not follow), each with parameters of its own names, run-time inputs. One
+    analysis from it covers the whole forward path. Also returns the last line of the class and the number of
+    lines added (to map the analysis's lines back). None: no such class or no ``forward``. (``ast``, not
+    LibCST: only names and lines are needed, and this runs on every output.)"""
+    tree = ast.parse(code)
+    klass = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    if klass is None:
+        return None
+    methods = {n.name: n for n in klass.body if isinstance(n, ast.FunctionDef)}
+    if "forward" not in methods:
+        return None
+    called = ["forward"]
+    for node in ast.walk(methods["_bind"]) if "_bind" in methods else ():
+        if isinstance(node, ast.IfExp):
+            for arm in (node.body, node.orelse):
+                bound = isinstance(arm, ast.Attribute) and isinstance(arm.value, ast.Name)
+                if bound and arm.value.id == "self" and arm.attr in methods and arm.attr not in called:
+                    called.append(arm.attr)
+    names: list[str] = []
+    calls: list[str] = []
+    for name in called:
+        arguments = methods[name].args
+        own = [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]][1:]
+        names += [p for p in own if p not in names]
+        calls.append(f"        self.{name}({', '.join(f'{p}={p}' for p in own)})")
+    lines = [f"    def {ENTRY}(self{''.join(', ' + n for n in names)}):", *calls]
+    last = klass.end_lineno or len(code.splitlines())
+    source = code.splitlines()
+    text = "\n".join([*source[:last], "", *lines, *source[last:]]) + "\n"
+    return text, last, len(lines) + 1
+
+
+def _loop_variables(code: str) -> dict[str, set[str]]:
+    """{function name: names its ``for`` loops and comprehensions bind} over the module's functions."""
+    out: dict[str, set[str]] = {}
+    for func in ast.walk(ast.parse(code)):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = out.setdefault(func.name, set())
+            for loop in ast.walk(func):
+                if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    names |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    return out
+
+
+def _reads_loop_variable(test: str, names: set[str]) -> bool:
+    """Whether the test (trace-deps' text of it) reads a loop variable: static per iteration, not per module
+    (a choice no field or bound method can make once; the loop runs each value in turn)."""
+    if not names:
+        return False
+    try:
+        expression = ast.parse(test, mode="eval")
+    except SyntaxError:  # pragma: no cover - trace-deps' text of a test is an expression
+        return False
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expression))
+
+
+def _in_assert(asserts: list[tuple[int, int]], line: int) -> bool:
+    """Whether ``line`` (of the analysed text) lies in an ``assert`` statement (its test's ``and`` / ``or`` too)."""
+    return any(first <= line <= last for first, last in asserts)
+
+
+def static_branches(code: str, file_name: str, class_name: str) -> list[tuple[str, str, str, str]]:
+    """(generated file:line, function, test, classification) of every non-runtime branch on the forward path
+    of ``class_name`` in ``code`` (the text of the generated module ``file_name``): one trace-deps analysis."""
+    made = _with_entry(code, class_name)
+    if made is None:
+        return []
+    text, last, added = made
+    loops = _loop_variables(code)
+    asserts = [(n.lineno, n.end_lineno) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Assert)]
+    found: dict[str, tuple[str, str, str, str]] = {}
+    with tempfile.TemporaryDirectory(prefix="tttv2-zen-") as folder:
+        path = Path(folder) / file_name
+        path.write_text(text)
+        try:
+            analysis = analyze(
+                path, class_name=class_name, entry=ENTRY, follow_helpers=False, auto_config=False
+            )
+        except TraceError as exc:  # pragma: no cover - the generated module parses and has the class
+            return [(f"{file_name}:1", class_name, f"not analysed: {exc}", "unknown")]
+    for branch in analysis.branches:
+        if branch.phase != "forward" or branch.classification == "runtime":
+            continue
+        if not branch.loc.startswith(file_name + ":"):
+            continue  # a helper of another file (imported, not copied): not this output's code
+        owner, _, method = branch.function.partition(".")
+        if owner == class_name and method in SCAFFOLDING:
+            continue
+        if _reads_loop_variable(branch.test, loops.get(branch.function.rpartition(".")[2], set())):
+            continue  # ``for i, s in enumerate((1.5, 0.5)): if i == 0``: one value per iteration
+        line = int(branch.loc.split(":")[1])
+        if "." not in branch.function and _in_assert(asserts, line):
+            continue  # a precondition of a module-level helper copied as TTTv1 wrote it: a check, not a choice
+        line = line - added if line > last else line
+        found.setdefault(
+            branch.loc, (f"{file_name}:{line}", branch.function, branch.test, branch.classification)
+        )
+    return list(found.values())
+
+
+def static_branch_gaps(modules) -> list[Gap]:
+    """One gap per static branch left in the forward path of each generated module (``api.Generated``)."""
+    gaps: list[Gap] = []
+    for generated in modules:
+        for loc, function, test, classification in static_branches(
+            generated.code, generated.file_name, generated.class_name
+        ):
+            gaps.append(
+                Gap(
+                    loc,
+                    f"static branch left in {function}: `{test}`",
+                    f"trace-deps classifies it {classification}, not runtime: a choice known at construction "
+                    "should be made there (a field or a bound method), and tttv2-refactor did not make it",
+                )
+            )
+    return gaps
+
+
+__all__ = ["SCAFFOLDING", "static_branch_gaps", "static_branches"]

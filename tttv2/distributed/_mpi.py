@@ -1,0 +1,190 @@
+"""The MPI world of this process: mpi4py imported on first use, collectives that wait with a deadline.
+
+Nothing here imports mpi4py until a rank asks for its world, so ``tttv2.ttnn`` loads without the
+``distributed`` extra. Every collective is started non-blocking and polled until it completes or the deadline
+(``TTTV2_DISTRIBUTED_TIMEOUT`` seconds, 60 by default; ``tttv2-run --timeout`` sets it) passes: a rank whose
+peer died or never arrives raises :class:`DistributedTimeoutError` instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "INSTALL_HINT",
+    "DistributedError",
+    "DistributedTimeoutError",
+    "MPIUnavailableError",
+]
+
+DEFAULT_TIMEOUT = 60.0
+INSTALL_HINT = "pip install 'tttv2[distributed]' (mpi4py and the mpich wheel)"
+# set by the MPICH launcher (hydra) in every rank it starts
+LAUNCH_VARIABLES = ("PMI_RANK", "PMI_SIZE")
+
+
+class DistributedError(RuntimeError):
+    """Ranks that disagree (different collectives, different buffers) or a distributed API used wrongly."""
+
+
+class DistributedTimeoutError(DistributedError):
+    """A collective did not complete before the deadline: a peer rank died, hangs, or never called it."""
+
+
+class MPIUnavailableError(DistributedError, ImportError):
+    """mpi4py (or the MPI library it needs) is not installed."""
+
+
+for _cls in (DistributedError, DistributedTimeoutError, MPIUnavailableError):
+    _cls.__module__ = "tttv2.distributed"  # where users import them from (and what tracebacks show)
+
+
+_state: dict = {"comm": None}
+
+
+def launched_size() -> int:
+    """How many ranks the launcher started (1 outside ``tttv2-run`` / ``mpiexec``)."""
+    try:
+        return max(1, int(os.environ.get("PMI_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def launched() -> bool:
+    return all(v in os.environ for v in LAUNCH_VARIABLES)
+
+
+def timeout() -> float:
+    """The deadline of one collective, in seconds (``TTTV2_DISTRIBUTED_TIMEOUT``)."""
+    raw = os.environ.get("TTTV2_DISTRIBUTED_TIMEOUT", "")
+    if not raw.strip():
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise DistributedError(
+            f"TTTV2_DISTRIBUTED_TIMEOUT: expected a positive number of seconds, got {raw!r}"
+        )
+    return value
+
+
+def _import_mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise MPIUnavailableError(f"MPI is not installed: {INSTALL_HINT}") from exc
+    return MPI
+
+
+def initialize():
+    """Initialise MPI once (idempotent) and return COMM_WORLD. An unhandled exception in any rank then aborts
+    the whole job (after printing its traceback) instead of leaving the other ranks waiting."""
+    if _state["comm"] is None:
+        mpi = _import_mpi()
+        comm = mpi.COMM_WORLD
+        _state["comm"] = comm
+        if comm.Get_size() > 1:
+            _install_abort_on_error(comm)
+    return _state["comm"]
+
+
+def world():
+    """COMM_WORLD if the context is initialised, else None."""
+    return _state["comm"]
+
+
+def _install_abort_on_error(comm) -> None:
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _record_error(comm.Get_rank(), "".join(traceback.format_exception_only(kind, value)).strip())
+        comm.Abort(1)
+
+    sys.excepthook = hook
+
+
+def _record_error(rank: int, message: str) -> None:
+    """Under ``tttv2-run``: leave the error for the launcher's report (MPI_Abort kills every rank at once)."""
+    run_dir = os.environ.get("TTTV2_RUN_DIR")
+    if run_dir and os.path.isdir(run_dir):
+        tmp = os.path.join(run_dir, f"rank-{rank}.error.tmp")
+        with open(tmp, "w") as f:
+            f.write(message.splitlines()[-1] if message else "an unhandled exception")
+        os.replace(tmp, os.path.join(run_dir, f"rank-{rank}.error"))
+
+
+def wait(request, what: str) -> None:
+    """Poll a non-blocking MPI request until it completes; raise :class:`DistributedTimeoutError` at the
+    deadline. Sleeps between polls (a rank waiting for a slow peer does not spin a core)."""
+    limit = timeout()
+    start = time.monotonic()
+    pause = 0.0001
+    while not request.Test():
+        if time.monotonic() - start > limit:
+            rank = _state["comm"].Get_rank() if _state["comm"] is not None else 0
+            raise DistributedTimeoutError(
+                f"rank {rank}: {what} did not complete within {limit:g} s: another rank died, hangs, or never "
+                "reached it (TTTV2_DISTRIBUTED_TIMEOUT sets the deadline)"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
+
+
+def barrier(what: str = "barrier") -> None:
+    """Wait for every rank: an all-gather of no data, so a rank that runs another collective is detected."""
+    allgather_bytes(np.zeros(0, dtype=np.uint8), what)
+
+
+_LABEL = 200  # bytes of a collective's description in its header
+
+
+def header(nbytes: int, what: str) -> np.ndarray:
+    """What a rank announces before a collective: the payload's size and the collective's description."""
+    return np.frombuffer(np.int64(nbytes).tobytes() + what.encode()[:_LABEL].ljust(_LABEL), dtype=np.uint8)
+
+
+def check_headers(rank: int, mine: np.ndarray, headers: np.ndarray) -> None:
+    """Raise on every rank if any rank announced another collective or another payload size than ``mine``."""
+    for other in range(headers.shape[0]):
+        if bytes(headers[other]) != bytes(mine):
+
+            def describe(h):
+                label = bytes(h[8:]).decode(errors="replace").rstrip()
+                return f"{label} on {int(h[:8].view(np.int64)[0])} bytes"
+
+            raise DistributedError(
+                f"rank {rank}: ranks disagree: this rank runs {describe(mine)}, rank {other} runs "
+                f"{describe(headers[other])} (every rank must run the same collectives in the same order)"
+            )
+
+
+def allgather_bytes(payload: np.ndarray, what: str) -> list[np.ndarray]:
+    """Every rank's ``payload`` (a contiguous array, viewed as bytes), in rank order. The ranks first exchange
+    the payload's size and a description (``what``), so ranks that run different collectives or pass different
+    buffers raise a :class:`DistributedError` on every rank, naming both, instead of corrupting or hanging."""
+    comm = initialize()
+    size = comm.Get_size()
+    data = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+    if size == 1:
+        return [data.copy()]
+    mpi = _import_mpi()
+    mine = header(data.size, what)
+    headers = np.empty((size, mine.size), dtype=np.uint8)
+    wait(comm.Iallgather([mine, mpi.BYTE], [headers, mpi.BYTE]), what)
+    check_headers(comm.Get_rank(), mine, headers)
+    if data.size == 0:
+        return [data.copy() for _ in range(size)]
+    gathered = np.empty((size, data.size), dtype=np.uint8)
+    wait(comm.Iallgather([data, mpi.BYTE], [gathered, mpi.BYTE]), what)
+    return list(gathered)

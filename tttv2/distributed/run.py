@@ -1,0 +1,321 @@
+"""``tttv2-run``: start N ranks of a program through MPI, like tt-metal's ``tt-run`` (docs/distributed.md).
+
+    tttv2-run --np N [--rank-binding FILE] [--all-output] [--timeout S] [--grace S] -- COMMAND ...
+
+The ranks are started by the ``mpiexec`` of the mpich wheel (the ``distributed`` extra), each through
+``tttv2.distributed._rank``. Only rank 0's output is shown unless ``--all-output`` (then every line carries its
+rank); a failed rank's own output is printed after the run. A rank that fails stops the job: MPI's process
+manager ends the others, and if some are still running ``--grace`` seconds later the launcher kills them.
+Collectives wait at most ``--timeout`` seconds (``TTTV2_DISTRIBUTED_TIMEOUT`` in every rank).
+
+Exit codes: 0 every rank succeeded; 2 bad arguments, a bad rank binding or MPI not installed; otherwise the
+exit code of the first rank that failed (128 + N for a rank killed by signal N), or 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ._mpi import DEFAULT_TIMEOUT, INSTALL_HINT
+
+__all__ = ["RunError", "find_mpiexec", "load_rank_binding", "main"]
+
+_LOG_TAIL = 40  # lines of a failed rank's output shown
+
+
+class RunError(Exception):
+    """Bad input to the launcher: one line, exit code 2."""
+
+
+def find_mpiexec() -> str:
+    """The ``mpiexec`` (hydra) of the installed mpich wheel, found from the package's files, not PATH."""
+    if importlib.util.find_spec("mpi4py") is None:
+        raise RunError(f"MPI is not installed: {INSTALL_HINT}")
+    try:
+        files = importlib.metadata.distribution("mpich").files or []
+    except importlib.metadata.PackageNotFoundError:
+        raise RunError(f"MPI is not installed: {INSTALL_HINT}") from None
+    by_name = {Path(str(f)).name: f for f in files if Path(str(f)).parent.name == "bin"}
+    for name in ("mpiexec.hydra", "mpiexec"):
+        if name in by_name:
+            path = Path(by_name[name].locate()).resolve()
+            if path.is_file() and os.access(path, os.X_OK):
+                return str(path)
+    raise RunError(f"the mpich package is installed without its mpiexec: reinstall it ({INSTALL_HINT})")
+
+
+def _env_map(value, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RunError(f"{where}: expected a map of environment variables, got {type(value).__name__}")
+    out = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or "=" in key:
+            raise RunError(f"{where}: {key!r} is not an environment variable name")
+        if isinstance(item, (dict, list)) or item is None:
+            raise RunError(f"{where}.{key}: expected a string or number, got {item!r}")
+        out[key] = str(item).lower() if isinstance(item, bool) else str(item)
+    return out
+
+
+_RANK_KEYS = {"rank", "mesh_id", "mesh_host_rank", "env_overrides"}
+_TOP_KEYS = {"rank_bindings", "global_env"}
+
+
+def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
+    """The environment of each rank from a tt-run style rank binding file (YAML)::
+
+        rank_bindings:
+          - rank: 0
+            env_overrides: {VAR: value}
+          - rank: 1
+            ...
+        global_env: {VAR: value}
+
+    Every rank 0..N-1 is bound exactly once. ``mesh_id`` / ``mesh_host_rank`` are passed to the rank as
+    ``TTTV2_MESH_ID`` / ``TTTV2_MESH_HOST_RANK``; a mesh graph descriptor is refused (a mesh spread over ranks
+    is not implemented, docs/distributed.md)."""
+    try:
+        import yaml
+    except ImportError:
+        raise RunError(f"--rank-binding needs pyyaml: {INSTALL_HINT}") from None
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise RunError(f"--rank-binding {path}: cannot read it: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RunError(f"--rank-binding {path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise RunError(f"--rank-binding {path}: expected a map with rank_bindings, got {type(data).__name__}")
+    if "mesh_graph_desc_path" in data:
+        raise RunError(
+            f"--rank-binding {path}: mesh_graph_desc_path: a mesh spread over ranks is not implemented yet "
+            "(docs/distributed.md); each rank opens its own mesh"
+        )
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise RunError(f"--rank-binding {path}: unknown keys {unknown} (expected {sorted(_TOP_KEYS)})")
+    common = _env_map(data.get("global_env"), f"--rank-binding {path}: global_env")
+    bindings = data.get("rank_bindings")
+    if not isinstance(bindings, list):
+        raise RunError(f"--rank-binding {path}: rank_bindings: expected a list of ranks")
+    envs: dict[int, dict[str, str]] = {}
+    for i, entry in enumerate(bindings):
+        where = f"--rank-binding {path}: rank_bindings[{i}]"
+        if not isinstance(entry, dict):
+            raise RunError(f"{where}: expected a map with a rank, got {entry!r}")
+        unknown = sorted(set(entry) - _RANK_KEYS)
+        if unknown:
+            raise RunError(f"{where}: unknown keys {unknown} (expected {sorted(_RANK_KEYS)})")
+        rank = entry.get("rank")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < size:
+            raise RunError(f"{where}: rank: expected an integer in 0..{size - 1} (--np {size}), got {rank!r}")
+        if rank in envs:
+            raise RunError(f"{where}: rank {rank} is bound twice")
+        env = dict(common)
+        for key, var in (("mesh_id", "TTTV2_MESH_ID"), ("mesh_host_rank", "TTTV2_MESH_HOST_RANK")):
+            if key in entry:
+                if isinstance(entry[key], bool) or not isinstance(entry[key], int) or entry[key] < 0:
+                    raise RunError(f"{where}: {key}: expected a non-negative integer, got {entry[key]!r}")
+                env[var] = str(entry[key])
+        env.update(_env_map(entry.get("env_overrides"), f"{where}: env_overrides"))
+        envs[rank] = env
+    missing = [r for r in range(size) if r not in envs]
+    if missing:
+        raise RunError(f"--rank-binding {path}: ranks {missing} of --np {size} have no binding")
+    return [envs[r] for r in range(size)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tttv2-run",
+        description="Start N ranks of COMMAND through MPI (the mpich wheel's mpiexec); see docs/distributed.md.",
+        usage="tttv2-run --np N [--rank-binding FILE] [--all-output] [--timeout S] [--grace S] -- COMMAND ...",
+    )
+    p.add_argument("--np", type=int, required=True, help="number of ranks")
+    p.add_argument("--rank-binding", metavar="FILE", help="tt-run style YAML: environment per rank")
+    p.add_argument("--all-output", action="store_true", help="show every rank's output (prefixed by rank)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds a collective waits for the other ranks (default {DEFAULT_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--grace", type=float, default=5.0, help="seconds after a rank fails before the rest are killed (5)"
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    return p
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = _parser()
+    if "--" not in argv:
+        raise RunError("expected `-- COMMAND ...` after the options (tttv2-run --np N -- python script.py)")
+    cut = argv.index("--")
+    args = parser.parse_args(argv[:cut])
+    args.command = argv[cut + 1 :]
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    if not args.command:
+        raise RunError("no COMMAND after `--`")
+    if args.np < 1:
+        raise RunError(f"--np: expected at least 1 rank, got {args.np}")
+    for name in ("timeout", "grace"):
+        if not getattr(args, name) > 0:
+            raise RunError(f"--{name}: expected a positive number of seconds, got {getattr(args, name)}")
+    return args
+
+
+def _exit_codes(run_dir: Path, size: int) -> dict[int, int]:
+    """Rank → the exit status its wrapper recorded (negative: killed by that signal)."""
+    codes = {}
+    for rank in range(size):
+        path = run_dir / f"rank-{rank}.exit"
+        if path.is_file():
+            codes[rank] = int(path.read_text())
+    return codes
+
+
+def _errors(run_dir: Path, size: int) -> dict[int, str]:
+    """Rank → the unhandled exception it reported before aborting the job (tttv2.distributed._mpi)."""
+    return {
+        rank: (run_dir / f"rank-{rank}.error").read_text()
+        for rank in range(size)
+        if (run_dir / f"rank-{rank}.error").is_file()
+    }
+
+
+def _failed_at(run_dir: Path, rank: int) -> int:
+    """When the rank's failure was recorded (its exception, else its exit status), in ns."""
+    for kind in ("error", "exit"):
+        path = run_dir / f"rank-{rank}.{kind}"
+        if path.is_file():
+            return path.stat().st_mtime_ns
+    return 0  # pragma: no cover - a failed rank has one of the two files
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _supervise(proc: subprocess.Popen, run_dir: Path, size: int, grace: float) -> tuple[int, bool]:
+    """Wait for mpiexec; once a rank has failed, give the others ``grace`` seconds, then kill the job.
+    Returns (mpiexec's exit code, whether the launcher killed the job)."""
+    failed_at = None
+    while True:
+        try:
+            return proc.wait(0.05), False
+        except subprocess.TimeoutExpired:
+            pass
+        failed = any(c != 0 for c in _exit_codes(run_dir, size).values()) or _errors(run_dir, size)
+        if failed_at is None and failed:
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > grace:
+            _kill_group(proc)
+            return proc.wait(), True
+
+
+def _report(run_dir: Path, size: int, mpiexec_code: int, killed: bool, all_output: bool) -> int:
+    codes = _exit_codes(run_dir, size)
+    errors = _errors(run_dir, size)
+    failed = [r for r in range(size) if codes.get(r, 0) != 0 or r in errors]
+    # the cause is the first to fail; a rank ended by SIGTERM is MPI's (or this launcher's) cleanup of the others
+    # and comes after any other failure, whatever the order the files were written in
+    failed.sort(key=lambda r: (r not in errors and codes.get(r) == -signal.SIGTERM, _failed_at(run_dir, r)))
+    unfinished = [r for r in range(size) if r not in codes and r not in errors]
+    if not failed and not unfinished and mpiexec_code == 0:
+        return 0
+    lines = []
+    for rank in failed:
+        if rank in errors:
+            lines.append(f"tttv2-run: rank {rank} failed: {errors[rank]}")
+        else:
+            lines.append(f"tttv2-run: rank {rank} {_describe(codes[rank])}")
+    for rank in range(1, size):  # what the ranks whose output was hidden printed
+        log = run_dir / f"rank-{rank}.log"
+        if rank not in failed or all_output or not log.is_file() or not log.stat().st_size:
+            continue
+        tail = log.read_text(errors="replace").splitlines()[-_LOG_TAIL:]
+        lines += [f"[rank {rank}] {line}" for line in tail]
+    if unfinished:
+        why = "killed by tttv2-run" if killed else "stopped by MPI"
+        cause = f" after rank {failed[0]} failed" if failed else ""
+        lines.append(f"tttv2-run: ranks {unfinished} did not finish ({why}{cause})")
+    if not failed and not unfinished:
+        lines.append(f"tttv2-run: every rank succeeded but mpiexec exited with code {mpiexec_code}")
+    print("\n".join(lines), file=sys.stderr)
+    if not failed or failed[0] in errors:  # an exception: the rank was then ended by MPI_Abort
+        return 1
+    code = codes[failed[0]]
+    return 128 - code if code < 0 else code
+
+
+def run(args: argparse.Namespace) -> int:
+    mpiexec = find_mpiexec()
+    envs = load_rank_binding(args.rank_binding, args.np) if args.rank_binding else [{}] * args.np
+    run_dir = Path(tempfile.mkdtemp(prefix="tttv2-run-"))
+    envs = [
+        {**env, "TTTV2_DISTRIBUTED_TIMEOUT": f"{args.timeout:g}", "TTTV2_RUN_DIR": str(run_dir)}
+        for env in envs
+    ]
+    try:
+        plan = run_dir / "plan.json"
+        plan.write_text(json.dumps({"env": envs, "all_output": args.all_output}))
+        cmd = [mpiexec, "-n", str(args.np), sys.executable, "-m", "tttv2.distributed._rank", str(run_dir)]
+        cmd += args.command
+        proc = subprocess.Popen(cmd, start_new_session=True)
+        try:
+            code, killed = _supervise(proc, run_dir, args.np, args.grace)
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            print("tttv2-run: interrupted; the ranks were stopped", file=sys.stderr)
+            return 130
+        return _report(run_dir, args.np, code, killed, args.all_output)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return run(_parse(argv))
+    except RunError as exc:
+        print(f"tttv2-run: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
