@@ -3,6 +3,10 @@
 Installed as a top-level module with ``tttv2_ttnn_import.pth``, which calls :func:`install` when the
 interpreter starts. Nothing of tttv2 (or numpy) is imported until ``ttnn`` itself is.
 
+PYTEST_DONT_REWRITE: the .pth imports this module before pytest starts, and pytest marks every top-level module
+of a distribution that provides a plugin (tttv2's ``tttv2_ttnn``) for assertion rewriting; without this marker
+every pytest run in an environment with tttv2 installed printed a ``PytestAssertRewriteWarning`` about it.
+
 Who provides ``ttnn`` (``TTTV2_BACKEND``, read at each import of ``ttnn``, spaces and case ignored):
 
 * unset: Tenstorrent's real ``ttnn`` wherever it is importable (any ``sys.path`` entry, any other finder),

@@ -244,3 +244,31 @@ def test_the_command(store, tmp_path, capsys):
     failing.write_text(TINY_TEST.replace("{FAIL}", "False"))
     assert main(["--store", str(store), "--tests", str(failing), "--module", "MLP1D"]) == 1
     assert "some tests failed" in capsys.readouterr().err
+
+
+def test_the_command_speaks_the_toolkit_language(store, tmp_path, capsys):
+    """docs/cli.md: ``--json`` alone or ``-`` is the JSON on stdout (pytest's lines go to stderr, no tables),
+    never a file named ``-``; -q leaves the tables out; --version; errors are ``tttv2-coverage: error:``."""
+    from tttv2_tools import _cli
+
+    tests = tmp_path / "test_tiny_cli.py"
+    tests.write_text(TINY_TEST.replace("{FAIL}", "True"))
+    base = ["--store", str(store), "--tests", str(tests), "--module", "MLP1D"]
+    for flag in (["--json"], ["--json=-"], ["--json", "-"]):
+        assert main([*base, *flag]) == 0, flag
+        out, err = capsys.readouterr()
+        assert json.loads(out)["schema"] == "tttv2-coverage" and "passed" in err
+    assert not (tmp_path / "-").exists()
+    assert main([*base, "-q"]) == 0 and "MLP1D: parameters" not in capsys.readouterr().out
+    assert main([*base, "--width", "200"]) == 0 and "MLP1D: parameters" in capsys.readouterr().out
+    assert main(["--store", str(store), "--tests", str(tmp_path / "missing.py")]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"tttv2-coverage: error: --tests {tmp_path / 'missing.py'}: no such file or folder\n"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert (
+        capsys.readouterr().out == f"tttv2-coverage {_cli.package_version()} (JSON schema tttv2-coverage)\n"
+    )

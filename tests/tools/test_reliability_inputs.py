@@ -173,7 +173,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(folder, capsys, monkeypatch,
     ("tool", "module", "entry", "prefix"),
     [
         (trace_main, "tttv2_tools.trace_dependencies.cli", "_run", "trace-deps: error"),
-        (refactor_main, "tttv2_tools.refactor.cli", "_main", "tttv2-refactor"),
+        (refactor_main, "tttv2_tools.refactor.cli", "_main", "tttv2-refactor: error"),
     ],
 )
 def test_a_recursion_error_anywhere_is_one_line_and_exit_2(

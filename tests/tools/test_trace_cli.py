@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -111,11 +112,33 @@ def test_graph_formats_to_files(tmp_path, capsys):
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}")
     assert code == 0 and err == f"wrote {paths['dot']} (dot)\n" and out == ""
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "--report")
-    assert f"wrote {paths['dot']} (dot)" in err and "Config reads" in out
+    assert (
+        f"wrote {paths['dot']} (dot)" in err
+        and "Config reads" in out
+        and out.startswith("Summary: class MLP")
+    )
     # the report never shares stdout with an output
     code, out, err = run(capsys, MLP, CFG, "--json", "--report")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "only one output can go to stdout, got --json --report" in err
+
+
+def test_the_report_starts_with_its_answer(capsys):
+    """Issue 23: the keys reached through args.get_*() are counted with the direct reads, the roots, the branch
+    counts and what needs a look come first, on an input in tt-metal's G3 style (tttv1/tt/mlp.py)."""
+    mlp, config = builtin_paths()
+    code, out, _ = run(capsys, mlp, config, "--width", "400")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "Summary: class MLP in mlp.py with model_config.py"
+    keys = re.search(
+        r"reads (\d+) config keys \((\d+) read directly, (\d+) more through args.get_\*\(\)\)", lines[1]
+    )
+    assert keys and int(keys[1]) == int(keys[2]) + int(keys[3]) and int(keys[3]) > 0
+    assert "FF1_3_TG_PROGCFG" in lines[1] and "get_mlp_ff1_3_prg_config()" in lines[2]
+    head = out[: out.index("Config reads (model_config keys)")]  # the summary, before the first table
+    assert re.search(r"\n  root parameters, per-call inputs: .*x \(input\)", head)
+    assert re.search(r"\n  branches in mlp.py: .*mode \d+", head) and "\n  needs a look: " in head
+    assert out.index("Summary") < out.index("Config reads (model_config keys)")
 
 
 def test_mode_topology_focus_why(capsys):
@@ -129,8 +152,11 @@ def test_mode_topology_focus_why(capsys):
     code, out, _ = run(capsys, MLP, CFG, "--why", "FF1_3_TG_PROGCFG", "--width", "200")
     assert code == 0 and out.startswith("why FF1_3_TG_PROGCFG: key:FF1_3_TG_PROGCFG")
     assert "→ args.is_galaxy" in out and "model_config.py:33:8" in out
-    code, out, _ = run(capsys, MLP, CFG, "--why", "nothing-like-this")
-    assert code == 2 and "nothing called 'nothing-like-this'" in out
+    answers = [run(capsys, MLP, CFG, "--why", "nothing-like-this", *extra) for extra in ([], ["--json"])]
+    for code, out, err in answers:  # the same one line on stderr, with and without --json; nothing on stdout
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith("trace-deps: error: --why 'nothing-like-this': nothing by that name")
+    assert answers[0] == answers[1]
     code, _, err = run(capsys, MLP, CFG, "--focus", "nothing-like-this", "--dot")
     assert code == 2 and "matches nothing" in err
 
@@ -149,8 +175,8 @@ def test_progress_and_strict(capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["/no/such/mlp.py"], "module not found: /no/such/mlp.py"),
-        ([MLP, "/no/such/model_config.py"], "config module not found"),
+        (["/no/such/mlp.py"], "MODULE /no/such/mlp.py: no such file"),
+        ([MLP, "/no/such/model_config.py"], "CONFIG /no/such/model_config.py: no such file"),
         (["{broken}"], "broken.py:3:"),
         (
             [str(FIX / "bad" / "no_forward.py")],
@@ -257,9 +283,16 @@ def test_help_is_laid_out_as_argparse_would(monkeypatch, columns):
 
     monkeypatch.setenv("COLUMNS", columns)
     assert cli.terminal_columns() == shutil.get_terminal_size().columns
+    from tttv2_tools import _cli
+
     ours = cli.parser()
-    monkeypatch.setattr(ours, "formatter_class", argparse.HelpFormatter)
+    width = shutil.get_terminal_size().columns - 2  # what argparse's own formatter picks
+    monkeypatch.setattr(ours, "formatter_class", functools.partial(_cli.HelpFormatter, width=width))
     assert cli.parser().format_help() == ours.format_help()
+    # an output option is shown as it is typed, never as the spelling it refuses (--json =FILE, --json FILE)
+    text = cli.parser().format_help()
+    assert "--json[=FILE]" in text and "--json =FILE" not in text and "--json FILE" not in text
+    assert argparse.HelpFormatter is not _cli.HelpFormatter
 
 
 def test_console_command_runs_main_then_freezes_the_collector(capsys, monkeypatch):

@@ -186,7 +186,7 @@ def test_read_source_errors(tmp_path):
     bad.write_bytes(b"\xff\xfe not utf8")
     with pytest.raises(TraceError, match="not UTF-8"):
         read_source(bad, "bad.py")
-    with pytest.raises(TraceError, match="file not found"):
+    with pytest.raises(TraceError, match="no such file"):
         read_source(tmp_path / "missing.py", "missing.py")
     with pytest.raises(TraceError, match="cannot read"):
         read_source(tmp_path, "folder")

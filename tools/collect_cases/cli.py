@@ -2,9 +2,11 @@
 
 Exit codes: ``record`` passes the command's own code through (a killed command: 128 + signal); ``verify`` too
 when it is not 0, else 0 every checked call passed (at least one), 1 a case failed or nothing was checked;
-otherwise 0 done, 1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input (a message
-names it), 3 a bug in the tool (one line; ``--debug`` shows the traceback), 130 interrupted (Ctrl-C, one line).
-Messages print paths as they are (no rich markup: ``cases[v2].sqlite`` stays ``cases[v2].sqlite``).
+otherwise 0 done, 1 ``emit --check`` found the list out of date or a ``sweep`` run failed, 2 bad input, usage or
+a refusal (``collect-cases: error: ...``, one line), 3 a bug in the tool (one line; ``--debug`` shows the
+traceback), 130 interrupted (Ctrl-C, one line). Messages print paths as they are (no rich markup:
+``cases[v2].sqlite`` stays ``cases[v2].sqlite``). The common options (``-q``, ``--debug``, ``--width``) may come
+before or after the verb; the conventions are the toolkit's (``tools/_cli.py``, docs/cli.md).
 """
 
 from __future__ import annotations
@@ -21,10 +23,22 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
+from tttv2_tools._cli import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    STDOUT,
+    HelpFormatter,
+    add_common,
+    add_output,
+    internal_error,
+    normalise_argv,
+    say,
+    table_width,
+)
 from tttv2_tools._output import (
-    INTERRUPTED,
+    Kind,
     OnlyOnce,
     Output,
     OutputError,
@@ -39,6 +53,7 @@ from tttv2_tools._recursion import deeper_recursion, too_deep
 
 from . import load_cases
 from .cases import MODES, TOPOLOGIES, Case, select
+from .command import checked
 from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
 from .errors import CollectCasesError, TargetError
@@ -49,8 +64,24 @@ from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
 from .verify import check_generated, parse_layers
 
-USAGE_ERROR = 2
-INTERNAL_ERROR = 3
+TOOL = "collect-cases"
+USAGE_ERROR = EXIT_USAGE
+INTERNAL_ERROR = EXIT_INTERNAL
+TABLE_VERBS = ("list", "sweep")  # the verbs that print tables: they take --width
+
+
+def _is_list_json(text: str) -> bool:
+    """An earlier ``collect-cases list --json=FILE``: a JSON list of cases (each with a target and fields)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, list) and all(
+        isinstance(c, dict) and {"target", "fields"} <= c.keys() for c in data
+    )
+
+
+LIST_JSON_KIND = Kind(TOOL, "list JSON", _is_list_json)
 STORE_WRITERS = frozenset({"record", "verify", "import", "sweep"})  # their writes are store transactions
 
 
@@ -85,12 +116,12 @@ def _tolerance(text: str) -> float:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="collect-cases",
+        formatter_class=HelpFormatter,
         description="Record the configurations TTTv1 modules see while commands run, and write them into tests "
         "as pytest.param lists.",
     )
-    p.add_argument("--version", action="version", version=f"collect-cases (store schema {SCHEMA_VERSION})")
-    p.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
-    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    add_common(p, version=f"store schema {SCHEMA_VERSION}", width=True)
+    sub = _Verbs(p.add_subparsers(dest="verb", required=True, metavar="VERB"))
 
     r = sub.add_parser("record", help="run a Python command and record the targets' calls")
     _common(r, target=None)
@@ -127,7 +158,10 @@ def parser() -> argparse.ArgumentParser:
     _common(ls, target="optional")
     ls.add_argument("--topology", choices=TOPOLOGIES)
     ls.add_argument("--mode", choices=MODES)
-    ls.add_argument("--json", action="store_true", help="JSON instead of a table")
+    add_output(ls, "--json", "JSON instead of a table, to stdout (no FILE, or -) or to FILE")
+    ls.add_argument(
+        "--force", action="store_true", help="with --json=FILE: replace a file collect-cases did not write"
+    )
 
     ex = sub.add_parser("export", help="write the cases as CSV")
     _common(ex, target="optional")
@@ -162,7 +196,12 @@ def parser() -> argparse.ArgumentParser:
     )
     em.add_argument("--diff", action="store_true", help="print the change, write nothing")
     em.add_argument("--check", action="store_true", help="exit 1 if the list is out of date, write nothing")
-    em.add_argument("--force", action="store_true", help="drop hand-written entries the store does not have")
+    em.add_argument(
+        "--drop-unrecorded",
+        action="store_true",
+        help="drop hand-written entries the store does not have (was --force, still accepted with a warning)",
+    )
+    em.add_argument("--force", action="store_true", dest="old_force", help=argparse.SUPPRESS)
     em.add_argument("--line-length", type=int, default=DEFAULT_LINE_LENGTH, metavar="N")
 
     sw = sub.add_parser("sweep", help="record the tttv1 demo over models x meshes")
@@ -180,35 +219,63 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Verbs:
+    """The verbs' parsers, each with the common options (so ``collect-cases list -q`` works as well as
+    ``collect-cases -q list``) and the toolkit's help layout."""
+
+    def __init__(self, action) -> None:
+        self.action = action
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        p = self.action.add_parser(name, formatter_class=HelpFormatter, **kwargs)
+        add_common(p, version=None, width=name in TABLE_VERBS, subcommand=True)
+        return p
+
+
+def _normalised(argv: list[str]) -> list[str]:
+    """``list --json`` with no FILE means stdout (``tools/_cli.py``); the verb has no positional argument, so a
+    next word that is not an option is its FILE (``--json out.json`` = ``--json=out.json``). The commands after
+    ``record`` / ``verify`` / ``sweep`` are never touched."""
+    for i, word in enumerate(argv):
+        if word in VERBS:
+            if word == "list":
+                return argv[: i + 1] + normalise_argv(argv[i + 1 :], ["--json"], lambda w: True)
+            return argv
+    return argv
+
+
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only: nothing is read or run)."""
+    return parser().parse_args(_normalised([str(a) for a in argv]))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    out = Console()
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    out = Console(width=table_width(args.width))
     err = Console(stderr=True, soft_wrap=True, markup=False)  # messages hold paths: never read as markup
     try:
         with deeper_recursion():  # libcst's visitors recurse per operand of a long expression in a test file
             return VERBS[args.verb](args, out, err)
     except (CollectCasesError, OutputError) as exc:
-        err.print(Text.assemble((f"collect-cases {args.verb}:", "red"), f" {exc}"), highlight=False)
+        say(TOOL, str(exc))
         return USAGE_ERROR
     except RecursionError:
-        err.print(f"collect-cases {args.verb}: {too_deep('read')}", highlight=False)
+        say(TOOL, too_deep("read"))
         return USAGE_ERROR
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback
         kept = (
             "the store keeps every case committed before" if args.verb in STORE_WRITERS else "nothing written"
         )
         err.print(interrupted(f"collect-cases {args.verb}", exc, kept), highlight=False)
-        return INTERRUPTED
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, never a traceback unless asked
-        if args.debug:
-            import traceback
+        return internal_error(TOOL, exc, args.debug)
 
-            traceback.print_exc()
-        err.print(
-            f"collect-cases {args.verb}: internal error: {type(exc).__name__}: {exc} (run with --debug)",
-            highlight=False,
-        )
-        return INTERNAL_ERROR
+
+def _info(args, err: Console, text: str) -> None:
+    """A progress or summary line on stderr (``-q`` leaves it out; errors and failures are always printed)."""
+    if not args.quiet:
+        err.print(text, highlight=False, markup=False)
 
 
 # --- verbs ------------------------------------------------------------------------------------------------------
@@ -226,13 +293,11 @@ def _finish(recording, store: Path, created: bool, command: list[str], verb: str
             _remove_empty_store(store)
         raise
     if not status.get("ready"):
-        err.print(
-            Text.assemble(
-                (f"collect-cases {verb}:", "yellow"),
-                f" the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?); "
-                f"nothing was {done}",
-            ),
-            highlight=False,
+        say(
+            TOOL,
+            f"{verb}: the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?); "
+            f"nothing was {done}",
+            "warning",
         )
     return code, status
 
@@ -241,6 +306,7 @@ def _record(args, out: Console, err: Console) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     targets = [parse_target(t) for t in args.target]
     fields = tuple(parse_user_field(f) for f in args.field)
+    checked(command)  # a command that cannot run (python nosuch.py) is one line, and creates no store
     created = not Path(args.store).exists()
     with CaseStore(args.store, create=True) as store:
         before = {t: n for t, n, _ in store.targets()}
@@ -253,16 +319,18 @@ def _record(args, out: Console, err: Console) -> int:
         for t in targets
     ]
     calls = f"{status['calls']} calls; " if "calls" in status else ""
-    err.print(
+    _info(
+        args,
+        err,
         f"collect-cases record: {calls}{'; '.join(lines)} in {args.store}; the command exited with "
         f"{exit_status(code)}",
-        highlight=False,
     )
     return exit_status(code)
 
 
 def _verify(args, out: Console, err: Console) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    checked(command)
     generated = check_generated(args.generated, args.target)
     layers = parse_layers(args.layers)
     targets = [parse_target(t) for t in dict.fromkeys(g.target for g in generated)]
@@ -394,8 +462,8 @@ def _list(args, out: Console, err: Console) -> int:
             store.verifications(parse_target(args.target).name if args.target else None)
         )
     cases = select(cases, args.topology, args.mode)
-    if args.json:
-        out.print_json(
+    if args.json is not None:
+        text = (
             json.dumps(
                 [
                     {
@@ -413,9 +481,18 @@ def _list(args, out: Console, err: Console) -> int:
                         ),
                     }
                     for c in cases
-                ]
+                ],
+                indent=2,
             )
+            + "\n"
         )
+        if args.json == STDOUT:
+            sys.stdout.write(text)
+        else:
+            target = Output(file_argument("--json", args.json), text, LIST_JSON_KIND, "--json")
+            check([target], [Path(args.store)], args.force)
+            write([target])
+            _info(args, err, f"wrote {len(cases)} cases to {args.json}")
         return 0
     for target in dict.fromkeys(c.target for c in cases):
         mine = load_cases(args.store, target, args.topology, args.mode)
@@ -424,8 +501,8 @@ def _list(args, out: Console, err: Console) -> int:
         show_verified = any(t == target for t, _ in verified)
         if show_verified:
             columns.append("verified")
-        for column in columns:
-            table.add_column(column, justify="right" if column == "hits" else "left")
+        for column in columns:  # values wrap, never cut: a CI log needs every name and number
+            table.add_column(column, justify="right" if column == "hits" else "left", overflow="fold")
         for c in mine:
             inputs = [n for n in (f"{name}_shape" for name, _ in c.fields.get("inputs", []))]
             weights = ", ".join(
@@ -451,7 +528,7 @@ def _list(args, out: Console, err: Console) -> int:
             table.add_row(*row)
         out.print(table)
     if not cases:
-        err.print(f"no cases in {args.store}" + (f" for {args.target}" if args.target else ""))
+        _info(args, err, f"no cases in {args.store}" + (f" for {args.target}" if args.target else ""))
     return 0
 
 
@@ -482,7 +559,7 @@ def _export(args, out: Console, err: Console) -> int:
         sys.stdout.write(text)
     else:
         write([Output(Path(args.csv), text, CSV_KIND, "--csv")])
-        err.print(f"exported {len(cases)} cases to {args.csv}", highlight=False)
+        _info(args, err, f"exported {len(cases)} cases to {args.csv}")
     return 0
 
 
@@ -495,7 +572,7 @@ def _import(args, out: Console, err: Console) -> int:
         parse_target(case.target)
     with CaseStore(args.store, create=True) as store:
         new = store.add_cases(cases, f"collect-cases import --csv {args.csv}")
-    err.print(f"imported {len(cases)} rows from {args.csv}: {new} new cases in {args.store}", highlight=False)
+    _info(args, err, f"imported {len(cases)} rows from {args.csv}: {new} new cases in {args.store}")
     return 0
 
 
@@ -506,6 +583,8 @@ def _emit(args, out: Console, err: Console) -> int:
     with CaseStore(args.store) as store:
         cases = store.cases(target)
     columns = [c.strip() for c in args.fields.split(",") if c.strip()] if args.fields else None
+    if args.old_force:  # the old spelling: --force means one thing in every tool (replace a file)
+        say(TOOL, "emit --force is now spelled --drop-unrecorded (--force still works, for now)", "warning")
     result = emit(
         cases,
         target,
@@ -515,20 +594,21 @@ def _emit(args, out: Console, err: Console) -> int:
         mode=args.mode,
         minimal=args.minimal,
         columns=columns,
-        force=args.force,
+        force=args.drop_unrecorded or args.old_force,
         line_length=args.line_length,
     )
     for warning in result.warnings:
-        err.print(Text.assemble(("warning:", "yellow"), f" {warning}"), highlight=False)
+        say(TOOL, warning, "warning")
     if args.minimal:
         # one dropped id per line: a sweep drops hundreds, and a reviewer greps for one
-        err.print(
+        _info(
+            args,
+            err,
             f"--minimal kept {result.kept} cases and dropped {len(result.dropped)}"
             + (":" if result.dropped else ""),
-            highlight=False,
         )
         for case_id in result.dropped:
-            err.print(f"  {case_id}", highlight=False, soft_wrap=True)
+            _info(args, err, f"  {case_id}")
     if args.diff and result.changed:
         diff = difflib.unified_diff(
             (result.old_text or "").splitlines(keepends=True),
@@ -541,15 +621,18 @@ def _emit(args, out: Console, err: Console) -> int:
         if result.changed:
             err.print(f"{args.name} in {args.into} is out of date with {args.store}", highlight=False)
             return 1 if args.check else 0
-        err.print(f"{args.name} in {args.into} is up to date ({result.kept} cases)", highlight=False)
+        _info(args, err, f"{args.name} in {args.into} is up to date ({result.kept} cases)")
         return 0
     if not result.changed:
-        err.print(f"{args.name} in {args.into} is up to date ({result.kept} cases)", highlight=False)
+        _info(args, err, f"{args.name} in {args.into} is up to date ({result.kept} cases)")
         return 0
     write_text(Path(args.into), result.new_text, "--into")
     verb = "created" if result.old_text is None else "updated"
-    err.print(f"{verb} {args.name} in {args.into}: {result.kept} cases, fields {', '.join(result.columns)}",
-              highlight=False)  # fmt: skip
+    _info(
+        args,
+        err,
+        f"{verb} {args.name} in {args.into}: {result.kept} cases, fields {', '.join(result.columns)}",
+    )
     return 0
 
 

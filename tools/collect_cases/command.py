@@ -12,6 +12,8 @@ import re
 import shutil
 import sys
 
+from tttv2_tools._cli import missing_file
+
 from .errors import CollectCasesError
 
 BOOTSTRAP = "tttv2_tools.collect_cases.bootstrap"
@@ -47,7 +49,7 @@ def _python_of_script(path: str) -> str | None:
 def bootstrapped(command: list[str]) -> list[str]:
     """``command`` with the bootstrap inserted; a CollectCasesError says why a command cannot be recorded."""
     if not command:
-        raise CollectCasesError("record: expected a command after '--', got nothing")
+        raise CollectCasesError("expected a command after '--', got nothing")
     first, rest = command[0], command[1:]
     if _is_python(first):
         options = []
@@ -61,7 +63,7 @@ def bootstrapped(command: list[str]) -> list[str]:
         program = rest[i:]
         if not program or program[0] == "-" or (program[0] in ("-m", "-c") and len(program) < 2):
             raise CollectCasesError(
-                f"record: the command must run a module, a script or code (python -m MOD / SCRIPT / -c CODE), "
+                f"the command must run a module, a script or code (python -m MOD / SCRIPT / -c CODE), "
                 f"got {' '.join(command)!r}"
             )
         return [first, *options, "-m", BOOTSTRAP, *program]
@@ -69,7 +71,20 @@ def bootstrapped(command: list[str]) -> list[str]:
     python = _python_of_script(path) if path else None
     if python is None:
         raise CollectCasesError(
-            f"record: can only run Python commands (python -m MODULE, python SCRIPT, python -c CODE or a Python "
+            f"can only run Python commands (python -m MODULE, python SCRIPT, python -c CODE or a Python "
             f"console script such as pytest), got {first!r}"
         )
     return [python, "-m", BOOTSTRAP, path, *rest]
+
+
+def checked(command: list[str], cwd: str | os.PathLike | None = None) -> list[str]:
+    """:func:`bootstrapped`, after checking that a script the command names exists (``python nosuch.py``: one
+    line, before a store is created, as Python itself says it in one line and exit status 2)."""
+    argv = bootstrapped(command)
+    program = argv[argv.index(BOOTSTRAP) + 1 :]
+    if program and program[0] not in ("-m", "-c"):
+        script = program[0]
+        where = os.path.join(cwd, script) if cwd is not None else script
+        if not os.path.isfile(where):
+            raise CollectCasesError(missing_file(script, "SCRIPT"))
+    return argv

@@ -371,7 +371,7 @@ def emit(
     if foreign and not force:
         warnings.append(
             f"{name} in {path}: kept {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} that the store does "
-            f"not produce (hand-written, or no longer recorded): {', '.join(result_foreign)}; --force drops them"
+            f"not produce (hand-written, or no longer recorded): {', '.join(result_foreign)}; --drop-unrecorded drops them"
         )
         lines.extend(f"    {e.code}," for e in foreign)
         clashing = sorted({e.ident for e in foreign if e.ident} & set(ids))

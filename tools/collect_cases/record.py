@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bootstrap import CONFIG_ENV, TARGET_ERROR_EXIT
-from .command import bootstrapped
+from .command import checked
 from .errors import TargetError
 from .fields import UserField
 from .store import CaseStore
@@ -59,8 +59,8 @@ def start(
 ) -> Recording:
     """Check the store (created if missing), then start ``command`` with the recorder in it (and a shadow with
     ``verify``'s settings: ``collect-cases verify``)."""
+    argv = checked(command, cwd)  # before the store is created: a bad command leaves no empty store
     CaseStore(store, create=True).close()
-    argv = bootstrapped(command)
     tmpdir = tempfile.TemporaryDirectory(prefix="collect-cases-")
     status_path = Path(tmpdir.name) / "status.json"
     text = shlex.join(command)

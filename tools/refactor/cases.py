@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tttv2_tools._cli import missing_file
 from tttv2_tools.collect_cases import CollectCasesError, load_cases
 
 from .errors import UsageError
@@ -23,8 +24,10 @@ def cases_from_store(
     (a module without modes has the single mode "forward"), and a line saying where they came from.
 
     A topology with nothing recorded is absent: its tests keep the default matrix (the generated file says so)."""
+    if not store.exists():
+        raise UsageError(missing_file(store, "--cases"))
     if not store.is_file():
-        raise UsageError(f"--cases: {store} is not a file (expected a collect-cases store)")
+        raise UsageError(f"--cases {store}: is not a file (expected a collect-cases store)")
     target = f"{dotted_module_of(module)}:{class_name}"
     try:
         recorded = load_cases(store, target)

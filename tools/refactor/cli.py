@@ -1,24 +1,40 @@
 """Command line: ``tttv2-refactor MODULE.py [CONFIG.py] --out DIR [options]``.
 
-Exit codes: **0** done (files written, or already up to date; ``--check``: nothing would change); **1** something
-needs a look: a spot could not be transformed (nothing written, or written with markers under ``--partial``),
-``--check`` found files that would change, or an existing generated module may not be overwritten (not ours, or
-edited since: ``--force``); **2** bad input or usage (a missing or unparsable file, no suitable class, an output
-that is a folder or an input, a ``--report`` / ``--json`` file that exists and is not a report this tool wrote
-(``--force``), an existing generated module of another class or source file (``--force``), bad options);
+Exit codes (the toolkit's one table, ``tools/_cli.py``): **0** done (files written, or already up to date;
+``--check``: nothing would change); **1** something needs a look: a spot could not be transformed (nothing
+written, or written with markers under ``--partial``), or ``--check`` found files that would change; **2** bad
+input, usage or a refusal (a missing or unparsable file, no suitable class, an output that is a folder or an
+input, an existing file this tool did not write or that was edited since: a module or a ``--report`` / ``--json``
+file, ``--force`` replaces it; an existing generated module of another class or source file, bad options);
 **3** internal error; **130** interrupted (Ctrl-C, one line). Nothing ever ends in a traceback without
 ``--debug``.
+
+Reports are ``--report[=FILE]`` (Markdown) and ``--json[=FILE]``: stdout without FILE or with ``-``. The old
+spelling with a separate FILE (``--json out.json``) still works when FILE is not a ``.py`` file, with a warning.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from pathlib import Path
 
+from tttv2_tools._cli import (
+    EXIT_ATTENTION,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    STDOUT,
+    HelpFormatter,
+    add_common,
+    add_output,
+    internal_error,
+    missing_file,
+    normalise_argv,
+    say,
+)
 from tttv2_tools._output import (
-    INTERRUPTED,
     OnlyOnce,
     Output,
     OutputError,
@@ -33,20 +49,23 @@ from tttv2_tools._recursion import deeper_recursion, too_deep
 from .cases import case_notes
 from .errors import RefactorError, UsageError
 from .files import check_sources, check_targets, write_all
-from .report import KINDS
+from .report import JSON_SCHEMA, KINDS
 
-EXIT_OK, EXIT_ATTENTION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+TOOL = "tttv2-refactor"
+REPORT_FLAGS = ("--report", "--json")
+__all__ = ["EXIT_ATTENTION", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main", "parser"]
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="tttv2-refactor",
+        prog=TOOL,
         allow_abbrev=False,
+        formatter_class=HelpFormatter,
         description="Turn a TTTv1 module into TTTv2 <name>_1d.py / <name>_2d.py modules (flat decode / prefill "
         "paths, static choices made at construction, explicit config, from_model_args), with tests that prove "
         "the outputs unchanged.",
-        epilog="Exit codes: 0 done, 1 not everything transformed / --check found changes / refused to overwrite, "
-        "2 bad input or usage, 3 internal error.",
+        epilog="Exit codes: 0 done, 1 not everything transformed / --check found changes, 2 bad input, usage or "
+        "a refusal to replace a file (--force), 3 internal error, 130 interrupted.",
     )
     p.add_argument("module", help="the TTTv1 module (e.g. tttv1/tt/mlp.py)")
     p.add_argument("config", nargs="?", help="its model_config.py (default: model_config.py next to MODULE)")
@@ -77,8 +96,8 @@ def parser() -> argparse.ArgumentParser:
     action.add_argument("--diff", action="store_true", help="print a unified diff, write nothing")
     action.add_argument("--check", action="store_true", help="exit 1 when files would change, write nothing")
     report = p.add_mutually_exclusive_group()
-    report.add_argument("--report", action=OnlyOnce, metavar="FILE.md", help="write the report as Markdown")
-    report.add_argument("--json", action=OnlyOnce, metavar="FILE", help="write the report as JSON")
+    add_output(report, "--report", "the report as Markdown, to stdout (no FILE, or -) or to FILE")
+    add_output(report, "--json", "the report as JSON, to stdout (no FILE, or -) or to FILE")
     p.add_argument(
         "--cases",
         type=Path,
@@ -98,9 +117,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="CMD",
         help='pipe each output through CMD (stdin to stdout), e.g. "ruff format -"',
     )
-    p.add_argument("--quiet", action="store_true", help="no summary on stderr")
-    p.add_argument("--debug", action="store_true", help="tracebacks for internal errors")
+    add_common(p, version=f"report schema {JSON_SCHEMA}", quiet_help="no summary on stderr")
     return p
+
+
+def _old_spelling(flag: str, word: str) -> None:
+    say(
+        TOOL,
+        f"'{flag} {word}' is the old spelling; write {flag}={word} (a bare {flag} means stdout)",
+        "warning",
+    )
 
 
 def _progress(enabled: bool):
@@ -112,30 +138,35 @@ def _progress(enabled: bool):
     return Console(stderr=True).status("tttv2-refactor: analysing")
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only: nothing is read or run). A bare --json / --report
+    means stdout; a next word that is not a .py file (MODULE and CONFIG are) is the old spelling's separate
+    FILE, still accepted with a warning."""
+    argv = [str(a) for a in argv]
+    return parser().parse_args(
+        normalise_argv(argv, REPORT_FLAGS, lambda word: not word.endswith(".py"), _old_spelling)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         with deeper_recursion():  # libcst's visitors recurse per operand of a long expression
             return _main(args)
     except RecursionError:
-        print(f"tttv2-refactor: {too_deep('refactor')}", file=sys.stderr)
+        say(TOOL, too_deep("refactor"))
         return EXIT_USAGE
     except UsageError as exc:
-        print(f"tttv2-refactor: {exc}", file=sys.stderr)
+        say(TOOL, str(exc))
         return EXIT_USAGE
     except RefactorError as exc:
-        print(f"tttv2-refactor: {exc}", file=sys.stderr)
+        say(TOOL, str(exc))
         return EXIT_ATTENTION
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
-        print(interrupted("tttv2-refactor", exc), file=sys.stderr)
-        return INTERRUPTED
+        print(interrupted(TOOL, exc), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, never a bare traceback unless asked
-        if args.debug:
-            traceback.print_exc()
-        print(
-            f"tttv2-refactor: internal error: {type(exc).__name__}: {exc} (run with --debug)", file=sys.stderr
-        )
-        return EXIT_INTERNAL
+        return internal_error(TOOL, exc, args.debug)
 
 
 def _main(args) -> int:
@@ -150,7 +181,11 @@ def _main(args) -> int:
         _check_stem(args.name)
     report_paths = {}
     for flag, text in (("--report", args.report), ("--json", args.json)):
-        if text is not None:
+        if text == STDOUT:
+            if args.diff:
+                raise UsageError(f"only one output can go to stdout, got --diff and {flag}; give {flag}=FILE")
+            report_paths[flag] = None
+        elif text is not None:
             try:
                 report_paths[flag] = file_argument(flag, text)
             except OutputError as exc:
@@ -191,12 +226,17 @@ def _main(args) -> int:
     refusals = check_targets(run.planned, inputs, args.force)
     gaps = run.gaps
     reports = []
-    if "--report" in report_paths:
-        reports.append(
-            Output(report_paths["--report"], run.report.to_markdown(), KINDS["markdown"], "--report", True)
-        )
-    if "--json" in report_paths:
-        reports.append(Output(report_paths["--json"], run.report.to_json(), KINDS["json"], "--json", True))
+    on_stdout = []
+    for flag, text, kind in (
+        ("--report", run.report.to_markdown, "markdown"),
+        ("--json", run.report.to_json, "json"),
+    ):
+        if flag not in report_paths:
+            continue
+        if report_paths[flag] is None:
+            on_stdout.append(text)
+        else:
+            reports.append(Output(report_paths[flag], text(), KINDS[kind], flag, True))
     try:  # the reports obey the shared policy: checked before any file of the run is written
         check(reports, inputs, args.force)
     except OutputError as exc:
@@ -219,14 +259,14 @@ def _main(args) -> int:
     else:
         if not args.force:
             check_sources(run.planned)
-        if refusals:
+        if refusals:  # a refusal to replace a user's file: exit 2, as for the reports (docs/cli.md)
             for line in refusals:
-                print(f"tttv2-refactor: {line}", file=sys.stderr)
-            return EXIT_ATTENTION
+                say(TOOL, line)
+            return EXIT_USAGE
         if gaps and not args.partial:
             _print_gaps(gaps)
             print("tttv2-refactor: nothing written (use --partial to write with markers)", file=sys.stderr)
-            _write_reports(reports)
+            _write_reports(reports, on_stdout)
             return EXIT_ATTENTION
         written = write_all(run.planned)
         if not args.quiet:
@@ -237,7 +277,7 @@ def _main(args) -> int:
         code = EXIT_ATTENTION if gaps else EXIT_OK
         if gaps:
             _print_gaps(gaps)
-    _write_reports(reports)
+    _write_reports(reports, on_stdout)
     return code
 
 
@@ -273,8 +313,10 @@ def _check_store(store: Path, tests_out: Path | None) -> None:
 
     if tests_out is None:
         raise UsageError("--cases: the recorded cases parametrise generated tests; give --tests-out DIR too")
+    if not store.exists():
+        raise UsageError(missing_file(store, "--cases"))
     if not store.is_file():
-        raise UsageError(f"--cases: {store} is not a file (expected a collect-cases store)")
+        raise UsageError(f"--cases {store}: is not a file (expected a collect-cases store)")
     try:
         with CaseStore(store):
             pass
@@ -282,11 +324,13 @@ def _check_store(store: Path, tests_out: Path | None) -> None:
         raise UsageError(f"--cases: {exc}") from None
 
 
-def _write_reports(reports: list[Output]) -> None:
+def _write_reports(reports: list[Output], on_stdout: list) -> None:
     try:
         write(reports)
     except OutputError as exc:
         raise UsageError(str(exc)) from None
+    for text in on_stdout:  # --json / --report with no FILE, or -
+        sys.stdout.write(text())
 
 
 def _print_gaps(gaps) -> None:

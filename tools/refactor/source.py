@@ -9,6 +9,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from tttv2_tools._cli import missing_file
 from tttv2_tools.trace_dependencies import Analysis, TraceError, analyze
 from tttv2_tools.trace_dependencies.source import decode_source
 
@@ -140,9 +141,9 @@ class Inputs:
 def load_inputs(module_path: Path, config_path: Path | None, class_name: str | None) -> Inputs:
     """Parse the module, check it has a usable class, and run trace-deps on it (once)."""
     if not module_path.is_file():
-        raise UsageError(f"MODULE: no such file: {module_path}")
+        raise UsageError(missing_file(module_path, "MODULE"))
     if config_path is not None and not config_path.is_file():
-        raise UsageError(f"CONFIG: no such file: {config_path}")
+        raise UsageError(missing_file(config_path, "CONFIG"))
     parsed = ParsedFile.load(module_path, module_path.name)
     classes = parsed.classes()
     if not classes:

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tttv2_tools._cli import missing_file
+
 from .engine import Engine, resolve_default_config
 from .errors import TraceError, UsageError
 from .graphing import build
@@ -53,12 +55,12 @@ def _analyze(
     started = time.perf_counter()
     module_path = Path(module_path)
     if not module_path.is_file():
-        raise UsageError(f"module not found: {module_path}")
+        raise UsageError(missing_file(module_path, "MODULE"))
     notes: list[Skipped] = []
     if config_path is not None:
         config_path = Path(config_path)
         if not config_path.is_file():
-            raise UsageError(f"config module not found: {config_path}")
+            raise UsageError(missing_file(config_path, "CONFIG"))
     elif auto_config:
         config_path = resolve_default_config(module_path)
         if config_path is None:

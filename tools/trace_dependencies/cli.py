@@ -17,16 +17,29 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
-import os
+import itertools
 import sys
 import time
 from pathlib import Path
 
+from tttv2_tools._cli import (
+    EXIT_ATTENTION,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    HelpFormatter,
+    add_common,
+    add_output,
+    internal_error,
+    say,
+    table_width,
+    terminal_columns,  # noqa: F401  (re-exported: the help width, tested here)
+)
+from tttv2_tools._cli import normalise_argv as _normalise
 from tttv2_tools._output import (
-    INTERRUPTED,
-    OnlyOnce,
     Output,
     OutputError,
+    WriteInterrupted,
     check,
     file_argument,
     interrupted,
@@ -40,7 +53,6 @@ from .outputs import KINDS
 
 FORMATS = ("json", "dot", "graphml", "mermaid", "html", "svg")
 STDOUT = "-"
-MIN_WIDTH = 20
 
 
 def builtin_paths() -> tuple[Path, Path]:
@@ -59,49 +71,10 @@ def builtin_paths() -> tuple[Path, Path]:
     )
 
 
-def _width(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_WIDTH}, got {text!r}") from None
-    if value < MIN_WIDTH:
-        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_WIDTH}, got {value}")
-    return value
-
-
-def _output(text: str) -> str:
-    if text == "":
-        raise argparse.ArgumentTypeError("expected --FORMAT (stdout) or --FORMAT=FILE, got an empty FILE")
-    return text
-
-
-def terminal_columns() -> int:
-    """The terminal's width as ``shutil.get_terminal_size`` gives it: ``COLUMNS``, else stdout's terminal, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):  # no stdout, closed, or not a terminal
-            columns = 0
-    return columns or 80
-
-
-class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's help layout with the width argparse would pick (the terminal's, less 2), read here: argparse's
-    default imports ``shutil`` (and with it zlib, bz2 and lzma) to read it, for every argument added, about 4 ms
-    of every start-up."""
-
-    def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=terminal_columns() - 2)
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="trace-deps",
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
         usage="trace-deps [MODULE] [CONFIG] [--json[=FILE]] [--dot[=FILE]] [--graphml[=FILE]] "
         "[--mermaid[=FILE]] [--html[=FILE]] [--svg[=FILE]] [options]",
         allow_abbrev=False,  # an abbreviated output flag must not take the next argument as its file
@@ -123,13 +96,7 @@ def parser() -> argparse.ArgumentParser:
         help="per-call entry method (default: forward, else __call__)",
     )
     for fmt in FORMATS:
-        p.add_argument(
-            f"--{fmt}",
-            type=_output,
-            action=OnlyOnce,
-            metavar="=FILE",
-            help=f"{fmt} output to stdout, or to FILE",
-        )
+        add_output(p, f"--{fmt}", f"{fmt} output to stdout (no FILE, or -), or to FILE")
     p.add_argument(
         "--why", metavar="NAME", help="paths from root parameters to a key, args.attr, op or file:line"
     )
@@ -151,25 +118,21 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also print the terminal report when the outputs go to files (without an output it is the default)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no report and no progress")
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
-    p.add_argument(
-        "--width", type=_width, default=None, help=f"report width >= {MIN_WIDTH} (default: terminal, or 140)"
-    )
-    p.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
-    p.add_argument("--version", action="version", version=f"trace-deps (JSON schema {SCHEMA_VERSION})")
+    add_common(p, version=f"JSON schema {SCHEMA_VERSION}", width=True, quiet_help="no report and no progress")
     return p
 
 
 def normalise_argv(argv: list[str]) -> list[str]:
     """A bare ``--FORMAT`` means stdout: spelled ``--FORMAT=-`` so argparse never gives it the next argument."""
-    out, rest = [], False
-    for arg in argv:
-        if not rest and arg in {f"--{fmt}" for fmt in FORMATS}:
-            arg += "=" + STDOUT
-        rest = rest or arg == "--"
-        out.append(arg)
-    return out
+    return _normalise(argv, [f"--{fmt}" for fmt in FORMATS])
+
+
+def _bare_flags(argv: list[str]) -> dict[str, str]:
+    """``{word: flag}`` for each bare output flag followed by a word: the word is then a positional, and the
+    hint for it names the flag that was meant (``--html out.html`` → ``--html=out.html``)."""
+    flags = {f"--{fmt}" for fmt in FORMATS}
+    return {b: a for a, b in itertools.pairwise(argv) if a in flags and not b.startswith("-")}
 
 
 def _console(width: int | None = None):
@@ -201,49 +164,63 @@ def console() -> int:
         gc.freeze()
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only: nothing is read or run)."""
+    argv = [str(a) for a in argv]
+    args = parser().parse_intermixed_args(normalise_argv(argv))
+    args.bare_flags = _bare_flags(argv)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_intermixed_args(normalise_argv(list(sys.argv[1:] if argv is None else argv)))
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     err = _Stderr()
+    written: list[Path] = []  # files already in place, named if Ctrl-C comes after them
     try:
         with deeper_recursion():  # room for ast walks over very long expressions (tools/_recursion.py)
-            return _run(args, err)
+            return _run(args, err, written)
     except (TraceError, OutputError) as exc:
-        err.print(f"trace-deps: error: {exc}")
-        return 2
+        say("trace-deps", str(exc))
+        return EXIT_USAGE
     except RecursionError:
-        err.print(f"trace-deps: error: {too_deep('analyse')}")
-        return 2
+        say("trace-deps", too_deep("analyse"))
+        return EXIT_USAGE
     except KeyboardInterrupt as exc:  # Ctrl-C: one line, no traceback; files are whole or untouched
+        if written and not getattr(exc, "written", None):
+            exc = WriteInterrupted(written)
         err.print(interrupted("trace-deps", exc))
-        return INTERRUPTED
+        return EXIT_INTERRUPTED
     except OSError as exc:  # an I/O error anywhere (e.g. the terminal report on a closed stdout): exit 2
         where = f" ({exc.filename})" if exc.filename else ""
-        err.print(f"trace-deps: error: I/O error{where}: {exc.strerror or exc}")
-        return 2
+        say("trace-deps", f"I/O error{where}: {exc.strerror or exc}")
+        return EXIT_USAGE
     except Exception as exc:  # never show a traceback unless asked
-        if args.debug:
-            import traceback  # only here: the start-up path does not pay for it
-
-            traceback.print_exc()
-        err.print(f"trace-deps: internal error: {type(exc).__name__}: {exc} (run with --debug)")
-        return 3
+        return internal_error("trace-deps", exc, args.debug)
 
 
 def _inputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
     if args.extra:
+        flag = args.bare_flags.get(args.extra[0], "--json")
         raise UsageError(
             f"too many positional arguments: {' '.join(args.extra)} (expected MODULE [CONFIG]); "
-            f"an output file is given as --FORMAT=FILE, e.g. --json={args.extra[0]}"
+            f"an output file is given as --FORMAT=FILE, e.g. {flag}={args.extra[0]}"
         )
     if args.module is None:
         module, config = builtin_paths()
         return module, (config if config.is_file() else None)
     module = Path(args.module)
     config = Path(args.config) if args.config else None
+    if args.module in args.bare_flags and module.suffix != ".py" and not module.is_file():
+        flag = args.bare_flags[args.module]
+        raise UsageError(
+            f"MODULE {args.module!r} is not a Python file; an output file is given as --FORMAT=FILE, "
+            f"e.g. {flag}={args.module}"
+        )
     if config is not None and config.suffix != ".py" and not config.is_file():
+        flag = args.bare_flags.get(args.config, "--json")
         raise UsageError(
             f"CONFIG {args.config!r} is not a Python file; an output file is given as --FORMAT=FILE, "
-            f"e.g. --json={args.config}"
+            f"e.g. {flag}={args.config}"
         )
     return module, config
 
@@ -276,7 +253,7 @@ def _outputs(targets: dict[str, str], texts: dict[str, str]) -> list[Output]:
     ]
 
 
-def _run(args: argparse.Namespace, err) -> int:
+def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
     module, config = _inputs(args)
     targets = _targets(args, [module] + ([config] if config else []))
     show_progress = args.progress and not args.quiet
@@ -308,7 +285,14 @@ def _run(args: argparse.Namespace, err) -> int:
         graph_view = view.focus(args.focus)
         if graph_view.dependencies.number_of_nodes() == 0:
             raise UsageError(f"--focus {args.focus!r} matches nothing in the graph")
-    width = args.width or (None if sys.stdout.isatty() else 140)
+    width = table_width(args.width)
+    if args.why:
+        from .query import resolve_name
+
+        if not resolve_name(view, args.why):  # the same line with and without --json, before any output
+            raise UsageError(
+                f"--why {args.why!r}: nothing by that name in the graph (try a key, args.<attr>, an op, file:line)"
+            )
     why_json = bool(args.why) and targets.get("json") == STDOUT
     texts = {
         fmt: _render(
@@ -322,35 +306,27 @@ def _run(args: argparse.Namespace, err) -> int:
     for fmt, target in targets.items():
         if target == STDOUT:
             _stdout(texts[fmt])
-    write(outputs)
+    written.extend(write(outputs))
     for output in outputs if not args.quiet else []:
         err.print(f"wrote {output.path} ({output.label.removesuffix(' output')})")
-    ok = True
-    if why_json:
-        from .query import resolve_name
-
-        ok = bool(resolve_name(view, args.why))
-    elif args.why:
+    if args.why and not why_json:
         from .report import render_why
 
-        ok = render_why(view, args.why, _console(width))
+        render_why(view, args.why, _console(width))
     elif (args.report or not targets) and STDOUT not in targets.values() and not args.quiet:
         # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report), so that
-        # writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for
+        # writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for; it
+        # opens with its summary (the answer first)
         from .report import render
 
         render(view, _console(width), verbose=args.verbose)
-    if not ok:
-        if why_json:
-            err.print(f"trace-deps: error: --why {args.why!r}: nothing by that name in the graph")
-        return 2
     if args.strict and (analysis.unknowns() or analysis.skipped):
-        err.print(
-            "trace-deps: --strict: some constructs were not understood "
-            "(listed in the report, and in the JSON's unknowns and skipped)"
+        say(
+            "trace-deps",
+            "--strict: some constructs were not understood (listed in the report, and in the JSON's unknowns and skipped)",
         )
-        return 1
-    return 0
+        return EXIT_ATTENTION
+    return EXIT_OK
 
 
 def _render(fmt: str, analysis, why: str | None) -> str:

@@ -106,9 +106,60 @@ def plain(console: Console) -> Console:
     )
 
 
+def summary_lines(a: Analysis) -> list[str]:
+    """The answer first: a few lines on what the class reads, what it depends on, and what needs a look (the
+    report opens with them; a run that wrote its outputs to files prints only them)."""
+    direct = sorted({r.name for r in a.reads if r.kind == "key"})
+    methods = sorted({r.name for r in a.reads if r.kind == "method"})
+    via = sorted(
+        {
+            parse_node(n).rest
+            for m in methods
+            for n in _upstream(a, f"method:{m}")
+            if is_kind(n, NodeKind.KEY) and parse_node(n).rest not in direct
+        }
+    )
+    members = sorted({(f"{r.name}()" if r.kind == "method" else r.name) for r in a.reads if r.kind != "key"})
+    keys = f"{len(direct) + len(via)} config keys"
+    if via:
+        keys += f" ({len(direct)} read directly, {len(via)} more through args.get_*())"
+    lines = [
+        f"Summary: class {a.module_class} in {a.module}" + (f" with {a.config}" if a.config else ""),
+        f"  reads {keys}: {', '.join(direct + via) or '-'}",
+        f"  reads {len(members)} ModelArgs members: {', '.join(members) or '-'}",
+    ]
+    for level, title in (("hardware", "hardware & environment"), ("model_args", "model arguments"),
+                         ("per_call_inputs", "per-call inputs")):  # fmt: skip
+        roots = [n for n in a.levels.get(level, []) if a.dependencies.nodes[n].get("root")]
+        names = [short_name(n, a.dependencies.nodes[n].get("label")) for n in roots]
+        lines.append(f"  root parameters, {title}: {', '.join(names) or '-'}")
+    for side, where in (("module", a.module), ("helper", "helpers")):
+        counts = Counter(b.classification for b in a.branches if b.side == side)
+        if counts:
+            lines.append(
+                f"  branches in {where}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            )
+    unknown = sum(1 for n in a.dependencies.nodes if a.dependencies.nodes[n]["category"] == "unknown")
+    look = [f"{unknown} unknown nodes"] if unknown else []
+    look += [f"{len(a.skipped)} skipped constructs"] if a.skipped else []
+    lines.append(
+        "  needs a look: "
+        + (", ".join(look) + ' (see "Not understood")' if look else "nothing, all understood")
+    )
+    return lines
+
+
+def render_summary(analysis: Analysis, console: Console) -> None:
+    console = plain(console)
+    for line in summary_lines(analysis):
+        console.print(Text(line, style="bold" if line.startswith("Summary") else ""))
+
+
 def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     a = analysis
     console = plain(console)
+    render_summary(a, console)
+    console.print()
     head = Text.assemble(
         ("trace-deps ", "bold"),
         (a.module, "bold cyan"),

@@ -10,6 +10,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tttv2_tools._cli import missing_file
+
 from .errors import TraceError, UsageError
 
 
@@ -83,7 +85,7 @@ def read_source(path: Path, name: str) -> SourceFile:
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
-        raise UsageError(f"file not found: {path}") from exc
+        raise UsageError(missing_file(path)) from exc
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     text = decode_source(raw, name)

@@ -1,16 +1,18 @@
 """``tttv2-coverage --store cases.sqlite --tests tests/modules``: run a test suite with every building block's
 forwards recorded, then compare the parameter values the tests ran with the cases collect-cases recorded from
-real TTTv1 runs, and print the untested values and combinations (``--json PATH`` also writes them).
+real TTTv1 runs, and print the untested values and combinations (``--json=FILE`` also writes them; ``--json``
+alone or ``--json=-`` prints the JSON on stdout instead of the tables, pytest's lines then going to stderr).
 
-Exit status: 0 when the report was made, 1 when tests failed (the report still counts what ran) or, with
-``--fail-on-gaps``, when a recorded combination was never tested; 2 for bad arguments or an unreadable store
-(a damaged row included: every row is verified before the tests run); 3 for a bug in the tool (one line;
-``--debug`` shows the traceback).
+Exit status (the toolkit's one table, ``tools/_cli.py``): 0 when the report was made, 1 when tests failed (the
+report still counts what ran) or, with ``--fail-on-gaps``, when a recorded combination was never tested; 2 for bad
+arguments, an unreadable store (a damaged row included: every row is verified before the tests run) or a refusal
+to replace a file; 3 for a bug in the tool (one line; ``--debug`` shows the traceback); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -19,13 +21,28 @@ from pathlib import Path
 from rich.console import Console
 
 from tttv2.testing._coverage import COVERAGE, CoverageRecorder, coverage_report
+from tttv2_tools._cli import (
+    EXIT_INTERRUPTED,
+    STDOUT,
+    HelpFormatter,
+    add_common,
+    add_output,
+    internal_error,
+    missing_file,
+    normalise_argv,
+    say,
+    table_width,
+)
+
+TOOL = "tttv2-coverage"
 
 JSON_SCHEMA = "tttv2-coverage"  # the "schema" key of --json files: how a later run recognises its own
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="tttv2-coverage",
+        prog=TOOL,
+        formatter_class=HelpFormatter,
         description="Building-block parameter coverage of a test suite against a collect-cases store.",
     )
     p.add_argument("--store", required=True, help="the collect-cases SQLite store (read only)")
@@ -39,10 +56,12 @@ def parser() -> argparse.ArgumentParser:
         choices=sorted(COVERAGE),
         help="report only these block classes (repeatable)",
     )
-    p.add_argument(
+    add_output(
+        p,
         "--json",
+        "the report as JSON: to stdout instead of the tables (no FILE, or -), or also to FILE (an existing file "
+        "only if tttv2-coverage wrote it, or with --force)",
         dest="json_path",
-        help="also write the report as JSON (an existing file only if tttv2-coverage wrote it, or with --force)",
     )
     p.add_argument(
         "--force",
@@ -52,7 +71,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fail-on-gaps", action="store_true", help="exit 1 when a recorded combination was never tested"
     )
-    p.add_argument("--debug", action="store_true", help="show a traceback on internal errors")
+    add_common(
+        p,
+        version=f"JSON schema {JSON_SCHEMA}",
+        width=True,
+        quiet_help="no tables (the exit status and --json only)",
+    )
     return p
 
 
@@ -70,7 +94,7 @@ class _RecordingPlugin:
 
 
 def _error(message: str) -> None:
-    print(f"tttv2-coverage: {message}", file=sys.stderr)
+    say(TOOL, message)
 
 
 def _json_output(args, text: str):
@@ -92,7 +116,7 @@ def _check_arguments(args) -> bool:
     except StoreError as exc:
         _error(f"--store: {exc}")
         return False
-    if args.json_path is not None:
+    if args.json_path not in (None, STDOUT):
         from tttv2_tools._output import OutputError, check
 
         try:
@@ -102,22 +126,26 @@ def _check_arguments(args) -> bool:
             return False
     missing = [t for t in args.tests if not os.path.exists(t.split("::")[0])]
     if missing:
-        _error(f"--tests: no such file or folder: {', '.join(missing)}")
+        _error(missing_file(", ".join(missing), "--tests") + " or folder")
         return False
     return True
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The command line as ``main`` reads it (argparse only). No positional argument: a word after --json is its
+    FILE (the old spelling); alone or with -, stdout."""
+    return parser().parse_args(normalise_argv([str(a) for a in argv], ["--json"], lambda word: True))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return _main(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback (the JSON file is written last, atomically)
+        print(f"{TOOL}: interrupted; nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # a bug: one line, never a traceback unless asked
-        if args.debug:
-            import traceback
-
-            traceback.print_exc()
-        _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug)")
-        return 3
+        return internal_error(TOOL, exc, args.debug)
 
 
 def _main(args) -> int:
@@ -139,21 +167,25 @@ def _main(args) -> int:
     ]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
-    status = pytest.main(pytest_args, plugins=[_RecordingPlugin(recorder)])
+    to_stdout = args.json_path == STDOUT
+    with contextlib.redirect_stdout(sys.stderr) if to_stdout else contextlib.nullcontext():
+        status = pytest.main(pytest_args, plugins=[_RecordingPlugin(recorder)])
     if status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         _error(f"pytest stopped with {pytest.ExitCode(status).name}; no report")
         return 2
     selected = set(args.module or COVERAGE)
     records = [r for r in recorder.records if r.module in selected]
     report = coverage_report(records, args.store, modules=selected)
-    report.print(Console())
-    if args.json_path is not None:
+    text = json.dumps({"schema": JSON_SCHEMA, **report.to_dict()}, indent=2) + "\n"
+    if to_stdout:  # the JSON is the output: no tables around it
+        sys.stdout.write(text)
+    elif not args.quiet:
+        report.print(Console(width=table_width(args.width)))
+    if args.json_path not in (None, STDOUT):
         from tttv2_tools._output import OutputError, write
 
         try:
-            write(
-                [_json_output(args, json.dumps({"schema": JSON_SCHEMA, **report.to_dict()}, indent=2) + "\n")]
-            )
+            write([_json_output(args, text)])
         except OutputError as exc:
             _error(str(exc))
             return 2

@@ -92,7 +92,7 @@ def test_a_bad_target_leaves_no_new_store_and_is_said_once(tmp_path, run_script,
     store, marker = tmp_path / "new.sqlite", tmp_path / "ran"
     assert _record(store, PY, str(run_script), "1", str(marker), "0", target="plain_layers:Nope") == 2
     err = capfd.readouterr().err
-    assert err.count("has no attribute 'Nope'") == 1 and "collect-cases record:" in err, err
+    assert err.count("has no attribute 'Nope'") == 1 and err.startswith("collect-cases: error: "), err
     assert not list(tmp_path.glob("new.sqlite*")) and not marker.exists()
     CaseStore(store, create=True).close()  # an existing store, even an empty one, is kept
     assert _record(store, PY, str(run_script), "1", str(marker), "0", target="plain_layers:Nope") == 2
@@ -177,3 +177,16 @@ def test_bootstrap_in_process(tmp_path, plain_module, monkeypatch):
     monkeypatch.setenv(bootstrap.CONFIG_ENV, json.dumps(config))
     with pytest.raises(SystemExit, match="expected -m MODULE"):
         bootstrap.main(["-m"])
+
+
+def test_a_missing_script_is_one_line_exit_2_and_leaves_no_store(tmp_path, capsys, monkeypatch):
+    """``collect-cases record -- python nosuch.py``: as plain Python says it (one line, exit 2), and no empty
+    store left behind; the same for verify."""
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "s.sqlite"
+    for verb, extra in (("record", []), ("verify", ["--generated", str(tmp_path / "x_1d.py")])):
+        argv = [verb, "--store", str(store), "--target", "plain_layers:Norm", *extra, "--", PY, "nosuch.py"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == "collect-cases: error: SCRIPT nosuch.py: no such file\n", err
+        assert not store.exists()

@@ -206,3 +206,49 @@ def test_an_empty_export_keeps_its_header_so_a_later_export_may_replace_it(tmp_p
     path = tmp_path / "empty.csv"
     path.write_text(text)
     assert import_csv(path, None) == []
+
+
+def test_list_json_to_stdout_a_file_or_dash_and_the_common_options(tmp_path, capsys):
+    """docs/cli.md: ``--json[=FILE]`` (no FILE or ``-``: stdout), -q / --debug / --width after the verb too,
+    --version with the package and store schema versions."""
+    from tttv2_tools import _cli
+    from tttv2_tools.collect_cases.store import SCHEMA_VERSION
+
+    store = _store(tmp_path, _cases())
+    base = ["list", "--store", str(store)]
+    outputs = []
+    for argv in (["--json"], ["--json=-"], ["--json", "-"], ["-q", "--debug", "--json"]):
+        assert main([*base, *argv]) == 0, argv
+        outputs.append(capsys.readouterr().out)
+    assert len(set(outputs)) == 1 and [c["target"] for c in json.loads(outputs[0])] == [ATT, MLP]
+    mine = tmp_path / "list.json"
+    for argv in ([f"--json={mine}"], ["--json", str(mine)]):  # no positional to take: FILE either way
+        assert main([*base, *argv]) == 0
+        assert (
+            json.loads(mine.read_text()) == json.loads(outputs[0])
+            and "wrote 2 cases" in capsys.readouterr().err
+        )
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": 1}\n')
+    assert main([*base, f"--json={notes}"]) == 2 and notes.read_text() == '{"mine": 1}\n'
+    err = capsys.readouterr().err
+    assert err.startswith(f"collect-cases: error: refusing to overwrite {notes}") and err.count("\n") == 1
+    assert main([*base, f"--json={notes}", "--force", "-q"]) == 0 and capsys.readouterr().err == ""
+    text = tmp_path / "notes.txt"  # not JSON at all: not ours either
+    text.write_text("my notes\n")
+    assert main([*base, f"--json={text}"]) == 2 and text.read_text() == "my notes\n"
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert main([*base, "--width", "200", "--target", ATT]) == 0
+    table = capsys.readouterr().out
+    assert "M, with a comma" in table and max(map(len, table.splitlines())) <= 200
+    assert (
+        main(["--width", "60", *base, "--target", ATT]) == 0
+    )  # narrow: values wrap, never end in an ellipsis
+    table = capsys.readouterr().out
+    assert "…" not in table and max(map(len, table.splitlines())) <= 60
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert (
+        capsys.readouterr().out == f"collect-cases {_cli.package_version()} (store schema {SCHEMA_VERSION})\n"
+    )

@@ -314,3 +314,21 @@ def test_a_list_extended_or_sliced_elsewhere_is_still_the_list(tmp_path):
     target.write_text("import pytest\nfrom tttv2 import ttnn\n\nCASES = []\nCASES += []\nCASES[0:0] = []\n")
     text = emit(CASES, T, target, "CASES").new_text
     assert "pytest.param(" in text and text.endswith("]\nCASES += []\nCASES[0:0] = []\n")
+
+
+def test_drop_unrecorded_replaces_emit_force_which_still_works_with_a_warning(tmp_path, capsys):
+    """``--force`` means "replace a file" in every tool; emit's "drop hand-written entries" is --drop-unrecorded
+    (the old --force still does it, with a one-line warning)."""
+    store, target = _store(tmp_path), tmp_path / "test_x.py"
+    base = ["emit", "--store", str(store), "--target", T, "--into", str(target), "--name", "CASES", "-q"]
+    assert main(base) == 0 and capsys.readouterr().err == ""  # -q: no summary line
+    text = target.read_text().replace("CASES = [\n", "CASES = [\n    (1, 2),\n")
+    for flag, warning in (("--drop-unrecorded", False), ("--force", True)):
+        target.write_text(text)
+        assert main(base) == 0
+        assert "--drop-unrecorded drops them" in capsys.readouterr().err and "(1, 2)" in target.read_text()
+        assert main([*base, flag]) == 0 and "(1, 2)" not in target.read_text()
+        err = capsys.readouterr().err
+        assert ("collect-cases: warning: emit --force is now spelled --drop-unrecorded" in err) == warning, (
+            err
+        )

@@ -194,7 +194,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(tmp_path, capsys, monkeypatc
     argv = ["export", "--store", str(store), "--csv", "-"]
     assert main(argv) == 3
     err = _one_line(capsys)
-    assert err == "collect-cases export: internal error: ZeroDivisionError: a bug (run with --debug)\n"
+    assert err == "collect-cases: internal error: ZeroDivisionError: a bug (run with --debug)\n"
     assert main(["--debug", *argv]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError: a bug" in err
@@ -223,7 +223,7 @@ def test_a_damaged_row_stops_import_and_coverage_before_any_work(tmp_path, capsy
     never_run = tmp_path / "test_never_run.py"
     never_run.write_text("def test_x():\n    raise AssertionError('the suite ran')\n")
     assert coverage_main(["--store", str(store), "--tests", str(never_run)]) == 2
-    assert f"tttv2-coverage: --store: store {store}: case 1 of {T} is damaged" in _one_line(capsys)
+    assert f"tttv2-coverage: error: --store: store {store}: case 1 of {T} is damaged" in _one_line(capsys)
 
 
 def test_tttv2_coverage_turns_a_bug_into_one_line(tmp_path, capsys, monkeypatch):

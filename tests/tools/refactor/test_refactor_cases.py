@@ -99,7 +99,7 @@ def test_bad_stores_are_one_line_errors(tmp_path, capsys):
     not_a_store.write_text("hello")
     tests = ["--tests-out", str(tmp_path / "t")]
     for store, more, message in (
-        (tmp_path / "missing.sqlite", tests, "is not a file"),
+        (tmp_path / "missing.sqlite", tests, "missing.sqlite: no such file"),
         (not_a_store, tests, "not a collect-cases"),
         (not_a_store, [], "give --tests-out DIR too"),
     ):

@@ -89,11 +89,13 @@ def test_edited_and_foreign_files_need_force(small, tmp_path, capsys):
     target = out / "norm_1d.py"
     target.write_text(target.read_text() + "# a human was here\n")
     assert header_state(target.read_text()) == "edited"
-    assert run(small, "--out", out) == 1
-    assert "was edited since tttv2-refactor wrote it" in capsys.readouterr().err
+    # refusing to replace a user's file exits 2, as for a report (docs/cli.md: one exit code for a refusal)
+    assert run(small, "--out", out) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tttv2-refactor: error: ") and "was edited since tttv2-refactor wrote it" in err
     assert target.read_text().endswith("# a human was here\n")  # untouched
     (out / "norm_2d.py").write_text("x = 1\n")
-    assert run(small, "--out", out) == 1
+    assert run(small, "--out", out) == 2
     assert "not written by tttv2-refactor" in capsys.readouterr().err
     target.chmod(0o640)
     assert run(small, "--out", out, "--force", "--quiet") == 0
@@ -116,7 +118,7 @@ def test_bad_input_exits_2_with_one_line(small, tmp_path, capsys):
     out = tmp_path / "out"
     cases = [
         ([tmp_path / "missing.py", "--out", out], "no such file"),
-        ([small, small.parent / "nope.py", "--out", out], "CONFIG: no such file"),
+        ([small, small.parent / "nope.py", "--out", out], "nope.py: no such file"),
         ([small, "--class", "Nope", "--out", out], "--class: no class 'Nope'"),
     ]
     broken = tmp_path / "broken.py"
@@ -144,15 +146,15 @@ def test_bad_input_exits_2_with_one_line(small, tmp_path, capsys):
 
 def test_report_markdown_and_json(small, tmp_path):
     out = tmp_path / "out"
-    assert run(small, "--out", out, "--report", tmp_path / "r.md", "--quiet") == 0
+    assert run(small, "--out", out, f"--report={tmp_path / 'r.md'}", "--quiet") == 0
     text = (tmp_path / "r.md").read_text()
     assert "# tttv2-refactor report: norm.py (class Norm)" in text and "| norm.py:" in text
-    assert run(small, "--out", out, "--json", tmp_path / "r.json", "--quiet") == 0
+    assert run(small, "--out", out, f"--json={tmp_path / 'r.json'}", "--quiet") == 0
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["class_name"] == "Norm" and data["gaps"] == []
     fates = [f for b in data["branches"] for f in b["fates"]]
     assert {f["kind"] for f in fates} >= {"decided"}
-    assert run(small, "--out", out, "--report", small, "--quiet") == 2  # never over an input
+    assert run(small, "--out", out, f"--report={small}", "--quiet") == 2  # never over an input
 
 
 def test_untransformable_writes_nothing_unless_partial(tmp_path, capsys):
@@ -221,35 +223,35 @@ def test_reports_never_replace_a_user_file_without_force(small, tmp_path, capsys
         out = tmp_path / f"out-{name}"
         notes = tmp_path / name
         notes.write_text("my notes\n")
-        assert run(small, "--out", out, flag, notes, "--quiet") == 2
+        assert run(small, "--out", out, f"{flag}={notes}", "--quiet") == 2
         err = capsys.readouterr().err
         assert f"refusing to overwrite {notes}" in err and "--force" in err and len(err.splitlines()) == 1
         assert notes.read_text() == "my notes\n" and not out.exists()  # nothing of the run was written
-        assert run(small, "--out", out, flag, notes, "--force", "--quiet") == 0
+        assert run(small, "--out", out, f"{flag}={notes}", "--force", "--quiet") == 0
         assert notes.read_text() != "my notes\n"
 
 
 def test_rerunning_with_reports_replaces_them_without_force(small, tmp_path, capsys):
     out = tmp_path / "out"
     for flag, name in (("--report", "r.md"), ("--json", "r.json")):
-        argv = [small, "--out", out, flag, tmp_path / name, "--quiet"]
+        argv = [small, "--out", out, f"{flag}={tmp_path / name}", "--quiet"]
         assert run(*argv) == 0
         first = (tmp_path / name).read_text()
         assert run(*argv) == 0, capsys.readouterr().err
         assert (tmp_path / name).read_text() == first
     assert json.loads((tmp_path / "r.json").read_text())["schema"] == "tttv2-refactor-report"
     # a Markdown report is not a JSON report: kinds are not interchangeable
-    assert run(small, "--out", out, "--json", tmp_path / "r.md", "--quiet") == 2
+    assert run(small, "--out", out, f"--json={tmp_path / 'r.md'}", "--quiet") == 2
     assert "is not a tttv2-refactor JSON report" in capsys.readouterr().err
 
 
 def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small, tmp_path, capsys):
     out = tmp_path / "out"
-    assert run(small, "--out", out, "--report", out / "norm_1d.py", "--quiet") == 2
+    assert run(small, "--out", out, f"--report={out / 'norm_1d.py'}", "--quiet") == 2
     assert "--report and a generated file would both write" in capsys.readouterr().err
     assert not out.exists()
     os.link(small, tmp_path / "hard.md")
-    assert run(small, "--out", out, "--report", tmp_path / "hard.md", "--force", "--quiet") == 2
+    assert run(small, "--out", out, f"--report={tmp_path / 'hard.md'}", "--force", "--quiet") == 2
     assert "onto the input file" in capsys.readouterr().err
     assert small.read_text() == textwrap.dedent(SMALL) and not out.exists()
 
@@ -266,9 +268,9 @@ def test_links_to_the_config_found_next_to_the_module_are_refused_even_with_forc
     out.mkdir()
     (out / "norm_1d.py").symlink_to(config)  # also a generated module that is a link to the config
     for argv, reason in (
-        (["--report", tmp_path / "rep.md"], "refusing to write an output onto the input file"),
+        ([f"--report={tmp_path / 'rep.md'}"], "refusing to write an output onto the input file"),
         (
-            ["--json", tmp_path / "hard.json", "--name", "other"],
+            [f"--json={tmp_path / 'hard.json'}", "--name", "other"],
             "refusing to write --json onto the input file",
         ),
     ):
@@ -341,7 +343,7 @@ def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys)
     for stem in ("../elsewhere", "a/b", "", "..", "my-norm"):  # R31: my-norm made an invalid test function
         assert run(small, "--out", out, "--name", stem) == 2
         assert "--name: expected a file stem" in capsys.readouterr().err
-    assert run(small, "--out", out, "--report", f"{tmp_path / 'sub'}/") == 2
+    assert run(small, "--out", out, f"--report={tmp_path / 'sub'}/") == 2
     assert "is a folder path" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run(small, "--out", out, "--out", tmp_path / "other")
@@ -349,7 +351,7 @@ def test_name_must_be_a_stem_and_outputs_name_one_place(small, tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
     # without a config, trace-deps cannot follow self.eps (from args.eps): set by __init__ and by no forward, it
     # is still a field computed at construction (it used to stay a run-time read, a gap)
-    assert run(small, small, "--out", out, "--json", tmp_path / "r.json", "--quiet") == 0
+    assert run(small, small, "--out", out, f"--json={tmp_path / 'r.json'}", "--quiet") == 0
     err = capsys.readouterr().err
     assert err.startswith("tttv2-refactor: note: CONFIG") and "is MODULE itself" in err
     assert "not transformed" not in err and "epsilon=self.config.eps" in (out / "norm_1d.py").read_text()
@@ -370,3 +372,36 @@ def test_the_header_records_the_source_hash_and_older_headers_still_parse():
     older = with_header("x = 1\n", "../tt/a.py (class A)")
     assert parse_header(older)["source_hash"] is None and header_state(older) == "ours"
     assert parse_header("x = 1\n") is None
+
+
+def test_reports_go_to_stdout_without_file_or_with_a_dash_and_the_old_spelling_still_works(
+    small, tmp_path, capsys
+):
+    """docs/cli.md: --json[=FILE] / --report[=FILE]; no FILE or ``-`` is stdout (never a file named ``-``); a bare
+    flag never takes MODULE; ``--json FILE`` (not a .py file) is the old spelling, kept with a warning."""
+    out = tmp_path / "out"
+    for argv in (["--json"], ["--json=-"], ["--json", "-"]):
+        assert run(small, "--out", out, *argv, "--quiet") == 0, argv
+        stdout = capsys.readouterr().out
+        assert json.loads(stdout)["schema"] == "tttv2-refactor-report"
+    assert not (tmp_path / "-").exists() and not Path("-").exists()
+    assert run("--report", small, "--out", out, "--quiet") == 0  # the bare flag did not take MODULE
+    assert capsys.readouterr().out.startswith("# tttv2-refactor report: norm.py")
+    assert run(small, "--out", out, "--json", tmp_path / "old.json", "--quiet") == 0
+    err = capsys.readouterr().err
+    assert err.startswith("tttv2-refactor: warning: '--json ") and f"--json={tmp_path / 'old.json'}" in err
+    assert json.loads((tmp_path / "old.json").read_text())["schema"] == "tttv2-refactor-report"
+    assert run(small, "--out", out, "--diff", "--json") == 2  # two outputs on stdout
+    assert "only one output can go to stdout" in capsys.readouterr().err
+
+
+def test_version_quiet_and_debug(capsys):
+    from tttv2_tools import _cli
+
+    with pytest.raises(SystemExit) as exc:
+        run("--version")
+    line = capsys.readouterr().out
+    assert (
+        exc.value.code == 0
+        and line == f"tttv2-refactor {_cli.package_version()} (report schema tttv2-refactor-report)\n"
+    )

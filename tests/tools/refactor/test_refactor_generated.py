@@ -49,7 +49,7 @@ def checked_examples(tmp_path_factory):
     codes = {}
     for name in COMMITTED:
         argv = _argv(name, EXAMPLES, EXAMPLES / "tests", "--check", "--formatter", FORMATTER)
-        codes[name] = main([*argv, "--report", str(reports / f"{name}_report.md")])
+        codes[name] = main([*argv, f"--report={reports / f'{name}_report.md'}"])
     return codes, reports
 
 

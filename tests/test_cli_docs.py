@@ -1,0 +1,213 @@
+"""The command-line docs cannot drift from the commands (docs/cli.md).
+
+1. Every option a command's ``--help`` shows is in that command's doc, and every option a doc's options table
+   lists (a table row whose first cell starts with an option) exists in the command.
+2. Every command line in README.md and docs/*.md (inside a fenced block) that starts with one of the four
+   commands parses with that command's own parser (argparse only: nothing is read or run), in the spelling the
+   docs teach (no deprecation warning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tttv2.testing import _coverage_cli
+from tttv2_tools.collect_cases import cli as collect_cli
+from tttv2_tools.refactor import cli as refactor_cli
+from tttv2_tools.trace_dependencies import cli as trace_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+# each command: its module (parser(), parse_args()), its doc, and the part of the doc that is about it
+COMMANDS = {
+    "trace-deps": (trace_cli, "docs/trace_deps.md", None),
+    "tttv2-refactor": (refactor_cli, "docs/refactor.md", None),
+    "collect-cases": (collect_cli, "docs/collect_cases.md", None),
+    "tttv2-coverage": (_coverage_cli, "docs/library.md", "The same report over a whole test suite"),
+}
+_OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
+_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+_NOT_A_COMMAND = re.compile(r"[\[\]<>()…]|\.\.\.")  # a synopsis (`[--json]`, `A|B`, `...`) or printed output
+
+
+def help_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The options ``--help`` shows, over every verb's parser (help itself aside)."""
+    found = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= help_options(sub)
+        elif action.help is not argparse.SUPPRESS and not isinstance(action, argparse._HelpAction):
+            found |= set(action.option_strings)
+    return found
+
+
+def all_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option the command accepts, hidden ones included (an old spelling kept working)."""
+    found = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= all_options(sub)
+        else:
+            found |= set(action.option_strings)
+    return found
+
+
+def doc_text(doc: str, section: str | None) -> str:
+    """The doc, or its section about the command: from the fenced block that starts with ``section`` to the
+    next heading."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    if section is None:
+        return text
+    start = text.index(section)
+    following = re.search(r"^#", text[start:], re.M)
+    return text[start : start + following.start()] if following else text[start:]
+
+
+def table_options(text: str) -> set[str]:
+    """The options a doc's options tables list: the first cell of rows that start with an option."""
+    found = set()
+    for line in text.splitlines():
+        cells = line.split("|")
+        if line.startswith("| `-") and len(cells) > 2:
+            for span in _SPAN.findall(cells[1]):
+                found |= {m for m in _OPTION.findall(span) if m.startswith("-")}
+    return found
+
+
+@pytest.mark.parametrize("tool", list(COMMANDS))
+def test_every_option_in_help_is_documented_and_every_documented_option_exists(tool):
+    module, doc, section = COMMANDS[tool]
+    text = doc_text(doc, section)
+    spans = " ".join(_SPAN.findall(text)) + " ".join(_FENCE.findall(text))
+    written = set(_OPTION.findall(spans))
+    undocumented = sorted(help_options(module.parser()) - written)
+    assert not undocumented, f"{tool}: options in --help that {doc} does not mention: {undocumented}"
+    listed = table_options(text)
+    assert listed, f"{doc} has no options table for {tool}"
+    unknown = sorted(listed - all_options(module.parser()))
+    assert not unknown, f"{tool}: {doc} lists options the command does not have: {unknown}"
+
+
+def command_lines(text: str) -> tuple[list[list[str]], int]:
+    """The command lines of the four commands in fenced blocks (``\\`` continuations joined, a ``$ `` prompt,
+    a ``# comment`` and anything after ``|`` or ``&&`` dropped), as argv lists; and how many lines were skipped
+    as a synopsis or printed output."""
+    found, skipped = [], 0
+    for block in _FENCE.findall(text):
+        lines = block.split("\n")
+        i = 0
+        while i < len(lines):
+            line = lines[i].removeprefix("$ ").rstrip()  # a command starts its line; indented text is output
+            while line.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line[:-1] + " " + lines[i].strip()
+            i += 1
+            if line.split(" ", 1)[0] not in COMMANDS:
+                continue
+            lexer = shlex.shlex(line, posix=True, punctuation_chars="|&;")
+            lexer.whitespace_split = True
+            words = []
+            for word in lexer:
+                if word in ("|", "&&", ";", "||"):
+                    break
+                words.append(word)
+            if len(words) > 1 and (words[1].endswith(":") or words[1][0].isdigit()):
+                skipped += 1  # printed output: `collect-cases record: 8 calls; ...`, `trace-deps 0.2.0 (...)`
+                continue
+            unquoted = line.split("#", 1)[0]
+            if _NOT_A_COMMAND.search(re.sub(r"\"[^\"]*\"|'[^']*'", "", unquoted)):
+                skipped += 1
+                continue
+            found.append(words)
+    return found, skipped
+
+
+def test_command_lines_are_found_and_synopses_skipped():
+    text = (
+        "```\n$ trace-deps mlp.py --json=out.json   # a comment\n"
+        "tttv2-refactor a.py --out o \\\n    --report=r.md\n"
+        "trace-deps --focus x --dot | dot -Tsvg\n"
+        "collect-cases list --store S [--json]\n"
+        "collect-cases record: 8 calls\n"
+        "            collect-cases sweep\n"
+        "pytest -q\n```\n"
+        "`trace-deps --json` in prose is not a command line\n"
+    )
+    found, skipped = command_lines(text)
+    assert found == [
+        ["trace-deps", "mlp.py", "--json=out.json"],
+        ["tttv2-refactor", "a.py", "--out", "o", "--report=r.md"],
+        ["trace-deps", "--focus", "x", "--dot"],
+    ]
+    assert skipped == 2
+
+
+def test_every_documented_command_line_parses(capsys):
+    parsed = 0
+    for path in DOCS:
+        lines, _ = command_lines(path.read_text(encoding="utf-8"))
+        for words in lines:
+            module = COMMANDS[words[0]][0]
+            try:
+                module.parse_args(words[1:])
+            except SystemExit:
+                pytest.fail(
+                    f"{path.relative_to(ROOT)}: {shlex.join(words)!r} does not parse: {capsys.readouterr().err}"
+                )
+            err = capsys.readouterr().err
+            assert "warning" not in err, (
+                f"{path.relative_to(ROOT)}: {shlex.join(words)!r} uses an old spelling: {err}"
+            )
+            parsed += 1
+    assert parsed >= 15  # 18 when written: the README's and every doc's examples, not a vacuous pass
+
+
+def test_a_wrong_command_line_in_a_doc_would_be_caught(capsys):
+    """The check above can fail: a line with an unknown option or a missing required one does not parse."""
+    for words in (["trace-deps", "--no-such-option"], ["collect-cases", "emit", "--store", "s"]):
+        with pytest.raises(SystemExit):
+            COMMANDS[words[0]][0].parse_args(words[1:])
+    capsys.readouterr()
+
+
+def test_the_trace_deps_python_api_snippet_runs_and_its_comments_hold(monkeypatch):
+    """docs/trace_deps.md's "Python API" block runs as written on the built-in model: the branch it names exists
+    (``branch_at`` returns None for a line with no branch, so a moved line would pass silently otherwise), and
+    ``keys_read()`` is the list its comment shows."""
+    import ast
+
+    text = (ROOT / "docs" / "trace_deps.md").read_text(encoding="utf-8")
+    block = re.search(r"Python API:\n\n```python\n(.*?)```", text, re.S)[1]
+    monkeypatch.chdir(ROOT)
+    scope: dict = {}
+    exec(compile(block, "docs/trace_deps.md", "exec"), scope)
+    assert scope["b"] is not None and scope["b"].loc.startswith("mlp.py:269:")
+    shown = re.search(r"a\.keys_read\(\)\s+# (\[.*\])", block)[1]
+    assert scope["a"].keys_read() == ast.literal_eval(shown)
+    assert scope["loaded"] == scope["a"]
+
+
+def test_the_refactor_report_excerpt_in_the_docs_is_the_report():
+    """docs/refactor.md quotes a row of examples/refactored/mlp_report.md (one line per ``<br>``): every quoted line,
+    line numbers included (``mlp_1d.py:415``), is in the report as generated."""
+    text = (ROOT / "docs" / "refactor.md").read_text(encoding="utf-8")
+    excerpt = re.search(
+        r"The report \(`examples/refactored/mlp_report.md`\) says[^\n]*\n\n```\n(.*?)```", text, re.S
+    )[1]
+    report = (
+        (ROOT / "examples" / "refactored" / "mlp_report.md").read_text(encoding="utf-8").replace("<br>", "\n")
+    )
+    report_lines = {line.strip().removesuffix("|").strip() for line in report.splitlines()}
+    quoted = [line.strip().removesuffix("|").strip() for line in excerpt.splitlines() if line.strip()]
+    assert quoted and all(line in report_lines or any(line in r for r in report_lines) for line in quoted), [
+        line for line in quoted if not any(line in r for r in report_lines)
+    ]
