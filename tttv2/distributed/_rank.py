@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
     elif rank != 0:
         out = open(os.path.join(run_dir, f"rank-{rank}.log"), "wb")  # noqa: SIM115 - closed below
     pumps = []
+    previous: dict = {}
     try:
         child = subprocess.Popen(
             command,
@@ -59,8 +60,8 @@ def main(argv: list[str]) -> int:
         print(f"tttv2-run: rank {rank}: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
         code = 127
     else:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda s, _f: child.send_signal(s))
+        for sig in (signal.SIGTERM, signal.SIGINT):  # put back in `finally` (main also runs in-process)
+            previous[sig] = signal.signal(sig, lambda s, _f: child.send_signal(s))
         if out is subprocess.PIPE:
             pumps = [
                 threading.Thread(target=_prefix_lines, args=(child.stdout, sys.stdout.buffer, rank)),
@@ -70,6 +71,8 @@ def main(argv: list[str]) -> int:
                 pump.start()
         code = child.wait()
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         for pump in pumps:
             pump.join()
         if out not in (None, subprocess.PIPE):

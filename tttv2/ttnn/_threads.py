@@ -58,7 +58,9 @@ def _set_threads(lib, count: int) -> None:
 
 
 class _SingleThreadedBlas:
-    """Context manager: inside, every BLAS library of the process runs on one thread.
+    """Context manager: inside, every BLAS library loaded when it is first used (numpy's, the one the ops call)
+    runs on one thread; a BLAS another package loads later (scipy's own OpenBLAS) is not the ops' and is left
+    alone.
 
     Re-entrant and shared by all threads: the outermost entry lowers the thread counts, the matching last exit
     puts back the counts it found. The libraries are looked up once, on first use (numpy's BLAS is loaded when
