@@ -9,15 +9,19 @@ torch but not pytest (the ``torch`` extra), as the README says.
 
 Meshes are given as ``RxC`` or by TTTv1 system name (N150 1×1, N300 1×2, N150x4 1×4, T3K 1×8, TG 8×4). Models
 come from the built-in catalogue (``tttv1.catalogue``) with seeded random weights, or from a local checkpoint
-directory (``--checkpoint``). Like TTTv1's demo, the numbers printed are the measured wall-clock speeds, here
+directory (``--checkpoint``), or from a Hugging Face ``config.json`` alone
+(``--config``: seeded random weights at the real size, made and moved to the devices one tensor at a time, after a
+check that the weights fit the devices' DRAM). Like TTTv1's demo, the numbers printed are the measured wall-clock speeds, here
 of the CPU emulator.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import ttnn
@@ -77,6 +81,19 @@ def _check_prompt_lengths(prompts, tokenizer, instruct: bool, max_new_tokens: in
                 f"the prompt of user {user} is {n} tokens long: with --max-new-tokens {max_new_tokens} it needs "
                 f"--max-seq-len {need} or more{why}, got {max_seq_len}",
             )
+
+
+def _read_config(path: str) -> dict:
+    """A Hugging Face ``config.json`` (a file, or a directory holding one) as a dict, or a DemoArgumentError."""
+    file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+    try:
+        config = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DemoArgumentError("--config", f"cannot read {file}: {exc}") from None
+    if not isinstance(config, dict):
+        raise DemoArgumentError("--config", f"{file} is not a JSON object")
+    config.setdefault("_name_or_path", file.parent.name if file.name == "config.json" else file.stem)
+    return config
 
 
 def parse_mesh(text: str) -> tuple[int, int]:
@@ -140,6 +157,7 @@ def run_demo(
     optimizations: str = "performance",
     instruct: bool = False,
     checkpoint: str | None = None,
+    config: str | None = None,
     seed: int = 0,
     stop_at_eos: bool = False,
     verbose: bool = True,
@@ -159,17 +177,29 @@ def run_demo(
     precision = {"performance": DecodersPrecision.performance, "accuracy": DecodersPrecision.accuracy}[
         optimizations
     ]
-    model_args = ModelArgs(
-        mesh_device,
-        instruct=instruct,
-        max_batch_size=batch_size,
-        max_seq_len=max_seq_len,
-        optimizations=lambda args: precision(args.n_layers, args.model_name),
-        model_name=checkpoint or model_name,
-        seed=seed,
-    )
+    hf_config = None if config is None else _read_config(config)
+    try:
+        model_args = ModelArgs(
+            mesh_device,
+            instruct=instruct,
+            max_batch_size=batch_size,
+            max_seq_len=max_seq_len,
+            optimizations=lambda args: precision(args.n_layers, args.model_name),
+            model_name=checkpoint or model_name,
+            hf_config=hf_config,
+            dummy_weights=hf_config is not None,  # a config alone: seeded random weights, streamed
+            seed=seed,
+        )
+    except (KeyError, ValueError) as exc:
+        if config is None:
+            raise
+        raise DemoArgumentError("--config", f"{config}: {exc}") from None
     tokenizer = load_tokenizer(model_args)
     _check_prompt_lengths(prompts, tokenizer, instruct, max_new_tokens, max_seq_len)  # before the slow build
+    weight_dtype = ttnn.bfloat8_b  # the dtype of weights with no per-layer precision override
+    model_args.check_device_memory(
+        weight_dtype
+    )  # a model too large for the mesh fails before any weight is made
     state_dict = model_args.load_state_dict()
 
     paged_attention_config = None
@@ -186,7 +216,6 @@ def run_demo(
         page_table = shuffled_blocks.to(torch.int32).view(batch_size, blocks_per_user)
 
     t0 = time.perf_counter()
-    weight_dtype = ttnn.bfloat8_b  # the dtype of weights with no per-layer precision override
     model = Transformer(
         mesh_device=mesh_device,
         args=model_args,
@@ -264,6 +293,12 @@ def main(argv=None) -> int:
         help="local HF checkpoint dir (config.json + safetensors); overrides --model",
     )
     parser.add_argument(
+        "--config",
+        default=None,
+        help="a Hugging Face config.json (or its directory) alone: seeded random weights at its real size, made "
+        "and moved to the devices one tensor at a time; overrides --model and --checkpoint",
+    )
+    parser.add_argument(
         "--mesh", type=parse_mesh, default=(1, 1), help="RxC or N150/N300/N150x4/T3K/TG (default 1x1)"
     )
     parser.add_argument(
@@ -307,11 +342,14 @@ def main(argv=None) -> int:
             optimizations=args.optimizations,
             instruct=args.instruct,
             checkpoint=args.checkpoint,
+            config=args.config,
             seed=args.seed,
             stop_at_eos=args.stop_at_eos,
         )
     except DemoArgumentError as exc:
         parser.error(f"argument {exc.argument}: {exc}")  # exits with status 2, like any argparse error
+    except ttnn.DeviceMemoryError as exc:  # the model does not fit the mesh: the emulator's one-line message
+        parser.exit(1, f"{parser.prog}: error: {exc}\n")
     finally:
         ttnn.close_mesh_device(mesh_device)
     return 0
