@@ -151,6 +151,14 @@ def test_demo_runs_a_config_alone_holding_one_weight_at_a_time(tmp_path, monkeyp
     assert len(made) > 12 and most_alive == 0
 
 
+def test_demo_result_reports_the_build(tmp_path, mesh):
+    result = run_demo(
+        mesh((1, 2)), config=str(write_config(tmp_path)), max_new_tokens=2, max_seq_len=256, verbose=False
+    )
+    assert result.build_seconds > 0 and result.build_rss_bytes > 0  # the weights now live in the emulator
+    assert len(result.decode_seconds) == 1 and result.prompt_tokens > 0
+
+
 def test_planned_bytes_are_what_the_devices_hold(mesh, monkeypatch):
     """The plan the memory check reserves is, byte for byte and in order, the weight matrices the built model
     allocates on a device; what the plan leaves out is the KV caches and the small bfloat16 tables."""

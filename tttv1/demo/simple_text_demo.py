@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +97,15 @@ def _read_config(path: str) -> dict:
     return config
 
 
+def _resident_bytes() -> int:
+    """The process's resident memory now, from /proc/self/statm (0 where there is none)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+
+
 def parse_mesh(text: str) -> tuple[int, int]:
     """'1x8', '8x4' or a TTTv1 system name → (rows, cols)."""
     if text.upper() in {k.upper() for k in MESH_NAMES}:
@@ -130,6 +140,10 @@ class DemoResult:
     decode_seconds: list[float] = field(default_factory=list)
     prompt_tokens: int = 0
     batch_size: int = 1
+    build_seconds: float = 0.0
+    build_rss_bytes: int = (
+        0  # growth of the process's resident memory while the model was built (Linux; else 0)
+    )
 
     @property
     def prefill_tokens_per_second(self) -> float:
@@ -215,7 +229,7 @@ def run_demo(
         )
         page_table = shuffled_blocks.to(torch.int32).view(batch_size, blocks_per_user)
 
-    t0 = time.perf_counter()
+    t0, rss0 = time.perf_counter(), _resident_bytes()
     model = Transformer(
         mesh_device=mesh_device,
         args=model_args,
@@ -225,9 +239,8 @@ def run_demo(
         weight_cache_path=model_args.weight_cache_path(weight_dtype),
     )
     generator = Generator(model, model_args, mesh_device, tokenizer=tokenizer)
-    say(
-        f"Built {model_args} in {time.perf_counter() - t0:.2f} s ({model_args.optimizations.__name__} precision)"
-    )
+    build_seconds, build_rss_bytes = time.perf_counter() - t0, _resident_bytes() - rss0
+    say(f"Built {model_args} in {build_seconds:.2f} s ({model_args.optimizations.__name__} precision)")
 
     input_tokens, _token_ids, decoding_pos, prefill_lens = preprocess_inputs_prefill(
         prompts, tokenizer, model_args, instruct, max_new_tokens
@@ -264,6 +277,8 @@ def run_demo(
         decode_seconds=decode_seconds,
         prompt_tokens=sum(prefill_lens),
         batch_size=batch_size,
+        build_seconds=build_seconds,
+        build_rss_bytes=build_rss_bytes,
     )
     for user in range(min(batch_size, 4)):
         say(f"[user {user}] prompt: {prompts[user][:60]!r}")
