@@ -127,11 +127,8 @@ class HuggingFaceWeights:
         key = name if top else self._prefix + name
         if key not in self._source:
             raise KeyError(f"weights: the checkpoint has no tensor {key!r}")
-        array = np.asarray(
-            host_array(self._source[key])
-            if not isinstance(self._source[key], np.ndarray)
-            else self._source[key]
-        )
+        value = self._source[key]  # read once: a RandomWeights or checkpoint makes it on each read
+        array = np.asarray(value if isinstance(value, np.ndarray) else host_array(value))
         if shape is not None and tuple(array.shape) != tuple(shape):
             raise ValueError(f"weights: {key!r} must have shape {tuple(shape)}, got {tuple(array.shape)}")
         return np.asarray(array, dtype=np.float32)
@@ -270,6 +267,9 @@ class RandomWeights(Mapping):
         if mean:
             array += np.float32(mean)
         return array
+
+    def __contains__(self, name) -> bool:
+        return name in self._shapes  # without making the tensor (Mapping's default reads it)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._shapes)
