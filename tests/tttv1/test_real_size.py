@@ -180,7 +180,7 @@ def test_planned_bytes_are_what_the_devices_hold(mesh, monkeypatch):
     original = _Allocator.allocate
 
     def spy(self, nbytes, what, device_id):
-        if device_id == device.id() and self.kind is ttnn.BufferType.DRAM:
+        if device_id == device.id() and self.kind.name == "DRAM":
             allocations.append((what, nbytes))
         return original(self, nbytes, what, device_id)
 
@@ -285,3 +285,13 @@ def test_unreadable_config_is_an_argument_error(tmp_path, mesh):
     bad.write_text("[1, 2]")
     with pytest.raises(DemoArgumentError, match="is not a JSON object"):
         run_demo(mesh((1, 1)), config=str(bad), verbose=False)
+
+
+def test_streamed_weights_over_a_state_dict_and_no_mesh():
+    """A plain state dict streams too (shapes read from its tensors); without a mesh there is nothing to check."""
+    state = {k: torch.from_numpy(v) for k, v in RandomWeights(SMALL_LLAMA, seed=1).items()}
+    streamed = StreamedMetaWeights(state, 32, 8, 8, True)
+    assert torch.equal(streamed["output.weight"], state["model.embed_tokens.weight"])
+    args = ModelArgs(None, max_seq_len=256, hf_config=SMALL_LLAMA, dummy_weights=True)
+    args.check_device_memory(ttnn.bfloat8_b)  # no devices: returns
+    assert [n for n, _ in args.planned_weight_bytes(ttnn.bfloat8_b)][-1] == "output.weight"

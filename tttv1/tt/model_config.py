@@ -1146,7 +1146,8 @@ class ModelArgs:
         if self.mesh_device is None:
             return
         for device in self.mesh_device.get_devices():
-            dram = device.allocators[ttnn.BufferType.DRAM]
+            # by name: under some import orders `ttnn` here and the device's own enum are two module copies
+            dram = next(a for a in device.allocators.values() if a.kind.name == "DRAM")
             reserved, peak = [], dram.peak
             try:
                 for name, nbytes in self.planned_weight_bytes(dtype):
