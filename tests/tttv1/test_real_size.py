@@ -151,11 +151,17 @@ def test_demo_runs_a_config_alone_holding_one_weight_at_a_time(tmp_path, monkeyp
     assert len(made) > 12 and most_alive == 0
 
 
-def test_demo_result_reports_the_build(tmp_path, mesh):
+def test_demo_result_reports_the_build(tmp_path, mesh, monkeypatch):
+    """The build's time and resident-memory growth (read before and after the build) reach the result."""
+    import tttv1.demo.simple_text_demo as demo
+
+    assert demo._resident_bytes() > 0  # /proc/self/statm on this Linux machine
+    readings = iter([1_000_000, 5_000_000])
+    monkeypatch.setattr(demo, "_resident_bytes", lambda: next(readings))
     result = run_demo(
         mesh((1, 2)), config=str(write_config(tmp_path)), max_new_tokens=2, max_seq_len=256, verbose=False
     )
-    assert result.build_seconds > 0 and result.build_rss_bytes > 0  # the weights now live in the emulator
+    assert result.build_rss_bytes == 4_000_000 and result.build_seconds > 0
     assert len(result.decode_seconds) == 1 and result.prompt_tokens > 0
 
 
