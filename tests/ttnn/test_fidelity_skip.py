@@ -106,3 +106,24 @@ def test_matmul_bits_equal_with_and_without_the_skip(device, monkeypatch, dtype,
     monkeypatch.setattr(numerics, "explicit_bits_used", lambda values: None)
     slow = ttnn.to_numpy(ttnn.linear(tx, tw, compute_kernel_config=config, dtype=ttnn.float32))
     assert np.array_equal(fast.view(np.uint32), slow.view(np.uint32))
+
+
+def test_a_view_of_the_callers_data_is_never_sealed():
+    from tttv2.ttnn.tensor import _sealed_if_private
+
+    caller = np.ones((4, 4), np.float32)
+    view = _sealed_if_private(caller[:2], caller)  # a quantisation that kept the caller's memory
+    assert view.flags.writeable and caller.flags.writeable
+
+
+def test_a_stale_forget_leaves_a_newer_entry():
+    """The entry of a collected array is dropped only if it is still that array's (not a newer one's)."""
+    old = np.ones(4, np.float32)
+    old.flags.writeable = False
+    numerics.explicit_bits_used(old)
+    key = id(old)
+    newer = (lambda: None, 5)  # stands for an entry another array registered under the same id
+    numerics._BITS_USED[key] = newer
+    del old
+    gc.collect()
+    assert numerics._BITS_USED.pop(key) is newer
