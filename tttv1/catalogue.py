@@ -18,8 +18,6 @@ import copy
 
 import torch
 
-from tttv2.interfaces._weights import hf_param_shapes
-
 __all__ = [
     "CATALOGUE",
     "DEFAULT_MODEL",
@@ -203,6 +201,9 @@ def hf_config(name_or_config):
 
 def _param_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     """Hugging Face parameter names and shapes of a catalogue architecture (the one table, in tttv2)."""
+    # imported here, not at the top: importing tttv2.interfaces builds the whole library
+    from tttv2.interfaces._weights import hf_param_shapes
+
     return hf_param_shapes(config)
 
 

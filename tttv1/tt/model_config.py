@@ -39,13 +39,11 @@ from tttv1.tt.common import (
     rope_scaling_model_factory,
 )
 from tttv1.tt.load_checkpoints import (
-    StreamedMetaWeights,
     convert_hf_to_meta,
     load_hf_config,
     load_hf_state_dict,
     standardize_config,
 )
-from tttv2.interfaces._weights import RandomWeights
 
 # --- precision enums ----------------------------------------------------------------------------------------
 
@@ -492,11 +490,9 @@ class ModelArgs:
         # The model comes from (in order): model_name, hf_config, HF_MODEL env var, the catalogue default.
         # HF_MODEL may name a catalogue model or a local checkpoint directory (never a download).
         HF_MODEL = os.getenv("HF_MODEL")
-        # a config alone with dummy_weights: seeded random weights made one tensor at a time (real sizes, issue 24)
-        self.streamed_weights = hf_config is not None and bool(dummy_weights)
         if hf_config is not None:
             self.CKPT_DIR = None
-            self._set_params_from_dict(standardize_config(dict(hf_config)))
+            self._set_params_from_dict(standardize_config(dict(hf_config)), streamed=bool(dummy_weights))
         else:
             name = model_name or HF_MODEL or catalogue.DEFAULT_MODEL
             if name in self.LOCAL_HF_PARAMS:
@@ -997,8 +993,10 @@ class ModelArgs:
 
     # --- HF params -------------------------------------------------------------------------------------------
 
-    def _set_params_from_dict(self, config, ckpt_dir=None):
-        """Model dims from a (standardised) Hugging Face config dict."""
+    def _set_params_from_dict(self, config, ckpt_dir=None, streamed=False):
+        """Model dims from a (standardised) Hugging Face config dict. ``streamed``: a config alone with dummy
+        weights, whose seeded random weights are made one tensor at a time (real sizes, issue 24)."""
+        self.streamed_weights = streamed
         self.hf_config_dict = config
         self.model_name = Path(config.get("_name_or_path") or ckpt_dir or "Unknown").name
         self.base_model_name = get_base_model_name(self.model_name)
@@ -1073,6 +1071,9 @@ class ModelArgs:
     def load_state_dict(self, hf_state_dict=None):
         """Meta-named weights: given HF weights (tests), the checkpoint dir, or the catalogue's seeded random ones."""
         if hf_state_dict is None and self.streamed_weights:
+            from tttv1.tt.load_checkpoints import StreamedMetaWeights
+            from tttv2.interfaces._weights import RandomWeights  # not at import: trace-deps imports this file
+
             return StreamedMetaWeights(
                 RandomWeights(self.hf_config_dict, seed=self.seed),
                 self.head_dim,
