@@ -200,35 +200,11 @@ def hf_config(name_or_config):
 
 
 def _param_shapes(config: dict) -> dict[str, tuple[int, ...]]:
-    """Hugging Face parameter names and shapes of a catalogue architecture."""
-    dim, hidden = config["hidden_size"], config["intermediate_size"]
-    nh, nkv = config["num_attention_heads"], config["num_key_value_heads"]
-    hd = config.get("head_dim") or dim // nh
-    vocab = config["vocab_size"]
-    fused = config["model_type"] == "phi3"
-    shapes = {"model.embed_tokens.weight": (vocab, dim), "model.norm.weight": (dim,)}
-    if not config.get("tie_word_embeddings", False):
-        shapes["lm_head.weight"] = (vocab, dim)
-    for i in range(config["num_hidden_layers"]):
-        p = f"model.layers.{i}"
-        if fused:
-            shapes[f"{p}.self_attn.qkv_proj.weight"] = ((nh + 2 * nkv) * hd, dim)
-            shapes[f"{p}.mlp.gate_up_proj.weight"] = (2 * hidden, dim)
-        else:
-            shapes[f"{p}.self_attn.q_proj.weight"] = (nh * hd, dim)
-            shapes[f"{p}.self_attn.k_proj.weight"] = (nkv * hd, dim)
-            shapes[f"{p}.self_attn.v_proj.weight"] = (nkv * hd, dim)
-            shapes[f"{p}.mlp.gate_proj.weight"] = (hidden, dim)
-            shapes[f"{p}.mlp.up_proj.weight"] = (hidden, dim)
-            if config["model_type"] == "qwen2":
-                shapes[f"{p}.self_attn.q_proj.bias"] = (nh * hd,)
-                shapes[f"{p}.self_attn.k_proj.bias"] = (nkv * hd,)
-                shapes[f"{p}.self_attn.v_proj.bias"] = (nkv * hd,)
-        shapes[f"{p}.self_attn.o_proj.weight"] = (dim, nh * hd)
-        shapes[f"{p}.mlp.down_proj.weight"] = (dim, hidden)
-        shapes[f"{p}.input_layernorm.weight"] = (dim,)
-        shapes[f"{p}.post_attention_layernorm.weight"] = (dim,)
-    return shapes
+    """Hugging Face parameter names and shapes of a catalogue architecture (the one table, in tttv2)."""
+    # imported here, not at the top: importing tttv2.interfaces builds the whole library
+    from tttv2.interfaces._weights import hf_param_shapes
+
+    return hf_param_shapes(config)
 
 
 def random_state_dict(name_or_config, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -93,3 +93,94 @@ def test_from_spec_rejections(ttnn_mesh_pool):
         ValueError, match=r"'model.embed_tokens.weight' must have shape \(512, 512\), got \(512, 256\)"
     ):
         ModelFactory.from_spec(wider, mesh, weights=state, max_seq_len=MAX_SEQ_LEN)
+
+
+# --- real sizes without a checkpoint (issue 24): a config.json alone, weights streamed block by block ---------------
+
+# Mistral-7B's config.json with its sizes cut down, as the checkpoint ships it (sliding_window null, theta 1e6)
+MISTRAL_SMALL = {
+    "architectures": ["MistralForCausalLM"],
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "head_dim": 32,
+    "hidden_act": "silu",
+    "hidden_size": 256,
+    "initializer_range": 0.02,
+    "intermediate_size": 896,
+    "max_position_embeddings": 32768,
+    "model_type": "mistral",
+    "num_attention_heads": 8,
+    "num_hidden_layers": 2,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.42.0.dev0",
+    "use_cache": True,
+    "vocab_size": 1000,
+}
+
+
+@pytest.mark.parametrize("mesh_shape", [(1, 8), (8, 4)], ids=mesh_id)
+def test_from_config_streams_random_weights(tmp_path, monkeypatch, ttnn_mesh_pool, mesh_shape):
+    """``from_config`` takes the config.json alone; no random array outlives its block (weak references), and the
+    model gives the same bits as the same weights converted on first use."""
+    import json
+    import weakref
+
+    from tttv2.interfaces import RandomWeights
+
+    mesh = ttnn_mesh_pool(mesh_shape)
+    (tmp_path / "config.json").write_text(json.dumps(MISTRAL_SMALL))
+    made, most_alive = [], 0
+    original = RandomWeights.__getitem__
+
+    def tracked(self, name):
+        nonlocal most_alive
+        most_alive = max(most_alive, sum(ref() is not None for ref in made))
+        array = original(self, name)
+        made.append(weakref.ref(array))
+        return array
+
+    monkeypatch.setattr(RandomWeights, "__getitem__", tracked)
+    streamed = ModelFactory.from_config(tmp_path, mesh, seed=4, max_seq_len=MAX_SEQ_LEN)
+    # one block's arrays at a time: the attention block's q, k, v, o (plus its norm) are the most alive at once
+    # (LMHead1D's config keeps its own [dim, vocab] copy as the source of its chunks: not one of these arrays)
+    assert len(made) == 3 + 2 * 9 and most_alive <= 5 and sum(ref() is not None for ref in made) == 0
+    assert streamed.layers[1].ffn.config.w2.is_loaded()
+    monkeypatch.setattr(RandomWeights, "__getitem__", original)
+    whole = dict(RandomWeights(MISTRAL_SMALL, seed=4))
+    lazy = ModelFactory.from_spec(
+        ModelFactory.from_huggingface(MISTRAL_SMALL), mesh, weights=whole, max_seq_len=MAX_SEQ_LEN
+    )
+    prompt = np.arange(3, 43)
+    assert np.array_equal(streamed.prefill(prompt), lazy.prefill(prompt))
+
+
+def test_from_config_rejections(tmp_path, ttnn_mesh_pool):
+    mesh = ttnn_mesh_pool((1, 1))
+    (tmp_path / "config.json").write_text("{oops")
+    with pytest.raises(ValueError, match=r"from_config: cannot read .*config.json: Expecting property name"):
+        ModelFactory.from_config(tmp_path / "config.json", mesh)
+    with pytest.raises(TypeError, match=r"config must be a mapping or a path, got list"):
+        ModelFactory.from_config([1], mesh)
+
+
+def test_release_host_needs_a_converted_weight(ttnn_mesh_pool):
+    from tttv2.modules import LazyWeight
+
+    weight = LazyWeight(
+        np.ones((32, 32), np.float32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=ttnn_mesh_pool((1, 1)),
+        name="w",
+    )
+    with pytest.raises(ValueError, match=r"LazyWeight w: release_host before the weight is converted"):
+        weight.release_host()
+    device = weight.get_device_weight()
+    weight.release_host()
+    assert weight.shape == (32, 32) and weight.get_device_weight() is device
+    assert weight.with_defaults(pad_value=None).shape == (32, 32)

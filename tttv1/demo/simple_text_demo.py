@@ -9,15 +9,20 @@ torch but not pytest (the ``torch`` extra), as the README says.
 
 Meshes are given as ``RxC`` or by TTTv1 system name (N150 1×1, N300 1×2, N150x4 1×4, T3K 1×8, TG 8×4). Models
 come from the built-in catalogue (``tttv1.catalogue``) with seeded random weights, or from a local checkpoint
-directory (``--checkpoint``). Like TTTv1's demo, the numbers printed are the measured wall-clock speeds, here
+directory (``--checkpoint``), or from a Hugging Face ``config.json`` alone
+(``--config``: seeded random weights at the real size, made and moved to the devices one tensor at a time, after a
+check that the weights fit the devices' DRAM). Like TTTv1's demo, the numbers printed are the measured wall-clock speeds, here
 of the CPU emulator.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import ttnn
@@ -79,6 +84,28 @@ def _check_prompt_lengths(prompts, tokenizer, instruct: bool, max_new_tokens: in
             )
 
 
+def _read_config(path: str) -> dict:
+    """A Hugging Face ``config.json`` (a file, or a directory holding one) as a dict, or a DemoArgumentError."""
+    file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+    try:
+        config = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DemoArgumentError("--config", f"cannot read {file}: {exc}") from None
+    if not isinstance(config, dict):
+        raise DemoArgumentError("--config", f"{file} is not a JSON object")
+    config.setdefault("_name_or_path", file.parent.name if file.name == "config.json" else file.stem)
+    return config
+
+
+def _resident_bytes() -> int:
+    """The process's resident memory now, from /proc/self/statm (0 where there is none)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # pragma: no cover - not Linux
+        return 0
+
+
 def parse_mesh(text: str) -> tuple[int, int]:
     """'1x8', '8x4' or a TTTv1 system name → (rows, cols)."""
     if text.upper() in {k.upper() for k in MESH_NAMES}:
@@ -113,6 +140,10 @@ class DemoResult:
     decode_seconds: list[float] = field(default_factory=list)
     prompt_tokens: int = 0
     batch_size: int = 1
+    build_seconds: float = 0.0
+    build_rss_bytes: int = (
+        0  # growth of the process's resident memory while the model was built (Linux; else 0)
+    )
 
     @property
     def prefill_tokens_per_second(self) -> float:
@@ -140,6 +171,7 @@ def run_demo(
     optimizations: str = "performance",
     instruct: bool = False,
     checkpoint: str | None = None,
+    config: str | None = None,
     seed: int = 0,
     stop_at_eos: bool = False,
     verbose: bool = True,
@@ -159,17 +191,29 @@ def run_demo(
     precision = {"performance": DecodersPrecision.performance, "accuracy": DecodersPrecision.accuracy}[
         optimizations
     ]
-    model_args = ModelArgs(
-        mesh_device,
-        instruct=instruct,
-        max_batch_size=batch_size,
-        max_seq_len=max_seq_len,
-        optimizations=lambda args: precision(args.n_layers, args.model_name),
-        model_name=checkpoint or model_name,
-        seed=seed,
-    )
+    hf_config = None if config is None else _read_config(config)
+    try:
+        model_args = ModelArgs(
+            mesh_device,
+            instruct=instruct,
+            max_batch_size=batch_size,
+            max_seq_len=max_seq_len,
+            optimizations=lambda args: precision(args.n_layers, args.model_name),
+            model_name=checkpoint or model_name,
+            hf_config=hf_config,
+            dummy_weights=hf_config is not None,  # a config alone: seeded random weights, streamed
+            seed=seed,
+        )
+    except (KeyError, ValueError) as exc:
+        if config is None:
+            raise
+        raise DemoArgumentError("--config", f"{config}: {exc}") from None
     tokenizer = load_tokenizer(model_args)
     _check_prompt_lengths(prompts, tokenizer, instruct, max_new_tokens, max_seq_len)  # before the slow build
+    weight_dtype = ttnn.bfloat8_b  # the dtype of weights with no per-layer precision override
+    model_args.check_device_memory(
+        weight_dtype
+    )  # a model too large for the mesh fails before any weight is made
     state_dict = model_args.load_state_dict()
 
     paged_attention_config = None
@@ -185,8 +229,7 @@ def run_demo(
         )
         page_table = shuffled_blocks.to(torch.int32).view(batch_size, blocks_per_user)
 
-    t0 = time.perf_counter()
-    weight_dtype = ttnn.bfloat8_b  # the dtype of weights with no per-layer precision override
+    t0, rss0 = time.perf_counter(), _resident_bytes()
     model = Transformer(
         mesh_device=mesh_device,
         args=model_args,
@@ -196,9 +239,8 @@ def run_demo(
         weight_cache_path=model_args.weight_cache_path(weight_dtype),
     )
     generator = Generator(model, model_args, mesh_device, tokenizer=tokenizer)
-    say(
-        f"Built {model_args} in {time.perf_counter() - t0:.2f} s ({model_args.optimizations.__name__} precision)"
-    )
+    build_seconds, build_rss_bytes = time.perf_counter() - t0, _resident_bytes() - rss0
+    say(f"Built {model_args} in {build_seconds:.2f} s ({model_args.optimizations.__name__} precision)")
 
     input_tokens, _token_ids, decoding_pos, prefill_lens = preprocess_inputs_prefill(
         prompts, tokenizer, model_args, instruct, max_new_tokens
@@ -235,6 +277,8 @@ def run_demo(
         decode_seconds=decode_seconds,
         prompt_tokens=sum(prefill_lens),
         batch_size=batch_size,
+        build_seconds=build_seconds,
+        build_rss_bytes=build_rss_bytes,
     )
     for user in range(min(batch_size, 4)):
         say(f"[user {user}] prompt: {prompts[user][:60]!r}")
@@ -262,6 +306,12 @@ def main(argv=None) -> int:
         "--checkpoint",
         default=None,
         help="local HF checkpoint dir (config.json + safetensors); overrides --model",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="a Hugging Face config.json (or its directory) alone: seeded random weights at its real size, made "
+        "and moved to the devices one tensor at a time; overrides --model and --checkpoint",
     )
     parser.add_argument(
         "--mesh", type=parse_mesh, default=(1, 1), help="RxC or N150/N300/N150x4/T3K/TG (default 1x1)"
@@ -307,11 +357,14 @@ def main(argv=None) -> int:
             optimizations=args.optimizations,
             instruct=args.instruct,
             checkpoint=args.checkpoint,
+            config=args.config,
             seed=args.seed,
             stop_at_eos=args.stop_at_eos,
         )
     except DemoArgumentError as exc:
         parser.error(f"argument {exc.argument}: {exc}")  # exits with status 2, like any argparse error
+    except ttnn.DeviceMemoryError as exc:  # the model does not fit the mesh: the emulator's one-line message
+        parser.exit(1, f"{parser.prog}: error: {exc}\n")
     finally:
         ttnn.close_mesh_device(mesh_device)
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -157,3 +158,35 @@ def standardize_config(config: dict) -> dict:
     config.setdefault("num_key_value_heads", config["num_attention_heads"])
     config.setdefault("tie_word_embeddings", False)
     return config
+
+
+class StreamedMetaWeights(Mapping):
+    """Meta-named float32 weights converted one at a time from a Hugging Face-named mapping (``RandomWeights``, a
+    ``SafetensorsCheckpoint``): each is made when a module asks for it and dropped once that module has moved it
+    to the devices, so the host never holds the whole model. The conversion is ``convert_hf_to_meta`` applied to
+    the one source tensor; which source tensor each Meta name comes from is found once on shape-only ("meta")
+    tensors."""
+
+    def __init__(
+        self, source: Mapping, head_dim: int, n_heads: int, n_kv_heads: int, tie_word_embeddings: bool
+    ):
+        self._source = source
+        self._conversion = (head_dim, n_heads, n_kv_heads, tie_word_embeddings)
+        self._origin: dict[str, str] = {}
+        for hf_key in source:
+            shape = source.shape(hf_key) if hasattr(source, "shape") else tuple(source[hf_key].shape)
+            for meta_key in convert_hf_to_meta(
+                {hf_key: torch.empty(shape, device="meta")}, *self._conversion
+            ):
+                self._origin.setdefault(meta_key, hf_key)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        hf_key = self._origin[key]
+        tensor = torch.as_tensor(self._source[hf_key])
+        return convert_hf_to_meta({hf_key: tensor}, *self._conversion)[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._origin)
+
+    def __len__(self) -> int:
+        return len(self._origin)

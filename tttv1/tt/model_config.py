@@ -492,7 +492,7 @@ class ModelArgs:
         HF_MODEL = os.getenv("HF_MODEL")
         if hf_config is not None:
             self.CKPT_DIR = None
-            self._set_params_from_dict(standardize_config(dict(hf_config)))
+            self._set_params_from_dict(standardize_config(dict(hf_config)), streamed=bool(dummy_weights))
         else:
             name = model_name or HF_MODEL or catalogue.DEFAULT_MODEL
             if name in self.LOCAL_HF_PARAMS:
@@ -993,8 +993,10 @@ class ModelArgs:
 
     # --- HF params -------------------------------------------------------------------------------------------
 
-    def _set_params_from_dict(self, config, ckpt_dir=None):
-        """Model dims from a (standardised) Hugging Face config dict."""
+    def _set_params_from_dict(self, config, ckpt_dir=None, streamed=False):
+        """Model dims from a (standardised) Hugging Face config dict. ``streamed``: a config alone with dummy
+        weights, whose seeded random weights are made one tensor at a time (real sizes, issue 24)."""
+        self.streamed_weights = streamed
         self.hf_config_dict = config
         self.model_name = Path(config.get("_name_or_path") or ckpt_dir or "Unknown").name
         self.base_model_name = get_base_model_name(self.model_name)
@@ -1068,6 +1070,17 @@ class ModelArgs:
 
     def load_state_dict(self, hf_state_dict=None):
         """Meta-named weights: given HF weights (tests), the checkpoint dir, or the catalogue's seeded random ones."""
+        if hf_state_dict is None and self.streamed_weights:
+            from tttv1.tt.load_checkpoints import StreamedMetaWeights
+            from tttv2.interfaces._weights import RandomWeights  # not at import: trace-deps imports this file
+
+            return StreamedMetaWeights(
+                RandomWeights(self.hf_config_dict, seed=self.seed),
+                self.head_dim,
+                self.n_heads,
+                self.n_kv_heads,
+                self.tie_word_embeddings,
+            )
         if hf_state_dict is None:
             if self.CKPT_DIR is not None and not self.dummy_weights:
                 hf_state_dict = load_hf_state_dict(self.CKPT_DIR)
@@ -1084,6 +1097,67 @@ class ModelArgs:
             # MoE keys only exist once weights show the model is a mixture of experts
             self.initialize_mixture_of_experts_configs()
         return state_dict
+
+    def planned_weight_bytes(self, dtype) -> list[tuple[str, int]]:
+        """(weight, bytes on each device) of the model's weight matrices, in the order they are built: the
+        embedding table (bfloat16), each layer's QKV, WO, W1, W3, W2 (their per-layer precision, else ``dtype``)
+        and the LM head (``dtype``, padded vocab), each split over every device of the mesh. Norm weights and
+        the KV caches are left out (the KV caches are allocated after the weights)."""
+        devices = max(self.num_devices, 1)
+        tile = ttnn.TILE_LAYOUT
+
+        def per_device(name, rows, cols, group_dtype):
+            return name, math.ceil(rows * cols / devices * group_dtype.element_bytes(tile))
+
+        layer_dtype = lambda i, group: self.decoders_optimizations.get_tensor_dtype(i, group) or dtype
+        qkv = (self.n_heads + 2 * self.n_kv_heads) * self.head_dim
+        plan = [per_device("tok_embeddings.weight", self.vocab_size, self.dim, ttnn.bfloat16)]
+        for i in range(self.n_layers):
+            plan += [
+                per_device(f"layers.{i}.attention.wqkv", self.dim, qkv, layer_dtype(i, TensorGroup.WQKV)),
+                per_device(
+                    f"layers.{i}.attention.wo",
+                    self.n_heads * self.head_dim,
+                    self.dim,
+                    layer_dtype(i, TensorGroup.WO),
+                ),
+                per_device(
+                    f"layers.{i}.feed_forward.w1",
+                    self.dim,
+                    self.hidden_dim,
+                    layer_dtype(i, TensorGroup.FF1_FF3),
+                ),
+                per_device(
+                    f"layers.{i}.feed_forward.w3",
+                    self.dim,
+                    self.hidden_dim,
+                    layer_dtype(i, TensorGroup.FF1_FF3),
+                ),
+                per_device(
+                    f"layers.{i}.feed_forward.w2", self.hidden_dim, self.dim, layer_dtype(i, TensorGroup.FF2)
+                ),
+            ]
+        plan.append(per_device("output.weight", self.padded_vocab_size, self.dim, dtype))
+        return plan
+
+    def check_device_memory(self, dtype) -> None:
+        """Raise the emulator's ``DeviceMemoryError`` (naming the device, the weight and its bytes) when the
+        planned weights do not fit the free DRAM of every device: before any weight is made on the host, so a
+        config far too large for the mesh fails at once instead of filling the host's memory first."""
+        if self.mesh_device is None:
+            return
+        for device in self.mesh_device.get_devices():
+            # by name: under some import orders `ttnn` here and the device's own enum are two module copies
+            dram = next(a for a in device.allocators.values() if a.kind.name == "DRAM")
+            reserved, peak = [], dram.peak
+            try:
+                for name, nbytes in self.planned_weight_bytes(dtype):
+                    dram.allocate(nbytes, f"{name} (planned before building {self.model_name})", device.id())
+                    reserved.append(nbytes)
+            finally:
+                for nbytes in reserved:
+                    dram.release(nbytes)
+                dram.peak = peak  # a plan is not an allocation: the memory views keep their peak
 
     def initialize_mixture_of_experts_configs(self):
         """Configs of the expert MLPs (Mixtral on T3K); absent from model_config until MoE weights are loaded."""

@@ -12,7 +12,13 @@ from tttv2.interfaces._model_spec import (
     NormType,
     RopeScaling,
 )
-from tttv2.interfaces._weights import HuggingFaceWeights, SafetensorsCheckpoint, interleave_rotary_rows
+from tttv2.interfaces._weights import (
+    HuggingFaceWeights,
+    RandomWeights,
+    SafetensorsCheckpoint,
+    hf_param_shapes,
+    interleave_rotary_rows,
+)
 
 __all__ = [
     "SUPPORTED_MODEL_TYPES",
@@ -23,8 +29,10 @@ __all__ = [
     "ModelFactory",
     "ModelSpec",
     "NormType",
+    "RandomWeights",
     "RopeScaling",
     "SafetensorsCheckpoint",
     "UnsupportedConfigError",
+    "hf_param_shapes",
     "interleave_rotary_rows",
 ]

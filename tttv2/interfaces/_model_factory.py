@@ -9,13 +9,15 @@ checkpoint (converted to the device on first use), and composes them with ``patt
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from tttv2 import ttnn
 from tttv2.interfaces._huggingface import spec_from_huggingface
 from tttv2.interfaces._model_spec import ActivationType, ModelSpec, NormType
-from tttv2.interfaces._weights import HuggingFaceWeights
+from tttv2.interfaces._weights import HuggingFaceWeights, RandomWeights
 from tttv2.modules import (
     MLP1D,
     MLP2D,
@@ -44,6 +46,7 @@ from tttv2.modules import (
     RotarySetup2DConfig,
     rope_tables,
 )
+from tttv2.modules._module import lazy_weights_of
 from tttv2.patterns import CausalLM, DecoderLayer
 
 __all__ = ["ModelFactory"]
@@ -96,8 +99,10 @@ class _Builder:
         cache_dir,
         max_batch_size,
         max_seq_len,
+        stream=False,
     ):
         self.spec, self.mesh, self.weights, self.hw_mode = spec, mesh, weights, hw_mode
+        self.stream = stream
         self.cache_dir, self.max_batch_size, self.max_seq_len = cache_dir, max_batch_size, max_seq_len
         self.blocks = _BLOCKS[topology_of(mesh)]
 
@@ -110,6 +115,18 @@ class _Builder:
 
     def norm(self, array, name: str):
         return self.build("norm", weight=self.lazy(array, name), eps=self.spec.norm_eps)
+
+    def streamed(self, *blocks):
+        """Streaming: each block's weights go to the devices now and their host arrays are dropped, so the host
+        holds one block's weights at a time (plus, on 1D meshes, the LM head's [dim, vocab] source, which its
+        config keeps). Otherwise the blocks convert on first use."""
+        if self.stream:
+            for block in blocks:
+                block.load_device_weights()
+                for weight in lazy_weights_of(block.config):
+                    if weight.is_loaded():  # LMHead1D's whole-vocab weight is only its chunks' source
+                        weight.release_host()
+        return blocks[0]
 
     def layer(self, index: int, rope) -> DecoderLayer:
         spec, w = self.spec.layer(index), self.weights
@@ -137,12 +154,10 @@ class _Builder:
             w3=self.lazy(mlp["w3"], f"layers.{index}.w3"),
             activation=_ACTIVATIONS[spec.activation],
         )
-        return DecoderLayer(
-            attention=attention,
-            ffn=ffn,
-            attention_norm=self.norm(w.attention_norm(index, dim), f"layers.{index}.attention_norm"),
-            ffn_norm=self.norm(w.ffn_norm(index, dim), f"layers.{index}.ffn_norm"),
-        )
+        attention_norm = self.norm(w.attention_norm(index, dim), f"layers.{index}.attention_norm")
+        ffn_norm = self.norm(w.ffn_norm(index, dim), f"layers.{index}.ffn_norm")
+        self.streamed(attention, ffn, attention_norm, ffn_norm)
+        return DecoderLayer(attention=attention, ffn=ffn, attention_norm=attention_norm, ffn_norm=ffn_norm)
 
     def model(self) -> CausalLM:
         spec, w = self.spec, self.weights
@@ -155,21 +170,23 @@ class _Builder:
         rope = self.build(
             "rope", cos_matrix=LazyWeight(cos), sin_matrix=LazyWeight(sin), max_batch_size=self.max_batch_size
         )
-        return CausalLM(
+        embedding = self.streamed(
             self.build(
                 "embedding", weights=self.lazy(w.embedding(spec.vocab_size, spec.hidden_dim), "embedding")
-            ),
-            rope,
-            [self.layer(i, rope) for i in range(spec.num_layers)],
-            self.norm(w.final_norm(spec.hidden_dim), "norm"),
+            )
+        )
+        layers = [self.layer(i, rope) for i in range(spec.num_layers)]
+        norm = self.streamed(self.norm(w.final_norm(spec.hidden_dim), "norm"))
+        lm_head = self.streamed(
             self.build(
                 "lm_head",
                 weight=self.lazy(
                     w.lm_head(spec.vocab_size, spec.hidden_dim, spec.tie_word_embeddings), "lm_head"
                 ),
-            ),
-            vocab_size=spec.vocab_size,
-            max_seq_len=self.max_seq_len,
+            )
+        )
+        return CausalLM(
+            embedding, rope, layers, norm, lm_head, vocab_size=spec.vocab_size, max_seq_len=self.max_seq_len
         )
 
 
@@ -193,13 +210,17 @@ class ModelFactory:
         max_batch_size: int = 1,
         max_seq_len: int | None = None,
         weight_cache_dir: str | os.PathLike | None = None,
+        stream_weights: bool = False,
     ) -> CausalLM:
         """A ``patterns.CausalLM`` of ``spec`` on ``mesh_device``.
 
         ``weights``: a Hugging Face state dict (numpy arrays or torch tensors), a ``SafetensorsCheckpoint`` or the
         path of a local ``.safetensors`` file or directory. ``hw_mode``: "performance" or "accuracy" (each
         block's ``get_default_hw_config``). ``max_seq_len`` (default: the spec's, at most 4096) sizes the KV
-        caches and rotary tables; ``weight_cache_dir`` keeps the converted device weights on disk."""
+        caches and rotary tables; ``weight_cache_dir`` keeps the converted device weights on disk.
+        ``stream_weights``: move each block's weights to the devices as soon as it is built and drop their host
+        arrays (with a ``RandomWeights`` or a ``SafetensorsCheckpoint`` source, the host never holds the model);
+        by default each weight converts on first use."""
         if not isinstance(spec, ModelSpec):
             raise TypeError(f"ModelFactory.from_spec: spec must be a ModelSpec, got {type(spec).__name__}")
         if spec.norm_type is not NormType.RMS_NORM:
@@ -229,5 +250,26 @@ class ModelFactory:
             weight_cache_dir,
             max_batch_size,
             max_seq_len,
+            stream=bool(stream_weights),
         )
         return builder.model()
+
+    @staticmethod
+    def from_config(config, mesh_device, *, seed: int = 0, **options) -> CausalLM:
+        """A model at the real size of a Hugging Face config alone (a ``config.json`` path, its directory or the
+        dict), with seeded random weights (``RandomWeights``) streamed to the devices block by block: no
+        checkpoint, and never the whole float32 model on the host. ``options`` are ``from_spec``'s."""
+        if isinstance(config, (str, os.PathLike)):
+            path = Path(config) / "config.json" if Path(config).is_dir() else Path(config)
+            try:
+                config = json.loads(path.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ValueError(f"ModelFactory.from_config: cannot read {path}: {exc}") from None
+        if not isinstance(config, Mapping):
+            raise TypeError(
+                f"ModelFactory.from_config: config must be a mapping or a path, got {type(config).__name__}"
+            )
+        spec = spec_from_huggingface(dict(config))
+        return ModelFactory.from_spec(
+            spec, mesh_device, weights=RandomWeights(config, seed=seed), stream_weights=True, **options
+        )

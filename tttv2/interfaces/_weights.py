@@ -7,12 +7,18 @@ dict (numpy arrays or torch tensors) or a path, and returns each block's weights
 matrices, Q and K rows of every head moved from Hugging Face's rotate-half order to the interleaved pairs
 ``rotary_embedding_llama`` uses, Phi-3's fused ``qkv_proj`` / ``gate_up_proj`` split. Keys may carry the
 ``model.`` prefix of a causal-LM checkpoint or not.
+
+``RandomWeights(config, seed)`` is a checkpoint that is not there: the Hugging Face names and shapes of a
+``config.json`` (``hf_param_shapes``), each tensor drawn from its own seed (the seed and the CRC-32 of its name)
+when it is asked for and never kept. A model built from it holds one tensor on the host at a time, whatever its
+size: real sizes run without a checkpoint (issue 24).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -20,7 +26,13 @@ import numpy as np
 
 from tttv2.modules.lazy_weight import host_array
 
-__all__ = ["HuggingFaceWeights", "SafetensorsCheckpoint", "interleave_rotary_rows"]
+__all__ = [
+    "HuggingFaceWeights",
+    "RandomWeights",
+    "SafetensorsCheckpoint",
+    "hf_param_shapes",
+    "interleave_rotary_rows",
+]
 
 _DTYPES = {
     "F64": np.float64,
@@ -115,11 +127,8 @@ class HuggingFaceWeights:
         key = name if top else self._prefix + name
         if key not in self._source:
             raise KeyError(f"weights: the checkpoint has no tensor {key!r}")
-        array = np.asarray(
-            host_array(self._source[key])
-            if not isinstance(self._source[key], np.ndarray)
-            else self._source[key]
-        )
+        value = self._source[key]  # read once: a RandomWeights or checkpoint makes it on each read
+        array = np.asarray(value if isinstance(value, np.ndarray) else host_array(value))
         if shape is not None and tuple(array.shape) != tuple(shape):
             raise ValueError(f"weights: {key!r} must have shape {tuple(shape)}, got {tuple(array.shape)}")
         return np.asarray(array, dtype=np.float32)
@@ -187,3 +196,83 @@ class HuggingFaceWeights:
             "w3": np.ascontiguousarray(up.T),
             "w2": np.ascontiguousarray(down.T),
         }
+
+
+def hf_param_shapes(config: Mapping) -> dict[str, tuple[int, ...]]:
+    """Hugging Face parameter names and shapes of a Llama, Mistral, Qwen2 or Phi-3 ``config.json`` (fused
+    ``qkv_proj`` / ``gate_up_proj`` for Phi-3, Q/K/V biases for Qwen2, no ``lm_head`` when embeddings are tied)."""
+    dim, hidden = config["hidden_size"], config["intermediate_size"]
+    nh = config["num_attention_heads"]
+    nkv = config.get("num_key_value_heads") or nh
+    hd = config.get("head_dim") or dim // nh
+    vocab = config["vocab_size"]
+    fused = config.get("model_type") == "phi3"
+    shapes = {"model.embed_tokens.weight": (vocab, dim), "model.norm.weight": (dim,)}
+    if not config.get("tie_word_embeddings", False):
+        shapes["lm_head.weight"] = (vocab, dim)
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        if fused:
+            shapes[f"{p}.self_attn.qkv_proj.weight"] = ((nh + 2 * nkv) * hd, dim)
+            shapes[f"{p}.mlp.gate_up_proj.weight"] = (2 * hidden, dim)
+        else:
+            shapes[f"{p}.self_attn.q_proj.weight"] = (nh * hd, dim)
+            shapes[f"{p}.self_attn.k_proj.weight"] = (nkv * hd, dim)
+            shapes[f"{p}.self_attn.v_proj.weight"] = (nkv * hd, dim)
+            shapes[f"{p}.mlp.gate_proj.weight"] = (hidden, dim)
+            shapes[f"{p}.mlp.up_proj.weight"] = (hidden, dim)
+            if config.get("model_type") == "qwen2":
+                shapes[f"{p}.self_attn.q_proj.bias"] = (nh * hd,)
+                shapes[f"{p}.self_attn.k_proj.bias"] = (nkv * hd,)
+                shapes[f"{p}.self_attn.v_proj.bias"] = (nkv * hd,)
+        shapes[f"{p}.self_attn.o_proj.weight"] = (dim, nh * hd)
+        shapes[f"{p}.mlp.down_proj.weight"] = (dim, hidden)
+        shapes[f"{p}.input_layernorm.weight"] = (dim,)
+        shapes[f"{p}.post_attention_layernorm.weight"] = (dim,)
+    return shapes
+
+
+def random_weight_scale(name: str) -> tuple[float, float]:
+    """(mean, std) of a random weight by its name: norms 1 ± 0.1 (a wrong norm weight shows), embeddings N(0, 1)
+    (unit-scale activations), biases N(0, 0.1), Q/K N(0, 0.08) (peaked attention), other matrices N(0, 0.02)."""
+    if name.endswith("norm.weight"):
+        return 1.0, 0.1
+    if "embed_tokens" in name:
+        return 0.0, 1.0
+    if name.endswith(".bias"):
+        return 0.0, 0.1
+    if any(p in name for p in ("q_proj", "k_proj", "qkv_proj")):
+        return 0.0, 0.08
+    return 0.0, 0.02
+
+
+class RandomWeights(Mapping):
+    """Seeded random float32 weights with the Hugging Face names and shapes of ``config``, made on demand: a
+    tensor is drawn when it is asked for (from ``seed`` and the CRC-32 of its name, so the same name gives the
+    same bits in any order) and nothing is cached."""
+
+    def __init__(self, config: Mapping, seed: int = 0) -> None:
+        self._shapes = hf_param_shapes(config)
+        self.seed = int(seed)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._shapes[name]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        shape = self._shapes[name]  # KeyError for a name the config does not have, as a dict would
+        rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+        mean, std = random_weight_scale(name)
+        array = rng.standard_normal(shape, dtype=np.float32)
+        array *= np.float32(std)
+        if mean:
+            array += np.float32(mean)
+        return array
+
+    def __contains__(self, name) -> bool:
+        return name in self._shapes  # without making the tensor (Mapping's default reads it)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shapes)
+
+    def __len__(self) -> int:
+        return len(self._shapes)

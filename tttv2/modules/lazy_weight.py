@@ -56,6 +56,13 @@ def _content_digest(source) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class _ReleasedHost:
+    """What a converted LazyWeight keeps of its host array after ``release_host``: the shape."""
+
+    shape: tuple[int, ...]
+
+
 @dataclass
 class LazyWeight:
     """``LazyWeight(source, *, dtype=None, layout=None, memory_config=None, mesh_mapper_config=None,
@@ -120,6 +127,15 @@ class LazyWeight:
 
     def is_loaded(self) -> bool:
         return self._value is not None
+
+    def release_host(self) -> None:
+        """Drop the host array of a converted weight (its shape stays), so a model built block by block holds
+        one block's host arrays at a time; the device tensor is all that is used after conversion."""
+        if self._value is None:
+            raise ValueError(
+                f"LazyWeight {self.name or '(unnamed)'}: release_host before the weight is converted"
+            )
+        self.source = _ReleasedHost(self.shape)
 
     def cache_path(self) -> Path | None:
         """Where the converted tensor is (or will be) cached; None without ``cache_dir``."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 import numpy as np
 
@@ -97,9 +98,48 @@ def _quantize_bfp(values: np.ndarray, mantissa_bits: int) -> np.ndarray:
     return np.ascontiguousarray(out).reshape(shape)
 
 
+_BITS_USED: dict[int, tuple[weakref.ref, int]] = {}
+
+
+def _read_only_throughout(array: np.ndarray) -> bool:
+    """True when the array and every array under it are read-only ndarrays (no buffer of another kind)."""
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return array is None
+
+
+def explicit_bits_used(values: np.ndarray) -> int | None:
+    """The fewest explicit mantissa bits that hold every element of a float32 array exactly (23 minus the
+    trailing zero bits of the OR of all mantissa fields, so subnormals count as they are stored), for an array
+    that cannot change (read-only down to its last base, as ``Tensor`` seals the shards it quantises); remembered
+    per array, so a weight is read once. None for any other array."""
+    if values.dtype != np.float32 or not _read_only_throughout(values):
+        return None
+    key = id(values)
+    known = _BITS_USED.get(key)
+    if known is not None and known[0]() is values:
+        return known[1]
+    fields = int(np.bitwise_or.reduce(values.view(np.uint32), axis=None)) & 0x7FFFFF if values.size else 0
+    used = 0 if fields == 0 else 23 - ((fields & -fields).bit_length() - 1)
+
+    def forget(ref, key=key):
+        if _BITS_USED.get(key, (None,))[0] is ref:
+            del _BITS_USED[key]
+
+    _BITS_USED[key] = (weakref.ref(values, forget), used)
+    return used
+
+
 def truncate_mantissa(values: np.ndarray, explicit_bits: int) -> np.ndarray:
-    """Drop float32 mantissa bits below the top ``explicit_bits`` (round towards zero)."""
+    """Drop float32 mantissa bits below the top ``explicit_bits`` (round towards zero). An unchangeable array
+    with no bit below them (a bfloat8_b weight at HiFi2, a bfloat4_b one at LoFi) is returned as it is, without
+    the full-size copy: the same bits."""
     if explicit_bits >= 23:
+        return values
+    used = explicit_bits_used(values) if isinstance(values, np.ndarray) else None
+    if used is not None and used <= explicit_bits:
         return values
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     mask = np.uint32((0xFFFFFFFF << (23 - explicit_bits)) & 0xFFFFFFFF)

@@ -126,6 +126,28 @@ class _VersionCounter:
         self.last_op: str | None = None
 
 
+def _base_chain(array) -> list:
+    chain = []
+    while isinstance(array, np.ndarray):
+        chain.append(array)
+        array = array.base
+    if array is not None:
+        chain.append(array)  # a buffer that is not an ndarray (bytes, mmap, a torch tensor's memory)
+    return chain
+
+
+def _sealed_if_private(stored: np.ndarray, source) -> np.ndarray:
+    """Make every array under a freshly quantised shard read-only when quantising made all of them (none is the
+    caller's data): nothing can then change the shard's values, which ``numerics`` relies on to remember facts
+    about a weight (``explicit_bits_used``) across ops."""
+    theirs = {id(a) for a in _base_chain(source)}
+    chain = _base_chain(stored)
+    if all(isinstance(a, np.ndarray) and id(a) not in theirs for a in chain):
+        for a in chain:
+            a.flags.writeable = False
+    return stored
+
+
 class Tensor:
     """A ttnn tensor. Build one with ``ttnn.from_torch`` / ``ttnn.from_numpy``; ops return new ones."""
 
@@ -165,7 +187,7 @@ class Tensor:
             done: dict[int, np.ndarray] = {}
             for s in shards:
                 if id(s) not in done:
-                    done[id(s)] = quantize(s, dtype)
+                    done[id(s)] = _sealed_if_private(quantize(s, dtype), s)
             shards = [done[id(s)] for s in shards]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place

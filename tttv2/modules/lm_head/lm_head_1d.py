@@ -179,6 +179,11 @@ class LMHead1D(TTModule):
 
     _resolve_config = staticmethod(_resolve_lm_head_1d_config)
 
+    def load_device_weights(self) -> None:
+        """Convert the vocab chunks now; ``weight`` is only their host source and is never converted whole."""
+        for chunk in self.config.output_weights:
+            chunk.get_device_weight()
+
     def _bind(self) -> None:
         cfg = self.config
         unshard = cfg.matmul_output_memcfg.is_sharded()
