@@ -211,7 +211,8 @@ def _main(args) -> int:
         if status is not None:
             status.stop()
     check_python(run.planned)
-    notes = config_notes(run.result.inputs.analysis, module, config)
+    choice = run.result.inputs.class_choice
+    notes = ([choice] if choice else []) + config_notes(run.result.inputs.analysis, module, config)
     if args.cases is not None:
         modes = tuple(dict.fromkeys(m for g in run.result.modules for m in g.plan.modes))
         notes += case_notes(args.cases, module, run.result.inputs.class_name, modes)
