@@ -69,13 +69,19 @@ def test_one_class_with_an_entry_needs_no_note(tmp_path):
     assert a.module_class == "Block" and a.class_choice is None
 
 
-def test_a_use_in_a_base_or_an_annotation_counts():
+def test_an_annotation_is_a_use_and_a_base_is_not():
     tree = ast.parse(
         "class Base:\n    def forward(self, x): ...\n"
         "class Typed:\n    def forward(self, x: 'str') -> None:\n        y: Base = None\n"
     )
     name, why = main_class(tree, ("forward",))
     assert name == "Typed" and "Base is used by Typed" in why
+    # tttv1/tt/embedding.py: ScaledEmbedding(Embedding) is a variant, so neither is used and the first is kept
+    tree = ast.parse(
+        "class Embedding:\n    def forward(self, x): ...\nclass Scaled(Embedding):\n    def forward(self, x): ...\n"
+    )
+    name, why = main_class(tree, ("forward",))
+    assert name is None and "2 classes with an entry (Embedding, Scaled) are used by no other class" in why
 
 
 def test_cli_note_report_and_json(capsys):

@@ -2,8 +2,9 @@
 
 Rule (docs/trace_deps.md, "Which class is analysed"): among the module's top-level classes that define an entry
 method (``forward`` / ``__call__``) themselves, the main class is the one that no other class of the file uses, a
-use being any mention of its name (a construction ``Foo(...)``, a base, an annotation, an ``isinstance``) inside
-another class's body. When exactly one class qualifies it is chosen; otherwise (none, or several unrelated
+use being any mention of its name (a construction ``Foo(...)``, an annotation, an ``isinstance``) inside another
+class's body or decorators; naming it as a base is not a use (``ScaledEmbedding(Embedding)`` is a variant of
+``Embedding``, not its user). When exactly one class qualifies it is chosen; otherwise (none, or several unrelated
 classes) the caller keeps its old rule, the first class in file order with an entry.
 """
 
@@ -23,9 +24,11 @@ def main_class(tree: ast.Module, entries: tuple[str, ...]) -> tuple[str | None, 
     # each class with an entry -> the classes of the file using it, in file order
     used: dict[str, dict[str, None]] = {name: {} for name in with_entry}
     for cls in classes:
-        for node in ast.walk(cls):
-            if isinstance(node, ast.Name) and node.id in used and node.id != cls.name:
-                used[node.id].setdefault(cls.name)
+        # a subclass is a variant of its base, not a user of it: the bases and keywords of its header are skipped
+        for part in [*cls.decorator_list, *cls.body]:
+            for node in ast.walk(part):
+                if isinstance(node, ast.Name) and node.id in used and node.id != cls.name:
+                    used[node.id].setdefault(cls.name)
     unused = [name for name in with_entry if not used[name]]
     listed = ", ".join(with_entry)
     if len(unused) == 1:
