@@ -149,9 +149,7 @@ def galaxy_assert(inputs: Inputs) -> str | None:
     ``assert TEST`` of ``__init__``'s own body (not under a test or a loop) whose ``TEST``, or one operand of an
     ``and`` that is ``TEST``, is a galaxy fact of the analysis that holds on a galaxy (``args.is_galaxy``,
     ``self.num_devices == 32``, ...). Such a module becomes a 2D module only (docs/refactor.md)."""
-    init = methods_of(inputs.klass).get("__init__")
-    if init is None or not isinstance(init.body, cst.IndentedBlock):
-        return None
+    init = methods_of(inputs.klass)["__init__"]  # load_inputs refuses a class without one
     on_galaxy = set()
     for site in inputs.analysis.fact_sites:
         if (
@@ -161,8 +159,9 @@ def galaxy_assert(inputs: Inputs) -> str | None:
             and site.function == f"{inputs.class_name}.__init__"
         ):
             on_galaxy.add(id(inputs.module.node_for_span(site.span)))
-    for line in init.body.body:
-        if not isinstance(line, cst.SimpleStatementLine):
+    lines = init.body.body if isinstance(init.body, cst.IndentedBlock) else [init.body]  # or `def f(): a; b`
+    for line in lines:
+        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             continue
         for statement in line.body:
             if isinstance(statement, cst.Assert) and any(

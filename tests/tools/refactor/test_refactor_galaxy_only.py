@@ -152,3 +152,13 @@ def test_which_asserts_say_galaxy_only(tmp_path, statement, asserted):
         "    def forward(self, x, mode):\n        return ttnn.relu(x)\n"
     )
     assert (galaxy_assert(load_inputs(module, None, None)) == "m.py:6") is asserted
+
+
+def test_a_one_line_init_asserting_a_galaxy(tmp_path):
+    shutil.copy(INPUTS / PACKAGE / "model_config.py", tmp_path / "model_config.py")
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import ttnn\n\n\nclass M:\n    def __init__(self, mesh_device, args): self.args = args; assert args.is_galaxy\n\n"
+        "    def forward(self, x, mode):\n        return ttnn.relu(x)\n"
+    )
+    assert galaxy_assert(load_inputs(module, None, None)) == "m.py:5"
