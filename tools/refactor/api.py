@@ -10,6 +10,7 @@ import libcst as cst
 from .cstutil import clear_memos
 from .emit import Emitter, Rendered
 from .errors import Gap
+from .galaxy import galaxy_assert
 from .members import MemberCheck
 from .modeparam import mode_parameter_gaps
 from .plan import ClassPlan, Planner, per_mode_config
@@ -59,6 +60,7 @@ def generate(
     *,
     class_name: str | None = None,
     name: str | None = None,
+    topology: str | None = None,
 ) -> Result:
     clear_memos()  # nothing carried over from an earlier run
     inputs = load_inputs(Path(module), Path(config) if config else None, class_name)
@@ -67,7 +69,13 @@ def generate(
     result.gaps.extend(per_mode_config(inputs))
     result.gaps.extend(mode_parameter_gaps(inputs))
     result.gaps.extend(unsupported_gaps(inputs))
-    topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
+    asserted = galaxy_assert(inputs)
+    if topology == "2d" or asserted:  # a module that runs only on a galaxy: its 2D module alone
+        topologies: tuple[str, ...] = ("2d",)
+        why = f"__init__ asserts a galaxy ({asserted})" if asserted else "--topology 2d"
+        result.notes.append(f"{inputs.class_name} runs only on a galaxy ({why}): 2D module only")
+    else:
+        topologies = TOPOLOGIES if galaxy_dependent(inputs) else ("1d",)
     names = {t: f"{class_base_name(inputs.class_name)}{t.upper()}" for t in topologies}
     for topology in topologies:
         gaps: list[Gap] = []

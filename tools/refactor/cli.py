@@ -73,7 +73,13 @@ def parser() -> argparse.ArgumentParser:
         "--class",
         dest="class_name",
         metavar="NAME",
-        help="the class to transform (default: the first with forward)",
+        help="the class to transform (default: the main class, see docs/trace_deps.md)",
+    )
+    p.add_argument(
+        "--topology",
+        choices=("2d",),
+        help="2d: the module runs only on a galaxy, generate its 2D module alone (default: from the code, "
+        "docs/refactor.md)",
     )
     p.add_argument(
         "--out",
@@ -206,11 +212,17 @@ def _main(args) -> int:
             formatter=args.formatter,
             cases_store=args.cases,
             partial=args.partial,
+            topology=args.topology,
         )
     finally:
         if status is not None:
             status.stop()
     check_python(run.planned)
+    # which class among several, and a 2D module alone: in the report always, on stderr unless --quiet
+    choice = run.result.inputs.class_choice
+    run.report.notes[:0] = [choice] if choice else []
+    for note in ([choice] if choice else []) + run.result.notes if not args.quiet else []:
+        print(f"tttv2-refactor: note: {note}", file=sys.stderr)
     notes = config_notes(run.result.inputs.analysis, module, config)
     if args.cases is not None:
         modes = tuple(dict.fromkeys(m for g in run.result.modules for m in g.plan.modes))

@@ -79,6 +79,10 @@ class Emitter:
         self.inputs = inputs
         self.plan = plan
         self.other_class = other_class
+        # a module checks its mesh when TTTv1 has code for the other topology (other_class), or runs only on a
+        # galaxy (a 2D module alone: api.generate); ``instead`` is what its refusal says to use
+        self.checked = other_class is not None or plan.topology == "2d"
+        self.instead = other_class or f"a galaxy mesh (TTTv1's {inputs.class_name} runs only on a galaxy)"
         self.gaps = gaps
         self.name = plan.class_name
         self.config_name = plan.class_name + "Config"
@@ -235,8 +239,10 @@ class Emitter:
         return cst.SimpleStatementLine([cst.Expr(cst.SimpleString(text))])
 
     def _topology_words(self) -> str:
-        if self.other_class is None:
+        if not self.checked:
             return "every mesh (it has no topology-dependent code)"
+        if self.other_class is None:
+            return "2D (galaxy) meshes only (TTTv1's class runs only on a galaxy)"
         return "1D meshes" if self.plan.topology == "1d" else "2D (galaxy) meshes"
 
     # ------------------------------------------------------------------------------------------ module
@@ -294,7 +300,7 @@ class Emitter:
                                 ),
                                 ("tttv2.modules._topology", "TopologyError", "TopologyError"),
                             ]
-                            if self.other_class
+                            if self.checked
                             else []
                         ),
                         ("tttv2.modules.lazy_weight", "LazyWeight", "LazyWeight"),
@@ -343,14 +349,14 @@ class Emitter:
     def _topology_guard(self) -> list[cst.BaseStatement]:
         """The check from_model_args makes first, before any device work: the mesh (or TTTv1's own galaxy flag)
         must be of this class's topology."""
-        if self.other_class is None:
+        if not self.checked:
             return []
         names = [p.name.value for p in self.plan.init_params.params[1:]]
         flag = next((n for n in names if n in GALAXY_NAMES), None)
         if self.mesh_param is not None:
             checks = [
                 cst.parse_statement(
-                    f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.other_class}")'
+                    f'{self._topology_check_name()}("{self.name}", {self.mesh_param}, "{self.instead}")'
                 )
             ]
             checks += self._galaxy_checks(flag)
@@ -380,7 +386,7 @@ class Emitter:
         topology = "a galaxy" if self.plan.topology == "1d" else "not a galaxy"
         return [
             cst.parse_statement(
-                f'if {wrong}:\n    raise TopologyError("{self.name}: {flag} says {topology}; use {self.other_class} instead")\n'
+                f'if {wrong}:\n    raise TopologyError("{self.name}: {flag} says {topology}; use {self.instead} instead")\n'
             ),
             *self._galaxy_checks(flag),
         ]
@@ -471,12 +477,8 @@ class Emitter:
         params = "".join(f", {w}" for w in weights)
         passed = ", ".join(f"{w}={w}" for w in weights)
         passed = passed + ", " if passed else ""
-        check = (
-            f'{self._topology_check_name()}("{self.name}", config.mesh_device, "{self.other_class}")'
-            if self.other_class
-            else f'{self._topology_check_name()}("{self.name}", config.mesh_device, None)'
-        )
-        if self.mesh_param is None or self.other_class is None:
+        check = f'{self._topology_check_name()}("{self.name}", config.mesh_device, "{self.instead}")'
+        if self.mesh_param is None or not self.checked:
             check = "# the TTTv1 module has no topology-dependent code: every mesh"
         text = f'''
         def __init__(self{params}, **fields: Any) -> None:

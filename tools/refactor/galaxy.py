@@ -142,3 +142,37 @@ def _resolve(node: cst.BaseExpression, values, safe: set[str], depth: int) -> cs
 
 
 __all__ = ["GalaxyTest", "galaxy_tests", "has_galaxy_sites"]
+
+
+def galaxy_assert(inputs: Inputs) -> str | None:
+    """Where TTTv1's constructor says the module runs only on a galaxy (``file:line``), or ``None``: a statement
+    ``assert TEST`` of ``__init__``'s own body (not under a test or a loop) whose ``TEST``, or one operand of an
+    ``and`` that is ``TEST``, is a galaxy fact of the analysis that holds on a galaxy (``args.is_galaxy``,
+    ``self.num_devices == 32``, ...). Such a module becomes a 2D module only (docs/refactor.md)."""
+    init = methods_of(inputs.klass)["__init__"]  # load_inputs refuses a class without one
+    on_galaxy = set()
+    for site in inputs.analysis.fact_sites:
+        if (
+            site.fact == "galaxy"
+            and site.polarity == 1
+            and site.file == inputs.module.name
+            and site.function == f"{inputs.class_name}.__init__"
+        ):
+            on_galaxy.add(id(inputs.module.node_for_span(site.span)))
+    lines = init.body.body if isinstance(init.body, cst.IndentedBlock) else [init.body]  # or `def f(): a; b`
+    for line in lines:
+        if not isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            continue
+        for statement in line.body:
+            if isinstance(statement, cst.Assert) and any(
+                id(t) in on_galaxy for t in _conjuncts(statement.test)
+            ):
+                return f"{inputs.module.name}:{inputs.module.line_of(statement)}"
+    return None
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and (b and c)`` -> ``[a, b, c]``; any other test -> ``[test]``."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And) and not test.lpar:
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]

@@ -47,15 +47,20 @@ def plan_run(
     formatter: str | None = None,
     cases_store: Path | None = None,
     partial: bool = False,
+    topology: str | None = None,
 ) -> Run:
     try:
-        return _plan_run(module, config, out, tests_out, class_name, name, formatter, cases_store, partial)
+        return _plan_run(
+            module, config, out, tests_out, class_name, name, formatter, cases_store, partial, topology
+        )
     finally:
         clear_memos()  # the memos of a run end with it
 
 
-def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases_store, partial) -> Run:
-    result = generate(module, config, class_name=class_name, name=name)
+def _plan_run(
+    module, config, out, tests_out, class_name, name, formatter, cases_store, partial, topology
+) -> Run:
+    result = generate(module, config, class_name=class_name, name=name, topology=topology)
     run = Run(result)
     inputs = result.inputs
     hf_kind = hf_kind_of(module, inputs.class_name)
@@ -84,7 +89,7 @@ def _plan_run(module, config, out, tests_out, class_name, name, formatter, cases
         for generated in result.modules:
             other = next((g.class_name for g in result.modules if g is not generated), None)
             modes = tuple(generated.plan.modes)
-            label = generated.topology if len(topologies) > 1 else "any"
+            label = generated.topology if len(topologies) > 1 or generated.topology == "2d" else "any"
             topology_cases, cases_origin = _cases(cases_store, module, inputs.class_name, modes, label)
             topology_cases = topology_cases or default_cases(label, modes=modes)
             test_path = tests_out / f"test_{generated.file_name}"

@@ -11,6 +11,7 @@ import libcst as cst
 
 from tttv2_tools._cli import missing_file
 from tttv2_tools.trace_dependencies import Analysis, TraceError, analyze
+from tttv2_tools.trace_dependencies.mainclass import main_class
 from tttv2_tools.trace_dependencies.source import decode_source
 
 from .errors import UsageError
@@ -124,6 +125,7 @@ class Inputs:
     klass: cst.ClassDef
     files: dict[str, ParsedFile]  # display name -> parsed file (module and helper files)
     cache: dict = field(default_factory=dict)  # results shared by the 1D and 2D passes
+    class_choice: str = ""  # why class_name was chosen among several classes with a forward (a note), or ""
 
     def file(self, name: str) -> ParsedFile | None:
         return self.files.get(name)
@@ -152,7 +154,8 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
         raise UsageError(
             f"--class: no class {class_name!r} in {module_path} (classes: {', '.join(sorted(classes))})"
         )
-    candidates = [class_name] if class_name else list(classes)
+    main, why = (None, "") if class_name else _main_class(parsed)
+    candidates = [class_name or main] if class_name or main else list(classes)
     chosen = None
     for name in candidates:
         methods = methods_of(classes[name])
@@ -184,7 +187,17 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
         candidate = _locate(base, module_display, name)
         if candidate is not None:
             files[name] = ParsedFile.load(candidate, name)
-    return Inputs(parsed, config_path, analysis, chosen, classes[chosen], files)
+    choice = f"class {chosen} chosen: {why}" if why else ""
+    return Inputs(parsed, config_path, analysis, chosen, classes[chosen], files, class_choice=choice)
+
+
+def _main_class(parsed: ParsedFile) -> tuple[str | None, str]:
+    """trace-deps' main-class rule (mainclass.py) on the module, with both entries (forward, __call__)."""
+    try:
+        tree = ast.parse(parsed.text)
+    except SyntaxError:  # libcst parsed it; a file ast refuses is left to the analysis' own error
+        return None, ""
+    return main_class(tree, ("forward", "__call__"))
 
 
 def _no_forward(parsed: ParsedFile, classes: dict[str, cst.ClassDef], name: str) -> str:

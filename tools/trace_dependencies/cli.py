@@ -279,6 +279,8 @@ def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
         progress=progress,
     )
     progress(f"analysed {analysis.stats.get('lines')} lines in {analysis.seconds}s")
+    if analysis.class_choice and not args.quiet:
+        say("trace-deps", analysis.class_choice, "note")
     view = analysis.restrict(mode=args.mode, topology=args.topology)
     graph_view = view
     if args.focus:

@@ -23,6 +23,7 @@ from .expand import Expansion
 from .facts import Facts
 from .index import ClassInfo
 from .lookup import Lookup
+from .mainclass import main_class
 from .module_state import mark_module_state
 from .nodes import Nodes
 from .roles import Roles
@@ -55,7 +56,9 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
         self.st.config_class = self.st.config_chain[0] if self.st.config_chain else None
 
     def _find_consumer(self, class_name: str | None, entry: str | None) -> tuple[ClassInfo, str]:
-        """The analysed class and its per-call entry: ``entry`` if given, else ``forward``, else ``__call__``."""
+        """The analysed class and its per-call entry: ``entry`` if given, else ``forward``, else ``__call__``. Without
+        ``class_name``, the module's main class (mainclass.py), else the first class with an entry; the choice
+        among several is explained in ``st.class_choice``."""
         classes = self.st.mindex.classes
         entries = (entry,) if entry else C.ENTRY_METHODS
         if class_name:
@@ -74,9 +77,17 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
                 where=cls.loc(),
                 hint="use --entry METHOD",
             )
+        main, why = main_class(self.st.module.tree, entries)
+        if main is not None:
+            cls = classes[main]
+            name = next(e for e in entries if e in cls.methods)
+            self.st.class_choice = f"class {main} chosen: {why}"
+            return cls, name
         for name in entries:
             for cls in classes.values():
                 if name in cls.methods:
+                    if why:
+                        self.st.class_choice = f"class {cls.name} chosen: {why}"
                     return cls, name
             for cls in classes.values():
                 if self.method_info(cls, name) is not None:

@@ -284,6 +284,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         module=engine.st.module.name,
         config=engine.st.config.name if engine.st.config else None,
         module_class=engine.st.consumer.name,
+        class_choice=engine.st.class_choice,
         config_class=engine.st.config_class.name if engine.st.config_class else None,
         files=files,
         dependencies=_public_graph(g),

@@ -71,6 +71,7 @@ class Analysis:
     calls: list[CallLink] = field(default_factory=list)  # the call graph between analysed functions
     entries: list[str] = field(default_factory=list)  # ids of the entry functions (__init__, forward)
     entry: str | None = None  # the per-call entry method analysed ("forward" or "__call__")
+    class_choice: str | None = None  # why module_class was chosen among several classes with an entry
     fact_sites: list[FactSite] = field(default_factory=list)  # facts inside expressions (for the codemod)
     seconds: float = 0.0
 

@@ -125,6 +125,7 @@ def summary_lines(a: Analysis) -> list[str]:
         keys += f" ({len(direct)} read directly, {len(via)} more through args.get_*())"
     lines = [
         f"Summary: class {a.module_class} in {a.module}" + (f" with {a.config}" if a.config else ""),
+        *([f"  {a.class_choice}"] if a.class_choice else []),
         f"  reads {keys}: {', '.join(direct + via) or '-'}",
         f"  reads {len(members)} ModelArgs members: {', '.join(members) or '-'}",
     ]

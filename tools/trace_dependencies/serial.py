@@ -112,6 +112,7 @@ def _document(
         "module": analysis.module,
         "config": analysis.config,
         "module_class": analysis.module_class,
+        "class_choice": analysis.class_choice,
         "config_class": analysis.config_class,
         "entry": analysis.entry,
         "files": analysis.files,
@@ -224,6 +225,7 @@ def from_json_dict(data: dict[str, Any], cls: type[Analysis]) -> Analysis:
             calls=[CallLink(**c) for c in data["calls"]],
             entries=list(data["entries"]),
             entry=data["entry"],
+            class_choice=data.get("class_choice"),
             fact_sites=[_load_fact_site(f) for f in data.get("fact_sites", [])],
         )
     except (KeyError, TypeError) as exc:

@@ -195,6 +195,7 @@ class State:
         self.mindex: ModuleIndex | None = None
         self.cindex: ModuleIndex | None = None
         self.consumer: ClassInfo | None = None
+        self.class_choice: str | None = None  # why the analysed class was chosen among several (engine.py)
         self.config_chain: list[ClassInfo] = []
         self.config_class: ClassInfo | None = None
         self.cache: Caches = Caches()
