@@ -339,8 +339,7 @@ def _assigns_config(statement: cst.CSTNode) -> bool:
 def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
     """Why one dict per mode cannot be given to each mode's specialisation, as (where, what, why); None when it
     can: the forward takes the mode as a parameter, ``__init__`` keeps its ``model_config`` parameter as
-    ``self.model_config``, and a method that sets another dict (``set_model_config``) does nothing else (else the
-    state it rebuilds would be per mode too)."""
+    ``self.model_config``."""
     methods = methods_of(inputs.klass)
     name = inputs.module.name
     entry = "forward" if "forward" in methods else "__call__"
@@ -366,7 +365,13 @@ def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
             f"{inputs.class_name}.__init__",
             f"__init__ does not keep a `{CONFIG_PARAM}` parameter as `self.{CONFIG_PARAM}`",
         )
-    for method_name, func in methods.items():
+    return None
+
+
+def _setter_rebuilds(inputs: Inputs) -> Gap | None:
+    """A method that sets another mode's dict (``set_model_config``) and also runs other code: the state that code
+    rebuilds for the new dict (Falcon-40B's prefill output buffer) is built once, from the constructor's dict."""
+    for method_name, func in methods_of(inputs.klass).items():
         if method_name == "__init__" or not _assigns_config(func):
             continue
         others = [
@@ -375,11 +380,12 @@ def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
             if not _assigns_config(s) and not (type(s) is cst.SimpleStatementLine and _is_docstring(s))
         ]
         if others:
-            return (
+            return Gap(
                 inputs.loc(others[0]),
                 f"{inputs.class_name}.{method_name}",
-                f"it sets another mode's dict and also runs `{code(others[0]).strip()}`: "
-                "state rebuilt per mode dict is not transformed",
+                f"the config is built per mode, and {method_name} sets another mode's dict and also runs "
+                f"`{code(others[0]).strip()}`: what that rebuilds for the new dict is built once, from the "
+                "constructor's model_config (each mode's fields do read its own dict)",
             )
     return None
 
@@ -403,11 +409,13 @@ def config_per_mode(inputs: Inputs) -> bool:
 
 def per_mode_config(inputs: Inputs) -> list[Gap]:
     """A config built per mode that cannot be given per mode (see :func:`_config_per_mode_obstacle`): one gap
-    naming the obstacle, then one per such key (not transformed). None when each mode can read its own dict."""
+    naming the obstacle, then one per such key (not transformed). When it can, at most one gap: a setter that
+    rebuilds state for the new dict (:func:`_setter_rebuilds`)."""
     keys = _per_mode_keys(inputs)
     obstacle = _config_per_mode_obstacle(inputs) if keys else None
     if obstacle is None:
-        return []
+        rebuilds = _setter_rebuilds(inputs) if keys else None
+        return [rebuilds] if rebuilds else []
     gaps = [Gap(*obstacle[:2], f"the config is built per mode, but {obstacle[2]}")]
     for name, definitions in keys:
         where = [
