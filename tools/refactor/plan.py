@@ -347,7 +347,8 @@ def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
         return (
             name,
             f"{inputs.class_name}.{entry}",
-            "the forward takes no mode parameter: the mode is read from the config itself",
+            "the forward takes no mode parameter: which mode's dict a call runs with (or the mode itself, "
+            '`model_config["LLM_MODE"]`) is not known when it is built',
         )
     init = methods.get("__init__")
     params = {p.name.value for p in init.params.params[1:]} if init else set()
