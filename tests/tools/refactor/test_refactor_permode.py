@@ -147,3 +147,19 @@ def test_a_setter_that_rebuilds_state_stays_a_gap(tmp_path):
     assert (gap.loc, gap.what) == ("ffn.py:12", "PerMode.set_model_config")
     assert "also runs `self.rows = 1`: what that rebuilds for the new dict is built once" in gap.reason
     assert "decode_model_config=None" in result.modules[0].code
+
+
+def test_keyword_only_parameters_stay_and_a_mode_without_fields_needs_no_dict(tmp_path):
+    path = _write(
+        tmp_path,
+        "import ttnn\n\n\nclass PerMode:\n"
+        "    def __init__(self, mesh_device, model_config, *, tag=None):\n        self.model_config = model_config\n\n"
+        "    def forward(self, x, llm_mode):\n        if llm_mode == 'decode':\n"
+        "            x = ttnn.mul(x, self.model_config['SCALE'])\n        return x\n",
+    )
+    result = generate(path)
+    assert result.gaps == []
+    code = result.modules[0].code
+    assert "model_config, *, tag=None, decode_model_config=None, prefill_model_config=None):" in code
+    assert '_mode_config("decode", decode_model_config)' in code
+    assert '_mode_config("prefill"' not in code
