@@ -29,11 +29,14 @@ from .fields import FieldTable, name_fields, rename, to_construction
 from .galaxy import galaxy_tests, has_galaxy_sites
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
-from .plan import SINGLE, ClassPlan, MethodPlan
+from .plan import CONFIG_PARAM, MODES, SINGLE, ClassPlan, MethodPlan, config_per_mode
 from .source import Inputs
 from .walk import hot_paths, walk
 
 LEGACY = "legacy"
+_TIGHT_EQUAL = cst.AssignEqual(
+    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+)
 
 
 @dataclass
@@ -150,7 +153,12 @@ class Emitter:
             for group, statements in p.construction.items()
         }
         table = name_fields(
-            plan.registry, constructions, self.tttv1_class, self._reserved(), self._defined_at
+            plan.registry,
+            constructions,
+            self.tttv1_class,
+            self._reserved(),
+            self._defined_at,
+            split_by_mode=config_per_mode(self.inputs),
         )
         methods = [
             MethodPlan(m.name, rename(m.func, table, plan.prov), m.mode, m.origin, m.kind, m.file)
@@ -598,6 +606,7 @@ class Emitter:
             params = converted.params.with_changes(params=converted.params.params[1:])
             nested.append(converted.with_changes(params=params, decorators=[]))
         mode_blocks = []
+        block_modes: dict[str, str] = {}
         for mode, mode_plan in plan.modes.items():
             for group, group_statements in [
                 *mode_plan.construction.items(),
@@ -633,10 +642,17 @@ class Emitter:
                     leading_lines=[_comment(f"fields of {mode}_forward: the static part of {what}")]
                 )
                 mode_blocks.append((fn_name, fn))
+                block_modes[fn_name] = mode
         device = ", ".join(f'{a}=getattr({LEGACY}, "{a}", None)' for a in plan.device_attrs)
-        calls = ", ".join(f"**{name}()" for name, _ in mode_blocks)
-        args = ", ".join(x for x in (device, calls) if x)
-        final = cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")
+        per_mode = config_per_mode(self.inputs) and bool(
+            mode_blocks
+        )  # a mode parameter: every block is a mode's
+        if per_mode:
+            final_statements = self._per_mode_fields(mode_blocks, block_modes, device)
+        else:
+            calls = ", ".join(f"**{name}()" for name, _ in mode_blocks)
+            args = ", ".join(x for x in (device, calls) if x)
+            final_statements = [cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")]
         check = self._topology_guard()
         legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
         legacy = _with_comment(
@@ -646,7 +662,7 @@ class Emitter:
         construction_code = [
             *materialise_reads([legacy, *nested, *init_body]),
             *(fn for _, fn in mode_blocks),
-            final,
+            *final_statements,
         ]
         imports = self._construction_imports(construction_code)
         body_nodes += imports + construction_code
@@ -654,6 +670,21 @@ class Emitter:
         params = plan.init_params.with_changes(
             params=[first.with_changes(name=cst.Name("cls"), annotation=None), *plan.init_params.params[1:]]
         )
+        if per_mode:  # each mode's dict, after TTTv1's arguments (TTTv1 gives it by set_model_config)
+            params = params.with_changes(
+                star_arg=params.star_arg
+                if params.star_arg is not cst.MaybeSentinel.DEFAULT
+                else cst.ParamStar(),
+                kwonly_params=[
+                    *params.kwonly_params,
+                    *(
+                        cst.Param(
+                            cst.Name(f"{m}_{CONFIG_PARAM}"), default=cst.Name("None"), equal=_TIGHT_EQUAL
+                        )
+                        for m in MODES
+                    ),
+                ],
+            )
         doc = (
             f'"""Build from TTTv1\'s {self.tttv1_class} constructor arguments ({self.inputs.module.name}): '
             f'the same weights, and every field computed by the same expressions."""'
@@ -671,6 +702,47 @@ class Emitter:
             leading_lines=[cst.EmptyLine()],
         )
         return [func]
+
+    def _per_mode_fields(
+        self, mode_blocks: list[tuple[str, cst.FunctionDef]], block_modes: dict[str, str], device: str
+    ) -> list[cst.BaseStatement]:
+        """The config is one dict per mode (``get_model_config(..., llm_mode, ...)``): each mode's fields are
+        computed with ``legacy.model_config`` set to that mode's dict, as TTTv1 reads them after
+        ``set_model_config``. A mode's dict is ``<mode>_model_config``, or the constructor's ``model_config``
+        when that is the mode's own (its ``LLM_MODE``); anything else is refused by name."""
+        owner = f"{self.plan.class_name}.from_model_args"
+        helper = cst.parse_statement(
+            "def _mode_config(mode, given):\n"
+            f"    chosen = {CONFIG_PARAM} if given is None else given\n"
+            f'    found = chosen.get("LLM_MODE", None if given is None else mode)\n'
+            "    if found != mode:\n"
+            "        raise ValueError(\n"
+            f'            f"{owner}: the {{mode}} fields read the {{mode}} config dict, but the dict given for '
+            f"{{mode}} has LLM_MODE={{found!r}}; pass {{mode}}_{CONFIG_PARAM}=(the dict get_model_config builds "
+            f'for {{mode!r}})"\n'
+            "        )\n"
+            "    return chosen\n"
+        )
+        helper = _with_comment(
+            helper,
+            "the config is built per mode: each mode's fields read that mode's dict (TTTv1: set_model_config)",
+        )
+        out: list[cst.BaseStatement] = [helper]
+        spreads = []
+        for mode in MODES:
+            names = [name for name, _ in mode_blocks if block_modes[name] == mode]
+            if not names:
+                continue
+            out.append(
+                cst.parse_statement(
+                    f'{LEGACY}.{CONFIG_PARAM} = _mode_config("{mode}", {mode}_{CONFIG_PARAM})'
+                )
+            )
+            out.append(cst.parse_statement(f"{mode}_fields = {{{', '.join(f'**{n}()' for n in names)}}}"))
+            spreads.append(f"**{mode}_fields")
+        args = ", ".join(x for x in (device, *spreads) if x)
+        out.append(cst.parse_statement(f"return cls.from_config({self.config_name}({args}))"))
+        return out
 
     def _early_return_safe(self, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         """TTTv1's ``__init__`` body as a nested function run once when it can ``return`` early: the return then

@@ -197,6 +197,7 @@ def name_fields(
     class_name: str,
     reserved: set[str],
     defined_at,
+    split_by_mode: bool = False,
 ) -> FieldTable:
     table = FieldTable()
     groups: dict[str, list] = {}
@@ -212,6 +213,8 @@ def name_fields(
         deps = _depends(cst.Tuple([cst.Element(value), *(cst.Element(t) for t, _ in guards)]), statements)
         # the same text computed by different functions' code is only the same value if nothing it reads is local
         fingerprint = (code(value), use.params, tuple(deps), use.group if deps else "")
+        if split_by_mode:  # the config is one dict per mode: the same text is one value per mode
+            fingerprint = (*fingerprint, use.mode)
         prints[use.key] = fingerprint
         conjunction = tuple((code(t), p) for t, p in guards)
         tests.update({code(t): t for t, _ in guards})

@@ -313,16 +313,112 @@ def _makes_tensor(value: cst.BaseExpression, ops: set[int], producers: set[str])
     return any(n in producers for n in summary(value).reads)
 
 
-def per_mode_config(inputs: Inputs) -> list[Gap]:
-    """A config built per mode (``get_model_config(..., llm_mode, ...)`` with decode and prefill builders): the
-    keys the module reads are defined under a mode test, so one dict holds one mode's keys and values, while
-    ``from_model_args`` takes one config for both modes. One gap per such key (not transformed)."""
+def _per_mode_keys(inputs: Inputs) -> list[tuple[str, list]]:
+    """The config keys the module reads (``model_config["KEY"]``) that are defined under a mode test: the config
+    is built per mode (``get_model_config(..., llm_mode, ...)`` with decode and prefill builders)."""
     analysis = inputs.analysis
-    gaps: list[Gap] = []
+    out = []
     for name in sorted({r.name for r in analysis.reads if r.kind == "key"}):
         definitions = [d for d in analysis.definitions.get(name, []) if any("mode:" in f for f in d.facts)]
-        if not definitions:
+        if definitions:
+            out.append((name, definitions))
+    return out
+
+
+def _assigns_config(statement: cst.CSTNode) -> bool:
+    return any(
+        type(n) is cst.AssignTarget
+        and type(n.target) is cst.Attribute
+        and type(n.target.value) is cst.Name
+        and n.target.value.value == "self"
+        and n.target.attr.value == CONFIG_PARAM
+        for n in walk(statement)
+    )
+
+
+def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
+    """Why one dict per mode cannot be given to each mode's specialisation, as (where, what, why); None when it
+    can: the forward takes the mode as a parameter, ``__init__`` keeps its ``model_config`` parameter as
+    ``self.model_config``."""
+    methods = methods_of(inputs.klass)
+    name = inputs.module.name
+    entry = "forward" if "forward" in methods else "__call__"
+    if entry not in methods or not {p.name.value for p in methods[entry].params.params[1:]} & MODE_NAMES:
+        return (
+            name,
+            f"{inputs.class_name}.{entry}",
+            "the forward takes no mode parameter: which mode's dict a call runs with (or the mode itself, "
+            '`model_config["LLM_MODE"]`) is not known when it is built',
+        )
+    init = methods.get("__init__")
+    params = {p.name.value for p in init.params.params[1:]} if init else set()
+    kept = init is not None and any(
+        _assigns_config(s)
+        and type(s) is cst.SimpleStatementLine
+        and type(s.body[0]) is cst.Assign
+        and type(s.body[0].value) is cst.Name
+        and s.body[0].value.value == CONFIG_PARAM
+        for s in init.body.body
+    )
+    if CONFIG_PARAM not in params or not kept:
+        return (
+            name,
+            f"{inputs.class_name}.__init__",
+            f"__init__ does not keep a `{CONFIG_PARAM}` parameter as `self.{CONFIG_PARAM}`",
+        )
+    return None
+
+
+def _setter_rebuilds(inputs: Inputs) -> Gap | None:
+    """A method that sets another mode's dict (``set_model_config``) and also runs other code: the state that code
+    rebuilds for the new dict (Falcon-40B's prefill output buffer) is built once, from the constructor's dict."""
+    for method_name, func in methods_of(inputs.klass).items():
+        if method_name == "__init__" or not _assigns_config(func):
             continue
+        others = [
+            s
+            for s in func.body.body
+            if not _assigns_config(s) and not (type(s) is cst.SimpleStatementLine and _is_docstring(s))
+        ]
+        if others:
+            return Gap(
+                inputs.loc(others[0]),
+                f"{inputs.class_name}.{method_name}",
+                f"the config is built per mode, and {method_name} sets another mode's dict and also runs "
+                f"`{code(others[0]).strip()}`: what that rebuilds for the new dict is built once, from the "
+                "constructor's model_config (each mode's fields do read its own dict)",
+            )
+    return None
+
+
+def _is_docstring(statement: cst.SimpleStatementLine) -> bool:
+    return type(statement.body[0]) is cst.Expr and isinstance(statement.body[0].value, cst.SimpleString)
+
+
+CONFIG_PARAM = "model_config"
+
+
+def config_per_mode(inputs: Inputs) -> bool:
+    """Whether the module's config is built per mode and each mode's specialisation can read that mode's dict
+    (``from_model_args``'s ``decode_model_config`` / ``prefill_model_config``)."""
+    if "config_per_mode" not in inputs.cache:
+        inputs.cache["config_per_mode"] = (
+            bool(_per_mode_keys(inputs)) and _config_per_mode_obstacle(inputs) is None
+        )
+    return inputs.cache["config_per_mode"]
+
+
+def per_mode_config(inputs: Inputs) -> list[Gap]:
+    """A config built per mode that cannot be given per mode (see :func:`_config_per_mode_obstacle`): one gap
+    naming the obstacle, then one per such key (not transformed). When it can, at most one gap: a setter that
+    rebuilds state for the new dict (:func:`_setter_rebuilds`)."""
+    keys = _per_mode_keys(inputs)
+    obstacle = _config_per_mode_obstacle(inputs) if keys else None
+    if obstacle is None:
+        rebuilds = _setter_rebuilds(inputs) if keys else None
+        return [rebuilds] if rebuilds else []
+    gaps = [Gap(*obstacle[:2], f"the config is built per mode, but {obstacle[2]}")]
+    for name, definitions in keys:
         where = [
             f"{d.loc.rsplit(':', 1)[0]} when "
             + " and ".join(f"{'' if g.arm == 'then' else 'not '}{g.text}" for g in d.guards)
@@ -333,7 +429,7 @@ def per_mode_config(inputs: Inputs) -> list[Gap]:
                 definitions[0].loc.rsplit(":", 1)[0],
                 f'model_config["{name}"]',
                 f"the config is built per mode ({'; '.join(where)}): one dict holds one mode's keys and values, "
-                "but from_model_args takes one config for both modes",
+                f"and {obstacle[1]} keeps it from giving each mode its own dict",
             )
         )
     return gaps

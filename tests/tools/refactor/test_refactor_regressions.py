@@ -223,10 +223,11 @@ def test_a_config_read_inside_try_is_a_gap():
     assert all("try/except" in g.reason for g in gaps)
 
 
-def test_a_config_built_per_mode_is_a_gap():
-    gaps = generate(INPUTS / "rfx_fn" / "ffn.py").gaps
-    assert sorted(g.what for g in gaps) == ['model_config["OUT_MEMCFG"]', 'model_config["SCALE"]']
-    assert all("built per mode" in g.reason and 'llm_mode == "decode"' in g.reason for g in gaps)
+def test_a_config_built_per_mode_is_read_per_mode():
+    """Was one gap per key; now each mode's fields read that mode's dict (test_refactor_permode.py)."""
+    result = generate(INPUTS / "rfx_fn" / "ffn.py")
+    assert result.gaps == []
+    assert "*, decode_model_config=None, prefill_model_config=None" in result.modules[0].code
 
 
 # ------------------------------------------------------------------------------------------ F16
