@@ -55,10 +55,17 @@ def _with_entry(code: str, class_name: str) -> tuple[str, int, int] | None:
         names += [p for p in own if p not in names]
         calls.append(f"        self.{name}({', '.join(f'{p}={p}' for p in own)})")
     lines = [f"    def {ENTRY}(self{''.join(', ' + n for n in names)}):", *calls]
-    last = klass.end_lineno or len(code.splitlines())
-    source = code.splitlines()
+    source = _lines(code)
+    last = klass.end_lineno or len(source)
     text = "\n".join([*source[:last], "", *lines, *source[last:]]) + "\n"
     return text, last, len(lines) + 1
+
+
+def _lines(code: str) -> list[str]:
+    """The lines of ``code`` as Python numbers them (``str.splitlines`` also splits at a form feed, which Python
+    reads as white space: a line ``x\f;`` would become two)."""
+    lines = code.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _loop_variables(code: str) -> dict[str, set[str]]:

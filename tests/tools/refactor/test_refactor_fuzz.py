@@ -59,7 +59,16 @@ def test_generated_programs_never_crash_the_codemod(source):
             compile(path.read_text(encoding="utf-8"), str(path), "exec")
 
 
-@pytest.mark.parametrize("source", ["", "pass", "x = y = None\ndel x", "for i in range(2):\n    y = y + i"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "",
+        "pass",
+        "x = y = None\ndel x",
+        "for i in range(2):\n    y = y + i",
+        "globalA\x0c;\n",  # a form feed: white space to Python, a line end to str.splitlines (was exit 3)
+    ],
+)
 def test_fixed_programs(source):
     """A few bodies the generator often produces, run every time (the fuzz examples vary)."""
     test_generated_programs_never_crash_the_codemod.hypothesis.inner_test(source)
