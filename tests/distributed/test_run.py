@@ -147,7 +147,7 @@ def test_a_tt_metal_style_preamble_runs_unchanged():
 def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     assert launcher.main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("tttv2-run: ") and message in err and err.count("\n") == 1
+    assert err.startswith("tttv2-run: error: ") and message in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(
@@ -203,8 +203,27 @@ def test_mpi_missing_says_which_extra_to_install(capsys, monkeypatch):
     )
     assert launcher.main(["--np", "2", "--", "true"]) == 2
     assert capsys.readouterr().err == (
-        "tttv2-run: MPI is not installed: pip install 'tttv2[distributed]' (mpi4py and the mpich wheel)\n"
+        "tttv2-run: error: MPI is not installed: pip install 'tttv2[distributed]' (mpi4py and the mpich wheel)\n"
     )
+
+
+def test_version_and_an_internal_error_in_one_line(capsys, monkeypatch):
+    """The conventions of the other commands (docs/cli.md): --version prints the package version; an unexpected
+    exception is one line and exit 3, the traceback only with --debug."""
+    with pytest.raises(SystemExit) as done:
+        launcher.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("tttv2-run ")
+
+    def broken(args):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(launcher, "run", broken)
+    assert launcher.main(["--np", "2", "--", "true"]) == 3
+    assert capsys.readouterr().err == (
+        "tttv2-run: error: internal error: OSError: disk on fire (run with --debug)\n"
+    )
+    with pytest.raises(OSError, match="disk on fire"):
+        launcher.main(["--np", "2", "--debug", "--", "true"])
 
 
 def test_mpiexec_is_found_in_the_mpich_package_and_its_absence_named(monkeypatch):

@@ -147,6 +147,10 @@ def _parser() -> argparse.ArgumentParser:
         usage="tttv2-run --np N [--rank-binding FILE] [--all-output] [--timeout S] [--grace S] -- COMMAND ...",
     )
     p.add_argument("--np", type=int, required=True, help="number of ranks")
+    p.add_argument("--version", action="version", version=f"tttv2-run {_version()}")
+    p.add_argument(
+        "--debug", action="store_true", help="a traceback instead of one line on an internal error"
+    )
     p.add_argument("--rank-binding", metavar="FILE", help="tt-run style YAML: environment per rank")
     p.add_argument("--all-output", action="store_true", help="show every rank's output (prefixed by rank)")
     p.add_argument(
@@ -162,9 +166,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tttv2")
+    except (
+        importlib.metadata.PackageNotFoundError
+    ):  # pragma: no cover - a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = _parser()
     if "--" not in argv:
+        if any(a in ("-h", "--help", "--version") for a in argv):
+            parser.parse_args(argv)  # prints and exits 0
         raise RunError("expected `-- COMMAND ...` after the options (tttv2-run --np N -- python script.py)")
     cut = argv.index("--")
     args = parser.parse_args(argv[:cut])
@@ -310,11 +325,22 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    options = argv[: argv.index("--")] if "--" in argv else argv
     try:
         return run(_parse(argv))
     except RunError as exc:
-        print(f"tttv2-run: {exc}", file=sys.stderr)
+        print(f"tttv2-run: error: {exc}", file=sys.stderr)
         return 2
+    except (
+        Exception
+    ) as exc:  # the other tools' promise (docs/cli.md): one line, exit 3; --debug: the traceback
+        if "--debug" in options:
+            raise
+        print(
+            f"tttv2-run: error: internal error: {type(exc).__name__}: {exc} (run with --debug)",
+            file=sys.stderr,
+        )
+        return 3
 
 
 if __name__ == "__main__":
