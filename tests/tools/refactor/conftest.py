@@ -7,6 +7,8 @@ nested runs' heavy imports are therefore made once here, in the outer session, b
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +17,35 @@ from tttv2 import ttnn
 from tttv2.testing.equivalence import assert_equivalent_outputs
 from tttv2.testing.generated import load_generated
 
-__all__ = ["assert_identical", "generated_class", "input_rows", "load_generated", "replicated"]
+__all__ = [
+    "INPUTS",
+    "assert_identical",
+    "generated_class",
+    "importable_inputs",
+    "input_rows",
+    "load_generated",
+    "replicated",
+]
+
+#: The TTTv1-style input packages of the refactor tests (rsem, rzen, rfx, ...).
+INPUTS = Path(__file__).parent / "inputs"
+
+
+def importable_inputs(*packages: str):
+    """A module-scoped autouse fixture for a test file: ``inputs/`` on ``sys.path`` while the file runs (a generated
+    ``from_model_args`` imports the TTTv1 package, as TTTv1's callers do), and ``packages`` forgotten afterwards so
+    the next file imports its own. Use: ``inputs_importable = importable_inputs("rzen")``."""
+
+    @pytest.fixture(scope="module", autouse=True)
+    def inputs_importable():
+        sys.path.insert(0, str(INPUTS))
+        yield
+        sys.path.remove(str(INPUTS))
+        for name in [n for n in sys.modules if n.split(".")[0] in packages]:
+            del sys.modules[name]
+
+    return inputs_importable
+
 
 TTTV1_MODULES = ("ccl", "common", "model_config", "rope", "mlp", "mlp_legacy", "rmsnorm", "distributed_norm")
 TTTV1_MODULES += ("embedding", "lm_head", "attention", "decoder", "model")

@@ -5,13 +5,18 @@ of the generated method, a config field when its value is static. State that liv
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from tests.tools.refactor.conftest import assert_identical, generated_class, input_rows, replicated
+from tests.tools.refactor.conftest import (
+    assert_identical,
+    generated_class,
+    importable_inputs,
+    input_rows,
+    replicated,
+)
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.cached import cached_attributes
@@ -20,13 +25,7 @@ from tttv2_tools.refactor.source import methods_of
 INPUTS = Path(__file__).parent / "inputs"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inputs_importable():
-    sys.path.insert(0, str(INPUTS))
-    yield
-    sys.path.remove(str(INPUTS))
-    for name in [n for n in sys.modules if n.split(".")[0] == "rzen"]:
-        del sys.modules[name]
+inputs_importable = importable_inputs("rzen")
 
 
 def test_an_attribute_a_forward_keeps_for_itself_is_a_local(tmp_path):

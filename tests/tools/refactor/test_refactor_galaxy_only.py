@@ -9,13 +9,18 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.tools.refactor.conftest import assert_identical, generated_class, input_rows, replicated
+from tests.tools.refactor.conftest import (
+    assert_identical,
+    generated_class,
+    importable_inputs,
+    input_rows,
+    replicated,
+)
 from tttv2 import ttnn
 from tttv2.modules._topology import TopologyError
 from tttv2_tools.refactor import generate
@@ -29,13 +34,7 @@ RING = INPUTS / PACKAGE / "ring_mlp.py"
 PLAIN = INPUTS / PACKAGE / "plain_ring_mlp.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inputs_importable():
-    sys.path.insert(0, str(INPUTS))
-    yield
-    sys.path.remove(str(INPUTS))
-    for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
-        del sys.modules[name]
+inputs_importable = importable_inputs(PACKAGE)
 
 
 def _tttv1(module: str, name: str):

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
-import pytest
-
-from tests.tools.refactor.conftest import assert_identical, generated_class, input_rows, replicated
+from tests.tools.refactor.conftest import (
+    assert_identical,
+    generated_class,
+    importable_inputs,
+    input_rows,
+    replicated,
+)
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.cli import main
@@ -22,13 +25,7 @@ PACKAGE = "rmain"
 MODULE = INPUTS / PACKAGE / "rotary_norm.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inputs_importable():
-    sys.path.insert(0, str(INPUTS))
-    yield
-    sys.path.remove(str(INPUTS))
-    for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
-        del sys.modules[name]
+inputs_importable = importable_inputs(PACKAGE)
 
 
 def test_the_class_no_other_uses_is_rewritten():

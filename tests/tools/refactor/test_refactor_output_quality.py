@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import libcst as cst
 import numpy as np
 import pytest
 
-from tests.tools.refactor.conftest import assert_identical, load_generated, replicated
+from tests.tools.refactor.conftest import assert_identical, importable_inputs, load_generated, replicated
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.cleanup import B007_REASON, SIM105_REASON, lint_after_specialising
@@ -31,13 +30,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CLEAN = ("lint", "names", "mixed", "fates", "flagged")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inputs_importable():
-    sys.path.insert(0, str(INPUTS))
-    yield
-    sys.path.remove(str(INPUTS))
-    for name in [n for n in sys.modules if n.split(".")[0] == "rfx"]:
-        del sys.modules[name]
+inputs_importable = importable_inputs("rfx")
 
 
 @pytest.fixture(scope="module")

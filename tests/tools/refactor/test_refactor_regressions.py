@@ -5,13 +5,12 @@ as not transformed (a gap: exit 1)."""
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from tests.tools.refactor.conftest import assert_identical, load_generated, replicated
+from tests.tools.refactor.conftest import assert_identical, importable_inputs, load_generated, replicated
 from tests.tools.refactor.conftest import generated_class as _generated_class
 from tests.tools.refactor.conftest import input_rows as _rows
 from tttv2 import ttnn
@@ -23,14 +22,7 @@ from tttv2_tools.refactor.report import build_report
 INPUTS = Path(__file__).parent / "inputs"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inputs_importable():
-    """The generated from_model_args imports the TTTv1 package, as the TTTv1 callers do."""
-    sys.path.insert(0, str(INPUTS))
-    yield
-    sys.path.remove(str(INPUTS))
-    for name in [n for n in sys.modules if n.split(".")[0] in ("rfx", "rfx_fn")]:
-        del sys.modules[name]
+inputs_importable = importable_inputs("rfx", "rfx_fn")
 
 
 def _tttv1(module: str, name: str):

@@ -8,14 +8,19 @@ attribute (tt_transformers' decoder), and a collective helper whose ``None`` par
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from tests.tools.refactor.conftest import assert_identical, generated_class, input_rows, replicated
+from tests.tools.refactor.conftest import (
+    assert_identical,
+    generated_class,
+    importable_inputs,
+    input_rows,
+    replicated,
+)
 from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.cli import main
@@ -25,14 +30,7 @@ INPUTS = Path(__file__).parent / "inputs"
 PACKAGE = "rzen"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def inputs_importable():
-    """The generated from_model_args imports the TTTv1 package, as the TTTv1 callers do."""
-    sys.path.insert(0, str(INPUTS))
-    yield
-    sys.path.remove(str(INPUTS))
-    for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
-        del sys.modules[name]
+inputs_importable = importable_inputs(PACKAGE)
 
 
 _RESULTS: dict = {}

@@ -37,7 +37,7 @@ class TtPerModeMLP:
         elif llm_mode == "decode":
             return self.fwd_decode(x)
         else:
-            assert False, f"unknown mode {llm_mode}"
+            assert False, f"unknown mode {llm_mode}"  # noqa: B011 - as Falcon-40B writes it (a TTTv1 input)
 
     def fwd_decode(self, x):
         h = ttnn.linear(x, self.ff1, dtype=self.model_config["FF1_OUTPUT_DTYPE"])
