@@ -10,26 +10,16 @@ and the recorder's own cost per call on a toy module (wrapped vs plain ``forward
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _overhead import print_ratios, timed
+
 from tttv2_tools.collect_cases.store import CaseStore
 from tttv2_tools.collect_cases.targets import TTTV1_TARGETS
-
-
-def _timed(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process tree): CPU time barely moves when others load the machine."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def per_call_cost(calls: int = 20000) -> tuple[float, float]:
@@ -89,12 +79,12 @@ def main() -> None:
     plain, recorded, calls = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
-            plain.append(_timed(demo))
+            plain.append(timed(demo))
             record = [sys.executable, "-m", "tttv2_tools.collect_cases.cli", "record",
                       "--store", str(Path(tmp) / f"run{i}.sqlite")]  # fmt: skip
             for target in TTTV1_TARGETS:
                 record += ["--target", target]
-            recorded.append(_timed([*record, "--", *demo]))
+            recorded.append(timed([*record, "--", *demo]))
             with CaseStore(Path(tmp) / f"run{i}.sqlite") as store:
                 calls.append(sum(hits for _, _, hits in store.targets()))
             print(
@@ -104,14 +94,7 @@ def main() -> None:
             )
     print(f"demo: {' '.join(demo[1:])}")
     print(f"targets: {len(TTTV1_TARGETS)} ({', '.join(t.split(':')[1] for t in TTTV1_TARGETS)})")
-    for what, k in (("wall", 0), ("CPU", 1)):
-        p_med = statistics.median(t[k] for t in plain)
-        r_med = statistics.median(t[k] for t in recorded)
-        ratios = [r[k] / p[k] for p, r in zip(plain, recorded)]
-        print(
-            f"median {what}: plain {p_med:.2f} s, recorded {r_med:.2f} s, ratio {r_med / p_med:.3f}x "
-            f"(pairwise {min(ratios):.2f}-{max(ratios):.2f}x; target <= 1.5x)"
-        )
+    print_ratios(plain, recorded, "recorded", "target <= 1.5x")
     plain_us, recorded_us = per_call_cost()
     work = statistics.median(calls) * (recorded_us - plain_us) / 1e6
     print(

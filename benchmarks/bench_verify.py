@@ -11,30 +11,16 @@ tree), their medians and the ratio (goal <= 2.5x: the twins do the same work aga
 from __future__ import annotations
 
 import argparse
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _overhead import ROOT, print_ratios, timed
 
 from tttv2_tools.collect_cases.store import CaseStore
 
-ROOT = Path(__file__).resolve().parents[1]
 MODULES = ("mlp", "mlp_legacy", "rmsnorm", "distributed_norm", "embedding", "lm_head", "attention", "decoder")
-
-
-def _timed(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process tree)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv[:4])} ... exited with {done.returncode}:\n{done.stderr[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _twins(out: Path) -> list[Path]:
@@ -61,11 +47,11 @@ def main() -> None:
         twins = _twins(Path(tmp) / "twins")
         for i in range(args.repeats):
             store = Path(tmp) / f"run{i}.sqlite"
-            plain.append(_timed(demo))
+            plain.append(timed(demo))
             verify = [sys.executable, "-m", "tttv2_tools.collect_cases.cli", "verify", "--store", str(store)]
             for twin in twins:
                 verify += ["--generated", str(twin)]
-            verified.append(_timed([*verify, "--", *demo]))
+            verified.append(timed([*verify, "--", *demo]))
             with CaseStore(store) as s:
                 rows = s.verifications()
             checked.append(sum(r.checked for r in rows))
@@ -77,14 +63,7 @@ def main() -> None:
             )
     print(f"demo: {' '.join(demo[1:])}")
     print(f"twins: {len(twins)} generated files ({', '.join(t.stem for t in twins)})")
-    for what, k in (("wall", 0), ("CPU", 1)):
-        p_med = statistics.median(t[k] for t in plain)
-        v_med = statistics.median(t[k] for t in verified)
-        ratios = [v[k] / p[k] for p, v in zip(plain, verified)]
-        print(
-            f"median {what}: plain {p_med:.2f} s, verified {v_med:.2f} s, ratio {v_med / p_med:.3f}x "
-            f"(pairwise {min(ratios):.2f}-{max(ratios):.2f}x; goal <= 2.5x)"
-        )
+    print_ratios(plain, verified, "verified", "goal <= 2.5x")
 
 
 if __name__ == "__main__":
