@@ -188,3 +188,60 @@ def allgather_bytes(payload: np.ndarray, what: str) -> list[np.ndarray]:
     gathered = np.empty((size, data.size), dtype=np.uint8)
     wait(comm.Iallgather([data, mpi.BYTE], [gathered, mpi.BYTE]), what)
     return list(gathered)
+
+
+# --- point to point (sockets, the sweep's coordinator): added for MeshSocket and `collect-cases sweep` ----------
+
+
+def _deadline_error(what: str, limit: float) -> DistributedTimeoutError:
+    rank = _state["comm"].Get_rank() if _state["comm"] is not None else 0
+    return DistributedTimeoutError(
+        f"rank {rank}: {what} did not complete within {limit:g} s: another rank died, hangs, or never reached it "
+        "(TTTV2_DISTRIBUTED_TIMEOUT sets the deadline)"
+    )
+
+
+def isend_bytes(payload: np.ndarray, dest: int, tag: int):
+    """Start sending ``payload`` (a contiguous array, as bytes) to rank ``dest``; returns the MPI request. The
+    caller keeps ``payload`` alive until the request completes (:func:`wait`)."""
+    comm = initialize()
+    mpi = _import_mpi()
+    data = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
+    return comm.Isend([data, mpi.BYTE], dest=dest, tag=tag)
+
+
+def poll_message(source: int, tag: int):
+    """The next message from ``source`` with ``tag`` if one has arrived (matched: no other receive can take it),
+    else None; never waits."""
+    comm = initialize()
+    mpi = _import_mpi()
+    status = mpi.Status()
+    message = comm.Improbe(source=source, tag=tag, status=status)
+    if message is None:
+        return None
+    return message, status.Get_count(mpi.BYTE)
+
+
+def recv_bytes(source: int, tag: int, what: str, limit: float | None = None) -> np.ndarray:
+    """The next message from rank ``source`` with ``tag``, as bytes; waits at most ``limit`` seconds (default:
+    the collectives' deadline) and raises :class:`DistributedTimeoutError` after that."""
+    limit = timeout() if limit is None else limit
+    start = time.monotonic()
+    pause = 0.0001
+    while True:
+        found = poll_message(source, tag)
+        if found is not None:
+            break
+        if time.monotonic() - start > limit:
+            raise _deadline_error(what, limit)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)
+    message, nbytes = found
+    buffer = np.empty(nbytes, dtype=np.uint8)
+    wait(message.Irecv([buffer, _import_mpi().BYTE]), what)
+    return buffer
+
+
+def has_message(source: int, tag: int) -> bool:
+    """Whether a message from ``source`` with ``tag`` has arrived (it stays for the next receive); never waits."""
+    return bool(initialize().Iprobe(source=source, tag=tag))

@@ -408,7 +408,11 @@ def SetDefaultDevice(device: MeshDevice | None) -> None:
 
 
 def synchronize_device(device: MeshDevice | None = None, *args, **kwargs) -> None:
-    """The emulator runs ops eagerly; there is nothing to wait for."""
+    """The emulator runs ops eagerly: only tensors sent over sockets from ``device`` (``send_async``) may still be
+    on their way; this waits until their receivers took them (tttv2/ttnn/ops/sockets.py)."""
+    from .ops.sockets import complete_sends
+
+    complete_sends(device)
 
 
 def get_arch_name() -> str:

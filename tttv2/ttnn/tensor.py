@@ -281,6 +281,13 @@ class Tensor:
     def device(self) -> MeshDevice | None:
         return self._device
 
+    @property
+    def spec(self):
+        """This tensor's ``ttnn.TensorSpec`` (shape, dtype, layout, memory config), e.g. to allocate a receiver."""
+        from .ops.sockets import TensorSpec
+
+        return TensorSpec.of(self)
+
     def memory_config(self) -> MemoryConfig | None:
         return self._memory_config
 

@@ -15,6 +15,7 @@ from . import (
     reduction,
     rng,
     sdpa,
+    sockets,
     training,
 )
 
@@ -33,6 +34,7 @@ OP_MODULES = (
     training,
     p2p,
     rng,
+    sockets,
 )
 
 __all__ = ["OP_MODULES"]
