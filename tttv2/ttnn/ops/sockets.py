@@ -576,6 +576,8 @@ class MeshSocket:
         output = allocate_tensor_on_device(
             TensorSpec(header["shape"], DataType[header["dtype"]], Layout[header["layout"]]), self._device
         )
+        if header["padded"] is not None:
+            output._padded_shape = Shape(header["padded"])
         self._usable(op, SocketEndpoint.RECEIVER, output, "output_tensor")
         self._acknowledge(None)
         self._write(op, output, header, shards)

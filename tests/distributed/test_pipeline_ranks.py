@@ -1,0 +1,101 @@
+"""Pipeline parallelism across ranks: a two-stage NanoGPT (bfloat16, AdamW, 2 micro-batches) over 2 ranks with
+RankPipeline trains bit for bit like the single-process Pipeline on a 1x2 mesh, step by step: the loss and every
+parameter after every optimizer step (tests/distributed/pipeline_program.py; docs/distributed.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.distributed.test_run import ROOT, tttv2_run
+from tttv2 import ttnn
+from tttv2.ttnn import ValidationError
+
+HANG = 180
+PROGRAM = (sys.executable, "-m", "tests.distributed.pipeline_program")
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_two_ranks_train_a_two_stage_pipeline_bit_identically_to_one_process(tmp_path, schedule):
+    alone = subprocess.run(
+        [*PROGRAM, str(tmp_path), "--schedule", schedule],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+    )
+    assert alone.returncode == 0, alone.stderr
+    done = tttv2_run("--np", "2", "--", *PROGRAM, str(tmp_path), "--schedule", schedule)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"ranks {schedule}: 3 steps, loss ")
+    single = dict(np.load(tmp_path / f"single-{schedule}-rank0.npz"))
+    ranks = [dict(np.load(tmp_path / f"ranks-{schedule}-rank{r}.npz")) for r in (0, 1)]
+    params = sorted(k for k in single if k.startswith("param/"))
+    assert len(params) == 3 * 29  # every parameter of the 2-layer GPT (untied head), after each of 3 steps
+    for rank, record in enumerate(ranks):  # each rank holds exactly its stage's parameters
+        mine = sorted(k for k in record if k.startswith("param/"))
+        assert mine and all(k.split("/")[2].startswith(f"stages.{rank}.") for k in mine)
+        different = [k for k in mine if not np.array_equal(record[k], single[k])]
+        assert not different, different[:5]
+        for step in range(3):  # every rank returns the mean loss of the step, as the single process
+            assert record[f"loss/{step}"] == single[f"loss/{step}"]
+    assert len(ranks[0]) + len(ranks[1]) - 6 == len(params)
+    assert not np.array_equal(
+        single["param/0/stages.0.embed.weight"], single["param/2/stages.0.embed.weight"]
+    )
+
+
+def _stages(mesh, n):
+    ttnn.nn.manual_seed(5)
+    config = ttnn.nn.GPTConfig(
+        vocab_size=17, block_size=32, n_layer=1, n_head=1, n_embd=32, dropout=0.0, weight_tying=False
+    )
+    return ttnn.nn.parallel.pipeline_stages(ttnn.nn.GPT(config, device=mesh, dtype=ttnn.bfloat16), n)
+
+
+def test_one_rank_holds_the_whole_pipeline_and_trains_like_pipeline():
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        ids = np.random.default_rng(2).integers(0, 17, size=(2, 33))
+        losses = []
+        for kind in (ttnn.nn.parallel.Pipeline, ttnn.nn.parallel.RankPipeline):
+            pipe = kind(_stages(mesh, 1), mesh, micro_batches=2, schedule="1f1b")
+            losses.append(pipe.forward_backward(ids[:, :-1], ids[:, 1:]))
+            grads = [np.array(p.grad.shards()[0]) for p in pipe.parameters()]
+            losses.append(grads)
+        assert losses[0] == losses[2]
+        assert all(np.array_equal(a, b) for a, b in zip(losses[1], losses[3]))
+        assert "stage 0 of 1 on 1x1, micro_batches=2, schedule=1f1b" in repr(pipe)
+        with pytest.raises(ValidationError, match="a stage runs only inside forward_backward"):
+            pipe(ids)
+        with pytest.raises(ValidationError, match=r"targets: expected the batch size of inputs \(2\), got 4"):
+            pipe.forward_backward(ids[:, :-1], np.concatenate([ids, ids])[:, 1:])
+    finally:
+        ttnn.close_mesh_device(mesh)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"stages": 2},
+            r"expected one stage per rank, got 2 stages for 1 rank\(s\) \(start the program with "
+            r"tttv2-run --np 2\)",
+        ),
+        ({"stages": []}, "stages: expected a non-empty list of ttnn.nn.Modules"),
+        ({"micro_batches": 0}, "micro_batches: expected a positive int, got 0"),
+        ({"schedule": "zigzag"}, "schedule: expected one of gpipe, 1f1b, got 'zigzag'"),
+    ],
+)
+def test_bad_rank_pipelines_are_named(kwargs, message):
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        stages = kwargs.pop("stages", 1)
+        stages = _stages(mesh, stages) if stages else stages
+        with pytest.raises(ValidationError, match=message):
+            ttnn.nn.parallel.RankPipeline(stages, mesh, **kwargs)
+    finally:
+        ttnn.close_mesh_device(mesh)
