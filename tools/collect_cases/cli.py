@@ -51,7 +51,7 @@ from tttv2_tools._output import (
 )
 from tttv2_tools._recursion import deeper_recursion, too_deep
 
-from . import load_cases
+from . import load_cases, sweep_ranks
 from .cases import MODES, TOPOLOGIES, Case, select
 from .command import checked
 from .csvio import CSV_KIND, export_csv, import_csv
@@ -641,19 +641,21 @@ def _sweep(args, out: Console, err: Console) -> int:
     meshes = parse_meshes(args.meshes)
     targets = [parse_target(t) for t in (args.target or TTTV1_TARGETS)]
     fields = tuple(parse_user_field(f) for f in args.field)
+    demo_args = shlex.split(args.demo_args)
+    world = sweep_ranks.rank_world()  # under tttv2-run: rank 0 coordinates and writes, the others run demos
+    if world is not None and world[0] != 0:
+        return sweep_ranks.work(
+            world[0], targets, fields=fields, jobs=args.jobs, demo_args=demo_args, demo=sweep_ranks.DEMO
+        )
     logs = Path(args.logs) if args.logs else Path(f"{args.store}.logs") / time.strftime("%Y%m%d-%H%M%S")
     CaseStore(args.store, create=True).close()
-    runs = sweep(
-        args.store,
-        models,
-        meshes,
-        targets,
-        fields=fields,
-        jobs=args.jobs,
-        logs=logs,
-        demo_args=shlex.split(args.demo_args),
-        console=err,
-    )
+    kwargs = {"fields": fields, "jobs": args.jobs, "logs": logs, "demo_args": demo_args, "console": err}
+    if world is None:
+        runs = sweep(args.store, models, meshes, targets, demo=sweep_ranks.DEMO, **kwargs)
+    else:
+        runs = sweep_ranks.coordinate(
+            args.store, models, meshes, targets, size=world[1], demo=sweep_ranks.DEMO, **kwargs
+        )
     out.print(summary_table(runs, meshes))
     failed = [r for r in runs if not r.passed]
     with CaseStore(args.store) as store:

@@ -2,6 +2,7 @@
 
 Each run is ``python -m tttv1.demo.simple_text_demo --model M --mesh X ...`` started through the recorder
 (``record.start``); its output goes to ``<logs>/<model>-<mesh>.log``. A run passes when the demo exits 0.
+Under ``tttv2-run --np N`` the runs are spread over the ranks (``sweep_ranks``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from .targets import Target
 
 DEMO = "tttv1.demo.simple_text_demo"
 MESHES = ("N150", "N300", "N150x4", "T3K", "TG")
+PROGRESS_COLUMNS = (
+    TextColumn("[bold]sweep"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TextColumn("{task.fields[status]}"),
+    TimeElapsedColumn(),
+)
 
 
 @dataclass
@@ -35,6 +43,7 @@ class Run:
     seconds: float = 0.0
     calls: int = 0
     new_cases: int = 0
+    rank: int | None = None  # the MPI rank that ran it (a sweep under tttv2-run)
 
     @property
     def passed(self) -> bool:
@@ -77,6 +86,46 @@ def demo_command(model: str, mesh: str, demo_args: list[str], demo: str = DEMO) 
     return [sys.executable, "-m", demo, "--model", model, "--mesh", mesh, *demo_args]
 
 
+def start_run(run: Run, store, targets: list[Target], fields, demo_args, demo: str) -> tuple:
+    """Start ``run``'s demo under the recorder (into ``store``), its output into its log."""
+    run.log.parent.mkdir(parents=True, exist_ok=True)
+    log = open(run.log, "w")  # noqa: SIM115 - closed when the run ends
+    recording = start(
+        store,
+        targets,
+        demo_command(run.model, run.mesh, list(demo_args), demo),
+        fields,
+        stdout=log,
+        stderr=log,
+        env=child_environment(),
+    )
+    return run, recording, time.perf_counter(), log
+
+
+def finish_run(item: tuple) -> None:
+    """Record the outcome of a run whose process ended (a bad target raises ``TargetError``)."""
+    run, recording, started, log = item
+    log.close()
+    code, status = recording.finish()
+    run.code = exit_status(code)
+    run.seconds = time.perf_counter() - started
+    run.calls = status.get("calls", 0)
+    run.new_cases = status.get("new", 0)
+
+
+def stop_runs(active: list[tuple]) -> None:
+    for _, other, _, other_log in active:
+        other.process.kill()
+        other.finish()
+        other_log.close()
+
+
+def child_environment() -> dict[str, str]:
+    """This process's environment without MPI's rank variables: a demo started by a sweep running as an MPI
+    rank (``tttv2-run``) is a process of its own, not another rank."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL", "HYDRA_", "MPIR_"))}
+
+
 def sweep(
     store: str | os.PathLike,
     models: list[str],
@@ -100,47 +149,23 @@ def sweep(
     queue = [Run(m, x, logs / f"{m}-{x}.log") for m in models for x in meshes]
     runs = list(queue)
     active: list[tuple[Run, Recording, float, object]] = []
-    columns = (
-        TextColumn("[bold]sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
+    with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:
         task = progress.add_task("sweep", total=len(runs), status="")
         while queue or active:
             while queue and len(active) < jobs:
                 run = queue.pop(0)
-                log = open(run.log, "w")  # noqa: SIM115 - closed when the run ends
-                recording = start(
-                    store,
-                    targets,
-                    demo_command(run.model, run.mesh, list(demo_args), demo),
-                    fields,
-                    stdout=log,
-                    stderr=log,
-                )
-                active.append((run, recording, time.perf_counter(), log))
+                active.append(start_run(run, store, targets, fields, demo_args, demo))
             time.sleep(0.05)
             for item in list(active):
-                run, recording, started, log = item
+                run, recording = item[:2]
                 if recording.process.poll() is None:
                     continue
                 active.remove(item)
-                log.close()
                 try:
-                    code, status = recording.finish()
+                    finish_run(item)
                 except CollectCasesError:  # a bad target: every other run would fail the same way
-                    for _, other, _, other_log in active:
-                        other.process.kill()
-                        other.finish()
-                        other_log.close()
+                    stop_runs(active)
                     raise
-                run.code = exit_status(code)
-                run.seconds = time.perf_counter() - started
-                run.calls = status.get("calls", 0)
-                run.new_cases = status.get("new", 0)
                 progress.update(
                     task,
                     advance=1,
@@ -159,10 +184,11 @@ def summary_table(runs: list[Run], meshes: list[str]) -> Table:
         cells = []
         for mesh in meshes:
             run = next(r for r in runs if r.model == model and r.mesh == mesh)
+            where = "" if run.rank is None else f", rank {run.rank}"
             cells.append(
-                f"[green]ok[/] {run.seconds:.1f} s, {run.calls} calls"
+                f"[green]ok[/] {run.seconds:.1f} s, {run.calls} calls{where}"
                 if run.passed
-                else f"[red]FAILED ({run.code})[/] see {escape(run.log.name)}"
+                else f"[red]FAILED ({run.code})[/] see {escape(run.log.name)}{where}"
             )
         table.add_row(model, *cells)
     return table
