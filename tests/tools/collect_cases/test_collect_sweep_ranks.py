@@ -4,13 +4,24 @@ the store, and the store ends with the same cases, hits and layers as the sweep 
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+from collections import defaultdict, deque
+
+import numpy as np
+import pytest
+from rich.console import Console
 
 from tests.distributed.test_run import ROOT
-from tttv2_tools.collect_cases import load_cases
+from tttv2.distributed import _mpi
+from tttv2_tools.collect_cases import CollectCasesError, load_cases, sweep_ranks
+from tttv2_tools.collect_cases.store import CaseStore
+from tttv2_tools.collect_cases.sweep import summary_table
+from tttv2_tools.collect_cases.targets import parse_target
 
 HANG = 180
 DEMO = textwrap.dedent(
@@ -97,3 +108,173 @@ def test_a_bad_target_under_two_ranks_is_one_error_and_no_hang(plain_module):
     )
     assert done.returncode == 2, done.stderr
     assert "has no attribute 'Nope'" in done.stderr
+
+
+# --- in process: rank 0 and rank 1 as two threads over a stand-in for MPI (the same code as under tttv2-run) -----
+
+
+class _ThreadWorld:
+    """COMM_WORLD of two ranks played by two threads of this process: a message sent by one thread to the other's
+    rank waits in a queue until that thread probes for it."""
+
+    BYTE = "byte"
+
+    def __init__(self):
+        self.COMM_WORLD = self
+        self.me = threading.local()
+        self.queues = defaultdict(deque)
+        self.lock = threading.Lock()
+
+    def Get_rank(self):
+        return self.me.rank
+
+    def Get_size(self):
+        return 2
+
+    class _Done:
+        def Test(self):
+            return True
+
+    class Status:
+        def Get_count(self, _kind):
+            return self.count
+
+    def Isend(self, buf, dest, tag):
+        with self.lock:
+            self.queues[(self.me.rank, dest, tag)].append(np.array(buf[0], copy=True))
+        return self._Done()
+
+    def Iprobe(self, source, tag):
+        return bool(self.queues[(source, self.me.rank, tag)])
+
+    def Improbe(self, source, tag, status):
+        with self.lock:
+            queue = self.queues[(source, self.me.rank, tag)]
+            if not queue:
+                return None
+            data = queue.popleft()
+        status.count = data.size
+        world = self
+
+        class Message:
+            def Irecv(self, buf):
+                buf[0][...] = data
+                return world._Done()
+
+        return Message()
+
+
+@pytest.fixture
+def two_threads(monkeypatch, plain_module):
+    world = _ThreadWorld()
+    world.me.rank = 0
+    monkeypatch.setattr(_mpi, "_state", {"comm": world})
+    monkeypatch.setattr(_mpi, "_import_mpi", lambda: world)
+    monkeypatch.setenv("TTTV2_DISTRIBUTED_TIMEOUT", "20")
+    (plain_module / "ranks_demo.py").write_text(DEMO)
+    monkeypatch.chdir(plain_module)
+    monkeypatch.setenv("PYTHONPATH", path(plain_module))
+    return world
+
+
+def _worker(world, outcome, target="plain_layers:Plain"):
+    def run():
+        world.me.rank = 1
+        try:
+            outcome.append(sweep_ranks.work(1, [parse_target(target)], jobs=1, demo="ranks_demo"))
+        except Exception as exc:  # pragma: no cover - shown by the assertion on `outcome`
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_the_coordinator_and_a_worker_share_the_runs_and_rank_0_writes_the_store(two_threads, plain_module):
+    outcome: list = []
+    thread = _worker(two_threads, outcome)
+    store = plain_module / "s.sqlite"
+    CaseStore(store, create=True).close()
+    runs = sweep_ranks.coordinate(
+        store,
+        ["A-1B", "B-7B"],
+        ["N150", "TG"],
+        [parse_target("plain_layers:Plain")],
+        size=2,
+        jobs=1,
+        logs=plain_module / "logs",
+        console=Console(file=io.StringIO()),
+        demo="ranks_demo",
+    )
+    thread.join(timeout=HANG)
+    assert outcome == [0]
+    assert {r.rank for r in runs} == {0, 1}  # both ranks ran some
+    assert [(r.model, r.mesh, r.code) for r in runs] == [
+        ("A-1B", "N150", 0),
+        ("A-1B", "TG", 3),
+        ("B-7B", "N150", 0),
+        ("B-7B", "TG", 3),
+    ]
+    assert all(r.calls == 3 for r in runs)
+    cases = load_cases(store, "plain_layers:Plain")
+    assert sum(c.hits for c in cases) == 12 and len(cases) == 3  # per model, and the shared one
+    table = Console(file=io.StringIO(), width=200)
+    table.print(summary_table(runs, ["N150", "TG"]))
+    assert ", rank 1" in table.file.getvalue()
+
+
+@pytest.mark.parametrize("meshes", [["N150"], ["N150", "TG"]])  # rank 0's own run fails / a worker's too
+def test_a_bad_target_fails_the_sweep_on_rank_0_and_stops_the_worker(two_threads, plain_module, meshes):
+    outcome: list = []
+    thread = _worker(two_threads, outcome, target="plain_layers:Nope")
+    with pytest.raises(CollectCasesError, match="Nope"):
+        sweep_ranks.coordinate(
+            plain_module / "s.sqlite",
+            ["A-1B"],
+            meshes,
+            [parse_target("plain_layers:Nope")],
+            size=2,
+            jobs=1,
+            logs=plain_module / "logs",
+            console=Console(file=io.StringIO()),
+            demo="ranks_demo",
+        )
+    thread.join(timeout=HANG)
+    assert outcome == [0]  # the worker stopped when rank 0 said so
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"), [({"jobs": 0}, "--jobs: expected at least 1, got 0"), ({"logs": "used"}, "--logs")]
+)
+def test_bad_arguments_on_rank_0_still_stop_the_workers(two_threads, plain_module, kwargs, message):
+    (plain_module / "used").mkdir()
+    (plain_module / "used" / "old.log").write_text("")
+    outcome: list = []
+    thread = _worker(two_threads, outcome)
+    options = {"jobs": 1, "logs": plain_module / "logs", **kwargs}
+    options["logs"] = plain_module / options["logs"]
+    with pytest.raises(CollectCasesError, match=message):
+        sweep_ranks.coordinate(
+            plain_module / "s.sqlite", ["A-1B"], ["N150"], [], size=2, console=Console(file=io.StringIO()),
+            demo="ranks_demo", **options,
+        )  # fmt: skip
+    thread.join(timeout=HANG)
+    assert outcome == [0]
+
+
+def test_a_worker_gives_up_when_rank_0_is_silent(two_threads, monkeypatch):
+    monkeypatch.setenv("TTTV2_DISTRIBUTED_TIMEOUT", "0.2")
+    two_threads.me.rank = 1
+    with pytest.raises(
+        _mpi.DistributedTimeoutError, match="rank 1: collect-cases sweep: no order from rank 0"
+    ):
+        sweep_ranks.work(1, [], demo="ranks_demo")
+
+
+def test_the_rank_world_is_none_outside_a_launch_and_the_rank_inside(two_threads, monkeypatch):
+    for var in ("PMI_RANK", "PMI_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert sweep_ranks.rank_world() is None
+    monkeypatch.setenv("PMI_RANK", "0")
+    monkeypatch.setenv("PMI_SIZE", "2")
+    assert sweep_ranks.rank_world() == (0, 2)
