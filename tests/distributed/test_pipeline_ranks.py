@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 
 from tests.distributed.test_run import ROOT, tttv2_run
+from tests.distributed.thread_world import PerThread, ThreadWorld
 from tttv2 import ttnn
+from tttv2.distributed import _mpi
 from tttv2.ttnn import ValidationError
+from tttv2.ttnn.ops import sockets
 
 HANG = 180
 PROGRAM = (sys.executable, "-m", "tests.distributed.pipeline_program")
@@ -99,3 +103,49 @@ def test_bad_rank_pipelines_are_named(kwargs, message):
             ttnn.nn.parallel.RankPipeline(stages, mesh, **kwargs)
     finally:
         ttnn.close_mesh_device(mesh)
+
+
+def test_two_threads_as_ranks_train_like_the_pipeline_in_process(monkeypatch):
+    """The rank code paths inside coverage: ranks 0 and 1 as two threads over a stand-in for MPI, each with its own
+    1x1 mesh, against Pipeline on a 1x2 mesh (the same bit-identity as over real ranks, checked above)."""
+    world = ThreadWorld()
+    world.me.rank = 0
+    monkeypatch.setattr(_mpi, "_state", {"comm": world})
+    monkeypatch.setattr(_mpi, "_import_mpi", lambda: world)
+    monkeypatch.setattr(sockets, "_pair_counts", PerThread())
+    monkeypatch.setattr(sockets, "_exit_hook", [True])
+    monkeypatch.setattr(sockets, "_live", sockets.weakref.WeakSet())
+    monkeypatch.setenv("TTTV2_DISTRIBUTED_TIMEOUT", "60")
+    ids = np.random.default_rng(4).integers(0, 17, size=(4, 33))
+    whole = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    meshes = [ttnn.open_mesh_device(ttnn.MeshShape(1, 1)) for _ in range(2)]
+    try:
+        pipe = ttnn.nn.parallel.Pipeline(_stages(whole, 2), whole, micro_batches=2, schedule="1f1b")
+        expected = pipe.forward_backward(ids[:, :-1], ids[:, 1:])
+        grads = {n: np.array(p.grad.shards()[0]) for n, p in pipe.named_parameters()}
+        built = [_stages(meshes[r], 2) for r in (0, 1)]  # every rank builds all stages, from the same seed
+        results: dict = {}
+
+        def rank(r):
+            world.me.rank = r
+            try:
+                mine = ttnn.nn.parallel.RankPipeline(built[r], meshes[r], micro_batches=2, schedule="1f1b")
+                loss = mine.forward_backward(ids[:, :-1], ids[:, 1:])
+                results[r] = (loss, {n: np.array(p.grad.shards()[0]) for n, p in mine.named_parameters()})
+            except Exception as exc:  # pragma: no cover - shown by the assertion below
+                results[r] = exc
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=HANG)
+        for r in (0, 1):
+            loss, mine = results[r]
+            assert loss == expected
+            assert mine and all(
+                np.array_equal(g, grads[n.replace("stage.", f"stages.{r}.", 1)]) for n, g in mine.items()
+            )
+    finally:
+        for m in (whole, *meshes):
+            ttnn.close_mesh_device(m)

@@ -161,6 +161,9 @@ def test_tensor_specs_and_coordinate_ranges():
         ttnn.MeshCoordinate(0, 0),
         ttnn.MeshCoordinate(0, 1),
     ]
+    assert repr(config(sender_rank=0, receiver_rank=1)) == (
+        "SocketConfig(2 connections, fifo 4096 B L1, sender_rank=0, receiver_rank=1)"
+    )
     host = ttnn.from_numpy(np.zeros((2, 3), np.float32), dtype=ttnn.float32)
     assert host.spec.shape == ttnn.Shape((2, 3))
 
@@ -372,7 +375,11 @@ def test_the_rank_path_times_out_when_nobody_answers(loopback, halves):
     ):
         ttnn.experimental.recv_async(out, recv)
     ttnn.experimental.send_async(sharded(a), send)
-    loopback.queues.clear()  # the tensor is lost on the way: no receipt will come
+    ttnn.experimental.send_async(
+        sharded(a), send
+    )  # the first is not taken yet: the send goes on without waiting
+    assert len(send._pending) == 2
+    loopback.queues.clear()  # the tensors are lost on the way: no receipt will come
     with pytest.raises(
         DistributedTimeoutError, match=r"\(waiting for rank 1 to take it\) did not complete within"
     ):
@@ -419,3 +426,23 @@ def test_a_rank_outside_the_pair_holds_a_null_socket(loopback, halves):
         ttnn.experimental.send_async(sharded(a), null)
     with pytest.raises(ttnn.ValidationError, match="rank 0 holds neither end"):
         null.get_socket_endpoint_type()
+
+
+def test_the_first_socket_between_ranks_registers_the_exit_check(loopback, halves, monkeypatch):
+    registered = []
+    monkeypatch.setattr(sockets, "_exit_hook", [])
+    monkeypatch.setattr(sockets.atexit, "register", registered.append)
+    _ends(halves[0])
+    assert registered == [sockets._complete_at_exit]  # once, however many sockets
+
+
+def test_a_tensor_received_without_an_allocation_keeps_the_padded_shape(halves):
+    a, b = halves
+    send, recv = ttnn.create_socket_pair(a, b, config())
+    t = ttnn.from_numpy(
+        np.ones((1, 1, 32, 64), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=a
+    )
+    t._padded_shape = ttnn.Shape((1, 1, 64, 64))
+    ttnn.experimental.send_async(t, send)
+    got = recv._receive_new("test")
+    assert got.padded_shape == t.padded_shape and got.device() is b

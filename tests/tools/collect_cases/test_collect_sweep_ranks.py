@@ -10,13 +10,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections import defaultdict, deque
 
-import numpy as np
 import pytest
 from rich.console import Console
 
 from tests.distributed.test_run import ROOT
+from tests.distributed.thread_world import ThreadWorld
 from tttv2.distributed import _mpi
 from tttv2_tools.collect_cases import CollectCasesError, load_cases, sweep_ranks
 from tttv2_tools.collect_cases.store import CaseStore
@@ -113,60 +112,9 @@ def test_a_bad_target_under_two_ranks_is_one_error_and_no_hang(plain_module):
 # --- in process: rank 0 and rank 1 as two threads over a stand-in for MPI (the same code as under tttv2-run) -----
 
 
-class _ThreadWorld:
-    """COMM_WORLD of two ranks played by two threads of this process: a message sent by one thread to the other's
-    rank waits in a queue until that thread probes for it."""
-
-    BYTE = "byte"
-
-    def __init__(self):
-        self.COMM_WORLD = self
-        self.me = threading.local()
-        self.queues = defaultdict(deque)
-        self.lock = threading.Lock()
-
-    def Get_rank(self):
-        return self.me.rank
-
-    def Get_size(self):
-        return 2
-
-    class _Done:
-        def Test(self):
-            return True
-
-    class Status:
-        def Get_count(self, _kind):
-            return self.count
-
-    def Isend(self, buf, dest, tag):
-        with self.lock:
-            self.queues[(self.me.rank, dest, tag)].append(np.array(buf[0], copy=True))
-        return self._Done()
-
-    def Iprobe(self, source, tag):
-        return bool(self.queues[(source, self.me.rank, tag)])
-
-    def Improbe(self, source, tag, status):
-        with self.lock:
-            queue = self.queues[(source, self.me.rank, tag)]
-            if not queue:
-                return None
-            data = queue.popleft()
-        status.count = data.size
-        world = self
-
-        class Message:
-            def Irecv(self, buf):
-                buf[0][...] = data
-                return world._Done()
-
-        return Message()
-
-
 @pytest.fixture
 def two_threads(monkeypatch, plain_module):
-    world = _ThreadWorld()
+    world = ThreadWorld()
     world.me.rank = 0
     monkeypatch.setattr(_mpi, "_state", {"comm": world})
     monkeypatch.setattr(_mpi, "_import_mpi", lambda: world)
