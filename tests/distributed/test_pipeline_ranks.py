@@ -1,6 +1,7 @@
-"""Pipeline parallelism across ranks: a two-stage NanoGPT (bfloat16, AdamW, 2 micro-batches) over 2 ranks with
-RankPipeline trains bit for bit like the single-process Pipeline on a 1x2 mesh, step by step: the loss and every
-parameter after every optimizer step (tests/distributed/pipeline_program.py; docs/distributed.md)."""
+"""Pipeline parallelism across ranks: a NanoGPT (bfloat16, AdamW, 2 micro-batches) in 2 stages over 2 ranks (GPipe
+and 1F1B) and in 4 stages over 4 ranks with RankPipeline trains bit for bit like the single-process Pipeline on a
+1x2 / 1x4 mesh, step by step: the loss and every parameter after every optimizer step
+(tests/distributed/pipeline_program.py; docs/distributed.md)."""
 
 from __future__ import annotations
 
@@ -22,23 +23,24 @@ HANG = 180
 PROGRAM = (sys.executable, "-m", "tests.distributed.pipeline_program")
 
 
-@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
-def test_two_ranks_train_a_two_stage_pipeline_bit_identically_to_one_process(tmp_path, schedule):
+@pytest.mark.parametrize(("stages", "schedule"), [(2, "gpipe"), (2, "1f1b"), (4, "1f1b")])
+def test_ranks_train_a_pipeline_bit_identically_to_one_process(tmp_path, stages, schedule):
     alone = subprocess.run(
-        [*PROGRAM, str(tmp_path), "--schedule", schedule],
+        [*PROGRAM, str(tmp_path), "--schedule", schedule, "--stages", str(stages)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=HANG,
     )
     assert alone.returncode == 0, alone.stderr
-    done = tttv2_run("--np", "2", "--", *PROGRAM, str(tmp_path), "--schedule", schedule)
+    done = tttv2_run("--np", str(stages), "--", *PROGRAM, str(tmp_path), "--schedule", schedule)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"ranks {schedule}: 3 steps, loss ")
-    single = dict(np.load(tmp_path / f"single-{schedule}-rank0.npz"))
-    ranks = [dict(np.load(tmp_path / f"ranks-{schedule}-rank{r}.npz")) for r in (0, 1)]
+    single = dict(np.load(tmp_path / f"single{stages}-{schedule}-rank0.npz"))
+    ranks = [dict(np.load(tmp_path / f"ranks{stages}-{schedule}-rank{r}.npz")) for r in range(stages)]
     params = sorted(k for k in single if k.startswith("param/"))
-    assert len(params) == 3 * 29  # every parameter of the 2-layer GPT (untied head), after each of 3 steps
+    assert len(params) == 3 * (5 + 12 * max(2, stages))  # every parameter of the GPT (untied head), 3 steps
+    held = []
     for rank, record in enumerate(ranks):  # each rank holds exactly its stage's parameters
         mine = sorted(k for k in record if k.startswith("param/"))
         assert mine and all(k.split("/")[2].startswith(f"stages.{rank}.") for k in mine)
@@ -46,7 +48,8 @@ def test_two_ranks_train_a_two_stage_pipeline_bit_identically_to_one_process(tmp
         assert not different, different[:5]
         for step in range(3):  # every rank returns the mean loss of the step, as the single process
             assert record[f"loss/{step}"] == single[f"loss/{step}"]
-    assert len(ranks[0]) + len(ranks[1]) - 6 == len(params)
+        held += mine
+    assert sorted(held) == params
     assert not np.array_equal(
         single["param/0/stages.0.embed.weight"], single["param/2/stages.0.embed.weight"]
     )
