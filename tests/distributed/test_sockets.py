@@ -446,3 +446,16 @@ def test_a_tensor_received_without_an_allocation_keeps_the_padded_shape(halves):
     ttnn.experimental.send_async(t, send)
     got = recv._receive_new("test")
     assert got.padded_shape == t.padded_shape and got.device() is b
+
+
+def test_a_receiving_tensor_too_big_for_the_fifo_is_refused_as_the_wrong_spec(halves):
+    """The sender checks the FIFO; a receiver of another spec hears the spec error (the sender hears it too)."""
+    a, b = halves
+    send, recv = ttnn.create_socket_pair(a, b, config(fifo=2048))  # one bfloat16 tile
+    t = sharded(a)
+    ttnn.experimental.send_async(t, send)
+    wider = ttnn.allocate_tensor_on_device(ttnn.TensorSpec(list(t.shape), ttnn.float32, ttnn.TILE_LAYOUT), b)
+    with pytest.raises(
+        ttnn.ValidationError, match=r"expected the sent tensor's spec \[1, 1, 32, 64\] BFLOAT16"
+    ):
+        ttnn.experimental.recv_async(wider, recv)

@@ -447,7 +447,10 @@ class MeshSocket:
         return f"MeshSocket({end}, {where}, {len(self._config.socket_connection_config)} connections)"
 
     # --- transfers -----------------------------------------------------------------------------------------------
-    def _usable(self, op: str, endpoint: SocketEndpoint, tensor: Tensor, arg: str) -> None:
+    def _usable(self, op: str, endpoint: SocketEndpoint, tensor: Tensor, arg: str, fifo: bool = True) -> None:
+        """This end can send (receive) ``tensor``; ``fifo``: and a page of it fits the FIFO (the sender checks it:
+        a receiving tensor of the sent spec then fits too, and one of another spec is refused by the spec check,
+        which the sender hears about)."""
         if self._endpoint is None:
             raise ValidationError(
                 f"{op}: mesh_socket: rank {self._rank} is neither the sender ({self._config.sender_rank}) nor the "
@@ -461,13 +464,13 @@ class MeshSocket:
             raise op_error(
                 op, arg, f"a tensor on the socket's mesh {self._device}", f"a tensor on {tensor.device()}"
             )
-        page, fifo = _page_bytes(tensor), self._config.socket_mem_config.fifo_size
-        if fifo < page:
+        page, size = _page_bytes(tensor), self._config.socket_mem_config.fifo_size
+        if fifo and size < page:
             raise op_error(
                 op,
                 "mesh_socket",
                 f"a FIFO of at least one page of the tensor ({page} bytes)",
-                f"fifo_size {fifo}",
+                f"fifo_size {size}",
             )
 
     def _coords(self, side: str) -> list[int]:
@@ -548,7 +551,7 @@ class MeshSocket:
             )
 
     def _receive_into(self, op: str, output: Tensor) -> None:
-        self._usable(op, SocketEndpoint.RECEIVER, output, "output_tensor")
+        self._usable(op, SocketEndpoint.RECEIVER, output, "output_tensor", fifo=False)
         header, shards = self._take(op)
         problem = _mismatch(header, output)
         self._acknowledge(problem and f"its output_tensor is {problem[1]}, the sent tensor {problem[0]}")
@@ -578,7 +581,7 @@ class MeshSocket:
         )
         if header["padded"] is not None:
             output._padded_shape = Shape(header["padded"])
-        self._usable(op, SocketEndpoint.RECEIVER, output, "output_tensor")
+        self._usable(op, SocketEndpoint.RECEIVER, output, "output_tensor", fifo=False)
         self._acknowledge(None)
         self._write(op, output, header, shards)
         return output
