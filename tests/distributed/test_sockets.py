@@ -459,3 +459,26 @@ def test_a_receiving_tensor_too_big_for_the_fifo_is_refused_as_the_wrong_spec(ha
         ttnn.ValidationError, match=r"expected the sent tensor's spec \[1, 1, 32, 64\] BFLOAT16"
     ):
         ttnn.experimental.recv_async(wider, recv)
+
+
+def test_a_tensor_nobody_received_ends_the_job_at_exit_with_the_error():
+    """Rank 0 sends, rank 1 never receives, both end: rank 1 says so at exit (not MPI_Finalize failing on the
+    message it never took), and the job ends."""
+    done = tttv2_run("--np", "2", "--all-output", "--timeout", "1.5", "--", *RELAY, "unsynced")
+    assert done.returncode == 1, done.stdout
+    assert "[0] rank 0: no error" in done.stdout and "[1] rank 1: no error" in done.stdout
+    assert (
+        "tttv2-run: rank 1 failed: rank 1: MeshSocket(RECEIVER, rank 0 -> rank 1, 2 connections): rank 0 sent tensor "
+        "#0 on it, which this rank never received (recv_async)"
+    ) in done.stderr
+
+
+def test_the_exit_check_names_a_tensor_that_arrived_unreceived(loopback, halves):
+    a, _ = halves
+    send, _receiver = _ends(a)  # the receiving end stays open: only open sockets are checked
+    sockets.check_unreceived()  # nothing sent yet
+    ttnn.experimental.send_async(sharded(a), send)
+    with pytest.raises(
+        DistributedError, match=r"rank 1 sent tensor #0 on it, which this rank never received"
+    ):
+        sockets.check_unreceived()

@@ -657,13 +657,25 @@ def complete_sends(device: MeshDevice | None = None) -> None:
             socket.synchronize()
 
 
-def _complete_at_exit() -> (
-    None
-):  # pragma: no cover - runs in a rank's interpreter shutdown (tested end to end)
-    """A rank that ends with sends nobody took: say so and end the job (instead of hanging in MPI_Finalize)."""
+def check_unreceived() -> None:
+    """Raise if a tensor sent to one of this rank's receiver sockets arrived and was never received."""
+    from ...distributed import _mpi
+
+    for socket in list(_live):
+        if socket._endpoint is SocketEndpoint.RECEIVER and _mpi.has_message(socket._peer, socket._tag + 1):
+            raise _mpi.DistributedError(
+                f"rank {socket._rank}: {socket!r}: rank {socket._peer} sent tensor #{socket._received} on it, which "
+                "this rank never received (recv_async)"
+            )
+
+
+def _complete_at_exit() -> None:  # pragma: no cover - runs at a rank's exit (tested end to end)
+    """A rank that ends with a tensor sent to it and never received, or with sends nobody took: say so and end
+    the job (instead of MPI_Finalize failing on the message, or hanging)."""
     from ...distributed import _mpi
 
     try:
+        check_unreceived()
         complete_sends()
     except _mpi.DistributedError as exc:
         print(f"tttv2: error: {exc}", file=sys.stderr, flush=True)
