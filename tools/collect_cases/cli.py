@@ -204,7 +204,9 @@ def parser() -> argparse.ArgumentParser:
     em.add_argument("--force", action="store_true", dest="old_force", help=argparse.SUPPRESS)
     em.add_argument("--line-length", type=int, default=DEFAULT_LINE_LENGTH, metavar="N")
 
-    sw = sub.add_parser("sweep", help="record the tttv1 demo over models x meshes")
+    sw = sub.add_parser(
+        "sweep", help="record the tttv1 demo over models x meshes (over MPI ranks under tttv2-run)"
+    )
     _common(sw, target=None)
     sw.add_argument("--models", default="all", help="'all' or NAME,NAME (tttv1 catalogue)")
     sw.add_argument("--meshes", default="N150,N300,T3K,TG", help="N150,N300,N150x4,T3K,TG or RxC")
