@@ -27,7 +27,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["WORKERS", "in_shared_work", "run_shared", "single_threaded_blas", "submit", "worker_count"]
+__all__ = ["WORKERS", "single_threaded_blas", "submit", "worker_count"]
 
 ENV_VAR = "TTTV2_NUM_THREADS"
 _MAX_WORKERS = 8
@@ -128,52 +128,6 @@ def submit(fn, *args) -> Future:
                 max(1, WORKERS - 1), thread_name_prefix="tttv2-worker", initializer=_init_worker
             )
     return _pool.submit(contextvars.copy_context().run, fn, *args)
-
-
-_shared = threading.local()
-
-
-def in_shared_work() -> bool:
-    """True on a thread that is computing items of :func:`run_shared` (the caller's or a worker): work it
-    starts from there runs on that thread alone, so no pool thread ever waits for the pool."""
-    return getattr(_shared, "active", False)
-
-
-def run_shared(fn, count: int) -> list:
-    """``[fn(0), ..., fn(count - 1)]``: the caller and the pool's workers take items one at a time until none
-    are left; each item is computed whole on one thread, so the results (and their bits) are the ones a serial
-    loop gives, whatever the worker count or the order the threads take items in. The exception of the
-    lowest failing item is raised, as a serial loop would raise it. Serial with one worker, for one item, or
-    when called from inside shared work."""
-    if WORKERS == 1 or count < 2 or in_shared_work():
-        return [fn(i) for i in range(count)]
-    results: list = [None] * count
-    errors: dict[int, BaseException] = {}
-    taken = iter(range(count))
-    lock = threading.Lock()
-
-    def drain() -> None:
-        _shared.active = True
-        try:
-            while True:
-                with lock:
-                    i = next(taken, None)
-                if i is None:
-                    return
-                try:
-                    results[i] = fn(i)
-                except BaseException as exc:  # re-raised by the caller, lowest item first
-                    errors[i] = exc
-        finally:
-            _shared.active = False
-
-    helpers = [submit(drain) for _ in range(min(WORKERS, count) - 1)]
-    drain()
-    for helper in helpers:
-        helper.result()
-    if errors:
-        raise errors[min(errors)]
-    return results
 
 
 def _forget_pool() -> None:  # a forked child has none of the parent's threads

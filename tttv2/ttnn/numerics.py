@@ -175,7 +175,7 @@ def _bounds(n: int, pieces: int) -> list[int]:
 def _run_pieces(fn, bounds: list[int]) -> list:
     """``[fn(lo, hi) for each piece]``, the pieces spread over the workers (the caller computes the first)."""
     pairs = list(itertools.pairwise(bounds))
-    if _threads.WORKERS == 1 or len(pairs) == 1 or _threads.in_shared_work():
+    if _threads.WORKERS == 1 or len(pairs) == 1:
         return [fn(lo, hi) for lo, hi in pairs]
     futures = [_threads.submit(fn, lo, hi) for lo, hi in pairs[1:]]
     return [fn(*pairs[0])] + [future.result() for future in futures]

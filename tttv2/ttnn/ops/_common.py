@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .._threads import run_shared, single_threaded_blas
+from .._threads import single_threaded_blas
 from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
 from ..errors import ValidationError, op_error
@@ -175,14 +175,8 @@ def same_mesh(op: str, **tensors: Tensor | None) -> MeshDevice | None:
     return first.device()
 
 
-def map_shards(
-    fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = True, parallel: bool = False
-) -> list:
-    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through).
-
-    ``parallel=True`` computes the devices on the emulator's threads (:func:`.._threads.run_shared`): for an
-    ``fn`` that reads only its arguments and returns a new array, so each device's result is the same bits
-    whichever thread computes it."""
+def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = True) -> list:
+    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through)."""
     count = None
     for t in tensors:
         if isinstance(t, Tensor):
@@ -190,7 +184,7 @@ def map_shards(
             if count is not None and n != count:  # pragma: no cover - same_mesh is checked first
                 raise ValidationError(f"map_shards: tensors have {count} and {n} shards")
             count = n
-    per_device = []
+    results = []
     for i in range(count or 1):
         args = []
         for t in tensors:
@@ -201,10 +195,8 @@ def map_shards(
                 )
             else:
                 args.append(t)
-        per_device.append(args)
-    if parallel:
-        return run_shared(lambda i: fn(*per_device[i]), len(per_device))
-    return [fn(*args) for args in per_device]
+        results.append(fn(*args))
+    return results
 
 
 def output_like(

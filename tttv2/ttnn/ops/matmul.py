@@ -48,10 +48,6 @@ _PROGRAM_CONFIGS = (
 )
 
 
-# multiply-adds per device above which the devices of a mesh are computed on the emulator's threads
-_PARALLEL_MIN_WORK = 1 << 22
-
-
 def _tiles(n: int) -> int:
     return -(-n // TILE_SIZE)
 
@@ -282,8 +278,7 @@ def _matmul(
                 out = act(out)
         return out.astype(np.float32, copy=False)
 
-    parallel = batch * m_rows * k * n >= _PARALLEL_MIN_WORK  # per device: worth a thread hand-over
-    shards = map_shards(run, a, b, *([bias] if bias is not None else []), parallel=parallel)
+    shards = map_shards(run, a, b, *([bias] if bias is not None else []))
     out_dtype = dtype if dtype is not None else a.dtype
     mem = (
         memory_config if memory_config is not None else DRAM_MEMORY_CONFIG
