@@ -16,7 +16,7 @@ Run from the project root:  python benchmarks/bench_scale.py [--layers 2] [--new
 
 Rows (b) and (c) (``--row b`` / ``--row c``): one decoder layer at the real size of Llama-3.1-8B on an emulated 1×8
 mesh and of Llama-3.1-70B on 8×4, built by ``ModelFactory.from_config`` (seeded random weights streamed to the
-devices; the model has that one layer and a 4,096-id vocab, whose embedding and LM head are not timed), against a
+devices; the model has that one layer and a 512-id vocab, whose embedding and LM head are not timed), against a
 Hugging Face ``LlamaDecoderLayer`` from the same config (random init, float32) with its KV cache. Both sides
 are built in their own processes (each peak RSS is its own), then the prefill of ``--prompt-len`` tokens and
 ``--steps`` decode steps run on one side and then the other, the order swapped every step, so the load of a
@@ -113,8 +113,10 @@ LAYER_ROWS = {
     "c": ("one Llama-3.1-70B decoder layer", LLAMA_3_1_70B, (8, 4)),
 }
 # the layer benchmark builds the model with one layer and this vocab (the embedding and LM head are not timed;
-# at the real 128,256 they would be 0.5 B (8B) and 1.1 B (70B) parameters each, more than the layer)
-LAYER_BENCH_VOCAB = 4096
+# at the real 128,256 they would be 0.5 B (8B) and 1.1 B (70B) parameters each, more than the layer). Small: on
+# 8x4 the embedding table is replicated over the 8 mesh rows, so a 4,096-id table alone held 1 GB of the host's
+# float32 emulated storage and pushed the 70B layer's run over 6 GB
+LAYER_BENCH_VOCAB = 512
 
 
 def resident_bytes() -> int:
