@@ -1,4 +1,4 @@
-"""The emulator at real model sizes, side by side with torch fp32 (issue 24, row (a)).
+"""The emulator at real model sizes, side by side with torch fp32 (issue 24, rows (a), (b) and (c)).
 
 A Llama-3.2-1B-size model (the public meta-llama/Llama-3.2-1B config.json numbers, written here; nothing is
 downloaded) with seeded random weights:
@@ -13,13 +13,22 @@ peak RSS, prefill of ``--prompt-len`` tokens, decode per token (median of the st
 
 Run from the project root:  python benchmarks/bench_scale.py [--layers 2] [--new-tokens 6] [--only emulator]
 ``--layers`` cuts the 16 layers down so the benchmark runs quickly (the vocab and the widths stay real).
-Rows (b) and (c) of the issue (Llama-3.1-8B, 70B layers) are not here yet.
+
+Rows (b) and (c) (``--row b`` / ``--row c``): one decoder layer at the real size of Llama-3.1-8B on an emulated 1×8
+mesh and of Llama-3.1-70B on 8×4, built by ``ModelFactory.from_config`` (seeded random weights streamed to the
+devices; the model has that one layer and a 512-id vocab, whose embedding and LM head are not timed), against a
+Hugging Face ``LlamaDecoderLayer`` from the same config (random init, float32) with its KV cache. Both sides
+are built in their own processes (each peak RSS is its own), then the prefill of ``--prompt-len`` tokens and
+``--steps`` decode steps run on one side and then the other, the order swapped every step, so the load of a
+shared machine falls on both alike; the ratio printed is the median of the per-step ratios (first step not
+counted). The whole 8B model (row b's second half) needs packed weight storage and is not here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -59,6 +68,55 @@ LLAMA_3_2_1B = {
     "eos_token_id": 128001,
     "torch_dtype": "bfloat16",
 }
+
+
+# facts from the public config.json files of meta-llama/Llama-3.1-8B and meta-llama/Llama-3.1-70B (rows b, c)
+_LLAMA_3_1 = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "high_freq_factor": 4.0,
+        "low_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "torch_dtype": "bfloat16",
+}
+LLAMA_3_1_8B = {
+    **_LLAMA_3_1,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+}
+LLAMA_3_1_70B = {
+    **_LLAMA_3_1,
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+}
+# row -> (title, config, mesh)
+LAYER_ROWS = {
+    "b": ("one Llama-3.1-8B decoder layer", LLAMA_3_1_8B, (1, 8)),
+    "c": ("one Llama-3.1-70B decoder layer", LLAMA_3_1_70B, (8, 4)),
+}
+# the layer benchmark builds the model with one layer and this vocab (the embedding and LM head are not timed;
+# at the real 128,256 they would be 0.5 B (8B) and 1.1 B (70B) parameters each, more than the layer). Small: on
+# 8x4 the embedding table is replicated over the 8 mesh rows, so a 4,096-id table alone held 1 GB of the host's
+# float32 emulated storage and pushed the 70B layer's run over 6 GB
+LAYER_BENCH_VOCAB = 512
 
 
 def resident_bytes() -> int:
@@ -153,6 +211,209 @@ def run_torch(config: dict, prompt_len: int, new_tokens: int) -> dict:
     }
 
 
+def layer_params(config: dict) -> int:
+    from tttv2.interfaces import hf_param_shapes
+
+    return sum(math.prod(shape) for name, shape in hf_param_shapes(config).items() if ".layers.0." in name)
+
+
+def _serve(side: str, start, prefill, decode) -> int:
+    """A layer-benchmark child: build (``start`` → its JSON facts), then answer the parent's commands on stdin
+    one line each ("prefill", "decode", "quit") with one JSON line, so the parent can alternate the two sides."""
+    facts = start()
+    print(json.dumps({"side": side, **facts}), flush=True)
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "prefill":
+            print(json.dumps({"prefill_s": prefill()}), flush=True)
+        elif command == "decode":
+            print(json.dumps({"decode_s": decode()}), flush=True)
+        else:
+            print(json.dumps({"peak_rss": peak_rss_bytes()}), flush=True)
+            return 0
+    return 0
+
+
+def serve_emulator_layer(row: str, prompt_len: int) -> int:
+    """One decoder layer built by ``ModelFactory.from_config`` (seeded random weights streamed to the devices,
+    bfloat8_b weights as its performance mode sets them); only the layer's ``prefill_forward`` /
+    ``decode_forward`` calls are timed (the embedding, rotary tables and positions are made before)."""
+    import numpy as np
+
+    from tttv2 import ttnn
+    from tttv2.interfaces import ModelFactory
+
+    _title, base, mesh_shape = LAYER_ROWS[row]
+    config = dict(base, num_hidden_layers=1, vocab_size=LAYER_BENCH_VOCAB)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(*mesh_shape))
+    state = {}
+
+    def start():
+        rss0, t0 = resident_bytes(), time.perf_counter()
+        model = ModelFactory.from_config(config, mesh, max_seq_len=max(256, 2 * prompt_len), max_batch_size=1)
+        build_s, grown = time.perf_counter() - t0, resident_bytes() - rss0
+        state["model"] = model
+        params = layer_params(config)
+        dram = sum(row["dram_peak"] for row in mesh.memory_report())
+        return {
+            "params": params,
+            "build_s": build_s,
+            "host_bytes_per_param": grown / params,
+            "device_dram_peak_bytes_per_param": dram / params,
+        }
+
+    def prefill():
+        model = state["model"]
+        decoder, layer = model.decoder, model.layers[0]
+        prompt = np.arange(3, 3 + prompt_len) % LAYER_BENCH_VOCAB
+        x, rot = decoder.embed_prefill(prompt), decoder.rot_mats_prefill(0, prompt_len)
+        t0 = time.perf_counter()
+        out = layer.prefill_forward(x, rot, user_id=0)
+        seconds = time.perf_counter() - t0
+        ttnn.deallocate(out)
+        state["position"] = prompt_len
+        return seconds
+
+    def decode():
+        model = state["model"]
+        decoder, layer = model.decoder, model.layers[0]
+        ids = np.zeros(32, dtype=np.int64)
+        ids[0] = 7
+        positions = np.array([state["position"]])
+        x = decoder.embed_decode(ids)
+        current = decoder.prepare_positions(positions)
+        rot = decoder.rot_mats_decode(positions)
+        t0 = time.perf_counter()
+        out = layer.decode_forward(x, current, rot)
+        seconds = time.perf_counter() - t0
+        ttnn.deallocate(out)
+        state["position"] += 1
+        return seconds
+
+    return _serve("emulator", start, prefill, decode)
+
+
+def serve_torch_layer(row: str, prompt_len: int) -> int:
+    """Hugging Face ``LlamaDecoderLayer`` from the same config (random init, float32) with its KV cache; the
+    rotary embeddings are made before each timed call, as on the emulator side."""
+    import torch
+    import transformers
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    _title, base, _mesh = LAYER_ROWS[row]
+    kwargs = {k: v for k, v in base.items() if k not in ("architectures", "model_type", "torch_dtype")}
+    hf_config = transformers.LlamaConfig(
+        **kwargs, attn_implementation="sdpa"
+    )  # a layer alone has no model to pick it
+    state = {}
+
+    def start():
+        torch.manual_seed(0)
+        rss0, t0 = resident_bytes(), time.perf_counter()
+        layer = LlamaDecoderLayer(hf_config, layer_idx=0).float().eval()
+        build_s, grown = time.perf_counter() - t0, resident_bytes() - rss0
+        state.update(layer=layer, rotary=LlamaRotaryEmbedding(hf_config), cache=transformers.DynamicCache())
+        params = sum(p.numel() for p in layer.parameters())
+        return {
+            "params": params,
+            "build_s": build_s,
+            "host_bytes_per_param": grown / params,
+            "device_dram_peak_bytes_per_param": None,
+        }
+
+    def step(length: int) -> float:
+        start_pos = state.get("position", 0)
+        hidden = torch.randn(
+            1, length, hf_config.hidden_size, generator=torch.Generator().manual_seed(start_pos)
+        )
+        ids = torch.arange(start_pos, start_pos + length)[None]
+        with torch.inference_mode():
+            rotary = state["rotary"](hidden, ids)
+            t0 = time.perf_counter()
+            state["layer"](
+                hidden, position_ids=ids, cache=state["cache"], use_cache=True, position_embeddings=rotary
+            )
+            seconds = time.perf_counter() - t0
+        state["position"] = start_pos + length
+        return seconds
+
+    return _serve("torch fp32", start, lambda: step(prompt_len), lambda: step(1))
+
+
+def run_layer_row(row: str, prompt_len: int, steps: int, only: str | None = None) -> int:
+    """Both sides built in their own processes, then the prefill and each decode step run on one side and then
+    the other (the order swapped every step), so the machine's load falls on both alike; ratios per step."""
+    title, _base, mesh = LAYER_ROWS[row]
+    print(
+        f"row ({row}): {title}, emulator on {mesh[0]}x{mesh[1]}; torch fp32 LlamaDecoderLayer; prompt {prompt_len}"
+    )
+    sides = {}
+    for side in ("emulator", "torch"):
+        if only and only != side:
+            continue
+        cmd = [sys.executable, __file__, "--serve", side, "--row", row, "--prompt-len", str(prompt_len)]
+        sides[side] = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, bufsize=1
+        )
+
+    def ask(side: str, command: str | None) -> dict:
+        proc = sides[side]
+        if command is not None:
+            proc.stdin.write(command + "\n")
+            proc.stdin.flush()
+        line = proc.stdout.readline()
+        if not line:
+            proc.wait()
+            raise RuntimeError(
+                f"{side} side ended (exit {proc.returncode}) before answering {command or 'start'}"
+            )
+        return json.loads(line)
+
+    try:
+        facts = {side: ask(side, None) for side in sides}
+        prefill = {side: ask(side, "prefill")["prefill_s"] for side in sides}
+        decode = {side: [] for side in sides}
+        for step in range(steps):
+            for side in list(sides) if step % 2 == 0 else list(sides)[::-1]:
+                decode[side].append(ask(side, "decode")["decode_s"])
+        for side in sides:
+            facts[side].update(ask(side, "quit"))
+    except (RuntimeError, json.JSONDecodeError) as exc:
+        for proc in sides.values():
+            proc.kill()
+        print(f"row ({row}) failed: {exc}", file=sys.stderr)
+        return 1
+    for proc in sides.values():
+        proc.wait()
+    header = (
+        f"{'side':<11} {'params':>8} {'build':>8} {'host B/param':>12} {'DRAM B/param':>12} {'peak RSS':>9} "
+        f"{'prefill':>9} {'decode/token':>12}"
+    )
+    print(header)
+    for side in sides:
+        r = facts[side]
+        dram = (
+            "-"
+            if r["device_dram_peak_bytes_per_param"] is None
+            else f"{r['device_dram_peak_bytes_per_param']:.2f}"
+        )
+        print(
+            f"{r['side']:<11} {r['params'] / 1e6:>7.1f}M {r['build_s']:>7.1f}s {r['host_bytes_per_param']:>12.2f} "
+            f"{dram:>12} {r['peak_rss'] / 2**30:>7.2f}GB {prefill[side]:>8.3f}s "
+            f"{statistics.median(decode[side][1:]):>11.3f}s"
+        )
+    for side in sides:
+        print(f"decode steps (s): {side:<8} " + " ".join(f"{t:.3f}" for t in decode[side]))
+    if len(sides) < 2:
+        return 0
+    ratios = [e / t for e, t in zip(decode["emulator"][1:], decode["torch"][1:], strict=True)]
+    print(
+        f"decode: emulator / torch = {statistics.median(ratios):.2f}x (median of {len(ratios)} alternated steps, "
+        f"range {min(ratios):.2f}-{max(ratios):.2f}; goal <= 2x); prefill {prefill['emulator'] / prefill['torch']:.2f}x"
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/bench_scale.py", description=__doc__.split("\n")[0]
@@ -163,8 +424,32 @@ def main(argv=None) -> int:
         "--new-tokens", type=int, default=6, help="generated tokens (default 6: 5 decode steps)"
     )
     parser.add_argument("--only", choices=["emulator", "torch"], default=None, help="run one side only")
+    parser.add_argument(
+        "--row",
+        choices=["a", "b", "c"],
+        default="a",
+        help="a: Llama-3.2-1B-size model through the tttv1 demo on 1x8 (default); b: one Llama-3.1-8B decoder "
+        "layer on 1x8; c: one Llama-3.1-70B decoder layer on 8x4",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=7,
+        help="rows b, c: alternated decode steps (default 7; the first is not counted)",
+    )
     parser.add_argument("--side", choices=["emulator", "torch"], default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=["emulator", "torch"], default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve == "emulator":
+        return serve_emulator_layer(args.row, args.prompt_len)
+    if args.serve == "torch":
+        return serve_torch_layer(args.row, args.prompt_len)
+    if args.row != "a":
+        if args.steps < 2 or args.prompt_len < 1 or args.prompt_len % 32:
+            parser.error("--steps must be >= 2 and --prompt-len a positive multiple of 32 for rows b and c")
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+        print(f"command: {' '.join(['python', 'benchmarks/bench_scale.py', *(argv or sys.argv[1:])])}")
+        return run_layer_row(args.row, args.prompt_len, args.steps, args.only)
     if args.layers < 1 or args.new_tokens < 2 or args.prompt_len < 1:
         parser.error("--layers and --prompt-len must be >= 1, --new-tokens >= 2")
     config = dict(LLAMA_3_2_1B, num_hidden_layers=args.layers)

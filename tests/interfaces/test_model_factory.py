@@ -184,3 +184,71 @@ def test_release_host_needs_a_converted_weight(ttnn_mesh_pool):
     weight.release_host()
     assert weight.shape == (32, 32) and weight.get_device_weight() is device
     assert weight.with_defaults(pad_value=None).shape == (32, 32)
+
+
+@pytest.mark.parametrize("mesh_shape", [(1, 8), (8, 4)], ids=mesh_id)
+def test_from_config_holds_one_blocks_host_weights_at_a_time(
+    tmp_path, monkeypatch, ttnn_mesh_pool, mesh_shape
+):
+    """Streaming, a layer's attention weights are on the devices and their host arrays gone before its MLP
+    weights are made, each MLP source array is gone once transposed, and the MLP's weights convert one at a
+    time, each host array dropped before the next (weak references to the arrays the blocks are built from,
+    and to the random arrays as made)."""
+    import json
+    import weakref
+
+    from tttv2.interfaces import RandomWeights
+    from tttv2.interfaces import _model_factory as factory
+    from tttv2.modules import LazyWeight
+
+    mesh = ttnn_mesh_pool(mesh_shape)
+    (tmp_path / "config.json").write_text(json.dumps(MISTRAL_SMALL))
+    handed: dict[str, weakref.ref] = {}  # "0.wqkv" ...: the attention arrays the weights reader returned
+    made: list[tuple[str, weakref.ref]] = []  # the random arrays, in the order they were made
+    seen_when_made: dict[str, list[str]] = {}  # MLP weight name -> block arrays still alive when it was made
+    real_attention, real_get = factory.HuggingFaceWeights.attention, RandomWeights.__getitem__
+
+    def attention(self, layer, *args):
+        arrays = real_attention(self, layer, *args)
+        for key in ("wqkv", "wo"):
+            handed[f"{layer}.{key}"] = weakref.ref(arrays[key])
+        return arrays
+
+    def get(self, name):
+        if ".mlp." in name:
+            seen_when_made[name] = [n for n, ref in handed.items() if ref() is not None]
+            seen_when_made[name] += [n for n, ref in made if ref() is not None and ".mlp." in n]
+        array = real_get(self, name)
+        made.append((name, weakref.ref(array)))
+        return array
+
+    converted: dict[
+        int, list[weakref.ref]
+    ] = {}  # layer -> the host arrays of its MLP weights converted so far
+    alive_at_conversion: dict[
+        int, list[int]
+    ] = {}  # layer -> how many of those are alive as the next converts
+    real_convert = LazyWeight._convert
+
+    def convert(self):
+        layer, _, which = (self.name or "").rpartition(".layers.")[2].partition(".")
+        if which in ("w1", "w2", "w3"):
+            before = converted.setdefault(int(layer), [])
+            alive_at_conversion.setdefault(int(layer), []).append(sum(ref() is not None for ref in before))
+            before.append(weakref.ref(self.source))
+        return real_convert(self)
+
+    monkeypatch.setattr(LazyWeight, "_convert", convert)
+    monkeypatch.setattr(factory.HuggingFaceWeights, "attention", attention)
+    monkeypatch.setattr(RandomWeights, "__getitem__", get)
+    model = ModelFactory.from_config(tmp_path, mesh, seed=4, max_seq_len=MAX_SEQ_LEN)
+    layers = MISTRAL_SMALL["num_hidden_layers"]
+    assert len(seen_when_made) == 3 * layers and len(handed) == 2 * layers
+    for name, alive in seen_when_made.items():
+        attention_alive = [n for n in alive if ".wqkv" in n or ".wo" in n]
+        assert not attention_alive, f"{name} was made while {attention_alive} were on the host"
+        # the MLP's earlier weights are held (transposed, for the block), never their random source arrays
+        assert not [n for n in alive if n.endswith("_proj.weight")], f"{name}: {alive}"
+    # the MLP's weights go to the devices one at a time, each host array dropped before the next converts
+    assert alive_at_conversion == {layer: [0, 0, 0] for layer in range(layers)}
+    assert model.layers[-1].attention.config.wo.is_loaded()

@@ -187,15 +187,15 @@ class HuggingFaceWeights:
         base = f"layers.{layer}.mlp."
         if self.has(base + "gate_up_proj.weight"):  # Phi-3: gate first, then up
             gate, up = np.split(self._get(base + "gate_up_proj.weight", (2 * hidden, dim)), 2, axis=0)
+            w1, w3 = np.ascontiguousarray(gate.T), np.ascontiguousarray(up.T)
+            del gate, up
         else:
-            gate = self._get(base + "gate_proj.weight", (hidden, dim))
-            up = self._get(base + "up_proj.weight", (hidden, dim))
-        down = self._get(base + "down_proj.weight", (dim, hidden))
-        return {
-            "w1": np.ascontiguousarray(gate.T),
-            "w3": np.ascontiguousarray(up.T),
-            "w2": np.ascontiguousarray(down.T),
-        }
+            # each read and transposed before the next is read: one source array in flight at a time, which a
+            # RandomWeights (or a checkpoint reader) makes anew on every read
+            w1 = np.ascontiguousarray(self._get(base + "gate_proj.weight", (hidden, dim)).T)
+            w3 = np.ascontiguousarray(self._get(base + "up_proj.weight", (hidden, dim)).T)
+        w2 = np.ascontiguousarray(self._get(base + "down_proj.weight", (dim, hidden)).T)
+        return {"w1": w1, "w3": w3, "w2": w2}
 
 
 def hf_param_shapes(config: Mapping) -> dict[str, tuple[int, ...]]:
