@@ -327,3 +327,56 @@ def test_the_old_class_option_still_works_with_a_warning(tool, tmp_path, capsys)
     assert capsys.readouterr().err.endswith(
         "MODULE names class MLP and --class Other; name it once, as MODULE:CLASS\n"
     )
+
+
+# --- tables wrap, never cut; one width in a pipe -------------------------------------------------------------------
+
+
+def test_trace_deps_tables_wrap_names_instead_of_cutting_them(capsys):
+    """The built-in MLP's config reads: at 140 columns (a pipe) the longest read is whole (it was cut at 48
+    characters: ``self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCF…``); at 50 columns the table folds, no ``…``."""
+    assert trace_cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert 'self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]' in out
+    assert max(len(line) for line in out.splitlines()) <= _cli.PIPE_WIDTH
+    assert trace_cli.main(["--width", "50"]) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("Config reads") : out.index("ModelArgs members read")]
+    assert "…" not in section and max(len(line) for line in out.splitlines()) <= 50
+
+
+def test_coverage_and_test_suite_tables_wrap_and_use_the_pipe_width(monkeypatch):
+    from rich.console import Console
+
+    from tttv2.testing._coverage import coverage_report
+    from tttv2.testing._suite import CheckResult, TestSuite
+    from tttv2_tools.collect_cases.cases import Case
+
+    cases = [
+        Case(
+            "tttv1.tt.mlp:MLP",
+            {"mesh_shape": [1, 8], "mode": "prefill", "model_name": "Llama-3.1-70B-Instruct"},
+        )
+    ]
+    narrow = Console(file=io.StringIO(), width=40)
+    report = coverage_report([], cases, modules=["MLP1D"])
+    report.print(narrow)
+    assert "…" not in narrow.file.getvalue()
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    report.print()  # in a pipe: 140 columns, every cell whole
+    assert "tttv1.tt.mlp:MLP (1d)" in sys.stdout.getvalue()
+    suite = TestSuite.__new__(TestSuite)  # the table alone: no model needed
+    suite.results = [
+        CheckResult(
+            "layer0_attention_with_a_long_name", "attention", "decode", 32, 0.9999871, 1.5e-3, 12.25, 3.5
+        )
+    ]
+    suite.console = None
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    suite.print()
+    printed = sys.stdout.getvalue()
+    assert "0.999987" in printed and "layer0_attention_with_a_long_name" in printed
+    assert max(len(line) for line in printed.splitlines()) > 80  # the pipe width (140), not rich's 80
+    suite.console = Console(file=io.StringIO(), width=40)
+    suite.print()
+    assert "…" not in suite.console.file.getvalue()

@@ -72,9 +72,10 @@ def short_name(node: str, label: str | None = None) -> str:
     }.get(kind, node)
 
 
-def _hops(hops: list[Hop], limit: int = 7) -> str:
+def _hops(hops: list[Hop], limit: int | None = 7) -> str:
+    """A proof path; longer than ``limit`` hops, its middle is one ``…`` (``None``: every hop, as ``-v`` asks)."""
     parts = []
-    shown = hops if len(hops) <= limit else [*hops[:2], None, *hops[-(limit - 3) :]]
+    shown = hops if limit is None or len(hops) <= limit else [*hops[:2], None, *hops[-(limit - 3) :]]
     last_file = None
     for hop in shown:
         if hop is None:
@@ -181,11 +182,11 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     table = Table(
         title="Config reads (model_config keys)", title_justify="left", show_lines=False, expand=False
     )
-    table.add_column("key")
-    table.add_column("read at")
-    table.add_column("how")
-    table.add_column("defs", justify="right")
-    table.add_column("value kind")
+    table.add_column("key", overflow="fold")
+    table.add_column("read at", overflow="fold")
+    table.add_column("how", overflow="fold")
+    table.add_column("defs", justify="right", overflow="fold")
+    table.add_column("value kind", overflow="fold")
     by_key: dict[str, list] = defaultdict(list)
     for r in a.reads:
         if r.kind == "key":
@@ -227,9 +228,9 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     methods = sorted({r.name for r in a.reads if r.kind == "method"})
     if methods:
         table = Table(title="ModelArgs methods the module calls (G3 style)", title_justify="left")
-        table.add_column("method")
-        table.add_column("defined at")
-        table.add_column("config keys it reaches")
+        table.add_column("method", overflow="fold")
+        table.add_column("defined at", overflow="fold")
+        table.add_column("config keys it reaches", overflow="fold")
         for name in methods:
             node = f"method:{name}"
             data = a.dependencies.nodes.get(node, {})
@@ -266,7 +267,7 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
                 status = f" [survives when {d.live_when}]"
             line = Text(f"{d.loc.rsplit(':', 1)[0]}  ")
             line.append(f"if {guards}" if guards else "always", style="italic")
-            line.append(f": {d.value}" if len(d.value) < 90 else f": {d.value[:88]}…")
+            line.append(f": {d.value}" if verbose or len(d.value) < 90 else f": {d.value[:88]}…")
             if status:
                 line.append(status, style="yellow")
             branch.add(line)
@@ -286,20 +287,24 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
             continue
         console.print()
         table = Table(title=title, title_justify="left")
-        table.add_column("where")
-        table.add_column("construct")
-        table.add_column("test", max_width=44)
-        table.add_column("class")
-        table.add_column("facts", max_width=22)
+        table.add_column("where", overflow="fold")
+        table.add_column("construct", overflow="fold")
+        table.add_column("test", max_width=44, overflow="fold")
+        table.add_column("class", overflow="fold")
+        table.add_column("facts", max_width=22, overflow="fold")
         table.add_column("proof (root → … → condition)", overflow="fold")
         for b in rows:
             facts = ", ".join([*b.topology, *(f"mode {m}" for m in b.mode), *b.facts])
-            proof = _hops(b.chain[b.classification]) if b.classification in b.chain else ""
+            proof = (
+                _hops(b.chain[b.classification], None if verbose else 7)
+                if b.classification in b.chain
+                else ""
+            )
             where = b.loc.rsplit(":", 1)[0] if side == "module" else f"{b.loc.rsplit(':', 1)[0]} {b.function}"
             table.add_row(
                 where,
                 b.construct,
-                b.test if len(b.test) < 60 else b.test[:58] + "…",
+                b.test if verbose or len(b.test) < 60 else b.test[:58] + "…",
                 _kind(b.classification),
                 facts,
                 proof,
@@ -330,10 +335,10 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     if a.paths:
         console.print()
         table = Table(title="Terminal ttnn ops per path (forward)", title_justify="left")
-        table.add_column("op")
+        table.add_column("op", overflow="fold")
         names = list(a.paths)
         for name in names:
-            table.add_column(name, justify="center")
+            table.add_column(name, justify="center", overflow="fold")
         all_ops = sorted({op for ops in a.paths.values() for op in ops})
         for op in all_ops:
             table.add_row(op, *("✓" if op in a.paths[name] else "" for name in names))
@@ -361,9 +366,7 @@ def _upstream(a: Analysis, node: str) -> set[str]:
 
 
 def _how(r) -> str:
-    text = r.via
-    if len(text) > 48:
-        text = text[:47] + "…"
+    text = r.via  # whole: it holds the key's name (the table folds it)
     if r.called_with is not None:
         text += " (called)"
     return text
