@@ -124,7 +124,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report",
         action="store_true",
-        help="also print the terminal report when the outputs go to files (without an output it is the default)",
+        help="print the whole terminal report when the outputs go to files (they print its summary alone; without "
+        "an output the report is the default)",
     )
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
     add_common(p, version=f"JSON schema {SCHEMA_VERSION}", width=True, quiet_help="no report and no progress")
@@ -345,13 +346,17 @@ def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
         from .report import render_why
 
         render_why(view, args.why, _console(width))
-    elif (args.report or not targets) and STDOUT not in targets.values() and not args.quiet:
-        # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report), so that
-        # writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for; it
+    elif (args.report or args.verbose or not targets) and STDOUT not in targets.values() and not args.quiet:
+        # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report or -v), so
+        # that writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for; it
         # opens with its summary (the answer first)
         from .report import render
 
         render(view, _console(width), verbose=args.verbose)
+    elif STDOUT not in targets.values() and not args.quiet:  # files written: the answer alone, as plain lines
+        from .summary import summary_lines
+
+        _stdout("".join(line + "\n" for line in summary_lines(view)))
     if args.strict and (analysis.unknowns() or analysis.skipped):
         say(
             "trace-deps",
