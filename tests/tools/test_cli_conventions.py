@@ -380,3 +380,15 @@ def test_coverage_and_test_suite_tables_wrap_and_use_the_pipe_width(monkeypatch)
     suite.console = Console(file=io.StringIO(), width=40)
     suite.print()
     assert "…" not in suite.console.file.getvalue()
+
+
+def test_the_sweep_summary_wraps_model_names_and_numbers():
+    from rich.console import Console
+
+    from tttv2_tools.collect_cases.sweep import Run, summary_table
+
+    runs = [Run("Llama-3.1-70B-Instruct-tiny", "T3K", Path("a.log"), 0, 123.4, 32)]
+    narrow = Console(file=io.StringIO(), width=24)
+    narrow.print(summary_table(runs, ["T3K"]))
+    text = narrow.file.getvalue()
+    assert "…" not in text and "123.4" in text.replace("\n", "").replace("│", "").replace(" ", "")
