@@ -78,6 +78,10 @@ def test_a_call_records_mesh_mode_inputs_weights_model_and_layer(tmp_path, toy_m
         "w1_dtype": "bfloat4_b",
         "w2_shape": (64, 64),
         "w2_dtype": "bfloat8_b",
+        # the case in the terms of the tests tttv2-refactor generates (GENERATED_TEST_COLUMNS)
+        "mesh_device": (1, 2),
+        "seq_len": 32,
+        "recorded": '{"x": {"dtype": "bfloat16", "shape": [1, 1, 32, 64]}}',
     }
     assert decode.first_command == "test" and decode.topology == "1d"
 
