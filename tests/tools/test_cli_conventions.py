@@ -282,6 +282,43 @@ def test_split_target_and_module_resolution(tmp_path, monkeypatch):
     assert found == Path(tttv2.__file__).parent / "testing" / "_coverage_cli.py"
     assert _cli.names_module("pkg.x:C") and _cli.names_module("a.py") and not _cli.names_module("r.json")
     assert not _cli.names_module("r.json:")
+    import argparse as a_top_level_module
+
+    assert _cli.module_file("argparse") == Path(
+        a_top_level_module.__file__
+    )  # a top-level module, not a package
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)  # find_spec raises ValueError for it
+    assert _cli.module_file("__main__.x") == Path("__main__.x")
+
+
+def test_collect_cases_targets_without_a_class_are_read_from_the_source(tmp_path):
+    """``--target FILE`` (no CLASS): the main class, else the first class with an entry; a missing file, a source
+    that does not parse and one with no class to record are one clear TargetError each."""
+    from tttv2_tools.collect_cases.errors import TargetError
+    from tttv2_tools.collect_cases.targets import parse_target
+
+    two = tmp_path / "two.py"  # two unrelated classes with an entry: no main class, so the first one
+    two.write_text(
+        "class A:\n    def forward(self, x):\n        return x\n\n\nclass B:\n    def __call__(self):\n        pass\n"
+    )
+    assert parse_target(str(two)).name == "two:A"
+    for text, source, message in (
+        (str(tmp_path / "nope.py"), None, "MODULE .*nope.py: no such file"),
+        (
+            str(tmp_path / "broken.py"),
+            "def f(:\n",
+            "cannot read the module's source to choose its class; write broken:CLASS",
+        ),
+        (
+            str(tmp_path / "plain.py"),
+            "class P:\n    pass\n",
+            "has no class with a forward\\(\\) or __call__\\(\\); write plain:CLASS",
+        ),
+    ):
+        if source is not None:
+            Path(text).write_text(source)
+        with pytest.raises(TargetError, match=message):
+            parse_target(text)
 
 
 RFIX = FIX / "fn_t3k" / "rotary_attention.py"  # Falcon-40B's style: a rotary class before the attention class
