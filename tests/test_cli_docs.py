@@ -9,12 +9,14 @@
 3. The cheap ones run as written, in a scratch folder: every documented ``trace-deps`` and ``tttv2-refactor``
    line on the built-in TTTv1 files, and the ``collect-cases list`` / ``emit`` / ``export`` lines on a store made
    from the checked-in catalogue CSV (``record``, ``verify`` and ``sweep`` run programs: parsed only).
-4. Quoted output holds: the trace-deps API snippet and real-run excerpt, the refactor report excerpt.
+4. Quoted output holds: the trace-deps API snippet, real-run and ``--why`` excerpts, the refactor report excerpt;
+   every line of tttv1's MLP / attention / model_config a doc cites is a location trace-deps reports.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import shutil
@@ -386,3 +388,50 @@ def test_the_trace_deps_real_run_excerpt_is_the_output(capsys, monkeypatch):
     missing = [line for line in excerpt.splitlines() if line.rstrip() not in out]
     assert not missing, missing
     assert excerpt.startswith("Summary: class MLP")
+
+
+def test_the_trace_deps_why_excerpt_is_the_output(capsys, monkeypatch):
+    """docs/trace_deps.md's ``--why mlp.py:216`` block is the start of what the command prints (it quoted
+    ``model_config.py:1003`` after the line moved to 1005)."""
+    text = (ROOT / "docs" / "trace_deps.md").read_text(encoding="utf-8")
+    excerpt = re.search(r"`trace-deps --why mlp.py:216` prints[^\n]*\n\n```\n(.*?)```", text, re.S)[1]
+    monkeypatch.chdir(ROOT)
+    assert trace_cli.main(["--why", "mlp.py:216"]) == 0
+    out = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    quoted = [line.rstrip() for line in excerpt.splitlines()]
+    assert out[: len(quoted)] == quoted
+
+
+_CITED = re.compile(r"(?<![\w/])((?:mlp|model_config|attention)\.py):(\d+)(?::(\d+))?")
+
+
+def test_every_tttv1_line_the_docs_cite_is_one_trace_deps_reports():
+    """A ``mlp.py:216`` / ``model_config.py:1254`` / ``attention.py:N`` the docs cite (a branch, a read, a
+    definition of the built-in TTTv1 files) is a location trace-deps reports for tttv1's MLP or attention: a line
+    that moved fails here (``defined at model_config.py:1180`` outlived its method's move to 1254). Line 1 is
+    the place of whole-file errors (``mlp.py:1: no class with a forward() …``), not a citation."""
+    from tttv2_tools.trace_dependencies import analyze
+
+    config = ROOT / "tttv1" / "tt" / "model_config.py"
+    reported = set()
+    for module in ("mlp.py", "attention.py"):
+        data = json.loads(analyze(ROOT / "tttv1" / "tt" / module, config).to_json())
+        stack = [data]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, str) and (m := _CITED.search(item)):
+                reported.add((m[1], int(m[2])))
+    cited, stale = 0, []
+    for path in DOCS:
+        for m in _CITED.finditer(path.read_text(encoding="utf-8")):
+            if int(m[2]) == 1:
+                continue
+            cited += 1
+            if (m[1], int(m[2])) not in reported:
+                stale.append(f"{path.relative_to(ROOT)}: {m[0]}")
+    assert not stale, stale
+    assert cited >= 30
