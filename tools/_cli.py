@@ -8,7 +8,10 @@ What every command shares, written once:
   a positional argument as its file (:func:`normalise_argv`);
 - ``-q/--quiet``, ``--debug``, ``--version`` (the package version, plus schema versions) and ``--width`` for
   commands that print tables (:func:`add_common`), and one table width in a pipe (:func:`table_width`);
-- one phrasing for a missing input file (:func:`missing_file`).
+- one phrasing for a missing input file (:func:`missing_file`);
+- a usage error is one line too, ``<tool>: error: <what> (see <tool> --help)`` (:class:`ArgumentParser`);
+- one way to name what a command works on, ``MODULE[:CLASS]`` (:func:`split_target`): MODULE a file
+  (``tttv1/tt/mlp.py``) or a dotted module (``tttv1.tt.mlp``, :func:`module_file` / :func:`dotted_module`).
 
 Kept light: trace-deps imports it on every start (no rich, no shutil, no importlib.metadata until
 ``--version``).
@@ -21,6 +24,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from tttv2_tools._output import INTERRUPTED
 
@@ -125,6 +129,26 @@ def add_common(
         )
     if version is not None:
         p.add_argument("--version", action=_Version, schemas=version, help="print the version and exit")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser with the toolkit's help layout and one-line usage errors: ``<tool>: error: <what> (see
+    <tool> [VERB] --help)`` on stderr, exit 2 (argparse prints the whole usage block first; a CI log or a
+    script reading stderr wants the one line). Verbs' parsers are of this class too (argparse makes them so)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # argparse's hook: never returns
+        tool, _, verb = self.prog.partition(" ")
+        where = f"{verb}: " if verb else ""
+        self.exit(EXIT_USAGE, message_line(tool, f"{where}{message} (see {self.prog} --help)"))
+
+
+def message_line(tool: str, text: str, kind: str = "error") -> str:
+    """:func:`message` with its line end."""
+    return message(tool, text, kind) + "\n"
 
 
 def table_width(width: int | None) -> int | None:
@@ -242,3 +266,84 @@ def internal_error(tool: str, exc: BaseException, debug: bool) -> int:
         traceback.print_exception(exc)
     say(tool, f"{type(exc).__name__}: {exc} (run with --debug)", "internal error")
     return EXIT_INTERNAL
+
+
+# --- MODULE[:CLASS]: what a command works on -------------------------------------------------------------------
+
+TARGET_FORM = "MODULE[:CLASS] (MODULE a file, tttv1/tt/mlp.py, or a dotted module, tttv1.tt.mlp)"
+
+
+def _dotted_class(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def split_target(word: str) -> tuple[str, str | None]:
+    """``tttv1/tt/mlp.py:MLP`` or ``tttv1.tt.mlp:MLP`` -> ``(MODULE, "MLP")``; ``tttv1/tt/mlp.py`` -> ``(MODULE,
+    None)`` (the command's default class). A word that names an existing file is that file, colon or not; a
+    ``:`` followed by something that is not a class name (``mlp.py:``, ``mlp.py:3``) is a ValueError."""
+    if os.path.isfile(word):
+        return word, None
+    module, sep, cls = word.rpartition(":")
+    if not sep:
+        return word, None
+    if not module or not _dotted_class(cls):
+        if "/" in cls or "\\" in cls:  # a colon inside a path (c:/x/mlp.py), not a class
+            return word, None
+        raise ValueError(f"{word!r}: expected {TARGET_FORM}")
+    return module, cls
+
+
+def is_dotted_module(text: str) -> bool:
+    """``tttv1.tt.mlp`` (a module name), not ``tttv1/tt/mlp.py`` (a file)."""
+    return not text.endswith(".py") and _dotted_class(text)
+
+
+def module_file(text: str) -> Path:
+    """The source file of MODULE: a path as given; a dotted module name found as ``cwd/a/b/c.py`` (or
+    ``.../c/__init__.py``), else under its top package as Python would find it, without importing anything
+    (``importlib.util.find_spec`` of a top-level name runs no code). A name found nowhere stays a path (the caller's
+    "no such file" names it)."""
+    path = Path(text)
+    if not is_dotted_module(text) or path.exists():
+        return path
+    parts = text.split(".")
+    roots = [Path.cwd()]
+    from importlib.util import find_spec  # only for a dotted MODULE
+
+    try:
+        spec = find_spec(parts[0])
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        roots += [Path(loc).parent for loc in spec.submodule_search_locations]
+    elif spec is not None and spec.origin and len(parts) == 1:
+        return Path(spec.origin)
+    for root in roots:
+        for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+            if candidate.is_file():
+                return candidate
+    return path
+
+
+def names_module(word: str) -> bool:
+    """Whether ``word`` is a MODULE[:CLASS] (a ``.py`` file, ``X:CLASS``, or a dotted module that exists): after
+    a bare output flag, such a word is the command's MODULE, never the old spelling's separate FILE."""
+    try:
+        text, name = split_target(word)
+    except ValueError:
+        return False
+    return (
+        text.endswith(".py") or name is not None or (is_dotted_module(text) and module_file(text).is_file())
+    )
+
+
+def dotted_module(path: os.PathLike | str) -> str:
+    """``tttv1/tt/mlp.py`` -> ``tttv1.tt.mlp``: the file's name inside its packages (folders with an
+    ``__init__.py``), as ``import`` names it."""
+    path = Path(path).resolve()
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.append(folder.name)
+        folder = folder.parent
+    return ".".join(reversed(parts))

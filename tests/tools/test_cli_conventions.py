@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -188,3 +189,243 @@ def test_ctrl_c_after_a_file_was_written_names_it(tmp_path, capsys, monkeypatch)
     main, argv = _commands(tmp_path)["tttv2-coverage"]
     assert main(argv) == _cli.EXIT_INTERRUPTED
     assert capsys.readouterr().err == "tttv2-coverage: interrupted; nothing written\n"
+
+
+# --- one-line usage errors, and tttv2-run among the commands ------------------------------------------------------
+
+
+def _exit_code(main, argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse's refusals
+        return exc.code
+
+
+@pytest.mark.parametrize(
+    ("tool", "argv", "names"),
+    [
+        ("trace-deps", [str(MLP), "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        ("trace-deps", [str(MLP), "--width", "x"], "argument --width: expected an integer"),
+        ("tttv2-refactor", [str(MLP)], "the following arguments are required: --out"),
+        ("collect-cases", [], "the following arguments are required: VERB"),
+        ("collect-cases", ["emit", "--store", "s"], "emit: the following arguments are required: --target"),
+        ("collect-cases", ["list", "--store", "s", "--mode", "x"], "list: argument --mode: invalid choice"),
+        ("tttv2-coverage", ["--tests", "t"], "the following arguments are required: --store"),
+        ("tttv2-run", ["--np", "2", "--bogus", "--", "true"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_a_usage_error_is_one_line_with_the_tools_prefix(tool, argv, names, capsys):
+    """argparse's own refusals too: no usage block before the line (tools/_cli.ArgumentParser)."""
+    from tttv2.distributed import run as run_cli
+
+    main = {
+        "trace-deps": trace_cli.main,
+        "tttv2-refactor": refactor_cli.main,
+        "collect-cases": collect_cli.main,
+        "tttv2-coverage": _coverage_cli.main,
+        "tttv2-run": run_cli.main,
+    }[tool]
+    assert _exit_code(main, argv) == _cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(f"{tool}: error: ") and names in err and err.count("\n") == 1, err
+    assert err.rstrip().endswith("--help)") and "usage:" not in err
+
+
+def test_tttv2_run_speaks_the_same_language(capsys, monkeypatch):
+    """--version, and an internal error in the one shape (with --debug: the traceback, then the same line)."""
+    from tttv2.distributed import run as run_cli
+
+    with pytest.raises(SystemExit) as done:
+        run_cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"tttv2-run {_cli.package_version()}\n"
+
+    def broken(args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(run_cli, "run", broken)
+    assert run_cli.main(["--np", "1", "--", "true"]) == _cli.EXIT_INTERNAL
+    assert (
+        capsys.readouterr().err == "tttv2-run: internal error: ZeroDivisionError: a bug (run with --debug)\n"
+    )
+
+
+# --- MODULE[:CLASS]: one way to name what a command works on ------------------------------------------------------
+
+
+def test_split_target_and_module_resolution(tmp_path, monkeypatch):
+    assert _cli.split_target("tttv1/tt/mlp.py:MLP") == ("tttv1/tt/mlp.py", "MLP")
+    assert _cli.split_target("tttv1.tt.mlp:Outer.Inner") == ("tttv1.tt.mlp", "Outer.Inner")
+    assert _cli.split_target("mlp.py") == ("mlp.py", None)
+    assert _cli.split_target("c:/models/mlp.py") == ("c:/models/mlp.py", None)  # a colon inside a path
+    for bad in ("mlp.py:", ":MLP", "mlp.py:3"):
+        with pytest.raises(ValueError, match=r"expected MODULE\[:CLASS\]"):
+            _cli.split_target(bad)
+    odd = tmp_path / "odd:name.py"
+    odd.write_text("")
+    assert _cli.split_target(str(odd)) == (str(odd), None)  # an existing file is a file, colon or not
+    # a dotted module: found here first, then under its importable top package; never imported
+    package = tmp_path / "pkg" / "sub"
+    package.mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (package / "__init__.py").write_text("")
+    (package / "mod.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert _cli.module_file("pkg.sub.mod") == Path("pkg/sub/mod.py").resolve()
+    assert _cli.module_file("pkg.sub") == Path("pkg/sub/__init__.py").resolve()
+    assert _cli.module_file("pkg.nope") == Path("pkg.nope")  # not found: the caller says "no such file"
+    assert _cli.module_file("mlp.py") == Path("mlp.py")
+    assert _cli.dotted_module(package / "mod.py") == "pkg.sub.mod"
+    monkeypatch.chdir(FIX.parent)
+    import tttv2
+
+    found = _cli.module_file("tttv2.testing._coverage_cli")  # through find_spec of the top package only
+    assert found == Path(tttv2.__file__).parent / "testing" / "_coverage_cli.py"
+    assert _cli.names_module("pkg.x:C") and _cli.names_module("a.py") and not _cli.names_module("r.json")
+    assert not _cli.names_module("r.json:")
+    import argparse as a_top_level_module
+
+    assert _cli.module_file("argparse") == Path(
+        a_top_level_module.__file__
+    )  # a top-level module, not a package
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)  # find_spec raises ValueError for it
+    assert _cli.module_file("__main__.x") == Path("__main__.x")
+
+
+def test_collect_cases_targets_without_a_class_are_read_from_the_source(tmp_path):
+    """``--target FILE`` (no CLASS): the main class, else the first class with an entry; a missing file, a source
+    that does not parse and one with no class to record are one clear TargetError each."""
+    from tttv2_tools.collect_cases.errors import TargetError
+    from tttv2_tools.collect_cases.targets import parse_target
+
+    two = tmp_path / "two.py"  # two unrelated classes with an entry: no main class, so the first one
+    two.write_text(
+        "class A:\n    def forward(self, x):\n        return x\n\n\nclass B:\n    def __call__(self):\n        pass\n"
+    )
+    assert parse_target(str(two)).name == "two:A"
+    for text, source, message in (
+        (str(tmp_path / "nope.py"), None, "MODULE .*nope.py: no such file"),
+        (
+            str(tmp_path / "broken.py"),
+            "def f(:\n",
+            "cannot read the module's source to choose its class; write broken:CLASS",
+        ),
+        (
+            str(tmp_path / "plain.py"),
+            "class P:\n    pass\n",
+            "has no class with a forward\\(\\) or __call__\\(\\); write plain:CLASS",
+        ),
+    ):
+        if source is not None:
+            Path(text).write_text(source)
+        with pytest.raises(TargetError, match=message):
+            parse_target(text)
+
+
+RFIX = FIX / "fn_t3k" / "rotary_attention.py"  # Falcon-40B's style: a rotary class before the attention class
+
+
+def test_every_command_takes_the_same_target_words(tmp_path, capsys):
+    """trace-deps, tttv2-refactor and collect-cases accept MODULE[:CLASS] in its three spellings: a file with a
+    class, a dotted module with a class, and a file alone (its main class, chosen by one rule)."""
+    from tttv2_tools.collect_cases.targets import parse_target
+
+    dotted = _cli.dotted_module(RFIX)
+    for word, cls in (
+        (f"{RFIX}:TtRotaryEmbedding", "TtRotaryEmbedding"),
+        (f"{RFIX}", "TtRotaryAttention"),
+    ):
+        assert parse_target(word).name == f"{dotted}:{cls}"
+        assert trace_cli.main([word, "--json=-", "-q", "--no-helpers"]) == 0
+        assert json.loads(capsys.readouterr().out)["module_class"] == cls
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(RFIX.parent.parent)
+        word = f"{RFIX.parent.name}.{RFIX.stem}:TtRotaryAttention"  # dotted, found from here
+        assert parse_target(word).name == word
+        assert trace_cli.main([word, "--json=-", "-q", "--no-helpers"]) == 0
+        assert json.loads(capsys.readouterr().out)["module_class"] == "TtRotaryAttention"
+        args = refactor_cli.parse_args(["--json", word, "--out", str(tmp_path)])
+        assert args.module == word and args.json == "-"  # a target word after a bare flag is the MODULE
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("tool", ["trace-deps", "tttv2-refactor"])
+def test_the_old_class_option_still_works_with_a_warning(tool, tmp_path, capsys):
+    if tool == "trace-deps":
+        code = trace_cli.main([str(RFIX), "--class", "TtRotaryEmbedding", "--json=-", "--no-helpers"])
+        out, err = capsys.readouterr()
+        assert json.loads(out)["module_class"] == "TtRotaryEmbedding"
+    else:
+        code = refactor_cli.main([str(MLP), "--class", "MLP", "--out", str(tmp_path / "o"), "--check"])
+        err = capsys.readouterr().err
+    assert code in (0, 1) and f"{tool}: warning: '--class " in err and ":" in err.split("write ", 1)[1]
+    main = trace_cli.main if tool == "trace-deps" else refactor_cli.main
+    extra = [] if tool == "trace-deps" else ["--out", str(tmp_path / "o")]
+    assert main([f"{MLP}:MLP", "--class", "Other", *extra]) == _cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith(
+        "MODULE names class MLP and --class Other; name it once, as MODULE:CLASS\n"
+    )
+
+
+# --- tables wrap, never cut; one width in a pipe -------------------------------------------------------------------
+
+
+def test_trace_deps_tables_wrap_names_instead_of_cutting_them(capsys):
+    """The built-in MLP's config reads: at 140 columns (a pipe) the longest read is whole (it was cut at 48
+    characters: ``self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCF…``); at 50 columns the table folds, no ``…``."""
+    assert trace_cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert 'self.model_config["FF1_OUT_REDUCE_SCATTER_MEMCFG"]' in out
+    assert max(len(line) for line in out.splitlines()) <= _cli.PIPE_WIDTH
+    assert trace_cli.main(["--width", "50"]) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("Config reads") : out.index("ModelArgs members read")]
+    assert "…" not in section and max(len(line) for line in out.splitlines()) <= 50
+
+
+def test_coverage_and_test_suite_tables_wrap_and_use_the_pipe_width(monkeypatch):
+    from rich.console import Console
+
+    from tttv2.testing._coverage import coverage_report
+    from tttv2.testing._suite import CheckResult, TestSuite
+    from tttv2_tools.collect_cases.cases import Case
+
+    cases = [
+        Case(
+            "tttv1.tt.mlp:MLP",
+            {"mesh_shape": [1, 8], "mode": "prefill", "model_name": "Llama-3.1-70B-Instruct"},
+        )
+    ]
+    narrow = Console(file=io.StringIO(), width=40)
+    report = coverage_report([], cases, modules=["MLP1D"])
+    report.print(narrow)
+    assert "…" not in narrow.file.getvalue()
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    report.print()  # in a pipe: 140 columns, every cell whole
+    assert "tttv1.tt.mlp:MLP (1d)" in sys.stdout.getvalue()
+    suite = TestSuite.__new__(TestSuite)  # the table alone: no model needed
+    suite.results = [
+        CheckResult(
+            "layer0_attention_with_a_long_name", "attention", "decode", 32, 0.9999871, 1.5e-3, 12.25, 3.5
+        )
+    ]
+    suite.console = None
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    suite.print()
+    printed = sys.stdout.getvalue()
+    assert "0.999987" in printed and "layer0_attention_with_a_long_name" in printed
+    assert max(len(line) for line in printed.splitlines()) > 80  # the pipe width (140), not rich's 80
+    suite.console = Console(file=io.StringIO(), width=40)
+    suite.print()
+    assert "…" not in suite.console.file.getvalue()
+
+
+def test_the_sweep_summary_wraps_model_names_and_numbers():
+    from rich.console import Console
+
+    from tttv2_tools.collect_cases.sweep import Run, summary_table
+
+    runs = [Run("Llama-3.1-70B-Instruct-tiny", "T3K", Path("a.log"), 0, 123.4, 32)]
+    narrow = Console(file=io.StringIO(), width=24)
+    narrow.print(summary_table(runs, ["T3K"]))
+    text = narrow.file.getvalue()
+    assert "…" not in text and "123.4" in text.replace("\n", "").replace("│", "").replace(" ", "")

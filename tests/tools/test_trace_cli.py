@@ -108,9 +108,15 @@ def test_graph_formats_to_files(tmp_path, capsys):
     assert svg.startswith("<svg") and svg.count('class="node"') == len(
         json.loads(paths["json"].read_text())["nodes"]
     )
-    # an output file is the chosen output: no report (rich is not even imported), unless --report asks for it
+    # an output file is the chosen output: the report's summary alone, as plain lines (rich is not even imported),
+    # unless --report or -v asks for the whole report; -q: nothing
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}")
-    assert code == 0 and err == f"wrote {paths['dot']} (dot)\n" and out == ""
+    assert code == 0 and err == f"wrote {paths['dot']} (dot)\n" and out.startswith("Summary: class MLP")
+    assert "needs a look:" in out.splitlines()[-1] and "Config reads" not in out
+    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "-q")
+    assert code == 0 and out == err == ""
+    code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "-v")
+    assert code == 0 and out.startswith("Summary: class MLP") and "Config reads" in out
     code, out, err = run(capsys, MLP, CFG, f"--dot={paths['dot']}", "--report")
     assert (
         f"wrote {paths['dot']} (dot)" in err
@@ -182,8 +188,10 @@ def test_progress_and_strict(capsys):
             [str(FIX / "bad" / "no_forward.py")],
             "no_forward.py:1: no class with a forward() or __call__() method",
         ),
-        ([MLP, "--class", "Nope"], "no class 'Nope'"),
-        ([MLP, "--class", "MLP", "--entry", "decode_forward"], "class MLP has no decode_forward() method"),
+        ([f"{MLP}:Nope"], "no class 'Nope'"),
+        ([f"{MLP}:MLP", "--entry", "decode_forward"], "class MLP has no decode_forward() method"),
+        ([f"{MLP}:"], "expected MODULE[:CLASS]"),
+        ([f"{MLP}:MLP", "--class", "Other"], "MODULE names class MLP and --class Other; name it once"),
         ([MLP, "--json", "--dot"], "only one output can go to stdout"),
         ([MLP, "--dot=/no/such/folder/out.dot"], "folder /no/such/folder does not exist"),
         ([MLP, "{broken}"], "broken.py:3:"),

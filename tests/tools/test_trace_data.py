@@ -246,9 +246,9 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
 
 
 def test_json_to_a_file_loads_only_what_json_needs(tmp_path):
-    """``trace-deps MODULE CONFIG --json=OUT`` (no --quiet): the JSON file is the chosen output, so no terminal report
-    is rendered and neither rich, networkx, the graph exporters and report modules nor tempfile (the atomic write
-    makes its temporary file itself) is imported; the run prints only the "wrote" line."""
+    """``trace-deps MODULE CONFIG --json=OUT`` (no --quiet): the JSON file is the chosen output, so only the report's
+    summary is printed (plain lines) and neither rich, networkx, the graph exporters and report modules nor tempfile
+    (the atomic write makes its temporary file itself) is imported; stderr has only the "wrote" line."""
     out = tmp_path / "a.json"
     script = (
         "import sys\n"
@@ -263,7 +263,8 @@ def test_json_to_a_file_loads_only_what_json_needs(tmp_path):
         "print(code, sorted(heavy | ours))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert done.stdout == "0 []\n" and done.stderr == f"wrote {out} (json)\n"
+    assert done.stdout.startswith("Summary: class Attention") and done.stdout.endswith("\n0 []\n")
+    assert done.stderr == f"wrote {out} (json)\n"
     assert json.loads(out.read_text())["schema"] == "trace-deps"
 
 

@@ -95,6 +95,6 @@ def test_cli_note_report_and_json(capsys):
     data = json.loads(out)
     assert err == "" and data["class_choice"].startswith("class TtRotaryAttention chosen")
     assert Analysis.from_json(out).class_choice == data["class_choice"]
-    assert main([str(ROTARY), "--class", "TtRotaryEmbedding", "--json=-"]) == 0
+    assert main([f"{ROTARY}:TtRotaryEmbedding", "--json=-"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["class_choice"] is None and "chosen" not in err

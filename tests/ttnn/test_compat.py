@@ -756,3 +756,32 @@ def test_pytest_does_not_warn_that_the_import_hook_module_was_imported_before_it
         "json"
     )  # an already imported module without the marker: pytest warns (the check can fail)
     assert warned == ["json"]
+
+
+def test_pytest_does_not_warn_about_the_editable_installs_redirect_module(pytestconfig, monkeypatch):
+    """Issue 23: ``pip install -e .`` (the README's) adds scikit-build-core's ``_editable_skbc_tttv2``, imported at
+    start-up before pytest; pytest warned about it in every run of generated tests. ``install()`` marks it."""
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    source = Path(__file__).resolve().parents[2] / "import_hook" / "_tttv2_ttnn_import.py"
+    spec = importlib.util.spec_from_file_location("_tttv2_ttnn_import_shipped", source)
+    shipped = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shipped)
+    redirect = types.ModuleType(shipped.EDITABLE_REDIRECT)  # no docstring, as scikit-build-core writes it
+    monkeypatch.setitem(sys.modules, redirect.__name__, redirect)
+    hook = AssertionRewritingHook(pytestconfig)
+    warned = []
+    monkeypatch.setattr(hook, "_warn_already_imported", warned.append)
+    hook.mark_rewrite(redirect.__name__)
+    assert warned == [redirect.__name__]  # unmarked: pytest warns
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))  # install() adds finders once: undone after
+    shipped.install()
+    shipped.install()  # twice: marked once
+    assert redirect.__doc__.count("PYTEST_DONT_REWRITE") == 1
+    warned.clear()
+    hook.mark_rewrite(redirect.__name__)
+    assert warned == []

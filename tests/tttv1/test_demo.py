@@ -18,6 +18,24 @@ def test_cli_prints_text_and_speed(capsys):
     out = capsys.readouterr().out
     assert "[user 0] output:" in out
     assert "tok/s/user" in out and "prefill:" in out
+    # the demo explains itself: random weights make noise, and users beyond the first four are counted
+    assert "Weights: seeded random (seed 0), so the generated text is noise" in out
+    assert "more users not shown" not in out
+    argv = [
+        "--mesh",
+        "N150",
+        "--batch",
+        "8",
+        "--max-new-tokens",
+        "2",
+        "--prompt",
+        "hi",
+        "--max-seq-len",
+        "128",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("] output:") == 4 and "[users 4-7] 4 more users not shown" in out
 
 
 def test_mesh_and_prompt_helpers():

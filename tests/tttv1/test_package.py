@@ -17,6 +17,7 @@ import ttnn
 
 from tests.tttv1.conftest import MESHES, hf_reference
 from tttv1 import catalogue
+from tttv1.demo.simple_text_demo import random_weights
 from tttv1.tokenizer import ByteTokenizer, load_tokenizer
 from tttv1.tt.common import Mode, PagedAttentionConfig, get_padded_prefill_len
 from tttv1.tt.generator import Generator
@@ -257,6 +258,8 @@ def test_local_checkpoint_directory(tmp_path, mesh):
     m = mesh((1, 2))
     args = ModelArgs(m, max_batch_size=1, max_seq_len=256, model_name=str(ckpt))
     assert str(ckpt) == args.CKPT_DIR and not args.dummy_weights and args.tie_word_embeddings
+    assert not random_weights(args)  # the demo says nothing about noise for real weights
+    assert random_weights(ModelArgs(m, max_batch_size=1, max_seq_len=256))
     model = Transformer(
         args, ttnn.bfloat8_b, m, args.load_state_dict(), None, paged_attention_config=PagedAttentionConfig()
     )

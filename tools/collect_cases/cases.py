@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,14 @@ MODES = ("decode", "prefill")
 _HEAD = ("mesh_shape", "num_devices", "arch", "mode", "model_name", "class_name")
 # the columns ``emit`` writes when no --fields is given (the rest stay available by name)
 _NOT_EMITTED_BY_DEFAULT = ("num_devices", "arch")
+#: What a test ``tttv2-refactor --tests-out`` writes is parametrised by (its ``PARAMETERS``): a recorded case in those
+#: terms is a column of every case, so ``emit`` into a generated test and ``tttv2-refactor --cases`` write the same
+#: entries. ``mesh_device`` is the mesh shape, ``seq_len`` the rows of the first tensor argument (its
+#: second-to-last dimension; the last for token ids), ``recorded`` every tensor argument's shape and dtype by
+#: parameter name (canonical JSON, written as a dict).
+GENERATED_TEST_COLUMNS = ("mesh_device", "mode", "seq_len", "model_name", "recorded")
+#: The rows of a case that recorded no tensor argument (the generated tests' decode rows, ``testgen.DECODE_ROWS``).
+DEFAULT_ROWS = 32
 
 
 def _tuples(value):
@@ -27,7 +36,8 @@ class Case:
     ``num_devices``, ``arch``, ``mode``, ``model_name``, ``class_name`` (when a subclass was called), then
     ``<arg>_shape`` / ``<arg>_dtype`` per tensor argument in signature order, ``<attr>_dtype`` /
     ``<attr>_shape`` per tensor attribute (``arg_``/``self_`` prefixed if the name is taken), then the
-    user fields (``field_<name>`` if taken). Shapes are tuples, dtypes lower-case names (``"bfloat8_b"``);
+    user fields (``field_<name>`` if taken), then the case in the generated tests' terms (``mesh_device``,
+    ``seq_len``, ``recorded``: ``GENERATED_TEST_COLUMNS``). Shapes are tuples, dtypes lower-case names (``"bfloat8_b"``);
     fields that were not known are absent.
     """
 
@@ -69,7 +79,7 @@ def flatten(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def columns_of(fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-    """``(column, value, kind)`` triples; kind is head, input, weight or extra."""
+    """``(column, value, kind)`` triples; kind is head, input, weight, extra or test (the generated tests' columns)."""
     out: list[tuple[str, Any, str]] = []
     taken: set[str] = set()
 
@@ -93,6 +103,36 @@ def columns_of(fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
                     put(f"{key}_{part}", got if isinstance(spec, list) else got[0], kind)
     for name, value in fields.get("extra", {}).items():
         put(f"field_{name}" if name in taken else name, _tuples(value), "extra")
+    for name, value in generated_test_values(fields).items():
+        if name not in taken:  # a user's field of that name keeps it
+            put(name, value, "test")
+    return out
+
+
+def first_input(fields: dict[str, Any]) -> tuple[tuple[int, ...], str | None] | None:
+    """Shape and dtype of the first tensor argument the recorder saw (in signature order), whatever its name."""
+    for _, spec in fields.get("inputs", ()):
+        if isinstance(spec, dict) and spec.get("shape"):
+            return tuple(spec["shape"]), spec.get("dtype")
+    return None
+
+
+def generated_test_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """A case's ``mesh_device``, ``seq_len`` and ``recorded`` (``GENERATED_TEST_COLUMNS``; ``mode`` and
+    ``model_name`` are columns already); ``mesh_device`` only for a 2-D mesh, as the generated tests take."""
+    out: dict[str, Any] = {}
+    mesh = fields.get("mesh_shape")
+    if mesh and len(mesh) == 2:
+        out["mesh_device"] = (int(mesh[0]), int(mesh[1]))
+    shape, dtype = first_input(fields) or ((), None)
+    if dtype == "uint32" and shape:
+        out["seq_len"] = int(shape[-1])  # token ids: one per position
+    elif len(shape) >= 2:
+        out["seq_len"] = int(shape[-2])
+    else:
+        out["seq_len"] = DEFAULT_ROWS
+    inputs = {name: spec for name, spec in fields.get("inputs", ()) if spec}
+    out["recorded"] = json.dumps(inputs) if inputs else None
     return out
 
 
@@ -102,7 +142,7 @@ def default_columns(cases) -> list[str]:
     by_kind: dict[str, list[str]] = {"head": [], "input": [], "weight": [], "extra": []}
     for case in cases:
         for name, _, kind in columns_of(case.fields):
-            if name in by_kind[kind] or name in _NOT_EMITTED_BY_DEFAULT:
+            if kind == "test" or name in by_kind[kind] or name in _NOT_EMITTED_BY_DEFAULT:
                 continue
             if kind == "weight" and name.endswith("_shape"):
                 continue

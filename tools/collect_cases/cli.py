@@ -29,6 +29,7 @@ from tttv2_tools._cli import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     STDOUT,
+    ArgumentParser,
     HelpFormatter,
     add_common,
     add_output,
@@ -67,7 +68,9 @@ from .verify import check_generated, parse_layers
 TOOL = "collect-cases"
 USAGE_ERROR = EXIT_USAGE
 INTERNAL_ERROR = EXIT_INTERNAL
-TABLE_VERBS = ("list", "sweep")  # the verbs that print tables: they take --width
+TABLE_VERBS = ("list", "sweep")
+TARGET = "MODULE[:CLASS]"  # the toolkit's one way to name a class (docs/cli.md)
+TARGET_HELP = "e.g. tttv1.tt.mlp:MLP, tttv1/tt/mlp.py:MLP, or tttv1/tt/mlp.py (its main class)"  # the verbs that print tables: they take --width
 
 
 def _is_list_json(text: str) -> bool:
@@ -88,9 +91,9 @@ STORE_WRITERS = frozenset({"record", "verify", "import", "sweep"})  # their writ
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
     p.add_argument("--store", required=True, metavar="FILE", help="the case store (SQLite)")
     if target == "required":
-        p.add_argument("--target", required=True, metavar="MODULE:CLASS", help="e.g. tttv1.tt.mlp:MLP")
+        p.add_argument("--target", required=True, metavar=TARGET, help=TARGET_HELP)
     elif target == "optional":
-        p.add_argument("--target", metavar="MODULE:CLASS", help="only this target")
+        p.add_argument("--target", metavar=TARGET, help="only this target")
 
 
 def _positive_int(text: str) -> int:
@@ -114,7 +117,7 @@ def _tolerance(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="collect-cases",
         formatter_class=HelpFormatter,
         description="Record the configurations TTTv1 modules see while commands run, and write them into tests "
@@ -125,7 +128,9 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("record", help="run a Python command and record the targets' calls")
     _common(r, target=None)
-    r.add_argument("--target", action="append", required=True, metavar="MODULE:CLASS", help="repeatable")
+    r.add_argument(
+        "--target", action="append", required=True, metavar=TARGET, help=f"{TARGET_HELP} (repeatable)"
+    )
     r.add_argument(
         "--field", action="append", default=[], metavar="NAME=EXPR", help="extra field (repeatable)"
     )
@@ -145,7 +150,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a module written by tttv2-refactor (repeatable: the 1D and 2D files, several modules)",
     )
-    v.add_argument("--target", metavar="MODULE:CLASS", help="default: the class each file's header names")
+    v.add_argument("--target", metavar=TARGET, help="default: the class each file's header names")
     v.add_argument("--layers", metavar="N,N,...", help="only instances of these layers (default: all)")
     v.add_argument("--sample", type=_positive_int, metavar="K", help="check at most K calls per case")
     v.add_argument("--atol", type=_tolerance, default=0.0, help="absolute tolerance (default 0: bit for bit)")
@@ -211,7 +216,7 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--models", default="all", help="'all' or NAME,NAME (tttv1 catalogue)")
     sw.add_argument("--meshes", default="N150,N300,T3K,TG", help="N150,N300,N150x4,T3K,TG or RxC")
     sw.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
-    sw.add_argument("--target", action="append", metavar="MODULE:CLASS", help="default: tttv1's MLP, "
+    sw.add_argument("--target", action="append", metavar=TARGET, help="default: tttv1's MLP, "
                     "Attention, RMSNorm, DistributedNorm, Embedding, LMHead")  # fmt: skip
     sw.add_argument("--field", action="append", default=[], metavar="NAME=EXPR")
     sw.add_argument("--logs", metavar="DIR", help="per-run logs (default: STORE.logs/<time>)")

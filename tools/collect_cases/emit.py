@@ -5,7 +5,9 @@ comment (``# collect-cases: target=... fields=...``) that pins the columns, so a
 keeps the same ``pytest.param`` shape. Entries the store does not produce (written or edited by hand) are kept
 after the generated ones and reported; ``force`` drops them. Keyword arguments other than ``id`` on an entry
 the store does produce (``marks=pytest.mark.slow``) are kept. A missing file is created as a small skeleton; a
-list that an existing file lacks is added at its end.
+list that an existing file lacks is added at its end. Without ``--fields`` the columns are those of the list's
+header, else of its ``parametrize`` (written out, or a constant such as a generated test's ``PARAMETERS``), else,
+for a new file, the generated tests' (``GENERATED_TEST_COLUMNS``), whose skeleton runs the class on each case.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from .cases import Case, default_columns, select
+from .cases import GENERATED_TEST_COLUMNS, Case, default_columns, select
 from .errors import EmitError
 from .minimal import minimal_rows
 from .params import Row, make_ids, project, render_param, render_value, uses_ttnn
@@ -26,6 +28,46 @@ HEADER = "# collect-cases:"
 _BOM = "\ufeff"
 DEFAULT_LINE_LENGTH = 110
 
+#: A new file's skeleton when the list has the generated tests' columns (the default): a test that runs the TTTv1
+#: class on every case, each argument from the pytest fixture named after its parameter (docs/refactor.md,
+#: "Generated tests"; ``tttv1.testing`` has them for tttv1's modules).
+RUNNING_SKELETON = '''"""Cases recorded by collect-cases for {target}, and a test that runs {cls} on each.
+
+``{name}`` is written by ``collect-cases emit`` (its header comment says from what): run emit again to
+update it, ``emit --check`` to test that it is up to date. Hand-written entries are kept, and so are the
+``marks=`` of generated ones. Its columns are those of the tests ``tttv2-refactor --tests-out`` writes, so the
+list can be emitted into such a test as well.
+
+The test builds {cls} and calls it on each case, every argument from the pytest fixture named after its
+parameter (docs/refactor.md, "Generated tests"; {fixtures_note}). Extend it into a comparison with a reference.
+"""
+
+import importlib
+
+import pytest
+
+from tttv2.testing.generated import constructor_arguments, forward_arguments
+{fixtures}
+TTTV1_CLASS = importlib.import_module("{module}").{cls}
+
+{name} = []
+
+
+@pytest.fixture
+def tttv1_class():
+    """The class under test, for the fixtures that depend on it."""
+    return TTTV1_CLASS
+
+
+@pytest.mark.parametrize({argnames}, {name}, indirect=["mesh_device"])
+def test_{test_name}(request, {params}):
+    """{cls} runs on the recorded case: built, then called, from the fixtures."""
+    module = TTTV1_CLASS(**constructor_arguments(request, TTTV1_CLASS))
+    module(**forward_arguments(request, TTTV1_CLASS, mode, recorded, mesh_device))
+'''
+TTTV1_FIXTURES = "from tttv1.testing import *  # noqa: F403  (the fixtures of tttv1's parameters)\n"
+
+#: A new file's skeleton for other columns (``--fields``): the test body is the user's to write.
 SKELETON = '''"""Cases recorded by collect-cases for {target}.
 
 ``{name}`` is written by ``collect-cases emit`` (its header comment says from what): run emit again to
@@ -123,10 +165,12 @@ def _string_names(node) -> list[str] | None:
 
 
 class _ParametrizeUses(cst.CSTVisitor):
-    """Argnames of every ``parametrize(<names>, NAME)`` call."""
+    """Argnames of every ``parametrize(<names>, NAME)`` call; ``<names>`` written out, or a module-level constant
+    (``PARAMETERS = ("mesh_device", ...)``, as in the tests tttv2-refactor generates)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, module: cst.Module):
         self.name = name
+        self.module = module
         self.argnames: list[list[str]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -134,7 +178,11 @@ class _ParametrizeUses(cst.CSTVisitor):
         if isinstance(func, cst.Attribute) and func.attr.value == "parametrize" and len(node.args) >= 2:
             values = node.args[1].value
             if isinstance(values, cst.Name) and values.value == self.name:
-                names = _string_names(node.args[0].value)
+                names_node = node.args[0].value
+                if isinstance(names_node, cst.Name):
+                    bound = _find(self.module, names_node.value)
+                    names_node = bound[0][2] if len(bound) == 1 else None
+                names = _string_names(names_node) if names_node is not None else None
                 if names is not None:
                     self.argnames.append(names)
 
@@ -288,7 +336,7 @@ def emit(
                 raise EmitError(
                     f"--name {name}: the list in {path} holds cases of {header['target']}, not of {target}"
                 )
-        uses = _ParametrizeUses(name)
+        uses = _ParametrizeUses(name, module)
         module.visit(uses)
         argnames = uses.argnames
 
@@ -296,8 +344,16 @@ def emit(
     all_columns = {c for case in chosen for c in case.flat}
     if columns is None:
         pinned = header.get("fields")
-        columns = pinned.split(",") if pinned else (argnames[0] if argnames else available)
-    unknown = [c for c in columns if c not in all_columns]
+        if pinned:
+            columns = pinned.split(",")
+        elif argnames:
+            columns = argnames[0]
+        elif module is None:  # a new file: the generated tests' columns, and a skeleton test that runs
+            columns = list(GENERATED_TEST_COLUMNS)
+        else:
+            columns = available
+    # a generated test's model_name / mode may be unknown: its entry then says None, as tttv2-refactor's does
+    unknown = [c for c in columns if c not in all_columns and c not in GENERATED_TEST_COLUMNS]
     if unknown:
         raise EmitError(
             f"--fields: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not recorded for {target}; "
@@ -324,11 +380,25 @@ def emit(
         params = ", ".join(columns)
         argnames_code = f'"{params}"'
         test_name = name.lower().removesuffix("_cases") or "cases"
-        module = cst.parse_module(
-            SKELETON.format(
+        if list(columns) == list(GENERATED_TEST_COLUMNS):
+            dotted, _, cls = target.partition(":")
+            tttv1 = dotted.split(".", 1)[0] == "tttv1"
+            text = RUNNING_SKELETON.format(
+                target=target,
+                name=name,
+                argnames=argnames_code,
+                test_name=test_name,
+                params=params,
+                module=dotted,
+                cls=cls,
+                fixtures="\n" + TTTV1_FIXTURES if tttv1 else "",
+                fixtures_note="here those of tttv1.testing" if tttv1 else "conftest.py provides them",
+            )
+        else:
+            text = SKELETON.format(
                 target=target, name=name, argnames=argnames_code, test_name=test_name, params=params
             )
-        )
+        module = cst.parse_module(text)
     elif "pytest" not in bindings and not _find(module, "pytest"):
         raise EmitError(
             f"--into {path}: the list is made of pytest.param(...) entries but the file binds no name 'pytest' at "

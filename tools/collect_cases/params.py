@@ -79,23 +79,30 @@ def base_id(values: dict[str, Any]) -> str:
     """``1x8-decode-32-Llama-3.1-8B-tiny``: mesh, mode, rows of the first tensor argument (seq_len, or the padded
     batch in decode), model, and the subclass when one was called."""
     parts = []
-    if values.get("mesh_shape") is not None:
-        parts.append(_short(values["mesh_shape"]))
+    mesh = values.get("mesh_shape", values.get("mesh_device"))  # the generated tests call it mesh_device
+    if mesh is not None:
+        parts.append(_short(mesh))
     if values.get("mode") is not None:
         parts.append(str(values["mode"]))
-    first_shape = next(
-        (
-            v
-            for k, v in values.items()
-            if k.endswith("_shape")
-            and k != "mesh_shape"
-            and isinstance(v, tuple)
-            and v
-            and isinstance(v[0], int)
-        ),
-        None,
+    first_shape = (
+        None
+        if values.get("seq_len") is not None
+        else next(
+            (
+                v
+                for k, v in values.items()
+                if k.endswith("_shape")
+                and k != "mesh_shape"
+                and isinstance(v, tuple)
+                and v
+                and isinstance(v[0], int)
+            ),
+            None,
+        )
     )
-    if first_shape:
+    if values.get("seq_len") is not None:
+        parts.append(str(values["seq_len"]))
+    elif first_shape:
         parts.append(str(first_shape[-2] if len(first_shape) >= 2 else first_shape[-1]))
     for key in ("model_name", "class_name"):
         if values.get(key) is not None:
@@ -140,7 +147,10 @@ def make_ids(rows: list[Row], columns: list[str]) -> list[str]:
 
 
 def render_value(value, column: str) -> str:
-    """Python source for one value: dtype columns as ``ttnn.<dtype>``, tuples as tuples, strings double-quoted."""
+    """Python source for one value: dtype columns as ``ttnn.<dtype>``, tuples as tuples, strings double-quoted;
+    ``recorded`` (the generated tests' column, kept as canonical JSON) as the dict tttv2-refactor writes."""
+    if column == "recorded" and isinstance(value, str):
+        return _literal(json.loads(value))
     dtype_column = column.endswith("dtype")
     if isinstance(value, str):
         if dtype_column and value.isidentifier():
@@ -158,6 +168,17 @@ def render_value(value, column: str) -> str:
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
     raise TypeError(f"column {column}: cannot write a {type(value).__name__} value")
+
+
+def _literal(value) -> str:
+    """A JSON value as Python source (lists stay lists, as tttv2-refactor writes ``recorded``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
 
 
 def uses_ttnn(rows: list[Row], columns: list[str]) -> bool:

@@ -18,7 +18,7 @@ def pytest_addoption(parser) -> None:
     group.addoption("--collect-cases", metavar="STORE", default=None, help="record into this case store")
     group.addoption(
         "--collect-target",
-        metavar="MODULE:CLASS",
+        metavar="MODULE[:CLASS]",
         action="append",
         default=[],
         help="class whose calls are recorded (repeatable)",

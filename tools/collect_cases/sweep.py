@@ -177,9 +177,9 @@ def sweep(
 def summary_table(runs: list[Run], meshes: list[str]) -> Table:
     """Models down, meshes across: ``ok 12.3 s`` or ``FAILED (1)`` per run."""
     table = Table(title="collect-cases sweep")
-    table.add_column("model")
+    table.add_column("model", overflow="fold")  # cells wrap, never end in "…": a CI log needs every name
     for mesh in meshes:
-        table.add_column(mesh)
+        table.add_column(mesh, overflow="fold")
     for model in dict.fromkeys(r.model for r in runs):
         cells = []
         for mesh in meshes:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tttv2_tools._cli import missing_file
 from tttv2_tools.collect_cases import CollectCasesError, load_cases
+from tttv2_tools.collect_cases.cases import first_input, generated_test_values
 
 from .errors import UsageError
 from .helpers import dotted_module_of
@@ -68,7 +69,7 @@ def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...
             unnamed += 1
         elif catalogue is not None and model not in catalogue:
             unknown.add(model)
-        if _first_input(case) is None:
+        if first_input(case.fields) is None:
             no_input += 1
     notes = []
     if unknown:
@@ -89,33 +90,18 @@ def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...
     return notes
 
 
-def _first_input(case) -> tuple[tuple[int, ...], str | None] | None:
-    """Shape and dtype of the first tensor argument the recorder saw (in signature order), whatever its name."""
-    for _, spec in case.fields.get("inputs", ()):
-        if isinstance(spec, dict) and spec.get("shape"):
-            return tuple(spec["shape"]), spec.get("dtype")
-    return None
-
-
 def _case(case, modes: tuple[str, ...]) -> Case | None:
-    """One recorded case in the generated tests' terms, or None when it is of another mode than the module has
-    (or lacks the mesh). A case with no model name or no tensor input gets a default (``case_notes`` says so)."""
-    flat = case.flat
-    mesh = flat.get("mesh_shape")
-    if not mesh or len(mesh) != 2:
+    """One recorded case in the generated tests' terms (collect-cases' ``generated_test_values``: the same values
+    ``emit`` writes into a generated test), or None when it is of another mode than the module has (or lacks the
+    mesh). A case with no model name or no tensor input gets a default (``case_notes`` says so)."""
+    values = generated_test_values(case.fields)
+    if "mesh_device" not in values:
         return None
-    mode = flat.get("mode") or "forward"
+    mode = case.flat.get("mode") or "forward"
     if mode not in modes:
         return None
-    shape, dtype = _first_input(case) or ((), None)
-    if dtype == "uint32" and shape:
-        rows = int(shape[-1])  # token ids: one per position
-    elif len(shape) >= 2:
-        rows = int(shape[-2])
-    else:
-        rows = DECODE_ROWS
     inputs = tuple((name, spec) for name, spec in case.fields.get("inputs", ()) if spec)
-    return Case((int(mesh[0]), int(mesh[1])), mode, rows, flat.get("model_name") or None, inputs)
+    return Case(values["mesh_device"], mode, values["seq_len"], case.flat.get("model_name") or None, inputs)
 
 
 __all__ = ["case_notes", "cases_from_store"]

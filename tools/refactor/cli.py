@@ -1,4 +1,4 @@
-"""Command line: ``tttv2-refactor MODULE.py [CONFIG.py] --out DIR [options]``.
+"""Command line: ``tttv2-refactor MODULE[:CLASS] [CONFIG.py] --out DIR [options]`` (MODULE a file or a dotted module).
 
 Exit codes (the toolkit's one table, ``tools/_cli.py``): **0** done (files written, or already up to date;
 ``--check``: nothing would change); **1** something needs a look: a spot could not be transformed (nothing
@@ -10,7 +10,7 @@ file, ``--force`` replaces it; an existing generated module of another class or 
 ``--debug``.
 
 Reports are ``--report[=FILE]`` (Markdown) and ``--json[=FILE]``: stdout without FILE or with ``-``. The old
-spelling with a separate FILE (``--json out.json``) still works when FILE is not a ``.py`` file, with a warning.
+spelling with a separate FILE (``--json out.json``) still works when FILE is not a MODULE (a ``.py`` file, ``X:CLASS``, a dotted module that exists), with a warning.
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ from tttv2_tools._cli import (
     EXIT_OK,
     EXIT_USAGE,
     STDOUT,
+    ArgumentParser,
     HelpFormatter,
     add_common,
     add_output,
     internal_error,
     missing_file,
+    module_file,
+    names_module,
     normalise_argv,
     say,
+    split_target,
 )
 from tttv2_tools._output import (
     OnlyOnce,
@@ -57,7 +61,7 @@ __all__ = ["EXIT_ATTENTION", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main", "
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=TOOL,
         allow_abbrev=False,
         formatter_class=HelpFormatter,
@@ -67,14 +71,14 @@ def parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 not everything transformed / --check found changes, 2 bad input, usage or "
         "a refusal to replace a file (--force), 3 internal error, 130 interrupted.",
     )
-    p.add_argument("module", help="the TTTv1 module (e.g. tttv1/tt/mlp.py)")
-    p.add_argument("config", nargs="?", help="its model_config.py (default: model_config.py next to MODULE)")
     p.add_argument(
-        "--class",
-        dest="class_name",
-        metavar="NAME",
-        help="the class to transform (default: the main class, see docs/trace_deps.md)",
+        "module",
+        metavar="MODULE[:CLASS]",
+        help="the TTTv1 module, a file or a dotted module, and the class to transform (e.g. tttv1/tt/mlp.py, "
+        "tttv1.tt.mlp:MLP; default class: the main class, see docs/trace_deps.md)",
     )
+    p.add_argument("config", nargs="?", help="its model_config.py (default: model_config.py next to MODULE)")
+    p.add_argument("--class", dest="class_name", help=argparse.SUPPRESS)  # the old spelling of MODULE:CLASS
     p.add_argument(
         "--topology",
         choices=("2d",),
@@ -146,11 +150,11 @@ def _progress(enabled: bool):
 
 def parse_args(argv) -> argparse.Namespace:
     """The command line as ``main`` reads it (argparse only: nothing is read or run). A bare --json / --report
-    means stdout; a next word that is not a .py file (MODULE and CONFIG are) is the old spelling's separate
-    FILE, still accepted with a warning."""
+    means stdout; a next word that is not a MODULE[:CLASS] or a .py file (MODULE and CONFIG are) is the old
+    spelling's separate FILE, still accepted with a warning."""
     argv = [str(a) for a in argv]
     return parser().parse_args(
-        normalise_argv(argv, REPORT_FLAGS, lambda word: not word.endswith(".py"), _old_spelling)
+        normalise_argv(argv, REPORT_FLAGS, lambda word: not names_module(word), _old_spelling)
     )
 
 
@@ -178,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args) -> int:
     from .run import check_python, plan_run
 
-    module = Path(args.module)
+    module, class_name = _target(args.module, args.class_name)
     config = Path(args.config) if args.config else None
     for flag, path in (("--out", args.out), ("--tests-out", args.tests_out)):
         if path is not None and path.exists() and not path.is_dir():
@@ -207,7 +211,7 @@ def _main(args) -> int:
             config,
             out=args.out,
             tests_out=args.tests_out,
-            class_name=args.class_name,
+            class_name=class_name,
             name=args.name,
             formatter=args.formatter,
             cases_store=args.cases,
@@ -291,6 +295,23 @@ def _main(args) -> int:
             _print_gaps(gaps)
     _write_reports(reports, on_stdout)
     return code
+
+
+def _target(word: str, old_class: str | None) -> tuple[Path, str | None]:
+    """MODULE[:CLASS] (a file or a dotted module, docs/cli.md); the old ``--class NAME`` still names the class,
+    with a warning."""
+    try:
+        text, name = split_target(word)
+    except ValueError as exc:
+        raise UsageError(f"MODULE {exc}") from None
+    if old_class is not None:
+        if name is not None and name != old_class:
+            raise UsageError(
+                f"MODULE names class {name} and --class {old_class}; name it once, as MODULE:CLASS"
+            )
+        say(TOOL, f"'--class {old_class}' is the old spelling; write {text}:{old_class}", "warning")
+        name = old_class
+    return module_file(text), name
 
 
 def _check_stem(stem: str) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import libcst as cst
 
+from tttv2_tools._cli import dotted_module
+
 from .binding import helper_pure_call
 from .cleanup import remove_dead_code
 from .cstutil import code, names_read
@@ -99,14 +101,9 @@ def _local(alias: cst.ImportAlias) -> str:
 
 
 def dotted_module_of(path: Path) -> str:
-    """``tttv1/tt/mlp.py`` -> ``tttv1.tt.mlp`` (packages are folders with an ``__init__.py``)."""
-    path = path.resolve()
-    parts = [path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file():
-        parts.append(folder.name)
-        folder = folder.parent
-    return ".".join(reversed(parts))
+    """``tttv1/tt/mlp.py`` -> ``tttv1.tt.mlp`` (packages are folders with an ``__init__.py``): the toolkit's one
+    rule, which collect-cases' targets use too (``tools/_cli.py``)."""
+    return dotted_module(path)
 
 
 def first_party_folder(path: Path) -> Path:

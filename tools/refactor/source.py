@@ -152,7 +152,7 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
         raise UsageError(f"{module_path}:1: no class in the module (expected a TTTv1 module class)")
     if class_name is not None and class_name not in classes:
         raise UsageError(
-            f"--class: no class {class_name!r} in {module_path} (classes: {', '.join(sorted(classes))})"
+            f"MODULE:CLASS: no class {class_name!r} in {module_path} (classes: {', '.join(sorted(classes))})"
         )
     main, why = (None, "") if class_name else _main_class(parsed)
     candidates = [class_name or main] if class_name or main else list(classes)
@@ -170,7 +170,7 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
         line = parsed.line_of(classes[chosen]) or 1
         raise UsageError(
             f"{module_path}:{line}: class {chosen} has no __init__ of its own (a base class?): the generated "
-            "from_model_args takes TTTv1's constructor arguments; use --class with the class TTTv1 callers build"
+            "from_model_args takes TTTv1's constructor arguments; name the class TTTv1 callers build (MODULE:CLASS)"
         )
     entry = "forward" if "forward" in methods_of(classes[chosen]) else "__call__"
     try:

@@ -27,11 +27,15 @@ from tttv2_tools._cli import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
+    ArgumentParser,
     HelpFormatter,
     add_common,
     add_output,
     internal_error,
+    module_file,
+    names_module,
     say,
+    split_target,
     table_width,
     terminal_columns,  # noqa: F401  (re-exported: the help width, tested here)
 )
@@ -72,10 +76,10 @@ def builtin_paths() -> tuple[Path, Path]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="trace-deps",
         formatter_class=HelpFormatter,
-        usage="trace-deps [MODULE] [CONFIG] [--json[=FILE]] [--dot[=FILE]] [--graphml[=FILE]] "
+        usage="trace-deps [MODULE[:CLASS]] [CONFIG] [--json[=FILE]] [--dot[=FILE]] [--graphml[=FILE]] "
         "[--mermaid[=FILE]] [--html[=FILE]] [--svg[=FILE]] [options]",
         allow_abbrev=False,  # an abbreviated output flag must not take the next argument as its file
         description="Static dependency tracer for TTTv1 modules: which config keys, ModelArgs members, branches "
@@ -83,12 +87,16 @@ def parser() -> argparse.ArgumentParser:
         epilog="Without MODULE the built-in tttv1/tt/mlp.py + tttv1/tt/model_config.py is analysed. "
         "Outputs: --FORMAT writes to stdout, --FORMAT=FILE to FILE (the flag never takes the next argument).",
     )
-    p.add_argument("module", nargs="?", help="the TTTv1 module (e.g. mlp.py)")
+    p.add_argument(
+        "module",
+        nargs="?",
+        metavar="MODULE[:CLASS]",
+        help="the TTTv1 module, a file or a dotted module, and its class (e.g. mlp.py, tttv1.tt.mlp:MLP; default "
+        "class: the main class)",
+    )
     p.add_argument("config", nargs="?", help="its model_config.py (default: model_config.py next to MODULE)")
     p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--class", dest="class_name", metavar="NAME", help="class to analyse (default: first with the entry)"
-    )
+    p.add_argument("--class", dest="class_name", help=argparse.SUPPRESS)  # the old spelling of MODULE:CLASS
     p.add_argument(
         "--entry",
         default=None,
@@ -116,7 +124,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report",
         action="store_true",
-        help="also print the terminal report when the outputs go to files (without an output it is the default)",
+        help="print the whole terminal report when the outputs go to files (they print its summary alone; without "
+        "an output the report is the default)",
     )
     p.add_argument("--progress", action="store_true", help="print progress lines to stderr")
     add_common(p, version=f"JSON schema {SCHEMA_VERSION}", width=True, quiet_help="no report and no progress")
@@ -207,10 +216,16 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
         )
     if args.module is None:
         module, config = builtin_paths()
+        _class(args, None, None)
         return module, (config if config.is_file() else None)
-    module = Path(args.module)
+    try:
+        text, name = split_target(args.module)
+    except ValueError as exc:
+        raise UsageError(f"MODULE {exc}") from None
+    _class(args, text, name)
+    module = module_file(text)
     config = Path(args.config) if args.config else None
-    if args.module in args.bare_flags and module.suffix != ".py" and not module.is_file():
+    if args.module in args.bare_flags and not names_module(args.module) and not module.is_file():
         flag = args.bare_flags[args.module]
         raise UsageError(
             f"MODULE {args.module!r} is not a Python file; an output file is given as --FORMAT=FILE, "
@@ -223,6 +238,22 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Path | None]:
             f"e.g. {flag}={args.config}"
         )
     return module, config
+
+
+def _class(args: argparse.Namespace, module: str | None, name: str | None) -> None:
+    """The class named by MODULE:CLASS, or by the old ``--class NAME`` (still read, with a warning)."""
+    if args.class_name is not None:
+        if name is not None and name != args.class_name:
+            raise UsageError(
+                f"MODULE names class {name} and --class {args.class_name}; name it once, as MODULE:CLASS"
+            )
+        say(
+            "trace-deps",
+            f"'--class {args.class_name}' is the old spelling; write {module or 'MODULE'}:{args.class_name}",
+            "warning",
+        )
+    else:
+        args.class_name = name
 
 
 def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
@@ -315,13 +346,17 @@ def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
         from .report import render_why
 
         render_why(view, args.why, _console(width))
-    elif (args.report or not targets) and STDOUT not in targets.values() and not args.quiet:
-        # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report), so that
-        # writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for; it
+    elif (args.report or args.verbose or not targets) and STDOUT not in targets.values() and not args.quiet:
+        # the report is the output when no other is chosen: with --FORMAT=FILE only if asked (--report or -v), so
+        # that writing JSON or a drawing never loads rich nor spends time rendering a report nobody asked for; it
         # opens with its summary (the answer first)
         from .report import render
 
         render(view, _console(width), verbose=args.verbose)
+    elif STDOUT not in targets.values() and not args.quiet:  # files written: the answer alone, as plain lines
+        from .summary import summary_lines
+
+        _stdout("".join(line + "\n" for line in summary_lines(view)))
     if args.strict and (analysis.unknowns() or analysis.skipped):
         say(
             "trace-deps",

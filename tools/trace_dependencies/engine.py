@@ -99,7 +99,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
         raise TraceError(
             f"no class with a {wanted} method; nothing to trace (classes: {listed})",
             where=f"{self.st.module.name}:1",
-            hint="pass --class NAME and/or --entry METHOD",
+            hint="name the class as MODULE:CLASS and/or pass --entry METHOD",
         )
 
     def _refuse_assigned_entry(self, cls: ClassInfo, entries: tuple[str, ...]) -> None:
@@ -112,7 +112,7 @@ class Engine(Lookup, Nodes, Roles, Dependencies, Binding, Composition, Expansion
                     f"class {cls.name}: {name} is assigned ({cls.file.segment(stmt, 60)}), not defined with def: "
                     "not supported",
                     where=cls.file.loc(stmt),
-                    hint=f"define {name} with def, or pass --class NAME and/or --entry METHOD",
+                    hint=f"define {name} with def, or name another class as MODULE:CLASS and/or pass --entry METHOD",
                 )
 
     def _find_config_class(self) -> list[ClassInfo]:

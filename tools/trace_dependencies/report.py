@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 
 from rich.console import Console
@@ -12,6 +11,9 @@ from rich.tree import Tree
 
 from .ids import NodeKind, is_kind, parse_node
 from .model import LEVELS, Analysis, Hop
+from .summary import _upstream, short_name, summary_lines
+
+__all__ = ["render", "render_summary", "render_why", "short_name", "summary_lines"]
 
 STYLE = {"static": "blue", "weights": "green", "mode": "dark_orange", "runtime": "red", "unknown": "grey50"}
 LEVEL_TITLES = {
@@ -29,52 +31,10 @@ def _kind(text: str) -> Text:
     return Text(text, style=STYLE.get(text, ""))
 
 
-#: ``n@14:8``: a local assigned more than once has one node per assignment (line and column appended).
-_SITE_SUFFIX = re.compile(r"@\d+:\d+$")
-#: ``model_config_str (get_model_config() argument)``: the label of a config function's parameter.
-_BUILDER_ARG = re.compile(r"(.+) \(([\w.]+)\(\) argument\)")
-
-
-def short_name(node: str, label: str | None = None) -> str:
-    """A compact name for a graph node (used in proofs); ``label`` (the node's) tells a config function's
-    parameters from ModelArgs constructor arguments."""
-    kind, _, rest = node.partition(":")
-    if kind in ("local", "param"):
-        rest = _SITE_SUFFIX.sub("", rest)  # the hop's location shows the line
-    last = rest.rsplit(":", 1)[-1]
-    if kind == "arg" and label and (builder := _BUILDER_ARG.fullmatch(label)):
-        return f"{builder[2]}({builder[1]}=)"
-    if kind == "input" and rest.startswith("state:"):
-        return f"self.{rest.rsplit('.', 1)[-1]} (module state)"
-    if kind == "input" and rest.startswith("global:"):
-        return f"{last} (module state: a rebound global)"
-    return {
-        "hw": f"hw.{rest}",
-        "env": f"${rest}",
-        "hf": f"hf.{rest}",
-        "attr": f"args.{rest}",
-        "method": f"args.{rest}()",
-        "key": rest,
-        "arg": f"ModelArgs({rest}=)",
-        "module": f"ctor({rest}=)",
-        "input": f"{rest} (input)",
-        "weights": "state_dict",
-        "self": f"self.{rest.rsplit('.', 1)[-1]}",
-        "local": last,
-        "param": last,
-        "global": last,
-        "func": f"{last.rsplit('.', 1)[-1]}()",
-        "def": "definition",
-        "branch": "condition",
-        "fact": rest,
-        "unknown": "unknown",
-        "extern": f"{rest.rsplit('.', 1)[-1]}()",
-    }.get(kind, node)
-
-
-def _hops(hops: list[Hop], limit: int = 7) -> str:
+def _hops(hops: list[Hop], limit: int | None = 7) -> str:
+    """A proof path; longer than ``limit`` hops, its middle is one ``…`` (``None``: every hop, as ``-v`` asks)."""
     parts = []
-    shown = hops if len(hops) <= limit else [*hops[:2], None, *hops[-(limit - 3) :]]
+    shown = hops if limit is None or len(hops) <= limit else [*hops[:2], None, *hops[-(limit - 3) :]]
     last_file = None
     for hop in shown:
         if hop is None:
@@ -104,50 +64,6 @@ def plain(console: Console) -> Console:
         emoji=False,
         soft_wrap=console.soft_wrap,
     )
-
-
-def summary_lines(a: Analysis) -> list[str]:
-    """The answer first: a few lines on what the class reads, what it depends on, and what needs a look (the
-    report opens with them; a run that wrote its outputs to files prints only them)."""
-    direct = sorted({r.name for r in a.reads if r.kind == "key"})
-    methods = sorted({r.name for r in a.reads if r.kind == "method"})
-    via = sorted(
-        {
-            parse_node(n).rest
-            for m in methods
-            for n in _upstream(a, f"method:{m}")
-            if is_kind(n, NodeKind.KEY) and parse_node(n).rest not in direct
-        }
-    )
-    members = sorted({(f"{r.name}()" if r.kind == "method" else r.name) for r in a.reads if r.kind != "key"})
-    keys = f"{len(direct) + len(via)} config keys"
-    if via:
-        keys += f" ({len(direct)} read directly, {len(via)} more through args.get_*())"
-    lines = [
-        f"Summary: class {a.module_class} in {a.module}" + (f" with {a.config}" if a.config else ""),
-        *([f"  {a.class_choice}"] if a.class_choice else []),
-        f"  reads {keys}: {', '.join(direct + via) or '-'}",
-        f"  reads {len(members)} ModelArgs members: {', '.join(members) or '-'}",
-    ]
-    for level, title in (("hardware", "hardware & environment"), ("model_args", "model arguments"),
-                         ("per_call_inputs", "per-call inputs")):  # fmt: skip
-        roots = [n for n in a.levels.get(level, []) if a.dependencies.nodes[n].get("root")]
-        names = [short_name(n, a.dependencies.nodes[n].get("label")) for n in roots]
-        lines.append(f"  root parameters, {title}: {', '.join(names) or '-'}")
-    for side, where in (("module", a.module), ("helper", "helpers")):
-        counts = Counter(b.classification for b in a.branches if b.side == side)
-        if counts:
-            lines.append(
-                f"  branches in {where}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-            )
-    unknown = sum(1 for n in a.dependencies.nodes if a.dependencies.nodes[n]["category"] == "unknown")
-    look = [f"{unknown} unknown nodes"] if unknown else []
-    look += [f"{len(a.skipped)} skipped constructs"] if a.skipped else []
-    lines.append(
-        "  needs a look: "
-        + (", ".join(look) + ' (see "Not understood")' if look else "nothing, all understood")
-    )
-    return lines
 
 
 def render_summary(analysis: Analysis, console: Console) -> None:
@@ -181,11 +97,11 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     table = Table(
         title="Config reads (model_config keys)", title_justify="left", show_lines=False, expand=False
     )
-    table.add_column("key")
-    table.add_column("read at")
-    table.add_column("how")
-    table.add_column("defs", justify="right")
-    table.add_column("value kind")
+    table.add_column("key", overflow="fold")
+    table.add_column("read at", overflow="fold")
+    table.add_column("how", overflow="fold")
+    table.add_column("defs", justify="right", overflow="fold")
+    table.add_column("value kind", overflow="fold")
     by_key: dict[str, list] = defaultdict(list)
     for r in a.reads:
         if r.kind == "key":
@@ -227,9 +143,9 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     methods = sorted({r.name for r in a.reads if r.kind == "method"})
     if methods:
         table = Table(title="ModelArgs methods the module calls (G3 style)", title_justify="left")
-        table.add_column("method")
-        table.add_column("defined at")
-        table.add_column("config keys it reaches")
+        table.add_column("method", overflow="fold")
+        table.add_column("defined at", overflow="fold")
+        table.add_column("config keys it reaches", overflow="fold")
         for name in methods:
             node = f"method:{name}"
             data = a.dependencies.nodes.get(node, {})
@@ -266,7 +182,7 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
                 status = f" [survives when {d.live_when}]"
             line = Text(f"{d.loc.rsplit(':', 1)[0]}  ")
             line.append(f"if {guards}" if guards else "always", style="italic")
-            line.append(f": {d.value}" if len(d.value) < 90 else f": {d.value[:88]}…")
+            line.append(f": {d.value}" if verbose or len(d.value) < 90 else f": {d.value[:88]}…")
             if status:
                 line.append(status, style="yellow")
             branch.add(line)
@@ -286,20 +202,24 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
             continue
         console.print()
         table = Table(title=title, title_justify="left")
-        table.add_column("where")
-        table.add_column("construct")
-        table.add_column("test", max_width=44)
-        table.add_column("class")
-        table.add_column("facts", max_width=22)
+        table.add_column("where", overflow="fold")
+        table.add_column("construct", overflow="fold")
+        table.add_column("test", max_width=44, overflow="fold")
+        table.add_column("class", overflow="fold")
+        table.add_column("facts", max_width=22, overflow="fold")
         table.add_column("proof (root → … → condition)", overflow="fold")
         for b in rows:
             facts = ", ".join([*b.topology, *(f"mode {m}" for m in b.mode), *b.facts])
-            proof = _hops(b.chain[b.classification]) if b.classification in b.chain else ""
+            proof = (
+                _hops(b.chain[b.classification], None if verbose else 7)
+                if b.classification in b.chain
+                else ""
+            )
             where = b.loc.rsplit(":", 1)[0] if side == "module" else f"{b.loc.rsplit(':', 1)[0]} {b.function}"
             table.add_row(
                 where,
                 b.construct,
-                b.test if len(b.test) < 60 else b.test[:58] + "…",
+                b.test if verbose or len(b.test) < 60 else b.test[:58] + "…",
                 _kind(b.classification),
                 facts,
                 proof,
@@ -330,10 +250,10 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
     if a.paths:
         console.print()
         table = Table(title="Terminal ttnn ops per path (forward)", title_justify="left")
-        table.add_column("op")
+        table.add_column("op", overflow="fold")
         names = list(a.paths)
         for name in names:
-            table.add_column(name, justify="center")
+            table.add_column(name, justify="center", overflow="fold")
         all_ops = sorted({op for ops in a.paths.values() for op in ops})
         for op in all_ops:
             table.add_row(op, *("✓" if op in a.paths[name] else "" for name in names))
@@ -354,16 +274,8 @@ def render(analysis: Analysis, console: Console, verbose: bool = False) -> None:
             console.print(Text(f"  [{s.severity}] {s.loc}: {s.what}: {s.reason}", style=style))
 
 
-def _upstream(a: Analysis, node: str) -> set[str]:
-    if node not in a.dependencies:
-        return set()
-    return a.dependencies.ancestors(node)
-
-
 def _how(r) -> str:
-    text = r.via
-    if len(text) > 48:
-        text = text[:47] + "…"
+    text = r.via  # whole: it holds the key's name (the table folds it)
     if r.called_with is not None:
         text += " (called)"
     return text

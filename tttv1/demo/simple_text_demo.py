@@ -159,6 +159,14 @@ class DemoResult:
         return self.decode_tokens_per_second_per_user * self.batch_size
 
 
+def random_weights(model_args) -> bool:
+    """Whether the model runs on seeded random weights (no checkpoint, or a config alone): its text is noise."""
+    return bool(model_args.streamed_weights or model_args.dummy_weights or model_args.CKPT_DIR is None)
+
+
+SHOWN_USERS = 4  # users whose prompt and output are printed; the rest are counted
+
+
 def run_demo(
     mesh_device,
     model_name: str = catalogue.DEFAULT_MODEL,
@@ -241,6 +249,12 @@ def run_demo(
     generator = Generator(model, model_args, mesh_device, tokenizer=tokenizer)
     build_seconds, build_rss_bytes = time.perf_counter() - t0, _resident_bytes() - rss0
     say(f"Built {model_args} in {build_seconds:.2f} s ({model_args.optimizations.__name__} precision)")
+    if random_weights(model_args):
+        # a newcomer reads '................' as a broken model: say why the text is noise
+        say(
+            f"Weights: seeded random (seed {seed}), so the generated text is noise; --checkpoint DIR loads real "
+            "weights (the speeds are real either way)"
+        )
 
     input_tokens, _token_ids, decoding_pos, prefill_lens = preprocess_inputs_prefill(
         prompts, tokenizer, model_args, instruct, max_new_tokens
@@ -280,9 +294,13 @@ def run_demo(
         build_seconds=build_seconds,
         build_rss_bytes=build_rss_bytes,
     )
-    for user in range(min(batch_size, 4)):
+    for user in range(min(batch_size, SHOWN_USERS)):
         say(f"[user {user}] prompt: {prompts[user][:60]!r}")
         say(f"[user {user}] output: {texts[user]!r}")
+    if batch_size > SHOWN_USERS:
+        say(
+            f"[users {SHOWN_USERS}-{batch_size - 1}] {batch_size - SHOWN_USERS} more users not shown (their texts are in the result)"
+        )
     say(
         f"prefill: {result.prompt_tokens} tokens in {prefill_seconds:.3f} s = {result.prefill_tokens_per_second:.1f} tok/s | "
         f"decode: {result.decode_tokens_per_second_per_user:.2f} tok/s/user, {result.decode_tokens_per_second:.1f} tok/s "

@@ -141,13 +141,17 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from tttv2_tools._cli import ArgumentParser  # the toolkit's one-line usage errors (docs/cli.md)
+
+    p = ArgumentParser(
         prog="tttv2-run",
         description="Start N ranks of COMMAND through MPI (the mpich wheel's mpiexec); see docs/distributed.md.",
         usage="tttv2-run --np N [--rank-binding FILE] [--all-output] [--timeout S] [--grace S] -- COMMAND ...",
     )
     p.add_argument("--np", type=int, required=True, help="number of ranks")
-    p.add_argument("--version", action="version", version=f"tttv2-run {_version()}")
+    p.add_argument(
+        "--version", action="version", version=f"tttv2-run {_version()}", help="print the version and exit"
+    )
     p.add_argument(
         "--debug", action="store_true", help="a traceback instead of one line on an internal error"
     )
@@ -178,8 +182,7 @@ def _version() -> str:
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = _parser()
     if "--" not in argv:
-        if any(a in ("-h", "--help", "--version") for a in argv):
-            parser.parse_args(argv)  # prints and exits 0
+        parser.parse_args(argv)  # --help / --version print and exit 0; an unknown option is named (exit 2)
         raise RunError("expected `-- COMMAND ...` after the options (tttv2-run --np N -- python script.py)")
     cut = argv.index("--")
     args = parser.parse_args(argv[:cut])
@@ -334,13 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     except (
         Exception
     ) as exc:  # the other tools' promise (docs/cli.md): one line, exit 3; --debug: the traceback
-        if "--debug" in options:
-            raise
-        print(
-            f"tttv2-run: error: internal error: {type(exc).__name__}: {exc} (run with --debug)",
-            file=sys.stderr,
-        )
-        return 3
+        from tttv2_tools._cli import internal_error
+
+        return internal_error("tttv2-run", exc, "--debug" in options)
 
 
 if __name__ == "__main__":

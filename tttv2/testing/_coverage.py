@@ -371,7 +371,7 @@ class CoverageReport:
 
         summary = Table(title=f"Building-block parameter coverage against {self.store}")
         for column in ("block", "TTTv1 target", "tested configs", "recorded cases", "untested combinations"):
-            summary.add_column(column)
+            summary.add_column(column, overflow="fold")  # wrap, never cut a name
         for c in self.classes:
             summary.add_row(
                 c.module,
@@ -386,7 +386,7 @@ class CoverageReport:
                 continue
             values = Table(title=f"{c.module}: parameters")
             for column in ("parameter", "tested", "recorded", "untested", "unknown in"):
-                values.add_column(column)
+                values.add_column(column, overflow="fold")
             for param in c.params:
                 values.add_row(
                     param,
@@ -399,7 +399,7 @@ class CoverageReport:
             if c.untested_combinations:
                 combos = Table(title=f"{c.module}: recorded combinations no test ran")
                 for param in c.params:
-                    combos.add_column(param)
+                    combos.add_column(param, overflow="fold")
                 for row in c.untested_combinations:
                     combos.add_row(*("?" if row[p] is None else str(row[p]) for p in c.params))
                 tables.append(combos)
@@ -408,7 +408,10 @@ class CoverageReport:
     def print(self, console=None) -> None:
         from rich.console import Console
 
-        console = console or Console()
+        if console is None:
+            from tttv2_tools._cli import table_width  # one width in a pipe for every tool (docs/cli.md)
+
+            console = Console(width=table_width(None))
         for table in self.tables():
             console.print(table)
 

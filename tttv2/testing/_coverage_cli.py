@@ -24,6 +24,7 @@ from tttv2.testing._coverage import COVERAGE, CoverageRecorder, coverage_report
 from tttv2_tools._cli import (
     EXIT_INTERRUPTED,
     STDOUT,
+    ArgumentParser,
     HelpFormatter,
     add_common,
     add_output,
@@ -40,7 +41,7 @@ JSON_SCHEMA = "tttv2-coverage"  # the "schema" key of --json files: how a later 
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog=TOOL,
         formatter_class=HelpFormatter,
         description="Building-block parameter coverage of a test suite against a collect-cases store.",

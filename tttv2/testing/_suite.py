@@ -417,8 +417,10 @@ class TestSuite:
             "wall (ms)",
             "result",
         ):
-            table.add_column(
-                column, justify="right" if column not in ("test", "block", "mode", "result") else "left"
+            table.add_column(  # values wrap, never end in "…": a CI log needs every name and number
+                column,
+                justify="right" if column not in ("test", "block", "mode", "result") else "left",
+                overflow="fold",
             )
         for r in self.results if results is None else results:
             table.add_row(
@@ -437,7 +439,9 @@ class TestSuite:
     def print(self, results=None) -> None:
         from rich.console import Console
 
-        (self.console or Console()).print(self.table(results))
+        from tttv2_tools._cli import table_width  # one width in a pipe for every tool (docs/cli.md)
+
+        (self.console or Console(width=table_width(None))).print(self.table(results))
 
     # --- references ----------------------------------------------------------------------------------------
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import libcst.native  # noqa: F401 - see below
 import pytest
@@ -66,9 +70,13 @@ MLP_CASES = [
 '''
 
 
+RECORDED_COLUMNS = ["mesh_shape", "mode", "model_name", "x_shape", "x_dtype", "w1_dtype", "w2_dtype"]
+
+
 def test_creates_a_documented_skeleton_that_pytest_collects_under_readable_ids(tmp_path, pytester):
+    """With --fields of the recorded vocabulary, the skeleton's test body is the user's to write."""
     target = tmp_path / "test_mlp_1d.py"
-    result = emit(CASES, T, target, "MLP_1D_CASES")
+    result = emit(CASES, T, target, "MLP_1D_CASES", columns=RECORDED_COLUMNS)
     assert result.old_text is None and result.changed
     text = result.new_text
     assert text.startswith('"""Cases recorded by collect-cases for tttv1.tt.mlp:MLP.')
@@ -77,7 +85,7 @@ def test_creates_a_documented_skeleton_that_pytest_collects_under_readable_ids(t
     # too long for one line of 110: one argument per line, as ruff format would lay it out
     assert '    pytest.param(\n        (1, 8),\n        "decode",\n        "Llama-3.1-8B-tiny",\n' in text
     assert '        ttnn.bfloat4_b,\n        ttnn.bfloat8_b,\n        id="1x8-decode-32-Llama-3.1-8B-tiny",\n    ),' in text  # fmt: skip
-    wide = emit(CASES, T, target, "MLP_1D_CASES", line_length=200).new_text
+    wide = emit(CASES, T, target, "MLP_1D_CASES", columns=RECORDED_COLUMNS, line_length=200).new_text
     assert '    pytest.param((1, 8), "decode", "Llama-3.1-8B-tiny", (1, 1, 32, 256), ttnn.bfloat16, ttnn.bfloat4_b,' in wide  # fmt: skip
     pytester.makepyfile(test_mlp_1d=text)
     collected = pytester.runpytest_inprocess(
@@ -263,7 +271,12 @@ def _store(tmp_path, cases=CASES):
 
 def test_cli_check_diff_write_and_minimal(tmp_path, capsys):
     store, target = _store(tmp_path), tmp_path / "test_x.py"
-    base = ["emit", "--store", str(store), "--target", T, "--into", str(target), "--name", "CASES"]
+    base = [
+        "emit",
+        "--fields",
+        ",".join(RECORDED_COLUMNS),
+    ]  # the recorded vocabulary (a new file: the tests')
+    base += ["--store", str(store), "--target", T, "--into", str(target), "--name", "CASES"]
     assert main([*base, "--check"]) == 1 and not target.exists()
     assert "out of date" in capsys.readouterr().err
     assert main([*base, "--diff"]) == 0 and not target.exists()
@@ -332,3 +345,108 @@ def test_drop_unrecorded_replaces_emit_force_which_still_works_with_a_warning(tm
         assert ("collect-cases: warning: emit --force is now spelled --drop-unrecorded" in err) == warning, (
             err
         )
+
+
+# --- one vocabulary with the generated tests (issue 23) -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[3]
+CATALOGUE = Path(__file__).parent / "data" / "tttv1_catalogue_cases.csv"
+
+
+def _catalogue_mlp(tmp_path, keep=lambda case: True):
+    """A store of the MLP cases of the checked-in catalogue sweep (real recordings, not shaped for this test)."""
+    from tttv2_tools.collect_cases.csvio import import_csv
+
+    cases = [c for c in import_csv(CATALOGUE, T) if keep(c)]
+    return _store(tmp_path, cases), cases
+
+
+def _params(path: Path, name: str) -> set:
+    """``(values, id)`` of every ``pytest.param`` of the list ``name`` in a test file."""
+    tree = ast.parse(path.read_text())
+    (value,) = [
+        s.value for s in tree.body if isinstance(s, ast.Assign) and getattr(s.targets[0], "id", None) == name
+    ]
+    return {
+        (
+            tuple(ast.unparse(a) for a in call.args),
+            next(k.value.value for k in call.keywords if k.arg == "id"),
+        )
+        for call in value.elts
+    }
+
+
+def test_emit_into_a_generated_test_writes_what_refactor_cases_wrote(tmp_path, capsys):
+    """The columns of a generated test (its ``PARAMETERS``) are columns of every recorded case: emitting a store
+    into ``tttv2-refactor --cases``' own list gives the same entries, values and ids (it was refused: no ttnn)."""
+    from tttv2_tools.refactor.cli import main as refactor
+
+    store, _ = _catalogue_mlp(tmp_path, lambda c: c.flat.get("model_name") == "Llama-3.2-1B-tiny")
+    tests = tmp_path / "tests"
+    argv = [str(ROOT / "tttv1" / "tt" / "mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    assert refactor([*argv, "--cases", str(store), "-q"]) == 0
+    generated = tests / "test_mlp_1d.py"
+    written = _params(generated, "CASES")
+    assert len(written) == 6  # 1x1, 1x2, 1x8 (N150, N300, T3K), decode and prefill
+    command = ["emit", "--store", str(store), "--target", str(ROOT / "tttv1" / "tt" / "mlp.py")]
+    assert main([*command, "--into", str(generated), "--name", "CASES", "--topology", "1d", "-q"]) == 0
+    assert _params(generated, "CASES") == written
+    assert "# collect-cases: target=tttv1.tt.mlp:MLP fields=mesh_device,mode,seq_len,model_name,recorded" in (
+        generated.read_text()
+    )
+
+
+def test_a_new_files_skeleton_is_a_test_that_runs(tmp_path):
+    """Without --fields a new file gets the generated tests' columns and a test that builds and calls the TTTv1
+    class on each case from the fixtures (tttv1.testing's for a tttv1 target): it passes, where the skeleton
+    used to call pytest.fail."""
+    store, cases = _catalogue_mlp(
+        tmp_path,
+        lambda c: (
+            c.mesh_shape == (1, 2) and c.mode == "decode" and c.flat.get("model_name") == "Qwen2.5-7B-tiny"
+        ),
+    )
+    assert len(cases) == 1
+    target = tmp_path / "test_recorded_mlp.py"
+    command = [
+        "emit",
+        "--store",
+        str(store),
+        "--target",
+        T,
+        "--into",
+        str(target),
+        "--name",
+        "MLP_CASES",
+        "-q",
+    ]
+    assert main(command) == 0
+    text = target.read_text()
+    assert "pytest.fail" not in text and "from tttv1.testing import *" in text
+    assert (
+        "# collect-cases: target=tttv1.tt.mlp:MLP fields=mesh_device,mode,seq_len,model_name,recorded" in text
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(target)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    assert main([*command, "--check"]) == 0  # the skeleton's list is the store's
+
+
+def test_a_new_files_skeleton_for_another_target_names_the_conftest():
+    from tttv2_tools.collect_cases.emit import RUNNING_SKELETON
+
+    assert (
+        "conftest.py provides them"
+        in emit(
+            [Case("acme.feed_forward:FeedForward", {"mesh_shape": [1, 2], "mode": "decode"})],
+            "acme.feed_forward:FeedForward",
+            Path("/nonexistent-dir-is-not-read/test_ff.py").parent.parent / "test_ff.py",
+            "FF_CASES",
+        ).new_text
+        and "{cls}" in RUNNING_SKELETON
+    )

@@ -51,7 +51,8 @@ def test_plugin_records_while_a_suite_runs(pytester, plain_module, tmp_path, mon
         (["--collect-target=plain_layers:Plain"], "--collect-target: needs --collect-cases=STORE"),
         (["--collect-cases={store}"], "needs at least one --collect-target"),
         (["--collect-cases={store}", "--collect-target=plain_layers:Nope"], "has no attribute 'Nope'"),
-        (["--collect-cases={store}", "--collect-target=bad"], "expected 'package.module:Class'"),
+        (["--collect-cases={store}", "--collect-target=bad"], "found no source of module bad"),
+        (["--collect-cases={store}", "--collect-target=bad:"], "expected MODULE[:CLASS]"),
     ],
 )
 def test_plugin_usage_errors(pytester, plain_module, tmp_path, monkeypatch, args, message):

@@ -119,7 +119,7 @@ def test_bad_input_exits_2_with_one_line(small, tmp_path, capsys):
     cases = [
         ([tmp_path / "missing.py", "--out", out], "no such file"),
         ([small, small.parent / "nope.py", "--out", out], "nope.py: no such file"),
-        ([small, "--class", "Nope", "--out", out], "--class: no class 'Nope'"),
+        ([f"{small}:Nope", "--out", out], "MODULE:CLASS: no class 'Nope'"),
     ]
     broken = tmp_path / "broken.py"
     broken.write_text("def f(:\n")
@@ -302,14 +302,14 @@ class Second:
 
 
 def test_a_module_generated_for_another_class_is_not_replaced_without_force(small, tmp_path, capsys):
-    """R10: ``--class Second`` with the default stem would write the same ``two_1d.py`` as ``First``."""
+    """R10: ``two.py:Second`` with the default stem would write the same ``two_1d.py`` as ``First``."""
     module = small.parent / "two.py"
     module.write_text(TWO_CLASSES)
     out = tmp_path / "out"
     assert run(module, "--out", out, "--quiet") == 0
     first = (out / "two_1d.py").read_text()
     assert "class First1D" in first
-    assert run(module, "--class", "Second", "--out", out, "--quiet") == 2
+    assert run(f"{module}:Second", "--out", out, "--quiet") == 2
     err = capsys.readouterr().err
     assert "(class First), not from" in err and "(class Second)" in err and "--name" in err, err
     assert len(err.splitlines()) == 1 and (out / "two_1d.py").read_text() == first

@@ -162,7 +162,8 @@ def test_the_report_names_only_functions_that_exist():
 # ------------------------------------------------------------------------------------------ R6 / R7
 def test_a_default_class_without_init_is_a_usage_error():
     with pytest.raises(
-        UsageError, match=r"based.py:6: class _Base has no __init__ of its own .* use --class"
+        UsageError,
+        match=r"based.py:6: class _Base has no __init__ of its own .* name the class TTTv1 callers build \(MODULE:CLASS\)",
     ):
         generate(INPUTS / PACKAGE / "based.py")
 
