@@ -738,28 +738,48 @@ def _statements_only(node: cst.CSTNode) -> bool:
     return not is_expression(node)
 
 
+def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an ``and`` chain in the order they run (``a and b and c`` is ``(a and b) and c`` in the
+    tree); an operand in parentheses is kept whole."""
+    if type(test) is cst.BooleanOperation and isinstance(test.operator, cst.And) and not test.lpar:
+        return [*_and_operands(test.left), test.right]
+    return [test]
+
+
+def _and_of(operands: list[cst.BaseExpression]) -> cst.BaseExpression:
+    out = operands[0]
+    for operand in operands[1:]:
+        out = cst.BooleanOperation(left=out, operator=cst.And(), right=operand)
+    return out
+
+
 def split_mixed_tests(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
-    """``if S and R: body`` (no ``else``) with a static ``S`` and a run-time ``R`` -> ``if S: if R: body``: the
-    short-circuit on ``S`` is a static choice, which the binder then makes at construction."""
+    """``if S and R: A else: B`` with a static ``S`` (the longest static prefix of the ``and`` chain) and a
+    run-time rest ``R`` -> ``if S: (if R: A else: B) else: B``: the short-circuit on ``S`` is a static choice,
+    which the binder then makes at construction. The same code runs in the same order (``R`` only when ``S``
+    holds); ``B`` (an ``else`` or ``elif`` chain) is written once per arm. Parentheses around the whole test (a
+    test over several lines) are dropped."""
 
     class _T(StatementTransformer):
         def leave_If(self, original_node, updated_node):
             test = updated_node.test
-            if updated_node.orelse is not None or not isinstance(test, cst.BooleanOperation):
+            if type(test) is not cst.BooleanOperation or not isinstance(test.operator, cst.And):
                 return updated_node
-            if not isinstance(test.operator, cst.And) or test.lpar:
+            operands = _and_operands(test.with_changes(lpar=(), rpar=()))
+            static = 0
+            while static < len(operands) and scope.is_static(operands[static], device_static=True):
+                static += 1
+            if static == 0 or static == len(operands):
                 return updated_node
-            left, right = test.left, test.right
-            if not scope.is_static(left, device_static=True) or scope.is_static(right, device_static=True):
-                return updated_node
-            inner = cst.If(test=right, body=updated_node.body)
+            left, right = _and_of(operands[:static]), _and_of(operands[static:])
+            inner = cst.If(test=right, body=updated_node.body, orelse=updated_node.orelse)
             outer = updated_node.with_changes(test=left, body=cst.IndentedBlock(body=[inner]))
             if prov is not None:
                 prov.note(outer, original_node)
             return outer
 
     def and_test(node: cst.CSTNode) -> bool:
-        return type(node) is cst.If and node.orelse is None and type(node.test) is cst.BooleanOperation
+        return type(node) is cst.If and type(node.test) is cst.BooleanOperation
 
     transformer = _T(prov)
     transformer.hot = hot_paths(func, and_test, _statements_only)

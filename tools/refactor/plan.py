@@ -17,6 +17,7 @@ from .binding import (
     collect_assignments,
     local_kinds_by_name,
     mutated_locals,
+    straight_values,
 )
 from .cached import cached_attributes, localise_cached
 from .cleanup import remove_dead_code
@@ -510,6 +511,7 @@ class Planner:
             helper_has_ops=self.helper_ops,
             assignments=collect_assignments(func),
             mutated=mutated_locals(func),
+            straight=straight_values(func),
             methods=self.taken,  # TTTv1's methods and the ones generated so far
             method_aliases=self.method_aliases,
         )
