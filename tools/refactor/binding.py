@@ -261,7 +261,9 @@ def _all_target_names(target: cst.CSTNode) -> list[str]:
     return []
 
 
-def straight_values(func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+def straight_values(
+    func: cst.FunctionDef, everywhere: dict[str, list[cst.BaseExpression | None]] | None = None
+) -> dict[str, cst.BaseExpression]:
     """Local name -> the value that reaches every read of it, for a local assigned several times in straight
     code: each assignment a top-level statement ``name = value`` of the body, and no top-level statement up to
     the last of them reads it. A helper's copy whose reassigned parameter was decided reads so
@@ -284,7 +286,9 @@ def straight_values(func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
             name = small.targets[0].target.value
             last[name] = (index, small.value)
             count[name] = count.get(name, 0) + 1
-    everywhere = collect_assignments(func)
+    if not any(n >= 2 for n in count.values()):
+        return {}
+    everywhere = collect_assignments(func) if everywhere is None else everywhere
     out: dict[str, cst.BaseExpression] = {}
     for name, (index, value) in last.items():
         if count[name] < 2 or len(everywhere.get(name, ())) != count[name]:

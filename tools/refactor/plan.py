@@ -500,6 +500,7 @@ class Planner:
         for star in (func.params.star_arg, func.params.star_kwarg):
             if isinstance(star, cst.Param):
                 params.add(star.name.value)
+        assignments = collect_assignments(func)
         return Scope(
             kinds=self.kinds,
             file=file or self.parsed.name,
@@ -509,9 +510,9 @@ class Planner:
             params=params,
             facts=self.facts,
             helper_has_ops=self.helper_ops,
-            assignments=collect_assignments(func),
+            assignments=assignments,
             mutated=mutated_locals(func),
-            straight=straight_values(func),
+            straight=straight_values(func, assignments),
             methods=self.taken,  # TTTv1's methods and the ones generated so far
             method_aliases=self.method_aliases,
         )
