@@ -12,6 +12,7 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES, MODE_NAMES
 
+from .bases import inherited
 from .cleanup import lint_after_specialising, remove_dead_code, unused_imports
 from .cstutil import (
     assigned_names,
@@ -597,7 +598,11 @@ class Emitter:
     def _from_model_args(self, table: FieldTable) -> list[cst.BaseStatement]:
         plan = self.plan
         methods = self.construction_methods
-        init_body = [to_construction(s, self.tttv1_class, methods, lazy=True) for s in plan.init_body]
+        base_init = bool(inherited(self.inputs))  # a base's __init__ sets attributes: run it, as TTTv1 does
+        init_body = [
+            to_construction(s, self.tttv1_class, methods, lazy=True, base_init=base_init)
+            for s in plan.init_body
+        ]
         init_body = [s for s in init_body if isinstance(s, cst.CSTNode) and not _docstring(s)]
         init_body = self._early_return_safe(init_body)
         nested = []
@@ -654,7 +659,10 @@ class Emitter:
             args = ", ".join(x for x in (device, calls) if x)
             final_statements = [cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")]
         check = self._topology_guard()
-        legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
+        if base_init:  # an instance (not run), so that super(...).__init__ runs the bases' code on it
+            legacy = cst.parse_statement(f"{LEGACY} = {self.tttv1_class}.__new__({self.tttv1_class})")
+        else:
+            legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
         legacy = _with_comment(
             legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them"
         )

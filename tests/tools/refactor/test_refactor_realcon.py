@@ -233,3 +233,96 @@ def test_the_generated_tests_of_2d_only_modules_pass_on_8x4(tmp_path, pytester, 
     ]
     for text in texts:  # three equivalence cases on 8x4, the refusal on 1x8, no other mesh
         assert text.count('id="8x4-') == 3 and text.count('id="1x8-') == 1 and text.count('id="') == 4
+
+
+# ------------------------------------------------------------------------------------------ a base class's attributes
+def test_attributes_a_base_class_of_another_file_sets_are_computed_at_construction():
+    """``self.norm_eps`` and ``self.out_memcfg`` are set by ``TtNormBase.__init__`` (norm_base.py), which
+    ``TtFinalNorm.__init__`` runs through ``super().__init__(mesh_device, args)``: from_model_args runs it too,
+    on an uninitialised TTTv1 instance, and the fields read what it set (they were gaps: "__init__ does not set
+    it")."""
+    result = _generate("final_norm")
+    _no_static_branch(result)
+    code = result.modules[0].code
+    assert "legacy = TtFinalNorm.__new__(TtFinalNorm)" in code
+    assert "super(TtFinalNorm, legacy).__init__(mesh_device, args)" in code
+    assert "norm_eps=legacy.norm_eps" in code and "out_memcfg=legacy.out_memcfg" in code
+
+
+def test_the_final_norm_matches_tttv1_bit_for_bit(tmp_path):
+    import torch
+
+    generated = generated_class(_generate("final_norm"), "1d", tmp_path)
+    model_args = _tttv1("model_config", "ModelArgs")
+    torch.manual_seed(0)
+    state_dict = {"norm.weight": torch.rand(64) + 0.5}
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        args = model_args(mesh)
+        args.norm_eps = 1e-2  # not the default: the base must read it
+        old = _tttv1("final_norm", "TtFinalNorm")(mesh, args, state_dict)
+        new = generated.from_model_args(mesh, args, state_dict)
+        for mode in ("decode", "prefill"):
+            expected = old(replicated(input_rows(32), mesh), mode)
+            got = new(replicated(input_rows(32), mesh), mode)
+            assert_identical(expected, got, f"{shape} {mode}")
+            assert got.memory_config() == expected.memory_config()
+        ttnn.close_mesh_device(mesh)
+
+
+def _tree(tmp_path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_base_attributes_follow_imports_and_stop_where_python_does(tmp_path):
+    """Bases of the same file, of a relative and an absolute import, a base of a base only while each
+    ``__init__`` runs its base's, nested functions ignored; a base of an installed package, an unresolvable
+    import or a missing file adds nothing."""
+    from tttv2_tools.refactor.bases import base_attributes
+
+    root = _tree(
+        tmp_path,
+        {
+            "pk/__init__.py": "",
+            "pk/grand.py": "class Grand:\n    def __init__(self):\n        self.g = 1\n",
+            "pk/base.py": (
+                "from pk.grand import Grand\n\n\nclass Base(Grand):\n    def __init__(self, a):\n"
+                "        super().__init__()\n        self.a, self.b = a, 2\n"
+                "        def inner(s):\n            s.hidden = 3\n"
+            ),
+            "pk/stop.py": "from .grand import Grand\n\n\nclass Stop(Grand):\n    def __init__(self):\n        self.s = 1\n",
+            "pk/child.py": (
+                "import torch\nfrom .base import Base\nfrom .stop import Stop\nfrom pk.nowhere import Gone\n"
+                "from torch.nn import Module\n\n\nclass Local:\n    def __init__(self):\n        self.loc: int = 0\n"
+                "\n\nclass C(Base):\n    def __init__(self):\n        super().__init__(1)\n        self.own = 1\n"
+                "\n\nclass D(Stop, Local, Gone, Module, torch.nn.Module):\n    pass\n"
+            ),
+        },
+    )
+    child = root / "pk" / "child.py"
+    text = child.read_text()
+    assert base_attributes("C", child, text) == {"a": "base.py:7", "b": "base.py:7", "g": "grand.py:3"}
+    assert base_attributes("D", child, text) == {"s": "stop.py:6", "loc": "child.py:10"}
+    assert base_attributes("Missing", child, text) == {}
+    (root / "pk" / "stop.py").write_text("class Stop(:\n")  # unreadable as Python: nothing
+    assert base_attributes("D", child, text) == {"loc": "child.py:10"}
+
+
+def test_an_attribute_of_a_base_the_tool_cannot_find_is_still_a_gap(tmp_path):
+    """The base is imported from a module nothing provides: its attributes are unknown, and the read is
+    reported as before (no ``super(…)`` call is written)."""
+    source = tmp_path / "lost_norm.py"
+    source.write_text(
+        "import ttnn\n\nfrom nowhere_pkg.bases import NormBase\n\n\nclass LostNorm(NormBase):\n"
+        "    def __init__(self, mesh_device, args):\n        super().__init__(mesh_device, args)\n\n"
+        "    def forward(self, x, mode):\n        return ttnn.add(x, self.norm_eps)\n"
+    )
+    result = generate(source)
+    assert [(g.loc, g.what) for g in result.gaps if g.what == "self.norm_eps"] == [
+        ("lost_norm.py:11", "self.norm_eps")
+    ]
+    assert all("super(" not in g.code for g in result.modules)

@@ -22,6 +22,7 @@ class ModelArgs:
         self.scale_residual = scale_residual
         self.dim = dim
         self.n_layers = 3
+        self.norm_eps = 1e-5
         self.model_config = {
             "USE_PREFETCHER": use_prefetcher,
             "DECODE_RESIDUAL_MEMCFG": ttnn.L1_MEMORY_CONFIG,
