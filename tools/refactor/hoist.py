@@ -1034,9 +1034,26 @@ class BranchBinder:
         self.extracted.append(Extracted(name, func))
 
     def _give_up(self, func: cst.FunctionDef, target: cst.If, reason: str) -> cst.FunctionDef:
+        if _reads_llm_mode(target.test):
+            reason = (
+                f"{reason}; the test reads the mode from the config dict (Llama-2-70B T3000 style: the entry "
+                "takes no mode, `set_model_config` swaps the dict and its LLM_MODE between modes), which is "
+                "not taken as the mode: a module bound to one dict's LLM_MODE would not follow the swap"
+            )
         self.gaps.append(Gap(self.loc_of(target), one_line(target.test, 80), reason))
         self.skipped.append(target)  # reported; --partial marks it; never picked again
         return func
+
+
+def _reads_llm_mode(test: cst.BaseExpression) -> bool:
+    """Whether ``test`` reads ``…["LLM_MODE"]`` (the mode a Llama-2-70B / Falcon-40B config dict carries)."""
+    return any(
+        type(node) is cst.SubscriptElement
+        and type(node.slice) is cst.Index
+        and type(node.slice.value) is cst.SimpleString
+        and node.slice.value.evaluated_value == "LLM_MODE"
+        for node in walk(test)
+    )
 
 
 def _assigns(statements: list[cst.BaseStatement], name: str) -> bool:

@@ -326,3 +326,14 @@ def test_an_attribute_of_a_base_the_tool_cannot_find_is_still_a_gap(tmp_path):
         ("lost_norm.py:11", "self.norm_eps")
     ]
     assert all("super(" not in g.code for g in result.modules)
+
+
+# ------------------------------------------------------------------------------------------ the mode in the dict
+def test_a_mode_read_from_the_config_dict_is_a_gap_naming_the_construct():
+    """Llama-2-70B's ``if self.model_config["LLM_MODE"] == "decode": …`` in a ``__call__`` without a mode: not
+    transformed (binding it to the construction dict's mode would not follow ``set_model_config``), and the gap
+    says why rather than only "returns from only one of its paths"."""
+    gaps = _generate("dict_mode_mlp").gaps
+    assert gaps and all(g.what.startswith('self.model_config["LLM_MODE"] ==') for g in gaps)
+    assert all("reads the mode from the config dict" in g.reason for g in gaps)
+    assert gaps[0].loc == "dict_mode_mlp.py:26"
