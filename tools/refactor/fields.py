@@ -142,6 +142,9 @@ class ToConstruction(cst.CSTTransformer):
         small = small_statement(updated_node)
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
+            if self.lazy and isinstance(func, cst.Attribute) and func.attr.value == "deallocate":
+                # a weight built at construction is a LazyWeight, on no device yet: nothing to free
+                return updated_node.with_changes(body=[cst.Pass()])
             if (
                 isinstance(func, cst.Attribute)
                 and func.attr.value == "__init__"

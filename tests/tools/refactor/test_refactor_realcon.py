@@ -337,3 +337,62 @@ def test_a_mode_read_from_the_config_dict_is_a_gap_naming_the_construct():
     assert gaps and all(g.what.startswith('self.model_config["LLM_MODE"] ==') for g in gaps)
     assert all("reads the mode from the config dict" in g.reason for g in gaps)
     assert gaps[0].loc == "dict_mode_mlp.py:26"
+
+
+# ------------------------------------------------------------------------------------------ a setter that rebuilds
+def _rpm(name: str, attr: str):
+    return getattr(importlib.import_module(f"rpm.{name}"), attr)
+
+
+@pytest.fixture
+def rpm_importable():
+    sys.path.insert(0, str(INPUTS))
+    yield
+    sys.path.remove(str(INPUTS))
+    for name in [n for n in sys.modules if n.split(".")[0] == "rpm"]:
+        del sys.modules[name]
+
+
+def test_a_setter_that_rebuilds_a_buffer_is_run_again_per_mode(rpm_importable, tmp_path):
+    """Falcon-40B's ``set_model_config`` also runs ``self._allocate_output_tensors()`` (a method ``__init__``
+    calls): from_model_args runs it again when it sets a mode's dict that the state was not built from, and the
+    prefill dict (the mode that reads the buffer) is set last. It was a gap ("what that rebuilds for the new dict
+    is built once"). Bit for bit against TTTv1 switched by ``set_model_config``, built with either dict."""
+    import torch
+
+    result = generate(INPUTS / "rpm" / "buffered_mlp.py")
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    code = result.modules[0].code
+    assert "if legacy.model_config is not built_from:" in code and "_allocate_output_tensors()" in code
+    generated = generated_class(result, "1d", tmp_path)
+    get_model_config, mlp = _rpm("model_config", "get_model_config"), _rpm("buffered_mlp", "TtBufferedMLP")
+    torch.manual_seed(0)
+    state_dict = {"m.1.mlp.ff1.weight": torch.randn(64, 64) * 0.1}
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        configs = {m: get_model_config("BFLOAT16-DRAM", m, 128, shape[1]) for m in ("decode", "prefill")}
+        for built_with, other in (("decode", "prefill"), ("prefill", "decode")):
+            old = mlp(mesh, state_dict, "m", 1, 64, configs[built_with])
+            given = {f"{other}_model_config": configs[other]}
+            new = generated.from_model_args(mesh, state_dict, "m", 1, 64, configs[built_with], **given)
+            for mode, rows in (("decode", 32), ("prefill", 128), ("decode", 32), ("prefill", 128)):
+                old.set_model_config(configs[mode])
+                expected = old(replicated(input_rows(rows), mesh), mode)
+                got = new(replicated(input_rows(rows), mesh), mode)
+                assert_identical(expected, got, f"{shape} built with {built_with}, {mode}")
+        ttnn.close_mesh_device(mesh)
+
+
+def test_a_rebuilt_attribute_both_modes_read_stays_a_gap(tmp_path):
+    """One generated module holds one such state: when decode reads the rebuilt buffer too, a gap names it."""
+    (tmp_path / "model_config.py").write_text((INPUTS / "rpm" / "model_config.py").read_text())
+    text = (INPUTS / "rpm" / "buffered_mlp.py").read_text()
+    both = text.replace(
+        'return ttnn.to_memory_config(h, self.model_config["OUTPUT_MEMCFG"])',
+        'return ttnn.to_memory_config(ttnn.add(h, self.output), self.model_config["OUTPUT_MEMCFG"])',
+    )
+    assert both != text
+    (tmp_path / "buffered_mlp.py").write_text(both)
+    gaps = generate(tmp_path / "buffered_mlp.py").gaps
+    assert [g.what for g in gaps] == ["TtBufferedMLP dict setter"]
+    assert "rebuilds self.output (by _allocate_output_tensors), and both modes read it" in gaps[0].reason
