@@ -72,7 +72,12 @@ def test_the_static_prefix_of_an_and_is_bound_and_the_run_time_rest_stays():
     true_arm = forwards.split("def _decode_scale_residual_true(self, out):")[1].split("    def ")[0]
     false_arm = forwards.split("def _decode_scale_residual_false(self, out):")[1].split("    def ")[0]
     assert "if out.dtype == ttnn.bfloat16:" in true_arm and "else:" in true_arm
-    assert "ttnn.add(out, 1.0)" in false_arm and "if " not in false_arm
+    assert "ttnn.add(out, 1.0)" in false_arm and "if " not in false_arm.split("rows")[0]
+    # ``if is_blackhole and rows > 64: A elif rows > 32: B``: the elif chain is kept in both arms
+    blackhole = forwards.split("def _decode_is_blackhole_true(self, out, rows):")[1].split("    def ")[0]
+    other = forwards.split("def _decode_is_blackhole_false(self, out, rows):")[1].split("    def ")[0]
+    assert "if rows > 64:" in blackhole and "elif rows > 32:" in blackhole
+    assert "if rows > 32:" in other and "rows > 64" not in other
 
 
 @pytest.mark.parametrize(
@@ -90,9 +95,9 @@ def test_the_gated_ffn_matches_tttv1_bit_for_bit(is_blackhole, use_prefetcher, s
         )
         old = _tttv1("gated_ffn", "TtGatedFFN")(mesh, args, state_dict)
         new = generated.from_model_args(mesh, args, state_dict)
-        for mode in ("decode", "prefill", "decode"):
-            expected = old.forward(replicated(input_rows(32), mesh), mode)
-            got = new.forward(replicated(input_rows(32), mesh), mode)
+        for mode, rows in (("decode", 32), ("prefill", 128), ("prefill", 64), ("decode", 32)):
+            expected = old.forward(replicated(input_rows(rows), mesh), mode)
+            got = new.forward(replicated(input_rows(rows), mesh), mode)
             assert_identical(expected, got, f"{shape} {mode}")
             assert got.memory_config() == expected.memory_config()
         ttnn.close_mesh_device(mesh)

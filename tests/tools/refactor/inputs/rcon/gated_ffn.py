@@ -1,7 +1,7 @@
 """A feed-forward in the style of the Llama-3 70B Galaxy demo's MLP: a flag that mixes the hardware, the mode
 and a config switch (``no_pf``), then one test that ANDs that flag with a fact of the output tensor, written
-over several lines in parentheses; and a test with an ``else`` whose first half is a constructor argument and
-whose second half reads the tensor."""
+over several lines in parentheses; a test with an ``else`` whose first half is a constructor argument and
+whose second half reads the tensor; and one with an ``elif`` on the number of rows."""
 
 import ttnn
 
@@ -37,4 +37,9 @@ class TtGatedFFN(LightweightModule):
             out = ttnn.mul(out, 0.5)
         else:
             out = ttnn.add(out, 1.0)
+        rows = out.shape[-2]
+        if self.args.is_blackhole and rows > 64:
+            out = ttnn.mul(out, 2.0)
+        elif rows > 32:
+            out = ttnn.add(out, 0.5)
         return out
