@@ -63,6 +63,12 @@ class ClassFacts:
     cached: set[str] = field(default_factory=set)
 
 
+#: Methods of a CCL object (tt-metal's ``TT_CCL``, given to the constructor) that only read the hardware: the
+#: number of Ethernet links of a mesh axis (a table keyed by the device's name). Its other ``get_*`` methods
+#: (``get_and_cycle_ag_semaphore_handles``) change the object and are not here.
+CCL_QUERIES = frozenset({"get_num_links"})
+
+
 @dataclass
 class Scope:
     """The binding-time view of one specialised function."""
@@ -82,6 +88,7 @@ class Scope:
     method_aliases: dict[str, str] = field(
         default_factory=dict
     )  # self.impl -> the method __init__ stores there
+    straight: dict[str, cst.BaseExpression] = field(default_factory=dict)  # see straight_values
 
     # -- names -----------------------------------------------------------------------------------
     def is_local(self, name: str) -> bool:
@@ -196,7 +203,8 @@ class Scope:
             if attr in self.facts.config_objects and len(parts) == 2:
                 return True  # self.decoders_optimizations.get_tensor_dtype(...): a part of ModelArgs
             if attr in self.facts.resources:
-                return len(parts) == 2 and method in MESH_MEMBERS  # hardware queries only
+                # hardware queries only: the mesh's members, and a CCL object's link count
+                return len(parts) == 2 and (method in MESH_MEMBERS or method in CCL_QUERIES)
             return False
         if root in ARGS_NAMES or root in MC_NAMES:
             return True
@@ -251,6 +259,44 @@ def _all_target_names(target: cst.CSTNode) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _all_target_names(e.value)]
     return []
+
+
+def straight_values(
+    func: cst.FunctionDef, everywhere: dict[str, list[cst.BaseExpression | None]] | None = None
+) -> dict[str, cst.BaseExpression]:
+    """Local name -> the value that reaches every read of it, for a local assigned several times in straight
+    code: each assignment a top-level statement ``name = value`` of the body, and no top-level statement up to
+    the last of them reads it. A helper's copy whose reassigned parameter was decided reads so
+    (``num_links = None`` then ``num_links = self.tt_ccl.get_num_links(1)``): the last value is the one it
+    passes on."""
+    body = func.body.body if isinstance(func.body, cst.IndentedBlock) else ()
+    last: dict[str, tuple[int, cst.BaseExpression]] = {}
+    count: dict[str, int] = {}
+    for index, statement in enumerate(body):
+        small = (
+            statement.body[0]
+            if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1
+            else None
+        )
+        if (
+            type(small) is cst.Assign
+            and len(small.targets) == 1
+            and type(small.targets[0].target) is cst.Name
+        ):
+            name = small.targets[0].target.value
+            last[name] = (index, small.value)
+            count[name] = count.get(name, 0) + 1
+    if not any(n >= 2 for n in count.values()):
+        return {}
+    everywhere = collect_assignments(func) if everywhere is None else everywhere
+    out: dict[str, cst.BaseExpression] = {}
+    for name, (index, value) in last.items():
+        if count[name] < 2 or len(everywhere.get(name, ())) != count[name]:
+            continue  # assigned once (the plain case), or also under a test, in a loop, by unpacking
+        if any(name in summary(statement).reads for statement in body[: index + 1]):
+            continue
+        out[name] = value
+    return out
 
 
 def collect_assignments(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:

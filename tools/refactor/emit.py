@@ -12,6 +12,7 @@ import libcst as cst
 
 from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, GALAXY_NAMES, MESH_NAMES, MODE_NAMES
 
+from .bases import inherited
 from .cleanup import lint_after_specialising, remove_dead_code, unused_imports
 from .cstutil import (
     assigned_names,
@@ -29,7 +30,15 @@ from .fields import FieldTable, name_fields, rename, to_construction
 from .galaxy import galaxy_tests, has_galaxy_sites
 from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
 from .layout import sorted_imports, tidy
-from .plan import CONFIG_PARAM, MODES, SINGLE, ClassPlan, MethodPlan, config_per_mode
+from .plan import (
+    CONFIG_PARAM,
+    MODES,
+    SINGLE,
+    ClassPlan,
+    MethodPlan,
+    config_per_mode,
+    setter_rebuild_calls,
+)
 from .source import Inputs
 from .walk import hot_paths, walk
 
@@ -597,7 +606,11 @@ class Emitter:
     def _from_model_args(self, table: FieldTable) -> list[cst.BaseStatement]:
         plan = self.plan
         methods = self.construction_methods
-        init_body = [to_construction(s, self.tttv1_class, methods, lazy=True) for s in plan.init_body]
+        base_init = bool(inherited(self.inputs))  # a base's __init__ sets attributes: run it, as TTTv1 does
+        init_body = [
+            to_construction(s, self.tttv1_class, methods, lazy=True, base_init=base_init)
+            for s in plan.init_body
+        ]
         init_body = [s for s in init_body if isinstance(s, cst.CSTNode) and not _docstring(s)]
         init_body = self._early_return_safe(init_body)
         nested = []
@@ -654,7 +667,10 @@ class Emitter:
             args = ", ".join(x for x in (device, calls) if x)
             final_statements = [cst.parse_statement(f"return cls.from_config({self.config_name}({args}))")]
         check = self._topology_guard()
-        legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
+        if base_init:  # an instance (not run), so that super(...).__init__ runs the bases' code on it
+            legacy = cst.parse_statement(f"{LEGACY} = {self.tttv1_class}.__new__({self.tttv1_class})")
+        else:
+            legacy = cst.parse_statement(f"{LEGACY} = types.SimpleNamespace()")
         legacy = _with_comment(
             legacy, f"the attributes TTTv1's {self.tttv1_class}.__init__ sets, as it sets them"
         )
@@ -729,20 +745,85 @@ class Emitter:
         )
         out: list[cst.BaseStatement] = [helper]
         spreads = []
-        for mode in MODES:
+        rebuild, order = self._setter_rebuild()
+        if rebuild:
+            out.append(
+                _with_comment(
+                    cst.parse_statement(f"built_from = {CONFIG_PARAM}"),
+                    "the dict the state below was last built from (TTTv1's setter rebuilds it for a new dict)",
+                )
+            )
+        for mode in order:
             names = [name for name, _ in mode_blocks if block_modes[name] == mode]
-            if not names:
+            if not names and not rebuild:
                 continue
             out.append(
                 cst.parse_statement(
                     f'{LEGACY}.{CONFIG_PARAM} = _mode_config("{mode}", {mode}_{CONFIG_PARAM})'
                 )
             )
+            if rebuild:
+                calls = "".join(f"    {name}()\n" for name in rebuild)
+                out.append(
+                    cst.parse_statement(
+                        f"if {LEGACY}.{CONFIG_PARAM} is not built_from:\n"
+                        f"    built_from = {LEGACY}.{CONFIG_PARAM}\n{calls}"
+                    )
+                )
+            if not names:
+                continue
             out.append(cst.parse_statement(f"{mode}_fields = {{{', '.join(f'**{n}()' for n in names)}}}"))
             spreads.append(f"**{mode}_fields")
         args = ", ".join(x for x in (device, *spreads) if x)
         out.append(cst.parse_statement(f"return cls.from_config({self.config_name}({args}))"))
         return out
+
+    def _setter_rebuild(self) -> tuple[list[str], list[str]]:
+        """(construction methods a dict setter runs again, the order of the modes) for a config built per mode
+        whose setter rebuilds state (``plan.setter_rebuild_calls``: Falcon-40B's prefill output buffer). The
+        state is one set of attributes for both modes, so each attribute those methods write must be read by one
+        mode at most, and that mode's dict is set last; otherwise a gap, and nothing is run again."""
+        calls = setter_rebuild_calls(self.inputs) or []
+        if not calls:
+            return [], list(MODES)
+        methods = {f.name.value: f for f in self.plan.init_methods}
+        written: set[str] = set()
+        for name in calls:
+            for node in walk(methods[name]) if name in methods else ():
+                target = (
+                    node.target if type(node) in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign) else None
+                )
+                if (
+                    type(target) is cst.Attribute
+                    and type(target.value) is cst.Name
+                    and target.value.value == "self"
+                ):
+                    written.add(target.attr.value)
+        readers: dict[str, set[str]] = {}
+        for method in self.plan.methods:
+            for node in walk(method.func):
+                if (
+                    type(node) is cst.Attribute
+                    and node.attr.value in written
+                    and type(node.value) is cst.Name
+                    and node.value.value == "self"
+                    and method.mode in MODES
+                ):
+                    readers.setdefault(node.attr.value, set()).add(method.mode)
+        read_by = set().union(*readers.values()) if readers else set()
+        if len(read_by) > 1:
+            both = ", ".join(f"self.{a}" for a in sorted(a for a, m in readers.items() if m))
+            self.gaps.append(
+                Gap(
+                    self.inputs.module.name,
+                    f"{self.tttv1_class} dict setter",
+                    f"the dict setter rebuilds {both} (by {', '.join(calls)}), and both modes read it: one "
+                    "generated module holds one such state",
+                )
+            )
+            return [], list(MODES)
+        order = [m for m in MODES if m not in read_by] + [m for m in MODES if m in read_by]
+        return calls, order
 
     def _early_return_safe(self, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         """TTTv1's ``__init__`` body as a nested function run once when it can ``return`` early: the return then

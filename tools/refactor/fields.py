@@ -53,12 +53,20 @@ class FieldTable:
 class ToConstruction(cst.CSTTransformer):
     """Code of a TTTv1 method rewritten to run inside ``from_model_args``: ``self`` is the namespace of
     TTTv1's attributes, ``self.__class__.__name__`` the TTTv1 class name, calls of construction methods call
-    the nested functions of the same name, ``super().__init__()`` disappears."""
+    the nested functions of the same name, ``super().__init__()`` disappears, or, with ``base_init`` (a base
+    class sets attributes the generated code reads: ``bases.py``), runs the base's ``__init__`` on the namespace
+    as TTTv1 does: ``super(TtNorm, legacy).__init__(…)``."""
 
     def __init__(
-        self, class_name: str, legacy: str = "legacy", methods: set[str] | None = None, lazy: bool = False
+        self,
+        class_name: str,
+        legacy: str = "legacy",
+        methods: set[str] | None = None,
+        lazy: bool = False,
+        base_init: bool = False,
     ) -> None:
         super().__init__()
+        self.base_init = base_init
         self.class_name = class_name
         self.legacy = legacy
         self.methods = methods or set()
@@ -134,6 +142,9 @@ class ToConstruction(cst.CSTTransformer):
         small = small_statement(updated_node)
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
+            if self.lazy and isinstance(func, cst.Attribute) and func.attr.value == "deallocate":
+                # a weight built at construction is a LazyWeight, on no device yet: nothing to free
+                return updated_node.with_changes(body=[cst.Pass()])
             if (
                 isinstance(func, cst.Attribute)
                 and func.attr.value == "__init__"
@@ -141,7 +152,13 @@ class ToConstruction(cst.CSTTransformer):
                 and isinstance(func.value.func, cst.Name)
                 and func.value.func.value == "super"
             ):
-                return cst.RemoveFromParent()
+                if not self.base_init:
+                    return cst.RemoveFromParent()
+                explicit = func.value.with_changes(
+                    args=[cst.Arg(cst.Name(self.class_name)), cst.Arg(cst.Name(self.legacy))]
+                )
+                call = small.value.with_changes(func=func.with_changes(value=explicit))
+                return updated_node.with_changes(body=[small.with_changes(value=call)])
         return updated_node
 
 
@@ -155,8 +172,10 @@ def _is_ttnn(node: cst.BaseExpression) -> bool:
     return path == "ttnn" or path.startswith("ttnn.")
 
 
-def to_construction(node, class_name: str, methods: set[str] | None = None, lazy: bool = False):
-    rewriter = ToConstruction(class_name, methods=methods, lazy=lazy)
+def to_construction(
+    node, class_name: str, methods: set[str] | None = None, lazy: bool = False, base_init: bool = False
+):
+    rewriter = ToConstruction(class_name, methods=methods, lazy=lazy, base_init=base_init)
     rewriter.hot = hot_paths(node, rewriter.may_change)  # the rest keeps its identity (and memoised text)
     return node.visit(rewriter)
 

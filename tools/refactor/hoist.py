@@ -738,28 +738,48 @@ def _statements_only(node: cst.CSTNode) -> bool:
     return not is_expression(node)
 
 
+def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of an ``and`` chain in the order they run (``a and b and c`` is ``(a and b) and c`` in the
+    tree); an operand in parentheses is kept whole."""
+    if type(test) is cst.BooleanOperation and isinstance(test.operator, cst.And) and not test.lpar:
+        return [*_and_operands(test.left), test.right]
+    return [test]
+
+
+def _and_of(operands: list[cst.BaseExpression]) -> cst.BaseExpression:
+    out = operands[0]
+    for operand in operands[1:]:
+        out = cst.BooleanOperation(left=out, operator=cst.And(), right=operand)
+    return out
+
+
 def split_mixed_tests(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
-    """``if S and R: body`` (no ``else``) with a static ``S`` and a run-time ``R`` -> ``if S: if R: body``: the
-    short-circuit on ``S`` is a static choice, which the binder then makes at construction."""
+    """``if S and R: A else: B`` with a static ``S`` (the longest static prefix of the ``and`` chain) and a
+    run-time rest ``R`` -> ``if S: (if R: A else: B) else: B``: the short-circuit on ``S`` is a static choice,
+    which the binder then makes at construction. The same code runs in the same order (``R`` only when ``S``
+    holds); ``B`` (an ``else`` or ``elif`` chain) is written once per arm. Parentheses around the whole test (a
+    test over several lines) are dropped."""
 
     class _T(StatementTransformer):
         def leave_If(self, original_node, updated_node):
             test = updated_node.test
-            if updated_node.orelse is not None or not isinstance(test, cst.BooleanOperation):
+            if type(test) is not cst.BooleanOperation or not isinstance(test.operator, cst.And):
                 return updated_node
-            if not isinstance(test.operator, cst.And) or test.lpar:
+            operands = _and_operands(test.with_changes(lpar=(), rpar=()))
+            static = 0
+            while static < len(operands) and scope.is_static(operands[static], device_static=True):
+                static += 1
+            if static == 0 or static == len(operands):
                 return updated_node
-            left, right = test.left, test.right
-            if not scope.is_static(left, device_static=True) or scope.is_static(right, device_static=True):
-                return updated_node
-            inner = cst.If(test=right, body=updated_node.body)
+            left, right = _and_of(operands[:static]), _and_of(operands[static:])
+            inner = cst.If(test=right, body=updated_node.body, orelse=updated_node.orelse)
             outer = updated_node.with_changes(test=left, body=cst.IndentedBlock(body=[inner]))
             if prov is not None:
                 prov.note(outer, original_node)
             return outer
 
     def and_test(node: cst.CSTNode) -> bool:
-        return type(node) is cst.If and node.orelse is None and type(node.test) is cst.BooleanOperation
+        return type(node) is cst.If and type(node.test) is cst.BooleanOperation
 
     transformer = _T(prov)
     transformer.hot = hot_paths(func, and_test, _statements_only)
@@ -1014,9 +1034,26 @@ class BranchBinder:
         self.extracted.append(Extracted(name, func))
 
     def _give_up(self, func: cst.FunctionDef, target: cst.If, reason: str) -> cst.FunctionDef:
+        if _reads_llm_mode(target.test):
+            reason = (
+                f"{reason}; the test reads the mode from the config dict (Llama-2-70B T3000 style: the entry "
+                "takes no mode, `set_model_config` swaps the dict and its LLM_MODE between modes), which is "
+                "not taken as the mode: a module bound to one dict's LLM_MODE would not follow the swap"
+            )
         self.gaps.append(Gap(self.loc_of(target), one_line(target.test, 80), reason))
         self.skipped.append(target)  # reported; --partial marks it; never picked again
         return func
+
+
+def _reads_llm_mode(test: cst.BaseExpression) -> bool:
+    """Whether ``test`` reads ``…["LLM_MODE"]`` (the mode a Llama-2-70B / Falcon-40B config dict carries)."""
+    return any(
+        type(node) is cst.SubscriptElement
+        and type(node.slice) is cst.Index
+        and type(node.slice.value) is cst.SimpleString
+        and node.slice.value.evaluated_value == "LLM_MODE"
+        for node in walk(test)
+    )
 
 
 def _assigns(statements: list[cst.BaseStatement], name: str) -> bool:

@@ -13,7 +13,7 @@ import libcst as cst
 from .cstutil import PURE_BUILTINS, code, is_pure, summary
 from .fstrings import compatible_fstring
 from .helpers import ModuleNames
-from .literals import with_prelude
+from .literals import decide_straight_literals, with_prelude
 from .source import Inputs, ParsedFile
 from .track import Provenance, TrackingTransformer
 from .walk import hot_paths
@@ -199,6 +199,8 @@ class Inliner:
         replace: dict[str, cst.BaseExpression] = {}
         for name in reads:
             values = caller_scope.assignments.get(name)
+            if values and len(values) > 1 and name in caller_scope.straight:
+                values = [caller_scope.straight[name]]  # the last of several straight assignments
             if not values or len(values) != 1 or values[0] is None:
                 continue
             if name in caller_scope.mutated or not caller_scope.static_name(name):
@@ -235,7 +237,7 @@ class Inliner:
                 given = value if value is not None else defaults.get(name)
                 if (
                     given is not None
-                    and _prelude_value(given)
+                    and _prelude_value(given, literal_or_chain=value is None)
                     and (
                         value is None
                         or self.substitutable(value, caller_file, callee, caller_locals, pure_call)
@@ -276,7 +278,10 @@ class Inliner:
         # an existing copy is not made again (the caller uses the copy only when it is new)
         copy = _substituted(body, substitute, kept, name, callee.is_method, self.prov) if new else None
         if copy is not None and prelude:
-            copy = with_prelude(copy, prelude)
+            # decided now, so that what the copy passes on to a helper of its own is straight code
+            # (``num_links = None`` then ``if num_links is None: num_links = …``: the last value reaches the call)
+            trusted = frozenset(k for k, v in prelude.items() if not _prelude_value(v, literal_or_chain=True))
+            copy = decide_straight_literals(with_prelude(copy, prelude), self.prov, trusted)
         passed = [
             cst.Arg(
                 binding[k] if binding.get(k) is not None else cst.Name(k),
@@ -337,13 +342,17 @@ def _literal(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _prelude_value(node: cst.BaseExpression) -> bool:
-    """A value a reassigned parameter can start from as a local of the copy: a plain literal, or an attribute
-    chain of ``self`` (``self.num_reduce_scatter_links``) that the call site passes."""
+def _prelude_value(node: cst.BaseExpression, literal_or_chain: bool = False) -> bool:
+    """A value a reassigned parameter can start from as a local of the copy: a plain literal, an attribute
+    chain of ``self`` (``self.num_reduce_scatter_links``) that the call site passes, or (not with
+    ``literal_or_chain``) another expression of ``self`` alone, such as the call an outer copy passes on
+    (``self.tt_ccl.get_num_links(1)``; the caller checks that it is pure: ``substitutable``)."""
     if isinstance(node, (cst.Tuple, cst.List)):
         return False
     if _literal(node):
         return True
+    if not literal_or_chain and type(node) is cst.Call:
+        return set(summary(node).reads) <= {"self"}
     while type(node) is cst.Attribute:
         node = node.value
     return type(node) is cst.Name and node.value == "self"

@@ -235,16 +235,21 @@ def _changes_self(statement: cst.CSTNode) -> bool:
     return False
 
 
-def decide_straight_literals(func: cst.FunctionDef, prov: Provenance | None) -> cst.FunctionDef:
+def decide_straight_literals(
+    func: cst.FunctionDef, prov: Provenance | None, trusted: frozenset[str] = frozenset()
+) -> cst.FunctionDef:
     """In the straight code at the top level of ``func``: after ``name = <literal>``, an ``if`` whose test then
     reads only such names and literals is decided with their values (``num_links = None`` then ``if num_links
     is None:`` keeps its body), until a statement that is not a plain assignment or a decided ``if`` writes the
     name. After ``name = self.a.b`` (what a call site passes to a copy's parameter that the copy reassigns), the
     test reads ``self.a.b`` itself, a static test the binder then makes at construction, until a statement may
-    change ``self``. Locals assigned more than once are not replaced anywhere else
+    change ``self``. ``trusted``: locals whose first assignment the caller checked to be a pure expression of
+    ``self`` (a copy's prelude: ``num_links = self.tt_ccl.get_num_links(1)``, what an outer copy passes on),
+    followed like a chain of ``self``. Locals assigned more than once are not replaced anywhere else
     (:func:`hoist.propagate_literals` does that for the ones assigned once)."""
     body = list(func.body.body)
     known: dict[str, cst.BaseExpression] = {}
+    seen: set[str] = set()  # trusted only in their first assignment
     out: list[cst.BaseStatement] = []
     changed = False
     while body:
@@ -261,7 +266,7 @@ def decide_straight_literals(func: cst.FunctionDef, prov: Provenance | None) -> 
                     kept = _arm(statement, truth)
                     body[:0] = [kept] if isinstance(kept, cst.If) else kept
                     continue
-                if reads == names and any(_self_chain(known[k]) for k in reads):
+                if reads == names and any(_self_chain(known[k]) or k in trusted for k in reads):
                     # only what the straight code just set: the test becomes one on ``self``, static
                     changed = True
                     new = statement.with_changes(test=substituted)
@@ -277,15 +282,20 @@ def decide_straight_literals(func: cst.FunctionDef, prov: Provenance | None) -> 
             type(small) is cst.Assign
             and len(small.targets) == 1
             and type(small.targets[0].target) is cst.Name
-            and (_plain_literal(small.value) or _self_chain(small.value))
+            and (
+                _plain_literal(small.value)
+                or _self_chain(small.value)
+                or (small.targets[0].target.value in trusted and small.targets[0].target.value not in seen)
+            )
         ):
+            seen.add(small.targets[0].target.value)
             known[small.targets[0].target.value] = small.value
             out.append(statement)
             continue
         for name in names_written(statement):
             known.pop(name, None)
         if _changes_self(statement):
-            known = {k: v for k, v in known.items() if not _self_chain(v)}
+            known = {k: v for k, v in known.items() if _plain_literal(v)}
         out.append(statement)
     if not changed:
         return func

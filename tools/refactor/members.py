@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from .bases import inherited
 from .cstutil import block_statements, is_atom, names_read, small_statement
 from .errors import Gap
 from .source import Inputs
@@ -217,6 +218,8 @@ class MemberCheck:
                 "has no bound method to put there",
             )
             return None
+        if name in inherited(self.inputs):
+            return None  # a base class's __init__ sets it, and from_model_args runs that as TTTv1 does
         self._gap(
             name,
             f"{self.inputs.class_name}.__init__ does not set it (set by a base class or dynamically?): "

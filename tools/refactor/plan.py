@@ -17,6 +17,7 @@ from .binding import (
     collect_assignments,
     local_kinds_by_name,
     mutated_locals,
+    straight_values,
 )
 from .cached import cached_attributes, localise_cached
 from .cleanup import remove_dead_code
@@ -369,17 +370,78 @@ def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
     return None
 
 
+def _setter_extras(func: cst.FunctionDef) -> list[cst.BaseStatement]:
+    """What a method that sets the dict (``set_model_config``) runs besides the assignment."""
+    return [
+        s
+        for s in func.body.body
+        if not _assigns_config(s) and not (type(s) is cst.SimpleStatementLine and _is_docstring(s))
+    ]
+
+
+def setter_rebuild_calls(inputs: Inputs) -> list[str] | None:
+    """The methods a dict setter runs besides the assignment, when that is all it runs: ``self.m()`` calls (no
+    arguments) of methods ``__init__`` also calls (Falcon-40B's ``set_model_config`` ->
+    ``self._allocate_output_mlp_tensors()``, which rebuilds the prefill output buffer from the new dict).
+    ``from_model_args`` then runs them again after each mode's dict is set, as TTTv1's setter does (emit.py).
+    None when there is no such setter or it runs anything else (a child's ``set_model_config``)."""
+    if "setter_rebuild_calls" in inputs.cache:
+        return inputs.cache["setter_rebuild_calls"]
+    methods = methods_of(inputs.klass)
+    init = methods.get("__init__")
+    from_init = (
+        {
+            n.func.attr.value
+            for n in walk(init)
+            if type(n) is cst.Call
+            and type(n.func) is cst.Attribute
+            and type(n.func.value) is cst.Name
+            and n.func.value.value == "self"
+        }
+        if init is not None
+        else set()
+    )
+    found: list[str] | None = None
+    for method_name, func in methods.items():
+        if method_name == "__init__" or not _assigns_config(func):
+            continue
+        calls: list[str] = []
+        for statement in _setter_extras(func):
+            small = (
+                statement.body[0]
+                if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1
+                else None
+            )
+            call = small.value if type(small) is cst.Expr else None
+            if (
+                type(call) is cst.Call
+                and not call.args
+                and type(call.func) is cst.Attribute
+                and type(call.func.value) is cst.Name
+                and call.func.value.value == "self"
+                and call.func.attr.value in from_init
+                and call.func.attr.value in methods
+            ):
+                calls.append(call.func.attr.value)
+            else:
+                calls = []
+                break
+        found = calls or None
+        break
+    inputs.cache["setter_rebuild_calls"] = found
+    return found
+
+
 def _setter_rebuilds(inputs: Inputs) -> Gap | None:
-    """A method that sets another mode's dict (``set_model_config``) and also runs other code: the state that code
-    rebuilds for the new dict (Falcon-40B's prefill output buffer) is built once, from the constructor's dict."""
+    """A method that sets another mode's dict (``set_model_config``) and also runs other code than construction
+    methods (:func:`setter_rebuild_calls`): what that code rebuilds for the new dict (the state of the
+    sub-modules Falcon-40B's decoder switches too) is built once, from the constructor's dict."""
+    if setter_rebuild_calls(inputs):
+        return None
     for method_name, func in methods_of(inputs.klass).items():
         if method_name == "__init__" or not _assigns_config(func):
             continue
-        others = [
-            s
-            for s in func.body.body
-            if not _assigns_config(s) and not (type(s) is cst.SimpleStatementLine and _is_docstring(s))
-        ]
+        others = _setter_extras(func)
         if others:
             return Gap(
                 inputs.loc(others[0]),
@@ -499,6 +561,7 @@ class Planner:
         for star in (func.params.star_arg, func.params.star_kwarg):
             if isinstance(star, cst.Param):
                 params.add(star.name.value)
+        assignments = collect_assignments(func)
         return Scope(
             kinds=self.kinds,
             file=file or self.parsed.name,
@@ -508,8 +571,9 @@ class Planner:
             params=params,
             facts=self.facts,
             helper_has_ops=self.helper_ops,
-            assignments=collect_assignments(func),
+            assignments=assignments,
             mutated=mutated_locals(func),
+            straight=straight_values(func, assignments),
             methods=self.taken,  # TTTv1's methods and the ones generated so far
             method_aliases=self.method_aliases,
         )

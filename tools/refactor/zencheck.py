@@ -69,14 +69,42 @@ def _lines(code: str) -> list[str]:
 
 
 def _loop_variables(code: str) -> dict[str, set[str]]:
-    """{function name: names its ``for`` loops and comprehensions bind} over the module's functions."""
+    """{function name: names that take one value per iteration} over the module's functions: what its ``for``
+    loops and comprehensions bind, and a local every assignment of which reads such a name and no parameter of
+    the function (tt_transformers' ``activation_dtype = opts.get_tensor_dtype(decoder_id=i, …)`` inside
+    ``for i, layer in enumerate(self.layers)``: a per-layer value, known at construction for each layer but
+    not once for the module). ``x = layer(x)`` reads a parameter: not one of them."""
     out: dict[str, set[str]] = {}
     for func in ast.walk(ast.parse(code)):
         if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = out.setdefault(func.name, set())
-            for loop in ast.walk(func):
-                if isinstance(loop, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    names |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            arguments = func.args
+            params = {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+            params |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+            params.discard("self")  # the module: what it holds is known at construction
+            values: dict[str, list[set[str]]] = {}
+            for node in ast.walk(func):
+                if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    names |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+                elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    value = node.value if node.value is not None else ast.Constant(None)
+                    read = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                    for target in targets:
+                        for name in ast.walk(target):
+                            if isinstance(name, ast.Name):
+                                own = {name.id} if isinstance(node, ast.AugAssign) else set()
+                                values.setdefault(name.id, []).append(read | own)
+            names -= params
+            changed = True
+            while changed:
+                changed = False
+                for name, reads in values.items():
+                    if name in names or name in params:
+                        continue
+                    if all(r & names and not r & params for r in reads):
+                        names.add(name)
+                        changed = True
     return out
 
 

@@ -3,8 +3,10 @@ the refactor cannot tell, and ``--topology 2d`` says it."""
 
 import ttnn
 
+from rmain.lightweightmodule import LightweightModule
 
-class TtPlainRingMLP:
+
+class TtPlainRingMLP(LightweightModule):
     def __init__(self, mesh_device, args, state_dict, layer_num=0):
         self.mesh_device = mesh_device
         self.args = args

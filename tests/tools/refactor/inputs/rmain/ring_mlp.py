@@ -1,11 +1,11 @@
-"""An MLP that runs only on a Galaxy and says so: its constructor asserts the galaxy fact, as a module of the
-Llama-3 70B Galaxy demo would (``models/demos/llama3_70b_galaxy/tt/llama_mlp.py``: 2D weight sharding over
-``args.cluster_shape``, no ``is_galaxy`` test anywhere, the whole demo being Galaxy-only)."""
+"""An MLP that runs only on a Galaxy and says so: its constructor asserts the galaxy fact, as a module of the Llama-3 70B Galaxy demo would (``models/demos/llama3_70b_galaxy/tt/llama_mlp.py``: 2D weight sharding over ``args.cluster_shape``, no ``is_galaxy`` test anywhere, the whole demo being Galaxy-only)."""
 
 import ttnn
 
+from rmain.lightweightmodule import LightweightModule
 
-class TtRingMLP:
+
+class TtRingMLP(LightweightModule):
     def __init__(self, mesh_device, args, state_dict, layer_num=0):
         assert args.is_galaxy, "TtRingMLP runs on a Galaxy (8x4 mesh) only"
         self.mesh_device = mesh_device

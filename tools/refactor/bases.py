@@ -1,0 +1,152 @@
+"""Attributes a base class's ``__init__`` sets (issue 21: ``self.norm_eps`` set by a ``TtNormBase`` of another
+file, LightweightModule subclasses). TTTv1's ``__init__`` runs the base's through ``super().__init__(…)``; the
+generated ``from_model_args`` does the same on the namespace of TTTv1's attributes, so such an attribute is
+computed at construction like any other.
+
+The base classes are found without running anything: a class of the input module, or one imported from a file
+of the project (``tools/refactor/imports.py`` resolves the import as Python would), and their bases in turn. An
+attribute counts when the base's ``__init__`` assigns ``self.X`` (anywhere in its body, nested functions
+aside)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from .helpers import first_party_folder
+from .imports import resolve_module
+
+#: Bases followed at most this deep (a base of a base of …).
+MAX_DEPTH = 4
+
+
+def _class_in(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _imported_from(tree: ast.Module, name: str, package: str) -> str | None:
+    """The absolute module ``name`` is imported from at the top of ``tree`` (``from m import name``)."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            if node.level == 0:
+                return node.module
+            parts = package.split(".")
+            base = parts[: len(parts) - node.level + 1] if node.level > 1 else parts
+            return ".".join([*base, *([node.module] if node.module else [])])
+    return None
+
+
+def _assigned_in_init(klass: ast.ClassDef) -> dict[str, int]:
+    """``self.X`` names the class's own ``__init__`` assigns -> the line of the first assignment."""
+    init = next((n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    out: dict[str, int] = {}
+    if init is None or not init.args.args:
+        return out
+    me = init.args.args[0].arg
+    stack: list[ast.AST] = list(init.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for target in targets:
+            for sub in ast.walk(target):
+                is_self = isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                if is_self and sub.value.id == me and isinstance(sub.ctx, ast.Store):
+                    out.setdefault(sub.attr, sub.lineno)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
+    """Attribute -> ``file:line`` where a base class of ``klass_name`` (defined in ``source``, the file at
+    ``path``) sets it in its ``__init__``; the nearest base wins, as in Python's method resolution for a single
+    base. Bases that cannot be found (an installed package's class, a name built at run time) add nothing."""
+    root = first_party_folder(path)
+    out: dict[str, str] = {}
+    seen: set[tuple[str, str]] = set()
+
+    def package_of(file: Path) -> str:
+        relative = file.resolve().with_suffix("").relative_to(root.resolve())
+        return ".".join(relative.parts[:-1])
+
+    def visit(name: str, file: Path, tree: ast.Module, depth: int, own: bool) -> None:
+        if depth > MAX_DEPTH or (str(file), name) in seen:
+            return
+        seen.add((str(file), name))
+        klass = _class_in(tree, name)
+        if klass is None:
+            module = _imported_from(tree, name, package_of(file))
+            resolved = resolve_module(module, root) if module else None
+            if resolved is None or resolved.path is None:
+                return
+            try:
+                other = ast.parse(resolved.path.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                return
+            visit(name, resolved.path, other, depth, own)
+            return
+        if not own:
+            for attr, line in _assigned_in_init(klass).items():
+                out.setdefault(attr, f"{file.name}:{line}")
+            init = next(
+                (n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+            )
+            if init is not None and not calls_super_init(init):
+                return  # the bases' __init__ does not run
+        for base in klass.bases:
+            if isinstance(base, ast.Name):
+                visit(base.id, file, tree, depth + 1, False)
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # pragma: no cover - the input parsed before this runs
+        return out
+    visit(klass_name, path, tree, 0, True)
+    return out
+
+
+def calls_super_init(init: ast.FunctionDef | None) -> bool:
+    """Whether ``__init__`` calls ``super().__init__(…)`` as a statement of its own body."""
+    if init is None:
+        return False
+    for node in init.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "__init__"
+            and isinstance(call.func.value, ast.Call)
+            and isinstance(call.func.value.func, ast.Name)
+            and call.func.value.func.id == "super"
+        ):
+            return True
+    return False
+
+
+def inherited(inputs) -> dict[str, str]:
+    """For the analysed class (``source.Inputs``): the attributes its bases' ``__init__`` set, when its own
+    ``__init__`` runs them (``super().__init__(…)``); else nothing. Cached on ``inputs``."""
+    if "inherited" not in inputs.cache:
+        init = None
+        try:
+            tree = ast.parse(inputs.module.text)
+        except SyntaxError:  # pragma: no cover - the input parsed before this runs
+            tree = ast.Module(body=[], type_ignores=[])
+        klass = _class_in(tree, inputs.class_name)
+        if klass is not None:
+            init = next(
+                (n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+            )
+        found = {}
+        if calls_super_init(init):
+            found = base_attributes(inputs.class_name, inputs.module.path, inputs.module.text)
+        inputs.cache["inherited"] = found
+    return inputs.cache["inherited"]
+
+
+__all__ = ["base_attributes", "calls_super_init", "inherited"]
