@@ -22,6 +22,11 @@ MESH_DEVICES_VARIABLE = "TTTV2_MESH_DEVICES"
 _DEFAULT, _EXPLICIT, _INVALID = 0, 1, 2
 
 
+def _refused(message: str) -> _mpi.DistributedError:
+    """An error every rank of the mesh raises at the same point (see ``_mpi.every_rank``)."""
+    return _mpi.every_rank(_mpi.DistributedError(message))
+
+
 def _claims(n: int, size: int, rank: int) -> tuple[np.ndarray, str | None]:
     """This rank's claim on the mesh's ``n`` devices: a mode byte, then one byte per device (1: mine)."""
     claim = np.zeros(n + 1, dtype=np.uint8)
@@ -61,23 +66,23 @@ def span_ranks(mesh) -> None:
     claim, problem = _claims(n, size, rank)
     claims = np.stack(_mpi.allgather_bytes(claim, label))
     if problem is not None:
-        raise _mpi.DistributedError(problem)
+        raise _refused(problem)
     modes = claims[:, 0]
     invalid = [r for r in range(size) if modes[r] == _INVALID]
     if invalid:
-        raise _mpi.DistributedError(
+        raise _refused(
             f"rank {rank}: ttnn.open_mesh_device: the mesh_devices of rank {invalid[0]} ({MESH_DEVICES_VARIABLE}) "
             f"are not valid device ids of the {rows}x{cols} mesh"
         )
     explicit = [r for r in range(size) if modes[r] == _EXPLICIT]
     if explicit and len(explicit) != size:
         missing = [r for r in range(size) if modes[r] != _EXPLICIT]
-        raise _mpi.DistributedError(
+        raise _refused(
             f"rank {rank}: ttnn.open_mesh_device: ranks {explicit} name their mesh_devices and ranks {missing} "
             "do not; a rank binding gives mesh_devices to every rank or to none"
         )
     if not explicit and n % size:
-        raise _mpi.DistributedError(
+        raise _refused(
             f"rank {rank}: ttnn.open_mesh_device: the {rows}x{cols} mesh ({n} devices) does not divide over the "
             f"{size} ranks of tttv2-run --np {size}; open a mesh whose device count is a multiple of {size}, or "
             "give each rank its devices with mesh_devices in a --rank-binding file"
@@ -87,13 +92,13 @@ def span_ranks(mesh) -> None:
     for device in range(n):
         if per_device[device] != 1:
             holders = [r for r in range(size) if owned[r, device]]
-            raise _mpi.DistributedError(
+            raise _refused(
                 f"rank {rank}: ttnn.open_mesh_device: device {device} of the {rows}x{cols} mesh is claimed by "
                 f"ranks {holders} in the rank binding's mesh_devices (each device needs exactly one rank)"
             )
     idle = [r for r in range(size) if not owned[r].any()]
     if idle:
-        raise _mpi.DistributedError(
+        raise _refused(
             f"rank {rank}: ttnn.open_mesh_device: ranks {idle} own no device of the {rows}x{cols} mesh in the "
             "rank binding's mesh_devices (every rank emulates at least one)"
         )

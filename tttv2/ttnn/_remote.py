@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["fill_remote", "full_shards", "is_remote", "remote_like", "remote_shard"]
+__all__ = ["fill_remote", "full_shards", "is_remote", "local_shards", "remote_like", "remote_shard"]
 
 _ZEROS: dict[np.dtype, np.ndarray] = {}
 
@@ -53,6 +53,16 @@ def fill_remote(results: list, remote: frozenset) -> list:
     """``results`` with each remote slot replaced by a stand-in shaped like the first local result."""
     ref = next(r for i, r in enumerate(results) if i not in remote)
     return [remote_like(ref) if i in remote else r for i, r in enumerate(results)]
+
+
+def local_shards(tensor, op: str) -> list[np.ndarray]:
+    """The shards of the devices this rank emulates (all of them unless the mesh spans ranks; the first one if
+    this rank owns none of the mesh, whose results are then all remote anyway)."""
+    shards = tensor.shards(op)
+    mesh = tensor.device()
+    remote = mesh.remote_indices() if mesh is not None else frozenset()
+    mine = [s for i, s in enumerate(shards) if i not in remote]
+    return mine or shards[:1]
 
 
 def full_shards(tensor, op: str) -> list[np.ndarray]:
