@@ -32,12 +32,16 @@ def semaphores(mesh, n):
     return [ttnn.create_global_semaphore(mesh, cores, 0) for _ in range(n)]
 
 
-def run_ops(mesh, rank: int, mode: str) -> None:
+def say_now(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_ops(mesh, rank: int, mode: str, say=say_now) -> None:
     rows, cols = mesh.shape.as_2d()
     every_device = ttnn.ConcatMesh2dToTensor(mesh, dims=(0, 1), mesh_shape=(rows, cols))
 
     def show(name, tensor):
-        print(f"{name} {digest(ttnn.to_numpy(tensor, mesh_composer=every_device))}", flush=True)
+        say(f"{name} {digest(ttnn.to_numpy(tensor, mesh_composer=every_device))}")
 
     rng = np.random.default_rng(11)
     x = rng.standard_normal((1, 1, 64 * rows, 256 * cols)).astype(np.float32)
@@ -51,7 +55,7 @@ def run_ops(mesh, rank: int, mode: str) -> None:
     back = ttnn.to_numpy(
         t, mesh_composer=ttnn.ConcatMesh2dToTensor(mesh, dims=(2, 3), mesh_shape=(rows, cols))
     )
-    print("round trip", digest(back), flush=True)
+    say(f"round trip {digest(back)}")
     show("sharded", t)
     last = int(os.environ.get("PMI_SIZE", "1")) - 1
     if mode == "leave" and rank == last:
@@ -64,9 +68,12 @@ def run_ops(mesh, rank: int, mode: str) -> None:
     show("all_reduce axis 1", ttnn.all_reduce(t, cluster_axis=1))
     whole = ttnn.all_reduce(t)
     show("all_reduce mesh", whole)
-    print("replicated to_numpy", digest(ttnn.to_numpy(whole)), flush=True)
+    say(f"replicated to_numpy {digest(ttnn.to_numpy(whole))}")
     show("all_gather axis 0", ttnn.all_gather(t, 2, cluster_axis=0))
-    show("all_gather axis 1", ttnn.all_gather(t, 3, cluster_axis=1))
+    gathered_rows = ttnn.all_gather(t, 3, cluster_axis=1)
+    show("all_gather axis 1", gathered_rows)
+    ttnn.all_gather(ttnn.multiply(t, 2.0), 3, cluster_axis=1, output_tensor=gathered_rows)
+    show("all_gather into a buffer", gathered_rows)
     show("all_gather mesh", ttnn.all_gather(t, 3))
     show("reduce_scatter axis 0", ttnn.reduce_scatter(t, 3, cluster_axis=0))
     show("reduce_scatter axis 1", ttnn.reduce_scatter(t, 3, cluster_axis=1))
@@ -104,30 +111,22 @@ def run_ops(mesh, rank: int, mode: str) -> None:
         mesh_mapper=ttnn.ShardTensor2dMesh(top, dims=(2, 3), mesh_shape=(rows // 2, cols)),
     )
     sent = ttnn.experimental.send_recv(on_top, bottom)
-    print(
-        "send_recv",
-        digest(
-            ttnn.to_numpy(
-                sent,
-                mesh_composer=ttnn.ConcatMesh2dToTensor(bottom, dims=(2, 3), mesh_shape=(rows // 2, cols)),
-            )
-        ),
-        flush=True,
-    )
+    on_bottom = ttnn.ConcatMesh2dToTensor(bottom, dims=(2, 3), mesh_shape=(rows // 2, cols))
+    say(f"send_recv {digest(ttnn.to_numpy(sent, mesh_composer=on_bottom))}")
+    # arithmetic on a submesh: in a rank that owns none of its devices, every result is another rank's
+    say(f"send_recv scaled {digest(ttnn.to_numpy(ttnn.multiply(sent, 0.5), mesh_composer=on_bottom))}")
     devices = ttnn.get_device_tensors(t)
-    print("last device", digest(ttnn.to_numpy(devices[-1])), flush=True)
+    say(f"last device {digest(ttnn.to_numpy(devices[-1]))}")
     host = ttnn.from_device(ttnn.reduce_scatter(t, 3, cluster_axis=1))
-    print(
-        "from_device",
-        digest(ttnn.to_numpy(host, mesh_composer=every_device)),
-        flush=True,
-    )
+    say(f"from_device {digest(ttnn.to_numpy(host, mesh_composer=every_device))}")
     mlp_rng = np.random.default_rng(3)
     dim, hidden = 32 * cols * 2, 32 * rows * 4
     mx = mlp_rng.standard_normal((32, dim)).astype(np.float32)
     w1, w3 = (mlp_rng.standard_normal((dim, hidden)).astype(np.float32) / np.sqrt(dim) for _ in range(2))
     w2 = mlp_rng.standard_normal((hidden, dim)).astype(np.float32) / np.sqrt(hidden)
-    print("tttv1-style mlp", digest(tttv1_style_mlp(mesh, mx, w1, w2, w3).output), flush=True)
+    say(f"tttv1-style mlp {digest(tttv1_style_mlp(mesh, mx, w1, w2, w3).output)}")
+    one = ttnn.from_numpy(np.full((1, 1), 3.25, np.float32), dtype=ttnn.float32, device=mesh)
+    say(f"item {ttnn.nn.utils.item(one)} {one.item()}")
 
 
 def main(mode: str, shape: str = "8x4") -> int:
