@@ -248,3 +248,36 @@ class _Lonely(_RankComm):
 def test_a_world_of_one_keeps_the_whole_mesh(thread_ranks):
     results, errors = thread_ranks(1, lambda rank: ttnn.open_mesh_device(ttnn.MeshShape(1, 2)).spans_ranks())
     assert results == [False] and errors == [None]
+
+
+def test_gradients_on_a_spread_mesh_are_averaged_by_ttnn_not_over_the_ranks_again(thread_ranks):
+    import warnings
+
+    import ttml
+    from tttv2.distributed import all_reduce_gradients_
+
+    def train(rank):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+        ttnn.nn.manual_seed(1)
+        layer = ttnn.nn.Linear(32, 32, device=mesh, dtype=ttnn.bfloat16)
+        x = ttnn.from_numpy(
+            np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 1000,
+            dtype=ttnn.bfloat16,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+            mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+        )
+        ttnn.sum(layer(x)).backward()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ttml.core.distributed.synchronize_gradients(dict(layer.named_parameters()))
+        grads = [mesh_program.digest(ttnn.to_numpy(p.grad)) for p in layer.parameters()]
+        if mesh.spans_ranks():
+            with pytest.raises(DistributedError, match="one logical mesh spread over the ranks"):
+                all_reduce_gradients_(layer.parameters())
+        return grads
+
+    results, errors = thread_ranks(2, train)
+    assert errors == [None, None] and results[0] == results[1]
+    reference, errors = thread_ranks(1, train)  # a world of one: the whole mesh in one process
+    assert errors == [None] and results[0] == reference[0]
