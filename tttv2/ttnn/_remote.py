@@ -65,13 +65,20 @@ def local_shards(tensor, op: str) -> list[np.ndarray]:
     return mine or shards[:1]
 
 
-def full_shards(tensor, op: str) -> list[np.ndarray]:
+def full_shards(tensor, op: str, groups: list[list[int]] | None = None) -> list[np.ndarray]:
     """Every device's shard of ``tensor`` with its values: the local ones as they are, the remote ones fetched
-    from the ranks that own them (one MPI all-gather; every rank of the mesh must call it at the same point)."""
+    from the ranks that own them (one MPI all-gather; every rank of the mesh must call it at the same point).
+
+    ``groups`` (a collective's device groups): when each group lies within one rank, no rank needs another's
+    values and nothing is exchanged (the ranks decide alike: they all know every device's owner)."""
     shards = tensor.shards(op)
     mesh = tensor.device()
     if mesh is None or not mesh.spans_ranks():
         return shards
+    if groups is not None:
+        owners = mesh.device_ranks()
+        if all(len({owners[i] for i in group}) == 1 for group in groups):
+            return shards
     from ..distributed._mesh import exchange_shards
 
     return exchange_shards(mesh, shards, op)
