@@ -62,9 +62,10 @@ def run_ops(mesh, rank: int, mode: str, say=say_now) -> None:
         sys.exit(0)  # leaves quietly in the middle: the others' next collective must time out
     if mode == "kill" and rank == last:
         os.kill(os.getpid(), signal.SIGKILL)  # dies in the middle: the others must end, not hang
-    if mode == "other-collective" and rank == 1:
-        show("all_gather instead", ttnn.all_gather(t, 3, cluster_axis=1))
-    show("all_reduce axis 0", ttnn.all_reduce(t, cluster_axis=0))
+    if mode == "other-collective" and rank == 1:  # a collective across the ranks, not the others' one
+        show("all_gather instead", ttnn.all_gather(t, 2, cluster_axis=0))
+    else:
+        show("all_reduce axis 0", ttnn.all_reduce(t, cluster_axis=0))
     show("all_reduce axis 1", ttnn.all_reduce(t, cluster_axis=1))
     whole = ttnn.all_reduce(t)
     show("all_reduce mesh", whole)
