@@ -68,20 +68,32 @@ def test_a_rank_binding_gives_ranks_uneven_shares_and_the_results_do_not_change(
         assert results(rank_lines(done.stdout, rank)) == one_process, f"rank {rank}"
 
 
-def test_the_tttv1_demo_on_a_galaxy_over_four_ranks_prints_the_single_process_text():
-    demo = [sys.executable, "-m", "tttv1.demo.simple_text_demo", "--mesh", "TG", "--max-new-tokens", "4"]
-    single = subprocess.run(demo, cwd=ROOT, capture_output=True, text=True, timeout=HANG)
-    assert single.returncode == 0, single.stderr
-    done = tttv2_run("--np", "4", "--", *demo)
+def test_the_tttv1_demo_on_a_galaxy_over_four_ranks_prints_the_single_process_text(capsys):
+    from tttv1.demo.simple_text_demo import main as demo_main
+
+    args = ["--mesh", "TG", "--max-new-tokens", "4"]
+    assert demo_main(args) == 0  # one process, in this one
+    single = capsys.readouterr().out
+    done = tttv2_run("--np", "4", "--", sys.executable, "-m", "tttv1.demo.simple_text_demo", *args)
     assert done.returncode == 0, done.stderr
 
     def text(stdout: str) -> list[str]:  # all but the timings
         lines = [line for line in stdout.splitlines() if not line.startswith("prefill: ")]
         return [re.sub(r" in \d+\.\d+ s ", " in (time) ", line) for line in lines]
 
-    assert "[user 0] output: " in single.stdout and "mesh=[8, 4]" in single.stdout
-    assert text(done.stdout) == text(single.stdout)
-    assert len(text(single.stdout)) == 3  # the model, the prompt and the generated text
+    assert "[user 0] output: " in single and "mesh=[8, 4]" in single
+    assert text(done.stdout) == text(single)
+    assert len(text(single)) == 3  # the model, the prompt and the generated text
+
+
+def test_a_galaxy_smoke_check_in_tt_metal_style_passes_on_every_rank():
+    done = tttv2_run(
+        "--np", "2", "--all-output", "--", sys.executable, "tests/distributed/fixtures/galaxy_ranks.py"
+    )
+    assert done.returncode == 0, done.stderr
+    for rank in range(2):
+        assert f"[{rank}] Rank {rank}/2: mesh has 32 devices\n" in done.stdout
+        assert f"[{rank}] Rank {rank}: PASSED\n" in done.stdout
 
 
 def test_a_rank_killed_mid_run_ends_the_others_with_its_signal():

@@ -384,8 +384,8 @@ def open_mesh_device(
 ) -> MeshDevice:
     """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it).
 
-    In ranks started by ``tttv2-run`` (or once the distributed context is initialised) a mesh of more than one
-    device is one logical mesh over all the ranks, each emulating its share of the devices (every rank must open
+    In ranks started by ``tttv2-run`` (or once the distributed context is initialised) opening a mesh initialises
+    the distributed context, and a mesh of more than one device is one logical mesh over all the ranks, each emulating its share of the devices (every rank must open
     the same mesh at the same point; docs/distributed.md)."""
     import os
 
@@ -401,10 +401,11 @@ def open_mesh_device(
             ) from None
     global _last_opened
     mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
-    if mesh.get_num_devices() > 1:
-        from ..distributed import _mpi
+    from ..distributed import _mpi
 
-        if _mpi.world() is not None or _mpi.launched():
+    if _mpi.world() is not None or _mpi.launched():
+        _mpi.initialize()  # as in tt-metal, opening a device in a launched rank initialises the context
+        if mesh.get_num_devices() > 1:
             from ..distributed._mesh import span_ranks
 
             span_ranks(mesh)  # one logical mesh over the ranks: each emulates its share of the devices
