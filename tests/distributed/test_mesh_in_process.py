@@ -131,6 +131,7 @@ def test_a_rank_binding_names_each_ranks_devices(thread_ranks):
     def owners(rank):
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 4))
         try:
+            assert [d.rank() for d in mesh.get_devices()] == mesh.device_ranks()
             return mesh.device_ranks(), mesh.local_device_ids()
         finally:
             ttnn.close_mesh_device(mesh)
