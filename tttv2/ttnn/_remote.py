@@ -4,8 +4,9 @@ Under ``tttv2-run --np N`` one logical mesh spans the ranks: every rank holds th
 one shard slot per device, but only its own devices' slots hold values. The others hold a *remote shard*: a
 read-only array of the right shape and storage dtype whose every element is the same zero in memory (strides of
 0), so it costs no memory. Ops compute the local devices only (:func:`~tttv2.ttnn.ops._common.map_shards` skips
-remote slots; ops that loop over shards themselves compute garbage there, which the output ``Tensor`` drops
-again), and the collectives and host transfers fetch the values of remote devices from their owners over MPI
+remote slots; ops that loop over shards themselves compute throwaway values there, which the output ``Tensor``
+drops again; a tensor's remote slots share one stand-in object, so helpers that compute each distinct array once
+compute it once), and the collectives and host transfers fetch the values of remote devices from their owners over MPI
 (:func:`full_shards`). Nothing here imports MPI.
 """
 
@@ -51,8 +52,8 @@ def remote_like(value):
 
 def fill_remote(results: list, remote: frozenset) -> list:
     """``results`` with each remote slot replaced by a stand-in shaped like the first local result."""
-    ref = next(r for i, r in enumerate(results) if i not in remote)
-    return [remote_like(ref) if i in remote else r for i, r in enumerate(results)]
+    stand_in = remote_like(next(r for i, r in enumerate(results) if i not in remote))
+    return [stand_in if i in remote else r for i, r in enumerate(results)]
 
 
 def local_shards(tensor, op: str) -> list[np.ndarray]:

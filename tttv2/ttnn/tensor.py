@@ -199,7 +199,8 @@ class Tensor:
             # devices another rank emulates hold a stand-in of no memory (tttv2/ttnn/_remote.py)
             local = next((s for i, s in enumerate(shards) if i not in remote), None)
             storage = local.dtype if local is not None else dtype.numpy_dtype
-            shards = [remote_shard(shape, storage) if i in remote else s for i, s in enumerate(shards)]
+            stand_in = remote_shard(shape, storage)  # one object: per-device helpers compute it once
+            shards = [stand_in if i in remote else s for i, s in enumerate(shards)]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
             if shard.flags.writeable:
