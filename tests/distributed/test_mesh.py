@@ -68,6 +68,22 @@ def test_a_rank_binding_gives_ranks_uneven_shares_and_the_results_do_not_change(
         assert results(rank_lines(done.stdout, rank)) == one_process, f"rank {rank}"
 
 
+def test_ranks_bound_to_two_mesh_ids_spread_two_meshes_each_like_one_process(tmp_path, capsys):
+    assert mesh_program.main("ops", "2x2") == 0
+    reference = results(capsys.readouterr().out.splitlines())
+    binding = tmp_path / "binding.yaml"
+    binding.write_text(
+        "rank_bindings:\n" + "".join(f"  - {{rank: {r}, mesh_id: {r // 2}}}\n" for r in range(4))
+    )
+    done = tttv2_run("--np", "4", "--rank-binding", str(binding), "--all-output", *program("ops", "2x2"))
+    assert done.returncode == 0, done.stderr
+    for rank in range(4):  # ranks 0-1 share one 2x2 mesh, ranks 2-3 another
+        lines = rank_lines(done.stdout, rank)
+        first = 2 * (rank % 2)
+        assert lines[0] == f"rank {rank}: devices {first}..{first + 1} of 4"
+        assert results(lines) == reference, f"rank {rank}"
+
+
 def test_the_tttv1_demo_on_a_galaxy_over_four_ranks_prints_the_single_process_text(capsys):
     from tttv1.demo.simple_text_demo import main as demo_main
 

@@ -5,6 +5,7 @@ in test_mesh.py; this drives the same code (span_ranks, exchange_shards, remote 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ class _Exchange:
         self.size = size
         self.lock = threading.Lock()
         self.rounds: dict[int, list] = {}
+        self.subgroups: dict[tuple, _Exchange] = {}
 
 
 class _RankComm:
@@ -52,6 +54,16 @@ class _RankComm:
                 return True
 
         return Request()
+
+    def Split(self, color, key):
+        colors = np.empty(self.exchange.size, dtype=np.int64)
+        request = self.Iallgather([np.array([color], dtype=np.int64), None], [colors, None])
+        while not request.Test():
+            time.sleep(0.0005)
+        members = [r for r in range(self.exchange.size) if colors[r] == color]
+        with self.exchange.lock:
+            sub = self.exchange.subgroups.setdefault((self.count, color), _Exchange(len(members)))
+        return _RankComm(sub, members.index(self.rank))
 
     def Abort(self, code):  # pragma: no cover - the tests below never abort
         raise AssertionError("aborted")
@@ -282,3 +294,47 @@ def test_gradients_on_a_spread_mesh_are_averaged_by_ttnn_not_over_the_ranks_agai
     assert errors == [None, None] and results[0] == results[1]
     reference, errors = thread_ranks(1, train)  # a world of one: the whole mesh in one process
     assert errors == [None] and results[0] == reference[0]
+
+
+def _gather_rows(shape):
+    def run(rank):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        try:
+            x = np.arange(32 * mesh.get_num_devices() * 32, dtype=np.float32).reshape(1, 1, 32, -1)
+            t = ttnn.from_numpy(
+                x, dtype=ttnn.float32, device=mesh, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3)
+            )
+            out = ttnn.to_numpy(ttnn.all_gather(t, 2), mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=0))
+            return mesh.device_ranks(), mesh_program.digest(out)
+        finally:
+            ttnn.close_mesh_device(mesh)
+
+    return run
+
+
+def test_ranks_with_one_mesh_id_share_a_mesh_and_other_ids_open_their_own(thread_ranks):
+    reference, _ = thread_ranks(1, _gather_rows((1, 2)))
+    env = {r: {"TTTV2_MESH_ID": str(r // 2)} for r in range(4)}  # ranks 0-1: mesh 0, ranks 2-3: mesh 1
+    results, errors = thread_ranks(4, _gather_rows((1, 2)), env)
+    assert errors == [None] * 4
+    assert [r[0] for r in results] == [[0, 1], [0, 1], [2, 3], [2, 3]]
+    assert {r[1] for r in results} == {reference[0][1]}
+
+
+def test_ranks_with_mesh_ids_of_their_own_keep_whole_meshes_of_any_shape(thread_ranks):
+    def run(rank):
+        return _gather_rows((1, 2 + 2 * rank))(rank)
+
+    env = {0: {"TTTV2_MESH_ID": "0"}, 1: {"TTTV2_MESH_ID": "7"}}
+    results, errors = thread_ranks(2, run, env)
+    assert errors == [None, None]
+    assert results[0][0] == [None, None] and results[1][0] == [None] * 4
+
+
+def test_a_bad_mesh_id_is_named(thread_ranks):
+    env = {0: {"TTTV2_MESH_ID": "-3"}, 1: {"TTTV2_MESH_ID": "x"}}
+    _, errors = thread_ranks(2, lambda rank: ttnn.open_mesh_device(ttnn.MeshShape(1, 2)), env)
+    assert str(errors[0]).startswith(
+        "rank 0: TTTV2_MESH_ID='-3' (mesh_id of the rank binding): expected a non-"
+    )
+    assert str(errors[1]).startswith("rank 1: TTTV2_MESH_ID='x'")

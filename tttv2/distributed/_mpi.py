@@ -181,8 +181,13 @@ def header(nbytes: int, what: str) -> np.ndarray:
 
 def check_headers(rank: int, mine: np.ndarray, headers: np.ndarray) -> None:
     """Raise on every rank if any rank announced another collective or another payload size than ``mine``."""
-    for other in range(headers.shape[0]):
-        if bytes(headers[other]) != bytes(mine):
+    check_headers_of(rank, mine, headers, list(range(headers.shape[0])))
+
+
+def check_headers_of(rank: int, mine: np.ndarray, headers: np.ndarray, ranks: list[int]) -> None:
+    """:func:`check_headers` for a group of ranks: ``headers[k]`` came from world rank ``ranks[k]``."""
+    for k in range(headers.shape[0]):
+        if bytes(headers[k]) != bytes(mine):
 
             def describe(h):
                 label = bytes(h[8:]).decode(errors="replace").rstrip()
@@ -190,8 +195,8 @@ def check_headers(rank: int, mine: np.ndarray, headers: np.ndarray) -> None:
 
             raise every_rank(
                 DistributedError(
-                    f"rank {rank}: ranks disagree: this rank runs {describe(mine)}, rank {other} runs "
-                    f"{describe(headers[other])} (every rank must run the same collectives in the same order)"
+                    f"rank {rank}: ranks disagree: this rank runs {describe(mine)}, rank {ranks[k]} runs "
+                    f"{describe(headers[k])} (every rank must run the same collectives in the same order)"
                 )
             )
 
@@ -201,6 +206,12 @@ def allgather_bytes(payload: np.ndarray, what: str) -> list[np.ndarray]:
     the payload's size and a description (``what``), so ranks that run different collectives or pass different
     buffers raise a :class:`DistributedError` on every rank, naming both, instead of corrupting or hanging."""
     comm = initialize()
+    return allgather_bytes_on(comm, payload, what, list(range(comm.Get_size())))
+
+
+def allgather_bytes_on(comm, payload: np.ndarray, what: str, ranks: list[int]) -> list[np.ndarray]:
+    """:func:`allgather_bytes` over ``comm``, a communicator of some of the ranks (world rank ``ranks[k]`` is its
+    rank ``k``; errors name world ranks)."""
     size = comm.Get_size()
     data = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
     if size == 1:
@@ -209,7 +220,7 @@ def allgather_bytes(payload: np.ndarray, what: str) -> list[np.ndarray]:
     mine = header(data.size, what)
     headers = np.empty((size, mine.size), dtype=np.uint8)
     wait(comm.Iallgather([mine, mpi.BYTE], [headers, mpi.BYTE]), what)
-    check_headers(comm.Get_rank(), mine, headers)
+    check_headers_of(ranks[comm.Get_rank()], mine, headers, ranks)
     if data.size == 0:
         return [data.copy() for _ in range(size)]
     gathered = np.empty((size, data.size), dtype=np.uint8)

@@ -254,6 +254,13 @@ class MeshDevice:
         self._remote = frozenset(i for i, d in enumerate(self._devices) if not d.local)
         self._spans_ranks = any(d.owner is not None for d in self._devices)
 
+    def rank_group(self):
+        """(the MPI communicator of the ranks this mesh spans, their world ranks); set by ``span_ranks``."""
+        root = self
+        while not hasattr(root, "_ranks") and root._parent is not None:
+            root = root._parent
+        return root._ranks
+
     def spans_ranks(self) -> bool:
         """Whether this mesh (or the mesh it is a view of) is spread over ranks: its transfers are collectives
         of every rank, even in a rank that owns all of its devices."""
