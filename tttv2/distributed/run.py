@@ -85,7 +85,7 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
         global_env: {VAR: value}
 
     Every rank 0..N-1 is bound exactly once. ``mesh_id`` / ``mesh_host_rank`` are passed to the rank as
-    ``TTTV2_MESH_ID`` / ``TTTV2_MESH_HOST_RANK``; ``mesh_devices`` (a list of device ids) as
+    ``TTTV2_MESH_ID`` (ranks with one mesh id share a mesh) / ``TTTV2_MESH_HOST_RANK``; ``mesh_devices`` (a list of device ids) as
     ``TTTV2_MESH_DEVICES``: the devices of a mesh spread over the ranks that this rank emulates. A mesh graph
     descriptor is refused (docs/distributed.md)."""
     try:
