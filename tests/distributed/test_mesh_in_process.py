@@ -315,7 +315,11 @@ def _gather_rows(shape):
 def test_ranks_with_one_mesh_id_share_a_mesh_and_other_ids_open_their_own(thread_ranks):
     reference, _ = thread_ranks(1, _gather_rows((1, 2)))
     env = {r: {"TTTV2_MESH_ID": str(r // 2)} for r in range(4)}  # ranks 0-1: mesh 0, ranks 2-3: mesh 1
-    results, errors = thread_ranks(4, _gather_rows((1, 2)), env)
+
+    def twice(rank):  # the second mesh reuses the ranks' split communicator
+        return [_gather_rows((1, 2))(rank) for _ in range(2)][1]
+
+    results, errors = thread_ranks(4, twice, env)
     assert errors == [None] * 4
     assert [r[0] for r in results] == [[0, 1], [0, 1], [2, 3], [2, 3]]
     assert {r[1] for r in results} == {reference[0][1]}
@@ -338,3 +342,28 @@ def test_a_bad_mesh_id_is_named(thread_ranks):
         "rank 0: TTTV2_MESH_ID='-3' (mesh_id of the rank binding): expected a non-"
     )
     assert str(errors[1]).startswith("rank 1: TTTV2_MESH_ID='x'")
+
+
+def test_ttml_sync_over_ranks_of_one_device_each_averages_over_the_ranks(thread_ranks):
+    import warnings
+
+    import ttml
+
+    def grads(rank):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))  # each rank's own device
+        ttnn.nn.manual_seed(1)
+        layer = ttnn.nn.Linear(32, 32, device=mesh, dtype=ttnn.float32)
+        x = ttnn.from_numpy(
+            np.full((32, 32), rank + 1.0, np.float32),
+            dtype=ttnn.float32,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+        )
+        ttnn.sum(layer(x)).backward()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ttml.core.distributed.synchronize_gradients(dict(layer.named_parameters()))
+        return float(ttnn.to_numpy(layer.weight.grad).reshape(-1)[0])
+
+    results, errors = thread_ranks(2, grads)
+    assert errors == [None, None] and results[0] == results[1] == 32 * 1.5  # the mean of 32*1 and 32*2
