@@ -242,6 +242,7 @@ def test_remote_shards_take_no_memory_and_are_recognised():
     assert not _remote.is_remote(np.zeros((2, 2), np.float32)) and not _remote.is_remote([0.0])
     assert not _remote.is_remote(np.broadcast_to(np.zeros(1, np.int8), (3,)))  # zero strides, not ours
     assert _remote.remote_like(7) == 7
+    assert _remote.skipped(None, 3) == frozenset()  # host tensors: nothing is another rank's
     pair = _remote.remote_like((np.ones(3, np.float32), [np.ones(2, np.int32)]))
     assert _remote.is_remote(pair[0]) and _remote.is_remote(pair[1][0]) and isinstance(pair[1], list)
 
@@ -367,3 +368,32 @@ def test_ttml_sync_over_ranks_of_one_device_each_averages_over_the_ranks(thread_
 
     results, errors = thread_ranks(2, grads)
     assert errors == [None, None] and results[0] == results[1] == 32 * 1.5  # the mean of 32*1 and 32*2
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_the_tttv1_demo_on_a_mesh_spread_over_thread_ranks_generates_the_same_tokens(thread_ranks, paged):
+    """Attention, SDPA (prefill and decode) and KV-cache updates on a spread 1x2 mesh: each rank computes only
+    its device; the tokens equal a world of one's."""
+    from tttv1.demo.simple_text_demo import make_prompts, run_demo
+
+    def generate(rank):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+        try:
+            result = run_demo(
+                mesh,
+                prompts=make_prompts(1, None, None),
+                max_new_tokens=3,
+                max_seq_len=256,
+                paged_attention=paged,
+                verbose=False,
+            )
+            return mesh.device_ranks(), result.tokens
+        finally:
+            ttnn.close_mesh_device(mesh)
+
+    reference, errors = thread_ranks(1, generate)
+    assert errors == [None] and reference[0][0] == [None, None]
+    results, errors = thread_ranks(2, generate)
+    assert errors == [None, None]
+    assert [r[0] for r in results] == [[0, 1], [0, 1]]
+    assert results[0][1] == results[1][1] == reference[0][1] and len(reference[0][1][0]) == 3

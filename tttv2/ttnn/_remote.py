@@ -16,7 +16,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["fill_remote", "full_shards", "is_remote", "local_shards", "remote_like", "remote_shard"]
+__all__ = [
+    "fill_remote",
+    "full_shards",
+    "is_remote",
+    "local_shards",
+    "remote_like",
+    "remote_shard",
+    "skipped",
+]
 
 _ZEROS: dict[np.dtype, np.ndarray] = {}
 
@@ -48,6 +56,15 @@ def remote_like(value):
     if isinstance(value, (tuple, list)):
         return type(value)(remote_like(v) for v in value)
     return value
+
+
+def skipped(mesh, count: int) -> frozenset:
+    """The devices (of ``count`` per-device results on ``mesh``) an op may leave uncomputed: the ones other ranks
+    emulate, except device 0 when this rank owns none of the mesh (one result gives the others' shape)."""
+    if mesh is None or count != mesh.get_num_devices():
+        return frozenset()
+    remote = mesh.remote_indices()
+    return remote - {0} if len(remote) == count else remote
 
 
 def fill_remote(results: list, remote: frozenset) -> list:

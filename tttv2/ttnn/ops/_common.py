@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .._remote import fill_remote
+from .._remote import fill_remote, skipped
 from .._threads import single_threaded_blas
 from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
@@ -187,9 +187,7 @@ def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = Tru
                 raise ValidationError(f"map_shards: tensors have {count} and {n} shards")
             count = n
     mesh = next((t.device() for t in tensors if isinstance(t, Tensor) and t.device() is not None), None)
-    remote = mesh.remote_indices() if mesh is not None and count == mesh.get_num_devices() else frozenset()
-    if remote and len(remote) == count:
-        remote = remote - {0}  # no device of this mesh is ours: compute one, for the result's shape
+    remote = skipped(mesh, count or 1)
     results = []
     for i in range(count or 1):
         if i in remote:
