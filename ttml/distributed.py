@@ -24,14 +24,17 @@ def _module(model):
 def _mean_over_axes(parameters, cluster_axes) -> None:
     """TTML's gradient synchronisation: an all-reduce mean over each listed mesh axis (None: the whole mesh),
     then, when several ranks run (``tttv2-run``, an initialised distributed context), the mean over the ranks
-    (``tttv2.distributed.all_reduce_gradients_``): TTML's data-parallel group spans the hosts."""
+    (``tttv2.distributed.all_reduce_gradients_``) of the parameters on each rank's own mesh: TTML's data-parallel
+    group spans the hosts. Parameters on one mesh spread over the ranks are complete after the axes."""
     params = [_value(p) for p in parameters]
     for axis in [None] if cluster_axes is None else list(cluster_axes):
         ttnn.nn.utils.all_reduce_gradients_(params, average=True, cluster_axis=axis)
-    if ttnn.distributed_context_is_initialized() and int(ttnn.distributed_context_get_size()) > 1:
+    # a mesh spread over the ranks already holds every rank's devices: the axes above covered them
+    own = [p for p in params if p.device() is None or not p.device().spans_ranks()]
+    if own and ttnn.distributed_context_is_initialized() and int(ttnn.distributed_context_get_size()) > 1:
         from tttv2.distributed import all_reduce_gradients_
 
-        all_reduce_gradients_(params)
+        all_reduce_gradients_(own)
 
 
 def sync_gradients(model, runtime=None, cluster_axes=None) -> None:

@@ -144,6 +144,15 @@ def test_an_unhandled_exception_in_a_rank_aborts_the_job(twin_world, tmp_path, m
     assert (tmp_path / "rank-0.error").read_text() == "ValueError: rank 0 gives up"
 
 
+def test_an_error_every_rank_raises_meets_the_other_ranks_before_the_abort(twin_world, capsys):
+    from tttv2.distributed import DistributedError
+
+    ttnn.init_distributed_context()
+    error = _mpi.every_rank(DistributedError("rank 0: ranks disagree: ..."))
+    sys.excepthook(DistributedError, error, None)
+    assert twin_world.aborted == [1]  # after the meeting (which the stand-in world completes at once)
+
+
 def test_collectives_exchange_headers_then_bytes(twin_world):
     ttnn.distributed_context_barrier()
     parts = _mpi.allgather_bytes(np.arange(3, dtype=np.float32), "three floats")

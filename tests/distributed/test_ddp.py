@@ -32,8 +32,10 @@ def single(tmp_path_factory):
     return out, dict(np.load(out / "single-rank0.npz"))
 
 
-@pytest.mark.parametrize("sync", ["tttv2", "ttml"])
+@pytest.mark.parametrize("sync", ["tttv2", "ttml", "mesh"])
 def test_two_ranks_train_bit_identically_to_one_process(single, sync):
+    """tttv2 / ttml: each rank its own 1x1 mesh and the gradient all-reduce over MPI; mesh: the single-process
+    program unchanged, its 1x2 mesh one logical mesh over the two ranks (ttnn's DDP all-reduce crosses them)."""
     out, reference = single
     done = subprocess.run(
         [

@@ -163,7 +163,13 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
         ("- 1\n", "expected a map with rank_bindings, got list"),
         (
             "mesh_graph_desc_path: x.textproto\nrank_bindings: []\n",
-            "a mesh spread over ranks is not implemented",
+            "mesh graph descriptors are not read",
+        ),
+        ("rank_bindings: [{rank: 0, mesh_devices: 3}]\n", "mesh_devices: expected a list of device ids"),
+        ("rank_bindings: [{rank: 0, mesh_devices: []}]\n", "mesh_devices: expected a list of device ids"),
+        (
+            "rank_bindings: [{rank: 0, mesh_devices: [1, -2]}]\n",
+            "mesh_devices: expected a list of device ids",
         ),
         ("rank_bindings: []\nmeshes: 2\n", "unknown keys ['meshes']"),
         ("rank_bindings: {rank: 0}\n", "rank_bindings: expected a list of ranks"),
@@ -194,11 +200,18 @@ def test_rank_binding_values_become_strings(tmp_path):
     path = tmp_path / "binding.yaml"
     path.write_text(
         "global_env: {FLAG: true, N: 3}\n"
-        "rank_bindings:\n  - {rank: 1, mesh_id: 0, mesh_host_rank: 1}\n  - {rank: 0, env_overrides: {N: 4}}\n"
+        "rank_bindings:\n  - {rank: 1, mesh_id: 0, mesh_host_rank: 1, mesh_devices: [3, 1]}\n"
+        "  - {rank: 0, env_overrides: {N: 4}}\n"
     )
     assert launcher.load_rank_binding(str(path), 2) == [
         {"FLAG": "true", "N": "4"},
-        {"FLAG": "true", "N": "3", "TTTV2_MESH_ID": "0", "TTTV2_MESH_HOST_RANK": "1"},
+        {
+            "FLAG": "true",
+            "N": "3",
+            "TTTV2_MESH_ID": "0",
+            "TTTV2_MESH_HOST_RANK": "1",
+            "TTTV2_MESH_DEVICES": "3,1",
+        },
     ]
 
 

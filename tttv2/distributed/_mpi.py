@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 60.0
+EVERY_RANK_GRACE = 10.0  # at most this long a rank waits for the others before MPI_Abort (see every_rank)
 INSTALL_HINT = "pip install 'tttv2[distributed]' (mpi4py and the mpich wheel)"
 # set by the MPICH launcher (hydra) in every rank it starts
 LAUNCH_VARIABLES = ("PMI_RANK", "PMI_SIZE")
@@ -109,6 +110,9 @@ def _install_abort_on_error(comm) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         _record_error(comm.Get_rank(), "".join(traceback.format_exception_only(kind, value)).strip())
+        if getattr(value, "on_every_rank", False):
+            # every rank found the same fault at the same point: let each say so before the first one aborts
+            meet(comm, EVERY_RANK_GRACE)
         comm.Abort(1)
 
     sys.excepthook = hook
@@ -122,6 +126,27 @@ def _record_error(rank: int, message: str) -> None:
         with open(tmp, "w") as f:
             f.write(message.splitlines()[-1] if message else "an unhandled exception")
         os.replace(tmp, os.path.join(run_dir, f"rank-{rank}.error"))
+
+
+def every_rank(error: DistributedError) -> DistributedError:
+    """Mark ``error`` as one that every rank raises at the same point (ranks that disagree, a mesh that does not
+    divide): a rank that dies of it meets the other ranks (at most ``EVERY_RANK_GRACE`` seconds) before aborting
+    the job, so every rank's error shows, not only the first one's."""
+    error.on_every_rank = True
+    return error
+
+
+def meet(comm, seconds: float) -> bool:
+    """Wait at most ``seconds`` for every rank to reach this point (a one-byte all-gather); False if one did not."""
+    mpi = _import_mpi()
+    got = np.empty(comm.Get_size(), dtype=np.uint8)
+    request = comm.Iallgather([np.zeros(1, dtype=np.uint8), mpi.BYTE], [got, mpi.BYTE])
+    start = time.monotonic()
+    while not request.Test():
+        if time.monotonic() - start > seconds:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def wait(request, what: str) -> None:
@@ -156,16 +181,23 @@ def header(nbytes: int, what: str) -> np.ndarray:
 
 def check_headers(rank: int, mine: np.ndarray, headers: np.ndarray) -> None:
     """Raise on every rank if any rank announced another collective or another payload size than ``mine``."""
-    for other in range(headers.shape[0]):
-        if bytes(headers[other]) != bytes(mine):
+    check_headers_of(rank, mine, headers, list(range(headers.shape[0])))
+
+
+def check_headers_of(rank: int, mine: np.ndarray, headers: np.ndarray, ranks: list[int]) -> None:
+    """:func:`check_headers` for a group of ranks: ``headers[k]`` came from world rank ``ranks[k]``."""
+    for k in range(headers.shape[0]):
+        if bytes(headers[k]) != bytes(mine):
 
             def describe(h):
                 label = bytes(h[8:]).decode(errors="replace").rstrip()
                 return f"{label} on {int(h[:8].view(np.int64)[0])} bytes"
 
-            raise DistributedError(
-                f"rank {rank}: ranks disagree: this rank runs {describe(mine)}, rank {other} runs "
-                f"{describe(headers[other])} (every rank must run the same collectives in the same order)"
+            raise every_rank(
+                DistributedError(
+                    f"rank {rank}: ranks disagree: this rank runs {describe(mine)}, rank {ranks[k]} runs "
+                    f"{describe(headers[k])} (every rank must run the same collectives in the same order)"
+                )
             )
 
 
@@ -174,6 +206,12 @@ def allgather_bytes(payload: np.ndarray, what: str) -> list[np.ndarray]:
     the payload's size and a description (``what``), so ranks that run different collectives or pass different
     buffers raise a :class:`DistributedError` on every rank, naming both, instead of corrupting or hanging."""
     comm = initialize()
+    return allgather_bytes_on(comm, payload, what, list(range(comm.Get_size())))
+
+
+def allgather_bytes_on(comm, payload: np.ndarray, what: str, ranks: list[int]) -> list[np.ndarray]:
+    """:func:`allgather_bytes` over ``comm``, a communicator of some of the ranks (world rank ``ranks[k]`` is its
+    rank ``k``; errors name world ranks)."""
     size = comm.Get_size()
     data = np.ascontiguousarray(payload).reshape(-1).view(np.uint8)
     if size == 1:
@@ -182,7 +220,7 @@ def allgather_bytes(payload: np.ndarray, what: str) -> list[np.ndarray]:
     mine = header(data.size, what)
     headers = np.empty((size, mine.size), dtype=np.uint8)
     wait(comm.Iallgather([mine, mpi.BYTE], [headers, mpi.BYTE]), what)
-    check_headers(comm.Get_rank(), mine, headers)
+    check_headers_of(ranks[comm.Get_rank()], mine, headers, ranks)
     if data.size == 0:
         return [data.copy() for _ in range(size)]
     gathered = np.empty((size, data.size), dtype=np.uint8)

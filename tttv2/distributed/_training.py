@@ -61,6 +61,16 @@ def all_reduce_gradients_(parameters, *, average: bool = True) -> None:
     with_grad = [p for p in params if p.grad is not None]
     if size == 1:
         return
+    spread = next(
+        (p.grad.device() for p in with_grad if p.grad.device() is not None and p.grad.device().spans_ranks()),
+        None,
+    )
+    if spread is not None:
+        raise _mpi.DistributedError(
+            f"{_OWNER}: a gradient lives on {spread}, one logical mesh spread over the ranks: its devices are "
+            "already every rank's; average over its axes with ttnn.nn.utils.all_reduce_gradients_ (or "
+            "ttnn.nn.parallel.DistributedDataParallel) instead"
+        )
     shards = [np.ascontiguousarray(s) for p in with_grad for s in p.grad.shards(_OWNER)]
     layout = ";".join(f"{s.dtype}{list(s.shape)}" for s in shards)
     # the description carries a digest of the layout: ranks with different gradients disagree loudly

@@ -70,7 +70,7 @@ def _env_map(value, where: str) -> dict[str, str]:
     return out
 
 
-_RANK_KEYS = {"rank", "mesh_id", "mesh_host_rank", "env_overrides"}
+_RANK_KEYS = {"rank", "mesh_id", "mesh_host_rank", "mesh_devices", "env_overrides"}
 _TOP_KEYS = {"rank_bindings", "global_env"}
 
 
@@ -85,8 +85,9 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
         global_env: {VAR: value}
 
     Every rank 0..N-1 is bound exactly once. ``mesh_id`` / ``mesh_host_rank`` are passed to the rank as
-    ``TTTV2_MESH_ID`` / ``TTTV2_MESH_HOST_RANK``; a mesh graph descriptor is refused (a mesh spread over ranks
-    is not implemented, docs/distributed.md)."""
+    ``TTTV2_MESH_ID`` (ranks with one mesh id share a mesh) / ``TTTV2_MESH_HOST_RANK``; ``mesh_devices`` (a list of device ids) as
+    ``TTTV2_MESH_DEVICES``: the devices of a mesh spread over the ranks that this rank emulates. A mesh graph
+    descriptor is refused (docs/distributed.md)."""
     try:
         import yaml
     except ImportError:
@@ -103,8 +104,8 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
         raise RunError(f"--rank-binding {path}: expected a map with rank_bindings, got {type(data).__name__}")
     if "mesh_graph_desc_path" in data:
         raise RunError(
-            f"--rank-binding {path}: mesh_graph_desc_path: a mesh spread over ranks is not implemented yet "
-            "(docs/distributed.md); each rank opens its own mesh"
+            f"--rank-binding {path}: mesh_graph_desc_path: mesh graph descriptors are not read; a mesh spreads "
+            "over the ranks by itself, and mesh_devices says which devices a rank emulates (docs/distributed.md)"
         )
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
@@ -132,6 +133,17 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
                 if isinstance(entry[key], bool) or not isinstance(entry[key], int) or entry[key] < 0:
                     raise RunError(f"{where}: {key}: expected a non-negative integer, got {entry[key]!r}")
                 env[var] = str(entry[key])
+        if "mesh_devices" in entry:
+            devices = entry["mesh_devices"]
+            if (
+                not isinstance(devices, list)
+                or not devices
+                or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in devices)
+            ):
+                raise RunError(
+                    f"{where}: mesh_devices: expected a list of device ids (non-negative integers), got {devices!r}"
+                )
+            env["TTTV2_MESH_DEVICES"] = ",".join(str(d) for d in devices)
         env.update(_env_map(entry.get("env_overrides"), f"{where}: env_overrides"))
         envs[rank] = env
     missing = [r for r in range(size) if r not in envs]

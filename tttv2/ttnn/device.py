@@ -165,6 +165,13 @@ class Device:
             BufferType.DRAM: _Allocator(BufferType.DRAM, spec.dram_bytes - trace_region_size),
         }
         self.core_seeds: dict[int, int] = {}  # user (core) id -> seed, set by ttnn.manual_seed
+        # the rank that emulates this device when a mesh spans tttv2-run's ranks (None: this process alone)
+        self.owner: int | None = None
+        self.local = True
+
+    def rank(self) -> int | None:
+        """The rank that owns this device when the mesh spans ranks, else None (docs/distributed.md)."""
+        return self.owner
 
     def id(self) -> int:
         return self._id
@@ -212,6 +219,7 @@ class MeshDevice:
         if devices is None:
             devices = [Device(i, self._spec, l1_small_size, trace_region_size) for i in range(rows * cols)]
         self._devices = list(devices)
+        self._update_ownership()
         self._open = True
         self._program_cache_enabled = True
         self._submeshes: list[MeshDevice] = []
@@ -240,6 +248,35 @@ class MeshDevice:
 
     def arch(self) -> Arch:
         return self._spec.arch
+
+    # --- ownership across ranks (tttv2-run; docs/distributed.md) --------------------------------------
+    def _update_ownership(self) -> None:
+        self._remote = frozenset(i for i, d in enumerate(self._devices) if not d.local)
+        self._spans_ranks = any(d.owner is not None for d in self._devices)
+
+    def rank_group(self):
+        """(the MPI communicator of the ranks this mesh spans, their world ranks); set by ``span_ranks``."""
+        root = self
+        while not hasattr(root, "_ranks") and root._parent is not None:
+            root = root._parent
+        return root._ranks
+
+    def spans_ranks(self) -> bool:
+        """Whether this mesh (or the mesh it is a view of) is spread over ranks: its transfers are collectives
+        of every rank, even in a rank that owns all of its devices."""
+        return self._spans_ranks
+
+    def remote_indices(self) -> frozenset[int]:
+        """Row-major indices of the devices another rank emulates (empty unless the mesh spans ranks)."""
+        return self._remote
+
+    def device_ranks(self) -> list[int | None]:
+        """The owning rank of each device, row-major (all None unless the mesh spans ranks)."""
+        return [d.owner for d in self._devices]
+
+    def local_device_ids(self) -> list[int]:
+        """Ids of the devices this process emulates (all of them unless the mesh spans ranks)."""
+        return [d.id() for d in self._devices if d.local]
 
     def is_blackhole(self) -> bool:
         return self._spec.arch is Arch.BLACKHOLE
@@ -352,7 +389,11 @@ def open_mesh_device(
     physical_device_ids: Sequence[int] | None = None,
     worker_l1_size: int | None = None,
 ) -> MeshDevice:
-    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it)."""
+    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it).
+
+    In ranks started by ``tttv2-run`` (or once the distributed context is initialised) opening a mesh initialises
+    the distributed context, and a mesh of more than one device is one logical mesh over all the ranks, each emulating its share of the devices (every rank must open
+    the same mesh at the same point; docs/distributed.md)."""
     import os
 
     if mesh_shape is None:
@@ -367,6 +408,14 @@ def open_mesh_device(
             ) from None
     global _last_opened
     mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
+    from ..distributed import _mpi
+
+    if _mpi.world() is not None or _mpi.launched():
+        _mpi.initialize()  # as in tt-metal, opening a device in a launched rank initialises the context
+        if mesh.get_num_devices() > 1:
+            from ..distributed._mesh import span_ranks
+
+            span_ranks(mesh)  # one logical mesh over the ranks: each emulates its share of the devices
     with _lock:
         _open_device_ids.add(mesh.id())
         _last_opened = mesh

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._tempfiles import STALE_TEMP_SECONDS, remove_stale_temps, temp_name, writer_gone
 from . import _kernels
+from ._remote import full_shards
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig
@@ -442,7 +443,7 @@ def from_buffer(
 
 
 def _compose(tensor: Tensor, mesh_composer: MeshToTensor | None, op: str) -> np.ndarray:
-    shards = tensor.shards(op)
+    shards = full_shards(tensor, op)  # on a mesh spread over ranks: every rank gets every device's values
     if mesh_composer is not None:
         if not isinstance(mesh_composer, MeshToTensor):
             raise ValidationError(f"{op}: mesh_composer must be a ttnn mesh composer, got {mesh_composer!r}")
@@ -532,7 +533,7 @@ def from_device(tensor: Tensor, blocking: bool = True, cq_id: int = 0) -> Tensor
     op = "ttnn.from_device"
     if not isinstance(tensor, Tensor):
         raise ValidationError(f"{op}: expected a ttnn.Tensor, got {type(tensor).__name__}")
-    shards = [s.copy() for s in tensor.shards(op)]
+    shards = [s.copy() for s in full_shards(tensor, op)]
     topology = tensor.tensor_topology() if len(shards) > 1 else None
     return Tensor(
         shards,
@@ -725,7 +726,7 @@ def dump_tensor(file_name: str | os.PathLike, tensor: Tensor, distribute: bool =
     op = "ttnn.dump_tensor"
     if not isinstance(tensor, Tensor):
         raise ValidationError(f"{op}: expected a ttnn.Tensor, got {type(tensor).__name__}")
-    shards = tensor.shards(op)
+    shards = full_shards(tensor, op)
     topology = tensor.tensor_topology()
     meta = {
         "format": _FORMAT,

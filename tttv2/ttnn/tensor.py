@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._remote import remote_shard
 from .device import MeshDevice
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig, ShardSpec
@@ -182,13 +183,24 @@ class Tensor:
                 raise ValidationError(
                     f"ttnn.Tensor: all shards must have one shape, got {shape} and {shard.shape}"
                 )
+        remote = (
+            device.remote_indices()
+            if isinstance(device, MeshDevice) and len(shards) == device.get_num_devices()
+            else frozenset()
+        )
         if not quantized:
             # replicated shards are one array object: quantise it once and keep them shared
             done: dict[int, np.ndarray] = {}
-            for s in shards:
-                if id(s) not in done:
+            for i, s in enumerate(shards):
+                if id(s) not in done and i not in remote:
                     done[id(s)] = _sealed_if_private(quantize(s, dtype), s)
-            shards = [done[id(s)] for s in shards]
+            shards = [s if i in remote else done[id(s)] for i, s in enumerate(shards)]
+        if remote:
+            # devices another rank emulates hold a stand-in of no memory (tttv2/ttnn/_remote.py)
+            local = next((s for i, s in enumerate(shards) if i not in remote), None)
+            storage = local.dtype if local is not None else dtype.numpy_dtype
+            stand_in = remote_shard(shape, storage)  # one object: per-device helpers compute it once
+            shards = [stand_in if i in remote else s for i, s in enumerate(shards)]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
             if shard.flags.writeable:
@@ -326,6 +338,8 @@ class Tensor:
         shards = self.shards(op)
         self._mark_modified(op)
         shard = shards[index]
+        if self._device is not None and index in self._device.remote_indices():
+            return np.empty(shard.shape, shard.dtype)  # another rank's device: a scratch the write lands in
         if not shard.flags.writeable:
             shard = shard.copy()
             shards[index] = shard

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ... import ttnn
+from .._remote import full_shards
 from ..autograd import no_grad
 from ..errors import ValidationError
 from ..placement import PlacementReplicate
@@ -110,7 +111,7 @@ def item(t: Tensor) -> float:
     """The value of a one-element tensor as a float (read from the first device)."""
     if not isinstance(t, Tensor):
         raise ValidationError(f"ttnn.nn.utils.item: expected a ttnn.Tensor, got {type(t).__name__}")
-    shard = np.asarray(t.shards("ttnn.nn.utils.item")[0])
+    shard = np.asarray(full_shards(t, "ttnn.nn.utils.item")[0])
     if shard.size != 1:
         raise ValidationError(f"ttnn.nn.utils.item: expected a one-element tensor, got shape {list(t.shape)}")
     return float(shard.reshape(-1)[0])

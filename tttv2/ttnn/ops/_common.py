@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .._remote import fill_remote, skipped
 from .._threads import single_threaded_blas
 from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
@@ -176,7 +177,8 @@ def same_mesh(op: str, **tensors: Tensor | None) -> MeshDevice | None:
 
 
 def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = True) -> list:
-    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through)."""
+    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through). On a mesh
+    spread over ranks only this rank's devices are computed; the others' results are remote stand-ins."""
     count = None
     for t in tensors:
         if isinstance(t, Tensor):
@@ -184,8 +186,13 @@ def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = Tru
             if count is not None and n != count:  # pragma: no cover - same_mesh is checked first
                 raise ValidationError(f"map_shards: tensors have {count} and {n} shards")
             count = n
+    mesh = next((t.device() for t in tensors if isinstance(t, Tensor) and t.device() is not None), None)
+    remote = skipped(mesh, count or 1)
     results = []
     for i in range(count or 1):
+        if i in remote:
+            results.append(None)  # another rank's device (tttv2/ttnn/_remote.py)
+            continue
         args = []
         for t in tensors:
             if isinstance(t, Tensor):
@@ -196,7 +203,7 @@ def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = Tru
             else:
                 args.append(t)
         results.append(fn(*args))
-    return results
+    return fill_remote(results, remote) if remote else results
 
 
 def output_like(

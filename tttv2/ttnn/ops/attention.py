@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
+from .._remote import local_shards
 from ..memory import CoreCoord, CoreRange, CoreRangeSet, MemoryConfig, ShardSpec, num_cores_to_corerangeset
 from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor
@@ -419,7 +420,7 @@ def nlp_create_qkv_heads_decode(
             same_mesh(op, input_tensor=x, batch_offset=bo)
             expect(bo.volume == 1, op, "batch_offset", "a one-element tensor", list(bo.shape))
             size = _positive_int(op, "slice_size", slice_size)
-            offsets = {int(s.reshape(-1)[0]) for s in bo.shards(op)}
+            offsets = {int(s.reshape(-1)[0]) for s in local_shards(bo, op)}  # this rank's devices
             expect(len(offsets) == 1, op, "batch_offset", "the same value on every device", sorted(offsets))
             offset = offsets.pop()
             expect(

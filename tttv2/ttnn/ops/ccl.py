@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .._remote import full_shards
 from ..device import MeshDevice, MeshShape
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreCoord, CoreRange, CoreRangeSet, MemoryConfig
@@ -618,7 +619,7 @@ def _all_gather(
 ) -> Tensor:
     mesh = tensor.device()
     groups = _groups(mesh, axis)
-    shards = _gathered(tensor.shards(op), groups, dim)
+    shards = _gathered(full_shards(tensor, op, groups), groups, dim)
     topology = _output_topology(tensor, mesh, axis, PlacementReplicate())
     return _emit(op, shards, tensor, memory_config, topology, output)
 
@@ -652,7 +653,8 @@ def _reduce_scatter(
     output: Tensor | None,
 ) -> Tensor:
     mesh = tensor.device()
-    shards = _scattered(tensor.shards(op), _groups(mesh, axis), dim)
+    groups = _groups(mesh, axis)
+    shards = _scattered(full_shards(tensor, op, groups), groups, dim)
     topology = _output_topology(tensor, mesh, axis, PlacementShard(dim))
     return _emit(op, shards, tensor, memory_config, topology, output)
 
@@ -787,7 +789,8 @@ def all_reduce(
     _check_topology(op, topology)
     _check_compute_config(op, compute_kernel_config)
     _check_tuning(op, num_links)
-    shards = _reduced(tensor.shards(op), _groups(mesh, axis))
+    groups = _groups(mesh, axis)
+    shards = _reduced(full_shards(tensor, op, groups), groups)
     topology_out = _output_topology(tensor, mesh, axis, PlacementReplicate())
     return _emit(op, shards, tensor, memory_config, topology_out)
 

@@ -303,7 +303,10 @@ def fill_cache(cache_tensor: Tensor, input_tensor: Tensor, batch_idx: int) -> Te
         x.shape[-2],
     )
     rows = min(x.padded_shape[-2], cache.shape[-2])
+    remote = cache.device().remote_indices()  # other ranks' devices write their own caches
     for i, xs in zip(_input_devices(op, cache, x), x.shards(op)):
+        if i in remote:
+            continue
         block = np.zeros((xs.shape[1], rows, xs.shape[-1]), dtype=np.float32)
         block[:, : xs.shape[2]] = xs[0]
         cache._writable_shard(i, op)[b, :, :rows, :] = quantize(block, cache.dtype)

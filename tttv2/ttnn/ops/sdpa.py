@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from .. import _kernels
+from .._remote import fill_remote, skipped
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from ..program_configs import SDPAProgramConfig, WormholeComputeKernelConfig
 from ..tensor import Tensor
@@ -323,13 +324,18 @@ def scaled_dot_product_attention(
     scale_value = _scale(scale, d)
     q_pos = np.arange(sq)
     shards = []
+    skip = skipped(q.device(), len(q.shards(op)))  # other ranks' devices (tttv2/ttnn/_remote.py)
     for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.shards(op), v.shards(op))):
+        if i in skip:
+            shards.append(None)
+            continue
         ms = None if mask is None else mask.shards(op)[i]
         out = np.empty((b, nh, sq, d), dtype=np.float32)
         for u in range(b):
             m = None if ms is None else ms[u % ms.shape[0]]
             out[u] = _attend(qs[u], ks[u], vs[u], scale_value, q_pos, is_causal, window, m)
         shards.append(out)
+    shards = fill_remote(shards, skip) if skip else shards
     return output_like(op, shards, q, layout=Layout.TILE, memory_config=out_mc)
 
 
@@ -626,7 +632,11 @@ def scaled_dot_product_attention_decode(
                 )
     scale_value = _scale(scale, q.shape[-1])
     shards = []
+    skip = skipped(q.device(), len(q.shards(op)))  # other ranks' devices (tttv2/ttnn/_remote.py)
     for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.shards(op), v.shards(op))):
+        if i in skip:
+            shards.append(None)
+            continue
         nh, d = qs.shape[2], qs.shape[3]
         out = np.zeros((1, users, nh, d), dtype=np.float32)
         ms = None if mask is None else mask.shards(op)[i]
@@ -651,6 +661,7 @@ def scaled_dot_product_attention_decode(
             )
             out[0, u] = res[:, 0]
         shards.append(out)
+    shards = fill_remote(shards, skip) if skip else shards
     return _decode_output(op, q, shards, out_mc)
 
 
@@ -738,7 +749,11 @@ def paged_scaled_dot_product_attention_decode(
             plan.append((length, _user_pages(op, rows, u, length, block, k.shape[0])))
         plans.append(plan)
     shards = []
+    skip = skipped(q.device(), len(q.shards(op)))  # other ranks' devices (tttv2/ttnn/_remote.py)
     for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.shards(op), v.shards(op))):
+        if i in skip:
+            shards.append(None)
+            continue
         nh, d = qs.shape[2], qs.shape[3]
         out = np.zeros((1, users, nh, d), dtype=np.float32)
         ms = None if mask is None else mask.shards(op)[i]
@@ -753,4 +768,5 @@ def paged_scaled_dot_product_attention_decode(
             )
             out[0, u] = res[:, 0]
         shards.append(out)
+    shards = fill_remote(shards, skip) if skip else shards
     return _decode_output(op, q, shards, out_mc)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._remote import local_shards
 from ...ops.sdpa import _allowed, _scale
 from ...types import TILE_SIZE
 from ..engine import register_backward
@@ -84,7 +85,7 @@ def nlp_create_qkv_heads_decode_backward(ctx, grads):
     offset = 0
     batch_offset = ctx.args["batch_offset"]
     if x.is_sharded() and batch_offset is not None:
-        offset = int(batch_offset.shards()[0].reshape(-1)[0])
+        offset = int(local_shards(batch_offset, "backward")[0].reshape(-1)[0])
     shape = tuple(x.shape)
     gq, gk, gv = _zeros_if_none(grads, len(x.shards()), (q_out.shape, k_out.shape, v_out.shape))
 
