@@ -111,6 +111,7 @@ def test_bad_rank_pipelines_are_named(kwargs, message):
 def test_two_threads_as_ranks_train_like_the_pipeline_in_process(monkeypatch):
     """The rank code paths inside coverage: ranks 0 and 1 as two threads over a stand-in for MPI, each with its own
     1x1 mesh, against Pipeline on a 1x2 mesh (the same bit-identity as over real ranks, checked above)."""
+    whole = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))  # the reference, opened before the ranks exist
     world = ThreadWorld()
     world.me.rank = 0
     monkeypatch.setattr(_mpi, "_state", {"comm": world})
@@ -120,7 +121,6 @@ def test_two_threads_as_ranks_train_like_the_pipeline_in_process(monkeypatch):
     monkeypatch.setattr(sockets, "_live", sockets.weakref.WeakSet())
     monkeypatch.setenv("TTTV2_DISTRIBUTED_TIMEOUT", "60")
     ids = np.random.default_rng(4).integers(0, 17, size=(4, 33))
-    whole = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
     meshes = [ttnn.open_mesh_device(ttnn.MeshShape(1, 1)) for _ in range(2)]
     try:
         pipe = ttnn.nn.parallel.Pipeline(_stages(whole, 2), whole, micro_batches=2, schedule="1f1b")

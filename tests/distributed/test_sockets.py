@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict, deque
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from tttv2.distributed import DistributedError, DistributedTimeoutError, _mpi
 from tttv2.ttnn.ops import sockets
 
 RELAY = (sys.executable, "-m", "tests.distributed.fixtures.socket_relay")
+# each rank keeps its own 1x2 mesh (a mesh id per rank), as tt-metal's socket demos bind their ranks
+OWN_MESHES = ("--rank-binding", str(Path(__file__).parent / "fixtures" / "own_meshes.yaml"))
 
 
 def config(shape=(1, 2), sender_rank=None, receiver_rank=None, fifo=4096, flip=False):
@@ -40,7 +43,7 @@ def sharded(mesh, seed=0, dtype=ttnn.bfloat16):
 
 
 def test_two_ranks_relay_tensors_bit_for_bit_and_pass_them_round_a_ring(tmp_path):
-    done = tttv2_run("--np", "2", "--", *RELAY, "relay", str(tmp_path))
+    done = tttv2_run("--np", "2", *OWN_MESHES, "--", *RELAY, "relay", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("relay: done in ")
     sent, received = dict(np.load(tmp_path / "rank0.npz")), dict(np.load(tmp_path / "rank1.npz"))
@@ -59,7 +62,7 @@ def test_two_ranks_relay_tensors_bit_for_bit_and_pass_them_round_a_ring(tmp_path
 
 
 def test_a_spec_mismatch_fails_on_both_ranks():
-    done = tttv2_run("--np", "2", "--all-output", "--", *RELAY, "spec")
+    done = tttv2_run("--np", "2", *OWN_MESHES, "--all-output", "--", *RELAY, "spec")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert (
@@ -74,7 +77,7 @@ def test_a_spec_mismatch_fails_on_both_ranks():
 
 
 def test_different_socket_configs_fail_the_handshake_on_both_ranks():
-    done = tttv2_run("--np", "2", "--all-output", "--", *RELAY, "handshake")
+    done = tttv2_run("--np", "2", *OWN_MESHES, "--all-output", "--", *RELAY, "handshake")
     assert done.returncode == 0, done.stderr
     for rank, mine, theirs in ((0, 4096, 8192), (1, 8192, 4096)):
         assert (
@@ -99,7 +102,7 @@ def test_different_socket_configs_fail_the_handshake_on_both_ranks():
     ],
 )
 def test_a_peer_that_left_is_a_timeout_not_a_hang(case, line):
-    done = tttv2_run("--np", "2", "--all-output", "--timeout", "1.5", "--", *RELAY, case)
+    done = tttv2_run("--np", "2", *OWN_MESHES, "--all-output", "--timeout", "1.5", "--", *RELAY, case)
     assert done.returncode == 0, done.stderr
     assert any(text.startswith(line) for text in done.stdout.splitlines()), done.stdout
 
@@ -312,7 +315,7 @@ class _Loopback:
 
 
 @pytest.fixture
-def loopback(monkeypatch):
+def loopback(halves, monkeypatch):  # halves first: its 1x4 mesh opens in a world of one
     world = _Loopback()
     monkeypatch.setattr(_mpi, "_state", {"comm": None})
     monkeypatch.setattr(_mpi, "_import_mpi", lambda: world)
@@ -464,7 +467,7 @@ def test_a_receiving_tensor_too_big_for_the_fifo_is_refused_as_the_wrong_spec(ha
 def test_a_tensor_nobody_received_ends_the_job_at_exit_with_the_error():
     """Rank 0 sends, rank 1 never receives, both end: rank 1 says so at exit (not MPI_Finalize failing on the
     message it never took), and the job ends."""
-    done = tttv2_run("--np", "2", "--all-output", "--timeout", "1.5", "--", *RELAY, "unsynced")
+    done = tttv2_run("--np", "2", *OWN_MESHES, "--all-output", "--timeout", "1.5", "--", *RELAY, "unsynced")
     assert done.returncode == 1, done.stdout
     assert "[0] rank 0: no error" in done.stdout and "[1] rank 1: no error" in done.stdout
     assert (
