@@ -170,3 +170,17 @@ def test_a_collection_error_is_a_gap_at_the_test_file(tmp_path):
     assert gap.reason.endswith("ImportError: the generated module is gone"), gap
     assert proof._read_junit(tmp_path / "test_broken.py") is None  # not XML
     assert proof.plugins_for("tttv1.tt.mlp") == ["tttv1.testing"] and proof.plugins_for("models.tt.mlp") == []
+
+
+def test_a_conftest_that_raises_is_a_gap_and_a_skipped_case_proves_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "conftest.py").write_text("raise RuntimeError('the conftest is broken')\n")
+    (test := tmp_path / "test_skip.py").write_text(
+        "import pytest\n\n\ndef test_skip_matches_tttv1():\n    pytest.skip('not on this machine')\n"
+    )
+    (gap,) = proof.verify_tests([test], []).gaps
+    assert gap.loc == "test_skip.py" and gap.reason.endswith("RuntimeError: the conftest is broken"), gap
+    (tmp_path / "conftest.py").unlink()
+    skipped = proof.verify_tests([test], [])
+    assert not skipped.gaps and not skipped.passed
+    assert skipped.notes() == ["shadow verification: no case ran, so nothing was proven"]
