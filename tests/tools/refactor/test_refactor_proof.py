@@ -184,3 +184,23 @@ def test_a_conftest_that_raises_is_a_gap_and_a_skipped_case_proves_nothing(tmp_p
     skipped = proof.verify_tests([test], [])
     assert not skipped.gaps and not skipped.passed
     assert skipped.notes() == ["shadow verification: no case ran, so nothing was proven"]
+
+
+def test_a_report_without_file_attributes_names_the_test_file_from_the_class(tmp_path):
+    """pytest's xunit2 reports (a user's ``junit_family`` in an ini file) have no ``file`` attribute."""
+    (report := tmp_path / "r.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.test_mlp_1d" name="test_mlp_1d_matches_tttv1[1x1]">'
+        '<failure message="AssertionError: MLP decode: device 0">trace</failure></testcase>'
+        '<testcase classname="" name=""/></testsuite></testsuites>'
+    )
+    cases = proof._read_junit(report)
+    assert cases == [
+        (
+            "test_mlp_1d_matches_tttv1[1x1]",
+            "test_mlp_1d.py",
+            "failed",
+            "AssertionError: MLP decode: device 0",
+            "trace",
+        ),
+        ("", "", "passed", "", ""),
+    ]
