@@ -187,7 +187,7 @@ def test_a_conftest_that_raises_is_a_gap_and_a_skipped_case_proves_nothing(tmp_p
 
 
 def test_a_report_without_file_attributes_names_the_test_file_from_the_class(tmp_path):
-    """pytest's xunit2 reports (a user's ``junit_family`` in an ini file) have no ``file`` attribute."""
+    """A report whose test cases carry no ``file`` attribute (pytest wrote none for some versions and formats)."""
     (report := tmp_path / "r.xml").write_text(
         '<testsuites><testsuite><testcase classname="tests.test_mlp_1d" name="test_mlp_1d_matches_tttv1[1x1]">'
         '<failure message="AssertionError: MLP decode: device 0">trace</failure></testcase>'
