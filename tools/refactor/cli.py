@@ -287,7 +287,11 @@ def _main(args) -> int:
             return EXIT_ATTENTION
         previous = {item.path: item.current() for item in run.planned}
         written = write_all(run.planned)
-        proof_gaps = _shadow_verify(args, run, module)
+        try:
+            proof_gaps = _shadow_verify(args, run, module)
+        except KeyboardInterrupt:  # the run did not finish: its files go back to what they were
+            _restore(previous, written)
+            raise
         for report in reports:  # the reports say what the verification found
             report.text = {"--report": run.report.to_markdown, "--json": run.report.to_json}[report.label]()
         if proof_gaps:

@@ -204,3 +204,14 @@ def test_a_report_without_file_attributes_names_the_test_file_from_the_class(tmp
         ),
         ("", "", "passed", "", ""),
     ]
+
+
+def test_ctrl_c_during_the_verification_puts_the_files_back(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(proof, "verify_tests", interrupted)
+    code, tests = _tmx(tmp_path, "mlp", "--partial")
+    assert code == 130 and "interrupted; nothing written" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    assert sorted(p.name for p in tests.iterdir()) == ["conftest.py"]
