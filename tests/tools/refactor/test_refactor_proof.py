@@ -215,3 +215,19 @@ def test_ctrl_c_during_the_verification_puts_the_files_back(tmp_path, capsys, mo
     assert code == 130 and "interrupted; nothing written" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
     assert sorted(p.name for p in tests.iterdir()) == ["conftest.py"]
+
+
+def test_the_recorded_cases_of_a_store_are_the_ones_verified(tmp_path, monkeypatch):
+    """With ``--cases STORE`` the verification runs the recorded cases (the catalogue's RMSNorm records)."""
+    from tests.tools.refactor.test_refactor_cases import RMSNORM, _expected_from_csv, _store
+
+    monkeypatch.chdir(tmp_path)
+    store = _store(tmp_path / "cases.sqlite", RMSNORM)
+    report = tmp_path / "r.json"
+    argv = [ROOT / "tttv1" / "tt" / "rmsnorm.py", "--out", "o", "--tests-out", "t", "--cases", store]
+    assert main([*map(str, argv), f"--json={report}", "--quiet"]) == 0
+    (summary,) = [n for n in json.loads(report.read_text())["notes"] if n.startswith("shadow verification:")]
+    recorded = len(_expected_from_csv(RMSNORM))
+    rejections = sum("rejects_a_" in p.read_text() for p in (tmp_path / "t").glob("test_*.py"))
+    every = recorded + rejections
+    assert summary.startswith(f"shadow verification: {every} of {every} case"), (summary, recorded)
