@@ -92,7 +92,7 @@ COMPARE = {
     "lt": np.less,
     "le": np.less_equal,
 }
-OTHER = {"clamp", "clip", "where"}
+OTHER = {"clamp", "clip", "eqz", "where"}
 
 
 def test_every_op_is_covered():
@@ -344,6 +344,23 @@ def test_integer_and_host_operands(open_mesh):
     h = ttnn.add(ha, hb)
     assert h.device() is None and np.all(ttnn.to_numpy(h) == 3)
     assert np.all(ttnn.to_numpy(ttnn.exp(ttnn.from_numpy(np.zeros(3, np.float32)))) == 1)
+
+
+def test_eqz_on_floats_and_on_topk_indices(open_mesh, rng):
+    """``eqz``: 1 where the value is 0, in the input's dtype; tt-metal's Mixtral MoE applies it to the uint16
+    indices of ``topk`` (which expert is at index 0) and typecasts the mask to bfloat16."""
+    mesh = open_mesh((1, 2))
+    f = _put(mesh, np.round(_inputs(rng)), ttnn.bfloat16)
+    out = ttnn.eqz(f)
+    assert out.dtype is ttnn.bfloat16
+    np.testing.assert_array_equal(ttnn.to_numpy(out), (_stored(f) == 0).astype(np.float32))
+    values = rng.standard_normal((1, 1, 32, 64)).astype(np.float32)
+    _top, indices = ttnn.topk(_put(mesh, values, ttnn.bfloat16), 32)
+    mask = ttnn.eqz(indices)
+    assert mask.dtype is indices.dtype
+    expected = (ttnn.to_numpy(indices) == 0).astype(np.float32)
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.typecast(mask, dtype=ttnn.bfloat16)), expected)
+    assert expected.sum() > 0  # some rows have expert 0 among their top 32
 
 
 # --- errors --------------------------------------------------------------------------------------------------

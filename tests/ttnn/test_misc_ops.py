@@ -359,6 +359,54 @@ def test_topk_errors(open_mesh, rng):
         ttnn.topk(_dev(mesh, np.ones((1, 64)), layout=ttnn.ROW_MAJOR_LAYOUT), 1)
 
 
+def _moe_masks(mesh):
+    """tt-metal's Mixtral masks: 8 valid experts of 64 columns, the top 2 of the k = 32 kept."""
+    experts = np.full((1, 1, 1, 64), -np.inf, np.float32)
+    experts[..., :8] = 0
+    top2 = np.full((1, 1, 1, 32), -np.inf, np.float32)
+    top2[..., :2] = 0
+    return _dev(mesh, experts), _dev(mesh, top2)
+
+
+def test_moe_is_ttnns_documented_reference(open_mesh, rng):
+    """``ttnn.moe``: the top-k of input + expert mask, softmax after the top-k mask, summed where the index is 0
+    (ttnn's docs give it as torch code); tt-metal's TtMoeLayer decode uses it on each device's gate logits."""
+    mesh = open_mesh((1, 2))
+    t = _dev(mesh, rng.standard_normal((1, 1, 64, 64)))
+    experts, top2 = _moe_masks(mesh)
+    out = ttnn.moe(t, experts, top2, 32)
+    assert list(out.shape) == [1, 1, 64, 1] and out.dtype is ttnn.bfloat16 and out.layout == ttnn.TILE_LAYOUT
+    values, indices = torch.topk(torch.tensor(_np(t)) + torch.tensor(_np(experts)), 32)
+    expected = torch.sum(torch.softmax(values + torch.tensor(_np(top2)), dim=-1) * (indices == 0), dim=-1)
+    for part in ttnn.get_device_tensors(out):
+        np.testing.assert_array_equal(_np(part)[..., 0], quantize(expected.numpy(), ttnn.bfloat16))
+    assert 0 < np.count_nonzero(_np(out)) < 64  # expert 0 is in some rows' top 2, not in all
+
+
+def test_moe_errors(open_mesh, rng):
+    mesh = open_mesh((1, 1))
+    t = _dev(mesh, rng.standard_normal((1, 1, 32, 64)))
+    experts, top2 = _moe_masks(mesh)
+    with pytest.raises(ValidationError, match=r"ttnn.moe: k: expected 32, got 8"):
+        ttnn.moe(t, experts, top2, 8)
+    with pytest.raises(ValidationError, match=r"ttnn.moe: input_tensor: expected a 4D tensor, N\*C\*H"):
+        ttnn.moe(_dev(mesh, rng.standard_normal((1, 1, 32, 96))), experts, top2, 32)
+    with pytest.raises(ValidationError, match=r"ttnn.moe: topk_mask_tensor: expected one row of width 32"):
+        ttnn.moe(t, experts, experts, 32)
+    with pytest.raises(ValidationError, match=r"ttnn.moe: input_tensor.dtype: expected one of BFLOAT16"):
+        ttnn.moe(_dev(mesh, rng.standard_normal((1, 1, 32, 64)), ttnn.float32), experts, top2, 32)
+    sharded = ttnn.create_sharded_memory_config(
+        (32, 32),
+        core_grid=ttnn.CoreGrid(y=1, x=2),
+        strategy=ttnn.ShardStrategy.WIDTH,
+        use_height_and_width_as_shard_shape=True,
+    )
+    with pytest.raises(ValidationError, match=r"ttnn.moe: input_tensor: expected an interleaved tensor"):
+        ttnn.moe(ttnn.to_memory_config(t, sharded), experts, top2, 32)
+    with pytest.raises(ValidationError, match=r"ttnn.moe: output_tensor: expected None"):
+        ttnn.moe(t, experts, top2, 32, output_tensor=t)
+
+
 # --- creation ---------------------------------------------------------------------------------------------------
 
 

@@ -123,6 +123,11 @@ def parser() -> argparse.ArgumentParser:
         "--partial", action="store_true", help="write even when a spot was not transformed (marked); exits 1"
     )
     p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="with --tests-out: do not run the generated equivalence tests after writing (shadow verification)",
+    )
+    p.add_argument(
         "--formatter",
         metavar="CMD",
         help='pipe each output through CMD (stdin to stdout), e.g. "ruff format -"',
@@ -284,13 +289,32 @@ def _main(args) -> int:
             print("tttv2-refactor: nothing written (use --partial to write with markers)", file=sys.stderr)
             _write_reports(reports, on_stdout)
             return EXIT_ATTENTION
+        previous = {item.path: item.current() for item in run.planned}
         written = write_all(run.planned)
+        try:
+            proof_gaps = _shadow_verify(args, run, module)
+        except KeyboardInterrupt:  # the run did not finish: its files go back to what they were
+            _restore(previous, written)
+            raise
+        for report in reports:  # the reports say what the verification found
+            report.text = {"--report": run.report.to_markdown, "--json": run.report.to_json}[report.label]()
+        if proof_gaps:
+            _print_gaps(proof_gaps, "verify failed")
+            if not args.partial:
+                _restore(previous, written)
+                print(
+                    "tttv2-refactor: nothing written: a generated module differs from TTTv1 (use --partial to "
+                    "keep the files)",
+                    file=sys.stderr,
+                )
+                _write_reports(reports, on_stdout)
+                return EXIT_ATTENTION
         if not args.quiet:
             for path in written:
                 print(f"tttv2-refactor: wrote {path}", file=sys.stderr)
             if not written:
                 print("tttv2-refactor: everything up to date", file=sys.stderr)
-        code = EXIT_ATTENTION if gaps else EXIT_OK
+        code = EXIT_ATTENTION if gaps or proof_gaps else EXIT_OK
         if gaps:
             _print_gaps(gaps)
     _write_reports(reports, on_stdout)
@@ -366,9 +390,47 @@ def _write_reports(reports: list[Output], on_stdout: list) -> None:
         sys.stdout.write(text())
 
 
-def _print_gaps(gaps) -> None:
+def _print_gaps(gaps, label: str = "not transformed") -> None:
     for gap in gaps:
-        print(f"tttv2-refactor: not transformed: {gap.describe()}", file=sys.stderr)
+        print(f"tttv2-refactor: {label}: {gap.describe()}", file=sys.stderr)
+
+
+def _shadow_verify(args, run, module: Path) -> list:
+    """With ``--tests-out`` (and no ``--no-verify``): run the written equivalence and topology tests
+    (:mod:`proof`); the gaps of the cases that differ or raise. Summary and notes on stderr, in the report."""
+    from .helpers import dotted_module_of, first_party_folder
+    from .proof import plugins_for, verify_tests
+
+    tests = [
+        item.path for item in run.planned if args.tests_out is not None and item.path.parent == args.tests_out
+    ]
+    if not tests or args.no_verify:
+        return []
+    modules = [item.path for item in run.planned if item.path.parent == args.out]
+    proof = verify_tests(
+        tests,
+        modules,
+        plugins=plugins_for(dotted_module_of(module)),
+        roots=[first_party_folder(module)],
+    )
+    summary = proof.summary()
+    run.report.notes += [summary, *proof.notes()]
+    run.report.gaps += [{"loc": g.loc, "what": g.what, "reason": g.reason} for g in proof.gaps]
+    for note in ([] if args.quiet else [summary]) + proof.notes():  # a case not run is said even with --quiet
+        print(f"tttv2-refactor: note: {note}", file=sys.stderr)
+    return proof.gaps
+
+
+def _restore(previous: dict, written: list[Path]) -> None:
+    """Put back what the files written by this run held before it (a new file is removed)."""
+    from tttv2_tools._output import write_text
+
+    for path in written:
+        old = previous.get(path)
+        if old is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_text(path, old, "a restored output")
 
 
 if __name__ == "__main__":  # pragma: no cover

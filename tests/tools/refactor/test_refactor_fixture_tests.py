@@ -43,6 +43,7 @@ def _generate(root: Path, *more: str, conftest: str = CONFTEST) -> Path:
             "--tests-out",
             str(root / "tests"),
             "--quiet",
+            "--no-verify",  # the tests below run them, with and without the conftest
         ]
         assert main([*argv, *more]) == 0, name
     (root / "tests" / "conftest.py").write_text(conftest)

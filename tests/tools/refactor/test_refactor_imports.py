@@ -210,3 +210,25 @@ def test_a_static_branch_nested_in_another_receives_the_locals_it_reads(rhelp, t
                 new.forward(replicated(_x(rows), mesh), mode),
                 f"dim {dim} rows {rows} {mode}",
             )
+
+
+def test_a_copied_helper_keeps_a_default_built_at_import(rhelp, tmp_path, ttnn_mesh_pool):
+    """tt-metal's later ``num_to_corerange(x, start_core=ttnn.CoreCoord(0, 0), ...)``, called with and without
+    ``start_core`` (attention.py's Q and K grids): the copy keeps the default, and the generated module reshards
+    onto the same cores as TTTv1, bit for bit."""
+    result = generate(INPUTS / "rhelp" / "grids.py")
+    assert result.gaps == []
+    (generated,) = result.modules
+    assert "def cores_from(count, start_core=ttnn.CoreCoord(0, 0), grid_x=8):  # noqa: B008" in generated.code
+    (tmp_path / generated.file_name).write_text(generated.code)
+    grids1d = load_generated(str(tmp_path / "t.py"), generated.file_name, generated.class_name)
+    model_args, grids = rhelp("model_config", "ModelArgs"), rhelp("grids", "Grids")
+    mesh = ttnn_mesh_pool((1, 2))
+    args = model_args(mesh)
+    old, new = grids(mesh, args), grids1d.from_model_args(mesh, args)
+    for mode, first_core in (("decode", (0, 1)), ("prefill", (0, 0))):
+        expected = old.forward(replicated(_x(32), mesh), mode)
+        got = new.forward(replicated(_x(32), mesh), mode)
+        assert_identical(expected, got, mode)
+        (core_range,) = got.memory_config().shard_spec.grid.ranges
+        assert (core_range.start.x, core_range.start.y) == first_core

@@ -22,6 +22,7 @@ __all__ = [
     "div",
     "divide",
     "eq",
+    "eqz",
     "erf",
     "exp",
     "ge",
@@ -233,6 +234,18 @@ gt = _binary_op("gt", _compare(np.greater))
 ge = _binary_op("ge", _compare(np.greater_equal))
 lt = _binary_op("lt", _compare(np.less))
 le = _binary_op("le", _compare(np.less_equal))
+
+
+@ttnn_op("ttnn.eqz")
+def eqz(
+    input_tensor: Tensor, *, memory_config: MemoryConfig | None = None, output_tensor=None, queue_id: int = 0
+) -> Tensor:
+    """1 where x == 0, else 0, in the input's dtype: float tensors and integer ones alike (tt-metal's Mixtral MoE
+    applies it to ``ttnn.topk``'s uint16 indices to find the expert at index 0)."""
+    expect_tensor("ttnn.eqz", "input_tensor", input_tensor, on_device=False)
+    shards = map_shards(lambda v: (v == 0).astype(v.dtype), input_tensor)
+    result = output_like("ttnn.eqz", shards, input_tensor, memory_config=memory_config)
+    return _write_output("ttnn.eqz", result, output_tensor)
 
 
 @ttnn_op("ttnn.pow")

@@ -16,10 +16,10 @@ from ..memory import MemoryConfig
 from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor
 from ..types import DataType, Layout
-from ._common import expect_tensor, output_like, ttnn_op
+from ._common import expect_tensor, output_like, same_mesh, ttnn_op
 from .data_movement import per_device
 
-__all__ = ["argmax", "max", "mean", "min", "std", "sum", "topk", "var"]
+__all__ = ["argmax", "max", "mean", "min", "moe", "std", "sum", "topk", "var"]
 __experimental__: list[str] = []
 __transformer__: list[str] = []
 
@@ -289,3 +289,56 @@ def topk(
     out_values = output_like(op, values, x, memory_config=memory_config)
     out_indices = output_like(op, indices, x, dtype=index_dtype, memory_config=memory_config)
     return out_values, out_indices
+
+
+@ttnn_op("ttnn.moe")
+def moe(
+    input_tensor: Tensor,
+    expert_mask_tensor: Tensor,
+    topk_mask_tensor: Tensor,
+    k: int,
+    *,
+    memory_config: MemoryConfig | None = None,
+    output_tensor=None,
+) -> Tensor:
+    """The weight of expert 0 per row: the ``k`` largest of ``input + expert_mask`` (ties by lower index), their
+    softmax after adding ``topk_mask``, summed where the index is 0 (ttnn's documented reference). Shape
+    ``[N, C, H, 1]``, bfloat16, TILE. As ttnn: 4D bfloat16 TILE tensors on a device, the input's rows a multiple
+    of 32 and its last dim a power of two >= 64, ``k`` 32; the masks match the input's and ``k``'s width and
+    broadcast over the rows; not sharded; no ``output_tensor``."""
+    op = "ttnn.moe"
+    tensors = {"input_tensor": input_tensor, "expert_mask_tensor": expert_mask_tensor}
+    tensors["topk_mask_tensor"] = topk_mask_tensor
+    for name, t in tensors.items():
+        expect_tensor(op, name, t, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,))
+        if t.memory_config().is_sharded():
+            raise op_error(op, name, "an interleaved tensor (sharding is not supported)", t.memory_config())
+    same_mesh(op, **tensors)
+    _check_common(op, memory_config, None)
+    if output_tensor is not None:
+        raise op_error(op, "output_tensor", "None (the emulator allocates the output)", "a tensor")
+    shape = list(input_tensor.shape)
+    width = shape[-1] if shape else 0
+    rows = int(np.prod(shape[:-1])) if len(shape) == 4 else 0
+    if len(shape) != 4 or rows % 32 or width < 64 or width & (width - 1):
+        raise op_error(
+            op, "input_tensor", "a 4D tensor, N*C*H a multiple of 32, W a power of two >= 64", shape
+        )
+    if isinstance(k, bool) or k != 32:
+        raise op_error(op, "k", "32", repr(k))
+    for name, want in (("expert_mask_tensor", width), ("topk_mask_tensor", k)):
+        got = list(tensors[name].shape)
+        if not got or got[-1] != want or int(np.prod(got[:-1])) != 1:
+            raise op_error(op, name, f"one row of width {want} (broadcast over the input's rows)", got)
+
+    def one(x: np.ndarray, expert_mask: np.ndarray, topk_mask: np.ndarray) -> np.ndarray:
+        scores = x.astype(np.float32) + expert_mask.astype(np.float32).reshape(-1)
+        order = np.argsort(-scores, axis=-1, kind="stable")[..., :k]
+        values = np.take_along_axis(scores, order, axis=-1) + topk_mask.astype(np.float32).reshape(-1)
+        values = values - values.max(axis=-1, keepdims=True)
+        weights = np.exp(values)
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return np.sum(weights * (order == 0), axis=-1, keepdims=True).astype(np.float32)
+
+    shards = per_device(one, *(t.shards(op) for t in tensors.values()))
+    return output_like(op, shards, input_tensor, dtype=DataType.BFLOAT16, memory_config=memory_config)

@@ -24,6 +24,15 @@ def num_to_corerange(cores):
     return ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(width - 1, height - 1))
 
 
+def cores_from(count, start_core=ttnn.CoreCoord(0, 0), grid_x=8):  # noqa: B008 (tt-metal writes it so)
+    """``count`` cores as one rectangle from ``start_core`` (tt-metal's later ``num_to_corerange(x, start_core=...)``:
+    a default built when the module is imported, and one the callers never change)."""
+    width = min(count, grid_x - start_core.x)
+    height = count // width
+    assert width * height == count
+    return ttnn.CoreRange(start_core, ttnn.CoreCoord(start_core.x + width - 1, start_core.y + height - 1))
+
+
 class DecoderOptimizations:
     """Per-decoder precision choices, looked up by tensor group."""
 

@@ -15,6 +15,7 @@ class ModelArgs:
         self.num_experts = num_experts
         self.max_batch_size = max_batch_size
         self.model_name = "tmx-tiny"
+        self.prefill_len_cutoff = 1024  # longer prompts read per-length program configs
 
     def get_model_config(self):
         return {"MLP_OUT_MEMCFG": ttnn.DRAM_MEMORY_CONFIG, "ROUTER_SCORES_MEMCFG": ttnn.L1_MEMORY_CONFIG}
