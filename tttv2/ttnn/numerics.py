@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from . import _kernels, _threads
+from . import _kernels, _threads, storage
 from .errors import ValidationError
 from .types import TILE_SIZE, DataType, MathFidelity
 
@@ -30,6 +30,7 @@ __all__ = [
     "matmul_accumulate",
     "matmul_f32",
     "quantize",
+    "store",
     "truncate_mantissa",
 ]
 
@@ -51,6 +52,20 @@ def quantize(values: np.ndarray, dtype: DataType) -> np.ndarray:
             raise ValueError(f"cannot store non-finite values in a {dtype.name} tensor")
         values = np.trunc(values)
     return np.ascontiguousarray(values.astype(dtype.numpy_dtype)).reshape(values.shape)
+
+
+def store(values, dtype: DataType):
+    """What a tensor of ``dtype`` holds for ``values``: a :class:`storage.Bf16Storage` or
+    :class:`storage.BlockFloatStorage` (the device format) for bfloat16 and the block floats, else the array
+    :func:`quantize` returns. Values unpacked from a storage of that dtype (or a reshape of them) give that
+    storage back, shared, without packing again."""
+    if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+        if isinstance(values, np.ndarray):
+            known = storage.source_of(values, whole=True)
+            if known is not None and known.dtype is dtype and known.shape == values.shape:
+                return known
+        return storage.pack(np.asarray(values, dtype=np.float32), dtype)
+    return quantize(values, dtype)
 
 
 def check_integer_range(values, dtype: DataType, what: str) -> None:
@@ -138,6 +153,9 @@ def truncate_mantissa(values: np.ndarray, explicit_bits: int) -> np.ndarray:
     the full-size copy: the same bits."""
     if explicit_bits >= 23:
         return values
+    source = storage.source_of(values) if getattr(values, "dtype", None) == np.float32 else None
+    if source is not None and storage.unpack_bits_bound(source.dtype) <= explicit_bits:
+        return values  # unpacked from a bfloat16 / block float shard: no bit below the cut, no scan needed
     used = explicit_bits_used(values) if isinstance(values, np.ndarray) else None
     if used is not None and used <= explicit_bits:
         return values
