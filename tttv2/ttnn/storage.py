@@ -146,7 +146,8 @@ class BlockFloatStorage:
     @classmethod
     def from_float32(cls, values: np.ndarray, dtype: DataType) -> BlockFloatStorage:
         values = np.asarray(values, dtype=np.float32)
-        exps, mants = _pack_rows(values.reshape(_rows_and_padded_width(values.shape)[0], -1), dtype)
+        rows = _rows_and_padded_width(values.shape)[0]
+        exps, mants = _pack_rows(values.reshape(rows, _last(values.shape)), dtype)
         return cls(dtype, values.shape, exps, mants)
 
     @classmethod
