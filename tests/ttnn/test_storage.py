@@ -296,3 +296,21 @@ def test_unpacked_weights_skip_the_fidelity_copy(open_mesh, dtype):
         part = shard[:32]
         skipped = keep >= bound or numerics.explicit_bits_used(part) <= keep
         assert (numerics.truncate_mantissa(part, keep) is part) == skipped
+
+
+def test_block_float_storage_needs_uint8_arrays():
+    with pytest.raises(ValueError, match="must be uint8, got float32 and uint8"):
+        storage.BlockFloatStorage(
+            ttnn.bfloat8_b, (1, 32), np.zeros((1, 2), np.float32), np.zeros((1, 32), np.uint8)
+        )
+
+
+@pytest.mark.parametrize("dtype", PACKED, ids=lambda d: d.name)
+def test_tensor_files_keep_the_storage(tmp_path, dtype):
+    x = np.random.default_rng(6).standard_normal((2, 40)).astype(np.float32)
+    t = ttnn.from_numpy(x, dtype=dtype, layout=ttnn.TILE_LAYOUT)
+    ttnn.dump_tensor(tmp_path / "t.bin", t)
+    back = ttnn.load_tensor(tmp_path / "t.bin")
+    assert storage.is_storage(back.stored_shards()[0])
+    assert same_bits(ttnn.to_numpy(back), numerics.quantize(x, dtype))
+    assert same_bits(ttnn.to_numpy(t.detach()), numerics.quantize(x, dtype))

@@ -128,6 +128,10 @@ class BlockFloatStorage:
             raise TypeError(f"BlockFloatStorage: {dtype} is not a block float type")
         rows, padded = _rows_and_padded_width(tuple(shape))
         per_row = padded if dtype is DataType.BFLOAT8_B else padded // 2
+        if exponents.dtype != np.uint8 or mantissas.dtype != np.uint8:
+            raise ValueError(
+                f"BlockFloatStorage: exponents and mantissas must be uint8, got {exponents.dtype} and {mantissas.dtype}"
+            )
         if exponents.shape != (rows, padded // BFP_BLOCK) or mantissas.shape != (rows, per_row):
             raise ValueError(
                 f"BlockFloatStorage: {dtype.name} {list(shape)} needs exponents {(rows, padded // BFP_BLOCK)} and "

@@ -502,7 +502,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same values, cut from the graph (shares the shards)."""
         out = Tensor(
-            self.shards("Tensor.detach"),
+            self.stored_shards("Tensor.detach"),
             self._dtype,
             self._layout,
             self._device,

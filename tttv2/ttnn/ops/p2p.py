@@ -57,7 +57,7 @@ def send_recv(
     if topology is not None and tuple(topology.distribution_shape) == tuple(sender.shape):
         topology = TensorTopology(mesh_device.shape, tuple(topology.placements()))
     return Tensor(
-        tensor.shards(op),
+        tensor.stored_shards(op),
         tensor.dtype,
         tensor.layout,
         mesh_device,

@@ -768,7 +768,7 @@ def profiler_no_op(input_tensor: Tensor, identifier: str = "profiler_no_op") -> 
     x = expect_tensor(op, "input_tensor", input_tensor)
     expect(isinstance(identifier, str), op, "identifier", "a str", repr(identifier))
     return Tensor(
-        x.shards(op),
+        x.stored_shards(op),
         x.dtype,
         x.layout,
         x.device(),
