@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -26,11 +27,14 @@ from .types import TILE_SIZE, DataType, MathFidelity
 __all__ = [
     "apply_fidelity",
     "check_integer_range",
+    "fidelity_bits",
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
+    "matmul_stored",
     "quantize",
     "store",
+    "stored_weight_fits",
     "truncate_mantissa",
 ]
 
@@ -173,6 +177,11 @@ _FIDELITY_BITS = {
 }
 
 
+def fidelity_bits(fidelity: MathFidelity) -> tuple[int, int]:
+    """Explicit mantissa bits the multiplier keeps of (input A, input B) at ``fidelity`` (23: all)."""
+    return _FIDELITY_BITS[fidelity]
+
+
 def apply_fidelity(a: np.ndarray, b: np.ndarray, fidelity: MathFidelity) -> tuple[np.ndarray, np.ndarray]:
     """Truncate the operands of a multiply the way fewer multiplier passes do."""
     a_bits, b_bits = _FIDELITY_BITS[fidelity]
@@ -254,6 +263,60 @@ def matmul_accumulate(a: np.ndarray, b: np.ndarray, k_block: int | None, fp32_ac
     acc = None
     for start in range(0, k, k_block):
         part = matmul_f32(a[..., start : start + k_block], b[..., start : start + k_block, :])
+        acc = part if acc is None else acc + part
+        acc = _kernels.round_bfloat16(np.ascontiguousarray(acc))
+    return acc
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(elements: int) -> np.ndarray:
+    """This thread's reused float32 buffer, at least ``elements`` long (grown, never shrunk)."""
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < elements:
+        buf = _SCRATCH.buf = np.empty(max(elements, 1), dtype=np.float32)
+    return buf
+
+
+def stored_weight_fits(w, transpose: bool) -> bool:
+    """Whether :func:`matmul_stored` takes this shard as the right operand: a bfloat16 / block-float storage of
+    one matrix (leading dims 1) whose last dim needs no tile padding, not transposed."""
+    return (
+        storage.is_storage(w)
+        and not transpose
+        and len(w.shape) >= 2
+        and all(d == 1 for d in w.shape[:-2])
+        and w.shape[-1] % TILE_SIZE == 0
+        and w.shape[-1] > 0
+        and w.shape[-2] > 0
+    )
+
+
+def _panel(w, lo: int, hi: int, explicit_bits: int) -> np.ndarray:
+    """Rows ``lo:hi`` of a stored weight as float32 in this thread's scratch, the mantissas truncated for the
+    math fidelity in place: the values ``truncate_mantissa(unpacked weight, bits)[lo:hi]`` holds."""
+    n = w.shape[-1]
+    out = _scratch((hi - lo) * n)[: (hi - lo) * n].reshape(hi - lo, n)
+    w.unpack_rows_into(lo, hi, out)
+    if explicit_bits < 23 and storage.unpack_bits_bound(w.dtype) > explicit_bits:
+        bits = out.view(np.uint32)
+        np.bitwise_and(bits, np.uint32((0xFFFFFFFF << (23 - explicit_bits)) & 0xFFFFFFFF), out=bits)
+    return out.reshape(*w.shape[:-2], hi - lo, n)
+
+
+def matmul_stored(a: np.ndarray, w, k_block: int | None, fp32_acc: bool, w_bits: int) -> np.ndarray:
+    """``matmul_accumulate(a, truncate_mantissa(unpacked w, w_bits), k_block, fp32_acc)`` reading the weight from
+    its storage (see :func:`stored_weight_fits`): each K block of rows (the whole of K with fp32 accumulation) is
+    unpacked into a reused per-thread buffer, so no full-size float32 weight is allocated per op. The same BLAS
+    calls on the same values in the same C-contiguous layout: the same bits (tests/ttnn/test_packed_matmul.py)."""
+    k = w.shape[-2]
+    if fp32_acc or k_block is None or k_block >= k:
+        return matmul_f32(a, _panel(w, 0, k, w_bits))
+    acc = None
+    for start in range(0, k, k_block):
+        stop = min(k, start + k_block)
+        part = matmul_f32(a[..., start:stop], _panel(w, start, stop, w_bits))
         acc = part if acc is None else acc + part
         acc = _kernels.round_bfloat16(np.ascontiguousarray(acc))
     return acc

@@ -90,6 +90,13 @@ class Bf16Storage:
         np.left_shift(self.bits, 16, out=out, dtype=np.uint32)
         return out.view(np.float32)
 
+    def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray) -> np.ndarray:
+        """Rows ``lo:hi`` of the shard seen as ``[rows, last dim]``, unpacked into ``out`` (float32, C-contiguous,
+        ``[hi - lo, last dim]``)."""
+        rows = self.bits.reshape(-1, _last(self.bits.shape))[lo:hi]
+        np.left_shift(rows, 16, out=out.view(np.uint32), dtype=np.uint32)
+        return out
+
     def __setitem__(self, index, values) -> None:
         _forget_unpacked(self)
         self.bits[index] = _bf16_bits(np.asarray(values, dtype=np.float32))
@@ -206,6 +213,14 @@ class BlockFloatStorage:
         if padded != width:
             flat = np.ascontiguousarray(flat[:, :width])
         return flat.reshape(self.shape)
+
+    def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray) -> np.ndarray:
+        """Rows ``lo:hi`` (all dims but the last flattened) unpacked into ``out`` (float32, C-contiguous,
+        ``[hi - lo, padded width]``: the last dim padded to 32, its padding unpacked as zeros)."""
+        sign_magnitude = self.mantissas[lo:hi]
+        if self.dtype is DataType.BFLOAT4_B:
+            sign_magnitude = _bytes(sign_magnitude)
+        return _kernels.bfp_unpack(self.exponents[lo:hi], sign_magnitude, self.mantissa_bits, out=out)
 
     def __setitem__(self, index, values) -> None:
         """Write values (quantised as stored). An index that takes whole blocks of rows (every column, or a column

@@ -147,10 +147,13 @@ def bfp_pack(x: np.ndarray, mantissa_bits: int) -> tuple[np.ndarray, np.ndarray]
 
 
 @_dispatch
-def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int) -> np.ndarray:
+def bfp_unpack(
+    exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int, out: np.ndarray | None = None
+) -> np.ndarray:
     exponents = _packed("bfp_unpack", "exponents", exponents)
     mantissas = _packed("bfp_unpack", "mantissas", mantissas)
-    out = np.empty(mantissas.shape, dtype=np.float32)
+    if out is None:
+        out = np.empty(mantissas.shape, dtype=np.float32)
     _native.bfp_unpack(exponents, mantissas, operator.index(mantissa_bits), out)
     return out
 

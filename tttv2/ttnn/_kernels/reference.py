@@ -73,8 +73,13 @@ def bfp_pack(x: np.ndarray, mantissa_bits: int) -> tuple[np.ndarray, np.ndarray]
     return shared.astype(np.uint8), mant
 
 
-def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int) -> np.ndarray:
-    """Inverse of :func:`bfp_pack`."""
+def bfp_unpack(
+    exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Inverse of :func:`bfp_pack`; written into ``out`` (float32 [rows, cols], C-contiguous) when given."""
+    if out is not None:
+        out[...] = bfp_unpack(exponents, mantissas, mantissa_bits)
+        return out
     rows, cols = mantissas.shape
     if exponents.shape != (rows, cols // BFP_BLOCK):
         raise ValueError(
