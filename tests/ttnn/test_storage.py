@@ -314,3 +314,82 @@ def test_tensor_files_keep_the_storage(tmp_path, dtype):
     assert storage.is_storage(back.stored_shards()[0])
     assert same_bits(ttnn.to_numpy(back), numerics.quantize(x, dtype))
     assert same_bits(ttnn.to_numpy(t.detach()), numerics.quantize(x, dtype))
+
+
+# --- the unpack kernels (C++ and numpy twins) ---------------------------------------------------------------------
+
+MASKS = [0xFFFFFFFF, (0xFFFFFFFF << 19) & 0xFFFFFFFF, (0xFFFFFFFF << 17) & 0xFFFFFFFF]
+
+
+@pytest.mark.parametrize("keep", MASKS)
+def test_unpack_kernels_agree_on_every_code_and_exponent(keep):
+    """Every exponent byte with every sign|magnitude byte (and every pair of 4-bit codes), both backends, the
+    fidelity mask applied: the same bits, and the bits of unpacking then masking."""
+    # every exponent a packed block can have (255 would be inf/NaN, never stored) in 16 blocks of a row, with every
+    # byte in every row
+    exps = np.arange(255, dtype=np.uint8).reshape(255, 1).repeat(16, axis=1)
+    codes = np.tile(np.arange(256, dtype=np.uint8), (255, 1))
+    results = {}
+    for backend in _kernels.BACKENDS:
+        with _kernels.use_backend(backend):
+            for nibbles, m, width in ((False, 7, 256), (True, 3, 512)):
+                e = exps if not nibbles else np.repeat(exps, 2, axis=1)
+                got = _kernels.bfp_unpack_codes(e, codes, m, nibbles, keep)
+                assert got.shape == (255, width)
+                results[(backend, nibbles)] = got
+            bits16 = np.arange(1 << 16, dtype=np.uint16).reshape(256, 256)
+            results[(backend, "bf16")] = _kernels.bf16_unpack(bits16, keep)
+    for key in [False, True, "bf16"]:
+        assert np.array_equal(bits(results[("native", key)]), bits(results[("reference", key)])), key
+    plain = _kernels.reference.bfp_unpack(exps, codes, 7)
+    assert np.array_equal(bits(results[("native", False)]), bits(plain) & np.uint32(keep))
+    f32 = (np.arange(1 << 16, dtype=np.uint32) << 16).reshape(256, 256)
+    assert np.array_equal(bits(results[("native", "bf16")]), f32 & np.uint32(keep))
+
+
+@pytest.mark.parametrize("backend", _kernels.BACKENDS)
+def test_unpack_kernels_write_into_out(backend):
+    with _kernels.use_backend(backend):
+        s = storage.pack(np.linspace(-3, 3, 4 * 64, dtype=np.float32).reshape(4, 64), ttnn.bfloat4_b)
+        out = np.full((2, 64), np.nan, np.float32)
+        assert s.unpack_rows_into(1, 3, out) is out
+        assert same_bits(out, s.to_float32()[1:3])
+        b = storage.pack(np.linspace(-3, 3, 4 * 64, dtype=np.float32).reshape(2, 2, 64), ttnn.bfloat16)
+        assert same_bits(b.unpack_rows_into(1, 3, out), b.to_float32().reshape(4, 64)[1:3])
+        raw = _kernels.bfp_unpack(s.exponents, s.sign_magnitude(), 3, out=np.empty((4, 64), np.float32))
+        assert same_bits(raw, s.to_float32())
+
+
+def test_native_unpack_kernels_refuse_bad_arrays():
+    native = _kernels._native
+    e, c = np.zeros((2, 2), np.uint8), np.zeros((2, 32), np.uint8)
+    out = np.empty((2, 32), np.float32)
+    with pytest.raises(ValueError, match="mantissa_bits must be 7"):
+        native.bfp_unpack_codes(e, c, 5, False, 0xFFFFFFFF, out)
+    with pytest.raises(ValueError, match="mantissa_bits must be 3 with nibbles=True"):
+        native.bfp_unpack_codes(e, c, 7, True, 0xFFFFFFFF, out)
+    with pytest.raises(ValueError, match="cols a multiple of 16"):
+        native.bfp_unpack_codes(e, c, 7, False, 0xFFFFFFFF, np.empty((2, 30), np.float32))
+    with pytest.raises(ValueError, match=r"exponents has the wrong shape: expected \(2, 2\), got \(2, 3\)"):
+        native.bfp_unpack_codes(np.zeros((2, 3), np.uint8), c, 7, False, 0xFFFFFFFF, out)
+    with pytest.raises(ValueError, match=r"codes has the wrong shape: expected \(2, 16\), got \(2, 32\)"):
+        native.bfp_unpack_codes(e, c, 3, True, 0xFFFFFFFF, out)
+    with pytest.raises(ValueError, match="dst must not overlap codes"):
+        native.bfp_unpack_codes(
+            e, out.view(np.uint8).reshape(-1)[:64].reshape(2, 32), 7, False, 0xFFFFFFFF, out
+        )
+    with pytest.raises(ValueError, match="dst must have the shape of src"):
+        native.bf16_unpack(np.zeros((2, 3), np.uint16), 0xFFFFFFFF, np.empty((3, 2), np.float32))
+    with pytest.raises(ValueError, match="dst must have the shape of src"):
+        native.bf16_unpack(np.zeros((2, 3), np.uint16), 0xFFFFFFFF, np.empty((2, 4), np.float32))
+    buf = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match="dst must not overlap src"):
+        native.bf16_unpack(buf.view(np.uint16)[:8], 0xFFFFFFFF, buf)
+    with pytest.raises(ValueError, match="mantissa_bits must be 3 with nibbles=True"):
+        _kernels.reference.bfp_unpack_codes(e, c, 7, True)
+    assert (
+        native.bfp_unpack_codes(
+            np.zeros((2, 0), np.uint8), np.zeros((2, 0), np.uint8), 7, False, 1, np.empty((2, 0), np.float32)
+        )
+        is None
+    )

@@ -298,10 +298,10 @@ def _panel(w, lo: int, hi: int, explicit_bits: int) -> np.ndarray:
     math fidelity in place: the values ``truncate_mantissa(unpacked weight, bits)[lo:hi]`` holds."""
     n = w.shape[-1]
     out = _scratch((hi - lo) * n)[: (hi - lo) * n].reshape(hi - lo, n)
-    w.unpack_rows_into(lo, hi, out)
+    keep = storage.ALL_BITS
     if explicit_bits < 23 and storage.unpack_bits_bound(w.dtype) > explicit_bits:
-        bits = out.view(np.uint32)
-        np.bitwise_and(bits, np.uint32((0xFFFFFFFF << (23 - explicit_bits)) & 0xFFFFFFFF), out=bits)
+        keep = (0xFFFFFFFF << (23 - explicit_bits)) & 0xFFFFFFFF
+    w.unpack_rows_into(lo, hi, out, keep)
     return out.reshape(*w.shape[:-2], hi - lo, n)
 
 

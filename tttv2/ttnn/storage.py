@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 BFP_BLOCK = 16
+ALL_BITS = 0xFFFFFFFF  # a keep-mask that keeps every float32 bit
 _MANTISSA_BITS = {DataType.BFLOAT8_B: 7, DataType.BFLOAT4_B: 3}
 
 
@@ -86,16 +87,13 @@ class Bf16Storage:
         return Bf16Storage(self.bits.reshape(*shape))
 
     def to_float32(self) -> np.ndarray:
-        out = np.empty(self.bits.shape, dtype=np.uint32)
-        np.left_shift(self.bits, 16, out=out, dtype=np.uint32)
-        return out.view(np.float32)
+        return _kernels.bf16_unpack(self.bits)
 
-    def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray) -> np.ndarray:
+    def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray, keep_mask: int = ALL_BITS) -> np.ndarray:
         """Rows ``lo:hi`` of the shard seen as ``[rows, last dim]``, unpacked into ``out`` (float32, C-contiguous,
-        ``[hi - lo, last dim]``)."""
+        ``[hi - lo, last dim]``), the float32 bits ANDed with ``keep_mask``."""
         rows = self.bits.reshape(-1, _last(self.bits.shape))[lo:hi]
-        np.left_shift(rows, 16, out=out.view(np.uint32), dtype=np.uint32)
-        return out
+        return _kernels.bf16_unpack(rows, keep_mask, out=out)
 
     def __setitem__(self, index, values) -> None:
         _forget_unpacked(self)
@@ -209,18 +207,25 @@ class BlockFloatStorage:
         width = _last(self.shape)
         if rows * padded == 0:
             return np.zeros(self.shape, dtype=np.float32)
-        flat = _kernels.bfp_unpack(self.exponents, self.sign_magnitude(), self.mantissa_bits)
+        flat = _kernels.bfp_unpack_codes(
+            self.exponents, self.mantissas, self.mantissa_bits, self.dtype is DataType.BFLOAT4_B
+        )
         if padded != width:
             flat = np.ascontiguousarray(flat[:, :width])
         return flat.reshape(self.shape)
 
-    def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray) -> np.ndarray:
+    def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray, keep_mask: int = ALL_BITS) -> np.ndarray:
         """Rows ``lo:hi`` (all dims but the last flattened) unpacked into ``out`` (float32, C-contiguous,
-        ``[hi - lo, padded width]``: the last dim padded to 32, its padding unpacked as zeros)."""
-        sign_magnitude = self.mantissas[lo:hi]
-        if self.dtype is DataType.BFLOAT4_B:
-            sign_magnitude = _bytes(sign_magnitude)
-        return _kernels.bfp_unpack(self.exponents[lo:hi], sign_magnitude, self.mantissa_bits, out=out)
+        ``[hi - lo, padded width]``: the last dim padded to 32, its padding unpacked as zeros), the float32 bits
+        ANDed with ``keep_mask``."""
+        return _kernels.bfp_unpack_codes(
+            self.exponents[lo:hi],
+            self.mantissas[lo:hi],
+            self.mantissa_bits,
+            self.dtype is DataType.BFLOAT4_B,
+            keep_mask,
+            out=out,
+        )
 
     def __setitem__(self, index, values) -> None:
         """Write values (quantised as stored). An index that takes whole blocks of rows (every column, or a column

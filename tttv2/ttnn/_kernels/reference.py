@@ -93,6 +93,44 @@ def bfp_unpack(
     return vals.reshape(rows, cols)
 
 
+ALL_BITS = 0xFFFFFFFF
+
+
+def _kept(values: np.ndarray, keep_mask: int, out: np.ndarray | None) -> np.ndarray:
+    bits = values.view(np.uint32) & np.uint32(keep_mask)
+    if out is None:
+        return bits.view(np.float32)
+    out.view(np.uint32)[...] = bits
+    return out
+
+
+def bf16_unpack(bits: np.ndarray, keep_mask: int = ALL_BITS, out: np.ndarray | None = None) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) → float32 of the same shape, the float32 bits ANDed with ``keep_mask``
+    (the math-fidelity truncation), into ``out`` when given."""
+    values = (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return _kept(values, keep_mask, out)
+
+
+def bfp_unpack_codes(
+    exponents: np.ndarray,
+    codes: np.ndarray,
+    mantissa_bits: int,
+    nibbles: bool,
+    keep_mask: int = ALL_BITS,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Block floats → float32 [rows, cols], the bits ANDed with ``keep_mask``. ``codes`` holds one sign|magnitude
+    byte per value, or with ``nibbles`` (bfloat4_b) two 4-bit codes per byte (sign in bit 3, the even column in
+    the low nibble)."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    if nibbles:
+        if mantissa_bits != 3:
+            raise ValueError("4-bit codes hold a 3-bit magnitude: mantissa_bits must be 3 with nibbles=True")
+        split = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(codes.shape[0], -1)
+        codes = ((split & 0x8) << 4) | (split & 0x7)
+    return _kept(bfp_unpack(exponents, codes, mantissa_bits), keep_mask, out)
+
+
 def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
     """Round-trip through the block floating point format (what storing a tensor as bfp does to it)."""
     return bfp_unpack(*bfp_pack(x, mantissa_bits), mantissa_bits)
