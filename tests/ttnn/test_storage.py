@@ -393,3 +393,28 @@ def test_native_unpack_kernels_refuse_bad_arrays():
         )
         is None
     )
+
+
+@pytest.mark.parametrize("dtype", [ttnn.bfloat16, ttnn.bfloat8_b], ids=lambda d: d.name)
+def test_embedding_unpacks_only_the_looked_up_rows(open_mesh, monkeypatch, dtype):
+    """A tt-metal style embedding (table [vocab, dim] split by columns over the mesh, token ids replicated)."""
+    import torch
+
+    mesh = open_mesh((1, 2))
+    table = np.random.default_rng(12).standard_normal((1000, 128)).astype(np.float32)
+    weight = ttnn.as_tensor(
+        torch.from_numpy(table),
+        dtype=dtype,
+        layout=ttnn.TILE_LAYOUT if dtype.is_block_float else ttnn.ROW_MAJOR_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensor2dMesh(mesh, dims=(None, -1), mesh_shape=(1, 2)),
+    )
+    tokens = np.array([[3, 999, 0, 3, 512]], dtype=np.int32)
+    ids = ttnn.from_numpy(tokens, dtype=ttnn.uint32, device=mesh)
+    for cls in (storage.Bf16Storage, storage.BlockFloatStorage):
+        monkeypatch.setattr(cls, "to_float32", lambda self: pytest.fail("the whole table was unpacked"))
+    out = ttnn.embedding(ids, weight, layout=ttnn.TILE_LAYOUT)
+    monkeypatch.undo()
+    got = ttnn.to_numpy(out, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=-1))
+    want = numerics.quantize(table.reshape(1000, 2, 64), dtype).reshape(1000, 128)[tokens]
+    assert same_bits(got, numerics.quantize(want, ttnn.bfloat16))

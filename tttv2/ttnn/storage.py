@@ -89,6 +89,11 @@ class Bf16Storage:
     def to_float32(self) -> np.ndarray:
         return _kernels.bf16_unpack(self.bits)
 
+    def take_rows(self, rows: np.ndarray) -> np.ndarray:
+        """float32 ``[len(rows), last dim]``: the given rows of the shard seen as ``[rows, last dim]`` (a lookup
+        table's rows, unpacked alone)."""
+        return _kernels.bf16_unpack(self.bits.reshape(-1, _last(self.bits.shape))[rows])
+
     def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray, keep_mask: int = ALL_BITS) -> np.ndarray:
         """Rows ``lo:hi`` of the shard seen as ``[rows, last dim]``, unpacked into ``out`` (float32, C-contiguous,
         ``[hi - lo, last dim]``), the float32 bits ANDed with ``keep_mask``."""
@@ -213,6 +218,14 @@ class BlockFloatStorage:
         if padded != width:
             flat = np.ascontiguousarray(flat[:, :width])
         return flat.reshape(self.shape)
+
+    def take_rows(self, rows: np.ndarray) -> np.ndarray:
+        """float32 ``[len(rows), last dim]``: the given rows (all dims but the last flattened), unpacked alone."""
+        flat = _kernels.bfp_unpack_codes(
+            self.exponents[rows], self.mantissas[rows], self.mantissa_bits, self.dtype is DataType.BFLOAT4_B
+        )
+        width = _last(self.shape)
+        return flat if flat.shape[1] == width else np.ascontiguousarray(flat[:, :width])
 
     def unpack_rows_into(self, lo: int, hi: int, out: np.ndarray, keep_mask: int = ALL_BITS) -> np.ndarray:
         """Rows ``lo:hi`` (all dims but the last flattened) unpacked into ``out`` (float32, C-contiguous,
