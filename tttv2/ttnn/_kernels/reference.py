@@ -126,7 +126,7 @@ def bfp_unpack_codes(
     if nibbles:
         if mantissa_bits != 3:
             raise ValueError("4-bit codes hold a 3-bit magnitude: mantissa_bits must be 3 with nibbles=True")
-        split = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(codes.shape[0], -1)
+        split = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(codes.shape[0], 2 * codes.shape[1])
         codes = ((split & 0x8) << 4) | (split & 0x7)
     return _kept(bfp_unpack(exponents, codes, mantissa_bits), keep_mask, out)
 
