@@ -418,3 +418,55 @@ def test_embedding_unpacks_only_the_looked_up_rows(open_mesh, monkeypatch, dtype
     got = ttnn.to_numpy(out, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=-1))
     want = numerics.quantize(table.reshape(1000, 2, 64), dtype).reshape(1000, 128)[tokens]
     assert same_bits(got, numerics.quantize(want, ttnn.bfloat16))
+
+
+def test_storage_odds_and_ends():
+    b = storage.pack(np.ones((2, 32), np.float32), ttnn.bfloat16)
+    f = storage.pack(np.ones((2, 32), np.float32), ttnn.bfloat4_b)
+    assert repr(b) == "Bf16Storage(shape=[2, 32])" and b.nbytes == 128
+    assert repr(f) == "BlockFloatStorage(BFLOAT4_B, shape=[2, 32])" and f.reshape((1, 2, 32)).shape == (
+        1,
+        2,
+        32,
+    )
+    # writes numpy would refuse are refused the same way
+    g = f.copy()
+    with pytest.raises(IndexError):
+        g[..., ...] = 1.0
+    with pytest.raises(IndexError):
+        g[0, ..., 1, 2] = 1.0
+    r = storage.pack(np.float32(2.5), ttnn.bfloat8_b).copy()
+    r[...] = 3.0  # a rank-0 shard: rewritten whole
+    assert r.to_float32() == np.float32(3.0)
+    # a write makes earlier unpacked arrays stop standing for the storage
+    g = f.copy()
+    before = storage.unpacked(g)
+    assert storage.source_of(before) is g and storage.unpacked(g) is before
+    g[0] = 4.0
+    assert storage.source_of(before) is None and storage.unpacked(g) is not before
+    assert storage.source_of([1.0]) is None
+    assert storage.source_of(storage.unpacked(g).T, whole=True) is None  # not the values in order
+    assert storage.source_of(storage.unpacked(g).T) is g  # but still from it (same bits bound)
+    for backend in _kernels.BACKENDS:  # an unpacked array owns its data: its views name it as their base
+        with _kernels.use_backend(backend):
+            for s in (g, b, storage.pack(np.ones((2, 40), np.float32), ttnn.bfloat8_b)):
+                assert storage.unpacked(s).flags.owndata
+
+
+def test_writes_through_a_per_device_view_reach_the_owner(open_mesh):
+    mesh = open_mesh((1, 2))
+    cache = ttnn.from_numpy(
+        np.zeros((1, 2, 64, 32), np.float32),
+        dtype=ttnn.bfloat8_b,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensor2dMesh(mesh, dims=(None, 1), mesh_shape=(1, 2)),
+    )
+    view = ttnn.get_device_tensors(cache)[1]
+    x = np.random.default_rng(13).standard_normal((1, 1, 32, 32)).astype(np.float32)
+    ttnn.fill_cache(
+        view, ttnn.from_numpy(x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=view.device()), 0
+    )
+    got = ttnn.to_numpy(cache, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=1))
+    assert same_bits(got[:, 1:, :32], numerics.quantize(x, ttnn.bfloat8_b)) and not got[:, :1].any()
+    assert cache.stored_shards()[1] is view.stored_shards()[0]

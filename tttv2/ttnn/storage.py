@@ -212,12 +212,19 @@ class BlockFloatStorage:
         width = _last(self.shape)
         if rows * padded == 0:
             return np.zeros(self.shape, dtype=np.float32)
-        flat = _kernels.bfp_unpack_codes(
-            self.exponents, self.mantissas, self.mantissa_bits, self.dtype is DataType.BFLOAT4_B
-        )
-        if padded != width:
-            flat = np.ascontiguousarray(flat[:, :width])
-        return flat.reshape(self.shape)
+        nibbles = self.dtype is DataType.BFLOAT4_B
+        if (
+            padded == width
+        ):  # unpacked straight into an array that owns its data (views of it name it as base)
+            out = np.empty(self.shape, dtype=np.float32)
+            _kernels.bfp_unpack_codes(
+                self.exponents, self.mantissas, self.mantissa_bits, nibbles, out=out.reshape(rows, padded)
+            )
+            return out
+        flat = _kernels.bfp_unpack_codes(self.exponents, self.mantissas, self.mantissa_bits, nibbles)
+        out = np.empty(self.shape, dtype=np.float32)
+        out.reshape(rows, width)[...] = flat[:, :width]
+        return out
 
     def take_rows(self, rows: np.ndarray) -> np.ndarray:
         """float32 ``[len(rows), last dim]``: the given rows (all dims but the last flattened), unpacked alone."""

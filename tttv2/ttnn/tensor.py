@@ -185,9 +185,7 @@ class _UnpackedShards(Sequence):
         return len(self._stored)
 
     def _item(self, index: int) -> np.ndarray:
-        shard = self._stored[index]
-        if not _storage.is_storage(shard):
-            return shard
+        shard = self._stored[index]  # a storage: a tensor's shards are all stored alike (one dtype)
         array = self._arrays.get(id(shard))
         if array is None:
             array = self._arrays[id(shard)] = _storage.unpacked(shard)

@@ -97,10 +97,9 @@ ALL_BITS = 0xFFFFFFFF
 
 
 def _kept(values: np.ndarray, keep_mask: int, out: np.ndarray | None) -> np.ndarray:
-    bits = values.view(np.uint32) & np.uint32(keep_mask)
     if out is None:
-        return bits.view(np.float32)
-    out.view(np.uint32)[...] = bits
+        out = np.empty(values.shape, dtype=np.float32)  # owns its data, like the native twin's result
+    out.view(np.uint32)[...] = values.view(np.uint32) & np.uint32(keep_mask)
     return out
 
 
