@@ -165,3 +165,40 @@ def test_sharded_weight_on_a_mesh(open_mesh, counted):
     )
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     assert counted == [ttnn.bfloat4_b] * 8
+
+
+def test_stored_weight_bits_do_not_depend_on_threads(open_mesh, monkeypatch, counted):
+    """Row pieces on 1 or 2 workers, and two Python threads multiplying at once (each has its own buffer):
+    the same bits."""
+    import threading
+
+    from tttv2.ttnn import _threads
+
+    mesh = open_mesh((1, 1))
+    rng = np.random.default_rng(21)
+    x = _dev(mesh, rng.standard_normal((1, 1, 320, 256)).astype(np.float32), ttnn.bfloat16)
+    weights = [_dev(mesh, (rng.standard_normal((256, 192)) * 0.1).astype(np.float32), dt) for dt in DTYPES]
+    config = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.LoFi, fp32_dest_acc_en=False)
+    monkeypatch.setattr(numerics, "_MATMUL_MIN_WORK", 1)
+
+    def products():
+        return [ttnn.to_numpy(ttnn.linear(x, w, compute_kernel_config=config)) for w in weights]
+
+    serial = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(_threads, "WORKERS", workers)
+        serial[workers] = products()
+    results = [None, None]
+
+    def worker(slot):
+        results[slot] = products()
+
+    threads = [threading.Thread(target=worker, args=(slot,)) for slot in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got in (serial[2], *results):
+        for a, b in zip(got, serial[1]):
+            assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert len(counted) == 4 * len(DTYPES)
