@@ -470,3 +470,56 @@ def test_writes_through_a_per_device_view_reach_the_owner(open_mesh):
     got = ttnn.to_numpy(cache, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=1))
     assert same_bits(got[:, 1:, :32], numerics.quantize(x, ttnn.bfloat8_b)) and not got[:, :1].any()
     assert cache.stored_shards()[1] is view.stored_shards()[0]
+
+
+@pytest.mark.parametrize("dtype", [ttnn.bfloat16, ttnn.bfloat8_b, ttnn.bfloat4_b], ids=lambda d: d.name)
+def test_decode_attention_reads_only_the_live_cache_rows(open_mesh, monkeypatch, dtype):
+    """Decode attention over a stored KV cache (contiguous and paged, a tt-metal style page table) unpacks only the
+    positions a user attends to, with the bits of reading the whole cache unpacked (the old read path)."""
+    mesh = open_mesh((1, 1))
+    rng = np.random.default_rng(31)
+    users, nh, nkv, seq, d, block = 3, 8, 2, 128, 64, 32
+    k = numerics.quantize(rng.standard_normal((users, nkv, seq, d)).astype(np.float32), dtype)
+    v = numerics.quantize(rng.standard_normal((users, nkv, seq, d)).astype(np.float32), dtype)
+    q = rng.standard_normal((1, users, nh, d)).astype(np.float32)
+    tq = ttnn.from_numpy(q, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+    pos = ttnn.from_numpy(np.array([5, 127, 40], np.int32), dtype=ttnn.int32, device=mesh)
+    perm = rng.permutation(users * seq // block).reshape(users, -1).astype(np.int32)
+    pt = ttnn.from_numpy(perm, dtype=ttnn.int32, device=mesh)
+    paged_k, paged_v = (np.zeros((users * seq // block, nkv, block, d), np.float32) for _ in range(2))
+    for u in range(users):
+        for vb in range(seq // block):
+            paged_k[perm[u, vb]] = k[u, :, vb * block : (vb + 1) * block]
+            paged_v[perm[u, vb]] = v[u, :, vb * block : (vb + 1) * block]
+
+    def run(contiguous, old_read_path):
+        kk, vv = (k, v) if contiguous else (paged_k, paged_v)
+        tk, tv = (ttnn.from_numpy(a, dtype=dtype, layout=ttnn.TILE_LAYOUT, device=mesh) for a in (kk, vv))
+        unpacked = []
+        for cls in (storage.Bf16Storage, storage.BlockFloatStorage):
+            real = cls.to_float32
+
+            def spy(self, real=real):
+                unpacked.append(self.shape)
+                return real(self)
+
+            monkeypatch.setattr(cls, "to_float32", spy)
+        if old_read_path:  # every shard handed over unpacked whole, as before storage
+            stored = ttnn.Tensor.stored_shards
+
+            def whole(self, op="ttnn op", stored=stored):
+                return [storage.unpacked(s) if storage.is_storage(s) else s for s in stored(self, op)]
+
+            monkeypatch.setattr(ttnn.Tensor, "stored_shards", whole)
+        if contiguous:
+            out = ttnn.transformer.scaled_dot_product_attention_decode(tq, tk, tv, cur_pos_tensor=pos)
+        else:
+            out = ttnn.transformer.paged_scaled_dot_product_attention_decode(
+                tq, tk, tv, page_table_tensor=pt, cur_pos_tensor=pos
+            )
+        monkeypatch.undo()
+        assert (kk.shape in unpacked) == old_read_path  # the new path reads the caches row by row
+        return ttnn.to_numpy(out)
+
+    for contiguous in (True, False):
+        assert same_bits(run(contiguous, False), run(contiguous, True))
