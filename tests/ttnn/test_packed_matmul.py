@@ -202,3 +202,20 @@ def test_stored_weight_bits_do_not_depend_on_threads(open_mesh, monkeypatch, cou
         for a, b in zip(got, serial[1]):
             assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert len(counted) == 4 * len(DTYPES)
+
+
+def test_panels_above_the_cap_get_their_own_buffer(open_mesh, monkeypatch):
+    """The reused buffer grows to the largest panel up to a cap; a larger panel is unpacked into a buffer of its
+    own (the same bits), so no thread keeps a huge buffer alive."""
+    mesh = open_mesh((1, 1))
+    rng = np.random.default_rng(17)
+    x = _dev(mesh, rng.standard_normal((1, 1, 32, 256)).astype(np.float32), ttnn.bfloat16)
+    w = _dev(mesh, (rng.standard_normal((256, 128)) * 0.1).astype(np.float32), ttnn.bfloat8_b)
+    config = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=True)
+    want = ttnn.to_numpy(ttnn.linear(x, w, compute_kernel_config=config))
+    assert numerics._SCRATCH.buf.size >= 256 * 128
+    numerics._SCRATCH.buf = np.empty(1, np.float32)
+    monkeypatch.setattr(numerics, "_SCRATCH_MAX_ELEMENTS", 256 * 128 - 1)
+    got = ttnn.to_numpy(ttnn.linear(x, w, compute_kernel_config=config))
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert numerics._SCRATCH.buf.size == 1  # not grown

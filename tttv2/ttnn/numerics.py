@@ -269,10 +269,15 @@ def matmul_accumulate(a: np.ndarray, b: np.ndarray, k_block: int | None, fp32_ac
 
 
 _SCRATCH = threading.local()
+# a panel larger than this (64 MiB of float32) gets a buffer of its own, dropped after the op, instead of growing the
+# thread's reused one: threads that run devices side by side would otherwise each keep the largest panel they saw
+_SCRATCH_MAX_ELEMENTS = 1 << 24
 
 
 def _scratch(elements: int) -> np.ndarray:
-    """This thread's reused float32 buffer, at least ``elements`` long (grown, never shrunk)."""
+    """This thread's reused float32 buffer, at least ``elements`` long (grown up to the cap, never shrunk)."""
+    if elements > _SCRATCH_MAX_ELEMENTS:
+        return np.empty(elements, dtype=np.float32)
     buf = getattr(_SCRATCH, "buf", None)
     if buf is None or buf.size < elements:
         buf = _SCRATCH.buf = np.empty(max(elements, 1), dtype=np.float32)
