@@ -523,3 +523,16 @@ def test_decode_attention_reads_only_the_live_cache_rows(open_mesh, monkeypatch,
 
     for contiguous in (True, False):
         assert same_bits(run(contiguous, False), run(contiguous, True))
+
+
+def test_store_packs_anything_array_like_and_reuses_only_its_own_dtype():
+    s = numerics.store([[1.0, -2.5]], ttnn.bfloat16)
+    assert storage.is_storage(s) and same_bits(s.to_float32(), np.float32([[1.0, -2.5]]))
+    values = storage.unpacked(s)
+    assert numerics.store(values, ttnn.bfloat16) is s  # the same storage, not packed again
+    assert np.shares_memory(
+        numerics.store(values.reshape(2, 1), ttnn.bfloat16).bits, s.bits
+    )  # a reshape shares it
+    other = numerics.store(values, ttnn.bfloat8_b)
+    assert isinstance(other, storage.BlockFloatStorage) and same_bits(other.to_float32(), values)
+    assert numerics.store(values, ttnn.float32).dtype == np.float32
