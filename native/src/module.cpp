@@ -20,6 +20,7 @@
 #include <string>
 
 #include "kernels.hpp"
+#include "storage.hpp"
 #include "training.hpp"
 
 namespace nb = nanobind;
@@ -395,4 +396,5 @@ NB_MODULE(_native, m) {
       "dst = silu(a) · b element-wise (a, b and dst of one shape).");
 
   bind_training(m);
+  bind_storage(m);
 }

@@ -29,7 +29,13 @@ INTS = [0, 1, 2, 3, 7, 16, 33, -1, -(2**31), 2**31, 2**32 + 1, 2**61, 2**62, 2**
 FLOATS = [0.0, 1.0, -1.0, 0.5, 1e-5, 1e30, -1e30, float("nan"), float("inf"), float("-inf")]
 DIMS = [0, 1, 2, 3, 4, 5, 16, 17, 32]
 HUGE = [2**31, 2**40, 2**62]
-NP_DTYPES = {"float32": np.float32, "int64": np.int64, "uint8": np.uint8, "uint32": np.uint32}
+NP_DTYPES = {
+    "float32": np.float32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+}
 WRONG_DTYPES = [np.float64, np.float16, np.int32, np.int64, np.uint8, np.bool_]
 
 
@@ -275,7 +281,17 @@ def _differential_cases(rng):
         "seed": int(rng.integers(0, 1000)),
     }
     temperature = float(rng.choice([0.0, 1.0]))
+    codes = rng.integers(0, 256, size=bfp.shape, dtype=np.uint8)
+    exps = rng.integers(0, 255, size=(rows, bfp.shape[1] // 16), dtype=np.uint8)
+    keep = int(rng.choice([0xFFFFFFFF, 0xFFF80000, 0xFFFE0000]))
+    bf16_bits = rng.integers(0, 1 << 16, size=shape, dtype=np.uint16)
     return [
+        ("bf16_unpack", lambda k, t: k.bf16_unpack(bf16_bits, keep)),
+        ("bfp_unpack_codes", lambda k, t: k.bfp_unpack_codes(exps, codes, 7, False, keep)),
+        (
+            "bfp_unpack_codes",
+            lambda k, t: k.bfp_unpack_codes(np.repeat(exps, 2, axis=1), codes, 3, True, keep),
+        ),
         ("round_bfloat16", lambda k, t: k.round_bfloat16(x)),
         ("bfp_quantize", lambda k, t: k.bfp_quantize(bfp, bits)),
         ("softmax", lambda k, t: k.softmax(x)),
@@ -306,7 +322,14 @@ def _compare(name: str, native, reference) -> None:
     native = native if isinstance(native, tuple) else (native,)
     reference = reference if isinstance(reference, tuple) else (reference,)
     assert len(native) == len(reference), name
-    exact = name in ("round_bfloat16", "bfp_quantize", "gumbel_argmax", "dropout_mask")
+    exact = name in (
+        "round_bfloat16",
+        "bfp_quantize",
+        "bf16_unpack",
+        "bfp_unpack_codes",
+        "gumbel_argmax",
+        "dropout_mask",
+    )
     for got, want in zip(native, reference):
         got, want = np.asarray(got), np.asarray(want)
         assert got.shape == want.shape, f"{name}: shape {got.shape} != reference {want.shape}"

@@ -19,6 +19,7 @@ import numpy as np
 __all__ = [
     "fill_remote",
     "full_shards",
+    "full_stored_shards",
     "is_remote",
     "local_shards",
     "remote_like",
@@ -100,3 +101,18 @@ def full_shards(tensor, op: str, groups: list[list[int]] | None = None) -> list[
     from ..distributed._mesh import exchange_shards
 
     return exchange_shards(mesh, shards, op)
+
+
+def full_stored_shards(tensor, op: str) -> list:
+    """Every device's shard of ``tensor`` as stored (``Tensor.stored_shards``: storage objects for bfloat16 and the
+    block floats), the remote ones fetched from their owners: for host transfers and files that keep the stored
+    form. A mesh that does not span ranks gives the stored shards themselves (no unpacking)."""
+    mesh = tensor.device()
+    if mesh is None or not mesh.spans_ranks():
+        return tensor.stored_shards(op)
+    from .numerics import store  # numerics sits above this module
+
+    values = full_shards(tensor, op)
+    if tensor.dtype.is_block_float or tensor.dtype.name == "BFLOAT16":
+        return [store(v, tensor.dtype) for v in values]
+    return values

@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from .._tempfiles import STALE_TEMP_SECONDS, remove_stale_temps, temp_name, writer_gone
-from . import _kernels
-from ._remote import full_shards
+from ._remote import full_shards, full_stored_shards
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from .numerics import check_integer_range
 from .placement import PlacementReplicate, PlacementShard, TensorTopology
-from .tensor import Tensor, padded_shape_of
+from .storage import Bf16Storage, BlockFloatStorage
+from .tensor import Tensor
 from .types import DataType, Layout
 
 __all__ = [
@@ -497,7 +497,7 @@ def to_device(
         raise ValidationError(f"{op}: expected a ttnn.Tensor, got {type(tensor).__name__}")
     if not isinstance(device, MeshDevice):
         raise ValidationError(f"{op}: device must be a ttnn.MeshDevice, got {type(device).__name__}")
-    shards = tensor.shards(op)
+    shards = tensor.stored_shards(op)
     if tensor.device() is not None:
         if tensor.device() is device and (memory_config is None or memory_config == tensor.memory_config()):
             return tensor
@@ -533,7 +533,7 @@ def from_device(tensor: Tensor, blocking: bool = True, cq_id: int = 0) -> Tensor
     op = "ttnn.from_device"
     if not isinstance(tensor, Tensor):
         raise ValidationError(f"{op}: expected a ttnn.Tensor, got {type(tensor).__name__}")
-    shards = [s.copy() for s in full_shards(tensor, op)]
+    shards = [s.copy() for s in full_stored_shards(tensor, op)]
     topology = tensor.tensor_topology() if len(shards) > 1 else None
     return Tensor(
         shards,
@@ -566,7 +566,7 @@ def _device_views(mesh: MeshDevice) -> list[MeshDevice]:
 def get_device_tensors(tensor: Tensor) -> list[Tensor]:
     """One single-device tensor per device of the mesh (views sharing the device buffers)."""
     op = "ttnn.get_device_tensors"
-    shards = tensor.shards(op)
+    shards = tensor.stored_shards(op)
     mesh = tensor.device()
     if mesh is None:
         return [Tensor([s], tensor.dtype, tensor.layout, None, quantized=True) for s in shards]
@@ -617,7 +617,7 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
                 f"{op}: tensors: expected one shape/dtype/layout, got {list(first.shape)} {first.dtype.name} and "
                 f"{list(t.shape)} {t.dtype.name}"
             )
-    shards = [t.shards(op)[0] for t in tensors]
+    shards = [t.stored_shards(op)[0] for t in tensors]
     devices = [t.device() for t in tensors]
     if all(d is None for d in devices):
         return Tensor(
@@ -726,7 +726,7 @@ def dump_tensor(file_name: str | os.PathLike, tensor: Tensor, distribute: bool =
     op = "ttnn.dump_tensor"
     if not isinstance(tensor, Tensor):
         raise ValidationError(f"{op}: expected a ttnn.Tensor, got {type(tensor).__name__}")
-    shards = full_shards(tensor, op)
+    shards = full_stored_shards(tensor, op)
     topology = tensor.tensor_topology()
     meta = {
         "format": _FORMAT,
@@ -739,15 +739,11 @@ def dump_tensor(file_name: str | os.PathLike, tensor: Tensor, distribute: bool =
     }
     arrays = {}
     for i, shard in enumerate(shards):
-        if tensor.dtype.is_block_float:
-            bits = 7 if tensor.dtype is DataType.BFLOAT8_B else 3
-            width = shard.shape[-1] if shard.ndim else 1
-            flat = shard.reshape(-1, width)
-            padded = padded_shape_of((width,), Layout.TILE)[-1]
-            flat = np.pad(flat, ((0, 0), (0, padded - width)))
-            exps, mants = _kernels.bfp_pack(np.ascontiguousarray(flat, dtype=np.float32), bits)
-            arrays[f"shard{i}_exp"] = exps
-            arrays[f"shard{i}_mant"] = mants
+        if isinstance(shard, BlockFloatStorage):  # the file keeps one sign|magnitude byte per value
+            arrays[f"shard{i}_exp"] = shard.exponents
+            arrays[f"shard{i}_mant"] = shard.sign_magnitude()
+        elif isinstance(shard, Bf16Storage):
+            arrays[f"shard{i}"] = shard.to_float32()
         else:
             arrays[f"shard{i}"] = shard
 
@@ -850,12 +846,9 @@ def _read_tensor(op: str, stream, path: Path) -> Tensor:
             shards = []
             for i in range(meta["num_shards"]):
                 if dtype.is_block_float:
-                    bits = 7 if dtype is DataType.BFLOAT8_B else 3
                     exps = _read_npy(zf, f"shard{i}_exp.npy")
                     mants = _read_npy(zf, f"shard{i}_mant.npy")
-                    flat = _kernels.bfp_unpack(exps, mants, bits)
-                    width = shape[-1] if shape else 1
-                    shards.append(np.ascontiguousarray(flat[:, :width].reshape(shape)))
+                    shards.append(BlockFloatStorage.from_packed(dtype, shape, exps, mants))
                 else:
                     shards.append(_read_npy(zf, f"shard{i}.npy"))
             topology = None

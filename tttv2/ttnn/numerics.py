@@ -15,21 +15,26 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import weakref
 
 import numpy as np
 
-from . import _kernels, _threads
+from . import _kernels, _threads, storage
 from .errors import ValidationError
 from .types import TILE_SIZE, DataType, MathFidelity
 
 __all__ = [
     "apply_fidelity",
     "check_integer_range",
+    "fidelity_bits",
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
+    "matmul_stored",
     "quantize",
+    "store",
+    "stored_weight_fits",
     "truncate_mantissa",
 ]
 
@@ -51,6 +56,20 @@ def quantize(values: np.ndarray, dtype: DataType) -> np.ndarray:
             raise ValueError(f"cannot store non-finite values in a {dtype.name} tensor")
         values = np.trunc(values)
     return np.ascontiguousarray(values.astype(dtype.numpy_dtype)).reshape(values.shape)
+
+
+def store(values, dtype: DataType):
+    """What a tensor of ``dtype`` holds for ``values``: a :class:`storage.Bf16Storage` or
+    :class:`storage.BlockFloatStorage` (the device format) for bfloat16 and the block floats, else the array
+    :func:`quantize` returns. Values unpacked from a storage of that dtype (or a reshape of them) give that
+    storage back, shared, without packing again."""
+    if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+        if isinstance(values, np.ndarray):
+            known = storage.source_of(values, whole=True)
+            if known is not None and known.dtype is dtype and known.shape == values.shape:
+                return known
+        return storage.pack(np.asarray(values, dtype=np.float32), dtype)
+    return quantize(values, dtype)
 
 
 def check_integer_range(values, dtype: DataType, what: str) -> None:
@@ -138,6 +157,9 @@ def truncate_mantissa(values: np.ndarray, explicit_bits: int) -> np.ndarray:
     the full-size copy: the same bits."""
     if explicit_bits >= 23:
         return values
+    source = storage.source_of(values) if getattr(values, "dtype", None) == np.float32 else None
+    if source is not None and storage.unpack_bits_bound(source.dtype) <= explicit_bits:
+        return values  # unpacked from a bfloat16 / block float shard: no bit below the cut, no scan needed
     used = explicit_bits_used(values) if isinstance(values, np.ndarray) else None
     if used is not None and used <= explicit_bits:
         return values
@@ -153,6 +175,11 @@ _FIDELITY_BITS = {
     MathFidelity.HiFi3: (7, 7),
     MathFidelity.HiFi4: (23, 23),
 }
+
+
+def fidelity_bits(fidelity: MathFidelity) -> tuple[int, int]:
+    """Explicit mantissa bits the multiplier keeps of (input A, input B) at ``fidelity`` (23: all)."""
+    return _FIDELITY_BITS[fidelity]
 
 
 def apply_fidelity(a: np.ndarray, b: np.ndarray, fidelity: MathFidelity) -> tuple[np.ndarray, np.ndarray]:
@@ -236,6 +263,65 @@ def matmul_accumulate(a: np.ndarray, b: np.ndarray, k_block: int | None, fp32_ac
     acc = None
     for start in range(0, k, k_block):
         part = matmul_f32(a[..., start : start + k_block], b[..., start : start + k_block, :])
+        acc = part if acc is None else acc + part
+        acc = _kernels.round_bfloat16(np.ascontiguousarray(acc))
+    return acc
+
+
+_SCRATCH = threading.local()
+# a panel larger than this (64 MiB of float32) gets a buffer of its own, dropped after the op, instead of growing the
+# thread's reused one: threads that run devices side by side would otherwise each keep the largest panel they saw
+_SCRATCH_MAX_ELEMENTS = 1 << 24
+
+
+def _scratch(elements: int) -> np.ndarray:
+    """This thread's reused float32 buffer, at least ``elements`` long (grown up to the cap, never shrunk)."""
+    if elements > _SCRATCH_MAX_ELEMENTS:
+        return np.empty(elements, dtype=np.float32)
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < elements:
+        buf = _SCRATCH.buf = np.empty(max(elements, 1), dtype=np.float32)
+    return buf
+
+
+def stored_weight_fits(w, transpose: bool) -> bool:
+    """Whether :func:`matmul_stored` takes this shard as the right operand: a bfloat16 / block-float storage of
+    one matrix (leading dims 1) whose last dim needs no tile padding, not transposed."""
+    return (
+        storage.is_storage(w)
+        and not transpose
+        and len(w.shape) >= 2
+        and all(d == 1 for d in w.shape[:-2])
+        and w.shape[-1] % TILE_SIZE == 0
+        and w.shape[-1] > 0
+        and w.shape[-2] > 0
+    )
+
+
+def _panel(w, lo: int, hi: int, explicit_bits: int) -> np.ndarray:
+    """Rows ``lo:hi`` of a stored weight as float32 in this thread's scratch, the mantissas truncated for the
+    math fidelity in place: the values ``truncate_mantissa(unpacked weight, bits)[lo:hi]`` holds."""
+    n = w.shape[-1]
+    out = _scratch((hi - lo) * n)[: (hi - lo) * n].reshape(hi - lo, n)
+    keep = storage.ALL_BITS
+    if explicit_bits < 23 and storage.unpack_bits_bound(w.dtype) > explicit_bits:
+        keep = (0xFFFFFFFF << (23 - explicit_bits)) & 0xFFFFFFFF
+    w.unpack_rows_into(lo, hi, out, keep)
+    return out.reshape(*w.shape[:-2], hi - lo, n)
+
+
+def matmul_stored(a: np.ndarray, w, k_block: int | None, fp32_acc: bool, w_bits: int) -> np.ndarray:
+    """``matmul_accumulate(a, truncate_mantissa(unpacked w, w_bits), k_block, fp32_acc)`` reading the weight from
+    its storage (see :func:`stored_weight_fits`): each K block of rows (the whole of K with fp32 accumulation) is
+    unpacked into a reused per-thread buffer, so no full-size float32 weight is allocated per op. The same BLAS
+    calls on the same values in the same C-contiguous layout: the same bits (tests/ttnn/test_packed_matmul.py)."""
+    k = w.shape[-2]
+    if fp32_acc or k_block is None or k_block >= k:
+        return matmul_f32(a, _panel(w, 0, k, w_bits))
+    acc = None
+    for start in range(0, k, k_block):
+        stop = min(k, start + k_block)
+        part = matmul_f32(a[..., start:stop], _panel(w, start, stop, w_bits))
         acc = part if acc is None else acc + part
         acc = _kernels.round_bfloat16(np.ascontiguousarray(acc))
     return acc

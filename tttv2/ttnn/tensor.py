@@ -6,17 +6,19 @@ values only; the tile padding of TILE layout is implied (``padded_shape``) and a
 
 from __future__ import annotations
 
+import contextlib
 import math
 import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
+from . import storage as _storage
 from ._remote import remote_shard
 from .device import MeshDevice
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig, ShardSpec
-from .numerics import quantize
+from .numerics import store
 from .placement import TensorTopology
 from .types import TILE_SIZE, BufferType, DataType, Layout, StorageType, TensorMemoryLayout
 
@@ -149,6 +151,64 @@ def _sealed_if_private(stored: np.ndarray, source) -> np.ndarray:
     return stored
 
 
+def _stored(values, dtype: DataType, quantized: bool):
+    """The shard a tensor of ``dtype`` holds for ``values`` (already quantised ones are kept as they are)."""
+    if _storage.is_storage(values):
+        if values.dtype is not dtype:
+            raise ValidationError(
+                f"ttnn.Tensor: a {values.dtype.name} shard cannot make a {dtype.name} tensor"
+            )
+        return values
+    if quantized and not (dtype is DataType.BFLOAT16 or dtype.is_block_float):
+        return values
+    stored = store(values, dtype)
+    return stored if _storage.is_storage(stored) else _sealed_if_private(stored, values)
+
+
+def _seal(shard) -> None:
+    if _storage.is_storage(shard):
+        shard.seal()
+    else:
+        shard.flags.writeable = False
+
+
+class _UnpackedShards(Sequence):
+    """A tensor's shards as float32 arrays, each unpacked from its storage when first read (replicated shards,
+    one storage object, give one array)."""
+
+    __slots__ = ("_arrays", "_stored")
+
+    def __init__(self, stored: list) -> None:
+        self._stored = stored
+        self._arrays: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def _item(self, index: int) -> np.ndarray:
+        shard = self._stored[index]  # a storage, or the float32 stand-in of another rank's device (_remote.py)
+        if isinstance(shard, np.ndarray):
+            return shard
+        array = self._arrays.get(id(shard))
+        if array is None:
+            array = self._arrays[id(shard)] = _storage.unpacked(shard)
+        return array
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._item(i) for i in range(len(self._stored))[index]]
+        return self._item(range(len(self._stored))[index])
+
+    def __iter__(self):
+        return (self._item(i) for i in range(len(self._stored)))
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __mul__(self, n: int):
+        return list(self) * n
+
+
 class Tensor:
     """A ttnn tensor. Build one with ``ttnn.from_torch`` / ``ttnn.from_numpy``; ops return new ones."""
 
@@ -188,24 +248,29 @@ class Tensor:
             if isinstance(device, MeshDevice) and len(shards) == device.get_num_devices()
             else frozenset()
         )
-        if not quantized:
-            # replicated shards are one array object: quantise it once and keep them shared
-            done: dict[int, np.ndarray] = {}
+        packed = dtype is DataType.BFLOAT16 or dtype.is_block_float
+        if not quantized or packed:
+            # replicated shards are one array object: quantise (pack) it once and keep them shared
+            done: dict[int, object] = {}
             for i, s in enumerate(shards):
                 if id(s) not in done and i not in remote:
-                    done[id(s)] = _sealed_if_private(quantize(s, dtype), s)
+                    done[id(s)] = _stored(s, dtype, quantized)
             shards = [s if i in remote else done[id(s)] for i, s in enumerate(shards)]
         if remote:
-            # devices another rank emulates hold a stand-in of no memory (tttv2/ttnn/_remote.py)
+            # devices another rank emulates hold a stand-in of no memory (tttv2/ttnn/_remote.py); for the packed
+            # dtypes it is float32, what shards() gives for a local device
             local = next((s for i, s in enumerate(shards) if i not in remote), None)
-            storage = local.dtype if local is not None else dtype.numpy_dtype
-            stand_in = remote_shard(shape, storage)  # one object: per-device helpers compute it once
+            if packed:
+                kind = np.float32
+            else:
+                kind = local.dtype if local is not None else dtype.numpy_dtype
+            stand_in = remote_shard(shape, kind)  # one object: per-device helpers compute it once
             shards = [stand_in if i in remote else s for i, s in enumerate(shards)]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
-            if shard.flags.writeable:
-                shard.flags.writeable = False
-        self._shards: list[np.ndarray] | None = shards
+            if shard.writeable if _storage.is_storage(shard) else shard.flags.writeable:
+                _seal(shard)
+        self._shards: list | None = shards
         self._dtype = dtype
         self._layout = layout
         self._device = device
@@ -320,11 +385,21 @@ class Tensor:
 
     @property
     def num_shards(self) -> int:
-        return len(self.shards("Tensor.num_shards"))
+        return len(self.stored_shards("Tensor.num_shards"))
 
     # --- storage --------------------------------------------------------------------------------------
-    def shards(self, op: str = "ttnn op") -> list[np.ndarray]:
-        """The per-device arrays (read-only use); raises if the tensor was deallocated."""
+    def shards(self, op: str = "ttnn op"):
+        """The per-device values as float32 arrays for float dtypes (integer dtypes: their own arrays), read-only;
+        raises if the tensor was deallocated. bfloat16 and block-float shards are unpacked from their storage
+        when an item is first read, once per distinct storage, into arrays the caller drops after the op."""
+        stored = self.stored_shards(op)
+        if not any(_storage.is_storage(s) for s in stored):
+            return stored
+        return _UnpackedShards(stored)
+
+    def stored_shards(self, op: str = "ttnn op") -> list:
+        """The per-device shards as stored: numpy arrays, or storage objects (``tttv2.ttnn.storage``) for bfloat16
+        and the block floats; raises if the tensor was deallocated."""
         if self._shards is None:
             raise ValidationError(
                 f"{op}: the input tensor {list(self._shape)} {self._dtype.name} was deallocated"
@@ -333,20 +408,34 @@ class Tensor:
             raise ValidationError(f"{op}: the input tensor lives on {self._device}, which is closed")
         return self._shards
 
-    def _writable_shard(self, index: int, op: str) -> np.ndarray:
-        """Shard ``index`` as an array this tensor owns alone, for ops that update in place (KV caches)."""
-        shards = self.shards(op)
+    def _writable_shard(self, index: int, op: str):
+        """Shard ``index`` as an array (or storage, which takes ``shard[index] = values`` and stores the values as
+        the dtype does) this tensor owns alone, for ops that update in place (KV caches)."""
+        shards = self.stored_shards(op)
         self._mark_modified(op)
         shard = shards[index]
         if self._device is not None and index in self._device.remote_indices():
             return np.empty(shard.shape, shard.dtype)  # another rank's device: a scratch the write lands in
-        if not shard.flags.writeable:
+        if not (shard.writeable if _storage.is_storage(shard) else shard.flags.writeable):
             shard = shard.copy()
             shards[index] = shard
             owner, owner_index = getattr(self, "_view_of", None), getattr(self, "_view_index", None)
             if owner is not None and owner_index is not None and owner._shards is not None:
                 owner._shards[owner_index] = shard  # a per-device view shares its owner's buffer
         return shard
+
+    @contextlib.contextmanager
+    def _updated_shard(self, index: int, op: str):
+        """``with t._updated_shard(i, op) as values:`` a writable array of shard ``index`` that in-place kernels
+        (optimizer steps) may write; a bfloat16 or block-float shard is unpacked for it and stored back (as the
+        dtype stores values) when the block ends without an error."""
+        shard = self._writable_shard(index, op)
+        if not _storage.is_storage(shard):
+            yield shard
+            return
+        values = shard.to_float32().copy()
+        yield values
+        shard[...] = values
 
     @property
     def _version(self) -> int:
@@ -438,7 +527,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same values, cut from the graph (shares the shards)."""
         out = Tensor(
-            self.shards("Tensor.detach"),
+            self.stored_shards("Tensor.detach"),
             self._dtype,
             self._layout,
             self._device,

@@ -29,9 +29,11 @@ from . import reference
 __all__ = [
     "BACKEND",
     "BACKENDS",
+    "bf16_unpack",
     "bfp_pack",
     "bfp_quantize",
     "bfp_unpack",
+    "bfp_unpack_codes",
     "layer_norm",
     "rms_norm",
     "rotary_interleaved",
@@ -147,11 +149,45 @@ def bfp_pack(x: np.ndarray, mantissa_bits: int) -> tuple[np.ndarray, np.ndarray]
 
 
 @_dispatch
-def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int) -> np.ndarray:
+def bfp_unpack(
+    exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int, out: np.ndarray | None = None
+) -> np.ndarray:
     exponents = _packed("bfp_unpack", "exponents", exponents)
     mantissas = _packed("bfp_unpack", "mantissas", mantissas)
-    out = np.empty(mantissas.shape, dtype=np.float32)
+    if out is None:
+        out = np.empty(mantissas.shape, dtype=np.float32)
     _native.bfp_unpack(exponents, mantissas, operator.index(mantissa_bits), out)
+    return out
+
+
+@_dispatch
+def bf16_unpack(
+    bits: np.ndarray, keep_mask: int = reference.ALL_BITS, out: np.ndarray | None = None
+) -> np.ndarray:
+    bits = np.asarray(bits, dtype=np.uint16, order="C")
+    if out is None:
+        out = np.empty(bits.shape, dtype=np.float32)
+    _native.bf16_unpack(bits, operator.index(keep_mask), out)
+    return out
+
+
+@_dispatch
+def bfp_unpack_codes(
+    exponents: np.ndarray,
+    codes: np.ndarray,
+    mantissa_bits: int,
+    nibbles: bool,
+    keep_mask: int = reference.ALL_BITS,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    exponents = _packed("bfp_unpack_codes", "exponents", exponents)
+    codes = _packed("bfp_unpack_codes", "codes", codes)
+    if out is None:
+        cols = codes.shape[1] * (2 if nibbles else 1) if codes.ndim == 2 else 0
+        out = np.empty((codes.shape[0] if codes.ndim else 0, cols), dtype=np.float32)
+    _native.bfp_unpack_codes(
+        exponents, codes, operator.index(mantissa_bits), bool(nibbles), operator.index(keep_mask), out
+    )
     return out
 
 

@@ -73,8 +73,13 @@ def bfp_pack(x: np.ndarray, mantissa_bits: int) -> tuple[np.ndarray, np.ndarray]
     return shared.astype(np.uint8), mant
 
 
-def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int) -> np.ndarray:
-    """Inverse of :func:`bfp_pack`."""
+def bfp_unpack(
+    exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Inverse of :func:`bfp_pack`; written into ``out`` (float32 [rows, cols], C-contiguous) when given."""
+    if out is not None:
+        out[...] = bfp_unpack(exponents, mantissas, mantissa_bits)
+        return out
     rows, cols = mantissas.shape
     if exponents.shape != (rows, cols // BFP_BLOCK):
         raise ValueError(
@@ -86,6 +91,43 @@ def bfp_unpack(exponents: np.ndarray, mantissas: np.ndarray, mantissa_bits: int)
     neg = (mantissas >> 7).astype(bool).reshape(vals.shape)
     vals = np.where(neg, -vals, vals)
     return vals.reshape(rows, cols)
+
+
+ALL_BITS = 0xFFFFFFFF
+
+
+def _kept(values: np.ndarray, keep_mask: int, out: np.ndarray | None) -> np.ndarray:
+    if out is None:
+        out = np.empty(values.shape, dtype=np.float32)  # owns its data, like the native twin's result
+    out.view(np.uint32)[...] = values.view(np.uint32) & np.uint32(keep_mask)
+    return out
+
+
+def bf16_unpack(bits: np.ndarray, keep_mask: int = ALL_BITS, out: np.ndarray | None = None) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) → float32 of the same shape, the float32 bits ANDed with ``keep_mask``
+    (the math-fidelity truncation), into ``out`` when given."""
+    values = (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return _kept(values, keep_mask, out)
+
+
+def bfp_unpack_codes(
+    exponents: np.ndarray,
+    codes: np.ndarray,
+    mantissa_bits: int,
+    nibbles: bool,
+    keep_mask: int = ALL_BITS,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """Block floats → float32 [rows, cols], the bits ANDed with ``keep_mask``. ``codes`` holds one sign|magnitude
+    byte per value, or with ``nibbles`` (bfloat4_b) two 4-bit codes per byte (sign in bit 3, the even column in
+    the low nibble)."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    if nibbles:
+        if mantissa_bits != 3:
+            raise ValueError("4-bit codes hold a 3-bit magnitude: mantissa_bits must be 3 with nibbles=True")
+        split = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(codes.shape[0], 2 * codes.shape[1])
+        codes = ((split & 0x8) << 4) | (split & 0x7)
+    return _kept(bfp_unpack(exponents, codes, mantissa_bits), keep_mask, out)
 
 
 def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:

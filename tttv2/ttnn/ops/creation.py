@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import storage
 from ..device import MeshDevice
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
@@ -125,6 +126,8 @@ def _constant(value, arg: str = "fill_value") -> Callable[[tuple[int, ...], Data
         check_integer_range(one, dtype, f"{op}: {arg}")
         # a block of equal values shares their exponent: one quantised value is every element's value
         q = quantize(one, dtype)
+        if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+            return storage.constant(shape, q[0], dtype)
         return np.full(shape, q[0], dtype=q.dtype)
 
     return fill
@@ -145,8 +148,11 @@ def _generated(
         return quantize(chunk, dtype)
 
     def fill(shape: tuple[int, ...], dtype: DataType, op: str) -> np.ndarray:
-        out = np.empty(shape, dtype=dtype.numpy_dtype)
-        if out.size == 0:
+        if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+            out = storage.empty(shape, dtype)  # written chunk by chunk in the device format
+        else:
+            out = np.empty(shape, dtype=dtype.numpy_dtype)
+        if math.prod(shape) == 0:
             return out
         width = shape[-1] if shape else 1
         flat = out.reshape(-1, width)

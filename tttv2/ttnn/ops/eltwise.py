@@ -87,9 +87,9 @@ def _write_output(op: str, result: Tensor, output_tensor: Tensor | None) -> Tens
             f"shape {list(result.shape)} {result.dtype.name}",
             f"{list(output_tensor.shape)} {output_tensor.dtype.name}",
         )
-    shards = output_tensor.shards(op)
+    shards = output_tensor.stored_shards(op)
     output_tensor._mark_modified(op)
-    for i, shard in enumerate(result.shards(op)):
+    for i, shard in enumerate(result.stored_shards(op)):
         shards[i] = shard
     return output_tensor
 

@@ -7,6 +7,7 @@ import numpy as np
 from ..errors import op_error
 from ..memory import MemoryConfig
 from ..placement import PlacementReplicate, PlacementShard, TensorTopology
+from ..storage import is_storage
 from ..tensor import Tensor
 from ..types import DataType, Layout, TensorMemoryLayout
 from ._common import expect_tensor, output_like, same_mesh, ttnn_op
@@ -100,7 +101,8 @@ def embedding(
     out_shape = (seq, dim) if len(ishape) == 1 else (batch, seq, dim)
 
     tokens = {}
-    for dev, id_shard in enumerate(ids.shards(op)):
+    id_shards = ids.shards(op)  # held: the lookups below find their tokens by these arrays' ids
+    for dev, id_shard in enumerate(id_shards):
         if id(id_shard) in tokens:
             continue
         raw = np.asarray(id_shard)
@@ -121,11 +123,14 @@ def embedding(
 
     def lookup(id_shard, w_shard):
         tok, pad = tokens[id(id_shard)]
-        out = np.asarray(w_shard, dtype=np.float32).reshape(vocab, dim)[tok]
+        if is_storage(w_shard):  # only the looked-up rows are unpacked
+            out = w_shard.take_rows(tok.reshape(-1)).reshape(*tok.shape, dim)
+        else:
+            out = np.asarray(w_shard, dtype=np.float32).reshape(vocab, dim)[tok]
         out[pad] = 0.0
         return out.reshape(out_shape)
 
-    shards = per_device(lookup, ids.shards(op), table.shards(op))
+    shards = per_device(lookup, id_shards, table.stored_shards(op))
     topology = _output_topology(ids, table, len(out_shape))
     return output_like(
         op, shards, ids, dtype=out_dtype, layout=out_layout, memory_config=memory_config, topology=topology

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRangeSet, MemoryConfig, num_cores_to_corerangeset
-from ..numerics import apply_fidelity, matmul_accumulate
+from ..numerics import fidelity_bits, matmul_accumulate, matmul_stored, stored_weight_fits, truncate_mantissa
 from ..program_configs import (
     MatmulMultiCoreReuseMultiCast1DProgramConfig,
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
@@ -263,13 +263,22 @@ def _matmul(
         )
     k_block = in0_block_w * TILE_SIZE
 
+    a_bits, b_bits = fidelity_bits(compute.math_fidelity)
+
     def run(x, w, *rest):
         if transpose_a:
             x = np.swapaxes(x, -1, -2)
-        if transpose_b:
-            w = np.swapaxes(w, -1, -2)
-        x, w = apply_fidelity(np.ascontiguousarray(x), np.ascontiguousarray(w), compute.math_fidelity)
-        out = matmul_accumulate(x, w, k_block, compute.fp32_dest_acc_en)
+        x = truncate_mantissa(np.ascontiguousarray(x), a_bits)
+        if stored_weight_fits(w, transpose_b):  # unpacked block by block into a reused buffer
+            out = matmul_stored(x, w, k_block, compute.fp32_dest_acc_en, b_bits)
+        else:
+            if transpose_b:
+                w = np.swapaxes(w, -1, -2)
+            w = truncate_mantissa(np.ascontiguousarray(w), b_bits)
+            out = matmul_accumulate(x, w, k_block, compute.fp32_dest_acc_en)
+        return _finish(out, *rest)
+
+    def _finish(out, *rest):
         if rest:
             bias_rows = rest[0].reshape(-1, n)
             out += bias_rows[:1] if bias_rows.shape[0] != out.shape[-2] else bias_rows  # out is a fresh array
@@ -278,7 +287,14 @@ def _matmul(
                 out = act(out)
         return out.astype(np.float32, copy=False)
 
-    shards = map_shards(run, a, b, *([bias] if bias is not None else []))
+    weights = b.stored_shards(op)
+    if all(stored_weight_fits(w, transpose_b) for w in weights):
+        # the weight is read from its storage (never unpacked whole); the other operands as float32
+        xs = a.shards(op)
+        extra = [bias.shards(op)] if bias is not None else []
+        shards = [run(xs[i], weights[i], *(e[i] for e in extra)) for i in range(len(weights))]
+    else:
+        shards = map_shards(run, a, b, *([bias] if bias is not None else []))
     out_dtype = dtype if dtype is not None else a.dtype
     mem = (
         memory_config if memory_config is not None else DRAM_MEMORY_CONFIG

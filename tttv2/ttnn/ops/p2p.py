@@ -10,7 +10,7 @@ sender keeps its tensor. Values are copied exactly. The backward sends the gradi
 
 from __future__ import annotations
 
-from .._remote import full_shards
+from .._remote import full_stored_shards
 from ..device import MeshDevice
 from ..errors import op_error
 from ..memory import MemoryConfig
@@ -58,7 +58,7 @@ def send_recv(
     if topology is not None and tuple(topology.distribution_shape) == tuple(sender.shape):
         topology = TensorTopology(mesh_device.shape, tuple(topology.placements()))
     return Tensor(
-        full_shards(tensor, op),  # a device of another rank sends over MPI
+        full_stored_shards(tensor, op),  # a device of another rank sends over MPI
         tensor.dtype,
         tensor.layout,
         mesh_device,

@@ -27,6 +27,7 @@ from .. import _kernels
 from .._remote import fill_remote, skipped
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from ..program_configs import SDPAProgramConfig, WormholeComputeKernelConfig
+from ..storage import is_storage
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
@@ -211,8 +212,24 @@ def _check_prefill_chunks(op: str, program_config, q_len_padded: int, k_len_padd
         )
 
 
-def _gather_pages(cache: np.ndarray, phys: list[int], length: int) -> np.ndarray:
-    """Blocks ``phys`` of a paged cache [blocks, nkv, bs, D] as one sequence [nkv, length, D]."""
+def _cache_prefix(cache, user: int, length: int) -> np.ndarray:
+    """Positions ``0 .. length - 1`` of one user of a cache [B, nkv, S, D] as [nkv, length, D]; from a stored
+    (bfloat16 / block-float) cache only those rows are unpacked."""
+    if not is_storage(cache):
+        return cache[user][:, :length]
+    _, nkv, seq, d = cache.shape
+    rows = (user * nkv + np.arange(nkv))[:, None] * seq + np.arange(length)[None, :]
+    return cache.take_rows(rows.reshape(-1)).reshape(nkv, length, d)
+
+
+def _gather_pages(cache, phys: list[int], length: int) -> np.ndarray:
+    """Blocks ``phys`` of a paged cache [blocks, nkv, bs, D] as one sequence [nkv, length, D] (from a stored cache,
+    only those rows are unpacked)."""
+    if is_storage(cache):
+        _, nkv, bs, d = cache.shape
+        rows = (np.asarray(phys, dtype=np.intp)[None, :, None] * nkv + np.arange(nkv)[:, None, None]) * bs
+        rows = (rows + np.arange(bs)[None, None, :]).reshape(nkv, -1)[:, :length]
+        return cache.take_rows(rows.reshape(-1)).reshape(nkv, length, d)
     blocks = cache[phys]  # [n, nkv, bs, D]
     seq = blocks.transpose(1, 0, 2, 3).reshape(blocks.shape[1], -1, blocks.shape[-1])
     return seq[:, :length]
@@ -633,7 +650,7 @@ def scaled_dot_product_attention_decode(
     scale_value = _scale(scale, q.shape[-1])
     shards = []
     skip = skipped(q.device(), len(q.shards(op)))  # other ranks' devices (tttv2/ttnn/_remote.py)
-    for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.shards(op), v.shards(op))):
+    for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.stored_shards(op), v.stored_shards(op))):
         if i in skip:
             shards.append(None)
             continue
@@ -651,8 +668,8 @@ def scaled_dot_product_attention_decode(
             # decode masks relative to the query's position (the last one when non-causal): keys <= q_pos
             res = _attend(
                 qs[0, u][:, None, :],
-                ks[u][:, :length],
-                vs[u][:, :length],
+                _cache_prefix(ks, u, length),
+                _cache_prefix(vs, u, length),
                 scale_value,
                 q_pos,
                 True,
@@ -750,7 +767,7 @@ def paged_scaled_dot_product_attention_decode(
         plans.append(plan)
     shards = []
     skip = skipped(q.device(), len(q.shards(op)))  # other ranks' devices (tttv2/ttnn/_remote.py)
-    for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.shards(op), v.shards(op))):
+    for i, (qs, ks, vs) in enumerate(zip(q.shards(op), k.stored_shards(op), v.stored_shards(op))):
         if i in skip:
             shards.append(None)
             continue

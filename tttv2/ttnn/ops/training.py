@@ -16,6 +16,7 @@ inputs require grad.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -767,7 +768,7 @@ def profiler_no_op(input_tensor: Tensor, identifier: str = "profiler_no_op") -> 
     x = expect_tensor(op, "input_tensor", input_tensor)
     expect(isinstance(identifier, str), op, "identifier", "a str", repr(identifier))
     return Tensor(
-        x.shards(op),
+        x.stored_shards(op),
         x.dtype,
         x.layout,
         x.device(),
@@ -846,19 +847,21 @@ def sgd_step_(
         expect(momentum_buffer is not None, op, "momentum_buffer", "a tensor when momentum != 0", "None")
         buf = _state(op, "momentum_buffer", momentum_buffer, p, writable=True)
     bf16 = _bf16(param=p, momentum_buffer=buf)
+    grads = g.shards(op)
     for i in range(p.num_shards):
-        _tk.sgd_step(
-            p._writable_shard(i, op),
-            g.shards(op)[i],
-            None if buf is None else buf._writable_shard(i, op),
-            lr=lr,
-            momentum=mom,
-            dampening=damp,
-            nesterov=nest,
-            weight_decay=wd,
-            first_step=first,
-            bf16=bf16,
-        )
+        with contextlib.ExitStack() as stack:
+            _tk.sgd_step(
+                stack.enter_context(p._updated_shard(i, op)),
+                grads[i],
+                None if buf is None else stack.enter_context(buf._updated_shard(i, op)),
+                lr=lr,
+                momentum=mom,
+                dampening=damp,
+                nesterov=nest,
+                weight_decay=wd,
+                first_step=first,
+                bf16=bf16,
+            )
     return p
 
 
@@ -905,20 +908,22 @@ def adamw_step_(
             vmax is not m and vmax is not v, op, "max_exp_avg_sq", "its own tensor", "exp_avg or exp_avg_sq"
         )
     bf16 = _bf16(param=p, exp_avg=m, exp_avg_sq=v, max_exp_avg_sq=vmax)
+    grads = g.shards(op)
     for i in range(p.num_shards):
-        _tk.adamw_step(
-            p._writable_shard(i, op),
-            g.shards(op)[i],
-            m._writable_shard(i, op),
-            v._writable_shard(i, op),
-            None if vmax is None else vmax._writable_shard(i, op),
-            lr=lr,
-            beta1=b1,
-            beta2=b2,
-            eps=eps,
-            weight_decay=wd,
-            step=t,
-            amsgrad=ams,
-            bf16=bf16,
-        )
+        with contextlib.ExitStack() as stack:
+            _tk.adamw_step(
+                stack.enter_context(p._updated_shard(i, op)),
+                grads[i],
+                stack.enter_context(m._updated_shard(i, op)),
+                stack.enter_context(v._updated_shard(i, op)),
+                None if vmax is None else stack.enter_context(vmax._updated_shard(i, op)),
+                lr=lr,
+                beta1=b1,
+                beta2=b2,
+                eps=eps,
+                weight_decay=wd,
+                step=t,
+                amsgrad=ams,
+                bf16=bf16,
+            )
     return p
