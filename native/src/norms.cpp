@@ -92,27 +92,44 @@ TTTV2_INLINE double sum_centred_squares(const float* __restrict x, float mean, s
   });
 }
 
-TTTV2_INLINE float row_max(const float* __restrict x, size_t d) {
-  float lane[kLanes];
-  for (size_t j = 0; j < kLanes; ++j) {
+// The row's largest and smallest values in one pass, and whether it holds a NaN (which both skip: a NaN still
+// turns its own exp and hence the row sum into NaN, so the whole row comes out NaN exactly as with numpy's
+// NaN-propagating max). Twice row_sum's lanes: max and min are exact in any grouping (only the sign of a zero
+// maximum can differ, and x - (+0) and x - (-0) have the same exp).
+TTTV2_INLINE float row_max_min(const float* __restrict x, size_t d, float& min_out, bool& has_nan) {
+  constexpr size_t kMaxLanes = 2 * kLanes;
+  float lane[kMaxLanes];
+  float low[kMaxLanes];
+  int32_t nan[kMaxLanes];
+  for (size_t j = 0; j < kMaxLanes; ++j) {
     lane[j] = -std::numeric_limits<float>::infinity();
+    low[j] = std::numeric_limits<float>::infinity();
+    nan[j] = 0;
   }
   size_t i = 0;
-  for (; i + kLanes <= d; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
+  for (; i + kMaxLanes <= d; i += kMaxLanes) {
+    for (size_t j = 0; j < kMaxLanes; ++j) {
       const float v = x[i + j];
       lane[j] = v > lane[j] ? v : lane[j];
+      low[j] = v < low[j] ? v : low[j];
+      nan[j] |= v != v;
     }
   }
   for (; i < d; ++i) {
     lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+    low[0] = x[i] < low[0] ? x[i] : low[0];
+    nan[0] |= x[i] != x[i];
   }
   float m = lane[0];
-  for (size_t j = 1; j < kLanes; ++j) {
+  float mn = low[0];
+  int32_t any_nan = nan[0];
+  for (size_t j = 1; j < kMaxLanes; ++j) {
     m = lane[j] > m ? lane[j] : m;
+    mn = low[j] < mn ? low[j] : mn;
+    any_nan |= nan[j];
   }
-  // A NaN in the row is skipped here, but it still turns its own exp and hence the row sum into NaN,
-  // so the whole row comes out NaN exactly as with numpy's NaN-propagating max.
+  min_out = mn;
+  has_nan = any_nan != 0;
   return m;
 }
 
@@ -192,40 +209,55 @@ TTTV2_INLINE void layer_norm_range(const float* x, const float* weight, const fl
   }
 }
 
+// exp(x[i] - m) into y and the row sum, summed exactly as sum_values(y, d) sums (row_sum's lanes and chunks): the
+// same bits as exp then sum, one read of the row fewer. kNormal: every x[i] - m is in [-87, 0], so exp_f32_normal
+// gives exp_f32's bits.
+template <int W, bool kNormal>
+TTTV2_INLINE double exp_row_sum(const float* __restrict xr, float m, float* __restrict yr, size_t d) {
+  const auto ex = [m](float v) {
+    return kNormal ? exp_f32_normal<W>(v - m) : exp_f32<W, true>(v - m);
+  };
+  double total[kLanes] = {};
+  size_t i = 0;
+  for (; i + kChunk <= d; i += kChunk) {
+    float acc[kLanes] = {};
+    for (size_t k = 0; k < kChunk; k += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        const float e = ex(xr[i + k + j]);
+        yr[i + k + j] = e;
+        acc[j] += e;
+      }
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+      total[j] += static_cast<double>(acc[j]);
+    }
+  }
+  for (size_t k = i; k < d; ++k) {  // the tail: exp as one vector loop, then summed as row_sum does
+    yr[k] = ex(xr[k]);
+  }
+  for (; i < d; ++i) {
+    total[i % kLanes] += static_cast<double>(yr[i]);
+  }
+  double sum = 0.0;
+  for (size_t j = 0; j < kLanes; ++j) {
+    sum += total[j];
+  }
+  return sum;
+}
+
 template <int W>
 TTTV2_INLINE void softmax_range(const float* __restrict x, float* __restrict dst, size_t begin, size_t end,
                                 size_t d) {
   for (size_t r = begin; r < end; ++r) {
     const float* xr = x + r * d;
     float* yr = dst + r * d;
-    const float m = row_max(xr, d);
-    // exp and the row sum in one pass, summed exactly as sum_values(yr, d) sums (row_sum's lanes and chunks):
-    // the same bits, one read of the row fewer
-    double total[kLanes] = {};
-    size_t i = 0;
-    for (; i + kChunk <= d; i += kChunk) {
-      float acc[kLanes] = {};
-      for (size_t k = 0; k < kChunk; k += kLanes) {
-        for (size_t j = 0; j < kLanes; ++j) {
-          const float e = exp_f32<W, true>(xr[i + k + j] - m);
-          yr[i + k + j] = e;
-          acc[j] += e;
-        }
-      }
-      for (size_t j = 0; j < kLanes; ++j) {
-        total[j] += static_cast<double>(acc[j]);
-      }
-    }
-    for (size_t k = i; k < d; ++k) {  // the tail: exp as one vector loop, then summed as row_sum does
-      yr[k] = exp_f32<W, true>(xr[k] - m);
-    }
-    for (; i < d; ++i) {
-      total[i % kLanes] += static_cast<double>(yr[i]);
-    }
-    double sum = 0.0;
-    for (size_t j = 0; j < kLanes; ++j) {
-      sum += total[j];
-    }
+    float mn;
+    bool has_nan;
+    const float m = row_max_min(xr, d, mn, has_nan);
+    // A row without NaN spanning at most 87 (every exp a normal float: most rows) takes the cheaper exp; the
+    // test is false for rows with an infinity (inf - inf is NaN, -inf gives inf).
+    const bool normal = !has_nan && m - mn <= 87.0f;
+    const double sum = normal ? exp_row_sum<W, true>(xr, m, yr, d) : exp_row_sum<W, false>(xr, m, yr, d);
     const float inv = static_cast<float>(1.0 / sum);
     for (size_t k = 0; k < d; ++k) {
       yr[k] = yr[k] * inv;
