@@ -148,39 +148,63 @@ TTTV2_INLINE void rms_norm_rows(const float* __restrict x, const float* __restri
   }
 }
 
+// The mean and 1 / sqrt(var + eps) of one row of layer_norm.
+TTTV2_INLINE void layer_norm_stats(const float* __restrict xr, float eps, size_t d, float& mean, float& inv) {
+  // One pass over the row for mean and variance, on values shifted by the row's first element:
+  // var = E[c^2] - E[c]^2 with c = x - x[0] only cancels when the mean is far from x[0] (in units of
+  // the standard deviation); then the variance is recomputed exactly around the mean (second pass),
+  // as the reference does. NaN / inf rows take the second pass too and come out NaN like the reference.
+  const float shift = xr[0];
+  double sum_c = 0.0, sum_c2 = 0.0;
+  shifted_sums(xr, d, shift, sum_c, sum_c2);
+  const double mean_c = sum_c / static_cast<double>(d);
+  double var = sum_c2 / static_cast<double>(d) - mean_c * mean_c;
+  mean = static_cast<float>(static_cast<double>(shift) + mean_c);
+  if (!(8.0 * var >= mean_c * mean_c)) {
+    var = sum_centred_squares(xr, mean, d) / static_cast<double>(d);
+  }
+  inv = 1.0f / std::sqrt(static_cast<float>(var) + eps);
+}
+
+// Rows are normalised kGroup at a time: their statistics first, then the outputs column block by column block,
+// so that each block of weight and bias is read once per group from the cache instead of once per row (with a
+// 4096-wide row, x, weight, bias and the output row do not fit in the 48 KiB L1 together). The arithmetic of
+// each value is the same as one row at a time.
+constexpr size_t kGroup = 4;
+constexpr size_t kColumnBlock = 512;
+
 template <bool kWeight, bool kBias>
 TTTV2_INLINE void layer_norm_rows(const float* __restrict x, const float* __restrict weight,
                                   const float* __restrict bias, float eps, float* __restrict dst,
                                   size_t begin, size_t end, size_t d) {
-  for (size_t r = begin; r < end; ++r) {
-    const float* xr = x + r * d;
-    float* yr = dst + r * d;
-    if (d == 0) {
-      continue;
+  if (d == 0) {
+    return;
+  }
+  for (size_t r0 = begin; r0 < end; r0 += kGroup) {
+    const size_t rows = end - r0 < kGroup ? end - r0 : kGroup;
+    float mean[kGroup];
+    float inv[kGroup];
+    for (size_t g = 0; g < rows; ++g) {
+      layer_norm_stats(x + (r0 + g) * d, eps, d, mean[g], inv[g]);
     }
-    // One pass over the row for mean and variance, on values shifted by the row's first element:
-    // var = E[c^2] - E[c]^2 with c = x - x[0] only cancels when the mean is far from x[0] (in units of
-    // the standard deviation); then the variance is recomputed exactly around the mean (second pass),
-    // as the reference does. NaN / inf rows take the second pass too and come out NaN like the reference.
-    const float shift = xr[0];
-    double sum_c = 0.0, sum_c2 = 0.0;
-    shifted_sums(xr, d, shift, sum_c, sum_c2);
-    const double mean_c = sum_c / static_cast<double>(d);
-    double var = sum_c2 / static_cast<double>(d) - mean_c * mean_c;
-    const float mean = static_cast<float>(static_cast<double>(shift) + mean_c);
-    if (!(8.0 * var >= mean_c * mean_c)) {
-      var = sum_centred_squares(xr, mean, d) / static_cast<double>(d);
-    }
-    const float inv = 1.0f / std::sqrt(static_cast<float>(var) + eps);
-    for (size_t i = 0; i < d; ++i) {
-      float y = (xr[i] - mean) * inv;
-      if (kWeight) {
-        y = y * weight[i];
+    for (size_t c0 = 0; c0 < d; c0 += kColumnBlock) {
+      const size_t len = d - c0 < kColumnBlock ? d - c0 : kColumnBlock;
+      for (size_t g = 0; g < rows; ++g) {
+        const float* __restrict xr = x + (r0 + g) * d + c0;
+        float* __restrict yr = dst + (r0 + g) * d + c0;
+        const float m = mean[g];
+        const float s = inv[g];
+        for (size_t i = 0; i < len; ++i) {
+          float y = (xr[i] - m) * s;
+          if (kWeight) {
+            y = y * weight[c0 + i];
+          }
+          if (kBias) {
+            y = y + bias[c0 + i];
+          }
+          yr[i] = y;
+        }
       }
-      if (kBias) {
-        y = y + bias[i];
-      }
-      yr[i] = y;
     }
   }
 }
