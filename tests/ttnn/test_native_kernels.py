@@ -290,6 +290,20 @@ def test_layer_norm_matches_reference(simd, shape, with_weight, with_bias):
     assert_close(_kernels.layer_norm(x, w, b, 1e-5), ref("layer_norm", x, w, b, 1e-5), scale_atol=2e-6)
 
 
+@pytest.mark.parametrize("shape", [(7, 2048), (7, 4096), (7, 8192), (5, 1000)])
+@pytest.mark.parametrize(
+    ("with_weight", "with_bias"), [(True, True), (True, False), (False, True), (False, False)]
+)
+def test_layer_norm_rows_in_groups_same_bits_as_one_row_at_a_time(simd, shape, with_weight, with_bias):
+    """layer_norm normalises rows in groups of 2 or 4 (weight and bias read once per group): each row must come
+    out with the bits a call on that row alone gives, in whole groups and in the last, partial one."""
+    x, w, b = row_data(shape, seed=14)
+    w, b = (w if with_weight else None), (b if with_bias else None)
+    got = _kernels.layer_norm(x, w, b, 1e-5)
+    one_by_one = np.concatenate([_kernels.layer_norm(x[i : i + 1], w, b, 1e-5) for i in range(shape[0])])
+    assert_same_bits(got, one_by_one)
+
+
 def test_norms_edge_rows(simd):
     rng = np.random.default_rng(12)
     x = np.zeros((7, 1000), np.float32)
