@@ -411,6 +411,10 @@ def _op_positional_only(a, b=1, /, c=2):
     return a
 
 
+def _op_positional_only_var_keyword(a, /, b=1, **kwargs):
+    return a
+
+
 @pytest.mark.parametrize(
     ("fn", "args", "kwargs"),
     [
@@ -425,6 +429,7 @@ def _op_positional_only(a, b=1, /, c=2):
         (_op_var_positional, (1,), {}),
         (_op_positional_only, (1,), {"c": 7}),
         (_op_positional_only, (1, 2, 3), {}),
+        (_op_positional_only_var_keyword, (1,), {"z": 2, "b": 3, "a": 4}),
     ],
 )
 def test_record_binds_arguments_as_signature_bind_does(fn, args, kwargs):
