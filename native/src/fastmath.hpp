@@ -22,19 +22,19 @@ TTTV2_INLINE float madd(float a, float b, float c) {
   return a * b + c;
 }
 
-// e^x = p · 2^n for float32 (the part shared by the exp functions below): n = round(x / ln 2), returned in ni,
-// and p = e^r with |r| <= ln(2)/2 by its degree-7 Taylor polynomial (truncation error < 1e-8 relative). x must
-// already be clamped to [-104, 104] (or NaN, which propagates).
+constexpr float kExpShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds |t| < 2^22 to an integer
+
+// e^x = p · 2^n for float32 (the part shared by the exp functions below): n = round(x / ln 2), held in the low
+// mantissa bits of `shifted` = x / ln 2 + kExpShifter, and p = e^r with |r| <= ln(2)/2 by its degree-7 Taylor
+// polynomial (truncation error < 1e-8 relative). x must already be clamped to [-104, 104] (or NaN, which
+// propagates).
 template <int W>
-TTTV2_INLINE float exp_split(float x, int32_t& ni) {
+TTTV2_INLINE float exp_poly(float x, float& shifted) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // 16 significant bits: n * kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
-  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds |t| < 2^22 to an integer
-  const float shifted = madd<W>(x, kLog2e, kShifter);
-  const float n = shifted - kShifter;
-  // the integer n sits in the low mantissa bits of `shifted`
-  ni = static_cast<int32_t>(f32_bits(shifted) - f32_bits(kShifter));
+  shifted = madd<W>(x, kLog2e, kExpShifter);
+  const float n = shifted - kExpShifter;
   float r = madd<W>(-n, kLn2Hi, x);
   r = madd<W>(-n, kLn2Lo, r);
   float p = 1.0f / 5040.0f;
@@ -45,6 +45,15 @@ TTTV2_INLINE float exp_split(float x, int32_t& ni) {
   p = madd<W>(p, r, 0.5f);
   p = madd<W>(p, r, 1.0f);
   p = madd<W>(p, r, 1.0f);
+  return p;
+}
+
+// exp_poly with n as an integer (ni)
+template <int W>
+TTTV2_INLINE float exp_split(float x, int32_t& ni) {
+  float shifted;
+  const float p = exp_poly<W>(x, shifted);
+  ni = static_cast<int32_t>(f32_bits(shifted) - f32_bits(kExpShifter));
   return p;
 }
 
@@ -70,6 +79,19 @@ TTTV2_INLINE float exp_f32(float x) {
   const float s1 = bits_f32(static_cast<uint32_t>(n1 + 127) << 23);
   const float s2 = bits_f32(static_cast<uint32_t>(n2 + 127) << 23);
   return (p * s1) * s2;
+}
+
+// e^x for x in [-87, 87] (softmax's x - max on a row spanning at most 87, silu's -v for |v| <= 87; never NaN):
+// exp_f32's bits. Every result in this range is a normal float (n in [-126, 126], and p > 1 when n = -126), so
+// p · 2^n is exact and is made by adding n to p's exponent field, an integer addition instead of exp_f32's two
+// multiplications (whose first product is exact and whose second rounds nothing for a normal result). The low 9
+// bits of exp_poly's `shifted` hold n modulo 512 (kExpShifter's are zero), so n << 23 is shifted's bits << 23
+// (modulo 2^32). Wrong for NaN (its payload bits are added too) and out-of-range x: the callers check first.
+template <int W>
+TTTV2_INLINE float exp_f32_normal(float x) {
+  float shifted;
+  const float p = exp_poly<W>(x, shifted);
+  return bits_f32(f32_bits(p) + (f32_bits(shifted) << 23));
 }
 
 // e^x for callers that only use 1 + e^x (the sigmoid in silu): the same value as exp_f32 wherever 1 + e^x is not

@@ -248,7 +248,8 @@ def test_json_path_imports_neither_networkx_nor_rich(tmp_path):
 def test_json_to_a_file_loads_only_what_json_needs(tmp_path):
     """``trace-deps MODULE CONFIG --json=OUT`` (no --quiet): the JSON file is the chosen output, so only the report's
     summary is printed (plain lines) and neither rich, networkx, the graph exporters and report modules nor tempfile
-    (the atomic write makes its temporary file itself) is imported; stderr has only the "wrote" line."""
+    (the atomic write makes its temporary file itself) nor socket (the temporary file's host name comes from
+    os.uname) is imported; stderr has only the "wrote" line."""
     out = tmp_path / "a.json"
     script = (
         "import sys\n"
@@ -258,7 +259,7 @@ def test_json_to_a_file_loads_only_what_json_needs(tmp_path):
         f"{str(ROOT / 'tttv1/tt/model_config.py')!r}, '--json={out}']\n"
         "code = console()\n"
         "new = set(sys.modules) - before\n"
-        "heavy = {m.split('.')[0] for m in new} & {'networkx', 'rich', 'libcst', 'tempfile', 'shutil'}\n"
+        "heavy = {m.split('.')[0] for m in new} & {'networkx', 'rich', 'libcst', 'tempfile', 'shutil', 'socket'}\n"
         "ours = {m.rsplit('.', 1)[-1] for m in new if m.startswith('tttv2_tools.')} & {'export', 'report', 'html'}\n"
         "print(code, sorted(heavy | ours))\n"
     )

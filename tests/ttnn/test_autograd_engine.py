@@ -4,6 +4,7 @@ and the graph's memory going away with the loss."""
 from __future__ import annotations
 
 import gc
+import inspect
 import weakref
 
 import numpy as np
@@ -380,3 +381,74 @@ def test_backward_context(mesh):
     assert ctx.output is y and ctx.op_name == "ttnn.multiply"
     assert y.grad_fn.parents() == [x]
     assert engine.has_backward("ttnn.multiply")
+
+
+def _reference_arguments(fn, args, kwargs):
+    """What record() bound with before _Binder: Signature.bind, apply_defaults, **kwargs flattened at the end."""
+    signature = inspect.signature(fn)
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    for param in signature.parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(arguments.pop(param.name, {}))
+    return arguments
+
+
+def _op_plain(a, b, c=3, *, d=None, e=5):
+    return a
+
+
+def _op_var_keyword(a, b=2, *, memory_config=None, **kwargs):
+    return a
+
+
+def _op_var_positional(a, *rest, scale=1.0):
+    return a
+
+
+def _op_positional_only(a, b=1, /, c=2):
+    return a
+
+
+def _op_positional_only_var_keyword(a, /, b=1, **kwargs):
+    return a
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs"),
+    [
+        (_op_plain, (1, 2), {}),
+        (_op_plain, (1,), {"b": 2, "e": 9}),
+        (_op_plain, (), {"e": 9, "b": 2, "a": 1}),
+        (_op_plain, (1, 2, 3), {"d": 4}),
+        (_op_var_keyword, (1,), {"z": 1, "memory_config": 2, "y": 3}),
+        (_op_var_keyword, (1, 5), {}),
+        (_op_var_keyword, (), {"a": 1, "b": 4, "extra": 7}),
+        (_op_var_positional, (1, 2, 3), {"scale": 2.0}),
+        (_op_var_positional, (1,), {}),
+        (_op_positional_only, (1,), {"c": 7}),
+        (_op_positional_only, (1, 2, 3), {}),
+        (_op_positional_only_var_keyword, (1,), {"z": 2, "b": 3, "a": 4}),
+    ],
+)
+def test_record_binds_arguments_as_signature_bind_does(fn, args, kwargs):
+    """record()'s binder gives the same mapping, in the same order, as inspect's bind + apply_defaults."""
+    got = engine._Binder(fn).arguments(args, kwargs)
+    expected = _reference_arguments(fn, args, kwargs)
+    assert list(got.items()) == list(expected.items())
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "kwargs"),
+    [
+        (_op_plain, (1,), {}),  # b missing
+        (_op_plain, (1, 2), {"a": 1}),  # a twice
+        (_op_plain, (1, 2, 3, 4), {}),  # too many positionals
+        (_op_plain, (1, 2), {"zz": 1}),  # unknown keyword, no **kwargs
+        (_op_positional_only, (), {"a": 1}),
+    ],
+)
+def test_record_binder_rejects_what_signature_bind_rejects(fn, args, kwargs):
+    with pytest.raises(TypeError):
+        engine._Binder(fn).arguments(args, kwargs)

@@ -290,6 +290,20 @@ def test_layer_norm_matches_reference(simd, shape, with_weight, with_bias):
     assert_close(_kernels.layer_norm(x, w, b, 1e-5), ref("layer_norm", x, w, b, 1e-5), scale_atol=2e-6)
 
 
+@pytest.mark.parametrize("shape", [(7, 2048), (7, 4096), (7, 8192), (5, 1000)])
+@pytest.mark.parametrize(
+    ("with_weight", "with_bias"), [(True, True), (True, False), (False, True), (False, False)]
+)
+def test_layer_norm_rows_in_groups_same_bits_as_one_row_at_a_time(simd, shape, with_weight, with_bias):
+    """layer_norm normalises rows in groups of 2 or 4 (weight and bias read once per group): each row must come
+    out with the bits a call on that row alone gives, in whole groups and in the last, partial one."""
+    x, w, b = row_data(shape, seed=14)
+    w, b = (w if with_weight else None), (b if with_bias else None)
+    got = _kernels.layer_norm(x, w, b, 1e-5)
+    one_by_one = np.concatenate([_kernels.layer_norm(x[i : i + 1], w, b, 1e-5) for i in range(shape[0])])
+    assert_same_bits(got, one_by_one)
+
+
 def test_norms_edge_rows(simd):
     rng = np.random.default_rng(12)
     x = np.zeros((7, 1000), np.float32)
@@ -334,6 +348,35 @@ def test_softmax_edge_rows(simd):
     assert_close(got, expected, scale_atol=1e-7)
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-6)
     assert (got[0, 5:] == 0).all()
+
+
+@pytest.mark.parametrize("d", [48, 512, 700, 4096])
+def test_softmax_rows_within_87_same_bits_as_the_general_exp(simd, d):
+    """A row spanning at most 87 takes a cheaper exp (2^n added to the exponent bits); it must give the bits of the
+    general exp, which a row spanning more takes. Appending max - 1000 to a row sends it down the general path
+    and adds an exact 0 to its sum (e^-1000 rounds to 0), so its first d outputs must stay the same bits."""
+    rng = np.random.default_rng(11)
+    rows = [rng.standard_normal(d) * scale for scale in (0.01, 1, 8, 20)]
+    rows.append(np.linspace(-86.99, 0, d))  # the edge of the range: n = -126, p > 1
+    rows.append(np.linspace(-40, 47, d))
+    rows.append(np.full(d, 3.5))
+    x = np.array(rows, np.float32)
+    x[1, 3] = -0.0
+    wider = np.concatenate([x, x.max(axis=1, keepdims=True) - 1000], axis=1)
+    fast, general = _kernels.softmax(x), _kernels.softmax(wider)
+    assert_same_bits(fast, np.ascontiguousarray(general[:, :d]))
+    assert (general[:, d] == 0).all()
+    assert_close(fast, ref("softmax", x), scale_atol=1e-7)
+
+
+def test_softmax_nan_or_inf_in_a_narrow_row_takes_the_general_path(simd):
+    x = np.random.default_rng(12).standard_normal((4, 600)).astype(np.float32)
+    x[0, 200] = np.nan  # max and min skip NaN: the row still must not take the bit-adding exp
+    x[1, 3] = np.inf
+    x[2, 599] = f32_from_bits([0x7FC001FF])[0]  # a NaN whose payload sits where the exp keeps n
+    got, expected = _kernels.softmax(x), ref("softmax", x)
+    assert np.isnan(got[[0, 2]]).all()
+    assert_close(got, expected, scale_atol=1e-7)
 
 
 def test_softmax_all_masked_row_is_nan_like_reference(simd):
@@ -411,6 +454,26 @@ def test_silu_mul_at_the_edges_of_exps_range(simd):
     got, expected = _kernels.silu_mul(a, b), ref("silu_mul", a, b)
     assert_close(got, expected, rtol=3e-6)
     assert_same_bits(np.signbit(got), np.signbit(expected))
+
+
+def test_silu_mul_blocks_within_87_same_bits_as_the_general_exp(simd):
+    """Blocks of values with |a| <= 87 take a cheaper exp; a block holding a larger value, an infinity or a NaN is
+    redone with the general one. Both must give the bits a call on one value gives (a one-value call never
+    takes the cheaper exp), here on every kind of block and on the values at the edge of the range."""
+    rng = np.random.default_rng(13)
+    a = (rng.standard_normal(4096) * 20).astype(np.float32)
+    a[:256] = np.linspace(-87, 87, 256)  # the whole range, one block
+    a[1000] = 87.01  # a block just out of range
+    a[1700] = np.nan
+    a[2300] = -np.inf
+    a[3000] = f32_from_bits([0x7FC001FF])[0]
+    a[3500:3800] = rng.uniform(-100, 100, 300)
+    b = rng.standard_normal(4096).astype(np.float32)
+    got = _kernels.silu_mul(a, b)
+    one_by_one = np.concatenate([_kernels.silu_mul(a[i : i + 1], b[i : i + 1]) for i in range(a.size)])
+    assert_same_bits(got, one_by_one)
+    with np.errstate(invalid="ignore"):
+        assert_close(got, ref("silu_mul", a, b), rtol=3e-6)
 
 
 def test_silu_mul_broadcasts_like_reference(simd):

@@ -101,6 +101,47 @@ def test_map_row_blocks_bits_do_not_depend_on_workers(small_pieces, monkeypatch)
     assert numerics.map_row_blocks(np.tanh, np.float32(0.5)) == np.tanh(np.float32(0.5))
 
 
+def test_pieces_are_shared_and_a_busy_worker_leaves_them_to_the_caller(monkeypatch):
+    """The caller takes pieces like the workers do: with the only worker held by another task, the caller computes
+    every piece itself, each once and in its place in the result, instead of waiting for the worker (released
+    once the last piece is done, so the helper task finds nothing left)."""
+    monkeypatch.setattr(_threads, "WORKERS", 2)
+    monkeypatch.setattr(_threads, "_pool", None)  # a pool of this test's own: one worker
+    release = threading.Event()
+    held = _threads.submit(release.wait)
+    calls = []
+
+    def piece(lo, hi):
+        calls.append((lo, hi, threading.current_thread().name))
+        if len(calls) == 6:
+            release.set()
+        return hi - lo
+
+    try:
+        results = numerics._run_pieces(piece, [0, 3, 5, 9, 10, 16, 20])
+    finally:
+        release.set()
+        held.result()
+    assert results == [3, 2, 4, 1, 6, 4]
+    assert sorted((lo, hi) for lo, hi, _ in calls) == [(0, 3), (3, 5), (5, 9), (9, 10), (10, 16), (16, 20)]
+    assert {name for *_, name in calls} == {threading.current_thread().name}
+
+
+def test_pieces_run_on_the_workers_too(monkeypatch):
+    """With a free worker, the pieces are shared: a piece that waits for another thread to take a piece can only
+    finish if a worker runs alongside the caller."""
+    monkeypatch.setattr(_threads, "WORKERS", 2)
+    monkeypatch.setattr(_threads, "_pool", None)
+    started = threading.Barrier(2, timeout=120)  # a hang guard, not a timing check
+
+    def piece(lo, hi):
+        started.wait()  # both threads must be inside a piece at once: two pieces, two threads
+        return threading.current_thread().name
+
+    names = numerics._run_pieces(piece, [0, 1, 2])
+    assert len(set(names)) == 2 and threading.current_thread().name in names
+
+
 def test_single_threaded_blas_restores_the_callers_setting():
     with threadpool_limits(limits=2, user_api="blas"):
         assert set(_blas_threads()) == {2}

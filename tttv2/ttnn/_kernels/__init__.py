@@ -204,7 +204,7 @@ def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray
     x2 = _rows(x)
     out = np.empty_like(x2)
     _native.rms_norm(x2, _vector(weight), float(eps), out)
-    return out.reshape(np.shape(x))
+    return out if x2 is x else out.reshape(np.shape(x))  # x2 is x: x was [rows, d] float32 already
 
 
 @_dispatch
@@ -212,7 +212,7 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
     x2 = _rows(x)
     out = np.empty_like(x2)
     _native.layer_norm(x2, _vector(weight), _vector(bias), float(eps), out)
-    return out.reshape(np.shape(x))
+    return out if x2 is x else out.reshape(np.shape(x))  # x2 is x: x was [rows, d] float32 already
 
 
 @_dispatch
@@ -220,7 +220,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
     x2 = _rows(x)
     out = np.empty_like(x2)
     _native.softmax(x2, out)
-    return out.reshape(np.shape(x))
+    return out if x2 is x else out.reshape(np.shape(x))  # x2 is x: x was [rows, d] float32 already
 
 
 @_dispatch
