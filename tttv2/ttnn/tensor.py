@@ -186,7 +186,9 @@ class _UnpackedShards(Sequence):
         return len(self._stored)
 
     def _item(self, index: int) -> np.ndarray:
-        shard = self._stored[index]  # a storage, or the float32 stand-in of another rank's device (_remote.py)
+        shard = self._stored[
+            index
+        ]  # a storage, or the float32 stand-in of another rank's device (_remote.py)
         if isinstance(shard, np.ndarray):
             return shard
         array = self._arrays.get(id(shard))
