@@ -37,8 +37,9 @@ import numpy as np
 from ..device import MeshCoordinate, MeshDevice, MeshShape
 from ..errors import ValidationError, op_error
 from ..memory import CoreCoord, MemoryConfig
+from ..numerics import store
 from ..placement import PlacementReplicate, PlacementShard, TensorTopology
-from ..tensor import Shape, Tensor
+from ..tensor import Shape, Tensor, _seal
 from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout
 from ._common import expect_tensor, ttnn_op
 
@@ -560,10 +561,10 @@ class MeshSocket:
         self._write(op, output, header, shards)
 
     def _write(self, op: str, output: Tensor, header: dict, shards: list[np.ndarray]) -> None:
-        stored = output.shards(op)
+        stored = output.stored_shards(op)  # bfloat16 / block floats: storage in the device format
         for index, shard in zip(self._coords("receiver_core"), shards):
-            shard = np.array(shard, copy=True)
-            shard.flags.writeable = False
+            shard = store(np.array(shard, copy=True), output.dtype)  # exact: the values are the sender's
+            _seal(shard)
             stored[index] = shard
         output._mark_modified(op)
         # the sender's distribution comes along when every device receives its counterpart's shard
