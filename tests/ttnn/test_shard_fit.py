@@ -140,9 +140,10 @@ def test_a_width_shard_taller_than_the_tensor_is_refused_as_in_ttnn(open_mesh, r
     with pytest.raises(
         ValidationError,
         match=r"^ttnn\.to_memory_config: memory_config: shard spec does not tile the tensor \[1, 1, 32, 512\] "
-        r"\(WIDTH_SHARDED\): expected shard height 32 .* got shard \(128, 64\) on 8 cores; a width shard taller "
-        r"than the tensor is refused as in ttnn \(only a height or block shard may be partly filled\): gather the "
-        r"rows first, or use a shard of height 32$",
+        r"\(WIDTH_SHARDED\): expected shard height 32 .* got shard \(128, 64\) on 8 cores; ttnn's TensorSpec rule: "
+        r"a width shard's height must equal the tensor's physical height \(tile-padded in TILE layout\) \(shard "
+        r"height 128 must match physical height 32\), so a width shard taller than the tensor is refused \(only a height or block shard may be "
+        r"partly filled\): gather the rows first, or use a shard of height 32$",
     ):
         _all_reduce_to_ccl_dtype(w1_out, config)
     # the gathered tensor (4 partials stacked on dim 0: 128 rows) is what the config was written for
@@ -150,7 +151,6 @@ def test_a_width_shard_taller_than_the_tensor_is_refused_as_in_ttnn(open_mesh, r
     assert list(gathered.shape) == [4, 1, 32, 512]
     fits = ttnn.to_memory_config(gathered, config, ttnn.bfloat16)
     assert fits.memory_config() == config
-    # a width shard shorter than the tensor is refused too, without the hint
     tall = ttnn.from_numpy(
         np.zeros((1, 1, 64, 512), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
     )
@@ -159,7 +159,13 @@ def test_a_width_shard_taller_than_the_tensor_is_refused_as_in_ttnn(open_mesh, r
         ttnn.BufferType.L1,
         ttnn.ShardSpec(config.shard_spec.grid, (32, 64)),
     )
-    with pytest.raises(ValidationError, match=r"got shard \(32, 64\) on 8 cores$"):
+    # a width shard shorter than the tensor is refused too: the rule is cited, without the gather hint
+    with pytest.raises(
+        ValidationError,
+        match=r"got shard \(32, 64\) on 8 cores; ttnn's TensorSpec rule: a width shard's height must equal the "
+        r"tensor's physical height \(tile-padded in TILE layout\) \(shard height 32 must match physical height "
+        r"64\)$",
+    ):
         ttnn.to_memory_config(tall, short)
 
 

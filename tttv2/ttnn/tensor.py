@@ -746,10 +746,16 @@ def validate_memory_config(
     elif kind is TensorMemoryLayout.WIDTH_SHARDED:
         ok = sh == height and sw * n >= width
         expected = f"shard height {height} and at most {n} shards of width {sw} covering width {width}"
-        if sh > height:
+        if sh != height:
+            # ttnn's rule (tensor_spec.cpp, validate_shard_spec_with_tensor_shape), fatal since tt-metal PR #17799
             hint = (
-                f"; a width shard taller than the tensor is refused as in ttnn (only a height or block shard may "
-                f"be partly filled): gather the rows first, or use a shard of height {height}"
+                "; ttnn's TensorSpec rule: a width shard's height must equal the tensor's physical height "
+                f"(tile-padded in TILE layout) (shard height {sh} must match physical height {height})"
+            )
+        if sh > height:
+            hint += (
+                ", so a width shard taller than the tensor is refused (only a height or block shard may be "
+                f"partly filled): gather the rows first, or use a shard of height {height}"
             )
     else:
         box = spec.grid.bounding_box().grid_size()
