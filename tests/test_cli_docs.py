@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import shlex
@@ -435,3 +436,45 @@ def test_every_tttv1_line_the_docs_cite_is_one_trace_deps_reports():
                 stale.append(f"{path.relative_to(ROOT)}: {m[0]}")
     assert not stale, stale
     assert cited >= 30
+
+
+_ANY_CITED = re.compile(r"(?<![\w/.-])([\w/.-]+\.py):(\d+)")
+
+
+def test_every_fixture_line_the_docs_cite_starts_a_statement():
+    """A line of a test fixture the docs cite (``ring_mlp.py:10``, the assert a note names) starts a statement of
+    that file, and a test asserts that a tool reports it (``FILE:LINE`` in a test's text: when the fixture moves,
+    that test fails, and once it is updated the doc's stale line fails here). A fixture is the one file under tests/ whose path ends with
+    the cited name; tttv1's mlp.py / model_config.py / attention.py are the test above's, generated files
+    (``mlp_1d.py:408``), tt-metal's (``ccl.py:197``) and names several fixtures share are not checked."""
+    fixtures: dict[str, list[Path]] = {}
+    for path in (ROOT / "tests").rglob("*.py"):
+        fixtures.setdefault(path.name, []).append(path)
+    tests = [p for p in (ROOT / "tests").rglob("test_*.py") if p.resolve() != Path(__file__).resolve()]
+    cited, stale = [], []
+    for doc in DOCS:
+        for m in _ANY_CITED.finditer(doc.read_text(encoding="utf-8")):
+            if _CITED.fullmatch(m[0]):
+                continue
+            found = [
+                p
+                for p in fixtures.get(Path(m[1]).name, [])
+                if f"/{p.relative_to(ROOT).as_posix()}".endswith(f"/{m[1]}")
+            ]
+            if len(found) != 1:
+                continue
+            cited.append(m[0])
+            pinned = any(f"{found[0].name}:{m[2]}" in t.read_text(encoding="utf-8") for t in tests)
+            if not pinned:
+                stale.append(f"{doc.relative_to(ROOT)}: {m[0]} (no test asserts a tool reports that line)")
+            starts = {
+                n.lineno
+                for n in ast.walk(ast.parse(found[0].read_text(encoding="utf-8")))
+                if isinstance(n, ast.stmt)
+            }
+            if int(m[2]) not in starts:
+                stale.append(
+                    f"{doc.relative_to(ROOT)}: {m[0]} (line {m[2]} of {found[0].relative_to(ROOT)} starts no statement)"
+                )
+    assert not stale, stale
+    assert "ring_mlp.py:10" in cited

@@ -17,6 +17,8 @@ _NOT_EMITTED_BY_DEFAULT = ("num_devices", "arch")
 #: second-to-last dimension; the last for token ids), ``recorded`` every tensor argument's shape and dtype by
 #: parameter name (canonical JSON, written as a dict).
 GENERATED_TEST_COLUMNS = ("mesh_device", "mode", "seq_len", "model_name", "recorded")
+#: The generated tests' mode of a module whose forward takes none (``tttv2-refactor``'s default matrix too).
+NO_MODE = "forward"
 #: The rows of a case that recorded no tensor argument (the generated tests' decode rows, ``testgen.DECODE_ROWS``).
 DEFAULT_ROWS = 32
 
@@ -88,7 +90,9 @@ def columns_of(fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
         taken.add(name)
 
     for name in _HEAD:
-        if name in fields:
+        if name in fields and (
+            name != "mode" or fields[name]
+        ):  # no mode: the generated tests' NO_MODE, below
             put(name, _tuples(fields[name]), "head")
     for kind, prefix, items in (
         ("input", "arg_", fields.get("inputs", ())),
@@ -119,8 +123,12 @@ def first_input(fields: dict[str, Any]) -> tuple[tuple[int, ...], str | None] | 
 
 def generated_test_values(fields: dict[str, Any]) -> dict[str, Any]:
     """A case's ``mesh_device``, ``seq_len`` and ``recorded`` (``GENERATED_TEST_COLUMNS``; ``mode`` and
-    ``model_name`` are columns already); ``mesh_device`` only for a 2-D mesh, as the generated tests take."""
+    ``model_name`` are columns already); ``mesh_device`` only for a 2-D mesh, as the generated tests take. A case
+    recorded without a mode (a forward that takes none) has the mode ``"forward"``, as the generated tests
+    name it (docs/refactor.md, "Generated tests")."""
     out: dict[str, Any] = {}
+    if not fields.get("mode"):
+        out["mode"] = NO_MODE
     mesh = fields.get("mesh_shape")
     if mesh and len(mesh) == 2:
         out["mesh_device"] = (int(mesh[0]), int(mesh[1]))

@@ -270,6 +270,66 @@ def _module_bindings(module: cst.Module) -> dict[str, tuple[str, int]]:
     return found
 
 
+def header_comment(
+    target: str,
+    columns: list[str],
+    *,
+    topology: str | None = None,
+    mode: str | None = None,
+    minimal: bool = False,
+) -> str:
+    """The comment emit writes above a list: what it lists (target, columns) and the filters it was emitted with."""
+    words = [f"target={target}", f"fields={','.join(columns)}"]
+    words += [f"{k}={v}" for k, v in (("topology", topology), ("mode", mode)) if v]
+    if minimal:
+        words.append("minimal")
+    return f"{HEADER} {' '.join(words)}"
+
+
+def _rows_and_ids(
+    chosen: list[Case], columns: list[str], minimal: bool
+) -> tuple[list[Row], list[str], list[str]]:
+    """The rows to write (sorted; ``--minimal``'s subset), their ids, and the ids ``--minimal`` left out."""
+    rows = project(chosen, columns)
+    dropped_rows: list[Row] = []
+    every_row = rows
+    if minimal:
+        rows, dropped_rows = minimal_rows(rows, columns)
+    # ids come from the whole selection, so a case keeps its id with or without --minimal
+    id_of = dict(zip(map(id, every_row), make_ids(every_row, columns)))
+    return rows, [id_of[id(r)] for r in rows], [id_of[id(r)] for r in dropped_rows]
+
+
+def _entries(
+    rows: list[Row], ids: list[str], columns: list[str], line_length: int, kwargs=lambda values: []
+) -> list[str]:
+    """One ``pytest.param(...)`` entry per row (``kwargs(values_code)``: keyword arguments kept after ``id``)."""
+    lines = []
+    for row, ident in zip(rows, ids):
+        values_code = [render_value(v, c) for c, v in zip(columns, row.values)]
+        lines.append(render_param(values_code, [f'id="{ident}"', *kwargs(values_code)], "    ", line_length))
+    return lines
+
+
+def render_list(
+    cases: list[Case],
+    target: str,
+    name: str,
+    *,
+    topology: str | None = None,
+    mode: str | None = None,
+    columns: tuple[str, ...] = GENERATED_TEST_COLUMNS,
+    line_length: int = DEFAULT_LINE_LENGTH,
+) -> str:
+    """``NAME = [...]`` with its header comment, byte for byte what ``emit`` writes for ``cases`` (already
+    selected: ``topology`` / ``mode`` only go into the header) into a file without that list: tttv2-refactor
+    ``--cases`` writes its ``CASES`` with it, so ``emit --check`` right after it passes."""
+    rows, ids, _ = _rows_and_ids(cases, list(columns), False)
+    header = header_comment(target, list(columns), topology=topology, mode=mode)
+    body = "\n".join(_entries(rows, ids, list(columns), line_length))
+    return f"{header}\n{name} = [\n{body}\n]"
+
+
 def emit(
     cases: list[Case],
     target: str,
@@ -366,15 +426,7 @@ def emit(
                 f"({', '.join(columns)}); update its argument names, or pass --fields {','.join(names)}"
             )
 
-    rows = project(chosen, list(columns))
-    dropped_rows: list[Row] = []
-    every_row = rows
-    if minimal:
-        rows, dropped_rows = minimal_rows(rows, list(columns))
-    # ids come from the whole selection, so a case keeps its id with or without --minimal
-    id_of = dict(zip(map(id, every_row), make_ids(every_row, list(columns))))
-    ids = [id_of[id(r)] for r in rows]
-    dropped_ids = [id_of[id(r)] for r in dropped_rows]
+    rows, ids, dropped_ids = _rows_and_ids(chosen, list(columns), minimal)
 
     if module is None:
         params = ", ".join(columns)
@@ -419,17 +471,16 @@ def emit(
     existing = _existing_entries(module, value) if isinstance(value, cst.List) else []
     by_key = {e.values_key: e for e in existing if e.values_key is not None}
 
-    lines = []
     matched = set()
-    for row, ident in zip(rows, ids):
-        values_code = [render_value(v, c) for c, v in zip(columns, row.values)]
-        key = _normalised(values_code)
-        previous = by_key.get(key)
-        extra = []
-        if previous is not None:
-            matched.add(id(previous))
-            extra = previous.extra_kwargs
-        lines.append(render_param(values_code, [f'id="{ident}"', *extra], "    ", line_length))
+
+    def kept_kwargs(values_code: list[str]) -> list[str]:
+        previous = by_key.get(_normalised(values_code))
+        if previous is None:
+            return []
+        matched.add(id(previous))
+        return previous.extra_kwargs
+
+    lines = _entries(rows, ids, list(columns), line_length, kept_kwargs)
     # entries of other store cases (left out by the filters or --minimal) go; only what the store lacks stays
     in_store = {
         _normalised([render_value(v, c) for c, v in zip(columns, r.values)])
@@ -448,11 +499,11 @@ def emit(
         if clashing:
             warnings.append(f"{name} in {path}: ids used twice (generated and kept): {', '.join(clashing)}")
 
-    header_words = [f"target={target}", f"fields={','.join(columns)}"]
-    header_words += [f"{k}={v}" for k, v in (("topology", topology), ("mode", mode)) if v]
-    if minimal:
-        header_words.append("minimal")
-    header_line = cst.EmptyLine(comment=cst.Comment(f"{HEADER} {' '.join(header_words)}"))
+    header_line = cst.EmptyLine(
+        comment=cst.Comment(
+            header_comment(target, list(columns), topology=topology, mode=mode, minimal=minimal)
+        )
+    )
     list_code = "[\n" + "\n".join(lines) + "\n]"
     new_value = cst.parse_expression(list_code)
     leading = [line for line in statement.leading_lines if not _is_header(line)]

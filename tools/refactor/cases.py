@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tttv2_tools._cli import missing_file
 from tttv2_tools.collect_cases import CollectCasesError, load_cases
-from tttv2_tools.collect_cases.cases import first_input, generated_test_values
+from tttv2_tools.collect_cases.cases import MODES, first_input, generated_test_values, select
+from tttv2_tools.collect_cases.emit import render_list
 
 from .errors import UsageError
 from .helpers import dotted_module_of
@@ -44,6 +45,22 @@ def cases_from_store(
             cases.append(converted)
     origin = f"the cases of {target} recorded in {store.name} (collect-cases)"
     return out, origin
+
+
+def cases_list(store: Path, module: Path, class_name: str, modes: tuple[str, ...], topology: str) -> str:
+    """The generated test's ``CASES = [...]`` for ``topology`` ("1d", "2d" or "any": both), byte for byte what
+    ``collect-cases emit --into TEST --name CASES [--topology T] [--mode M]`` writes (one implementation:
+    ``render_list``), so ``emit --check`` passes right after ``--cases``. Its header names the topology, and the
+    module's one mode when the store has cases of others (which ``_case`` leaves out, as ``emit --mode`` does)."""
+    target = f"{dotted_module_of(module)}:{class_name}"
+    recorded = load_cases(store, target)  # cases_from_store has refused a bad store already
+    wanted = ("1d", "2d") if topology == "any" else (topology,)
+    chosen = [c for c in recorded if c.topology in wanted and _case(c, modes) is not None]
+    emit_topology = None if topology == "any" else topology
+    mode = None
+    if len(chosen) < len(select(recorded, emit_topology)) and len(modes) == 1 and modes[0] in MODES:
+        mode = modes[0]
+    return render_list(chosen, target, "CASES", topology=emit_topology, mode=mode)
 
 
 def case_notes(store: Path, module: Path, class_name: str, modes: tuple[str, ...]) -> list[str]:
@@ -97,11 +114,11 @@ def _case(case, modes: tuple[str, ...]) -> Case | None:
     values = generated_test_values(case.fields)
     if "mesh_device" not in values:
         return None
-    mode = case.flat.get("mode") or "forward"
+    mode = case.mode  # "forward" for a case recorded without one (collect-cases' NO_MODE)
     if mode not in modes:
         return None
     inputs = tuple((name, spec) for name, spec in case.fields.get("inputs", ()) if spec)
     return Case(values["mesh_device"], mode, values["seq_len"], case.flat.get("model_name") or None, inputs)
 
 
-__all__ = ["case_notes", "cases_from_store"]
+__all__ = ["case_notes", "cases_from_store", "cases_list"]

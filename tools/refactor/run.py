@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .api import Result, generate
-from .cases import cases_from_store
+from .cases import cases_from_store, cases_list
 from .cstutil import clear_memos
 from .errors import Gap, UsageError
 from .files import Planned, run_formatter, source_hash, with_header
@@ -90,7 +90,9 @@ def _plan_run(
             other = next((g.class_name for g in result.modules if g is not generated), None)
             modes = tuple(generated.plan.modes)
             label = generated.topology if len(topologies) > 1 or generated.topology == "2d" else "any"
-            topology_cases, cases_origin = _cases(cases_store, module, inputs.class_name, modes, label)
+            topology_cases, cases_origin, cases_code = _cases(
+                cases_store, module, inputs.class_name, modes, label
+            )
             topology_cases = topology_cases or default_cases(label, modes=modes)
             test_path = tests_out / f"test_{generated.file_name}"
             code = render_test(
@@ -105,6 +107,7 @@ def _plan_run(
                 cases_origin=cases_origin,
                 legacy=(module, dotted_module_of(module), inputs.class_name),
                 modes=modes,
+                cases_code=cases_code,
             )
             if formatter:
                 code = run_formatter(formatter, code, test_path)
@@ -117,16 +120,17 @@ def _plan_run(
 
 
 def _cases(store: Path | None, module: Path, class_name: str, modes: tuple[str, ...], topology: str):
-    """The recorded cases of one generated module (both topologies' for a module that serves every mesh) and
-    the comment that says where its cases come from; no cases: the default matrix."""
+    """The recorded cases of one generated module (both topologies' for a module that serves every mesh), the
+    comment that says where its cases come from, and their ``CASES`` list as ``collect-cases emit`` writes it;
+    no cases: the default matrix (and no list)."""
     matrix = "the default matrix: every mesh of the topology, every mode, the conftest's default model"
     if store is None:
-        return [], matrix
+        return [], matrix, None
     recorded, origin = cases_from_store(store, module, class_name, modes)
     cases = [c for t in ("1d", "2d") if topology in (t, "any") for c in recorded.get(t, [])]
     if not cases:
-        return [], f"{origin}: none for this topology, so {matrix}"
-    return cases, origin
+        return [], f"{origin}: none for this topology, so {matrix}", None
+    return cases, origin, cases_list(store, module, class_name, modes, topology)
 
 
 def check_python(planned: list[Planned]) -> None:

@@ -88,15 +88,18 @@ def render_test(
     cases_origin: str,
     legacy: tuple[Path, str, str],
     modes: tuple[str, ...] = ("decode", "prefill"),
+    cases_code: str | None = None,
 ) -> str:
     """The text of one generated test file (without the tool's header). ``legacy``: the TTTv1 module the
     generated one came from (its path, dotted name and class), which the equivalence test runs; ``hf_kind``: the
-    module kind the conftest's ``hf_reference`` fixture is asked to check (None: no such test)."""
+    module kind the conftest's ``hf_reference`` fixture is asked to check (None: no such test); ``cases_code``:
+    the ``CASES = [...]`` statement of recorded cases, as ``collect-cases emit`` writes it (``cases`` otherwise)."""
     relative = Path(os.path.relpath(module_path, test_path.parent)).as_posix()
     legacy_path, legacy_module, legacy_class = legacy
     legacy_relative = Path(os.path.relpath(legacy_path.resolve(), test_path.parent.resolve())).as_posix()
     stem = test_path.stem.removeprefix("test_")
-    params = "\n".join(f"    {c.param()}," for c in cases)
+    if cases_code is None:
+        cases_code = "CASES = [\n" + "\n".join(f"    {c.param()}," for c in cases) + "\n]"
     imports = ["assert_matches_tttv1", "load_generated", "load_legacy"]
     hf = ""
     if hf_kind is not None:
@@ -154,9 +157,7 @@ TTTV1_CLASS = load_legacy(__file__, "{legacy_relative}", "{legacy_module}", "{le
 PARAMETERS = ({SIGNATURE_QUOTED})
 
 # {cases_origin}
-CASES = [
-{params}
-]
+{cases_code}
 
 
 @pytest.fixture

@@ -389,11 +389,36 @@ def test_emit_into_a_generated_test_writes_what_refactor_cases_wrote(tmp_path, c
     written = _params(generated, "CASES")
     assert len(written) == 6  # 1x1, 1x2, 1x8 (N150, N300, T3K), decode and prefill
     command = ["emit", "--store", str(store), "--target", str(ROOT / "tttv1" / "tt" / "mlp.py")]
-    assert main([*command, "--into", str(generated), "--name", "CASES", "--topology", "1d", "-q"]) == 0
+    command += ["--into", str(generated), "--name", "CASES", "--topology", "1d", "-q"]
+    before = generated.read_bytes()
+    assert main([*command, "--check"]) == 0  # refactor wrote emit's own layout and header
+    assert main(command) == 0 and generated.read_bytes() == before
     assert _params(generated, "CASES") == written
     assert "# collect-cases: target=tttv1.tt.mlp:MLP fields=mesh_device,mode,seq_len,model_name,recorded" in (
         generated.read_text()
     )
+
+
+def test_a_case_recorded_without_a_mode_has_the_generated_tests_mode_forward(tmp_path, capsys):
+    """A forward that takes no mode records none: its case's `mode` column is "forward" (what the generated tests
+    call it, docs/refactor.md), in the flat columns, an emitted mode column, the ids and `list`; a stored
+    `mode: null` (an imported row) is no mode either; a recorded mode is kept."""
+    from tttv2_tools.collect_cases.cases import NO_MODE
+
+    fields = {"mesh_shape": [1, 8], "model_name": "Qwen2.5-7B-tiny"}
+    fields["inputs"] = [["x", {"shape": [1, 1, 1, 32], "dtype": "uint32"}]]
+    target = "tttv1.tt.embedding:Embedding"
+    modeless, null_mode = Case(target, fields), Case(target, {**fields, "mode": None})
+    assert modeless.mode == null_mode.mode == NO_MODE == "forward"
+    assert Case(target, {**fields, "mode": "decode"}).flat["mode"] == "decode"
+    store = _store(tmp_path, [modeless])
+    test_file = tmp_path / "test_embedding.py"
+    command = ["emit", "--store", str(store), "--target", target, "--into", str(test_file), "--name", "E"]
+    assert main([*command, "--fields", "mesh_shape,mode,model_name", "-q"]) == 0
+    assert '(1, 8), "forward", "Qwen2.5-7B-tiny", id="1x8-forward-Qwen2.5-7B-tiny"' in test_file.read_text()
+    capsys.readouterr()
+    assert main(["list", "--store", str(store), "--target", target]) == 0
+    assert "forward" in capsys.readouterr().out
 
 
 def test_a_new_files_skeleton_is_a_test_that_runs(tmp_path):

@@ -141,3 +141,119 @@ def test_cases_the_tests_cannot_take_as_recorded_are_reported(tmp_path):
     # the recorded inputs travel with the case, by parameter name
     assert sorted(len(c.inputs) for c in recorded["1d"]) == [0, 1, 1]
     assert all(c.inputs == (("hidden", hidden[0][1]),) for c in recorded["1d"] if c.inputs)
+
+
+# --- one list layout with collect-cases emit (issue 23) --------------------------------------------------------
+
+
+def _emit(store: Path, module: str, test_file: Path, *options: str) -> int:
+    from tttv2_tools.collect_cases.cli import main as collect_cases
+
+    command = [
+        "emit",
+        "--store",
+        str(store),
+        "--target",
+        str(TTTV1 / f"{module}.py"),
+        "--into",
+        str(test_file),
+    ]
+    return collect_cases([*command, "--name", "CASES", *options, "-q"])
+
+
+@pytest.mark.parametrize(
+    "module, target, files",
+    [
+        # two generated modules: each test's header names its topology; recorded entries are past 110 columns
+        (
+            "mlp",
+            "tttv1.tt.mlp:MLP",
+            {"test_mlp_1d.py": ["--topology", "1d"], "test_mlp_2d.py": ["--topology", "2d"]},
+        ),
+        # one module for every mesh, whose forward takes no mode
+        ("embedding", "tttv1.tt.embedding:Embedding", {"test_embedding_1d.py": []}),
+    ],
+)
+def test_emit_check_passes_right_after_cases(tmp_path, module, target, files):
+    """``tttv2-refactor --cases`` writes its CASES as ``collect-cases emit`` does (one implementation): the first
+    ``emit --check`` on the generated tests finds them up to date, and a real emit changes no byte."""
+    store = _store(tmp_path / "cases.sqlite", target)
+    argv = [
+        TTTV1 / f"{module}.py",
+        "--out",
+        tmp_path / "m",
+        "--tests-out",
+        tmp_path / "t",
+        "--cases",
+        store,
+        "-q",
+    ]
+    assert main([str(a) for a in argv]) == 0
+    assert sorted(p.name for p in (tmp_path / "t").glob("test_*.py")) == sorted(files)
+    for name, options in files.items():
+        test_file = tmp_path / "t" / name
+        before = test_file.read_bytes()
+        assert f"# collect-cases: target={target} fields=mesh_device,mode,seq_len,model_name,recorded" in (
+            before.decode()
+        )
+        assert _emit(store, module, test_file, *options, "--check") == 0, name
+        assert _emit(store, module, test_file, *options) == 0 and test_file.read_bytes() == before, name
+
+
+def test_a_module_without_modes_gets_the_documented_forward_mode_in_both_tools(tmp_path):
+    """docs/refactor.md: `mode` is "forward" for a module whose forward takes no mode. The Embedding's recorded
+    cases have no mode: --cases and a fresh emit (a new file: the generated tests' columns) write "forward" and
+    the same ids, which the default matrix's ids also use."""
+    store = _store(tmp_path / "cases.sqlite", "tttv1.tt.embedding:Embedding")
+    argv = [
+        TTTV1 / "embedding.py",
+        "--out",
+        tmp_path / "m",
+        "--tests-out",
+        tmp_path / "t",
+        "--cases",
+        store,
+        "-q",
+    ]
+    assert main([str(a) for a in argv]) == 0
+    generated = _listed_ids(tmp_path / "t" / "test_embedding_1d.py")
+    assert len(generated) == 40 and all(mode == "forward" for mode, _ in generated.values())
+    assert "1x8-forward-32-Llama-3.1-8B-tiny" in generated
+    fresh = tmp_path / "test_recorded_embedding.py"
+    assert _emit(store, "embedding", fresh) == 0
+    assert _listed_ids(fresh) == generated
+    default = tmp_path / "default"
+    argv = [TTTV1 / "embedding.py", "--out", default / "m", "--tests-out", default / "t", "-q"]
+    assert main([str(a) for a in argv]) == 0
+    assert _listed_ids(default / "t" / "test_embedding_1d.py")["1x8-forward-128"] == ("forward", 128)
+
+
+def _listed_ids(test_file: Path) -> dict[str, tuple]:
+    """id -> (mode, rows) of every entry of CASES."""
+    tree = ast.parse(test_file.read_text())
+    cases = next(
+        n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "CASES"
+    )
+    return {
+        next(k.value.value for k in call.keywords if k.arg == "id"): (
+            ast.literal_eval(call.args[1]),
+            ast.literal_eval(call.args[2]),
+        )
+        for call in cases.elts
+    }
+
+
+def test_a_one_mode_module_names_its_mode_in_the_list_header(tmp_path):
+    """A module with only a decode forward over a store that also has prefill cases: the list keeps the decode
+    ones and its header says `mode=decode`, so `emit --mode decode --check` agrees with it."""
+    from tttv2_tools.refactor.cases import cases_list
+
+    store = _store(tmp_path / "cases.sqlite", "tttv1.tt.mlp:MLP")
+    code = cases_list(store, TTTV1 / "mlp.py", "MLP", ("decode",), "1d")
+    assert code.splitlines()[0].endswith("recorded topology=1d mode=decode")
+    test_file = tmp_path / "test_decode_mlp.py"
+    test_file.write_text(f"import pytest\n\n{code}\n")
+    assert _emit(store, "mlp", test_file, "--topology", "1d", "--mode", "decode", "--check") == 0
+    assert _emit(store, "mlp", test_file, "--topology", "1d", "--check") == 1  # the prefill cases are missing
+    both = cases_list(store, TTTV1 / "mlp.py", "MLP", ("decode", "prefill"), "1d")
+    assert both.splitlines()[0].endswith("recorded topology=1d") and len(both) > len(code)
