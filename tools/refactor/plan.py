@@ -509,10 +509,14 @@ def per_mode_config(inputs: Inputs) -> list[Gap]:
     naming the obstacle, then one per such key (not transformed). When it can, at most one gap: a setter that
     rebuilds state for the new dict (:func:`_setter_rebuilds`)."""
     keys = _per_mode_keys(inputs)
-    obstacle = _config_per_mode_obstacle(inputs) if keys else None
+    in_dict = mode_in_dict(inputs)
+    obstacle = _config_per_mode_obstacle(inputs) if keys or in_dict else None
     if obstacle is None:
-        rebuilds = _setter_rebuilds(inputs) if keys else None
+        rebuilds = _setter_rebuilds(inputs) if keys or in_dict else None
         return [rebuilds] if rebuilds else []
+    if in_dict:  # each mode's dict carries its mode (LLM_MODE): one dict cannot serve both specialisations
+        what = f'the forward reads the mode from the config dict (`model_config["{MODE_KEY}"]`)'
+        return [Gap(*obstacle[:2], f"{what}, so each mode needs its own dict, but {obstacle[2]}")]
     gaps = [Gap(*obstacle[:2], f"the config is built per mode, but {obstacle[2]}")]
     for name, definitions in keys:
         where = [
