@@ -432,6 +432,35 @@ def test_what_the_dict_mode_cannot_take_is_a_precise_gap(tmp_path, old, new, wha
     assert result.gaps[0].what == what and reason in result.gaps[0].reason, [g.describe() for g in result.gaps]
 
 
+def test_a_dict_mode_forward_with_a_default_takes_the_mode_by_keyword(tmp_path):
+    """A TTTv1 ``__call__(self, x, scale=0.5)``: the generated forward's added ``mode`` follows a parameter with
+    a default, so it is keyword-only."""
+    old = "    def __call__(self, x):\n"
+    result = generate(_dict_mode_variant(tmp_path, old, "    def __call__(self, x, scale=0.5):\n"))
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    assert "def forward(self, x, scale=0.5, *, mode):" in result.modules[0].code
+
+
+def test_a_generated_dict_mode_test_without_a_modes_dict_fixture_fails_naming_it(tmp_path, pytester):
+    """The conftest gives no ``prefill_model_config``: the generated test fails in one line naming it."""
+    from tttv2_tools.refactor.cli import main
+
+    tests = tmp_path / "tests"
+    argv = [str(INPUTS / PACKAGE / "dict_mode_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    assert main([*argv, "--quiet", "--no-verify"]) == 0
+    conftest = (INPUTS / PACKAGE / "tests" / "conftest.py").read_text()
+    (tests / "conftest.py").write_text(conftest.replace("def prefill_model_config", "def other_config"))
+    sys.path.insert(0, str(INPUTS))
+    try:
+        result = pytester.runpytest_inprocess(str(tests), "-q", "-p", "no:cacheprovider", "-k", "1x1-decode")
+    finally:
+        sys.path.remove(str(INPUTS))
+        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
+            del sys.modules[name]
+    assert result.parseoutcomes().get("failed") == 1
+    assert "reads the mode from its config dict: the test needs `prefill_model_config`" in result.stdout.str()
+
+
 def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
     """trace-deps classifies both tests of the entry as ``mode`` branches with the mode facts (they were
     ``unknown``: the key has no definition in the package's model_config.py)."""
