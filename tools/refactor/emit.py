@@ -37,6 +37,7 @@ from .plan import (
     ClassPlan,
     MethodPlan,
     config_per_mode,
+    mode_in_dict,
     setter_rebuild_calls,
 )
 from .source import Inputs
@@ -587,7 +588,10 @@ class Emitter:
             """,
             BODY=lines,
         )
-        forward_def = module.body[0].with_changes(params=_mode_default_as_string(forward))
+        params = _mode_default_as_string(forward)
+        if mode_in_dict(self.inputs):  # TTTv1 reads the mode from its dict: the TTTv2 forward takes it
+            params = _with_mode_param(params)
+        forward_def = module.body[0].with_changes(params=params)
         return [forward_def]
 
     def _call_args(self, plan, kept: set[str]) -> str:
@@ -974,6 +978,15 @@ def _predeclare(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
             top |= set(assigned(statement))
     names = sorted(guarded - top)
     return [cst.parse_statement(f"{name} = None") for name in names]
+
+
+def _with_mode_param(params: cst.Parameters) -> cst.Parameters:
+    """``(self, x)`` -> ``(self, x, mode)``: the mode TTTv1 read from ``model_config["LLM_MODE"]`` (keyword-only
+    after a parameter with a default)."""
+    mode = cst.Param(cst.Name("mode"))
+    if params.star_arg is not cst.MaybeSentinel.DEFAULT or any(p.default is not None for p in params.params):
+        return params.with_changes(kwonly_params=[*params.kwonly_params, mode])
+    return params.with_changes(params=[*params.params, mode])
 
 
 def _mode_default_as_string(params: cst.Parameters) -> cst.Parameters:

@@ -1036,9 +1036,11 @@ class BranchBinder:
     def _give_up(self, func: cst.FunctionDef, target: cst.If, reason: str) -> cst.FunctionDef:
         if _reads_llm_mode(target.test):
             reason = (
-                f"{reason}; the test reads the mode from the config dict (Llama-2-70B T3000 style: the entry "
-                "takes no mode, `set_model_config` swaps the dict and its LLM_MODE between modes), which is "
-                "not taken as the mode: a module bound to one dict's LLM_MODE would not follow the swap"
+                f"{reason}; the test reads the mode from the config dict, which is taken as the mode only as "
+                '`model_config["LLM_MODE"]` read from the dict `__init__` keeps as `self.model_config` (not a '
+                "copy or another name), in a class whose method `set_model_config` (or another name) switches that "
+                "dict between modes, as Llama-2-70B T3000's does: without such a setter the module runs in its "
+                "construction dict's mode only"
             )
         self.gaps.append(Gap(self.loc_of(target), one_line(target.test, 80), reason))
         self.skipped.append(target)  # reported; --partial marks it; never picked again

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_NAMES
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_KEY, MODE_NAMES
 
 from .binding import (
     MUTATORS,
@@ -344,7 +344,9 @@ def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
     methods = methods_of(inputs.klass)
     name = inputs.module.name
     entry = "forward" if "forward" in methods else "__call__"
-    if entry not in methods or not {p.name.value for p in methods[entry].params.params[1:]} & MODE_NAMES:
+    if entry not in methods or not (
+        {p.name.value for p in methods[entry].params.params[1:]} & MODE_NAMES or mode_in_dict(inputs)
+    ):
         return (
             name,
             f"{inputs.class_name}.{entry}",
@@ -368,6 +370,38 @@ def _config_per_mode_obstacle(inputs: Inputs) -> tuple[str, str, str] | None:
             f"__init__ does not keep a `{CONFIG_PARAM}` parameter as `self.{CONFIG_PARAM}`",
         )
     return None
+
+
+def mode_in_dict(inputs: Inputs) -> bool:
+    """Llama-2-70B T3000 style: the forward takes no mode parameter and reads the mode from the config dict
+    (``self.model_config["LLM_MODE"] == "decode"``), which a dict setter (``set_model_config``) swaps between
+    modes. trace-deps takes that entry as the mode; the module then has a decode and a prefill path like one
+    with a mode parameter (``forward(x, mode)`` dispatching to them), each reading its own mode's dict."""
+    if "mode_in_dict" in inputs.cache:
+        return inputs.cache["mode_in_dict"]
+    methods = methods_of(inputs.klass)
+    entry = "forward" if "forward" in methods else "__call__"
+    found = (
+        entry in methods
+        and not {p.name.value for p in methods[entry].params.params[1:]} & MODE_NAMES
+        and any(r.kind == "key" and r.name == MODE_KEY for r in inputs.analysis.reads)
+        and _setter_name(methods) is not None
+    )
+    inputs.cache["mode_in_dict"] = found
+    return found
+
+
+def _setter_name(methods: dict[str, cst.FunctionDef]) -> str | None:
+    """The method other than ``__init__`` that sets ``self.model_config`` (``set_model_config``), if any."""
+    return next(
+        (name for name, func in methods.items() if name != "__init__" and _assigns_config(func)), None
+    )
+
+
+def mode_setter(inputs: Inputs) -> str | None:
+    """The dict setter the generated test switches TTTv1 with before each mode, for a module that reads the mode
+    from its config dict (:func:`mode_in_dict`); None otherwise."""
+    return _setter_name(methods_of(inputs.klass)) if mode_in_dict(inputs) else None
 
 
 def _setter_extras(func: cst.FunctionDef) -> list[cst.BaseStatement]:
@@ -465,8 +499,8 @@ def config_per_mode(inputs: Inputs) -> bool:
     (``from_model_args``'s ``decode_model_config`` / ``prefill_model_config``)."""
     if "config_per_mode" not in inputs.cache:
         inputs.cache["config_per_mode"] = (
-            bool(_per_mode_keys(inputs)) and _config_per_mode_obstacle(inputs) is None
-        )
+            bool(_per_mode_keys(inputs)) or mode_in_dict(inputs)
+        ) and _config_per_mode_obstacle(inputs) is None
     return inputs.cache["config_per_mode"]
 
 
@@ -475,10 +509,14 @@ def per_mode_config(inputs: Inputs) -> list[Gap]:
     naming the obstacle, then one per such key (not transformed). When it can, at most one gap: a setter that
     rebuilds state for the new dict (:func:`_setter_rebuilds`)."""
     keys = _per_mode_keys(inputs)
-    obstacle = _config_per_mode_obstacle(inputs) if keys else None
+    in_dict = mode_in_dict(inputs)
+    obstacle = _config_per_mode_obstacle(inputs) if keys or in_dict else None
     if obstacle is None:
-        rebuilds = _setter_rebuilds(inputs) if keys else None
+        rebuilds = _setter_rebuilds(inputs) if keys or in_dict else None
         return [rebuilds] if rebuilds else []
+    if in_dict:  # each mode's dict carries its mode (LLM_MODE): one dict cannot serve both specialisations
+        what = f'the forward reads the mode from the config dict (`model_config["{MODE_KEY}"]`)'
+        return [Gap(*obstacle[:2], f"{what}, so each mode needs its own dict, but {obstacle[2]}")]
     gaps = [Gap(*obstacle[:2], f"the config is built per mode, but {obstacle[2]}")]
     for name, definitions in keys:
         where = [
@@ -519,7 +557,7 @@ class Planner:
         self.entry = entry
         self.forward_methods = sorted({entry, *self._reachable(entry)})
         entry_params = {p.name.value for p in self.methods[entry].params.params[1:]}
-        self.modes = MODES if entry_params & MODE_NAMES else (SINGLE,)
+        self.modes = MODES if entry_params & MODE_NAMES or mode_in_dict(inputs) else (SINGLE,)
         self.facts = class_facts(inputs, self.forward_methods)
         self.taken: set[str] = set(self.methods) | {"decode_forward", "prefill_forward", "config", "forward"}
         self.method_aliases: dict[

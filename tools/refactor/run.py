@@ -15,6 +15,7 @@ from .files import Planned, run_formatter, source_hash, with_header
 from .helpers import dotted_module_of, first_party_folder
 from .markers import mark_gaps
 from .names import output_gaps
+from .plan import mode_setter
 from .report import Report, build_report
 from .testgen import default_cases, render_test
 from .testkit import hf_kind_of
@@ -108,6 +109,7 @@ def _plan_run(
                 legacy=(module, dotted_module_of(module), inputs.class_name),
                 modes=modes,
                 cases_code=cases_code,
+                setter=mode_setter(inputs),
             )
             if formatter:
                 code = run_formatter(formatter, code, test_path)

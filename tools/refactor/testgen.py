@@ -89,6 +89,7 @@ def render_test(
     legacy: tuple[Path, str, str],
     modes: tuple[str, ...] = ("decode", "prefill"),
     cases_code: str | None = None,
+    setter: str | None = None,
 ) -> str:
     """The text of one generated test file (without the tool's header). ``legacy``: the TTTv1 module the
     generated one came from (its path, dotted name and class), which the equivalence test runs; ``hf_kind``: the
@@ -101,6 +102,8 @@ def render_test(
     if cases_code is None:
         cases_code = "CASES = [\n" + "\n".join(f"    {c.param()}," for c in cases) + "\n]"
     imports = ["assert_matches_tttv1", "load_generated", "load_legacy"]
+    # TTTv1 reads the mode from its config dict: switched to each mode's dict by its own setter
+    setter_arg = "" if setter is None else f', setter="{setter}"'
     hf = ""
     if hf_kind is not None:
         imports.append("build_pair")
@@ -169,5 +172,5 @@ def tttv1_class():
 @pytest.mark.parametrize(PARAMETERS, CASES, indirect=["mesh_device"])
 def test_{stem}_matches_tttv1(request, {SIGNATURE}):
     """Outputs identical to the bit (shape, dtype, layout, memory config and every device's values)."""
-    assert_matches_tttv1(request, TTTV1_CLASS, [{class_name}], mode, recorded)
+    assert_matches_tttv1(request, TTTV1_CLASS, [{class_name}], mode, recorded{setter_arg})
 {hf}{reject}'''

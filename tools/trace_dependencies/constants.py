@@ -12,6 +12,9 @@ MC_NAMES = frozenset({"model_config"})
 WEIGHT_NAMES = frozenset({"state_dict", "weights", "state_dict_weights"})
 #: Parameter names that carry the mode.
 MODE_NAMES = frozenset({"mode", "llm_mode"})
+MODE_KEY = (
+    "LLM_MODE"  # the model-config entry that carries the mode a dict was built for (Llama-2-70B, Falcon-40B)
+)
 #: Constructor parameters that spell "galaxy" directly.
 GALAXY_NAMES = frozenset({"TG", "tg", "is_galaxy", "galaxy", "is_tg"})
 #: The device count that means "galaxy" (8x4 / 4x8 meshes).

@@ -176,6 +176,9 @@ class Dependencies(Part):
         key = const_str(e.slice)
         loc = loc_of(info.file, e)
         if role == MC:
+            if key == C.MODE_KEY:  # the mode a per-mode dict carries: the mode itself (facts.is_mode)
+                out.add(self.node("input:mode", "mode", "mode (per-call: decode / prefill)", info.loc()))
+                return []
             if key is not None:
                 out.add(self.key_node(key))
                 return []

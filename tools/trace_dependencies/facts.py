@@ -150,6 +150,11 @@ class Facts(Part):
         if isinstance(e, ast.Attribute) and e.attr in C.MODE_NAMES:
             role = self.role(e.value, info)
             return role is not None and role.kind is RoleKind.SELF
+        if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and e.slice.value == C.MODE_KEY:
+            # Llama-2-70B's ``self.model_config["LLM_MODE"]``: the dict of one mode carries that mode (the caller
+            # switches dicts with set_model_config), so it is the mode as a parameter would be
+            role = self.role(e.value, info)
+            return role is not None and role.kind is RoleKind.MC
         return False
 
     def mesh_shape_expr(self, e: ast.AST, info: FuncInfo, depth: int = 0) -> bool:

@@ -161,6 +161,16 @@ def constructor_arguments(request, cls: type) -> dict:
     return out
 
 
+def _required_fixture(request, cls: type, name: str):
+    found, value = _fixture(request, name)
+    if not found:
+        _fail(
+            f"{cls.__name__} reads the mode from its config dict: the test needs `{name}` (that mode's dict; "
+            "provide it in conftest.py; docs/refactor.md, 'Generated tests')"
+        )
+    return value
+
+
 def _entry(cls: type):
     return cls.forward if "forward" in dir(cls) else cls.__call__
 
@@ -264,9 +274,17 @@ def build_pair(request, tttv1_class: type, classes: Sequence[type]):
     return _pair(tttv1_class, classes, constructor_arguments(request, tttv1_class))
 
 
-def _pair(tttv1_class: type, classes: Sequence[type], kwargs: dict, legacy_only: bool = False):
-    """The cached pair (``legacy_only``: the TTTv1 module alone, its twin built on the next call)."""
-    key = (tttv1_class, tuple(classes), tuple((k, id(v)) for k, v in kwargs.items()))
+def _pair(
+    tttv1_class: type,
+    classes: Sequence[type],
+    kwargs: dict,
+    legacy_only: bool = False,
+    extra: dict | None = None,
+):
+    """The cached pair (``legacy_only``: the TTTv1 module alone, its twin built on the next call, with ``extra``
+    keywords besides TTTv1's arguments)."""
+    extra = extra or {}
+    key = (tttv1_class, tuple(classes), tuple((k, id(v)) for k, v in [*kwargs.items(), *extra.items()]))
     entry = _PAIRS.get(key)
     if entry is None:
         if len(_PAIRS) >= 4:
@@ -274,12 +292,12 @@ def _pair(tttv1_class: type, classes: Sequence[type], kwargs: dict, legacy_only:
         entry = _PAIRS[key] = [
             tttv1_class(**kwargs),
             None,
-            kwargs,
+            {**kwargs, **extra},
         ]  # the arguments stay alive: ids not reused
     if legacy_only:
         return entry[0]
     if entry[1] is None:
-        entry[1] = build_twin(classes, kwargs=kwargs)[0]
+        entry[1] = build_twin(classes, kwargs={**kwargs, **extra})[0]
     return entry[0], entry[1]
 
 
@@ -292,16 +310,31 @@ def assert_matches_tttv1(
     *,
     atol: float = 0.0,
     rtol: float = 0.0,
+    setter: str | None = None,
 ) -> None:
     """The TTTv1 module and the first of ``classes`` that accepts its arguments, built from the constructor's
     fixtures, called on identical copies of the forward's arguments: the outputs are identical to the bit (shape,
     dtype, layout, memory config, every device's values), or to ``atol`` / ``rtol``; the failure names the first
-    difference (``equivalence.first_difference``)."""
+    difference (``equivalence.first_difference``).
+
+    ``setter``: TTTv1 reads the mode from its config dict (Llama-2-70B T3000 style) and switches dicts with this
+    method (``set_model_config``). The fixtures ``decode_model_config`` / ``prefill_model_config`` give each
+    mode's dict: TTTv1 is switched to the case's mode's dict before the call, the twin is built with both
+    (``from_model_args``' keywords of those names) and is called with ``mode=``."""
     kwargs = constructor_arguments(request, tttv1_class)
     call = forward_arguments(request, tttv1_class, mode, recorded)
     name = tttv1_class.__name__
+    extra, twin_call = {}, call
+    if setter is not None:
+        extra = {
+            f"{m}_model_config": _required_fixture(request, tttv1_class, f"{m}_model_config")
+            for m in ("decode", "prefill")
+        }
+        twin_call = {**call, "mode": mode}
     try:
-        legacy = _pair(tttv1_class, classes, kwargs, legacy_only=True)
+        legacy = _pair(tttv1_class, classes, kwargs, legacy_only=True, extra=extra)
+        if setter is not None:
+            getattr(legacy, setter)(extra[f"{mode}_model_config"])
         expected = legacy(**clone_inputs(call))
     except Exception as exc:  # the case is outside what TTTv1 itself runs: nothing to compare with
         raise AssertionError(
@@ -309,8 +342,8 @@ def assert_matches_tttv1(
             "give it arguments it does not support"
         ) from exc
     try:
-        twin = _pair(tttv1_class, classes, kwargs)[1]
-        got = twin(**clone_inputs(call))
+        twin = _pair(tttv1_class, classes, kwargs, extra=extra)[1]
+        got = twin(**clone_inputs(twin_call))
     except Exception as exc:
         raise AssertionError(
             f"the generated module raised where TTTv1 {name} did not ({type(exc).__name__}: {exc})"

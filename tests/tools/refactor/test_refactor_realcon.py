@@ -334,14 +334,140 @@ def test_an_attribute_of_a_base_the_tool_cannot_find_is_still_a_gap(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ the mode in the dict
-def test_a_mode_read_from_the_config_dict_is_a_gap_naming_the_construct():
-    """Llama-2-70B's ``if self.model_config["LLM_MODE"] == "decode": …`` in a ``__call__`` without a mode: not
-    transformed (binding it to the construction dict's mode would not follow ``set_model_config``), and the gap
-    says why rather than only "returns from only one of its paths"."""
-    gaps = _generate("dict_mode_mlp").gaps
-    assert gaps and all(g.what.startswith('self.model_config["LLM_MODE"] ==') for g in gaps)
-    assert all("reads the mode from the config dict" in g.reason for g in gaps)
-    assert gaps[0].loc == "dict_mode_mlp.py:26"
+def test_a_mode_read_from_the_config_dict_is_the_mode(tmp_path, capsys):
+    """Llama-2-70B T3000's ``if self.model_config["LLM_MODE"] == "decode": …`` in a ``__call__`` without a mode,
+    the caller switching dicts with ``set_model_config``: the module gets ``decode_forward`` / ``prefill_forward``
+    and ``forward(x, mode)``, each mode's fields read that mode's dict (``from_model_args``' per-mode keywords),
+    no static branch is left; the generated tests (TTTv1 switched by its own setter before each mode) run with
+    the package's conftest and all pass (it was a gap: "reads the mode from the config dict")."""
+    from tttv2_tools.refactor.cli import main
+
+    result = _generate("dict_mode_mlp")
+    _no_static_branch(result)
+    code = result.modules[0].code
+    assert "def forward(self, x, mode):" in code and "decode_model_config=None, prefill_model_config=None" in code
+    assert 'decode_out_memcfg=legacy.model_config["OUT_MEMCFG"]' in code and "prefill_out_memcfg=" in code
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text((INPUTS / PACKAGE / "tests" / "conftest.py").read_text())
+    sys.path.insert(0, str(INPUTS))
+    try:
+        argv = [str(INPUTS / PACKAGE / "dict_mode_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+        assert main(argv) == 0
+    finally:
+        sys.path.remove(str(INPUTS))
+        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
+            del sys.modules[name]
+    err = capsys.readouterr().err
+    assert "shadow verification: 9 of 9 case(s) equal to TTTv1" in err, err
+    assert 'mode, recorded, setter="set_model_config")' in (tests / "test_dict_mode_mlp_1d.py").read_text()
+
+
+def test_the_dict_mode_module_matches_tttv1_switched_by_its_setter(inputs_importable, tmp_path):
+    """Built with either mode's dict (the other given by keyword), on 1x1 and 1x2, over decode / prefill /
+    decode / prefill: bit for bit against one TTTv1 instance switched by ``set_model_config`` between calls
+    (the output memory config differs per mode, so a field read from the wrong dict would show)."""
+    generated = generated_class(_generate("dict_mode_mlp"), "1d", tmp_path)
+    mlp = _tttv1("dict_mode_mlp", "TtDictModeMLP")
+    state_dict = _state_dict(1)
+    configs = {
+        "decode": {"LLM_MODE": "decode", "OUT_MEMCFG": ttnn.L1_MEMORY_CONFIG},
+        "prefill": {"LLM_MODE": "prefill", "OUT_MEMCFG": ttnn.DRAM_MEMORY_CONFIG},
+    }
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        for built_with, other in (("decode", "prefill"), ("prefill", "decode")):
+            old = mlp(mesh, state_dict, configs[built_with])
+            given = {f"{other}_model_config": configs[other]}
+            new = generated.from_model_args(mesh, state_dict, configs[built_with], **given)
+            for mode, rows in (("decode", 32), ("prefill", 128), ("decode", 32), ("prefill", 128)):
+                old.set_model_config(configs[mode])
+                x = replicated(input_rows(rows), mesh)
+                assert_identical(old(x), new(x, mode))
+        with pytest.raises(ValueError, match="the prefill fields read the prefill config dict"):
+            generated.from_model_args(mesh, state_dict, configs["decode"])
+        ttnn.close_mesh_device(mesh)
+
+
+def _dict_mode_variant(tmp_path, old: str, new: str) -> Path:
+    text = (INPUTS / PACKAGE / "dict_mode_mlp.py").read_text()
+    text = text.replace("from rcon.lightweightmodule import LightweightModule\n", "")
+    text = text.replace("(LightweightModule)", "")
+    assert old in text
+    (tmp_path / "model_config.py").write_text((INPUTS / PACKAGE / "model_config.py").read_text())
+    source = tmp_path / "dict_mode_mlp.py"
+    source.write_text(text.replace(old, new))
+    return source
+
+
+SETTER = "    def set_model_config(self, model_config):\n        self.model_config = model_config\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "what", "reason"),
+    [
+        (  # no setter: TTTv1 runs in its construction dict's mode only
+            SETTER,
+            "",
+            'self.model_config["LLM_MODE"] == "decode"',
+            "without such a setter the module runs in its construction dict's mode only",
+        ),
+        (  # the dict is set by the setter, not kept from __init__'s parameter
+            "        self.model_config = model_config\n        self.w",
+            "        self.set_model_config(model_config)\n        self.w",
+            "TtDictModeMLP.__init__",
+            "so each mode needs its own dict, but __init__ does not keep a `model_config` parameter",
+        ),
+        (  # the setter changes other state too
+            SETTER,
+            SETTER + "        self.rows = 1\n",
+            "TtDictModeMLP.set_model_config",
+            "set_model_config sets another mode's dict and also runs `self.rows = 1`",
+        ),
+    ],
+    ids=["no-setter", "dict-not-kept", "setter-does-more"],
+)
+def test_what_the_dict_mode_cannot_take_is_a_precise_gap(tmp_path, old, new, what, reason):
+    result = generate(_dict_mode_variant(tmp_path, old, new))
+    assert result.gaps[0].what == what and reason in result.gaps[0].reason, [g.describe() for g in result.gaps]
+
+
+def test_a_dict_mode_forward_with_a_default_takes_the_mode_by_keyword(tmp_path):
+    """A TTTv1 ``__call__(self, x, scale=0.5)``: the generated forward's added ``mode`` follows a parameter with
+    a default, so it is keyword-only."""
+    old = "    def __call__(self, x):\n"
+    result = generate(_dict_mode_variant(tmp_path, old, "    def __call__(self, x, scale=0.5):\n"))
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    assert "def forward(self, x, scale=0.5, *, mode):" in result.modules[0].code
+
+
+def test_a_generated_dict_mode_test_without_a_modes_dict_fixture_fails_naming_it(tmp_path, pytester):
+    """The conftest gives no ``prefill_model_config``: the generated test fails in one line naming it."""
+    from tttv2_tools.refactor.cli import main
+
+    tests = tmp_path / "tests"
+    argv = [str(INPUTS / PACKAGE / "dict_mode_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    assert main([*argv, "--quiet", "--no-verify"]) == 0
+    conftest = (INPUTS / PACKAGE / "tests" / "conftest.py").read_text()
+    (tests / "conftest.py").write_text(conftest.replace("def prefill_model_config", "def other_config"))
+    sys.path.insert(0, str(INPUTS))
+    try:
+        result = pytester.runpytest_inprocess(str(tests), "-q", "-p", "no:cacheprovider", "-k", "1x1-decode")
+    finally:
+        sys.path.remove(str(INPUTS))
+        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
+            del sys.modules[name]
+    assert result.parseoutcomes().get("failed") == 1
+    assert "reads the mode from its config dict: the test needs `prefill_model_config`" in result.stdout.str()
+
+
+def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
+    """trace-deps classifies both tests of the entry as ``mode`` branches with the mode facts (they were
+    ``unknown``: the key has no definition in the package's model_config.py)."""
+    from tttv2_tools.trace_dependencies import analyze
+
+    analysis = analyze(INPUTS / PACKAGE / "dict_mode_mlp.py", INPUTS / PACKAGE / "model_config.py")
+    assert [(b.loc.split(":")[1], b.classification) for b in analysis.branches] == [("26", "mode"), ("28", "mode")]
 
 
 # ------------------------------------------------------------------------------------------ a setter that rebuilds
