@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ._upcalls import upcall
 from .errors import DeviceMemoryError, ValidationError
 from .memory import CoreCoord
 from .types import Arch, BufferType
@@ -459,9 +460,7 @@ def SetDefaultDevice(device: MeshDevice | None) -> None:
 def synchronize_device(device: MeshDevice | None = None, *args, **kwargs) -> None:
     """The emulator runs ops eagerly: only tensors sent over sockets from ``device`` (``send_async``) may still be
     on their way; this waits until their receivers took them (tttv2/ttnn/ops/sockets.py)."""
-    from .ops.sockets import complete_sends
-
-    complete_sends(device)
+    upcall("complete_sends")(device)
 
 
 def get_arch_name() -> str:
