@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .numerics import store
+
 __all__ = [
     "fill_remote",
     "full_shards",
@@ -110,8 +112,6 @@ def full_stored_shards(tensor, op: str) -> list:
     mesh = tensor.device()
     if mesh is None or not mesh.spans_ranks():
         return tensor.stored_shards(op)
-    from .numerics import store  # numerics sits above this module
-
     values = full_shards(tensor, op)
     if tensor.dtype.is_block_float or tensor.dtype.name == "BFLOAT16":
         return [store(v, tensor.dtype) for v in values]

@@ -41,6 +41,7 @@ from ..placement import PlacementReplicate, PlacementShard, TensorTopology
 from ..tensor import Shape, Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout
 from ._common import expect_tensor, ttnn_op
+from .creation import zeros
 
 __all__ = [
     "MeshCoordinateRange",
@@ -261,8 +262,6 @@ class TensorSpec:
 
 def allocate_tensor_on_device(spec: TensorSpec, device: MeshDevice) -> Tensor:
     """A tensor of ``spec`` on every device of ``device`` (zero-filled: the emulator's uninitialised memory)."""
-    from .creation import zeros
-
     if not isinstance(spec, TensorSpec):
         raise ValidationError(
             f"ttnn.allocate_tensor_on_device: tensor_spec: expected a ttnn.TensorSpec, got {type(spec).__name__}"
