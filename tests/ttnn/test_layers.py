@@ -22,3 +22,12 @@ def test_tensor_methods_reach_the_functions_the_upper_layers_provided():
     assert _upcalls.upcall("to_torch") is ttnn.to_torch
     assert _upcalls.upcall("run_backward") is ttnn.autograd.engine.run_backward
     assert _upcalls.upcall("complete_sends") is ttnn.ops.sockets.complete_sends
+
+
+def test_tttv2_distributed_loads_its_training_helper_on_first_use_and_names_a_missing_attribute():
+    import tttv2.distributed as distributed
+    from tttv2.distributed import _training
+
+    assert distributed.all_reduce_gradients_ is _training.all_reduce_gradients_
+    with pytest.raises(AttributeError, match=r"module 'tttv2.distributed' has no attribute 'no_such_name'"):
+        distributed.no_such_name  # noqa: B018

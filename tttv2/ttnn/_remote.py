@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..distributed._mesh import exchange_shards
 from .numerics import store
 
 __all__ = [
@@ -100,8 +101,6 @@ def full_shards(tensor, op: str, groups: list[list[int]] | None = None) -> list[
         owners = mesh.device_ranks()
         if all(len({owners[i] for i in group}) == 1 for group in groups):
             return shards
-    from ..distributed._mesh import exchange_shards
-
     return exchange_shards(mesh, shards, op)
 
 

@@ -7,6 +7,8 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..distributed import _mpi
+from ..distributed._mesh import span_ranks
 from ._upcalls import upcall
 from .errors import DeviceMemoryError, ValidationError
 from .memory import CoreCoord
@@ -409,13 +411,9 @@ def open_mesh_device(
             ) from None
     global _last_opened
     mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
-    from ..distributed import _mpi
-
     if _mpi.world() is not None or _mpi.launched():
         _mpi.initialize()  # as in tt-metal, opening a device in a launched rank initialises the context
         if mesh.get_num_devices() > 1:
-            from ..distributed._mesh import span_ranks
-
             span_ranks(mesh)  # one logical mesh over the ranks: each emulates its share of the devices
     with _lock:
         _open_device_ids.add(mesh.id())
