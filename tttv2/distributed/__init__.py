@@ -12,6 +12,16 @@ Needs the ``distributed`` extra (``pip install 'tttv2[distributed]'``); importin
 from __future__ import annotations
 
 from ._mpi import DistributedError, DistributedTimeoutError, MPIUnavailableError
-from ._training import all_reduce_gradients_
 
 __all__ = ["DistributedError", "DistributedTimeoutError", "MPIUnavailableError", "all_reduce_gradients_"]
+
+
+def __getattr__(name: str):
+    # all_reduce_gradients_ works on ttnn tensors, so _training sits above tttv2.ttnn, whose device layer imports
+    # _mpi and _mesh from this package: loading _training with the package would close a circle. It loads on
+    # first use of the name instead (tests/ttnn/test_layers.py).
+    if name == "all_reduce_gradients_":
+        from ._training import all_reduce_gradients_
+
+        return all_reduce_gradients_
+    raise AttributeError(f"module 'tttv2.distributed' has no attribute {name!r}")

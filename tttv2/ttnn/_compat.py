@@ -6,7 +6,10 @@ import enum
 import sys
 import types
 
+from . import device as _device
+from .distribution import dump_tensor, load_tensor
 from .errors import ValidationError
+from .types import Arch
 
 __all__ = ["cluster", "install_as_ttnn", "uninstall_as_ttnn"]
 
@@ -37,9 +40,6 @@ def set_cluster(num_devices: int | None, arch=None) -> None:
 
 def _get_cluster_type() -> ClusterType:
     """The system the emulator stands for: set_cluster(), else the default device, else the last opened mesh."""
-    from . import device as _device
-    from .types import Arch
-
     count, arch = _cluster_devices["count"], _cluster_devices["arch"]
     mesh = _device._default_device or _device._last_opened
     if count is None:
@@ -72,14 +72,10 @@ cluster.set_cluster = set_cluster
 
 
 def _dump_tensor_flatbuffer(file_name, tensor) -> None:
-    from .distribution import dump_tensor
-
     dump_tensor(file_name, tensor)
 
 
 def _load_tensor_flatbuffer(file_name, device=None):
-    from .distribution import load_tensor
-
     return load_tensor(file_name, device=device)
 
 

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..distributed._mesh import exchange_shards
+from .numerics import store
+
 __all__ = [
     "fill_remote",
     "full_shards",
@@ -98,8 +101,6 @@ def full_shards(tensor, op: str, groups: list[list[int]] | None = None) -> list[
         owners = mesh.device_ranks()
         if all(len({owners[i] for i in group}) == 1 for group in groups):
             return shards
-    from ..distributed._mesh import exchange_shards
-
     return exchange_shards(mesh, shards, op)
 
 
@@ -110,8 +111,6 @@ def full_stored_shards(tensor, op: str) -> list:
     mesh = tensor.device()
     if mesh is None or not mesh.spans_ranks():
         return tensor.stored_shards(op)
-    from .numerics import store  # numerics sits above this module
-
     values = full_shards(tensor, op)
     if tensor.dtype.is_block_float or tensor.dtype.name == "BFLOAT16":
         return [store(v, tensor.dtype) for v in values]

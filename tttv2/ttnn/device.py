@@ -7,6 +7,9 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..distributed import _mpi
+from ..distributed._mesh import span_ranks
+from ._upcalls import upcall
 from .errors import DeviceMemoryError, ValidationError
 from .memory import CoreCoord
 from .types import Arch, BufferType
@@ -408,13 +411,9 @@ def open_mesh_device(
             ) from None
     global _last_opened
     mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
-    from ..distributed import _mpi
-
     if _mpi.world() is not None or _mpi.launched():
         _mpi.initialize()  # as in tt-metal, opening a device in a launched rank initialises the context
         if mesh.get_num_devices() > 1:
-            from ..distributed._mesh import span_ranks
-
             span_ranks(mesh)  # one logical mesh over the ranks: each emulates its share of the devices
     with _lock:
         _open_device_ids.add(mesh.id())
@@ -459,9 +458,7 @@ def SetDefaultDevice(device: MeshDevice | None) -> None:
 def synchronize_device(device: MeshDevice | None = None, *args, **kwargs) -> None:
     """The emulator runs ops eagerly: only tensors sent over sockets from ``device`` (``send_async``) may still be
     on their way; this waits until their receivers took them (tttv2/ttnn/ops/sockets.py)."""
-    from .ops.sockets import complete_sends
-
-    complete_sends(device)
+    upcall("complete_sends")(device)
 
 
 def get_arch_name() -> str:

@@ -16,10 +16,12 @@ import numpy as np
 
 from .._tempfiles import STALE_TEMP_SECONDS, remove_stale_temps, temp_name, writer_gone
 from ._remote import full_shards, full_stored_shards
+from ._upcalls import provide
 from .device import MeshCoordinate, MeshDevice, MeshShape
 from .errors import ValidationError
 from .memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from .numerics import check_integer_range
+from .ops.data_movement import to_memory_config
 from .placement import PlacementReplicate, PlacementShard, TensorTopology
 from .storage import Bf16Storage, BlockFloatStorage
 from .tensor import Tensor
@@ -501,7 +503,6 @@ def to_device(
     if tensor.device() is not None:
         if tensor.device() is device and (memory_config is None or memory_config == tensor.memory_config()):
             return tensor
-        from .ops.data_movement import to_memory_config
 
         if tensor.device() is not device:
             raise ValidationError(f"{op}: the tensor is already on {tensor.device()}, not {device}")
@@ -929,3 +930,7 @@ def as_tensor(
     if device is None:
         return host
     return to_device(host, device, memory_config=memory_config)
+
+
+# Tensor.to / .cpu / .to_torch / .to_numpy / .item call these (tensor sits below this module)
+provide(to_device=to_device, from_device=from_device, to_torch=to_torch, to_numpy=to_numpy, compose=_compose)

@@ -15,9 +15,17 @@ import numpy as np
 
 from . import storage as _storage
 from ._remote import remote_shard
-from .device import MeshDevice
+from ._upcalls import upcall
+from .device import ARCH_SPECS, MeshDevice
 from .errors import ValidationError
-from .memory import DRAM_MEMORY_CONFIG, MemoryConfig, ShardSpec
+from .memory import (
+    DRAM_MEMORY_CONFIG,
+    CoreGrid,
+    CoreRangeSet,
+    MemoryConfig,
+    ShardSpec,
+    num_cores_to_corerangeset,
+)
 from .numerics import store
 from .placement import TensorTopology
 from .types import TILE_SIZE, BufferType, DataType, Layout, StorageType, TensorMemoryLayout
@@ -363,9 +371,7 @@ class Tensor:
     @property
     def spec(self):
         """This tensor's ``ttnn.TensorSpec`` (shape, dtype, layout, memory config), e.g. to allocate a receiver."""
-        from .ops.sockets import TensorSpec
-
-        return TensorSpec.of(self)
+        return upcall("TensorSpec").of(self)
 
     def memory_config(self) -> MemoryConfig | None:
         return self._memory_config
@@ -498,15 +504,11 @@ class Tensor:
 
     def register_hook(self, hook):
         """``hook(grad)`` sees each gradient reaching this leaf before it is added into ``.grad`` (see autograd)."""
-        from .autograd.engine import register_hook
-
-        return register_hook(self, hook)
+        return upcall("register_hook")(self, hook)
 
     def register_post_accumulate_grad_hook(self, hook):
         """``hook(self)`` runs once per backward, after this leaf's ``.grad`` is complete (see autograd)."""
-        from .autograd.engine import register_post_accumulate_grad_hook
-
-        return register_post_accumulate_grad_hook(self, hook)
+        return upcall("register_post_accumulate_grad_hook")(self, hook)
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` on a non-leaf tensor too."""
@@ -514,17 +516,14 @@ class Tensor:
 
     def backward(self, grad: Tensor | None = None, retain_graph: bool = False) -> None:
         """Backpropagate ``grad`` (default: ones shaped like this tensor) to every leaf that requires grad."""
-        from .autograd.engine import run_backward
-        from .ops.creation import ones_like
-
         if grad is None:
-            grad = ones_like(self)
+            grad = upcall("ones_like")(self)
         elif not isinstance(grad, Tensor) or tuple(grad.shape) != tuple(self._shape):
             got = list(grad.shape) if isinstance(grad, Tensor) else type(grad).__name__
             raise ValidationError(
                 f"Tensor.backward: grad: expected a tensor of shape {list(self._shape)}, got {got}"
             )
-        run_backward(self, grad, retain_graph=retain_graph)
+        upcall("run_backward")(self, grad, retain_graph=retain_graph)
 
     def detach(self) -> Tensor:
         """The same values, cut from the graph (shares the shards)."""
@@ -543,42 +542,28 @@ class Tensor:
 
     # --- movement -------------------------------------------------------------------------------------
     def to(self, device: MeshDevice, memory_config: MemoryConfig | None = None, cq_id: int = 0) -> Tensor:
-        from .distribution import to_device
-
-        return to_device(self, device, memory_config=memory_config)
+        return upcall("to_device")(self, device, memory_config=memory_config)
 
     def cpu(self, blocking: bool = True, cq_id: int = 0) -> Tensor:
-        from .distribution import from_device
-
-        return from_device(self)
+        return upcall("from_device")(self)
 
     def to_layout(self, layout: Layout) -> Tensor:
-        from .ops.data_movement import to_layout
-
-        return to_layout(self, layout)
+        return upcall("to_layout")(self, layout)
 
     def to_torch(self, mesh_composer=None):
-        from .distribution import to_torch
-
-        return to_torch(self, mesh_composer=mesh_composer)
+        return upcall("to_torch")(self, mesh_composer=mesh_composer)
 
     def to_numpy(self, mesh_composer=None):
-        from .distribution import to_numpy
-
-        return to_numpy(self, mesh_composer=mesh_composer)
+        return upcall("to_numpy")(self, mesh_composer=mesh_composer)
 
     def reshape(self, *shape) -> Tensor:
-        from .ops.data_movement import reshape
-
         if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
             shape = tuple(shape[0])
-        return reshape(self, shape)
+        return upcall("reshape")(self, shape)
 
     # --- Python values and device lists (ttnn's Tensor.item / to_list / devices) -------------------------
     def _host_values(self, op: str) -> np.ndarray:
-        from .distribution import _compose
-
-        return np.asarray(_compose(self, None, op))
+        return np.asarray(upcall("compose")(self, None, op))
 
     def item(self) -> float | int:
         """The value of a one-element tensor as a Python number: a float for float dtypes, an int for integer
@@ -601,50 +586,32 @@ class Tensor:
         return [] if self._device is None else [self._device]
 
     def __getitem__(self, index) -> Tensor:
-        from .ops.data_movement import getitem
-
-        return getitem(self, index)
+        return upcall("getitem")(self, index)
 
     # --- arithmetic -------------------------------------------------------------------------------------
     def __add__(self, other) -> Tensor:
-        from .ops.eltwise import add
-
-        return add(self, other)
+        return upcall("add")(self, other)
 
     def __radd__(self, other) -> Tensor:
-        from .ops.eltwise import add
-
-        return add(self, other)
+        return upcall("add")(self, other)
 
     def __sub__(self, other) -> Tensor:
-        from .ops.eltwise import subtract
-
-        return subtract(self, other)
+        return upcall("subtract")(self, other)
 
     def __rsub__(self, other) -> Tensor:
-        from .ops.eltwise import rsub
-
-        return rsub(self, other)
+        return upcall("rsub")(self, other)
 
     def __mul__(self, other) -> Tensor:
-        from .ops.eltwise import multiply
-
-        return multiply(self, other)
+        return upcall("multiply")(self, other)
 
     def __rmul__(self, other) -> Tensor:
-        from .ops.eltwise import multiply
-
-        return multiply(self, other)
+        return upcall("multiply")(self, other)
 
     def __neg__(self) -> Tensor:
-        from .ops.eltwise import neg
-
-        return neg(self)
+        return upcall("neg")(self)
 
     def __matmul__(self, other) -> Tensor:
-        from .ops.matmul import matmul
-
-        return matmul(self, other)
+        return upcall("matmul")(self, other)
 
     def __repr__(self) -> str:
         where = "host" if self._device is None else repr(self._device)
@@ -684,7 +651,6 @@ def resolve_shard_spec(
     """
     if not memory_config.is_sharded() or memory_config.shard_spec is not None:
         return memory_config
-    from .memory import CoreGrid, CoreRangeSet, num_cores_to_corerangeset
 
     height, width = _height_width(shape, layout)
     full = device.compute_with_storage_grid_size()
@@ -772,8 +738,6 @@ def validate_memory_config(
     if memory_config.buffer_type is BufferType.L1:
         per_core = sh * sw * dtype.element_bytes(layout)
         # capacity is checked by the allocator too; this names the per-core limit precisely
-        from .device import ARCH_SPECS
-
         limit = min(s.l1_bytes_per_core for s in ARCH_SPECS.values())
         if per_core > limit:
             raise ValidationError(

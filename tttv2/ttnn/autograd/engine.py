@@ -38,7 +38,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._threads import single_threaded_blas
+from .._upcalls import provide, upcall
 from ..errors import ValidationError
+from ..tensor import Tensor
 
 __all__ = [
     "BackwardContext",
@@ -162,7 +164,7 @@ class BackwardContext:
 
     @output.setter
     def output(self, value: Any) -> None:
-        self._weak = isinstance(value, _tensor_type())
+        self._weak = isinstance(value, Tensor)
         self._output = weakref.ref(value) if self._weak else value
 
     def needs_grad(self, name: str) -> bool:
@@ -199,14 +201,7 @@ class Node:
         return f"<backward of {self.name}>"
 
 
-def _tensor_type():
-    from ..tensor import Tensor
-
-    return Tensor
-
-
 def _tracks(value) -> bool:
-    Tensor = _tensor_type()
     return isinstance(value, Tensor) and (value.requires_grad or value._node is not None)
 
 
@@ -289,7 +284,6 @@ def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -
     """
     if not is_grad_enabled() or op_name in _NON_DIFFERENTIABLE:
         return
-    Tensor = _tensor_type()
     flat_inputs = [a for a in args if isinstance(a, Tensor)] + [
         v for v in kwargs.values() if isinstance(v, Tensor)
     ]
@@ -353,8 +347,8 @@ _OUTPUT_KEY = "<output>"  # BackwardContext.versions key of the op's outputs
 def _versions_of(value) -> Any:
     """The version of a tensor, or the list of versions of a list of tensors (None for non-tensors)."""
     if isinstance(value, (list, tuple)):
-        return [v._version if isinstance(v, _tensor_type()) else None for v in value]
-    return value._version if isinstance(value, _tensor_type()) else None
+        return [v._version if isinstance(v, Tensor) else None for v in value]
+    return value._version if isinstance(value, Tensor) else None
 
 
 def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any], outputs: Any = None) -> None:
@@ -363,7 +357,6 @@ def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any], 
     ``saved`` maps a name to a version (or a list of versions); ``values`` maps the same names to the tensors
     (or lists of tensors) now; ``outputs`` are the op's outputs now (saved under ``_OUTPUT_KEY``).
     """
-    Tensor = _tensor_type()
     for name, then in saved.items():
         value = _outputs_of(outputs) if name == _OUTPUT_KEY else values.get(name)
         if not isinstance(then, list):
@@ -519,7 +512,6 @@ def _freed_rule(ctx, grad):  # pragma: no cover - run_backward refuses freed nod
 
 def _free(node: Node) -> None:
     """Drop what a node saved (inputs, outputs, the custom Function's context): the graph's memory goes."""
-    Tensor = _tensor_type()
     node.freed = True
     node.rule = _freed_rule
     node.ctx.args = {k: (None if _holds_tensor(v, Tensor) else v) for k, v in node.ctx.args.items()}
@@ -533,9 +525,7 @@ def _holds_tensor(value, Tensor) -> bool:
 
 
 def _add(a, b):
-    from ..ops.eltwise import add
-
-    return add(a, b)
+    return upcall("add")(a, b)
 
 
 def _check_grad(op_name: str, arg: str, tensor, grad) -> None:
@@ -548,8 +538,7 @@ def _check_grad(op_name: str, arg: str, tensor, grad) -> None:
 def _accumulate_leaf(tensor, grad) -> None:
     """``tensor.grad += grad``, in the tensor's dtype and layout (also for host tensors), after the tensor's
     ``register_hook`` hooks have seen (and possibly replaced) ``grad``."""
-    from ..ops._common import output_like
-
+    output_like = upcall("output_like")
     for hook in list(getattr(tensor, "_grad_hooks", None) or ()):
         replaced = hook(grad)
         if replaced is not None:
@@ -573,7 +562,6 @@ class RemovableHandle:
 
 
 def _leaf_hooks(tensor, attr: str, what: str, hook) -> list:
-    Tensor = _tensor_type()
     if not isinstance(tensor, Tensor):
         raise ValidationError(f"{what}: expected a ttnn.Tensor, got {type(tensor).__name__}")
     if tensor._node is not None or not tensor.requires_grad:
@@ -651,7 +639,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        Tensor = _tensor_type()
         ctx = FunctionContext()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and _tracks(a) for a in args)
         with no_grad():
@@ -688,3 +675,10 @@ class Function:
                 out._node = node
                 out._output_index = index
         return output
+
+
+provide(
+    register_hook=register_hook,
+    register_post_accumulate_grad_hook=register_post_accumulate_grad_hook,
+    run_backward=run_backward,
+)

@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import numerics
 from ..device import GetDefaultDevice, MeshDevice
-from ..distribution import MeshMapperConfig, create_mesh_mapper, from_numpy
+from ..distribution import MeshMapperConfig, create_mesh_mapper, from_numpy, to_numpy
 from ..errors import ValidationError
+from ..ops.creation import zeros_like
 from ..placement import PlacementShard
 from ..tensor import Tensor
 from ..types import DataType, Layout
@@ -281,8 +282,6 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop (default) or zero the gradients of every parameter."""
-        from ..ops.creation import zeros_like
-
         for p in self.parameters():
             if p.grad is None:
                 continue
@@ -421,8 +420,6 @@ def prepare_assign(target: Tensor, value: Any, what: str) -> list[np.ndarray]:
         arrays = [np.asarray(s, dtype=np.float32) for s in value.shards(what)]
     else:
         if isinstance(value, Tensor):
-            from ..distribution import to_numpy
-
             value = to_numpy(value)
         array = _host_array(value, what)
         device = target.device()

@@ -1,7 +1,9 @@
 """The emulator's ops, one module per family. Each module lists its public names in ``__all__`` (the ``ttnn``
 namespace), ``__experimental__`` (``ttnn.experimental``) and ``__transformer__`` (``ttnn.transformer``)."""
 
+from .._upcalls import provide
 from . import (
+    _common,
     attention,
     ccl,
     creation,
@@ -38,3 +40,20 @@ OP_MODULES = (
 )
 
 __all__ = ["OP_MODULES"]
+
+# what the layers below call up into (Tensor's methods, the autograd engine, synchronize_device)
+provide(
+    add=eltwise.add,
+    subtract=eltwise.subtract,
+    rsub=eltwise.rsub,
+    multiply=eltwise.multiply,
+    neg=eltwise.neg,
+    matmul=matmul.matmul,
+    ones_like=creation.ones_like,
+    to_layout=data_movement.to_layout,
+    reshape=data_movement.reshape,
+    getitem=data_movement.getitem,
+    output_like=_common.output_like,
+    TensorSpec=sockets.TensorSpec,
+    complete_sends=sockets.complete_sends,
+)

@@ -40,6 +40,7 @@ from ..program_configs import (
 from ..tensor import Tensor
 from ..types import BufferType, DataType, Layout, ReduceType, Topology, _NamedEnum
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from .matmul import linear
 
 __all__ = [
     "FabricConfig",
@@ -1070,8 +1071,6 @@ def all_gather_matmul_async(
         memory_config_ag,
     )
     gathered = _all_gather(op, tensor, 3, None, memory_config_ag, output)
-
-    from .matmul import linear
 
     out = linear(
         gathered,

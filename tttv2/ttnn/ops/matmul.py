@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRangeSet, MemoryConfig, num_cores_to_corerangeset
 from ..numerics import fidelity_bits, matmul_accumulate, matmul_stored, stored_weight_fits, truncate_mantissa
+from ..placement import PlacementReplicate, PlacementShard, TensorTopology
 from ..program_configs import (
     MatmulMultiCoreReuseMultiCast1DProgramConfig,
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
@@ -314,8 +315,6 @@ def _matmul(
 
 def _output_topology(a: Tensor, b: Tensor):
     """The output is distributed like the activation unless the weight is sharded on its N dim."""
-    from ..placement import PlacementReplicate, PlacementShard, TensorTopology
-
     ta, tb = a.tensor_topology(), b.tensor_topology()
     if ta is None or tb is None:
         return ta

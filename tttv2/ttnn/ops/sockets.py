@@ -34,7 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...distributed import _mpi
 from ..device import MeshCoordinate, MeshDevice, MeshShape
+from ..distributed_context import distributed_context_get_rank, distributed_context_get_size
 from ..errors import ValidationError, op_error
 from ..memory import CoreCoord, MemoryConfig
 from ..numerics import store
@@ -42,6 +44,7 @@ from ..placement import PlacementReplicate, PlacementShard, TensorTopology
 from ..tensor import Shape, Tensor, _seal
 from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout
 from ._common import expect_tensor, ttnn_op
+from .creation import zeros
 
 __all__ = [
     "MeshCoordinateRange",
@@ -262,8 +265,6 @@ class TensorSpec:
 
 def allocate_tensor_on_device(spec: TensorSpec, device: MeshDevice) -> Tensor:
     """A tensor of ``spec`` on every device of ``device`` (zero-filled: the emulator's uninitialised memory)."""
-    from .creation import zeros
-
     if not isinstance(spec, TensorSpec):
         raise ValidationError(
             f"ttnn.allocate_tensor_on_device: tensor_spec: expected a ttnn.TensorSpec, got {type(spec).__name__}"
@@ -364,9 +365,6 @@ class MeshSocket:
                 f"{owner}: config: sender_rank and receiver_rank are both {config.sender_rank}; a MeshSocket joins "
                 "two ranks (use ttnn.create_socket_pair for two meshes of one process)"
             )
-        from ...distributed import _mpi
-        from ..distributed_context import distributed_context_get_rank, distributed_context_get_size
-
         rank, size = int(distributed_context_get_rank()), int(distributed_context_get_size())
         far = max(config.sender_rank, config.receiver_rank)
         if far >= size:
@@ -483,8 +481,6 @@ class MeshSocket:
         ]
 
     def _send(self, op: str, tensor: Tensor) -> None:
-        from ...distributed import _mpi
-
         self._usable(op, SocketEndpoint.SENDER, tensor, "input_tensor")
         shards = tensor.shards(op)
         picked = [np.ascontiguousarray(shards[i]) for i in self._coords("sender_core")]
@@ -506,8 +502,6 @@ class MeshSocket:
     def _check_acks(self, block: bool) -> None:
         """Confirm the receipts that arrived (``block``: wait for every one, within the deadline); a refusal by
         the receiver raises here."""
-        from ...distributed import _mpi
-
         while self._pending:
             first = self._pending[0]
             what = f"ttnn.experimental.send_async #{first.number} on {self!r} (waiting for rank {self._peer} to take it)"
@@ -525,8 +519,6 @@ class MeshSocket:
 
     def _take(self, op: str) -> tuple[dict, list[np.ndarray]]:
         """The next tensor sent to this end: its header and the shards of the connected devices."""
-        from ...distributed import _mpi
-
         if self._queue is not None:
             if not self._queue:
                 raise ValidationError(f"{op}: mesh_socket: nothing was sent on {self!r} (send_async first)")
@@ -543,8 +535,6 @@ class MeshSocket:
 
     def _acknowledge(self, problem: str | None) -> None:
         """Tell the sender the tensor arrived (``problem``: why this end refused it)."""
-        from ...distributed import _mpi
-
         if self._queue is None:
             reply = np.frombuffer((problem or "").encode(), dtype=np.uint8)
             _mpi.wait(
@@ -660,8 +650,6 @@ def complete_sends(device: MeshDevice | None = None) -> None:
 
 def check_unreceived() -> None:
     """Raise if a tensor sent to one of this rank's receiver sockets arrived and was never received."""
-    from ...distributed import _mpi
-
     for socket in list(_live):
         if socket._endpoint is SocketEndpoint.RECEIVER and _mpi.has_message(socket._peer, socket._tag + 1):
             raise _mpi.DistributedError(
@@ -673,8 +661,6 @@ def check_unreceived() -> None:
 def _complete_at_exit() -> None:  # pragma: no cover - runs at a rank's exit (tested end to end)
     """A rank that ends with a tensor sent to it and never received, or with sends nobody took: say so and end
     the job (instead of MPI_Finalize failing on the message, or hanging)."""
-    from ...distributed import _mpi
-
     try:
         check_unreceived()
         complete_sends()

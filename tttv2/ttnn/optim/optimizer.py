@@ -15,6 +15,8 @@ from typing import Any
 
 from ..autograd import no_grad
 from ..errors import ValidationError
+from ..nn.module import prepare_assign, write_assign
+from ..ops.creation import zeros_like
 from ..tensor import Tensor
 
 __all__ = ["Optimizer"]
@@ -93,8 +95,6 @@ class Optimizer:
     # --- the training-loop API ----------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every parameter's gradient (default) or replace it by zeros."""
-        from ..ops.creation import zeros_like
-
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
@@ -166,8 +166,6 @@ class Optimizer:
         All or nothing: the whole state is checked first (optimizer class, groups, parameter keys,
         hyper-parameters, state entries and tensor shapes) and new state tensors are allocated; only then is
         anything changed, so a bad state raises and leaves the optimizer as it was."""
-        from ..nn.module import write_assign
-
         owner = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, dict):
             raise ValidationError(f"{owner}: state_dict: expected a dict, got {type(state_dict).__name__}")
@@ -227,9 +225,6 @@ class Optimizer:
         """Check one parameter's saved state; returns the state dict to install, and appends the checked,
         converted tensor copies to ``writes`` as ``(target, arrays, what)``. New state tensors are allocated
         here, so that applying cannot fail."""
-        from ..nn.module import prepare_assign
-        from ..ops.creation import zeros_like
-
         if not isinstance(entry, dict):
             raise ValidationError(f"{owner}: state {key}: expected a dict of state entries, got {entry!r}")
         unknown = set(entry) - self._STATE_KEYS

@@ -22,7 +22,7 @@ from ..blocks import GPTBlock as DenseGPTBlock
 from ..blocks import LlamaBlock as DenseLlamaBlock
 from ..blocks import llama_hidden_dim
 from ..layers import Dropout, LayerNorm, RMSNorm, _positive, _probability
-from ..module import Module, resolve_device
+from ..module import Module, assign_, resolve_device
 from ._mesh import group_size, resolve_axes
 from .layers import ColumnParallelLinear, RowParallelLinear, TensorParallelLayer, host_array
 
@@ -412,8 +412,6 @@ class LlamaBlock(DenseLlamaBlock):
 
 def _load_replicated(block: Module, init: dict) -> None:
     """Copy the replicated parameters (norms) of ``init`` into ``block``."""
-    from ..module import assign_
-
     for name, p in block.named_parameters():
         if name in init and isinstance(block.get_submodule(name.rpartition(".")[0]), (LayerNorm, RMSNorm)):
             assign_(p, init[name], name)

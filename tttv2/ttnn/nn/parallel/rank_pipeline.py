@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .... import ttnn
+from ....distributed import _mpi
 from ...autograd import no_grad
 from ...device import MeshCoordinate
 from ...errors import ValidationError
@@ -151,8 +152,6 @@ class RankPipeline(Module):
             if socket.get_socket_endpoint_type() is ttnn.SocketEndpoint.SENDER:
                 socket.synchronize()
         if self.num_stages > 1:  # the last stage's losses, to every rank
-            from ....distributed import _mpi
-
             gathered = _mpi.allgather_bytes(losses.view(np.uint8), f"{owner}: the losses of the last stage")
             losses = gathered[last].view(np.float64)
         self.last_losses = [float(v) for v in losses]
