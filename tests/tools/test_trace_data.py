@@ -429,6 +429,24 @@ def test_json_text_is_the_dict_form_written_out(analysis):
         dumps({"x": {1, 2}})
 
 
+def test_json_edges_written_directly_are_the_encoders_bytes():
+    # to_json() writes the edges with one format each instead of dicts for the encoder: the same text for ids that
+    # need escaping (quotes, backslashes, control and non-ASCII characters), None, and any other value (encoder)
+    from tttv2_tools.trace_dependencies.graph import Graph
+    from tttv2_tools.trace_dependencies.serial import _ENCODER, _edge_dicts, _edges_text, dumps
+
+    g = Graph()
+    g.add_edge('key:A"B', "attr:x\\y", kind="reads", loc="m.py:1:0")
+    g.add_edge("hw:\u00e9t\u00e9\n", "op:ttnn.add\t", kind=None, loc=None)
+    g.add_edge("a", "b", kind=3, loc=["m.py", 2])
+    g.add_edge("\U0001f600", "a")
+    text = _edges_text(g)
+    assert text == _ENCODER.encode(_edge_dicts(g))
+    assert json.loads(text) == _edge_dicts(g)
+    assert dumps({"edges": text}) == dumps({"edges": _edge_dicts(g)})
+    assert _edges_text(Graph()) == "[]"
+
+
 def test_json_output_runs_without_the_cyclic_collector(monkeypatch):
     # to_json / to_dict pause the cyclic garbage collector while they build the JSON form (it has no cycles) and
     # leave it as they found it
