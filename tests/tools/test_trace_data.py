@@ -294,27 +294,6 @@ def test_every_record_class_has_its_own_docstring():
     assert generated == []
 
 
-def test_importing_the_package_runs_no_collection_and_leaves_the_collector_on():
-    """Start-up: the package's import pauses the cyclic garbage collector (its passes over the new modules and
-    classes free nothing) and turns it back on after, in a fresh interpreter; off stays off. Without the pause the
-    import sets off about 12 collections; at most 2 remain, outside it (reading tttv2_tools and cli.py)."""
-    script = (
-        "import gc, sys\n"
-        "seen = []\n"
-        "gc.callbacks.append(lambda phase, info: seen.append(info['generation']) if phase == 'start' else None)\n"
-        "if sys.argv[1] == 'off':\n"
-        "    gc.disable()\n"
-        "import tttv2_tools.trace_dependencies.cli\n"
-        "print(len(seen), gc.isenabled(), len(sys.modules))\n"
-    )
-    for state, enabled in (("on", "True"), ("off", "False")):
-        done = subprocess.run(
-            [sys.executable, "-c", script, state], capture_output=True, text=True, check=True
-        )
-        collections, after, modules = done.stdout.split()
-        assert int(collections) <= 2 and after == enabled and int(modules) > 100
-
-
 def test_json_on_stdout_imports_neither_typing_nor_shutil():
     """Start-up: the ``--json`` run imports no typing (annotations only) and no shutil (argparse's help formatter
     would import it, with zlib, bz2 and lzma, to read the terminal width). What the interpreter had loaded before

@@ -13,45 +13,33 @@ Public API (shared with the refactor codemod)::
     node_at(libcst_wrapper, 91, 11)                                   # the libcst node at a location
 """
 
-import gc as _gc
-
-# Importing the package creates tens of thousands of objects that live as long as the process (modules, functions,
-# classes); the cyclic garbage collector's passes over them during the import find nothing to free (~1.4 ms of
-# every trace-deps start-up, docs/performance.md). Paused for the import, then left as it was.
-_collecting = _gc.isenabled()
-_gc.disable()
-try:
-    from .api import analyze
-    from .errors import TraceError, UsageError
-    from .locate import node_at, node_for, parse_loc
-    from .model import (
-        KIND_ORDER,
-        LEVELS,
-        MODE,
-        RUNTIME,
-        SCHEMA_VERSION,
-        STATIC,
-        UNKNOWN,
-        WEIGHTS,
-        Analysis,
-        Branch,
-        CallLink,
-        ConfigRead,
-        Definition,
-        FactSite,
-        Guard,
-        Hop,
-        OpCall,
-        Skipped,
-        Span,
-    )
-    from .query import arm, decide, deciding_facts, focus, restrict, why_paths
-    from .serial import SchemaError
-    from .sites import decide_fact
-finally:
-    if _collecting:
-        _gc.enable()
-    del _collecting
+from .api import analyze
+from .errors import TraceError, UsageError
+from .locate import node_at, node_for, parse_loc
+from .model import (
+    KIND_ORDER,
+    LEVELS,
+    MODE,
+    RUNTIME,
+    SCHEMA_VERSION,
+    STATIC,
+    UNKNOWN,
+    WEIGHTS,
+    Analysis,
+    Branch,
+    CallLink,
+    ConfigRead,
+    Definition,
+    FactSite,
+    Guard,
+    Hop,
+    OpCall,
+    Skipped,
+    Span,
+)
+from .query import arm, decide, deciding_facts, focus, restrict, why_paths
+from .serial import SchemaError
+from .sites import decide_fact
 
 __all__ = [
     "KIND_ORDER",
