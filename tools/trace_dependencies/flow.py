@@ -11,8 +11,8 @@ from .scan import AssignSite, FuncInfo, _fields
 #: Stands for "the parameter's value on entry" in a set of reaching definitions.
 PARAM = "<param>"
 
-_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_NESTED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_COMPS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 
 Env = dict[str, frozenset]
 
@@ -144,7 +144,7 @@ class _Reaching:
                 return env
             env = self.expr(s.value, env)
             return self.bind(s.target, env)
-        if isinstance(s, (*_NESTED[:3], ast.Import, ast.ImportFrom)):
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
             for deco in getattr(s, "decorator_list", ()):
                 env = self.expr(deco, env)
             return self.define(s, env)
@@ -174,24 +174,25 @@ class _Reaching:
         stack, walrus = [e], []
         while stack:
             node = stack.pop()
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if node.id in env:
+            kind = type(node)  # parsed trees hold the ast classes themselves: no isinstance chain needed
+            if kind is ast.Name:  # a store or delete target has no child to visit either
+                if type(node.ctx) is ast.Load and node.id in env:
                     self.uses[id(node)] = _in_source_order(env[node.id])
                 continue
-            if isinstance(node, _NESTED):
+            if kind is ast.Constant or kind in _NESTED:
                 continue
-            if isinstance(node, _COMPS):
+            if kind in _COMPS:
                 names = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
                 stack.append(node.generators[0].iter)  # evaluated in the enclosing scope
                 inner = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in names]
                 stack.extend(n for n in inner if n is not node.generators[0].iter)
                 continue
-            if isinstance(node, ast.NamedExpr):
+            if kind is ast.NamedExpr:
                 walrus.append(node.target)
                 stack.append(node.value)
                 continue
             # the children ast.iter_child_nodes gives, without the contexts and operators (cheaper)
-            for field in _fields(type(node)):
+            for field in _fields(kind):
                 value = getattr(node, field, None)
                 if type(value) is list:
                     stack.extend(v for v in value if isinstance(v, ast.AST))

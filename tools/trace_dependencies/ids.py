@@ -26,6 +26,8 @@ class RoleKind(Enum):
 
 @dataclass(frozen=True)
 class Role:
+    """What a name stands for (the model args, the config dict, the mesh, os, ...), with its class or path."""
+
     kind: RoleKind
     cls: object | None = None  # ClassInfo for SELF
     path: str = ""  # dotted name for TTNN

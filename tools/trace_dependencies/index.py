@@ -11,6 +11,8 @@ from .source import SourceFile
 
 @dataclass(eq=False, repr=False)
 class ClassInfo:
+    """One class of an indexed file: its bases, methods and class attributes."""
+
     name: str
     node: ast.ClassDef
     file: SourceFile

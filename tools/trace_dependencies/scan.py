@@ -25,6 +25,8 @@ def loc_of(source: SourceFile, node: ast.AST) -> str:
 
 @dataclass(eq=False, repr=False)
 class AssignSite:
+    """One binding of a name in a function (assignment, loop target, import, def, ...) and what guards it."""
+
     value: ast.expr | None
     line: int
     col: int
@@ -38,6 +40,8 @@ class AssignSite:
 
 @dataclass(repr=False)
 class SubAssign:
+    """A store into a subscript (``d[key] = value``) with its guards, order and enclosing loops."""
+
     target: ast.Subscript
     value: ast.expr | None
     guards: Guards
@@ -48,6 +52,8 @@ class SubAssign:
 
 @dataclass(repr=False)
 class Mutation:
+    """A mutating method call on a value (``d.update(...)``, ``setdefault``, ``pop``, ``clear``)."""
+
     call: ast.Call
     base: ast.expr
     method: str
@@ -58,6 +64,8 @@ class Mutation:
 
 @dataclass(repr=False)
 class BranchSite:
+    """One branch point (if, ternary, boolean operator, comprehension filter, match case) and its deciders."""
+
     id: str  # unique: the test's file:line:col, plus ":boolop" for boolean operators (they can share it)
     construct: str
     node: ast.AST
@@ -70,6 +78,8 @@ class BranchSite:
 
 @dataclass(repr=False)
 class CallSite:
+    """One call in a function, with its guards and its order among the function's events."""
+
     node: ast.Call
     guards: Guards
     order: int
@@ -79,6 +89,8 @@ class CallSite:
 
 @dataclass(repr=False)
 class ExprSite:
+    """An attribute, subscript or tensor operator worth resolving, with its guards."""
+
     node: ast.expr
     guards: Guards
     in_condition: bool
@@ -88,6 +100,8 @@ class ExprSite:
 
 @dataclass(repr=False)
 class Event:
+    """One event of a function in source order (a read, a mutation, a call), for the flow pass."""
+
     order: int
     kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...}) | del
     payload: object

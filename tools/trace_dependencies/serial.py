@@ -7,6 +7,7 @@ import gc
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from json.encoder import encode_basestring
 from operator import itemgetter
 
 from .graph import Graph
@@ -58,14 +59,14 @@ def node_attrs(data: dict[str, Any]) -> dict[str, Any]:
 def to_json_dict(analysis: Analysis) -> dict[str, Any]:
     """The JSON form as plain dicts and lists (records converted by :func:`plain`)."""
     with _collector_paused():
-        return _document(analysis, plain, _definition)
+        return _document(analysis, plain, _definition, _edge_dicts)
 
 
 def to_json(analysis: Analysis) -> str:
     """``dumps(to_json_dict(analysis))``, the same bytes, without building the records' dicts first: json's C
     encoder asks :func:`_record_fields` for each record's fields (its ``__dict__``, what :func:`plain` copies)."""
     with _collector_paused():
-        return dumps(_document(analysis, _same, _live))
+        return dumps(_document(analysis, _same, _live, _edges_text))
 
 
 @contextmanager
@@ -93,14 +94,13 @@ def _live(d: Definition) -> dict[str, Any]:
 
 
 def _document(
-    analysis: Analysis, record: Callable[[Any], Any], definition: Callable[[Any], Any]
+    analysis: Analysis,
+    record: Callable[[Any], Any],
+    definition: Callable[[Any], Any],
+    edges: Callable[[Graph], Any],
 ) -> dict[str, Any]:
     g = analysis.dependencies
     nodes = [{"id": nid, **node_attrs(g.nodes[nid])} for nid in sorted(g.nodes)]
-    edges = [
-        {"source": u, "target": v, "kind": d.get("kind"), "loc": d.get("loc")}
-        for u, v, d in sorted(g.edges(data=True), key=_edge_key)
-    ]
     unknowns = [
         {"id": n["id"], "reason": n.get("reason"), "loc": n.get("loc")}
         for n in nodes
@@ -134,11 +134,42 @@ def _document(
         "skipped": [record(s) for s in analysis.skipped],
         "fact_sites": [record(f) for f in analysis.fact_sites],
         "nodes": nodes,
-        "edges": edges,
+        "edges": edges(g),
     }
 
 
 _edge_key = itemgetter(0, 1)  # (source, target): one edge per pair
+
+
+def _edge_dicts(g: Graph) -> list[dict[str, Any]]:
+    """The edges of the JSON form, sorted by (source, target)."""
+    return [
+        {"source": u, "target": v, "kind": d.get("kind"), "loc": d.get("loc")}
+        for u, v, d in sorted(g.edges(data=True), key=_edge_key)
+    ]
+
+
+class _Encoded(str):
+    """A value already in its JSON text (:func:`dumps` writes it as it is)."""
+
+
+def _edges_text(g: Graph) -> _Encoded:
+    """:func:`_edge_dicts` as JSON text, the same bytes the encoder gives for it, written with one format per edge
+    instead of a dict per edge for the encoder to walk (the largest field: thousands of edges, a third of the
+    text). Node ids, kinds and locations are strings or None; any other value goes through the encoder."""
+    quote = encode_basestring  # json's C function for a str with ensure_ascii=False, as _ENCODER uses
+    encode = _ENCODER.encode
+
+    def text(value: Any) -> str:
+        if type(value) is str:
+            return quote(value)
+        return "null" if value is None else encode(value)
+
+    parts = [
+        f'{{"source": {text(u)}, "target": {text(v)}, "kind": {text(d.get("kind"))}, "loc": {text(d.get("loc"))}}}'
+        for u, v, d in sorted(g.edges(data=True), key=_edge_key)
+    ]
+    return _Encoded("[" + ", ".join(parts) + "]")
 
 
 def plain(value: Any) -> Any:
@@ -176,7 +207,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False, default=_r
 def dumps(data: dict[str, Any]) -> str:
     """The JSON text: one top-level field a line, each value compact. Deterministic for deterministic input."""
     encode = _ENCODER.encode
-    fields = (f"  {json.dumps(k)}: {encode(v)}" for k, v in data.items())
+    fields = (f"  {json.dumps(k)}: {v if type(v) is _Encoded else encode(v)}" for k, v in data.items())
     return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
