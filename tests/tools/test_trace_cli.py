@@ -306,28 +306,37 @@ def test_help_is_laid_out_as_argparse_would(monkeypatch, columns):
 def test_console_command_runs_main_then_freezes_the_collector(capsys, monkeypatch):
     # the trace-deps command: main() on sys.argv with the collector off and the run's engine, analysis and views
     # kept (a list in a cycle), then gc.freeze() (the process exits next; freeing them and its last collection
-    # would walk every object still alive for nothing)
+    # would walk every object still alive for nothing); an in-process caller gets its collector back after
     import gc
 
-    from tttv2_tools.trace_dependencies import api
-    from tttv2_tools.trace_dependencies.cli import console
+    from tttv2_tools.trace_dependencies import api, cli
     from tttv2_tools.trace_dependencies.engine import Engine
     from tttv2_tools.trace_dependencies.model import Analysis
 
+    seen: dict = {}
+    real_main = cli.main
+
+    def spy():
+        code = real_main()
+        seen.update(kept=api.retained, enabled=gc.isenabled())
+        return code
+
+    monkeypatch.setattr(cli, "main", spy)
     monkeypatch.setattr("sys.argv", ["trace-deps", "--json", MLP, CFG])
     monkeypatch.setattr(api, "retained", None)
     assert gc.get_freeze_count() == 0 and gc.isenabled()
     try:
-        assert console() == 0
-        assert gc.get_freeze_count() > 0 and not gc.isenabled()
-        kept = api.retained
+        assert cli.console() == 0
+        assert gc.get_freeze_count() > 0 and gc.isenabled() and api.retained is None
+        kept = seen["kept"]
+        assert not seen["enabled"]
         assert kept[0] is kept and isinstance(kept[1], Engine)
         assert [type(x) for x in kept[2]] == [Analysis, Analysis, Analysis]
     finally:
         gc.unfreeze()
         gc.enable()
-        if api.retained:
-            api.retained.clear()  # the cycle, freed by the next collection
+        if seen.get("kept"):
+            seen["kept"].clear()  # the cycle, freed by the next collection
     assert json.loads(capsys.readouterr().out)["schema"] == "trace-deps"
 
 

@@ -170,7 +170,8 @@ def console() -> int:
     - the analysis' engine, the analysis and its views are kept (``api.retained``, a list in a reference cycle)
       instead of being freed one by one when ``main`` returns (~10 ms);
     - then every object still alive is moved out of the collector's reach (``gc.freeze``), so the interpreter's
-      last collection does not walk them either, and the kept cycle is never freed before the process ends.
+      last collection does not walk them either, and the kept cycle is never freed before the process ends;
+    - an in-process caller (a test) then gets its collector back on, and later analyses keep nothing.
 
     Together ~10 % of a ``--json=OUT`` run on tt-metal's attention.py (docs/performance.md). Nothing is written
     after ``main`` returns, and exit handlers (``atexit``) still run."""
@@ -179,11 +180,16 @@ def console() -> int:
     kept: list = []
     kept.append(kept)  # a cycle: freed only by a collection, and the collector never sees it again (freeze)
     api.retained = kept
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         return main()
     finally:
         gc.freeze()
+        # an in-process caller (a test, an embedding program) gets its collector back and keeps nothing more
+        api.retained = None
+        if was_enabled:
+            gc.enable()
 
 
 def parse_args(argv) -> argparse.Namespace:
