@@ -399,9 +399,10 @@ def _setter_name(methods: dict[str, cst.FunctionDef]) -> str | None:
 
 
 def mode_setter(inputs: Inputs) -> str | None:
-    """The dict setter the generated test switches TTTv1 with before each mode, for a module that reads the mode
-    from its config dict (:func:`mode_in_dict`); None otherwise."""
-    return _setter_name(methods_of(inputs.klass)) if mode_in_dict(inputs) else None
+    """The dict setter the generated test switches TTTv1 with before each mode, for a module whose config is
+    read per mode (:func:`config_per_mode`): one reading the mode from its config dict (:func:`mode_in_dict`), or
+    one whose forward takes the mode with a dict built per mode and a setter (Falcon-40B style); None otherwise."""
+    return _setter_name(methods_of(inputs.klass)) if config_per_mode(inputs) else None
 
 
 def _setter_extras(func: cst.FunctionDef) -> list[cst.BaseStatement]:

@@ -102,7 +102,7 @@ def render_test(
     if cases_code is None:
         cases_code = "CASES = [\n" + "\n".join(f"    {c.param()}," for c in cases) + "\n]"
     imports = ["assert_matches_tttv1", "load_generated", "load_legacy"]
-    # TTTv1 reads the mode from its config dict: switched to each mode's dict by its own setter
+    # TTTv1 reads its config from one dict per mode: switched to the case's mode's dict by its own setter
     setter_arg = "" if setter is None else f', setter="{setter}"'
     hf = ""
     if hf_kind is not None:

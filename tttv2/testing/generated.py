@@ -165,7 +165,7 @@ def _required_fixture(request, cls: type, name: str):
     found, value = _fixture(request, name)
     if not found:
         _fail(
-            f"{cls.__name__} reads the mode from its config dict: the test needs `{name}` (that mode's dict; "
+            f"{cls.__name__} reads its config from one dict per mode: the test needs `{name}` (that mode's dict; "
             "provide it in conftest.py; docs/refactor.md, 'Generated tests')"
         )
     return value
@@ -317,10 +317,12 @@ def assert_matches_tttv1(
     dtype, layout, memory config, every device's values), or to ``atol`` / ``rtol``; the failure names the first
     difference (``equivalence.first_difference``).
 
-    ``setter``: TTTv1 reads the mode from its config dict (Llama-2-70B T3000 style) and switches dicts with this
-    method (``set_model_config``). The fixtures ``decode_model_config`` / ``prefill_model_config`` give each
+    ``setter``: TTTv1 reads its config from one dict per mode and switches dicts with this method
+    (``set_model_config``; the mode read from the dict, Llama-2-70B T3000 style, or passed to a forward that
+    takes it, Falcon-40B style). The fixtures ``decode_model_config`` / ``prefill_model_config`` give each
     mode's dict: TTTv1 is switched to the case's mode's dict before the call, the twin is built with both
-    (``from_model_args``' keywords of those names) and is called with ``mode=``."""
+    (``from_model_args``' keywords of those names) and is called with ``mode=`` when TTTv1's forward takes no
+    mode of its own."""
     kwargs = constructor_arguments(request, tttv1_class)
     call = forward_arguments(request, tttv1_class, mode, recorded)
     name = tttv1_class.__name__
@@ -330,7 +332,8 @@ def assert_matches_tttv1(
             f"{m}_model_config": _required_fixture(request, tttv1_class, f"{m}_model_config")
             for m in ("decode", "prefill")
         }
-        twin_call = {**call, "mode": mode}
+        if not set(call) & set(MODE_PARAMETERS):
+            twin_call = {**call, "mode": mode}
     try:
         legacy = _pair(tttv1_class, classes, kwargs, legacy_only=True, extra=extra)
         if setter is not None:

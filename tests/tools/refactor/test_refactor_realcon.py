@@ -8,6 +8,7 @@ bit, on the emulator."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -458,7 +459,7 @@ def test_a_generated_dict_mode_test_without_a_modes_dict_fixture_fails_naming_it
         for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
             del sys.modules[name]
     assert result.parseoutcomes().get("failed") == 1
-    assert "reads the mode from its config dict: the test needs `prefill_model_config`" in result.stdout.str()
+    assert "reads its config from one dict per mode: the test needs `prefill_model_config`" in result.stdout.str()
 
 
 def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
@@ -527,3 +528,47 @@ def test_a_rebuilt_attribute_both_modes_read_stays_a_gap(tmp_path):
     gaps = generate(tmp_path / "buffered_mlp.py").gaps
     assert [g.what for g in gaps] == ["TtBufferedMLP dict setter"]
     assert "rebuilds self.output (by _allocate_output_tensors), and both modes read it" in gaps[0].reason
+
+
+def _rpm_tests(tmp_path, capsys) -> tuple[Path, Path, str]:
+    """tttv2-refactor on ``rpm/buffered_mlp.py`` with ``--tests-out`` and ``rpm/tests/conftest.py``: (the generated
+    module, its generated test, the CLI's stderr)."""
+    from tttv2_tools.refactor.cli import main
+
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text((INPUTS / "rpm" / "tests" / "conftest.py").read_text())
+    argv = [str(INPUTS / "rpm" / "buffered_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    assert main(argv) == 0
+    return tmp_path / "out" / "buffered_mlp_1d.py", tests / "test_buffered_mlp_1d.py", capsys.readouterr().err
+
+
+def test_the_generated_tests_of_a_falcon_style_module_switch_tttv1_by_its_setter(rpm_importable, tmp_path, capsys):
+    """Falcon-40B style (the forward takes ``llm_mode``, one dict per mode, ``set_model_config`` switches them):
+    the generated test passes ``setter=`` too, so TTTv1 runs each mode with that mode's dict and the twin is built
+    with both; every case of the default matrix, decode and prefill, equals TTTv1 (without the setter, on the
+    construction dict only, no case did: 0 of 4 equal, 5 not compared)."""
+    _module, test, err = _rpm_tests(tmp_path, capsys)
+    assert "shadow verification: 9 of 9 case(s) equal to TTTv1" in err, err
+    assert 'mode, recorded, setter="set_model_config")' in test.read_text()
+
+
+def test_a_falcon_style_generated_test_fails_when_the_prefill_value_is_wrong(
+    rpm_importable, tmp_path, capsys, pytester, monkeypatch
+):
+    """The generated module's prefill field given the decode dict's value (L1 where the prefill dict says DRAM):
+    the generated tests fail on every prefill case and pass on every decode one, so they do compare each mode
+    with its own dict. (In a subprocess: a second in-process run of generated tests in one process has crashed.)"""
+    module, test, _err = _rpm_tests(tmp_path, capsys)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(INPUTS), os.environ.get("PYTHONPATH")])))
+    text = module.read_text()
+    wrong = text.replace(
+        'prefill_output_memcfg=legacy.model_config["OUTPUT_MEMCFG"]', "prefill_output_memcfg=ttnn.L1_MEMORY_CONFIG"
+    )
+    assert wrong != text
+    module.write_text(wrong)
+    result = pytester.runpytest_subprocess(str(test), "-q", "-p", "no:cacheprovider", "-k", "matches_tttv1")
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("failed"), outcomes.get("passed")) == (5, 4), result.stdout.str()
+    failed = [line for line in result.stdout.lines if line.startswith("FAILED")]
+    assert len(failed) == 5 and all("-prefill-" in line for line in failed), failed
