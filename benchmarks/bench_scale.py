@@ -21,7 +21,12 @@ Hugging Face ``LlamaDecoderLayer`` from the same config (random init, float32) w
 are built in their own processes (each peak RSS is its own), then the prefill of ``--prompt-len`` tokens and
 ``--steps`` decode steps run on one side and then the other, the order swapped every step, so the load of a
 shared machine falls on both alike; the ratio printed is the median of the per-step ratios (first step not
-counted). The whole 8B model (row b's second half) needs packed weight storage and is not here.
+counted).
+
+Row (b)'s second half, the whole Llama-3.1-8B (``--row a --model 8b``): row (a)'s path (the tttv1 demo on 1×8, 32
+layers, the real 128,256 vocab) with the 8B config. Its torch fp32 side does not fit this machine (8.0 B parameters
+× 4 bytes = 32 GB of a 24 GB machine), so the run prints the emulator's figures and the one-layer row (b) is the
+side-by-side ratio.
 """
 
 from __future__ import annotations
@@ -140,7 +145,16 @@ def n_params(config: dict) -> int:
     return total
 
 
-def run_emulator(config: dict, prompt_len: int, new_tokens: int, mesh_shape) -> dict:
+# --model for row (a): name -> (config, the folder name the demo sees, whether torch fp32 fits 24 GB)
+WHOLE_MODELS = {
+    "1b": (LLAMA_3_2_1B, "Llama-3.2-1B", True),
+    "8b": (LLAMA_3_1_8B, "Llama-3.1-8B", False),
+}
+
+
+def run_emulator(
+    config: dict, prompt_len: int, new_tokens: int, mesh_shape, name: str = "Llama-3.2-1B"
+) -> dict:
     sys.path.insert(0, str(ROOT))
     import tttv1  # noqa: F401 - the emulator as ttnn
     from tttv1.demo.simple_text_demo import make_prompts, run_demo
@@ -148,7 +162,7 @@ def run_emulator(config: dict, prompt_len: int, new_tokens: int, mesh_shape) -> 
 
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(*mesh_shape))
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "Llama-3.2-1B" / "config.json"
+        path = Path(folder) / name / "config.json"
         path.parent.mkdir()
         path.write_text(json.dumps(config))
         result = run_demo(
@@ -418,7 +432,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/bench_scale.py", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--layers", type=int, default=16, help="decoder layers (default 16, the real count)")
+    parser.add_argument(
+        "--layers", type=int, default=None, help="row a: decoder layers (default: the model's real count)"
+    )
+    parser.add_argument(
+        "--model",
+        choices=sorted(WHOLE_MODELS),
+        default="1b",
+        help="row a: the whole model, Llama-3.2-1B (default) or Llama-3.1-8B (emulator only: torch fp32 needs 32 GB)",
+    )
     parser.add_argument("--prompt-len", type=int, default=128, help="prefill tokens (default 128)")
     parser.add_argument(
         "--new-tokens", type=int, default=6, help="generated tokens (default 6: 5 decode steps)"
@@ -450,12 +472,14 @@ def main(argv=None) -> int:
         print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
         print(f"command: {' '.join(['python', 'benchmarks/bench_scale.py', *(argv or sys.argv[1:])])}")
         return run_layer_row(args.row, args.prompt_len, args.steps, args.only)
-    if args.layers < 1 or args.new_tokens < 2 or args.prompt_len < 1:
+    base, name, torch_fits = WHOLE_MODELS[args.model]
+    layers = base["num_hidden_layers"] if args.layers is None else args.layers
+    if layers < 1 or args.new_tokens < 2 or args.prompt_len < 1:
         parser.error("--layers and --prompt-len must be >= 1, --new-tokens >= 2")
-    config = dict(LLAMA_3_2_1B, num_hidden_layers=args.layers)
+    config = dict(base, num_hidden_layers=layers)
 
     if args.side == "emulator":
-        print(json.dumps(run_emulator(config, args.prompt_len, args.new_tokens, (1, 8))))
+        print(json.dumps(run_emulator(config, args.prompt_len, args.new_tokens, (1, 8), name)))
         return 0
     if args.side == "torch":
         print(json.dumps(run_torch(config, args.prompt_len, args.new_tokens)))
@@ -463,12 +487,17 @@ def main(argv=None) -> int:
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"command: {' '.join(['python', 'benchmarks/bench_scale.py', *(argv or sys.argv[1:])])}")
-    print(f"model: Llama-3.2-1B config, {args.layers} layers, random weights; emulator on 1x8")
+    print(f"model: {name} config, {layers} layers, random weights; emulator on 1x8")
     rows = []
     for side in ("emulator", "torch"):
         if args.only and args.only != side:
             continue
-        cmd = [sys.executable, __file__, "--side", side, "--layers", str(args.layers)]
+        if side == "torch" and not torch_fits:
+            print(
+                f"torch fp32: not run ({n_params(config) / 1e9:.1f} B parameters x 4 bytes do not fit this machine)"
+            )
+            continue
+        cmd = [sys.executable, __file__, "--side", side, "--layers", str(layers), "--model", args.model]
         cmd += ["--prompt-len", str(args.prompt_len), "--new-tokens", str(args.new_tokens)]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0:
