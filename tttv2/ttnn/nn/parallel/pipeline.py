@@ -61,6 +61,24 @@ def schedule_steps(schedule: str, num_stages: int, micro_batches: int) -> list[l
     return out
 
 
+def checked_arguments(
+    owner: str, stages, mesh_device, micro_batches, schedule: str
+) -> tuple[MeshDevice, list]:
+    """The mesh and the list of stages of a pipeline's constructor (``Pipeline``, ``RankPipeline``), after the checks
+    both share: stages are ttnn.nn Modules, ``micro_batches`` a positive int, ``schedule`` a known one."""
+    mesh = mesh_of(owner, mesh_device)
+    stages = list(stages) if not isinstance(stages, Module) else [stages]
+    if not stages or not all(isinstance(s, Module) for s in stages):
+        raise ValidationError(
+            f"{owner}: stages: expected a non-empty list of ttnn.nn.Modules, got {stages!r}"
+        )
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+        raise ValidationError(f"{owner}: micro_batches: expected a positive int, got {micro_batches!r}")
+    if schedule not in SCHEDULES:
+        raise ValidationError(f"{owner}: schedule: expected one of {', '.join(SCHEDULES)}, got {schedule!r}")
+    return mesh, stages
+
+
 class Pipeline(Module):
     """Stages on submeshes, trained with micro-batches under a GPipe or 1F1B schedule (see the module docstring).
 
@@ -80,18 +98,7 @@ class Pipeline(Module):
     ) -> None:
         super().__init__()
         owner = "ttnn.nn.parallel.Pipeline"
-        mesh = mesh_of(owner, mesh_device)
-        stages = list(stages) if not isinstance(stages, Module) else [stages]
-        if not stages or not all(isinstance(s, Module) for s in stages):
-            raise ValidationError(
-                f"{owner}: stages: expected a non-empty list of ttnn.nn.Modules, got {stages!r}"
-            )
-        if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
-            raise ValidationError(f"{owner}: micro_batches: expected a positive int, got {micro_batches!r}")
-        if schedule not in SCHEDULES:
-            raise ValidationError(
-                f"{owner}: schedule: expected one of {', '.join(SCHEDULES)}, got {schedule!r}"
-            )
+        mesh, stages = checked_arguments(owner, stages, mesh_device, micro_batches, schedule)
         self.mesh = mesh
         self.submeshes = _stage_meshes(owner, mesh, len(stages))
         self.micro_batches = micro_batches

@@ -28,8 +28,7 @@ from ...tensor import Tensor
 from ...types import BufferType
 from ..module import Module
 from ..utils import item
-from ._mesh import mesh_of
-from .pipeline import SCHEDULES, Pipeline, _place, _to_mesh, schedule_steps
+from .pipeline import Pipeline, _place, _to_mesh, checked_arguments, schedule_steps
 
 __all__ = ["RankPipeline"]
 
@@ -52,18 +51,7 @@ class RankPipeline(Module):
     ) -> None:
         super().__init__()
         owner = "ttnn.nn.parallel.RankPipeline"
-        mesh = mesh_of(owner, mesh_device)
-        stages = list(stages) if not isinstance(stages, Module) else [stages]
-        if not stages or not all(isinstance(s, Module) for s in stages):
-            raise ValidationError(
-                f"{owner}: stages: expected a non-empty list of ttnn.nn.Modules, got {stages!r}"
-            )
-        if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
-            raise ValidationError(f"{owner}: micro_batches: expected a positive int, got {micro_batches!r}")
-        if schedule not in SCHEDULES:
-            raise ValidationError(
-                f"{owner}: schedule: expected one of {', '.join(SCHEDULES)}, got {schedule!r}"
-            )
+        mesh, stages = checked_arguments(owner, stages, mesh_device, micro_batches, schedule)
         rank, size = int(ttnn.distributed_context_get_rank()), int(ttnn.distributed_context_get_size())
         if len(stages) != size:
             raise ValidationError(
