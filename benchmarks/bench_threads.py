@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from bench_ops import parse_shapes  # the benchmarks folder is on sys.path when a benchmark runs as a script
+
 SHAPES = "32x2048,32x4096,32x8192,64x4096,128x4096,256x4096"
 
 CHILD = r"""
@@ -53,16 +55,6 @@ for rows, d in json.loads(sys.argv[1]):
         out[f"{name} {rows}x{d}"] = median(fn)
 print(json.dumps(out))
 """
-
-
-def parse_shapes(text: str) -> list[tuple[int, int]]:
-    try:
-        shapes = [tuple(int(v) for v in item.lower().split("x")) for item in text.split(",")]
-    except ValueError:
-        shapes = []
-    if not shapes or any(len(shape) != 2 or min(shape) < 1 for shape in shapes):
-        raise argparse.ArgumentTypeError(f"expected ROWSxCOLS[,ROWSxCOLS...], got {text!r}")
-    return shapes  # type: ignore[return-value]
 
 
 def main() -> None:

@@ -126,6 +126,17 @@ def child_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "MPI_LOCAL", "HYDRA_", "MPIR_"))}
 
 
+def planned_runs(models: list[str], meshes: list[str], jobs: int, logs: Path) -> list[Run]:
+    """Every model × mesh as a run logging into ``logs`` (made here: a new or empty folder), after the checks a
+    sweep in one process and a sweep over ranks share."""
+    if jobs < 1:
+        raise CollectCasesError(f"--jobs: expected at least 1, got {jobs}")
+    if logs.exists() and (not logs.is_dir() or any(logs.iterdir())):
+        raise CollectCasesError(f"--logs {logs}: exists and is not an empty folder; choose a new one")
+    logs.mkdir(parents=True, exist_ok=True)
+    return [Run(m, x, logs / f"{m}-{x}.log") for m in models for x in meshes]
+
+
 def sweep(
     store: str | os.PathLike,
     models: list[str],
@@ -141,12 +152,7 @@ def sweep(
 ) -> list[Run]:
     """Run every model × mesh (``jobs`` at a time), show progress, return the runs with their outcome."""
     console = console or Console(stderr=True)
-    if jobs < 1:
-        raise CollectCasesError(f"--jobs: expected at least 1, got {jobs}")
-    if logs.exists() and (not logs.is_dir() or any(logs.iterdir())):
-        raise CollectCasesError(f"--logs {logs}: exists and is not an empty folder; choose a new one")
-    logs.mkdir(parents=True, exist_ok=True)
-    queue = [Run(m, x, logs / f"{m}-{x}.log") for m in models for x in meshes]
+    queue = planned_runs(models, meshes, jobs, logs)
     runs = list(queue)
     active: list[tuple[Run, Recording, float, object]] = []
     with Progress(*PROGRESS_COLUMNS, console=console, transient=False) as progress:

@@ -29,7 +29,7 @@ from rich.progress import Progress
 from .cases import Case
 from .errors import CollectCasesError
 from .store import CaseStore
-from .sweep import DEMO, PROGRESS_COLUMNS, Run, finish_run, start_run, stop_runs
+from .sweep import DEMO, PROGRESS_COLUMNS, Run, finish_run, planned_runs, start_run, stop_runs
 from .targets import Target
 
 __all__ = ["DEMO", "coordinate", "rank_world", "work"]
@@ -86,12 +86,7 @@ def coordinate(
     console = console or Console(stderr=True)
     workers = list(range(1, size))
     try:
-        if jobs < 1:
-            raise CollectCasesError(f"--jobs: expected at least 1, got {jobs}")
-        if logs.exists() and (not logs.is_dir() or any(logs.iterdir())):
-            raise CollectCasesError(f"--logs {logs}: exists and is not an empty folder; choose a new one")
-        logs.mkdir(parents=True, exist_ok=True)
-        runs = [Run(m, x, logs / f"{m}-{x}.log") for m in models for x in meshes]
+        runs = planned_runs(models, meshes, jobs, logs)
         queue = list(range(len(runs)))
         active: list[tuple] = []
         busy = dict.fromkeys(workers, 0)
