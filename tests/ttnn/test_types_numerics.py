@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tttv2 import ttnn
-from tttv2.ttnn import _kernels, numerics
+from tttv2.ttnn import _kernels, numerics, storage
 from tttv2.ttnn.types import DataType, Layout
 
 BACKENDS = ["native", "reference"]
@@ -29,7 +29,14 @@ def test_dtype_properties():
     for dt in DataType:
         assert dt.is_float == (dt in floats)
         assert dt.is_block_float == (dt in (ttnn.bfloat8_b, ttnn.bfloat4_b))
-    assert ttnn.bfloat16.numpy_dtype == np.float32  # stored as float32 holding bf16-representable values
+        # packed types are held as a storage object, the others as an array of their numpy dtype
+        held = numerics.store(np.ones((2, 32), dtype=np.float32), dt)
+        assert (
+            dt.is_packed
+            == storage.is_storage(held)
+            == (dt in (ttnn.bfloat16, ttnn.bfloat8_b, ttnn.bfloat4_b))
+        )
+    assert ttnn.bfloat16.numpy_dtype == np.float32  # read as float32 holding bf16-representable values
     assert ttnn.bfloat8_b.numpy_dtype == np.float32
     assert ttnn.int32.numpy_dtype == np.int32
     assert ttnn.uint32.numpy_dtype == np.uint32

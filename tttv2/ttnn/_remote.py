@@ -112,6 +112,6 @@ def full_stored_shards(tensor, op: str) -> list:
     if mesh is None or not mesh.spans_ranks():
         return tensor.stored_shards(op)
     values = full_shards(tensor, op)
-    if tensor.dtype.is_block_float or tensor.dtype.name == "BFLOAT16":
+    if tensor.dtype.is_packed:
         return [store(v, tensor.dtype) for v in values]
     return values

@@ -63,7 +63,7 @@ def store(values, dtype: DataType):
     :class:`storage.BlockFloatStorage` (the device format) for bfloat16 and the block floats, else the array
     :func:`quantize` returns. Values unpacked from a storage of that dtype (or a reshape of them) give that
     storage back, shared, without packing again."""
-    if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+    if dtype.is_packed:
         if isinstance(values, np.ndarray):
             known = storage.source_of(values, whole=True)
             if known is not None and known.dtype is dtype and known.shape == values.shape:

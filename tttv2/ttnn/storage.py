@@ -137,7 +137,7 @@ class BlockFloatStorage:
         if dtype not in _MANTISSA_BITS:
             raise TypeError(f"BlockFloatStorage: {dtype} is not a block float type")
         rows, padded = _rows_and_padded_width(tuple(shape))
-        per_row = padded if dtype is DataType.BFLOAT8_B else padded // 2
+        per_row = _mantissa_bytes(dtype, padded)
         if exponents.dtype != np.uint8 or mantissas.dtype != np.uint8:
             raise ValueError(
                 f"BlockFloatStorage: exponents and mantissas must be uint8, got {exponents.dtype} and {mantissas.dtype}"
@@ -281,6 +281,12 @@ def _last(shape: tuple[int, ...]) -> int:
     return shape[-1] if shape else 1
 
 
+def _mantissa_bytes(dtype: DataType, width: int) -> int:
+    """Bytes of mantissa codes for ``width`` values of a block float: one each (bfloat8_b), two per byte
+    (bfloat4_b)."""
+    return width if dtype is DataType.BFLOAT8_B else width // 2
+
+
 def _rows_and_padded_width(shape: tuple[int, ...]) -> tuple[int, int]:
     width = _last(shape)
     return (math.prod(shape[:-1]) if len(shape) > 1 else 1), -(-width // TILE_SIZE) * TILE_SIZE
@@ -292,8 +298,9 @@ def _pack_rows(flat: np.ndarray, dtype: DataType, align: int = TILE_SIZE) -> tup
     rows, width = flat.shape
     padded = -(-width // align) * align
     if rows * padded == 0:
-        per_row = padded if dtype is DataType.BFLOAT8_B else padded // 2
-        return np.zeros((rows, padded // BFP_BLOCK), np.uint8), np.zeros((rows, per_row), np.uint8)
+        return np.zeros((rows, padded // BFP_BLOCK), np.uint8), np.zeros(
+            (rows, _mantissa_bytes(dtype, padded)), np.uint8
+        )
     if padded != width:
         flat = np.pad(flat, ((0, 0), (0, padded - width)))
     exps, mants = _kernels.bfp_pack(np.ascontiguousarray(flat, dtype=np.float32), _MANTISSA_BITS[dtype])
@@ -336,9 +343,11 @@ def empty(shape, dtype: DataType) -> Storage:
     if dtype is DataType.BFLOAT16:
         return Bf16Storage(np.zeros(shape, dtype=np.uint16))
     rows, padded = _rows_and_padded_width(shape)
-    per_row = padded if dtype is DataType.BFLOAT8_B else padded // 2
     return BlockFloatStorage(
-        dtype, shape, np.zeros((rows, padded // BFP_BLOCK), np.uint8), np.zeros((rows, per_row), np.uint8)
+        dtype,
+        shape,
+        np.zeros((rows, padded // BFP_BLOCK), np.uint8),
+        np.zeros((rows, _mantissa_bytes(dtype, padded)), np.uint8),
     )
 
 

@@ -167,7 +167,7 @@ def _stored(values, dtype: DataType, quantized: bool):
                 f"ttnn.Tensor: a {values.dtype.name} shard cannot make a {dtype.name} tensor"
             )
         return values
-    if quantized and not (dtype is DataType.BFLOAT16 or dtype.is_block_float):
+    if quantized and not dtype.is_packed:
         return values
     stored = store(values, dtype)
     return stored if _storage.is_storage(stored) else _sealed_if_private(stored, values)
@@ -258,7 +258,7 @@ class Tensor:
             if isinstance(device, MeshDevice) and len(shards) == device.get_num_devices()
             else frozenset()
         )
-        packed = dtype is DataType.BFLOAT16 or dtype.is_block_float
+        packed = dtype.is_packed
         if not quantized or packed:
             # replicated shards are one array object: quantise (pack) it once and keep them shared
             done: dict[int, object] = {}

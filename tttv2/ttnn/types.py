@@ -67,9 +67,16 @@ class DataType(_NamedEnum):
         return self in (DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 
     @property
+    def is_packed(self) -> bool:
+        """Whether shards of this type are held packed in the device format (a ``storage`` object: bfloat16 and
+        the block floats) rather than as a numpy array of :attr:`numpy_dtype`."""
+        return self is DataType.BFLOAT16 or self.is_block_float
+
+    @property
     def numpy_dtype(self) -> np.dtype:
-        """The numpy dtype shards are stored in: float types are stored as float32 holding values that are
-        exactly representable in the device type (quantised on creation), integer types as themselves."""
+        """The numpy dtype of a shard's values as ops see them: float32 for the float types (holding values exactly
+        representable in the device type; bfloat16 and the block floats are held packed, see :attr:`is_packed`,
+        and unpacked to float32 for reads), integer types as themselves."""
         return np.dtype(_STORAGE[self])
 
     def element_bytes(self, layout: Layout) -> float:

@@ -126,7 +126,7 @@ def _constant(value, arg: str = "fill_value") -> Callable[[tuple[int, ...], Data
         check_integer_range(one, dtype, f"{op}: {arg}")
         # a block of equal values shares their exponent: one quantised value is every element's value
         q = quantize(one, dtype)
-        if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+        if dtype.is_packed:
             return storage.constant(shape, q[0], dtype)
         return np.full(shape, q[0], dtype=q.dtype)
 
@@ -148,7 +148,7 @@ def _generated(
         return quantize(chunk, dtype)
 
     def fill(shape: tuple[int, ...], dtype: DataType, op: str) -> np.ndarray:
-        if dtype is DataType.BFLOAT16 or dtype.is_block_float:
+        if dtype.is_packed:
             out = storage.empty(shape, dtype)  # written chunk by chunk in the device format
         else:
             out = np.empty(shape, dtype=dtype.numpy_dtype)
