@@ -7,7 +7,6 @@ bit, on the emulator."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -460,8 +459,7 @@ def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
 
 
 # ------------------------------------------------------------------------------------------ a setter that rebuilds
-def _rpm(name: str, attr: str):
-    return getattr(importlib.import_module(f"rpm.{name}"), attr)
+_rpm = InputPackage("rpm").tttv1
 
 
 @pytest.fixture
