@@ -16,10 +16,14 @@ import pytest
 from tttv2 import ttnn
 from tttv2.testing.equivalence import assert_equivalent_outputs
 from tttv2.testing.generated import load_generated
+from tttv2_tools.refactor import generate
+from tttv2_tools.refactor.zencheck import static_branches
 
 __all__ = [
     "INPUTS",
+    "InputPackage",
     "assert_identical",
+    "assert_no_static_branch",
     "generated_class",
     "importable_inputs",
     "input_rows",
@@ -45,6 +49,32 @@ def importable_inputs(*packages: str):
             del sys.modules[name]
 
     return inputs_importable
+
+
+class InputPackage:
+    """One TTTv1-style input package of ``inputs/`` as a test file reads it: ``generate`` made once per module and
+    class for the file (the tests only read the result), and the package's TTTv1 classes by name (imported while
+    ``importable_inputs`` has ``inputs/`` on ``sys.path``)."""
+
+    def __init__(self, package: str):
+        self.package = package
+        self._results: dict = {}
+
+    def generate(self, module: str, class_name: str | None = None):
+        key = (module, class_name)
+        if key not in self._results:
+            self._results[key] = generate(INPUTS / self.package / f"{module}.py", class_name=class_name)
+        return self._results[key]
+
+    def tttv1(self, module: str, name: str):
+        return getattr(importlib.import_module(f"{self.package}.{module}"), name)
+
+
+def assert_no_static_branch(result) -> None:
+    """No gap, and no generated module keeps a static branch (an ``if`` on configuration in ``forward``)."""
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    for generated in result.modules:
+        assert static_branches(generated.code, generated.file_name, generated.class_name) == []
 
 
 TTTV1_MODULES = ("ccl", "common", "model_config", "rope", "mlp", "mlp_legacy", "rmsnorm", "distributed_norm")

@@ -6,7 +6,6 @@ emulated mesh."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.tools.refactor.conftest import (
+    InputPackage,
     assert_identical,
     generated_class,
     importable_inputs,
@@ -36,9 +36,8 @@ PLAIN = INPUTS / PACKAGE / "plain_ring_mlp.py"
 
 inputs_importable = importable_inputs(PACKAGE)
 
-
-def _tttv1(module: str, name: str):
-    return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)
+_inputs = InputPackage(PACKAGE)
+_tttv1 = _inputs.tttv1
 
 
 def _state_dict():

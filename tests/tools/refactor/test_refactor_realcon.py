@@ -7,7 +7,6 @@ bit, on the emulator."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -15,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.tools.refactor.conftest import (
+    InputPackage,
     assert_identical,
+    assert_no_static_branch,
     generated_class,
     importable_inputs,
     input_rows,
@@ -30,25 +31,11 @@ PACKAGE = "rcon"
 
 inputs_importable = importable_inputs(PACKAGE)
 
+_inputs = InputPackage(PACKAGE)
+_generate = _inputs.generate
+_tttv1 = _inputs.tttv1
+
 pytest_plugins = ["pytester"]
-
-_RESULTS: dict = {}
-
-
-def _generate(module: str, class_name: str | None = None):
-    if (module, class_name) not in _RESULTS:
-        _RESULTS[module, class_name] = generate(INPUTS / PACKAGE / f"{module}.py", class_name=class_name)
-    return _RESULTS[module, class_name]
-
-
-def _tttv1(module: str, name: str):
-    return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)
-
-
-def _no_static_branch(result) -> None:
-    assert result.gaps == [], [g.describe() for g in result.gaps]
-    for generated in result.modules:
-        assert static_branches(generated.code, generated.file_name, generated.class_name) == []
 
 
 def _state_dict(layers: int) -> dict:
@@ -65,7 +52,7 @@ def test_the_static_prefix_of_an_and_is_bound_and_the_run_time_rest_stays():
     scale_residual and out.dtype == bf16: A else: B``: the true arm keeps ``if out.dtype …: A else: B``, the
     false arm is ``B`` alone. Both were static branches left (a gap each, per mode)."""
     result = _generate("gated_ffn")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     code = result.modules[0].code
     forwards = code.split("def decode_forward")[1]
     assert "if out.memory_config().buffer_type == ttnn.BufferType.DRAM:" in forwards
@@ -109,7 +96,7 @@ def test_a_test_on_a_per_layer_value_is_not_a_static_branch_left():
     """``activation_dtype`` is computed from the loop variable: one value per layer, which no field or bound
     method makes once; the Zen check treats it as it treats the loop variable itself (it was a gap)."""
     result = _generate("stack")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     prefill = next(g.code for g in result.modules if g.topology == "1d").split("def prefill_forward")[1]
     assert "if activation_dtype is not None and x.dtype != activation_dtype:" in prefill
 
@@ -180,7 +167,7 @@ def test_a_value_through_two_helper_copies_is_decided_at_construction():
     given None: its ``if num_links is None`` was a static branch left (tt_transformers' distributed_norm.py,
     2D path). The outer copy's decided local now reaches the inner copy, whose test is made at construction."""
     result = _generate("split_norm")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     code = next(g.code for g in result.modules if g.topology == "2d")
     forwards = code.split("def load_device_weights")[1]
     assert "num_links is None" not in forwards and "get_num_links" not in forwards
@@ -248,7 +235,7 @@ def test_attributes_a_base_class_of_another_file_sets_are_computed_at_constructi
     on an uninitialised TTTv1 instance, and the fields read what it set (they were gaps: "__init__ does not set
     it")."""
     result = _generate("final_norm")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     code = result.modules[0].code
     assert "legacy = TtFinalNorm.__new__(TtFinalNorm)" in code
     assert "super(TtFinalNorm, legacy).__init__(mesh_device, args)" in code
@@ -344,7 +331,7 @@ def test_a_mode_read_from_the_config_dict_is_the_mode(tmp_path, capsys):
     from tttv2_tools.refactor.cli import main
 
     result = _generate("dict_mode_mlp")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     code = result.modules[0].code
     assert "def forward(self, x, mode):" in code and "decode_model_config=None, prefill_model_config=None" in code
     assert 'decode_out_memcfg=legacy.model_config["OUT_MEMCFG"]' in code and "prefill_out_memcfg=" in code
@@ -472,8 +459,7 @@ def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
 
 
 # ------------------------------------------------------------------------------------------ a setter that rebuilds
-def _rpm(name: str, attr: str):
-    return getattr(importlib.import_module(f"rpm.{name}"), attr)
+_rpm = InputPackage("rpm").tttv1
 
 
 @pytest.fixture

@@ -4,13 +4,18 @@ as not transformed (a gap: exit 1)."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from tests.tools.refactor.conftest import assert_identical, importable_inputs, load_generated, replicated
+from tests.tools.refactor.conftest import (
+    InputPackage,
+    assert_identical,
+    importable_inputs,
+    load_generated,
+    replicated,
+)
 from tests.tools.refactor.conftest import generated_class as _generated_class
 from tests.tools.refactor.conftest import input_rows as _rows
 from tttv2 import ttnn
@@ -25,9 +30,8 @@ INPUTS = Path(__file__).parent / "inputs"
 inputs_importable = importable_inputs("rfx", "rfx_fn")
 
 
-def _tttv1(module: str, name: str):
-    """A class of the TTTv1 inputs (imported by name: they are test inputs on ``sys.path``, not a distribution)."""
-    return getattr(importlib.import_module(f"rfx.{module}"), name)
+#: A class of the TTTv1 inputs by name (they are test inputs on ``sys.path``, not a distribution).
+_tttv1 = InputPackage("rfx").tttv1
 
 
 # ------------------------------------------------------------------------------------------ F12: report fates

@@ -4,12 +4,12 @@ bit-exact against TTTv1 on the emulator, or reported as not transformed (a gap).
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
 
 from tests.tools.refactor.conftest import (
+    InputPackage,
     assert_identical,
     generated_class,
     importable_inputs,
@@ -27,20 +27,9 @@ PACKAGE = "rsem"
 
 inputs_importable = importable_inputs(PACKAGE)
 
-
-_RESULTS: dict = {}
-
-
-def _generate(module: str, class_name: str | None = None):
-    """``generate`` once per input and class for the whole file (the tests only read the result)."""
-    key = (module, class_name)
-    if key not in _RESULTS:
-        _RESULTS[key] = generate(INPUTS / PACKAGE / f"{module}.py", class_name=class_name)
-    return _RESULTS[key]
-
-
-def _tttv1(module: str, name: str):
-    return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)
+_inputs = InputPackage(PACKAGE)
+_generate = _inputs.generate
+_tttv1 = _inputs.tttv1
 
 
 def _outcome(call, *args):

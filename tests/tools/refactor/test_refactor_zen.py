@@ -7,7 +7,6 @@ attribute (tt_transformers' decoder), and a collective helper whose ``None`` par
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,14 +14,15 @@ import numpy as np
 import pytest
 
 from tests.tools.refactor.conftest import (
+    InputPackage,
     assert_identical,
+    assert_no_static_branch,
     generated_class,
     importable_inputs,
     input_rows,
     replicated,
 )
 from tttv2 import ttnn
-from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.cli import main
 from tttv2_tools.refactor.zencheck import static_branch_gaps, static_branches
 
@@ -32,24 +32,9 @@ PACKAGE = "rzen"
 
 inputs_importable = importable_inputs(PACKAGE)
 
-
-_RESULTS: dict = {}
-
-
-def _generate(module: str, class_name: str | None = None):
-    if (module, class_name) not in _RESULTS:
-        _RESULTS[module, class_name] = generate(INPUTS / PACKAGE / f"{module}.py", class_name=class_name)
-    return _RESULTS[module, class_name]
-
-
-def _tttv1(module: str, name: str):
-    return getattr(importlib.import_module(f"{PACKAGE}.{module}"), name)
-
-
-def _no_static_branch(result) -> None:
-    assert result.gaps == [], [g.describe() for g in result.gaps]
-    for generated in result.modules:
-        assert static_branches(generated.code, generated.file_name, generated.class_name) == []
+_inputs = InputPackage(PACKAGE)
+_generate = _inputs.generate
+_tttv1 = _inputs.tttv1
 
 
 # ------------------------------------------------------------------------------------------ the check itself
@@ -146,7 +131,7 @@ def test_a_bound_method_chosen_as_a_value_is_bound_not_a_field():
     self.weight``: each choice is a method bound at construction; the method keeps ``self._split_norm`` (the
     generated class's copy), never a config field made from TTTv1's object (it used to be a gap)."""
     result = _generate("gain_norm")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     code = result.modules[0].code
     assert (
         "norm = self._split_norm" in code and "def _split_norm(self, inp, epsilon=None, weight=None):" in code
@@ -193,7 +178,7 @@ def test_a_static_test_choosing_run_time_values_is_bound():
     forward). The helper's ``if num_links is None`` is decided by the default one call site leaves, and made
     at construction for the other, which passes ``self.num_links``."""
     result = _generate("block")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     code = "".join(g.code for g in result.modules)
     assert "rot = rot_local if" not in code and "rot = self._decode_hasattr_attention_is_sliding" in code
     # one field for the whole test: ``self.attention.is_sliding`` is read only when ``hasattr`` says it exists
@@ -232,7 +217,7 @@ def test_a_part_of_model_args_queried_in_forward_is_a_field():
     ``self.decoders_optimizations.get_scale(…, configuration=self.args)`` in forward: config queries computed at
     construction (they used to be gaps: ModelArgs used at run time, an attribute the generated class lacks)."""
     result = _generate("tuned")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     forwards = result.modules[0].code.split("def decode_forward")[1]
     assert "decoders_optimizations" not in forwards and "self.args" not in forwards
     assert "self.config.activation_dtype_or_ttnn_bfloat8_b" in forwards
@@ -257,7 +242,7 @@ def test_an_attribute_from_a_model_args_member_trace_deps_cannot_follow_is_a_fie
     __init__ sets it and no forward does, so it is a field computed at construction (it was a gap: read at run
     time, not set on the generated module)."""
     result = _generate("tuned", "Eps")
-    _no_static_branch(result)
+    assert_no_static_branch(result)
     assert "epsilon=self.config.eps" in result.modules[0].code
     generated = generated_class(result, "1d", tmp_path)
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
