@@ -333,14 +333,23 @@ def test_a_mode_read_from_the_config_dict_is_the_mode(tmp_path, capsys):
     result = _generate("dict_mode_mlp")
     assert_no_static_branch(result)
     code = result.modules[0].code
-    assert "def forward(self, x, mode):" in code and "decode_model_config=None, prefill_model_config=None" in code
+    assert (
+        "def forward(self, x, mode):" in code
+        and "decode_model_config=None, prefill_model_config=None" in code
+    )
     assert 'decode_out_memcfg=legacy.model_config["OUT_MEMCFG"]' in code and "prefill_out_memcfg=" in code
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "conftest.py").write_text((INPUTS / PACKAGE / "tests" / "conftest.py").read_text())
     sys.path.insert(0, str(INPUTS))
     try:
-        argv = [str(INPUTS / PACKAGE / "dict_mode_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+        argv = [
+            str(INPUTS / PACKAGE / "dict_mode_mlp.py"),
+            "--out",
+            str(tmp_path / "out"),
+            "--tests-out",
+            str(tests),
+        ]
         assert main(argv) == 0
     finally:
         sys.path.remove(str(INPUTS))
@@ -417,7 +426,9 @@ SETTER = "    def set_model_config(self, model_config):\n        self.model_conf
 )
 def test_what_the_dict_mode_cannot_take_is_a_precise_gap(tmp_path, old, new, what, reason):
     result = generate(_dict_mode_variant(tmp_path, old, new))
-    assert result.gaps[0].what == what and reason in result.gaps[0].reason, [g.describe() for g in result.gaps]
+    assert result.gaps[0].what == what and reason in result.gaps[0].reason, [
+        g.describe() for g in result.gaps
+    ]
 
 
 def test_a_dict_mode_forward_with_a_default_takes_the_mode_by_keyword(tmp_path):
@@ -434,7 +445,13 @@ def test_a_generated_dict_mode_test_without_a_modes_dict_fixture_fails_naming_it
     from tttv2_tools.refactor.cli import main
 
     tests = tmp_path / "tests"
-    argv = [str(INPUTS / PACKAGE / "dict_mode_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    argv = [
+        str(INPUTS / PACKAGE / "dict_mode_mlp.py"),
+        "--out",
+        str(tmp_path / "out"),
+        "--tests-out",
+        str(tests),
+    ]
     assert main([*argv, "--quiet", "--no-verify"]) == 0
     conftest = (INPUTS / PACKAGE / "tests" / "conftest.py").read_text()
     (tests / "conftest.py").write_text(conftest.replace("def prefill_model_config", "def other_config"))
@@ -446,7 +463,10 @@ def test_a_generated_dict_mode_test_without_a_modes_dict_fixture_fails_naming_it
         for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
             del sys.modules[name]
     assert result.parseoutcomes().get("failed") == 1
-    assert "reads its config from one dict per mode: the test needs `prefill_model_config`" in result.stdout.str()
+    assert (
+        "reads its config from one dict per mode: the test needs `prefill_model_config`"
+        in result.stdout.str()
+    )
 
 
 def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
@@ -455,7 +475,10 @@ def test_trace_deps_takes_the_config_dicts_llm_mode_as_the_mode():
     from tttv2_tools.trace_dependencies import analyze
 
     analysis = analyze(INPUTS / PACKAGE / "dict_mode_mlp.py", INPUTS / PACKAGE / "model_config.py")
-    assert [(b.loc.split(":")[1], b.classification) for b in analysis.branches] == [("26", "mode"), ("28", "mode")]
+    assert [(b.loc.split(":")[1], b.classification) for b in analysis.branches] == [
+        ("26", "mode"),
+        ("28", "mode"),
+    ]
 
 
 # ------------------------------------------------------------------------------------------ a setter that rebuilds
@@ -524,12 +547,20 @@ def _rpm_tests(tmp_path, capsys) -> tuple[Path, Path, str]:
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "conftest.py").write_text((INPUTS / "rpm" / "tests" / "conftest.py").read_text())
-    argv = [str(INPUTS / "rpm" / "buffered_mlp.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    argv = [
+        str(INPUTS / "rpm" / "buffered_mlp.py"),
+        "--out",
+        str(tmp_path / "out"),
+        "--tests-out",
+        str(tests),
+    ]
     assert main(argv) == 0
     return tmp_path / "out" / "buffered_mlp_1d.py", tests / "test_buffered_mlp_1d.py", capsys.readouterr().err
 
 
-def test_the_generated_tests_of_a_falcon_style_module_switch_tttv1_by_its_setter(rpm_importable, tmp_path, capsys):
+def test_the_generated_tests_of_a_falcon_style_module_switch_tttv1_by_its_setter(
+    rpm_importable, tmp_path, capsys
+):
     """Falcon-40B style (the forward takes ``llm_mode``, one dict per mode, ``set_model_config`` switches them):
     the generated test passes ``setter=`` too, so TTTv1 runs each mode with that mode's dict and the twin is built
     with both; every case of the default matrix, decode and prefill, equals TTTv1 (without the setter, on the
@@ -546,10 +577,13 @@ def test_a_falcon_style_generated_test_fails_when_the_prefill_value_is_wrong(
     the generated tests fail on every prefill case and pass on every decode one, so they do compare each mode
     with its own dict. (In a subprocess: a second in-process run of generated tests in one process has crashed.)"""
     module, test, _err = _rpm_tests(tmp_path, capsys)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(INPUTS), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(INPUTS), os.environ.get("PYTHONPATH")]))
+    )
     text = module.read_text()
     wrong = text.replace(
-        'prefill_output_memcfg=legacy.model_config["OUTPUT_MEMCFG"]', "prefill_output_memcfg=ttnn.L1_MEMORY_CONFIG"
+        'prefill_output_memcfg=legacy.model_config["OUTPUT_MEMCFG"]',
+        "prefill_output_memcfg=ttnn.L1_MEMORY_CONFIG",
     )
     assert wrong != text
     module.write_text(wrong)
