@@ -290,6 +290,7 @@ def _main(args) -> int:
             _write_reports(reports, on_stdout)
             return EXIT_ATTENTION
         previous = {item.path: item.current() for item in run.planned}
+        previous[_NEW_FOLDERS] = _missing_folders(item.path for item in run.planned)
         written = write_all(run.planned)
         try:
             proof_gaps = _shadow_verify(args, run, module)
@@ -421,8 +422,23 @@ def _shadow_verify(args, run, module: Path) -> list:
     return proof.gaps
 
 
+_NEW_FOLDERS = "folders this run creates"
+
+
+def _missing_folders(paths) -> list[Path]:
+    """The folders above ``paths`` that do not exist yet (writing creates them), deepest first."""
+    missing: set[Path] = set()
+    for path in paths:
+        folder = Path(path).absolute().parent
+        while not folder.exists():
+            missing.add(folder)
+            folder = folder.parent
+    return sorted(missing, key=lambda f: len(f.parts), reverse=True)
+
+
 def _restore(previous: dict, written: list[Path]) -> None:
-    """Put back what the files written by this run held before it (a new file is removed)."""
+    """Put back what the files written by this run held before it (a new file is removed, and so is a folder the
+    run created once it is empty again)."""
     from tttv2_tools._output import write_text
 
     for path in written:
@@ -431,6 +447,9 @@ def _restore(previous: dict, written: list[Path]) -> None:
             path.unlink(missing_ok=True)
         else:
             write_text(path, old, "a restored output")
+    for folder in previous.get(_NEW_FOLDERS, []):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 if __name__ == "__main__":  # pragma: no cover
