@@ -303,9 +303,13 @@ def _main(args) -> int:
             _print_gaps(proof_gaps, "verify failed")
             if not args.partial:
                 _restore(previous, written)
+                why = (
+                    "a generated module differs from TTTv1"
+                    if any(_compared(gap) for gap in proof_gaps)
+                    else "the generated tests could not run, so nothing was compared"
+                )
                 print(
-                    "tttv2-refactor: nothing written: a generated module differs from TTTv1 (use --partial to "
-                    "keep the files)",
+                    f"tttv2-refactor: nothing written: {why} (use --partial to keep the files)",
                     file=sys.stderr,
                 )
                 _write_reports(reports, on_stdout)
@@ -423,6 +427,12 @@ def _shadow_verify(args, run, module: Path) -> list:
 
 
 _NEW_FOLDERS = "folders this run creates"
+
+
+def _compared(gap) -> bool:
+    """Whether a verification gap is a case that ran and differed (not a test file that could not be collected,
+    nor a run that did not start or was stopped)."""
+    return gap.reason.startswith("case ") and not gap.loc.endswith("::collecting")
 
 
 def _missing_folders(paths) -> list[Path]:

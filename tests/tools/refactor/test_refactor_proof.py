@@ -248,3 +248,16 @@ def test_restoring_removes_only_the_folders_the_run_created_and_left_empty(tmp_p
     _restore(previous, [kept / "x.py", made, shared])
     assert kept.is_dir() and not (tmp_path / "a").exists()
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["mine.py"]
+
+
+def test_a_test_file_that_cannot_be_imported_is_not_called_a_difference(tmp_path, capsys, monkeypatch):
+    """tt-metal's own modules import ``models.…``: with tt-metal off the path the tests cannot be collected, and
+    the refusal says nothing was compared (not that the module differs)."""
+    broken = proof.Proof(gaps=[proof.Gap("test_mlp_1d.py::collecting", "verify", "case collecting of x: E")])
+    monkeypatch.setattr(proof, "verify_tests", lambda *a, **k: broken)
+    code, tests = _tmx(tmp_path, "mlp")
+    err = capsys.readouterr().err
+    assert (
+        code == 1 and "nothing written: the generated tests could not run, so nothing was compared" in err
+    ), err
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in tests.iterdir()) == ["conftest.py"]
