@@ -290,6 +290,7 @@ def _main(args) -> int:
             _write_reports(reports, on_stdout)
             return EXIT_ATTENTION
         previous = {item.path: item.current() for item in run.planned}
+        previous[_NEW_FOLDERS] = _missing_folders(item.path for item in run.planned)
         written = write_all(run.planned)
         try:
             proof_gaps = _shadow_verify(args, run, module)
@@ -302,9 +303,13 @@ def _main(args) -> int:
             _print_gaps(proof_gaps, "verify failed")
             if not args.partial:
                 _restore(previous, written)
+                why = (
+                    "a generated module differs from TTTv1"
+                    if any(_compared(gap) for gap in proof_gaps)
+                    else "the generated tests could not run, so nothing was compared"
+                )
                 print(
-                    "tttv2-refactor: nothing written: a generated module differs from TTTv1 (use --partial to "
-                    "keep the files)",
+                    f"tttv2-refactor: nothing written: {why} (use --partial to keep the files)",
                     file=sys.stderr,
                 )
                 _write_reports(reports, on_stdout)
@@ -421,8 +426,29 @@ def _shadow_verify(args, run, module: Path) -> list:
     return proof.gaps
 
 
+_NEW_FOLDERS = "folders this run creates"
+
+
+def _compared(gap) -> bool:
+    """Whether a verification gap is a case that ran and differed (not a test file that could not be collected,
+    nor a run that did not start or was stopped)."""
+    return gap.reason.startswith("case ") and not gap.loc.endswith("::collecting")
+
+
+def _missing_folders(paths) -> list[Path]:
+    """The folders above ``paths`` that do not exist yet (writing creates them), deepest first."""
+    missing: set[Path] = set()
+    for path in paths:
+        folder = Path(path).absolute().parent
+        while not folder.exists():
+            missing.add(folder)
+            folder = folder.parent
+    return sorted(missing, key=lambda f: len(f.parts), reverse=True)
+
+
 def _restore(previous: dict, written: list[Path]) -> None:
-    """Put back what the files written by this run held before it (a new file is removed)."""
+    """Put back what the files written by this run held before it (a new file is removed, and so is a folder the
+    run created once it is empty again)."""
     from tttv2_tools._output import write_text
 
     for path in written:
@@ -431,6 +457,9 @@ def _restore(previous: dict, written: list[Path]) -> None:
             path.unlink(missing_ok=True)
         else:
             write_text(path, old, "a restored output")
+    for folder in previous.get(_NEW_FOLDERS, []):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 if __name__ == "__main__":  # pragma: no cover

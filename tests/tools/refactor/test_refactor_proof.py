@@ -52,7 +52,7 @@ def test_a_case_the_generated_module_fails_is_a_gap_at_its_line_and_nothing_is_k
     assert "expert_1d.py:" in line and "KeyError: 'PREFILL_EXPERT_PROGCFG'" in line, line
     assert "case test_expert_1d_matches_tttv1[1x1-decode-32] and 8 more" in line  # one gap for that line
     assert "nothing written" in err
-    assert not (tmp_path / "out" / "expert_1d.py").exists()
+    assert not (tmp_path / "out").exists()  # the folder the run created goes too
     assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == ["conftest.py"]
 
 
@@ -213,7 +213,7 @@ def test_ctrl_c_during_the_verification_puts_the_files_back(tmp_path, capsys, mo
     monkeypatch.setattr(proof, "verify_tests", interrupted)
     code, tests = _tmx(tmp_path, "mlp", "--partial")
     assert code == 130 and "interrupted; nothing written" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in tests.iterdir()) == ["conftest.py"]
 
 
@@ -231,3 +231,33 @@ def test_the_recorded_cases_of_a_store_are_the_ones_verified(tmp_path, monkeypat
     rejections = sum("rejects_a_" in p.read_text() for p in (tmp_path / "t").glob("test_*.py"))
     every = recorded + rejections
     assert summary.startswith(f"shadow verification: {every} of {every} case"), (summary, recorded)
+
+
+def test_restoring_removes_only_the_folders_the_run_created_and_left_empty(tmp_path):
+    """A folder that existed before stays, even empty; a created one that now holds a user's file stays."""
+    from tttv2_tools.refactor.cli import _NEW_FOLDERS, _missing_folders, _restore
+
+    (kept := tmp_path / "kept").mkdir()
+    made, shared = tmp_path / "a" / "b" / "m.py", tmp_path / "c" / "t.py"
+    previous = {_NEW_FOLDERS: _missing_folders([kept / "x.py", made, shared])}
+    assert previous[_NEW_FOLDERS][0] == tmp_path / "a" / "b"  # deepest first
+    for path in (kept / "x.py", made, shared):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("generated\n")
+    (tmp_path / "c" / "mine.py").write_text("user\n")
+    _restore(previous, [kept / "x.py", made, shared])
+    assert kept.is_dir() and not (tmp_path / "a").exists()
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["mine.py"]
+
+
+def test_a_test_file_that_cannot_be_imported_is_not_called_a_difference(tmp_path, capsys, monkeypatch):
+    """tt-metal's own modules import ``models.…``: with tt-metal off the path the tests cannot be collected, and
+    the refusal says nothing was compared (not that the module differs)."""
+    broken = proof.Proof(gaps=[proof.Gap("test_mlp_1d.py::collecting", "verify", "case collecting of x: E")])
+    monkeypatch.setattr(proof, "verify_tests", lambda *a, **k: broken)
+    code, tests = _tmx(tmp_path, "mlp")
+    err = capsys.readouterr().err
+    assert (
+        code == 1 and "nothing written: the generated tests could not run, so nothing was compared" in err
+    ), err
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in tests.iterdir()) == ["conftest.py"]
