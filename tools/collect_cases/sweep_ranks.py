@@ -86,6 +86,7 @@ def coordinate(
     console = console or Console(stderr=True)
     workers = list(range(1, size))
     try:
+        CaseStore(store, create=True).close()  # not a store: fail here, where the workers still get stop
         if jobs < 1:
             raise CollectCasesError(f"--jobs: expected at least 1, got {jobs}")
         if logs.exists() and (not logs.is_dir() or any(logs.iterdir())):
