@@ -377,3 +377,15 @@ def test_the_console_script_and_the_extras_are_declared():
     assert {"mpi4py", "mpich"} <= names
     assert set(extras["distributed"]) - {"pyyaml>=6"} <= set(extras["test"])
     assert any(spec.startswith("pyyaml") for spec in extras["test"])
+
+
+def test_rank_binding_that_is_not_text_is_a_one_line_error(tmp_path, capsys):
+    path = tmp_path / "binding.yaml"
+    path.write_bytes(b"rank_bindings:\n  - rank: 0\n    mesh_id: \xff\xfe\n")
+    with pytest.raises(launcher.RunError, match=r"binding\.yaml: not UTF-8 text \(byte 40\)"):
+        launcher.load_rank_binding(str(path), 2)
+    assert launcher.main(["--np", "2", "--rank-binding", str(path), "--", "python", "-c", "pass"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("tttv2-run: error: --rank-binding ") and "not UTF-8" in err and "Traceback" not in err
+    )

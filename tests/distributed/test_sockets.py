@@ -485,3 +485,11 @@ def test_the_exit_check_names_a_tensor_that_arrived_unreceived(loopback, halves)
         DistributedError, match=r"rank 1 sent tensor #0 on it, which this rank never received"
     ):
         sockets.check_unreceived()
+
+
+def test_a_socket_on_a_mesh_spread_over_the_ranks_is_refused_before_the_handshake(loopback, halves):
+    a, _ = halves
+    a._spans_ranks = True  # what open_mesh_device sets in every rank of a shared mesh_id
+    with pytest.raises(ttnn.ValidationError, match=r"is one mesh spread over the ranks; .*own mesh_id"):
+        ttnn.MeshSocket(a, config(sender_rank=0, receiver_rank=1))
+    assert not any(loopback.queues.values())  # no handshake message left this rank

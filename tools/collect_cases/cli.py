@@ -655,9 +655,9 @@ def _sweep(args, out: Console, err: Console) -> int:
             world[0], targets, fields=fields, jobs=args.jobs, demo_args=demo_args, demo=sweep_ranks.DEMO
         )
     logs = Path(args.logs) if args.logs else Path(f"{args.store}.logs") / time.strftime("%Y%m%d-%H%M%S")
-    CaseStore(args.store, create=True).close()
     kwargs = {"fields": fields, "jobs": args.jobs, "logs": logs, "demo_args": demo_args, "console": err}
     if world is None:
+        CaseStore(args.store, create=True).close()
         runs = sweep(args.store, models, meshes, targets, demo=sweep_ranks.DEMO, **kwargs)
     else:
         runs = sweep_ranks.coordinate(

@@ -86,6 +86,7 @@ def coordinate(
     console = console or Console(stderr=True)
     workers = list(range(1, size))
     try:
+        CaseStore(store, create=True).close()  # not a store: fail here, where the workers still get stop
         runs = planned_runs(models, meshes, jobs, logs)
         queue = list(range(len(runs)))
         active: list[tuple] = []

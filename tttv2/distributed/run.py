@@ -93,9 +93,13 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
     except ImportError:
         raise RunError(f"--rank-binding needs pyyaml: {INSTALL_HINT}") from None
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise RunError(f"--rank-binding {path}: cannot read it: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise RunError(
+            f"--rank-binding {path}: not UTF-8 text (byte {exc.start}): is it a YAML file?"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -226,3 +226,18 @@ def test_the_rank_world_is_none_outside_a_launch_and_the_rank_inside(two_threads
     monkeypatch.setenv("PMI_RANK", "0")
     monkeypatch.setenv("PMI_SIZE", "2")
     assert sweep_ranks.rank_world() == (0, 2)
+
+
+def test_a_store_that_is_not_one_on_rank_0_still_stops_the_workers(two_threads, plain_module):
+    (plain_module / "notes.sqlite").write_text("my notes, not a database\n")
+    outcome: list = []
+    thread = _worker(two_threads, outcome)
+    with pytest.raises(CollectCasesError, match=r"notes\.sqlite: not a collect-cases store"):
+        sweep_ranks.coordinate(
+            plain_module / "notes.sqlite", ["A-1B"], ["N150"], [], size=2, jobs=1, logs=plain_module / "logs",
+            console=Console(file=io.StringIO()), demo="ranks_demo",
+        )  # fmt: skip
+    thread.join(timeout=HANG)
+    assert outcome == [0]  # stopped by rank 0, not after TTTV2_DISTRIBUTED_TIMEOUT
+    assert (plain_module / "notes.sqlite").read_text() == "my notes, not a database\n"
+    assert not (plain_module / "logs").exists()

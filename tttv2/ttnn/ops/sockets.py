@@ -365,6 +365,11 @@ class MeshSocket:
                 f"{owner}: config: sender_rank and receiver_rank are both {config.sender_rank}; a MeshSocket joins "
                 "two ranks (use ttnn.create_socket_pair for two meshes of one process)"
             )
+        if device.spans_ranks():
+            raise ValidationError(
+                f"{owner}: device: {device} is one mesh spread over the ranks; a socket joins meshes that each rank "
+                "keeps whole: give each rank its own mesh_id in a --rank-binding file, or open a 1x1 mesh per rank"
+            )
         rank, size = int(distributed_context_get_rank()), int(distributed_context_get_size())
         far = max(config.sender_rank, config.receiver_rank)
         if far >= size:
