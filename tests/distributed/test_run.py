@@ -141,8 +141,10 @@ def test_a_tt_metal_style_preamble_runs_unchanged():
         (["python", "x.py"], "the following arguments are required: --np"),
         (["--np", "2", "--"], "no COMMAND after `--`"),
         (["--np", "0", "--", "true"], "--np: expected at least 1 rank, got 0"),
-        (["--np", "2", "--timeout", "0", "--", "true"], "--timeout: expected a positive number of seconds"),
-        (["--np", "2", "--grace", "-1", "--", "true"], "--grace: expected a positive number of seconds"),
+        (["--np", "2", "--timeout", "0", "--", "true"], "--timeout: expected a positive, finite number"),
+        (["--np", "2", "--timeout", "nan", "--", "true"], "--timeout: expected a positive, finite number"),
+        (["--np", "2", "--grace", "inf", "--", "true"], "--grace: expected a positive, finite number"),
+        (["--np", "2", "--grace", "-1", "--", "true"], "--grace: expected a positive, finite number"),
         (["--np", "2", "--rank-binding", "/nonexistent.yaml", "--", "true"], "cannot read it"),
     ],
 )
@@ -159,7 +161,8 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[1, 2", "not valid YAML"),
+        ("[1, 2", "not valid YAML at line 1, column 6"),
+        ("rank_bindings:\n  - rank: 0\n  bad: : x\n", "not valid YAML at line 3"),
         ("- 1\n", "expected a map with rank_bindings, got list"),
         (
             "mesh_graph_desc_path: x.textproto\nrank_bindings: []\n",

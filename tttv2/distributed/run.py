@@ -18,6 +18,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import shutil
 import signal
@@ -103,7 +104,10 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise RunError(f"--rank-binding {path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RunError(f"--rank-binding {path}: not valid YAML{where}: {what}") from None
     if not isinstance(data, dict):
         raise RunError(f"--rank-binding {path}: expected a map with rank_bindings, got {type(data).__name__}")
     if "mesh_graph_desc_path" in data:
@@ -210,8 +214,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     if args.np < 1:
         raise RunError(f"--np: expected at least 1 rank, got {args.np}")
     for name in ("timeout", "grace"):
-        if not getattr(args, name) > 0:
-            raise RunError(f"--{name}: expected a positive number of seconds, got {getattr(args, name)}")
+        seconds = getattr(args, name)
+        if not (0 < seconds < math.inf):
+            raise RunError(f"--{name}: expected a positive, finite number of seconds, got {seconds}")
     return args
 
 
