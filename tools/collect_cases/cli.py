@@ -67,6 +67,7 @@ from .verify import check_generated, parse_layers
 
 TOOL = "collect-cases"
 USAGE_ERROR = EXIT_USAGE
+SWEEP_FAILED = 1  # a sweep run failed, or (under tttv2-run) a worker rank lost rank 0
 INTERNAL_ERROR = EXIT_INTERNAL
 TABLE_VERBS = ("list", "sweep")
 TARGET = "MODULE[:CLASS]"  # the toolkit's one way to name a class (docs/cli.md)
@@ -651,9 +652,15 @@ def _sweep(args, out: Console, err: Console) -> int:
     demo_args = shlex.split(args.demo_args)
     world = sweep_ranks.rank_world()  # under tttv2-run: rank 0 coordinates and writes, the others run demos
     if world is not None and world[0] != 0:
-        return sweep_ranks.work(
-            world[0], targets, fields=fields, jobs=args.jobs, demo_args=demo_args, demo=sweep_ranks.DEMO
-        )
+        from tttv2.distributed import DistributedError
+
+        try:
+            return sweep_ranks.work(
+                world[0], targets, fields=fields, jobs=args.jobs, demo_args=demo_args, demo=sweep_ranks.DEMO
+            )
+        except DistributedError as exc:  # rank 0 died or hangs: this rank's sweep failed, not the tool
+            say(TOOL, str(exc))
+            return SWEEP_FAILED
     logs = Path(args.logs) if args.logs else Path(f"{args.store}.logs") / time.strftime("%Y%m%d-%H%M%S")
     kwargs = {"fields": fields, "jobs": args.jobs, "logs": logs, "demo_args": demo_args, "console": err}
     if world is None:

@@ -219,6 +219,34 @@ def test_a_worker_gives_up_when_rank_0_is_silent(two_threads, monkeypatch):
         sweep_ranks.work(1, [], demo="ranks_demo")
 
 
+def test_a_silent_rank_0_is_one_line_and_exit_1_from_the_command(
+    two_threads, monkeypatch, plain_module, capsys
+):
+    """Under tttv2-run, a worker rank that loses rank 0 reports it in one line (exit 1), not as a bug (exit 3)."""
+    from tttv2_tools.collect_cases import cli
+
+    monkeypatch.setenv("TTTV2_DISTRIBUTED_TIMEOUT", "0.2")
+    monkeypatch.setattr(sweep_ranks, "rank_world", lambda: (1, 2))
+    two_threads.me.rank = 1
+    code = cli.main(
+        [
+            "sweep",
+            "--store",
+            str(plain_module / "s.sqlite"),
+            "--models",
+            "Llama-3.2-1B-tiny",
+            "--meshes",
+            "N150",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith(
+        "collect-cases: error: rank 1: collect-cases sweep: no order from rank 0 within 0.2 s"
+    )
+    assert err.count("\n") == 1 and "internal error" not in err
+
+
 def test_the_rank_world_is_none_outside_a_launch_and_the_rank_inside(two_threads, monkeypatch):
     for var in ("PMI_RANK", "PMI_SIZE"):
         monkeypatch.delenv(var, raising=False)
