@@ -299,3 +299,236 @@ def test_llama_reduce_scatter_needs_a_mesh_of_2_or_4_columns():
             ttnn.experimental.llama_reduce_scatter(x, x, 3, sem, None, cluster_axis=1)
     finally:
         ttnn.close_mesh_device(m)
+
+
+# --- the Galaxy attention's decode ops -------------------------------------------------------------------------
+
+SUB_GRIDS = ttnn.CoreRangeSet(
+    [
+        ttnn.CoreRange(ttnn.CoreCoord(5, 0), ttnn.CoreCoord(6, 7)),
+        ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 7)),
+    ]
+)
+
+
+def _heads_cfg():
+    spec = ttnn.ShardSpec(SUB_GRIDS, (32, 128), ttnn.ShardOrientation.ROW_MAJOR)
+    return ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec)
+
+
+def test_num_cores_to_corerangeset_in_subcoregrids_walks_ranges_from_the_start_core():
+    cores = ttnn.num_cores_to_corerangeset_in_subcoregrids(ttnn.CoreCoord(2, 7), 4, SUB_GRIDS, row_wise=True)
+    # (2,7), (3,7) end the first range (by start core: x=1 before x=5), then (5,0), (6,0)
+    assert {(r.start.x, r.start.y) for r in cores.ranges} == {(2, 7), (3, 7), (5, 0), (6, 0)}
+    cols = ttnn.num_cores_to_corerangeset_in_subcoregrids(ttnn.CoreCoord(1, 6), 3, SUB_GRIDS, row_wise=False)
+    assert {(r.start.x, r.start.y) for r in cols.ranges} == {(1, 6), (1, 7), (2, 0)}
+    for args, pattern in (
+        ((ttnn.CoreCoord(0, 0), 2, SUB_GRIDS), r"start_core CoreCoord\(x=0, y=0\) is not in sub_core_grids"),
+        ((ttnn.CoreCoord(6, 6), 5, SUB_GRIDS), r"only 2 cores of sub_core_grids follow"),
+        (((1, 0), 2, SUB_GRIDS), r"start_core must be a CoreCoord"),
+        ((ttnn.CoreCoord(1, 0), 0, SUB_GRIDS), r"target_num_cores must be >= 1"),
+    ):
+        with pytest.raises(ValidationError, match=pattern):
+            ttnn.num_cores_to_corerangeset_in_subcoregrids(*args)
+
+
+def _qkv(mesh, rng, layout=ttnn.TILE_LAYOUT):
+    arrays = [_bf16(rng.standard_normal((1, 1, 32, 1280)).astype(np.float32)) for _ in range(ROWS * COLS)]
+    cfg = _width((32, 160), _crs(8))
+    x = ttnn.from_numpy(
+        np.concatenate(arrays, axis=0), dtype=ttnn.bfloat16, layout=layout, device=mesh, memory_config=cfg,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+    )  # fmt: skip
+    return arrays, x
+
+
+def test_llama_rs_create_heads_reduces_rows_and_splits_users_and_heads(mesh):
+    rng = np.random.default_rng(6)
+    arrays, x = _qkv(mesh, rng)
+    q, k, v = ttnn.experimental.llama_rs_create_heads(
+        input_tensor=x, intermediate_packet_buffer=_buffer(mesh), dim=3, cross_device_semaphore=_sem(mesh),
+        subdevice_id=ttnn.SubDeviceId(0), cluster_axis=1, mesh_device=mesh, topology=ttnn.Topology.Linear,
+        num_links=1, num_heads=8, num_kv_heads=1, memory_config=_heads_cfg(), qkv_memory_config=_heads_cfg(),
+        use_optimal_ccl_for_llama=True,
+    )  # fmt: skip
+    for t in (q, k, v):
+        assert list(t.shape) == [1, 8, 8, 128] and t.dtype == ttnn.bfloat16 and t.layout == ttnn.TILE_LAYOUT
+        assert t.memory_config().memory_layout == ttnn.TensorMemoryLayout.HEIGHT_SHARDED
+        assert (
+            t.memory_config().shard_spec.shape == (32, 128) and t.memory_config().shard_spec.num_cores() == 8
+        )
+    grids = [{(r.start.x, r.start.y) for r in t.memory_config().shard_spec.grid.ranges} for t in (q, k, v)]
+    assert grids[0] == {(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1), (1, 2), (2, 2)}
+    assert not (grids[0] & grids[1]) and not (grids[1] & grids[2]) and (3, 2) in grids[1]
+    for i, (gq, gk, gv) in enumerate(zip(_shards(q), _shards(k), _shards(v))):
+        r, c = divmod(i, COLS)
+        total = _bf16(sum(arrays[r * COLS + j] for j in range(COLS)))[0, 0, 8 * c : 8 * c + 8]
+        np.testing.assert_array_equal(gq[0], total[:, :1024].reshape(8, 8, 128))
+        np.testing.assert_array_equal(gk[0, :, 0], total[:, 1024:1152])
+        np.testing.assert_array_equal(gv[0, :, 0], total[:, 1152:1280])
+        assert not gk[0, :, 1:].any() and not gv[0, :, 1:].any()
+
+
+def test_llama_rs_create_heads_row_major_keeps_ttnn_shard(mesh):
+    rng = np.random.default_rng(7)
+    _, x = _qkv(mesh, rng, layout=ttnn.ROW_MAJOR_LAYOUT)
+    q, _, _ = ttnn.experimental.llama_rs_create_heads(
+        x,
+        _buffer(mesh),
+        3,
+        _sem(mesh),
+        None,
+        1,
+        mesh,
+        num_heads=8,
+        num_kv_heads=1,
+        qkv_memory_config=_heads_cfg(),
+    )
+    assert q.layout == ttnn.ROW_MAJOR_LAYOUT and q.memory_config().shard_spec.shape == (8, 128)
+
+
+def test_all_gather_concat_gathers_users_and_merges_heads(mesh):
+    rng = np.random.default_rng(8)
+    arrays = [_bf16(rng.standard_normal((1, 8, 8, 128)).astype(np.float32)) for _ in range(ROWS * COLS)]
+    x = _per_device(mesh, arrays)
+    buf = _per_device(mesh, [np.zeros((1, 1, 32, 128), np.float32)] * (ROWS * COLS))
+    cfg = _width((32, 128), _crs(8))
+    out = ttnn.experimental.all_gather_concat(
+        x, buf, 1, cluster_axis=1, mesh_device=mesh, multi_device_global_semaphore=_sem(mesh), num_heads=8,
+        memory_config=cfg, topology=ttnn.Topology.Linear, num_links=1, subdevice_id=None,
+    )  # fmt: skip
+    assert list(out.shape) == [1, 1, 32, 1024] and out.memory_config() == cfg
+    for i, got in enumerate(_shards(out)):
+        r = i // COLS
+        want = np.concatenate([arrays[r * COLS + c] for c in range(COLS)], axis=1).reshape(1, 1, 32, 1024)
+        np.testing.assert_array_equal(got, want)
+    # fewer heads than the input holds, the default memory config, and rows padded to 32
+    small = _per_device(mesh, [a[:, :4] for a in arrays])
+    two = ttnn.experimental.all_gather_concat(
+        small, buf, 1, cluster_axis=1, multi_device_global_semaphore=_sem(mesh), num_heads=2
+    )
+    assert list(two.shape) == [1, 1, 32, 256]
+    spec = two.memory_config().shard_spec
+    assert (
+        two.memory_config().buffer_type == ttnn.BufferType.L1
+        and spec.shape == (32, 128)
+        and spec.num_cores() == 2
+    )
+    got = _shards(two)[0]
+    want = np.concatenate([arrays[c][:, :4, :2] for c in range(COLS)], axis=1).reshape(16, 256)
+    np.testing.assert_array_equal(got[0, 0, :16], want)
+    assert not got[0, 0, 16:].any()
+
+
+def test_attention_ops_bad_input_is_a_one_line_error(mesh):
+    rng = np.random.default_rng(9)
+    _, x = _qkv(mesh, rng)
+    buf, sem = _buffer(mesh), _sem(mesh)
+    heads = _per_device(mesh, [np.zeros((1, 8, 8, 128), np.float32)] * (ROWS * COLS))
+    prefill = _per_device(mesh, [np.zeros((2, 8, 8, 128), np.float32)] * (ROWS * COLS))
+    rch = ttnn.experimental.llama_rs_create_heads
+    agc = ttnn.experimental.all_gather_concat
+    narrow = _per_device(
+        mesh,
+        [np.zeros((1, 1, 32, 1024), np.float32)] * (ROWS * COLS),
+        memory_config=_width((32, 128), _crs(8)),
+    )
+    few = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+        ttnn.BufferType.L1,
+        ttnn.ShardSpec(_crs(8), (32, 128), ttnn.ShardOrientation.ROW_MAJOR),
+    )
+    cases = [
+        (
+            lambda: rch(
+                x, buf, 3, sem, None, 1, mesh, num_heads=4, num_kv_heads=1, qkv_memory_config=_heads_cfg()
+            ),
+            r"num_heads: expected 8",
+        ),
+        (
+            lambda: rch(
+                x, buf, 3, sem, None, 1, mesh, num_heads=8, num_kv_heads=2, qkv_memory_config=_heads_cfg()
+            ),
+            r"num_kv_heads: expected 1",
+        ),
+        (
+            lambda: rch(
+                narrow,
+                buf,
+                3,
+                sem,
+                None,
+                1,
+                mesh,
+                num_heads=8,
+                num_kv_heads=1,
+                qkv_memory_config=_heads_cfg(),
+            ),
+            r"input_tensor width: expected 1280",
+        ),
+        (
+            lambda: rch(x, buf, 3, sem, None, 1, mesh, num_heads=8, num_kv_heads=1),
+            r"qkv_memory_config: expected a sharded",
+        ),
+        (
+            lambda: rch(x, buf, 3, sem, None, 1, mesh, num_heads=8, num_kv_heads=1, qkv_memory_config=few),
+            r"qkv_memory_config grid: expected >= 24 cores",
+        ),
+        (
+            lambda: rch(
+                x,
+                buf,
+                3,
+                sem,
+                None,
+                1,
+                mesh,
+                num_heads=8,
+                num_kv_heads=1,
+                qkv_memory_config=_width((64, 128), SUB_GRIDS),
+            ),
+            r"qkv_memory_config shard height: expected 32",
+        ),
+        (
+            lambda: rch(
+                x, buf, 3, sem, None, 1, mesh, num_heads=8, num_kv_heads=1, use_optimal_ccl_for_llama=None
+            ),
+            r"use_optimal_ccl_for_llama: expected a bool",
+        ),
+        (
+            lambda: agc(heads, buf, 2, cluster_axis=1, multi_device_global_semaphore=sem, num_heads=8),
+            r"dim: expected 1",
+        ),
+        (
+            lambda: agc(heads, buf, 1, multi_device_global_semaphore=sem, num_heads=8),
+            r"cluster_axis: expected 0 or 1",
+        ),
+        (
+            lambda: agc(heads, buf, 1, cluster_axis=1, multi_device_global_semaphore=sem, num_heads=9),
+            r"num_heads: expected an int in \[1, 8\]",
+        ),
+        (
+            lambda: agc(heads, None, 1, cluster_axis=1, multi_device_global_semaphore=sem, num_heads=8),
+            r"buffer_tensor: expected a ttnn.Tensor",
+        ),
+        (
+            lambda: agc(
+                heads,
+                buf,
+                1,
+                cluster_axis=1,
+                multi_device_global_semaphore=sem,
+                num_heads=8,
+                topology=ttnn.Topology.Ring,
+            ),
+            r"topology: expected Topology.Linear",
+        ),
+        (
+            lambda: agc(prefill, buf, 1, cluster_axis=1, multi_device_global_semaphore=sem, num_heads=8),
+            r"input_tensor.shape\[0\]: expected 1 \(decode\)",
+        ),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(ValidationError, match=pattern) as info:
+            call()
+        assert "\n" not in str(info.value)

@@ -29,10 +29,19 @@ import numpy as np
 from .._remote import full_shards
 from ..device import MeshDevice
 from ..errors import op_error
-from ..memory import CoreCoord, MemoryConfig, ShardSpec, num_cores_to_corerangeset
+from ..memory import (
+    CoreCoord,
+    CoreRange,
+    CoreRangeSet,
+    MemoryConfig,
+    ShardSpec,
+    TensorMemoryLayout,
+    num_cores_to_corerangeset,
+    subgrid_cores,
+)
 from ..placement import PlacementReplicate, PlacementShard
 from ..tensor import Tensor
-from ..types import DataType, Layout, ReduceType, Topology
+from ..types import BufferType, DataType, Layout, ReduceType, Topology
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
 from .ccl import (
     _FLOAT_DTYPES,
@@ -60,8 +69,10 @@ from .matmul import linear
 
 __all__ = ["SubDeviceId"]
 __experimental__ = [
+    "all_gather_concat",
     "all_reduce_async",
     "llama_reduce_scatter",
+    "llama_rs_create_heads",
     "llama_rs_matmul",
     "reduce_scatter_async",
 ]
@@ -538,3 +549,207 @@ def reduce_scatter_async(
     _scatter_shape(op, tensor, dim, axis)
     expect(tensor.layout is Layout.TILE, op, "input_tensor.layout", "TILE", tensor.layout.name)
     return _reduce_scatter(op, tensor, dim, axis, memory_config, None)
+
+
+# --- llama_rs_create_heads and all_gather_concat (the Galaxy attention's decode) ------------------------------
+
+# the fused kernels' fixed layout: 8 query heads of 128 per device, one KV head, 8 users per device
+_KERNEL_HEADS, _KERNEL_HEAD_DIM, _KERNEL_USERS = 8, 128, 8
+
+
+def _with_spec(config: MemoryConfig, grid, shape) -> MemoryConfig:
+    return MemoryConfig(
+        config.memory_layout, config.buffer_type, ShardSpec(grid, shape, config.shard_spec.orientation)
+    )
+
+
+@ttnn_op("ttnn.experimental.llama_rs_create_heads")
+def llama_rs_create_heads(
+    input_tensor: Tensor,
+    intermediate_packet_buffer: Tensor = _UNSET,  # type: ignore[assignment]
+    dim: int = _UNSET,  # type: ignore[assignment]
+    cross_device_semaphore: GlobalSemaphore = _UNSET,  # type: ignore[assignment]
+    subdevice_id: SubDeviceId | None = None,
+    cluster_axis: int = _UNSET,  # type: ignore[assignment]
+    mesh_device: MeshDevice | None = None,
+    topology: Topology = Topology.Linear,
+    num_links: int = 1,
+    num_heads: int = _UNSET,  # type: ignore[assignment]
+    num_kv_heads: int = _UNSET,  # type: ignore[assignment]
+    memory_config: MemoryConfig | None = None,
+    qkv_memory_config: MemoryConfig | None = None,
+    use_noc1_only: bool = False,
+    use_optimal_ccl_for_llama: bool = False,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The Galaxy decode QKV: reduce the fused ``[1, 1, 32, (nh + 2·nkv)·hd]`` QKV over each mesh row, device
+    ``k`` of the row keeps users ``[8k, 8k + 8)``, split into heads. Returns ``(q, k, v)``, each
+    ``[1, 8, nh, hd]`` (ttnn gives K and V the query's head count: their one head is head 0, the emulator's other
+    rows are zeros; the KV-cache update reads only the first ``nkv``). Layout and dtype are the input's; each
+    output is ``qkv_memory_config`` with a shard of ``(nh, hd)`` per user, Q on the first 8 cores of its grid,
+    K on the next 8 and V on the 8 after. The kernel is written for one layout, checked here: 8 query heads of
+    128, 1 KV head, 32 rows over 4 devices."""
+    op = "ttnn.experimental.llama_rs_create_heads"
+    tensor = _input(op, input_tensor, dtypes=_FLOAT_DTYPES)
+    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_flag(op, "use_noc1_only", use_noc1_only)
+    _check_flag(op, "use_optimal_ccl_for_llama", use_optimal_ccl_for_llama)
+    _check_memory_config(op, "qkv_memory_config", qkv_memory_config)
+    _, ring = _check_llama_rs(
+        op,
+        tensor,
+        intermediate_packet_buffer,
+        dim,
+        cross_device_semaphore,
+        None if cluster_axis is _UNSET else cluster_axis,
+        mesh_device,
+        memory_config,
+        topology,
+        num_links,
+    )
+    expect(
+        num_heads == _KERNEL_HEADS,
+        op,
+        "num_heads",
+        f"{_KERNEL_HEADS} (the kernel's fixed layout)",
+        repr(num_heads),
+    )
+    expect(num_kv_heads == 1, op, "num_kv_heads", "1 (the kernel's fixed layout)", repr(num_kv_heads))
+    width, rows = tensor.shape[3], tensor.padded_shape[2]
+    head_dim = width // (num_heads + 2 * num_kv_heads)
+    expect(
+        head_dim == _KERNEL_HEAD_DIM and width == head_dim * (num_heads + 2),
+        op,
+        "input_tensor width",
+        f"{(num_heads + 2) * _KERNEL_HEAD_DIM} ({num_heads} + 2 heads of {_KERNEL_HEAD_DIM})",
+        width,
+    )
+    expect(
+        rows // ring == _KERNEL_USERS,
+        op,
+        "input_tensor rows",
+        f"{_KERNEL_USERS * ring} ({_KERNEL_USERS} users per device)",
+        rows,
+    )
+    expect(
+        qkv_memory_config is not None
+        and qkv_memory_config.is_sharded()
+        and qkv_memory_config.shard_spec is not None,
+        op,
+        "qkv_memory_config",
+        "a sharded memory config with a shard spec (the grid Q, K and V go to)",
+        qkv_memory_config,
+    )
+    expect(
+        qkv_memory_config.shard_spec.shape[0] == 32,
+        op,
+        "qkv_memory_config shard height",
+        "32",
+        qkv_memory_config.shard_spec.shape[0],
+    )
+    users = _KERNEL_USERS
+    grid = qkv_memory_config.shard_spec.grid
+    start = CoreCoord(min(r.start.x for r in grid.ranges), min(r.start.y for r in grid.ranges))
+    expect(
+        grid.num_cores() >= 3 * users, op, "qkv_memory_config grid", f">= {3 * users} cores", grid.num_cores()
+    )
+    ordered = [CoreRange(c, c) for c in subgrid_cores(start, 3 * users, grid, row_wise=True)]
+    groups = _groups(tensor.device(), 1)
+    shards = full_shards(tensor, op, groups)
+    q_out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
+    k_out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
+    v_out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
+    q_cols = num_heads * head_dim
+    for group in groups:
+        total = _ring_sum([shards[i] for i in group])[0, 0]
+        for k, device in enumerate(group):
+            part = total[k * users : (k + 1) * users]
+            q_out[device] = np.ascontiguousarray(part[:, :q_cols].reshape(1, users, num_heads, head_dim))
+            for out, lo in ((k_out, q_cols), (v_out, q_cols + head_dim)):
+                padded = np.zeros((1, users, num_heads, head_dim), np.float32)
+                padded[0, :, 0] = part[:, lo : lo + head_dim]
+                out[device] = padded
+    topology_out = _output_topology(tensor, tensor.device(), 1, PlacementShard(1))
+    # ttnn's shard is (nh, hd): the op runs on the matmul's untilized (ROW_MAJOR) output; a TILE input (the
+    # emulator's ring matmul is not modelled, see docs/emulator.md) keeps each user's heads in one padded tile
+    shard = (
+        (num_heads, head_dim) if tensor.layout is Layout.ROW_MAJOR else (-(-num_heads // 32) * 32, head_dim)
+    )
+    results = []
+    for n, out in enumerate((q_out, k_out, v_out)):
+        config = _with_spec(qkv_memory_config, CoreRangeSet(ordered[n * users : (n + 1) * users]), shard)
+        results.append(output_like(op, out, tensor, memory_config=config, topology=topology_out))
+    return tuple(results)
+
+
+@ttnn_op("ttnn.experimental.all_gather_concat")
+def all_gather_concat(
+    input_tensor: Tensor,
+    buffer_tensor: Tensor = _UNSET,  # type: ignore[assignment]
+    dim: int = _UNSET,  # type: ignore[assignment]
+    *,
+    cluster_axis: int = _UNSET,  # type: ignore[assignment]
+    mesh_device: MeshDevice | None = None,
+    multi_device_global_semaphore=_UNSET,
+    num_heads: int = _UNSET,  # type: ignore[assignment]
+    memory_config: MemoryConfig | None = None,
+    topology: Topology = Topology.Linear,
+    num_links: int = 1,
+    subdevice_id: SubDeviceId | None = None,
+    use_noc1_only: bool = False,
+) -> Tensor:
+    """The Galaxy decode's SDPA output back to rows: all-gather ``[1, B, heads, hd]`` over ``cluster_axis`` on
+    the users dim (``dim=1``), then concatenate the first ``num_heads`` heads: ``[1, 1, max(32, B·n), num_heads·hd]``
+    (rows past the gathered users are zeros). TILE output in the input's dtype; default memory config: L1 width
+    shards of ``(32, hd)`` on ``num_heads`` cores, row-major (ttnn's output spec). ``buffer_tensor`` is the fused
+    op's intermediate (checked, not written); Linear topology only, as ttnn requires with ``cluster_axis``."""
+    op = "ttnn.experimental.all_gather_concat"
+    tensor = _input(op, input_tensor, dtypes=_FLOAT_DTYPES)
+    mesh = tensor.device()
+    expect(
+        len(tensor.shape) == 4,
+        op,
+        "input_tensor rank",
+        "4",
+        f"{len(tensor.shape)} (shape {list(tensor.shape)})",
+    )
+    dim = _normalize_dim(op, dim, 4)
+    expect(dim == 1, op, "dim", "1 (the users)", dim)
+    axis = _resolve_axis(op, mesh, None if cluster_axis is _UNSET else cluster_axis)
+    expect(axis is not None, op, "cluster_axis", "0 or 1", None)
+    _check_mesh_device(op, mesh_device, mesh)
+    _check_semaphores(op, "multi_device_global_semaphore", multi_device_global_semaphore, mesh, 1)
+    _check_topology(op, topology, (Topology.Linear,))
+    _check_tuning(op, num_links)
+    _check_memory_config(op, "memory_config", memory_config)
+    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_flag(op, "use_noc1_only", use_noc1_only)
+    buf = expect_tensor(op, "buffer_tensor", None if buffer_tensor is _UNSET else buffer_tensor)
+    same_mesh(op, input_tensor=tensor, buffer_tensor=buf)
+    seq, users, heads, head_dim = tensor.shape
+    expect(seq == 1, op, "input_tensor.shape[0]", "1 (decode)", seq)
+    expect(
+        not isinstance(num_heads, bool) and isinstance(num_heads, int) and 1 <= num_heads <= heads,
+        op,
+        "num_heads",
+        f"an int in [1, {heads}] (the input's heads)",
+        repr(None if num_heads is _UNSET else num_heads),
+    )
+    groups = _groups(mesh, axis)
+    shards = full_shards(tensor, op, groups)
+    total_users = users * len(groups[0])
+    rows = max(32, total_users)
+    out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
+    for group in groups:
+        gathered = np.concatenate([shards[i] for i in group], axis=1)[0, :, :num_heads]
+        merged = np.zeros((1, 1, rows, num_heads * head_dim), np.float32)
+        merged[0, 0, :total_users] = gathered.reshape(total_users, num_heads * head_dim)
+        for i in group:
+            out[i] = merged
+    if memory_config is None:
+        grid = mesh.compute_with_storage_grid_size()
+        crs = num_cores_to_corerangeset(num_heads, CoreCoord(grid.x, grid.y), row_wise=True)
+        memory_config = MemoryConfig(
+            TensorMemoryLayout.WIDTH_SHARDED, BufferType.L1, ShardSpec(crs, (rows, head_dim))
+        )
+    topo = _output_topology(tensor, mesh, axis, PlacementReplicate())
+    return output_like(op, out, tensor, layout=Layout.TILE, memory_config=memory_config, topology=topo)
