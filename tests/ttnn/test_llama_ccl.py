@@ -532,3 +532,43 @@ def test_attention_ops_bad_input_is_a_one_line_error(mesh):
         with pytest.raises(ValidationError, match=pattern) as info:
             call()
         assert "\n" not in str(info.value)
+
+
+def test_a_galaxy_opened_with_column_dispatch_has_a_7x10_worker_grid():
+    """tt-metal's Galaxy demo opens its 8x4 mesh with the dispatch cores on a column: 7x10 workers, so its core
+    ranges at y = 8, 9 fit; a submesh keeps the grid; any other mesh or dispatch keeps the n150's 8x8."""
+    col = ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER, ttnn.DispatchCoreAxis.COL)
+    galaxy = ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=col)
+    try:
+        assert galaxy.compute_with_storage_grid_size() == ttnn.CoreCoord(7, 10)
+        assert galaxy.create_submesh(ttnn.MeshShape(2, 4)).compute_with_storage_grid_size() == ttnn.CoreCoord(
+            7, 10
+        )
+        grids = ttnn.CoreRangeSet(
+            [
+                ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 9)),
+                ttnn.CoreRange(ttnn.CoreCoord(5, 0), ttnn.CoreCoord(6, 9)),
+            ]
+        )
+        cfg = ttnn.MemoryConfig(
+            ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+            ttnn.BufferType.L1,
+            ttnn.ShardSpec(grids, (32, 128), ttnn.ShardOrientation.ROW_MAJOR),
+        )
+        t = ttnn.from_numpy(
+            np.zeros((1, 1, 50 * 32, 128), np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+            device=galaxy, memory_config=cfg, mesh_mapper=ttnn.ReplicateTensorToMesh(galaxy),
+        )  # fmt: skip
+        assert t.memory_config().shard_spec.num_cores() == 50
+    finally:
+        ttnn.close_mesh_device(galaxy)
+    for shape, config in (
+        ((8, 4), None),
+        ((8, 4), ttnn.DispatchCoreConfig(axis=ttnn.DispatchCoreAxis.ROW)),
+        ((1, 8), col),
+    ):
+        other = ttnn.open_mesh_device(ttnn.MeshShape(*shape), dispatch_core_config=config)
+        try:
+            assert other.compute_with_storage_grid_size() == ttnn.CoreCoord(8, 8)
+        finally:
+            ttnn.close_mesh_device(other)

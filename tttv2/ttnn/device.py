@@ -15,6 +15,7 @@ from .memory import CoreCoord
 from .types import Arch, BufferType
 
 __all__ = [
+    "DispatchCoreAxis",
     "DispatchCoreConfig",
     "DispatchCoreType",
     "GetDefaultDevice",
@@ -49,6 +50,9 @@ ARCH_SPECS = {
     # Blackhole p150: 13x10 worker grid, 8 DRAM banks (32 GiB), 1.5 MiB L1 per Tensix.
     Arch.BLACKHOLE: ArchSpec(Arch.BLACKHOLE, (13, 10), (8, 1), 1_462_272, 32 * 1024**3),
 }
+# A Galaxy's Wormhole chips are not harvested (8x10 Tensix); with the dispatch cores on a column, as tt-metal's
+# Llama-3 70B Galaxy demo opens its mesh, 7x10 are workers (its sub-core grids reach x = 6, y = 9).
+GALAXY_WORMHOLE_SPEC = ArchSpec(Arch.WORMHOLE_B0, (7, 10), (12, 1), 1_396_736, 12 * 1024**3)
 
 
 class MeshShape:
@@ -119,9 +123,15 @@ class DispatchCoreType:
     ETH = "ETH"
 
 
+class DispatchCoreAxis:
+    ROW = "ROW"
+    COL = "COL"
+
+
 @dataclass(frozen=True)
 class DispatchCoreConfig:
-    """Accepted for API compatibility; dispatch cores are not emulated."""
+    """Accepted for API compatibility; dispatch cores are not emulated. One effect: a Wormhole mesh of 32 chips (a
+    Galaxy) opened with ``axis=DispatchCoreAxis.COL`` has the Galaxy's 7x10 worker grid (``open_mesh_device``)."""
 
     type: object = None
     axis: object = None
@@ -206,6 +216,7 @@ class MeshDevice:
         trace_region_size: int = 0,
         devices: Sequence[Device] | None = None,
         parent: MeshDevice | None = None,
+        spec: ArchSpec | None = None,
     ) -> None:
         shape = mesh_shape if isinstance(mesh_shape, MeshShape) else MeshShape(*mesh_shape)
         rows, cols = (
@@ -217,7 +228,8 @@ class MeshDevice:
             )
         self._shape = shape
         self._id = next(_mesh_ids)
-        self._spec = ARCH_SPECS[arch]
+        # a view of existing devices keeps their spec (a Galaxy grid stays 7x10 in a submesh)
+        self._spec = spec or (devices[0].spec if devices else ARCH_SPECS[arch])
         self._parent = parent
         if devices is None:
             devices = [Device(i, self._spec, l1_small_size, trace_region_size) for i in range(rows * cols)]
@@ -392,7 +404,9 @@ def open_mesh_device(
     physical_device_ids: Sequence[int] | None = None,
     worker_l1_size: int | None = None,
 ) -> MeshDevice:
-    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it).
+    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it). Each
+    Wormhole chip has the n150's 8x8 worker grid, except a mesh of 32 (a Galaxy) opened with
+    ``dispatch_core_config=DispatchCoreConfig(axis=DispatchCoreAxis.COL)``: the Galaxy's 7x10.
 
     In ranks started by ``tttv2-run`` (or once the distributed context is initialised) opening a mesh initialises
     the distributed context, and a mesh of more than one device is one logical mesh over all the ranks, each emulating its share of the devices (every rank must open
@@ -410,7 +424,19 @@ def open_mesh_device(
                 f"open_mesh_device: TTTV2_ARCH must be wormhole_b0 or blackhole, got {name!r}"
             ) from None
     global _last_opened
-    mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
+    shape = mesh_shape if isinstance(mesh_shape, MeshShape) else MeshShape(*mesh_shape)
+    galaxy_grid = (
+        getattr(dispatch_core_config, "axis", None) == DispatchCoreAxis.COL
+        and arch is Arch.WORMHOLE_B0
+        and shape.mesh_size() == 32
+    )
+    mesh = MeshDevice(
+        shape,
+        arch=arch,
+        l1_small_size=l1_small_size,
+        trace_region_size=trace_region_size,
+        spec=GALAXY_WORMHOLE_SPEC if galaxy_grid else None,
+    )
     if _mpi.world() is not None or _mpi.launched():
         _mpi.initialize()  # as in tt-metal, opening a device in a launched rank initialises the context
         if mesh.get_num_devices() > 1:
