@@ -572,3 +572,68 @@ def test_a_galaxy_opened_with_column_dispatch_has_a_7x10_worker_grid():
             assert other.compute_with_storage_grid_size() == ttnn.CoreCoord(8, 8)
         finally:
             ttnn.close_mesh_device(other)
+
+
+def test_sdpa_decode_on_the_galaxy_grid_runs_on_its_sub_core_grids():
+    """The Galaxy demo's SDPA decode config names an 8x4 rectangle and the 32 sub-core-grid cores it runs on; on the
+    7x10 grid the rectangle alone is refused, the sub-core grids are used, and a core outside the grid is refused.
+    The result does not depend on the cores."""
+    col = ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER, ttnn.DispatchCoreAxis.COL)
+    galaxy = ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=col)
+    try:
+        rng = np.random.default_rng(10)
+        rep = ttnn.ReplicateTensorToMesh(galaxy)
+        q = ttnn.from_numpy(
+            rng.standard_normal((1, 8, 8, 64)).astype(np.float32), dtype=ttnn.bfloat16,
+            layout=ttnn.TILE_LAYOUT, device=galaxy, mesh_mapper=rep,
+        )  # fmt: skip
+        k, v = (
+            ttnn.from_numpy(
+                rng.standard_normal((8, 1, 64, 64)).astype(np.float32),
+                dtype=ttnn.bfloat16,
+                layout=ttnn.TILE_LAYOUT,
+                device=galaxy,
+                mesh_mapper=rep,
+            )
+            for _ in range(2)
+        )
+        pos = ttnn.from_numpy(
+            np.arange(8, dtype=np.int32) + 3, dtype=ttnn.int32, device=galaxy, mesh_mapper=rep
+        )
+        sub = ttnn.num_cores_to_corerangeset_in_subcoregrids(
+            ttnn.CoreCoord(1, 0),
+            32,
+            ttnn.CoreRangeSet(
+                [
+                    ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 9)),
+                    ttnn.CoreRange(ttnn.CoreCoord(5, 0), ttnn.CoreCoord(6, 9)),
+                ]
+            ),
+            row_wise=True,
+        )
+        decode = ttnn.transformer.scaled_dot_product_attention_decode
+        on_sub = decode(
+            q, k, v, cur_pos_tensor=pos, program_config=ttnn.SDPAProgramConfig((8, 4), sub_core_grids=sub)
+        )
+        plain = decode(q, k, v, cur_pos_tensor=pos, program_config=ttnn.SDPAProgramConfig((7, 4)))
+        np.testing.assert_array_equal(_shards(on_sub)[0], _shards(plain)[0])
+        with pytest.raises(
+            ValidationError, match=r"compute_with_storage_grid_size: expected a grid within the device's 7x10"
+        ):
+            decode(q, k, v, cur_pos_tensor=pos, program_config=ttnn.SDPAProgramConfig((8, 4)))
+        outside = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 0))])
+        with pytest.raises(
+            ValidationError,
+            match=r"sub_core_grids: expected cores within the device's 7x10 grid, got a core at \(7, 0\)",
+        ):
+            decode(
+                q,
+                k,
+                v,
+                cur_pos_tensor=pos,
+                program_config=ttnn.SDPAProgramConfig((7, 4), sub_core_grids=outside),
+            )
+        with pytest.raises(ValidationError, match=r"sub_core_grids must be a CoreRangeSet or None"):
+            ttnn.SDPAProgramConfig((7, 4), sub_core_grids=[(1, 0)])
+    finally:
+        ttnn.close_mesh_device(galaxy)
