@@ -213,7 +213,10 @@ def _bad_cases(mesh):
             r"input_tensor.memory_config: expected a sharded",
         ),
         (lambda: rs(x, plain, 3, sem, None, cluster_axis=1), r"intermediate_packet_buffer.memory_config"),
-        (lambda: rs(x, buf, 3, sem, 7, cluster_axis=1), r"subdevice_id: expected a ttnn.SubDeviceId or None"),
+        (
+            lambda: rs(x, buf, 3, sem, 7, cluster_axis=1),
+            r"subdevice_id: expected a ttnn.SubDeviceId of the loaded sub-device manager \(SubDeviceId\(0\)\) or None, got 7",
+        ),
         (
             lambda: rs(x, buf, 3, [sem, sem], None, cluster_axis=1),
             r"cross_device_semaphore: expected 1 global",
@@ -637,3 +640,143 @@ def test_sdpa_decode_on_the_galaxy_grid_runs_on_its_sub_core_grids():
             ttnn.SDPAProgramConfig((7, 4), sub_core_grids=[(1, 0)])
     finally:
         ttnn.close_mesh_device(galaxy)
+
+
+# --- the prefetcher's resources: sub-devices, the global circular buffer, buffer addresses -------------------------
+
+
+def _galaxy():
+    col = ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.WORKER, ttnn.DispatchCoreAxis.COL)
+    return ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=col)
+
+
+def _cores(*ranges):
+    return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(*a), ttnn.CoreCoord(*b)) for a, b in ranges])
+
+
+def test_sub_device_managers_name_the_sub_devices_ops_may_run_on():
+    """The Galaxy demo's decode split (prefetcher senders on columns 0 and 4, workers on the rest): after loading it,
+    SubDeviceId(1) is a valid sub-device for the fused ops; before, only SubDeviceId(0) (the whole device) is."""
+    galaxy = _galaxy()
+    try:
+        rng = np.random.default_rng(11)
+        arrays = [_bf16(rng.standard_normal((1, 1, 32, 512)).astype(np.float32)) for _ in range(ROWS * COLS)]
+        x = _per_device(
+            galaxy, arrays, memory_config=_width((32, 64), _cores(((0, 9), (6, 9)), ((0, 8), (0, 8))))
+        )
+        buf = ttnn.from_numpy(
+            np.zeros((ROWS * COLS, 1, 32, 1024), np.float32), dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT,
+            device=galaxy, memory_config=_width((32, 512), _cores(((1, 1), (2, 1)))),
+            mesh_mapper=ttnn.ShardTensorToMesh(galaxy, dim=0),
+        )  # fmt: skip
+        sem = ttnn.create_global_semaphore(galaxy, _cores(((0, 0), (6, 9))), 0)
+        rs = ttnn.experimental.llama_reduce_scatter
+        assert galaxy.get_sub_device_ids() == [ttnn.SubDeviceId(0)]
+        with pytest.raises(
+            ValidationError,
+            match=r"subdevice_id: expected a ttnn.SubDeviceId of the loaded sub-device manager \(SubDeviceId\(0\)\)",
+        ):
+            rs(x, buf, 3, sem, ttnn.SubDeviceId(1), cluster_axis=1)
+        prefetcher = ttnn.SubDevice([_cores(((0, 0), (0, 9)), ((4, 0), (4, 9)))])
+        workers = ttnn.SubDevice([_cores(((1, 0), (3, 9)), ((5, 0), (6, 9)))])
+        manager = galaxy.create_sub_device_manager([prefetcher, workers], 0)
+        galaxy.load_sub_device_manager(manager)
+        galaxy.set_sub_device_stall_group([ttnn.SubDeviceId(0), ttnn.SubDeviceId(1)])
+        assert galaxy.get_sub_device_ids() == [ttnn.SubDeviceId(0), ttnn.SubDeviceId(1)]
+        assert galaxy.get_sub_device_stall_group() == [ttnn.SubDeviceId(0), ttnn.SubDeviceId(1)]
+        out = rs(x, buf, 3, sem, ttnn.SubDeviceId(1), cluster_axis=1)
+        for got, want in zip(_shards(out), _rs_reference(arrays, 512)):
+            np.testing.assert_array_equal(got, _bf16(want))
+        galaxy.reset_sub_device_stall_group()
+        assert galaxy.get_sub_device_stall_group() == []
+        with pytest.raises(ValidationError, match=r"the manager is loaded"):
+            galaxy.remove_sub_device_manager(manager)
+        galaxy.clear_loaded_sub_device_manager()
+        galaxy.remove_sub_device_manager(manager)
+        cases = [
+            (
+                lambda: galaxy.load_sub_device_manager(manager),
+                r"load_sub_device_manager: expected a SubDeviceManagerId this mesh created",
+            ),
+            (
+                lambda: galaxy.create_sub_device_manager([], 0),
+                r"sub_devices: expected a non-empty list of ttnn.SubDevice",
+            ),
+            (lambda: galaxy.create_sub_device_manager([workers], -1), r"local_l1_size: expected an int >= 0"),
+            (
+                lambda: galaxy.create_sub_device_manager([workers, workers], 0),
+                r"sub_devices\[1\]: core \(1, 0\) is in two sub-devices",
+            ),
+            (
+                lambda: galaxy.create_sub_device_manager([ttnn.SubDevice([_cores(((0, 0), (7, 0)))])], 0),
+                r"core \(7, 0\) is outside the 7x10 grid",
+            ),
+            (
+                lambda: galaxy.set_sub_device_stall_group([ttnn.SubDeviceId(1)]),
+                r"set_sub_device_stall_group: expected a non-empty list of the loaded manager's ids",
+            ),
+            (
+                lambda: ttnn.SubDevice(_cores(((0, 0), (0, 0)))),
+                r"SubDevice: cores: expected a non-empty list of ttnn.CoreRangeSet",
+            ),
+        ]
+        for call, pattern in cases:
+            with pytest.raises(ValidationError, match=pattern):
+                call()
+    finally:
+        ttnn.close_mesh_device(galaxy)
+
+
+def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
+    galaxy = _galaxy()
+    try:
+        mapping = [(ttnn.CoreCoord(0, y), _cores(((1, y), (2, y)))) for y in range(3)]
+        before = galaxy.get_devices()[5].memory_used(ttnn.BufferType.L1)
+        cb = ttnn.create_global_circular_buffer(galaxy, mapping, 4096)
+        assert galaxy.get_devices()[5].memory_used(ttnn.BufferType.L1) == before + 4096 * 9
+        assert cb.size == 4096 and cb.sender_cores() == [ttnn.CoreCoord(0, y) for y in range(3)]
+        assert len(cb.receiver_cores()) == 6 and "size=4096" in repr(cb)
+        del cb
+        import gc
+
+        gc.collect()
+        assert galaxy.get_devices()[5].memory_used(ttnn.BufferType.L1) == before
+        create = ttnn.create_global_circular_buffer
+        for call, pattern in (
+            (lambda: create(None, mapping, 64), r"mesh_device: expected a ttnn.MeshDevice"),
+            (lambda: create(galaxy, mapping, 0), r"size: expected a positive int"),
+            (
+                lambda: create(galaxy, mapping, 64, ttnn.BufferType.DRAM),
+                r"buffer_type: expected BufferType.L1",
+            ),
+            (
+                lambda: create(galaxy, [(ttnn.CoreCoord(0, 0), (1, 0))], 64),
+                r"expected a non-empty list of \(CoreCoord sender",
+            ),
+            (
+                lambda: create(galaxy, [(ttnn.CoreCoord(0, 0), _cores(((0, 0), (1, 0))))], 64),
+                r"each core used once, got \(0, 0\) twice",
+            ),
+            (
+                lambda: create(galaxy, [(ttnn.CoreCoord(0, 0), _cores(((1, 10), (1, 10))))], 64),
+                r"cores within the 7x10 grid, got \(1, 10\)",
+            ),
+        ):
+            with pytest.raises(ValidationError, match=pattern):
+                call()
+        with pytest.raises(ttnn.DeviceMemoryError):
+            create(galaxy, mapping, 10**9)
+    finally:
+        ttnn.close_mesh_device(galaxy)
+
+
+def test_buffer_address_is_per_allocation_and_shared_by_views(mesh):
+    a = _per_device(mesh, [np.zeros((1, 1, 32, 32), np.float32)] * (ROWS * COLS))
+    b = _per_device(mesh, [np.zeros((1, 1, 32, 32), np.float32)] * (ROWS * COLS))
+    assert a.buffer_address() != b.buffer_address()
+    assert ttnn.get_device_tensors(a)[3].buffer_address() == a.buffer_address()
+    host = ttnn.from_numpy(np.zeros((32, 32), np.float32), dtype=ttnn.bfloat16)
+    b.deallocate()
+    for t in (host, b):
+        with pytest.raises(ValidationError, match=r"buffer_address: the tensor has no device buffer"):
+            t.buffer_address()

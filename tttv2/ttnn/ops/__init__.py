@@ -15,6 +15,7 @@ from . import (
     matmul,
     normalization,
     p2p,
+    prefetch,
     reduction,
     rng,
     sdpa,
@@ -37,6 +38,7 @@ OP_MODULES = (
     llama_ccl,
     training,
     p2p,
+    prefetch,
     rng,
     sockets,
 )

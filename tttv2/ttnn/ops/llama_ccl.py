@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._remote import full_shards
-from ..device import MeshDevice
+from ..device import MeshDevice, SubDeviceId
 from ..errors import op_error
 from ..memory import (
     CoreCoord,
@@ -67,7 +67,7 @@ from .ccl import (
 )
 from .matmul import linear
 
-__all__ = ["SubDeviceId"]
+__all__: list[str] = []
 __experimental__ = [
     "all_gather_concat",
     "all_reduce_async",
@@ -79,28 +79,17 @@ __experimental__ = [
 __transformer__: list[str] = []
 
 
-class SubDeviceId:
-    """``ttnn.SubDeviceId(n)``: names a sub-device of worker cores. The emulator runs every op on the whole
-    device, so an id is only checked (an int >= 0) and passed around."""
-
-    def __init__(self, value: int = 0) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise op_error("ttnn.SubDeviceId", "id", "an int >= 0", repr(value))
-        self.id = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SubDeviceId) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash(("SubDeviceId", self.id))
-
-    def __repr__(self) -> str:
-        return f"SubDeviceId({self.id})"
-
-
-def _check_subdevice(op: str, name: str, value) -> None:
+def _check_subdevice(op: str, name: str, value, mesh: MeshDevice) -> None:
+    """None, or a SubDeviceId of the mesh's loaded sub-device manager (0 alone when none is loaded)."""
+    if value is None:
+        return
+    valid = mesh.get_sub_device_ids()
     expect(
-        value is None or isinstance(value, SubDeviceId), op, name, "a ttnn.SubDeviceId or None", repr(value)
+        isinstance(value, SubDeviceId) and value in valid,
+        op,
+        name,
+        f"a ttnn.SubDeviceId of the loaded sub-device manager ({', '.join(map(repr, valid))}) or None",
+        repr(value),
     )
 
 
@@ -244,7 +233,7 @@ def llama_reduce_scatter(
     keeping slice ``k`` of the width (see the module docstring for the padded case and the limits)."""
     op = "ttnn.experimental.llama_reduce_scatter"
     tensor = _input(op, input_tensor, dtypes=_FLOAT_DTYPES)
-    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     _, ring = _check_llama_rs(
         op,
@@ -305,7 +294,7 @@ def llama_rs_matmul(
         "exactly one of them",
         "both" if rs_tensor is not None else "neither",
     )
-    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     _check_memory_config(op, "memory_config_mm", memory_config_mm)
     _check_compute_config(op, compute_kernel_config)
@@ -445,7 +434,7 @@ def all_reduce_async(
     _check_memory_config(op, "memory_config", memory_config)
     _check_topology(op, topology, _RING_OR_LINEAR)
     _check_tuning(op, num_links)
-    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     _check_flag(op, "use_optimal_ccl_for_llama", use_optimal_ccl_for_llama)
     expect(dtype is None or isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType or None", repr(dtype))
@@ -534,7 +523,7 @@ def reduce_scatter_async(
     _check_memory_config(op, "memory_config", memory_config)
     _check_topology(op, topology, _RING_OR_LINEAR)
     _check_tuning(op, num_links)
-    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     if persistent_output_tensors is not None:
         expect(
             isinstance(persistent_output_tensors, (list, tuple)),
@@ -590,7 +579,7 @@ def llama_rs_create_heads(
     128, 1 KV head, 32 rows over 4 devices."""
     op = "ttnn.experimental.llama_rs_create_heads"
     tensor = _input(op, input_tensor, dtypes=_FLOAT_DTYPES)
-    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     _check_flag(op, "use_optimal_ccl_for_llama", use_optimal_ccl_for_llama)
     _check_memory_config(op, "qkv_memory_config", qkv_memory_config)
@@ -721,7 +710,7 @@ def all_gather_concat(
     _check_topology(op, topology, (Topology.Linear,))
     _check_tuning(op, num_links)
     _check_memory_config(op, "memory_config", memory_config)
-    _check_subdevice(op, "subdevice_id", subdevice_id)
+    _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     buf = expect_tensor(op, "buffer_tensor", None if buffer_tensor is _UNSET else buffer_tensor)
     same_mesh(op, input_tensor=tensor, buffer_tensor=buf)
