@@ -1,6 +1,7 @@
 """The Galaxy demo's CCL object, in its style (``llama_ccl.py``'s ``TT_CCL``): it owns the global semaphores and
 the persistent buffers, double-buffered per cluster axis, and every collective advances its axis's index. Decode
-uses the fused ops; prefill the plain async ones."""
+uses the fused ops, on the workers' sub-device of a loaded sub-device manager, with the prefetcher's global circular
+buffer handed to the fused matmul (``prefetcher_common.py``); prefill the plain async ones."""
 
 import torch
 import ttnn
@@ -12,6 +13,24 @@ class FusedCCL:
         self.mode = mode
         self.model_config = args.get_model_config()
         self.sub_device_id = ttnn.SubDeviceId(0)
+        self.global_cb = None
+        if mode == "decode":
+            # the prefetcher's split, as TtLlamaPrefetcherSetup makes it: DRAM readers on column 0, workers beside
+            readers = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 7))])
+            workers = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(6, 7))])
+            manager = mesh_device.create_sub_device_manager(
+                [ttnn.SubDevice([readers]), ttnn.SubDevice([workers])], 0
+            )
+            mesh_device.load_sub_device_manager(manager)
+            self.sub_device_id = ttnn.SubDeviceId(1)
+            mapping = [
+                (
+                    ttnn.CoreCoord(0, y),
+                    ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, y), ttnn.CoreCoord(2, y))]),
+                )
+                for y in range(8)
+            ]
+            self.global_cb = ttnn.create_global_circular_buffer(mesh_device, mapping, 16 * 1088)
         crs = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(6, 7))])
         self.semaphores = [
             [ttnn.create_global_semaphore(mesh_device, crs, 0) for _ in range(2)] for _ in range(2)
@@ -60,6 +79,7 @@ class FusedCCL:
             memory_config_rs=rs_memory_config,
             memory_config_mm=memory_config,
             dtype=dtype,
+            global_cb=self.global_cb,
             topology=self.model_config["CCL_TOPOLOGY"],
         )
         w1_out.deallocate(True)
