@@ -129,6 +129,35 @@ def run_ops(mesh, rank: int, mode: str, say=say_now) -> None:
             narrow, interim, 3, semaphores(mesh, 1)[0], None, cluster_axis=1
         ),
     )
+    weights = [
+        ttnn.from_numpy(
+            rng.standard_normal((1, 1, 256, 256)).astype(np.float32) / 16,
+            dtype=ttnn.bfloat8_b,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+        )
+        for _ in range(2)
+    ]
+    *_, fused = ttnn.experimental.llama_rs_matmul(
+        narrow,
+        weights[0],
+        interim,
+        3,
+        semaphores(mesh, 1)[0],
+        1,
+        mesh,
+        1,
+        None,
+        second_weight_tensor=weights[1],
+    )
+    show("llama_rs_matmul", fused)
+    heads = ttnn.from_numpy(
+        x[:, :, :64, :128].reshape(1, 8, 8, 128), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    concat = ttnn.experimental.all_gather_concat(
+        heads, interim, 1, cluster_axis=1, multi_device_global_semaphore=semaphores(mesh, 1)[0], num_heads=8
+    )
+    show("all_gather_concat", concat)
     w = rng.standard_normal((1, 1, 256 * rows * cols, 64)).astype(np.float32)
     wt = ttnn.from_numpy(w, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh)
     row = ttnn.from_numpy(
