@@ -88,6 +88,76 @@ def run_ops(mesh, rank: int, mode: str, say=say_now) -> None:
         "reduce_scatter_minimal_async",
         ttnn.experimental.reduce_scatter_minimal_async(t, None, 3, semaphores(mesh, 3), cluster_axis=0),
     )
+    # the Galaxy demo's fused collectives (tttv2/ttnn/ops/llama_ccl.py): a buffer all-reduce down the columns, the
+    # older async reduce-scatter along the rows, and the llama reduce-scatter of a 32-row width-sharded tensor
+    interim = ttnn.from_numpy(
+        np.zeros((rows * cols, 1, 32, 512), np.float32),
+        dtype=ttnn.bfloat8_b,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        memory_config=ttnn.create_sharded_memory_config(
+            (32, 256),
+            ttnn.CoreGrid(y=1, x=2),
+            ttnn.ShardStrategy.WIDTH,
+            use_height_and_width_as_shard_shape=True,
+        ),
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+    )
+    show(
+        "all_reduce_async",
+        ttnn.experimental.all_reduce_async(t, interim, 0, mesh, semaphores(mesh, 1)[0], dtype=ttnn.bfloat8_b),
+    )
+    show("reduce_scatter_async", ttnn.experimental.reduce_scatter_async(t, 3, 1, mesh, *semaphores(mesh, 2)))
+    narrow = ttnn.to_memory_config(
+        ttnn.from_numpy(
+            x[:, :, : 32 * rows, :],
+            dtype=ttnn.bfloat16,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+            mesh_mapper=ttnn.ShardTensor2dMesh(mesh, dims=(2, 3), mesh_shape=(rows, cols)),
+        ),
+        ttnn.create_sharded_memory_config(
+            (32, 32),
+            ttnn.CoreGrid(y=1, x=8),
+            ttnn.ShardStrategy.WIDTH,
+            use_height_and_width_as_shard_shape=True,
+        ),
+    )
+    show(
+        "llama_reduce_scatter",
+        ttnn.experimental.llama_reduce_scatter(
+            narrow, interim, 3, semaphores(mesh, 1)[0], None, cluster_axis=1
+        ),
+    )
+    weights = [
+        ttnn.from_numpy(
+            rng.standard_normal((1, 1, 256, 256)).astype(np.float32) / 16,
+            dtype=ttnn.bfloat8_b,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+        )
+        for _ in range(2)
+    ]
+    *_, fused = ttnn.experimental.llama_rs_matmul(
+        narrow,
+        weights[0],
+        interim,
+        3,
+        semaphores(mesh, 1)[0],
+        1,
+        mesh,
+        1,
+        None,
+        second_weight_tensor=weights[1],
+    )
+    show("llama_rs_matmul", fused)
+    heads = ttnn.from_numpy(
+        x[:, :, :64, :128].reshape(1, 8, 8, 128), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+    )
+    concat = ttnn.experimental.all_gather_concat(
+        heads, interim, 1, cluster_axis=1, multi_device_global_semaphore=semaphores(mesh, 1)[0], num_heads=8
+    )
+    show("all_gather_concat", concat)
     w = rng.standard_normal((1, 1, 256 * rows * cols, 64)).astype(np.float32)
     wt = ttnn.from_numpy(w, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh)
     row = ttnn.from_numpy(

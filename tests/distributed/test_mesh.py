@@ -46,7 +46,7 @@ def one_process(tmp_path_factory) -> list[str]:
 def test_four_ranks_of_a_galaxy_compute_bit_for_bit_what_one_process_computes(one_process):
     done = tttv2_run("--np", "4", "--all-output", *program("ops"))
     assert done.returncode == 0, done.stderr
-    assert len(one_process) == 22  # round trip, transfers, every collective, send_recv, the MLP
+    assert len(one_process) == 27  # round trip, transfers, every collective, send_recv, the MLP
     for rank in range(4):
         lines = rank_lines(done.stdout, rank)
         assert lines[0] == f"rank {rank}: devices {8 * rank}..{8 * rank + 7} of 32"  # two mesh rows each
@@ -169,4 +169,4 @@ def test_ranks_that_run_different_collectives_fail_on_every_rank_naming_both():
 def test_one_process_is_the_whole_mesh(capsys):
     assert mesh_program.main("ops", "2x2") == 0
     out = capsys.readouterr().out
-    assert out.startswith("rank 0: devices 0..3 of 4\n") and len(results(out.splitlines())) == 22
+    assert out.startswith("rank 0: devices 0..3 of 4\n") and len(results(out.splitlines())) == 27

@@ -11,10 +11,11 @@ from ..distributed import _mpi
 from ..distributed._mesh import span_ranks
 from ._upcalls import upcall
 from .errors import DeviceMemoryError, ValidationError
-from .memory import CoreCoord
+from .memory import CoreCoord, CoreRangeSet
 from .types import Arch, BufferType
 
 __all__ = [
+    "DispatchCoreAxis",
     "DispatchCoreConfig",
     "DispatchCoreType",
     "GetDefaultDevice",
@@ -22,6 +23,9 @@ __all__ = [
     "MeshDevice",
     "MeshShape",
     "SetDefaultDevice",
+    "SubDevice",
+    "SubDeviceId",
+    "SubDeviceManagerId",
     "close_device",
     "close_mesh_device",
     "get_arch_name",
@@ -49,6 +53,9 @@ ARCH_SPECS = {
     # Blackhole p150: 13x10 worker grid, 8 DRAM banks (32 GiB), 1.5 MiB L1 per Tensix.
     Arch.BLACKHOLE: ArchSpec(Arch.BLACKHOLE, (13, 10), (8, 1), 1_462_272, 32 * 1024**3),
 }
+# A Galaxy's Wormhole chips are not harvested (8x10 Tensix); with the dispatch cores on a column, as tt-metal's
+# Llama-3 70B Galaxy demo opens its mesh, 7x10 are workers (its sub-core grids reach x = 6, y = 9).
+GALAXY_WORMHOLE_SPEC = ArchSpec(Arch.WORMHOLE_B0, (7, 10), (12, 1), 1_396_736, 12 * 1024**3)
 
 
 class MeshShape:
@@ -119,13 +126,59 @@ class DispatchCoreType:
     ETH = "ETH"
 
 
+class DispatchCoreAxis:
+    ROW = "ROW"
+    COL = "COL"
+
+
 @dataclass(frozen=True)
 class DispatchCoreConfig:
-    """Accepted for API compatibility; dispatch cores are not emulated."""
+    """Accepted for API compatibility; dispatch cores are not emulated. One effect: a Wormhole mesh of 32 chips (a
+    Galaxy) opened with ``axis=DispatchCoreAxis.COL`` has the Galaxy's 7x10 worker grid (``open_mesh_device``)."""
 
     type: object = None
     axis: object = None
     fabric_tensix_config: object = None
+
+
+class SubDeviceId:
+    """``ttnn.SubDeviceId(n)``: the n-th sub-device of the loaded sub-device manager (0 when none is loaded: the
+    whole device). The emulator runs every op on the whole device; ops check the id exists."""
+
+    def __init__(self, value: int = 0) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValidationError(f"ttnn.SubDeviceId: id: expected an int >= 0, got {value!r}")
+        self.id = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SubDeviceId) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("SubDeviceId", self.id))
+
+    def __repr__(self) -> str:
+        return f"SubDeviceId({self.id})"
+
+
+class SubDevice:
+    """``ttnn.SubDevice([CoreRangeSet, ...])``: a group of worker cores that ops can be given to run on (tt-metal's
+    prefetcher puts its DRAM readers on one and the model on another). Bookkeeping in the emulator."""
+
+    def __init__(self, cores) -> None:
+        items = list(cores) if isinstance(cores, (list, tuple)) else None
+        if not items or not all(isinstance(c, CoreRangeSet) for c in items):
+            raise ValidationError(
+                f"ttnn.SubDevice: cores: expected a non-empty list of ttnn.CoreRangeSet, got {cores!r}"
+            )
+        self.cores = items
+
+    def core_list(self) -> list[CoreCoord]:
+        return [c for crs in self.cores for c in crs.cores()]
+
+
+@dataclass(frozen=True)
+class SubDeviceManagerId:
+    id: int
 
 
 class _Allocator:
@@ -206,6 +259,7 @@ class MeshDevice:
         trace_region_size: int = 0,
         devices: Sequence[Device] | None = None,
         parent: MeshDevice | None = None,
+        spec: ArchSpec | None = None,
     ) -> None:
         shape = mesh_shape if isinstance(mesh_shape, MeshShape) else MeshShape(*mesh_shape)
         rows, cols = (
@@ -217,7 +271,8 @@ class MeshDevice:
             )
         self._shape = shape
         self._id = next(_mesh_ids)
-        self._spec = ARCH_SPECS[arch]
+        # a view of existing devices keeps their spec (a Galaxy grid stays 7x10 in a submesh)
+        self._spec = spec or (devices[0].spec if devices else ARCH_SPECS[arch])
         self._parent = parent
         if devices is None:
             devices = [Device(i, self._spec, l1_small_size, trace_region_size) for i in range(rows * cols)]
@@ -226,6 +281,9 @@ class MeshDevice:
         self._open = True
         self._program_cache_enabled = True
         self._submeshes: list[MeshDevice] = []
+        self._sub_device_managers: dict[int, list[SubDevice]] = {}
+        self._loaded_manager: int | None = None
+        self._stall_group: list[SubDeviceId] = []
 
     # --- identity and shape -------------------------------------------------------------------------
     @property
@@ -286,6 +344,80 @@ class MeshDevice:
 
     def is_wormhole_b0(self) -> bool:
         return self._spec.arch is Arch.WORMHOLE_B0
+
+    # --- sub-devices (bookkeeping: every op runs on the whole device) ---------------------------------------
+    def create_sub_device_manager(self, sub_devices, local_l1_size: int) -> SubDeviceManagerId:
+        """Register a split of the worker cores into sub-devices: each a ``SubDevice`` whose cores lie in the grid,
+        no core in two sub-devices. Returns its id for ``load_sub_device_manager``."""
+        owner = "MeshDevice.create_sub_device_manager"
+        items = list(sub_devices) if isinstance(sub_devices, (list, tuple)) else None
+        if not items or not all(isinstance(d, SubDevice) for d in items):
+            raise ValidationError(
+                f"{owner}: sub_devices: expected a non-empty list of ttnn.SubDevice, got {sub_devices!r}"
+            )
+        if isinstance(local_l1_size, bool) or not isinstance(local_l1_size, int) or local_l1_size < 0:
+            raise ValidationError(f"{owner}: local_l1_size: expected an int >= 0, got {local_l1_size!r}")
+        grid = self.compute_with_storage_grid_size()
+        seen: set[CoreCoord] = set()
+        for n, dev in enumerate(items):
+            for core in dev.core_list():
+                if core.x >= grid.x or core.y >= grid.y:
+                    raise ValidationError(
+                        f"{owner}: sub_devices[{n}]: core ({core.x}, {core.y}) is outside the {grid.x}x{grid.y} grid"
+                    )
+                if core in seen:
+                    raise ValidationError(
+                        f"{owner}: sub_devices[{n}]: core ({core.x}, {core.y}) is in two sub-devices"
+                    )
+                seen.add(core)
+        manager = len(self._sub_device_managers) + 1
+        while manager in self._sub_device_managers:  # pragma: no cover - ids only grow
+            manager += 1
+        self._sub_device_managers[manager] = items
+        return SubDeviceManagerId(manager)
+
+    def _manager(self, owner: str, manager_id) -> int:
+        if not isinstance(manager_id, SubDeviceManagerId) or manager_id.id not in self._sub_device_managers:
+            raise ValidationError(
+                f"{owner}: expected a SubDeviceManagerId this mesh created, got {manager_id!r}"
+            )
+        return manager_id.id
+
+    def load_sub_device_manager(self, manager_id: SubDeviceManagerId) -> None:
+        self._loaded_manager = self._manager("MeshDevice.load_sub_device_manager", manager_id)
+        self._stall_group = []
+
+    def clear_loaded_sub_device_manager(self) -> None:
+        self._loaded_manager = None
+        self._stall_group = []
+
+    def remove_sub_device_manager(self, manager_id: SubDeviceManagerId) -> None:
+        owner = "MeshDevice.remove_sub_device_manager"
+        manager = self._manager(owner, manager_id)
+        if manager == self._loaded_manager:
+            raise ValidationError(f"{owner}: the manager is loaded (clear_loaded_sub_device_manager first)")
+        del self._sub_device_managers[manager]
+
+    def get_sub_device_ids(self) -> list[SubDeviceId]:
+        """The sub-devices of the loaded manager (one, the whole device, when none is loaded)."""
+        count = 1 if self._loaded_manager is None else len(self._sub_device_managers[self._loaded_manager])
+        return [SubDeviceId(i) for i in range(count)]
+
+    def set_sub_device_stall_group(self, sub_device_ids) -> None:
+        owner = "MeshDevice.set_sub_device_stall_group"
+        ids = list(sub_device_ids) if isinstance(sub_device_ids, (list, tuple)) else None
+        valid = self.get_sub_device_ids()
+        if not ids or not all(i in valid for i in ids):
+            raise ValidationError(
+                f"{owner}: expected a non-empty list of the loaded manager's ids {valid}, got {sub_device_ids!r}"
+            )
+        self._stall_group = ids
+
+    def reset_sub_device_stall_group(self) -> None:
+        self._stall_group = []
+
+    def get_sub_device_stall_group(self) -> list[SubDeviceId]:
+        return list(self._stall_group)
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
         return CoreCoord(*self._spec.compute_grid)
@@ -392,7 +524,9 @@ def open_mesh_device(
     physical_device_ids: Sequence[int] | None = None,
     worker_l1_size: int | None = None,
 ) -> MeshDevice:
-    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it).
+    """Open an emulated mesh. ``arch`` defaults to Wormhole B0 (env ``TTTV2_ARCH=blackhole`` changes it). Each
+    Wormhole chip has the n150's 8x8 worker grid, except a mesh of 32 (a Galaxy) opened with
+    ``dispatch_core_config=DispatchCoreConfig(axis=DispatchCoreAxis.COL)``: the Galaxy's 7x10.
 
     In ranks started by ``tttv2-run`` (or once the distributed context is initialised) opening a mesh initialises
     the distributed context, and a mesh of more than one device is one logical mesh over all the ranks, each emulating its share of the devices (every rank must open
@@ -410,7 +544,19 @@ def open_mesh_device(
                 f"open_mesh_device: TTTV2_ARCH must be wormhole_b0 or blackhole, got {name!r}"
             ) from None
     global _last_opened
-    mesh = MeshDevice(mesh_shape, arch=arch, l1_small_size=l1_small_size, trace_region_size=trace_region_size)
+    shape = mesh_shape if isinstance(mesh_shape, MeshShape) else MeshShape(*mesh_shape)
+    galaxy_grid = (
+        getattr(dispatch_core_config, "axis", None) == DispatchCoreAxis.COL
+        and arch is Arch.WORMHOLE_B0
+        and shape.mesh_size() == 32
+    )
+    mesh = MeshDevice(
+        shape,
+        arch=arch,
+        l1_small_size=l1_small_size,
+        trace_region_size=trace_region_size,
+        spec=GALAXY_WORMHOLE_SPEC if galaxy_grid else None,
+    )
     if _mpi.world() is not None or _mpi.launched():
         _mpi.initialize()  # as in tt-metal, opening a device in a launched rank initialises the context
         if mesh.get_num_devices() > 1:

@@ -23,6 +23,7 @@ __all__ = [
     "ShardSpec",
     "create_sharded_memory_config",
     "num_cores_to_corerangeset",
+    "num_cores_to_corerangeset_in_subcoregrids",
 ]
 
 
@@ -348,3 +349,42 @@ def num_cores_to_corerangeset(
         if rem:
             ranges.append(CoreRange(CoreCoord(full_cols, 0), CoreCoord(full_cols, rem - 1)))
     return CoreRangeSet(ranges)
+
+
+def subgrid_cores(
+    start_core: CoreCoord, target_num_cores: int, sub_core_grids: CoreRangeSet, row_wise: bool = False
+) -> list[CoreCoord]:
+    """The cores :func:`num_cores_to_corerangeset_in_subcoregrids` takes, in the order it takes them."""
+    owner = "num_cores_to_corerangeset_in_subcoregrids"
+    _check_int(owner, "target_num_cores", target_num_cores, 1)
+    if not isinstance(start_core, CoreCoord):
+        raise ValidationError(f"{owner}: start_core must be a CoreCoord, got {start_core!r}")
+    grids = _as_core_range_set(owner, sub_core_grids)
+    order = []
+    # a CoreRangeSet keeps no order: the ranges are walked by their start core (row, then column)
+    for rng in sorted(grids.ranges, key=lambda r: (r.start.y, r.start.x)):
+        xs = range(rng.start.x, rng.end.x + 1)
+        ys = range(rng.start.y, rng.end.y + 1)
+        if row_wise:
+            order += [CoreCoord(x, y) for y in ys for x in xs]
+        else:
+            order += [CoreCoord(x, y) for x in xs for y in ys]
+    if start_core not in order:
+        raise ValidationError(f"{owner}: start_core {start_core!r} is not in sub_core_grids {grids!r}")
+    taken = order[order.index(start_core) :][:target_num_cores]
+    if len(taken) < target_num_cores:
+        raise ValidationError(
+            f"{owner}: only {len(taken)} cores of sub_core_grids follow {start_core!r}, {target_num_cores} asked"
+        )
+    return taken
+
+
+def num_cores_to_corerangeset_in_subcoregrids(
+    start_core: CoreCoord, target_num_cores: int, sub_core_grids: CoreRangeSet, row_wise: bool = False
+) -> CoreRangeSet:
+    """``target_num_cores`` cores taken in order from ``start_core`` through the ranges of ``sub_core_grids`` (each
+    range row by row with ``row_wise``, else column by column; the ranges by their start core, row then column,
+    since a CoreRangeSet keeps no order), as single-core ranges. ``start_core`` must lie in one of the ranges,
+    and enough cores must follow it."""
+    taken = subgrid_cores(start_core, target_num_cores, sub_core_grids, row_wise)
+    return CoreRangeSet([CoreRange(c, c) for c in taken])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from .errors import ValidationError
-from .memory import CoreCoord
+from .memory import CoreCoord, CoreRangeSet
 from .types import Arch, MathFidelity, UnaryOpType, UnaryWithParam
 
 __all__ = [
@@ -217,19 +217,28 @@ class LayerNormShardedMultiCoreProgramConfig(_Config):
 
 @dataclass(frozen=True, repr=False)
 class SDPAProgramConfig(_Config):
-    """Flash-attention chunking: q_chunk_size / k_chunk_size in rows (0 = let the op choose, decode only)."""
+    """Flash-attention chunking: q_chunk_size / k_chunk_size in rows (0 = let the op choose, decode only).
+
+    ``sub_core_grids`` (a CoreRangeSet) names the cores the op runs on instead of the
+    ``compute_with_storage_grid_size`` rectangle, as the Llama-3 70B Galaxy demo's decode config does (its
+    rectangle, 8x4, is wider than the Galaxy's 7x10 grid and is not used then)."""
 
     compute_with_storage_grid_size: CoreCoord
     q_chunk_size: int = 0
     k_chunk_size: int = 0
     exp_approx_mode: bool = True
     max_cores_per_head_batch: int = 16
+    sub_core_grids: CoreRangeSet | None = None
 
     def __post_init__(self) -> None:
         owner = type(self).__name__
         object.__setattr__(
             self, "compute_with_storage_grid_size", _grid(owner, self.compute_with_storage_grid_size)
         )
+        if self.sub_core_grids is not None and not isinstance(self.sub_core_grids, CoreRangeSet):
+            raise ValidationError(
+                f"{owner}: sub_core_grids must be a CoreRangeSet or None, got {self.sub_core_grids!r}"
+            )
         for name in ("q_chunk_size", "k_chunk_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -7,6 +7,7 @@ values only; the tile padding of TILE layout is implied (``padded_shape``) and a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import weakref
 from collections.abc import Sequence
@@ -95,12 +96,16 @@ def device_bytes(shape: Sequence[int], dtype: DataType, layout: Layout, memory_c
     return math.ceil(volume * dtype.element_bytes(layout))
 
 
+_addresses = itertools.count(0x10000, 0x400)
+
+
 class _Allocation:
     """Bytes held on each device of a mesh; released once, by deallocate() or garbage collection."""
 
-    __slots__ = ("__weakref__", "buffer_type", "devices", "nbytes", "released")
+    __slots__ = ("__weakref__", "address", "buffer_type", "devices", "nbytes", "released")
 
     def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what: str) -> None:
+        self.address = next(_addresses)  # a stand-in for the buffer's device address: unique per allocation
         self.devices = mesh.get_devices()
         self.buffer_type = buffer_type
         self.nbytes = nbytes
@@ -384,6 +389,18 @@ class Tensor:
 
     def is_allocated(self) -> bool:
         return self._shards is not None
+
+    def buffer_address(self) -> int:
+        """The address of the tensor's device buffer, the same on every device of its mesh (tt-metal's prefetcher
+        sends the weights' addresses to its reader cores). The emulator's addresses are unique per allocation and
+        stable for its lifetime; a view reports its owner's."""
+        owner = getattr(self, "_view_of", None)
+        owner = self if owner is None else owner
+        if self._device is None or owner._allocation is None or not self.is_allocated():
+            raise ValidationError(
+                "ttnn.Tensor.buffer_address: the tensor has no device buffer (host or deallocated)"
+            )
+        return owner._allocation.address
 
     def tensor_topology(self) -> TensorTopology | None:
         return self._topology

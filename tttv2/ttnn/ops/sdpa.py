@@ -171,10 +171,22 @@ def _check_head_dim(op: str, q: Tensor, k: Tensor, v: Tensor) -> None:
 
 
 def _check_grid(op: str, program_config, q: Tensor) -> None:
-    """The program config's core grid must fit the device's compute grid."""
+    """The program config's core grid (its sub-core grids when it names them) must fit the device's compute grid."""
     if program_config is None:
         return
-    grid, device = program_config.compute_with_storage_grid_size, q.device().compute_with_storage_grid_size()
+    device = q.device().compute_with_storage_grid_size()
+    sub = program_config.sub_core_grids
+    if sub is not None:
+        corner = sub.bounding_box().end
+        expect(
+            corner.x < device.x and corner.y < device.y,
+            op,
+            "program_config.sub_core_grids",
+            f"cores within the device's {device.x}x{device.y} grid",
+            f"a core at ({corner.x}, {corner.y})",
+        )
+        return
+    grid = program_config.compute_with_storage_grid_size
     expect(
         grid.x <= device.x and grid.y <= device.y,
         op,
