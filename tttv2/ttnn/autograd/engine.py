@@ -360,11 +360,9 @@ def record(op_name: str, fn: Callable, args: tuple, kwargs: dict, output: Any) -
 _OUTPUT_KEY = "<output>"  # BackwardContext.versions key of the op's outputs
 
 
-def _versions_of(value) -> Any:
-    """The version of a tensor, or the list of versions of a list of tensors (None for non-tensors)."""
-    if isinstance(value, (list, tuple)):
-        return [v._version if isinstance(v, Tensor) else None for v in value]
-    return value._version if isinstance(value, Tensor) else None
+def _versions_of(values: list) -> list:
+    """The versions of a list of values (None for non-tensors): an op's outputs, a Function's saved tensors."""
+    return [v._version if isinstance(v, Tensor) else None for v in values]
 
 
 def check_versions(op_name: str, saved: dict[str, Any], values: dict[str, Any], outputs: Any = None) -> None:
