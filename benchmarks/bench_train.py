@@ -1,6 +1,6 @@
 """Benchmark training on the emulator against torch on the CPU (float32).
 
-Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-only | --step-only | --threads-only | --parallel[=ddp,tp,...]]
+Run from the project root:  python benchmarks/bench_train.py [--steps 5] [--ops-only | --step-only | --threads-only | --rounds N | --parallel[=ddp,tp,...]]
 
 1. NanoGPT (6 layers, 384 wide, 6 heads, block 128, batch 4, the sonnets' character vocabulary, dropout 0.2):
    the median time of a full training step — forward, cross-entropy, backward, AdamW — with ``ttnn.nn`` /
@@ -123,40 +123,31 @@ def batch(rng: np.random.Generator, ids: np.ndarray) -> tuple[np.ndarray, np.nda
     )
 
 
-def bench_emulator_step(steps: int) -> tuple[float, int]:
-    """Median ms of the emulator's training step, and the model's parameter count."""
+def _emulator_stepper(mesh) -> tuple[Callable[..., None], int]:
+    """The emulator's NanoGPT training step on ``mesh`` (its own batches), and the model's parameter count."""
     ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
     rng = np.random.default_rng(0)
-    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
-    try:
-        ttnn.nn.manual_seed(0)
-        config = ttnn.nn.GPTConfig(
-            vocab_size=len(VOCAB),
-            block_size=BLOCK,
-            n_layer=LAYERS,
-            n_head=HEADS,
-            n_embd=WIDTH,
-            dropout=DROPOUT,
-        )
-        model = ttnn.nn.GPT(config, device=mesh)
-        opt = ttnn.optim.AdamW(model.parameters(), lr=3e-4)
+    ttnn.nn.manual_seed(0)
+    config = ttnn.nn.GPTConfig(
+        vocab_size=len(VOCAB), block_size=BLOCK, n_layer=LAYERS, n_head=HEADS, n_embd=WIDTH, dropout=DROPOUT
+    )
+    model = ttnn.nn.GPT(config, device=mesh)
+    opt = ttnn.optim.AdamW(model.parameters(), lr=3e-4)
 
-        def emulator_step(_=None) -> None:
-            x, y = batch(rng, ids)
-            tx = ttnn.from_numpy(x, dtype=ttnn.uint32, device=mesh)
-            ty = ttnn.from_numpy(y, dtype=ttnn.uint32, device=mesh)
-            loss = ttnn.cross_entropy_loss(model(tx), ty)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    def emulator_step(_=None) -> None:
+        x, y = batch(rng, ids)
+        tx = ttnn.from_numpy(x, dtype=ttnn.uint32, device=mesh)
+        ty = ttnn.from_numpy(y, dtype=ttnn.uint32, device=mesh)
+        loss = ttnn.cross_entropy_loss(model(tx), ty)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
 
-        return median_ms(emulator_step, steps), model.num_parameters()
-    finally:
-        ttnn.close_mesh_device(mesh)
+    return emulator_step, model.num_parameters()
 
 
-def bench_step(steps: int) -> tuple[float, float, float, int]:
-    emulator, params = bench_emulator_step(steps)
+def _torch_stepper() -> Callable[..., None]:
+    """The same training step in torch (its own batches)."""
     ids = np.array([VOCAB.index(c) for c in TEXT], dtype=np.uint32)
     rng = np.random.default_rng(0)
     torch.manual_seed(0)
@@ -173,6 +164,100 @@ def bench_step(steps: int) -> tuple[float, float, float, int]:
         loss.backward()
         ref_opt.step()
 
+    return torch_step
+
+
+def bench_side_by_side(rounds: int, steps: int) -> list[dict[str, list[tuple[float, float]]]]:
+    """``rounds`` rounds, each timing ``steps`` steps of the emulator, of torch with its default threads and of
+    torch with one thread, one after the other (so a change of load weighs on all three alike); per round and
+    side, the (wall ms, CPU ms of the process, CPU ms of the calling thread) of each step. Two untimed warm-up
+    steps each first. The emulator's calling thread runs the Python and its share of the products while its
+    workers take the other pieces, so on free cores its CPU time is about the step's wall time: the figure to
+    compare when the machine is shared and the walls are not."""
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        emulator, _ = _emulator_stepper(mesh)
+        reference = _torch_stepper()
+        threads = torch.get_num_threads()
+
+        def torch_one(_=None) -> None:
+            torch.set_num_threads(1)
+            try:
+                reference()
+            finally:
+                torch.set_num_threads(threads)
+
+        sides = (
+            ("emulator", emulator),
+            (f"torch {threads} threads", reference),
+            ("torch 1 thread", torch_one),
+        )
+        for _, fn in sides:
+            fn()
+            fn()
+        out = []
+        for _ in range(rounds):
+            row: dict[str, list[tuple[float, ...]]] = {}
+            for name, fn in sides:
+                times = []
+                for _ in range(steps):
+                    wall, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
+                    fn()
+                    times.append(
+                        (
+                            1e3 * (time.perf_counter() - wall),
+                            1e3 * (time.process_time() - cpu),
+                            1e3 * (time.thread_time() - own),
+                        )
+                    )
+                row[name] = times
+            row["load average"] = [(os.getloadavg()[0],)]
+            out.append(row)
+        return out
+    finally:
+        ttnn.close_mesh_device(mesh)
+
+
+def print_side_by_side(result, steps: int) -> None:
+    print(
+        f"\nNanoGPT training step side by side ({LAYERS} layers, {WIDTH} wide, block {BLOCK}, batch {BATCH}): per "
+        f"round {steps} steps of each, one after the other; medians, ms per step (wall / CPU of the process; "
+        "'caller': CPU of the emulator's calling thread, its wall on free cores)"
+    )
+    names = [k for k in result[0] if k != "load average"]
+    print(
+        "| round | load | "
+        + " | ".join(f"{n} wall / CPU" for n in names)
+        + f" | emulator caller | emulator / {names[1]} (wall) | emulator caller / {names[1]} wall "
+        + f"| emulator / {names[2]} (CPU) |"
+    )
+    print("|---|---:|" + "---:|" * (len(names) + 4))
+    ratios = []
+    for i, row in enumerate(result, 1):
+        med = {n: [statistics.median(t[j] for t in row[n]) for j in range(3)] for n in names}
+        emu, multi, single = (med[n] for n in names)
+        ratios.append(emu[0] / multi[0])
+        cells = " | ".join(f"{med[n][0]:.0f} / {med[n][1]:.0f}" for n in names)
+        print(
+            f"| {i} | {row['load average'][0][0]:.1f} | {cells} | {emu[2]:.0f} | {ratios[-1]:.2f} | "
+            f"{emu[2] / multi[0]:.2f} | {emu[1] / single[1]:.2f} |"
+        )
+    print(f"median of the rounds' ratios (wall): {statistics.median(ratios):.2f}")
+
+
+def bench_emulator_step(steps: int) -> tuple[float, int]:
+    """Median ms of the emulator's training step, and the model's parameter count."""
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        emulator_step, params = _emulator_stepper(mesh)
+        return median_ms(emulator_step, steps), params
+    finally:
+        ttnn.close_mesh_device(mesh)
+
+
+def bench_step(steps: int) -> tuple[float, float, float, int]:
+    emulator, params = bench_emulator_step(steps)
+    torch_step = _torch_stepper()
     reference = median_ms(torch_step, steps)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -498,6 +583,13 @@ def main(argv=None) -> None:
     p.add_argument("--step-only", action="store_true")
     p.add_argument("--ops-only", action="store_true")
     p.add_argument("--threads-only", action="store_true", help="only the thread-settings row (3.)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="only the step, side by side: this many rounds of --steps steps of the emulator, torch and torch on "
+        "one thread, alternating (wall and CPU per step, load average)",
+    )
     p.add_argument("--emulator-step-ms", action="store_true", help=argparse.SUPPRESS)  # a child of (3.)
     p.add_argument(
         "--parallel",
@@ -511,6 +603,11 @@ def main(argv=None) -> None:
         print(json.dumps({"emulator_ms": bench_emulator_step(args.steps)[0]}))
         return
     print(f"Machine: {machine()}")
+    if args.rounds is not None:
+        if args.rounds < 1 or args.steps < 1:
+            p.error("--rounds and --steps: expected positive integers")
+        print_side_by_side(bench_side_by_side(args.rounds, args.steps), args.steps)
+        return
     if args.parallel is not None:
         strategies = {s.strip() for s in args.parallel.split(",")}
         unknown = strategies - {"ddp", "tp", "pp", "ddp+tp"}

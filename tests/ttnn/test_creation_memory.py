@@ -53,6 +53,18 @@ def test_rand_in_chunks_equals_one_draw(monkeypatch, dtype, shape):
     np.testing.assert_array_equal(_stored(t), quantize(draw, dtype))
 
 
+@pytest.mark.parametrize("low", [0.0, 0, -0.0])
+@pytest.mark.parametrize("dtype", [ttnn.float32, ttnn.bfloat16, ttnn.bfloat8_b])
+def test_rand_on_the_unit_interval_equals_numpys_uniform(monkeypatch, dtype, low):
+    """The default [0, 1) draw (every dropout mask) takes the generator's doubles directly: the same values as
+    ``uniform(0, 1)``, chunk by chunk, for a dropout-sized activation and any way of writing the bounds."""
+    monkeypatch.setattr(creation, "_CHUNK_ELEMENTS", 4096)
+    shape = (2, 1, 64, 384)
+    t = ttnn.rand(shape, dtype=dtype, layout=ttnn.TILE_LAYOUT, low=low, high=1, seed=23)
+    draw = np.random.default_rng(23).uniform(0.0, 1.0, size=shape).astype(np.float32)
+    np.testing.assert_array_equal(_stored(t), quantize(draw, dtype))
+
+
 @pytest.mark.parametrize(
     ("start", "end", "step"), [(0, 10, 1), (5, None, 1), (-3.5, 7.25, 0.75), (10, -4, -3), (0.1, 1.0, 0.1)]
 )

@@ -486,6 +486,30 @@ def test_dropout(mesh):
         nn.functional.dropout(np.ones(3), 0.5)
 
 
+@pytest.mark.parametrize("p", [0.1, 0.2, 1 / 3, 0.9])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 2)])
+def test_dropout_mask_is_the_ops_composition_bit_for_bit(open_mesh, p, shape):
+    """The fused mask equals ttnn.multiply(ttnn.ge(rand, p), 1 / (1 - p)) exactly, values, layout and placement
+    (an activation shape of a real model, replicated over a mesh, bfloat16 input too)."""
+    m = open_mesh(shape)
+    rng = np.random.default_rng(11)
+    x = ttnn.from_numpy(
+        rng.standard_normal((3, 1, 96, 160)).astype(np.float32), dtype=ttnn.bfloat16, layout=TILE, device=m
+    )
+    uniform = ttnn.rand((3, 1, 96, 160), device=m, dtype=F32, layout=TILE, seed=7)
+    reference = ttnn.multiply(ttnn.ge(uniform, p), 1.0 / (1.0 - p))
+    fused = nn.layers._dropout_mask(uniform, p)
+    for a, b in zip(ttnn.get_device_tensors(reference), ttnn.get_device_tensors(fused)):
+        np.testing.assert_array_equal(ttnn.to_numpy(a).view(np.uint32), ttnn.to_numpy(b).view(np.uint32))
+    assert (fused.dtype, fused.layout, fused.memory_config()) == (
+        reference.dtype,
+        reference.layout,
+        reference.memory_config(),
+    )
+    out = nn.functional.dropout(x, p, seed=7)
+    np.testing.assert_array_equal(host(out), host(ttnn.multiply(x, reference)))
+
+
 def test_rng_state_round_trip(mesh):
     state = nn.get_rng_state()
     first = [nn._random.next_seed() for _ in range(3)]

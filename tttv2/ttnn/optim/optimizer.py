@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .._threads import single_threaded_blas
 from ..autograd import no_grad
 from ..errors import ValidationError
 from ..nn.module import prepare_assign, write_assign
@@ -103,7 +104,7 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None):
         """Update every parameter that has a gradient; returns ``closure()`` if given (called with grad on)."""
         loss = closure() if closure is not None else None
-        with no_grad():
+        with no_grad(), single_threaded_blas:  # BLAS pinned once for all the updates (tttv2/ttnn/_threads.py)
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:

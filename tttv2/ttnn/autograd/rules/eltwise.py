@@ -15,7 +15,7 @@ import numpy as np
 
 from ...numerics import map_row_blocks
 from ..engine import register_backward
-from ._util import act_chain, arrays, gelu_grad, grad_like, per_device, sigmoid, unbroadcast
+from ._util import _normalize_acts, act_chain, arrays, gelu_grad, grad_like, per_device, sigmoid, unbroadcast
 
 _TWO_OVER_SQRT_PI = np.float32(2.0 / math.sqrt(math.pi))
 
@@ -70,13 +70,17 @@ def _binary_grads(ctx, grad, name: str, a_name: str, b_name: str, pre_a, pre_b, 
     n = len(grad.shards())
     a_list = arrays(a) if hasattr(a, "shards") else [np.float32(a)] * n
     b_list = arrays(b) if hasattr(b, "shards") else [np.float32(b)] * n
+    post_chain = _normalize_acts(post)
 
     def one(g, x, y):
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             u, back_a = act_chain(x, pre_a)
             v, back_b = act_chain(y, pre_b)
-            _, back_post = act_chain(np.asarray(fwd(u, v), dtype=np.float32), post)
-            gz = back_post(g)
+            if post_chain:
+                _, back_post = act_chain(np.asarray(fwd(u, v), dtype=np.float32), post)
+                gz = back_post(g)
+            else:  # no fused activation after f: the forward value is not needed (the same gz, no recompute)
+                gz = g
             ga = unbroadcast(back_a(da(u, v, gz)), np.shape(x)) if need_a else None
             gb = unbroadcast(back_b(db(u, v, gz)), np.shape(y)) if need_b else None
         return ga, gb
