@@ -1,10 +1,15 @@
-"""A program-config helper of another folder (issue 21, item 4), on the ``inputs/rmm`` package: Llama-2-70B's T3000
+"""Constructs of tt-metal's T3000 demos that left static branches (issue 21, item 4), on the ``inputs/rmm`` package.
+
+A program-config helper of another folder: Llama-2-70B's T3000
 attention imports Falcon-40B's ``matmul_2d_config_from_tensor_shapes`` from ``falcon40b/tt/model_utils.py`` and
 calls it with constants (``is_fp32_accumulate=True``, ``overwrite_subblock_h=1``), and it passes them on to
 ``matmul_2d_config``. trace-deps names a file outside the module's folder by its file name alone, so the refactor
 did not find it among the files the analysis read: the helper was copied as written and its five tests on
 those constants were static branches left (exit 1). Now the file is found, and each call site gets its copies,
-specialised like any helper's."""
+specialised like any helper's.
+
+A memory config of the dict tested with ``is_sharded()`` whose shard shape the arm then sets in place (Falcon-40B's
+attention): the test is made at construction, since the store does not change what it asks."""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from tests.tools.refactor.conftest import (
     replicated,
 )
 from tttv2 import ttnn
+from tttv2_tools.refactor import generate
+from tttv2_tools.refactor.binding import attribute_stores, mutated_locals
 from tttv2_tools.refactor.cleanup import remove_dead_code
 from tttv2_tools.refactor.source import _read_path, load_inputs
 
@@ -158,3 +165,77 @@ def test_the_generated_tests_of_the_fused_qkv_pass_with_the_packages_conftest(tm
     assert "shadow verification: 9 of 9 case(s) equal to TTTv1" in err, err
     assert "prefill-256" in (tests / "test_fused_qkv_1d.py").read_text()
     assert Path(tmp_path / "out" / "fused_qkv_1d.py").is_file()
+
+
+# ------------------------------------------------------------------------------------------ a config changed in place
+def test_a_query_the_arm_leaves_unchanged_is_decided_at_construction():
+    """Falcon-40B's attention: ``if kv_cache_memcfg.is_sharded():`` whose arm sets ``kv_cache_memcfg.shard_spec
+    .shape`` on every call. The local is changed in place, so it stays a local of the forward, but the store
+    is under ``shard_spec`` and ``is_sharded()`` asks the memory layout: the test is made at construction on
+    the dict's value (it was a static branch left), the arm runs per call."""
+    result = _generate("t3k/kv_slice")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    assert 'kv_slice_memcfg_is_sharded=legacy.model_config["KV_SLICE_MEMCFG"].is_sharded()' in code
+    decode = code.split("def decode_forward")[1].split("def prefill_forward")[0]
+    assert "if slice_memcfg.is_sharded()" not in decode
+    assert "self._decode_slice_memcfg_is_sharded(rows, slice_memcfg)" in decode
+    assert "slice_memcfg.shard_spec.shape = shard_shape" in decode  # the store, in the true arm
+
+
+def test_a_query_of_what_the_arm_changes_stays_in_the_forward(tmp_path):
+    """The arm stores under the attribute the query asks (``memory_layout``): the test's answer may change
+    between calls, so it is not made at construction."""
+    source = (INPUTS / PACKAGE / "t3k" / "kv_slice.py").read_text()
+    old = "            slice_memcfg.shard_spec.shape = shard_shape\n"
+    assert old in source
+    changed = tmp_path / "kv_slice.py"
+    changed.write_text(
+        source.replace(
+            old, old + "            slice_memcfg.memory_layout = ttnn.TensorMemoryLayout.INTERLEAVED\n"
+        )
+    )
+    (tmp_path / "model_config.py").write_text((INPUTS / PACKAGE / "t3k" / "model_config.py").read_text())
+    code = generate(changed).modules[0].code
+    assert "if slice_memcfg.is_sharded():" in code.split("def decode_forward")[1]
+    assert "kv_slice_memcfg_is_sharded" not in code
+
+
+def test_attribute_stores_name_the_attribute_each_store_is_under():
+    func = cst.parse_statement(
+        "def f(a, b, c, d, e, g):\n"
+        "    a.shard_spec.shape = 1\n"
+        "    a.x[0] = 2\n"
+        "    b.append(3)\n"
+        "    c[0] = 4\n"
+        "    d.y += 5\n"
+        "    e.z = 6\n"
+        "    e[1].w = 7\n"
+    )
+    stores = attribute_stores(func, mutated_locals(func))
+    assert stores == {"a": frozenset({"shard_spec", "x"})}  # b: a mutator; c, e: an item; d: in place
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_the_kv_slice_matches_tttv1_bit_for_bit(sharded, tmp_path):
+    """Each module with its own config dict (the store changes the dict's object: a twin that skipped it
+    would keep the 64-row shard of the config, and its output's memory config would differ)."""
+    import torch
+
+    generated = generated_class(_generate("t3k/kv_slice"), "1d", tmp_path)
+    kv_slice = _inputs.tttv1("t3k.kv_slice", "TtKVSlice")
+    get_slice_config = _inputs.tttv1("t3k.model_config", "get_slice_config")
+    torch.manual_seed(0)
+    state_dict = {"layers.0.w": torch.randn(64, 64) / 8}
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        old = kv_slice(mesh, state_dict, get_slice_config(sharded))
+        new = generated.from_model_args(mesh, state_dict, get_slice_config(sharded))
+        for mode, rows in (("decode", 32), ("prefill", 64), ("decode", 32)):
+            expected = old.forward(replicated(_rows(rows), mesh), mode)
+            got = new.forward(replicated(_rows(rows), mesh), mode)
+            assert_identical(expected, got, f"{shape} {mode} {rows}")
+            assert got.memory_config() == expected.memory_config()
+        if sharded:
+            assert new.config.kv_slice_memcfg.shard_spec.shape == [32, 64]
+        ttnn.close_mesh_device(mesh)
