@@ -239,3 +239,58 @@ def test_the_kv_slice_matches_tttv1_bit_for_bit(sharded, tmp_path):
         if sharded:
             assert new.config.kv_slice_memcfg.shard_spec.shape == [32, 64]
         ttnn.close_mesh_device(mesh)
+
+
+# ------------------------------------------------------------------------------------------ a call of another commit
+def test_a_call_of_a_helper_of_another_commit_names_the_call_the_definition_and_the_argument(tmp_path):
+    """``skew_ffn.py`` passes ``out_memory_config=`` to the older ``scaled_output``, which does not take it (the
+    snapshot's ``mlp.py`` → ``tt_all_reduce(rs_memory_config=…)``): the gap names the call, the definition with
+    its parameters and where it was copied from, and the keyword; the static branches left in the unspecialised
+    copy say why it was not specialised. ``ffn.py``, the same module with the helper's newer commit, has none."""
+    from tttv2_tools.refactor.run import plan_run
+
+    sys.path.insert(0, str(INPUTS))
+    try:
+        skew = plan_run(INPUTS / PACKAGE / "t3k" / "skew_ffn.py", None, out=tmp_path / "skew")
+        coherent = plan_run(INPUTS / PACKAGE / "t3k" / "ffn.py", None, out=tmp_path / "ffn")
+    finally:
+        sys.path.remove(str(INPUTS))
+    assert coherent.gaps == []
+    calls = [g for g in skew.gaps if "does not match the definition" in g.reason]
+    assert len(calls) == 2 and {g.what for g in calls} == {"scaled_output(...)"}
+    written = next(p.text for p in skew.planned if p.path.name == "skew_ffn_1d.py")
+    defined = written.split("\ndef scaled_output(")[0].count("\n") + 2
+    assert calls[0].reason == (
+        "the call does not match the definition (got an unexpected keyword argument 'out_memory_config'): "
+        f"TypeError when it runs; defined at skew_ffn_1d.py:{defined} as "
+        "`scaled_output(x, scale=None, memory_config=None, sharded=False)`, copied from scaling.py:7"
+    )
+    static = [g for g in skew.gaps if g.what.startswith("static branch left in scaled_output: ")]
+    assert len(static) == 2
+    for gap in static:
+        assert gap.reason.endswith(
+            f"scaled_output was copied as written, not specialised per call site, because its calls at "
+            f"{calls[0].loc}, {calls[1].loc} do not match its definition"
+        )
+
+
+def test_a_call_site_copy_is_named_after_the_helper_it_copies():
+    from tttv2_tools.refactor.names import call_mismatches
+    from tttv2_tools.refactor.run import definition_origins, explain_unspecialised
+
+    result = _generate(MODULE)
+    origins = definition_origins(result.modules[0], result.inputs)
+    line = (INPUTS / PACKAGE / "common" / "matmul_utils.py").read_text().split("\ndef mm2d_config_for(")[0]
+    assert origins["_mm2d_config_for"] == (
+        f"the call-site copy of mm2d_config_for (matmul_utils.py:{line.count(chr(10)) + 2})"
+    )
+    assert origins["TILE"] == "copied from matmul_utils.py:9"
+    text = (
+        "class A:\n    def f(self):\n        return self._g(1, 2)\n\n    def _g(self, a):\n        return a\n"
+    )
+    (gap,) = call_mismatches(text, "a_1d.py", {"_g": "the call-site copy of g (g.py:3)"})
+    assert (
+        gap.reason.endswith("defined at a_1d.py:5 as `_g(self, a)`, the call-site copy of g (g.py:3)")
+        and "too many positional arguments" in gap.reason
+    )
+    assert explain_unspecialised([gap]) == [gap]  # a method's call: no helper copied as written to explain
