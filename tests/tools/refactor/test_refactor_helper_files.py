@@ -13,6 +13,7 @@ attention): the test is made at construction, since the store does not change wh
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,9 +36,12 @@ from tttv2_tools.refactor.cleanup import remove_dead_code
 from tttv2_tools.refactor.source import _read_path, load_inputs
 
 PACKAGE = "rmm"
+ROOT = Path(__file__).resolve().parents[3]  # the repository: the outer run imports tests.tools…
 MODULE = "t3k/fused_qkv"
 
 inputs_importable = importable_inputs(PACKAGE)
+
+pytest_plugins = ["pytester"]
 
 _inputs = InputPackage(PACKAGE)
 _generate = _inputs.generate
@@ -294,3 +298,56 @@ def test_a_call_site_copy_is_named_after_the_helper_it_copies():
         and "too many positional arguments" in gap.reason
     )
     assert explain_unspecialised([gap]) == [gap]  # a method's call: no helper copied as written to explain
+
+
+# ------------------------------------------------------------------------------------------ two runs in one process
+OUTER = """
+pytest_plugins = ["pytester"]
+
+
+def test_twice(pytester):
+    for _ in range(2):
+        result = pytester.runpytest_inprocess({tests!r}, "-q", "-p", "no:cacheprovider")
+        assert result.parseoutcomes() == {{"passed": 9}}, result.stdout.str()[-2000:]
+"""
+
+
+def test_the_generated_tests_run_twice_in_one_pytest_process(tmp_path, pytester, monkeypatch):
+    """Two in-process runs of the generated tests in one pytest process (pytester): both pass. pytester drops
+    what a nested run imported first, and torch imported a second time crashed the process (exit 139) after a
+    ``SystemError`` in the second run; ``nested_runs`` keeps installed packages and the library across nested
+    runs. The outer run is a subprocess, so that a crash is this test's failure, not the suite's."""
+    from tttv2_tools.refactor.cli import main
+
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text((INPUTS / PACKAGE / "tests" / "conftest.py").read_text())
+    argv = [str(INPUTS / PACKAGE / f"{MODULE}.py"), "--out", str(tmp_path / "out"), "--tests-out", str(tests)]
+    sys.path.insert(0, str(INPUTS))
+    try:
+        assert main([*argv, "--no-verify", "--quiet"]) == 0
+    finally:
+        sys.path.remove(str(INPUTS))
+        for name in [n for n in sys.modules if n.split(".")[0] == PACKAGE]:
+            del sys.modules[name]
+    pytester.makepyfile(test_outer=OUTER.format(tests=str(tests)))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(ROOT), str(INPUTS), os.environ.get("PYTHONPATH", "")])
+    )
+    result = pytester.runpytest_subprocess(
+        "-q", "-p", "no:cacheprovider", "-p", "tests.tools.refactor.nested_runs"
+    )
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+def test_nested_runs_keep_installed_modules_and_the_library_only():
+    import numpy
+
+    from tests.tools.refactor import nested_runs
+
+    assert nested_runs.kept_across_nested_runs("numpy") and numpy  # site-packages
+    assert nested_runs.kept_across_nested_runs("json")  # the standard library
+    assert nested_runs.kept_across_nested_runs("tttv2.ttnn") and nested_runs.kept_across_nested_runs("zope.x")
+    assert not nested_runs.kept_across_nested_runs(__name__)  # a test module
+    assert not nested_runs.kept_across_nested_runs("sys")  # built in: never dropped anyway
+    assert not nested_runs.kept_across_nested_runs("no_such_module_here")
