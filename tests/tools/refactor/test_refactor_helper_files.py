@@ -187,18 +187,26 @@ def test_a_query_the_arm_leaves_unchanged_is_decided_at_construction():
     assert "slice_memcfg.shard_spec.shape = shard_shape" in decode  # the store, in the true arm
 
 
-def test_a_query_of_what_the_arm_changes_stays_in_the_forward(tmp_path):
-    """The arm stores under the attribute the query asks (``memory_layout``): the test's answer may change
-    between calls, so it is not made at construction."""
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (  # a store under the attribute the query asks: the answer may change between calls
+            "            slice_memcfg.shard_spec.shape = shard_shape\n",
+            "            slice_memcfg.shard_spec.shape = shard_shape\n"
+            "            slice_memcfg.memory_layout = ttnn.TensorMemoryLayout.INTERLEAVED\n",
+        ),
+        (  # the local's value is the input's: nothing to ask at construction
+            'slice_memcfg = self.model_config["KV_SLICE_MEMCFG"]',
+            "slice_memcfg = x.memory_config()",
+        ),
+    ],
+    ids=["stored-under-the-query", "run-time-value"],
+)
+def test_a_query_of_what_the_arm_changes_or_of_a_run_time_value_stays_in_the_forward(tmp_path, old, new):
     source = (INPUTS / PACKAGE / "t3k" / "kv_slice.py").read_text()
-    old = "            slice_memcfg.shard_spec.shape = shard_shape\n"
     assert old in source
     changed = tmp_path / "kv_slice.py"
-    changed.write_text(
-        source.replace(
-            old, old + "            slice_memcfg.memory_layout = ttnn.TensorMemoryLayout.INTERLEAVED\n"
-        )
-    )
+    changed.write_text(source.replace(old, new))
     (tmp_path / "model_config.py").write_text((INPUTS / PACKAGE / "t3k" / "model_config.py").read_text())
     code = generate(changed).modules[0].code
     assert "if slice_memcfg.is_sharded():" in code.split("def decode_forward")[1]
@@ -351,3 +359,22 @@ def test_nested_runs_keep_installed_modules_and_the_library_only():
     assert not nested_runs.kept_across_nested_runs(__name__)  # a test module
     assert not nested_runs.kept_across_nested_runs("sys")  # built in: never dropped anyway
     assert not nested_runs.kept_across_nested_runs("no_such_module_here")
+
+
+def test_the_messages_of_many_mismatched_calls_and_of_long_signatures_stay_one_line():
+    from tttv2_tools.refactor.errors import Gap
+    from tttv2_tools.refactor.names import call_mismatches
+    from tttv2_tools.refactor.run import MISMATCH, explain_unspecialised
+
+    params = ", ".join(f"p{i}=None" for i in range(60))
+    (gap,) = call_mismatches(f"def h({params}):\n    return 1\n\n\nh(q=1)\n", "h_1d.py")
+    assert "\n" not in gap.reason and gap.reason.endswith("…)`")
+    static = Gap("m_1d.py:3", "static branch left in h: `s`", "why")
+    one = explain_unspecialised([static, Gap("m_1d.py:9", "h(...)", MISMATCH)])
+    assert one[0].reason.endswith("because its call at m_1d.py:9 does not match its definition")
+    many = [static, *(Gap(f"m_1d.py:{n}", "h(...)", MISMATCH) for n in range(10, 15))]
+    assert explain_unspecialised(many)[0].reason.endswith(
+        "its calls at m_1d.py:10, m_1d.py:11, m_1d.py:12 and 2 more do not match its definition"
+    )
+    other_file = Gap("n_1d.py:3", "static branch left in h: `s`", "why")
+    assert explain_unspecialised([other_file, many[1]])[0] is other_file
