@@ -85,6 +85,9 @@ class Scope:
     local_static: dict[str, bool] = field(default_factory=dict)
     assignments: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)
     mutated: set[str] = field(default_factory=set)  # locals changed in place (x.append(…), x[k] = …)
+    # of those, the ones changed only by attribute stores: name -> the first attribute of each stored path
+    # (``kv_cache_memcfg.shard_spec.shape = …`` -> {"shard_spec"}); see ``QUERY_DEPENDS``
+    stored_attrs: dict[str, frozenset[str]] = field(default_factory=dict)
     method_aliases: dict[str, str] = field(
         default_factory=dict
     )  # self.impl -> the method __init__ stores there
@@ -105,6 +108,10 @@ class Scope:
         if name in self.mutated:
             self.local_static[name] = False
             return False
+        return self._static_value(name)
+
+    def _static_value(self, name: str) -> bool:
+        """Whether every value the local is given is known at construction (its changes in place aside)."""
         self.local_static[name] = False  # cycles are dynamic until proven otherwise
         node = f"local:{self.file}:{self.qualname}:{name}"
         kinds = self.kinds.get(node)
@@ -134,6 +141,50 @@ class Scope:
         # define); set at construction and never by a forward, it is fixed once the module is built
         return kinds is None or set(kinds) <= STATIC_KINDS | {"unknown"}
 
+    def _queried_only(self, node: cst.CSTNode, reads) -> set[str]:
+        """Locals changed only by attribute stores that ``node`` reads only through a query those stores leave
+        unchanged (``kv_cache_memcfg.is_sharded()`` where the arm sets ``kv_cache_memcfg.shard_spec.shape``)."""
+        names = {n for n in reads if n in self.stored_attrs}
+        if not names:
+            return set()
+        queried: dict[str, int] = {}
+        seen: dict[str, int] = {}
+        stored = self.stored_attrs
+
+        class _V(cst.CSTVisitor):
+            def visit_Attribute(self, attribute: cst.Attribute) -> None:
+                value = attribute.value
+                if isinstance(value, cst.Name) and value.value in names:
+                    depends = QUERY_DEPENDS.get(attribute.attr.value)
+                    if depends is not None and depends not in stored[value.value]:
+                        queried[value.value] = queried.get(value.value, 0) + 1
+
+            def visit_Name(self, name: cst.Name) -> None:
+                if name.value in names:
+                    seen[name.value] = seen.get(name.value, 0) + 1
+
+        visit_read_only(node, _V())
+        return {n for n in names if queried.get(n, 0) == seen.get(n, 0) > 0}
+
+    def queried_values(self, node: cst.CSTNode) -> dict[str, cst.BaseExpression]:
+        """The locals ``node`` reads only through queries their changes in place leave unchanged, each with the
+        one value it is given, when that value is known at construction: the query can be made there, on that
+        value (the hoister puts it in for the local)."""
+        out = {}
+        for name in self._queried_only(node, summary(node).reads):
+            values = self.assignments.get(name) or []
+            if len(values) == 1 and values[0] is not None and self._static_value_of_changed(name):
+                out[name] = values[0]
+        return out
+
+    def _static_value_of_changed(self, name: str) -> bool:
+        key = f"{name}#queried"
+        if key not in self.local_static:
+            self.local_static[key] = False  # cycles are dynamic until proven otherwise
+            self.local_static[key] = self._static_value(name)
+            self.local_static.pop(name, None)  # _static_value caches under the name itself: not for mutated
+        return self.local_static[key]
+
     def bound_method(self, attr: str) -> bool:
         """``self.<attr>`` is a method of the class (not a property): as a value, a bound method."""
         return attr in self.methods and attr not in self.facts.properties
@@ -154,8 +205,9 @@ class Scope:
         """Known at construction and free of side effects."""
         info = summary(node)
         lambda_params = _lambda_params(node) if _has_scope(node) else set()
+        queried = self.queried_values(node) if self.stored_attrs else {}
         for name in info.reads:
-            if name == "self" or name in lambda_params:
+            if name == "self" or name in lambda_params or name in queried:
                 continue
             if not self.static_name(name):
                 return False
@@ -399,6 +451,49 @@ MUTATORS = frozenset(
     {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard",
      "sort", "reverse", "popitem", "__setitem__"}
 )  # fmt: skip
+
+
+#: Queries of a ttnn memory config and the attribute each one's answer depends on (ttnn: ``is_sharded()`` is a test
+#: of ``memory_layout``). A store under another attribute leaves the answer unchanged: Falcon-40B's attention sets
+#: ``kv_cache_memcfg.shard_spec.shape`` on every decode call, under ``if kv_cache_memcfg.is_sharded():``.
+QUERY_DEPENDS = {
+    "is_sharded": "memory_layout",
+    "memory_layout": "memory_layout",
+    "buffer_type": "buffer_type",
+}
+
+
+def attribute_stores(func: cst.CSTNode, mutated: set[str]) -> dict[str, frozenset[str]]:
+    """The locals of ``mutated`` changed only by attribute stores (``x.a.b = …``, not ``x.append(…)``,
+    ``x[k] = …``, ``x += …`` or ``x.a += …``): name -> the first attribute of each stored path."""
+    out: dict[str, set[str]] = {n: set() for n in mutated}
+    for call in summary(func).calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in MUTATORS:
+            out.pop(_root(call.func.value) or "", None)
+    for node in walk(func, lambda n: not is_expression(n)):
+        kind = type(node)
+        if kind is cst.AugAssign:
+            out.pop(_root(node.target) or "", None)
+        elif kind is cst.AssignTarget and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+            path, link = node.target, node.target
+            while isinstance(path, (cst.Attribute, cst.Subscript)):
+                link, path = path, path.value
+            # the link on the local itself: x.a… = … stores under attribute a; x[k]… = … changes an item
+            first = link.attr.value if isinstance(link, cst.Attribute) else None
+            name = path.value if isinstance(path, cst.Name) else None
+            if name not in out:
+                continue
+            if first is None:
+                out.pop(name)
+            else:
+                out[name].add(first)
+    return {n: frozenset(a) for n, a in out.items()}
+
+
+def _root(node: cst.CSTNode) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
 
 
 def mutated_locals(func: cst.CSTNode) -> set[str]:

@@ -44,7 +44,7 @@ class _DeadStores(StatementTransformer):
             return _empty(node.body) and _empty_orelse(node.orelse) and is_pure(node.test, self.pure_call)
         if kind is cst.IndentedBlock:
             body = node.body
-            if any(isinstance(small_statement(s), (cst.Return, cst.Raise)) for s in body[:-1]):
+            if any(_ends_the_block(s) for s in body[:-1]):
                 return True
             passes = sum(1 for s in body if _is_pass(s))
             return 0 < passes < len(body)
@@ -88,10 +88,10 @@ class _DeadStores(StatementTransformer):
             self.prov.drop(node, reason)
 
     def leave_IndentedBlock(self, original_node, updated_node):
-        # statements after a return / raise never run; a block left empty renders as ``pass``
+        # statements after a return / raise / ``assert False`` never run; a block left empty renders as ``pass``
         body = list(updated_node.body)
         for index, statement in enumerate(body):
-            if isinstance(small_statement(statement), (cst.Return, cst.Raise)) and index + 1 < len(body):
+            if _ends_the_block(statement) and index + 1 < len(body):
                 for unreachable in body[index + 1 :]:
                     self._drop(unreachable, "dead code: after a return / raise")
                 body = body[: index + 1]
@@ -102,6 +102,15 @@ class _DeadStores(StatementTransformer):
         if len(body) != len(updated_node.body):
             return updated_node.with_changes(body=body)
         return updated_node
+
+
+def _ends_the_block(statement: cst.CSTNode) -> bool:
+    """A return, a raise, or ``assert False`` (Llama-2-70B's attention: ``assert False, "Legacy ccl call
+    removed ..."`` before code that then never runs, with calls the inliner would otherwise copy)."""
+    small = small_statement(statement)
+    if isinstance(small, (cst.Return, cst.Raise)):
+        return True
+    return isinstance(small, cst.Assert) and isinstance(small.test, cst.Name) and small.test.value == "False"
 
 
 def _rename_targets(assign: cst.Assign, unused: set[str]) -> cst.Assign:

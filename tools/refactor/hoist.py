@@ -34,6 +34,7 @@ from .cstutil import (
     summary,
 )
 from .errors import Gap
+from .inline import replace_names
 from .literals import decide_straight_literals, fold_literal_tests
 from .naming import context_name
 from .reiterable import yields_iterator
@@ -430,7 +431,9 @@ class Hoister(TrackingTransformer):
         for attr in self_attributes(node):
             if attr not in self.scope.facts.device:
                 return True
-        return any(self.scope.is_local(n) and self.scope.static_name(n) for n in summary(node).reads)
+        if any(self.scope.is_local(n) and self.scope.static_name(n) for n in summary(node).reads):
+            return True
+        return bool(self.scope.stored_attrs) and bool(self.scope.queried_values(node))
 
     def _holder_call(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, cst.Call):
@@ -460,7 +463,9 @@ class Hoister(TrackingTransformer):
         if self.scope.is_static(node, device_static=self.leaves_only):
             if self.leaves_only and not _leaf(node):
                 return None
-            return self._field(node, ())
+            values = self.scope.queried_values(node) if self.scope.stored_attrs else {}
+            # a query on a local the forward changes in place: made on the local's value at construction
+            return self._field(replace_names(node, values) if values else node, ())
         if self._holder_call(node):
             params = self._dynamic_names(node)
             if params is not None and self.scope.is_static_given(node, params):

@@ -208,7 +208,7 @@ class Inliner:
             replace[name] = self.forward_static_locals(values[0], caller_scope, depth + 1)
         if not replace:
             return value
-        return _replace_names(value, replace)
+        return replace_names(value, replace)
 
     def specialise_call(
         self,
@@ -297,7 +297,7 @@ class Inliner:
         return new_call, copy, name, new
 
 
-def _replace_names(node: cst.BaseExpression, replace: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
+def replace_names(node: cst.BaseExpression, replace: dict[str, cst.BaseExpression]) -> cst.BaseExpression:
     class _T(cst.CSTTransformer):
         def __init__(self) -> None:
             super().__init__()

@@ -302,14 +302,20 @@ def _events(node: ast.AST, in_loop: bool, out: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- call check
-def call_mismatches(text: str, file_name: str) -> list[Gap]:
+def call_mismatches(text: str, file_name: str, origins: dict[str, str] | None = None) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
     (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
     ``TypeError`` when the call runs (a copy that lost a default the call relies on, a keyword it does not
-    have). Calls with ``*args`` / ``**kwargs``, decorated definitions and names bound again anywhere are left
-    alone."""
+    have, or, in a snapshot of files of different commits, a helper of another API). Calls with ``*args`` /
+    ``**kwargs``, decorated definitions and names bound again anywhere are left alone. Each gap names the call,
+    the definition (its line and parameters, and ``origins[name]``: where TTTv1 has it) and the argument
+    that does not bind."""
     tree = ast.parse(text, filename=file_name)
     rebound = _rebound(tree)
+    origins = origins or {}
+    definitions = {
+        n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not n.decorator_list
+    }
     functions = {
         n.name: _signature(n.args, method=False)
         for n in tree.body
@@ -345,10 +351,21 @@ def call_mismatches(text: str, file_name: str) -> list[Gap]:
                     Gap(
                         f"{file_name}:{call.lineno}",
                         f"{shown}(...)",
-                        f"the call does not match the definition ({exc}): TypeError when it runs",
+                        f"the call does not match the definition ({exc}): TypeError when it runs; "
+                        + _definition(definitions[name], file_name, origins.get(name)),
                     )
                 )
     return sorted(set(gaps), key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
+
+
+def _definition(func: ast.FunctionDef, file_name: str, origin: str | None) -> str:
+    """``defined at mlp_1d.py:311 as `_tt_all_reduce(self, input_tensor, tt_ccl, memory_config=None)`, the
+    call-site copy of tt_all_reduce (ccl.py:136)``: what the call has to bind to."""
+    params = ast.unparse(func.args)
+    if len(params) > 240:
+        params = params[:239] + "…"
+    where = f"defined at {file_name}:{func.lineno} as `{func.name}({params})`"
+    return f"{where}, {origin}" if origin else where
 
 
 def _callee(call: ast.Call, receiver: str | None) -> str | None:
@@ -546,14 +563,20 @@ def _roots(texts: dict[str, str], root: Path | None) -> list[Path]:
     return [root, *sorted(f for f in found if f is not None and f != root)]
 
 
-def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
+def output_gaps(
+    texts: dict[str, str], root: Path | None, origins: dict[str, dict[str, str]] | None = None
+) -> list[Gap]:
     """The gaps of the generated modules as they would be written (file name -> text): names that resolve to
     nothing, then what importing them raises (an import error already reported as an undefined name of that
-    line is not repeated)."""
+    line is not repeated). ``origins``: file name -> {function or method -> where TTTv1 has it}, for the call
+    check's messages."""
+    origins = origins or {}
     gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
     reported = {(g.loc, g.what) for g in gaps}
     gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
-    gaps += [gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name)]
+    gaps += [
+        gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name, origins.get(name))
+    ]
     for gap in import_errors(texts, _roots(texts, root)):
         if not any(
             loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported

@@ -14,6 +14,7 @@ from .binding import (
     MUTATORS,
     ClassFacts,
     Scope,
+    attribute_stores,
     collect_assignments,
     local_kinds_by_name,
     mutated_locals,
@@ -601,6 +602,7 @@ class Planner:
             if isinstance(star, cst.Param):
                 params.add(star.name.value)
         assignments = collect_assignments(func)
+        mutated = mutated_locals(func)
         return Scope(
             kinds=self.kinds,
             file=file or self.parsed.name,
@@ -611,7 +613,8 @@ class Planner:
             facts=self.facts,
             helper_has_ops=self.helper_ops,
             assignments=assignments,
-            mutated=mutated_locals(func),
+            mutated=mutated,
+            stored_attrs=attribute_stores(func, mutated),
             straight=straight_values(func, assignments),
             methods=self.taken,  # TTTv1's methods and the ones generated so far
             method_aliases=self.method_aliases,

@@ -17,6 +17,7 @@ from .markers import mark_gaps
 from .names import output_gaps
 from .plan import mode_setter
 from .report import Report, build_report
+from .source import methods_of
 from .testgen import default_cases, render_test
 from .testkit import hf_kind_of
 
@@ -30,6 +31,69 @@ class Run:
     @property
     def gaps(self) -> list[Gap]:
         return self.result.gaps
+
+
+MISMATCH = "the call does not match the definition"
+
+
+def explain_unspecialised(gaps: list[Gap]) -> list[Gap]:
+    """A static branch left in a helper that some call of it does not bind to says so: that call is why the
+    helper was copied as written instead of specialised per call site (tt-metal's ``mlp.py`` passing
+    ``rs_memory_config=`` to the ``tt_all_reduce`` of a ``ccl.py`` of another commit: its branches on the
+    arguments stay)."""
+    calls: dict[tuple[str, str], list[str]] = {}  # (generated file, helper) -> the mismatched calls
+    for gap in gaps:
+        if gap.reason.startswith(MISMATCH) and gap.what.endswith("(...)"):
+            file = gap.loc.rsplit(":", 1)[0]
+            calls.setdefault((file, gap.what[: -len("(...)")]), []).append(gap.loc)
+    if not calls:
+        return gaps
+    out = []
+    for gap in gaps:
+        file = gap.loc.rsplit(":", 1)[0]
+        for (where, helper), locs in calls.items():
+            if where == file and gap.what.startswith(f"static branch left in {helper}: "):
+                shown = ", ".join(locs[:3]) + (f" and {len(locs) - 3} more" if len(locs) > 3 else "")
+                gap = Gap(
+                    gap.loc,
+                    gap.what,
+                    f"{gap.reason}; {helper} was copied as written, not specialised per call site, because "
+                    f"its call{'s' if len(locs) > 1 else ''} at {shown} do{'' if len(locs) > 1 else 'es'} "
+                    "not match its definition",
+                )
+                break
+        out.append(gap)
+    return out
+
+
+def definition_origins(generated, inputs) -> dict[str, str]:
+    """Function or method of a generated module -> where TTTv1 has it, for the messages of the call check:
+    ``copied from ccl.py:136`` (a helper copied as a function), ``the call-site copy of tt_all_reduce
+    (ccl.py:136)`` (a method made from one call of a helper or of a TTTv1 method)."""
+    out = {
+        name: f"copied from {where}"
+        for name, where in generated.rendered.helpers.items()
+        if not where.startswith("imported")
+    }
+    for method in generated.rendered.methods:
+        if method.kind != "helper" or method.name in out:
+            continue
+        parsed = inputs.files.get(method.file) or inputs.module
+        line = _line_of_definition(parsed, method.origin)
+        where = f"{parsed.name}:{line}" if line else parsed.name
+        out[method.name] = f"the call-site copy of {method.origin} ({where})"
+    return out
+
+
+def _line_of_definition(parsed, qualname: str) -> int | None:
+    """The line of ``name`` or ``Class.name`` in a parsed file (None when it has no such definition)."""
+    owner, _, name = qualname.rpartition(".")
+    if owner:
+        klass = parsed.classes().get(owner)
+        func = methods_of(klass).get(name) if klass is not None else None
+    else:
+        func = parsed.functions().get(name)
+    return parsed.line_of(func) if func is not None else None
 
 
 def _label(module_path: Path, target_dir: Path, class_name: str) -> str:
@@ -75,9 +139,11 @@ def _plan_run(
         return with_header(code, _label(module, out, inputs.class_name), digest)
 
     texts = {g.file_name: finish(g, g.code) for g in result.modules}
-    for gap in output_gaps(texts, first_party_folder(module)):
+    origins = {g.file_name: definition_origins(g, inputs) for g in result.modules}
+    for gap in output_gaps(texts, first_party_folder(module), origins):
         if gap not in result.gaps:
             result.gaps.append(gap)
+    result.gaps[:] = explain_unspecialised(result.gaps)
     for generated in result.modules:
         path = out / generated.file_name
         file_names[generated.topology] = generated.file_name

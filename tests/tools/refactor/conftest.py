@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# nested pytest runs keep the installed packages and the library (torch crashes when imported twice)
+from tests.tools.refactor.nested_runs import _nested_runs_keep_installed_modules  # noqa: F401
 from tttv2 import ttnn
 from tttv2.testing.equivalence import assert_equivalent_outputs
 from tttv2.testing.generated import load_generated
