@@ -30,6 +30,7 @@ from tttv2._tempfiles import remove_stale_temps, temp_name
 
 STDOUT = "-"
 _MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
+_HEAD = 4096  # bytes of a file read to match its kind's opening
 _PYTHON = (".py", ".pyi")
 
 
@@ -65,6 +66,9 @@ class Kind:
     tool: str
     name: str
     recognise: Callable[[str], bool]
+    # a pattern that, matched at the start of a file, recognises it from its first bytes alone (check() then reads
+    # no more than _HEAD bytes of a large earlier output)
+    opening: str | None = None
 
     def __str__(self) -> str:
         return f"{self.tool} {self.name}"
@@ -99,7 +103,7 @@ def json_schema(tool: str, name: str, schema: str) -> Kind:
             return False
         return isinstance(data, dict) and data.get("schema") == schema
 
-    return Kind(tool, name, recognise)
+    return Kind(tool, name, recognise, opening)
 
 
 def first_line(tool: str, name: str, prefix: str) -> Kind:
@@ -198,7 +202,7 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
             continue
         if _is_python(item.path):
             raise OutputError(f"refusing to overwrite the Python file {_shown(item.path)} with {item.label}")
-        if force or item.kind.recognise(_read(item.path)):
+        if force or _recognised(item):
             continue
         raise OutputError(
             f"refusing to overwrite {item.path}: it exists and is not a {item.kind} written earlier "
@@ -206,9 +210,22 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
         )
 
 
-def _read(path: Path) -> str:
+def _recognised(item: Output) -> bool:
+    """Whether the existing file ``item.path`` is an earlier output of ``item.kind``: from its first bytes when its
+    kind has an opening that matches them, else from the whole text."""
+    if item.kind.opening is not None and re.match(item.kind.opening, _read(item.path, _HEAD)):
+        return True
+    return item.kind.recognise(_read(item.path))
+
+
+def _read(path: Path, limit: int = -1) -> str:
+    """The text of ``path`` (its first ``limit`` bytes, cut to whole characters), or "" when it is unreadable or not
+    UTF-8 text."""
     try:
-        return path.read_text(encoding="utf-8")
+        if limit < 0:
+            return path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "ignore")
     except (OSError, UnicodeDecodeError):  # unreadable or not text: not recognisably ours
         return ""
 

@@ -78,6 +78,14 @@ def test_json_is_recognised_by_its_opening_schema_key_else_by_parsing_it_whole(t
     ):
         notes.write_text(text)
         refusal([out(notes, kind=JSON)])
+    notes.write_bytes(
+        b'\xff{"schema": "tool"}'
+    )  # not UTF-8 text: neither its opening nor its whole text says ours
+    refusal([out(notes, kind=JSON)])
+    notes.write_bytes(
+        b'{"schema": "tool", "x": "' + "é".encode() * 3000 + b'"}'
+    )  # the head cut inside a character
+    check([out(notes, kind=JSON)], [], force=False)
 
 
 def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):
