@@ -17,6 +17,7 @@ killed run left in the folders written to are removed (never a live writer's, ne
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import json
 import os
@@ -224,8 +225,9 @@ def _read(path: Path, limit: int = -1) -> str:
     try:
         if limit < 0:
             return path.read_text(encoding="utf-8")
+        # a character cut at the limit is left out; any other byte that is not UTF-8 makes the file not text
         with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "ignore")
+            return codecs.getincrementaldecoder("utf-8")().decode(handle.read(limit), False)
     except (OSError, UnicodeDecodeError):  # unreadable or not text: not recognisably ours
         return ""
 
