@@ -571,3 +571,42 @@ def test_roles_and_node_refs_are_immutable_values_as_the_frozen_dataclasses_were
         with pytest.raises(AttributeError):
             delattr(value, field)
     assert ARGS.path == "" and ref.rest == "FF1_PROGCFG"
+
+
+def test_the_trace_deps_process_keeps_freed_memory_where_glibc_allows_it(monkeypatch):
+    """``cli.keep_freed_memory`` (called by the ``trace-deps`` command): glibc's mallopt where there is one, and
+    nothing (False) on another system, without a C library that can be loaded, or without mallopt."""
+    import ctypes
+    import platform
+
+    from tttv2_tools.trace_dependencies import cli
+
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert cli.keep_freed_memory() is True
+    calls = []
+
+    class Libc:
+        def __init__(self, result):
+            self.result = result
+
+        def mallopt(self, option, value):
+            calls.append((option, value))
+            return self.result
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: Libc(1))
+    assert cli.keep_freed_memory() is True
+    assert calls == [(-1, 256 << 20), (-3, 32 << 20)]  # M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: Libc(0))  # refused by the library
+    assert cli.keep_freed_memory() is False
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: object())  # a libc without mallopt
+    assert cli.keep_freed_memory() is False
+
+    def unloadable(_name):
+        raise OSError("no C library")
+
+    monkeypatch.setattr(ctypes, "CDLL", unloadable)
+    assert cli.keep_freed_memory() is False
+    monkeypatch.setattr(sys, "platform", "darwin")
+    calls.clear()
+    assert cli.keep_freed_memory() is False and calls == []
