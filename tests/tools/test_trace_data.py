@@ -427,6 +427,12 @@ def test_json_text_is_the_dict_form_written_out(analysis):
     assert view.to_json() == dumps(view.to_dict())
     with pytest.raises(TypeError, match="not JSON serializable"):
         dumps({"x": {1, 2}})
+    # one top-level field a line, each value compact (joined once from its pieces, no field copied into a line)
+    assert (
+        dumps({"a": 1, "b": [1, "\u00e9"], "c": None})
+        == '{\n  "a": 1,\n  "b": [1, "\u00e9"],\n  "c": null\n}\n'
+    )
+    assert dumps({}) == "{\n\n}\n"
 
 
 def test_json_edges_written_directly_are_the_encoders_bytes():
