@@ -451,6 +451,9 @@ def test_json_edges_written_directly_are_the_encoders_bytes():
     assert json.loads(text) == _edge_dicts(g)
     assert dumps({"edges": text}) == dumps({"edges": _edge_dicts(g)})
     assert _edges_text(Graph()) == "[]"
+    one = Graph()
+    one.add_edge("a", "b", kind="data", loc=None)
+    assert _edges_text(one) == '[{"source": "a", "target": "b", "kind": "data", "loc": null}]'
 
 
 def test_json_output_runs_without_the_cyclic_collector(monkeypatch):

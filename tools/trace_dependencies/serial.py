@@ -169,7 +169,11 @@ def _edges_text(g: Graph) -> _Encoded:
         f'{{"source": {text(u)}, "target": {text(v)}, "kind": {text(d.get("kind"))}, "loc": {text(d.get("loc"))}}}'
         for u, v, d in sorted(g.edges(data=True), key=_edge_key)
     ]
-    return _Encoded("[" + ", ".join(parts) + "]")
+    if not parts:
+        return _Encoded("[]")
+    parts[0] = "[" + parts[0]  # the brackets on the first and last edge: the text is joined (copied) once
+    parts[-1] += "]"
+    return _Encoded(", ".join(parts))
 
 
 def plain(value: Any) -> Any:
