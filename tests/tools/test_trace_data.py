@@ -580,6 +580,13 @@ def test_roles_and_node_refs_are_immutable_values_as_the_frozen_dataclasses_were
         with pytest.raises(AttributeError):
             delattr(value, field)
     assert ARGS.path == "" and ref.rest == "FF1_PROGCFG"
+    # a role without class or path is its kind's constant, so the engine's ``role is MESH`` is ``role == MESH``
+    from tttv2_tools.trace_dependencies import ids
+
+    for constant in (ids.ARGS, ids.MC, ids.MESH, ids.OS, ids.ENVIRON, ids.GETENV, ids.HFCFG):
+        assert Role(constant.kind) is constant and Role(constant.kind, None, "") is constant
+        assert Role(constant.kind, path="x") is not constant and Role(constant.kind, path="x") != constant
+    assert Role(RoleKind.SELF) is not Role(RoleKind.SELF) and Role(RoleKind.SELF) == Role(RoleKind.SELF)
 
 
 def test_the_trace_deps_process_keeps_freed_memory_where_glibc_allows_it(monkeypatch):

@@ -23,12 +23,24 @@ class RoleKind(Enum):
     TTNN = "ttnn"  # ttnn or a member of it (``path`` is the dotted name, e.g. "ttnn.experimental")
 
 
+_SINGLE: dict[RoleKind, Role] = {}  # the constants below, by kind (Role.__new__)
+
+
 class Role:
     """What a name stands for (the model args, the config dict, the mesh, os, ...), with its class or path.
     Immutable and compared by value; a plain class rather than a frozen dataclass, whose generated methods are
     compiled at every start-up (its ``==``, hash and repr are the ones the dataclass had)."""
 
     __slots__ = ("cls", "kind", "path")
+
+    def __new__(klass, kind: RoleKind, cls: object | None = None, path: str = "") -> Role:
+        # a role without class or path is the one constant of its kind (ARGS, MC, MESH, ...): the engine compares
+        # with those by identity (``role is MESH``), thousands of times a run, instead of calling __eq__
+        if cls is None and not path:
+            single = _SINGLE.get(kind)
+            if single is not None:
+                return single
+        return object.__new__(klass)
 
     def __init__(self, kind: RoleKind, cls: object | None = None, path: str = "") -> None:
         _set = object.__setattr__
@@ -66,6 +78,7 @@ OS = Role(RoleKind.OS)
 ENVIRON = Role(RoleKind.ENVIRON)
 GETENV = Role(RoleKind.GETENV)
 HFCFG = Role(RoleKind.HFCFG)
+_SINGLE.update((role.kind, role) for role in (ARGS, MC, MESH, OS, ENVIRON, GETENV, HFCFG))
 #: Roles a parameter takes over from the argument a call site passes (``def helper(cfg): cfg["K"]``).
 PASSED_ON = frozenset({ARGS, MC, MESH, ENVIRON, HFCFG})
 
