@@ -60,6 +60,34 @@ def test_a_user_file_is_refused_unless_forced_and_our_own_output_is_replaced(tmp
     refusal([out(drawing)])  # unreadable as text: not recognisably ours
 
 
+def test_json_is_recognised_by_its_opening_schema_key_else_by_parsing_it_whole(tmp_path):
+    """Our outputs open with their ``"schema"`` key: that opening is enough (a megabyte of earlier JSON is not
+    parsed at every check); a file where the key comes later is parsed whole, as before."""
+    notes = tmp_path / "out.json"
+    notes.write_text(' {\n  "schema" : "tool",\n  "nodes": [' + "1, " * 1000)  # opens as ours, cut short
+    check([out(notes, kind=JSON)], [], force=False)
+    notes.write_text('{"schema": "tool"}')
+    check([out(notes, kind=JSON)], [], force=False)
+    notes.write_text('{"version": 2, "schema": "tool"}')  # the key later: the whole text says it is ours
+    check([out(notes, kind=JSON)], [], force=False)
+    for text in (
+        '{"version": 2, "schema": "tool"',
+        '{"schema": "tool"',
+        '{"schema": "tools", "x": 1}',
+        '["schema"]',
+    ):
+        notes.write_text(text)
+        refusal([out(notes, kind=JSON)])
+    notes.write_bytes(
+        b'\xff{"schema": "tool"}'
+    )  # not UTF-8 text: neither its opening nor its whole text says ours
+    refusal([out(notes, kind=JSON)])
+    notes.write_bytes(
+        b'{"schema": "tool", "x": "' + "é".encode() * 3000 + b'"}'
+    )  # the head cut inside a character
+    check([out(notes, kind=JSON)], [], force=False)
+
+
 def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):
     source = tmp_path / "mlp.py"
     source.write_text("x = 1\n")

@@ -290,7 +290,7 @@ def test_every_record_class_has_its_own_docstring():
                 seen.append(value.__qualname__)
                 if (value.__doc__ or "").startswith(value.__name__ + "("):
                     generated.append(value.__qualname__)
-    assert len(seen) >= 20 and "ClassInfo" in seen and "Role" in seen
+    assert len(seen) >= 10 and "Analysis" in seen and "ConfigRead" in seen
     assert generated == []
 
 
@@ -427,6 +427,12 @@ def test_json_text_is_the_dict_form_written_out(analysis):
     assert view.to_json() == dumps(view.to_dict())
     with pytest.raises(TypeError, match="not JSON serializable"):
         dumps({"x": {1, 2}})
+    # one top-level field a line, each value compact (joined once from its pieces, no field copied into a line)
+    assert (
+        dumps({"a": 1, "b": [1, "\u00e9"], "c": None})
+        == '{\n  "a": 1,\n  "b": [1, "\u00e9"],\n  "c": null\n}\n'
+    )
+    assert dumps({}) == "{\n\n}\n"
 
 
 def test_json_edges_written_directly_are_the_encoders_bytes():
@@ -445,6 +451,9 @@ def test_json_edges_written_directly_are_the_encoders_bytes():
     assert json.loads(text) == _edge_dicts(g)
     assert dumps({"edges": text}) == dumps({"edges": _edge_dicts(g)})
     assert _edges_text(Graph()) == "[]"
+    one = Graph()
+    one.add_edge("a", "b", kind="data", loc=None)
+    assert _edges_text(one) == '[{"source": "a", "target": "b", "kind": "data", "loc": null}]'
 
 
 def test_json_output_runs_without_the_cyclic_collector(monkeypatch):
@@ -507,3 +516,113 @@ def test_plain_turns_records_into_json_values():
         "t": [1, [Side.MODULE]],
     }
     assert plain("text") == "text" and plain(None) is None
+
+
+def test_engine_records_compare_by_value_as_the_dataclasses_they_were():
+    """The engine-internal records (scan.py, state.py) are plain classes with slots instead of dataclasses (start-up):
+    ``==`` still compares every field within one class, they stay unhashable, and AssignSite, ClassInfo and
+    SourceFile stay compared by identity."""
+    from tttv2_tools.trace_dependencies.scan import AssignSite, CallSite, Event, ExprSite
+    from tttv2_tools.trace_dependencies.state import CallEdge, DefSite
+
+    call = ast.parse("f(x)").body[0].value
+    guards = (("f.py:1:0", "then"),)
+    one, same = CallSite(call, guards, 3, False), CallSite(call, tuple(guards), 3, False)
+    assert one == same and (one != same) is False
+    assert one != CallSite(call, guards, 4, False) and one != CallSite(call, guards, 3, False, guards)
+    assert ExprSite(call, (), False) != CallSite(call, (), 0, False)  # another class: never equal
+    assert Event(1, "call", call, ()) != (1, "call", call, ())
+    assert CallEdge("a", "b", (), "f.py:1:0") == CallEdge(
+        "a", "b", (), "f.py:1:0", {}
+    )  # the default: a new {}
+    first, second = CallEdge("a", "b", (), "l"), CallEdge("a", "b", (), "l")
+    first.args["x"] = ("value", 1)
+    assert second.args == {} and first != second
+    with pytest.raises(TypeError):
+        hash(one)
+    with pytest.raises(AttributeError):
+        one.extra = 1  # slots: a misspelt field is an error, not a new attribute
+    site = AssignSite(None, 1, 0, (), "assign")
+    assert site == site and site != AssignSite(None, 1, 0, (), "assign") and hash(site) == hash(site)
+    info = type("F", (), {"file": type("S", (), {"name": "m.py"})()})()
+    define = DefSite("K", "key", info, None, None, 3, 4, 3, (), 1)
+    assert (define.id, define.env, define.via, define.only_if_absent) == ("def:m.py:3:4", {}, (), False)
+
+
+def test_roles_and_node_refs_are_immutable_values_as_the_frozen_dataclasses_were():
+    """``Role`` and ``NodeRef`` are plain classes (start-up) with the frozen dataclasses' ``==``, hash and repr."""
+    from tttv2_tools.trace_dependencies.ids import (
+        ARGS,
+        NodeKind,
+        NodeRef,
+        Role,
+        RoleKind,
+        parse_node,
+        ttnn_role,
+    )
+
+    assert Role(RoleKind.ARGS) == ARGS and hash(Role(RoleKind.ARGS)) == hash(ARGS)
+    assert ttnn_role("ttnn.add") == Role(RoleKind.TTNN, path="ttnn.add") != ttnn_role("ttnn.mul")
+    assert ARGS != "args" and NodeRef(NodeKind.KEY, "K") != ARGS
+    assert {ARGS: 1}[Role(RoleKind.ARGS, None, "")] == 1
+    assert repr(ttnn_role("ttnn.add")) == "Role(kind=<RoleKind.TTNN: 'ttnn'>, cls=None, path='ttnn.add')"
+    ref = parse_node("key:FF1_PROGCFG")
+    assert ref == NodeRef(NodeKind.KEY, "FF1_PROGCFG") and hash(ref) == hash(
+        NodeRef(NodeKind.KEY, "FF1_PROGCFG")
+    )
+    assert (
+        str(ref) == "key:FF1_PROGCFG"
+        and repr(ref) == "NodeRef(kind=<NodeKind.KEY: 'key'>, rest='FF1_PROGCFG')"
+    )
+    for value, field in ((ARGS, "path"), (ref, "rest")):
+        with pytest.raises(AttributeError):
+            setattr(value, field, "x")
+        with pytest.raises(AttributeError):
+            delattr(value, field)
+    assert ARGS.path == "" and ref.rest == "FF1_PROGCFG"
+    # a role without class or path is its kind's constant, so the engine's ``role is MESH`` is ``role == MESH``
+    from tttv2_tools.trace_dependencies import ids
+
+    for constant in (ids.ARGS, ids.MC, ids.MESH, ids.OS, ids.ENVIRON, ids.GETENV, ids.HFCFG):
+        assert Role(constant.kind) is constant and Role(constant.kind, None, "") is constant
+        assert Role(constant.kind, path="x") is not constant and Role(constant.kind, path="x") != constant
+    assert Role(RoleKind.SELF) is not Role(RoleKind.SELF) and Role(RoleKind.SELF) == Role(RoleKind.SELF)
+
+
+def test_the_trace_deps_process_keeps_freed_memory_where_glibc_allows_it(monkeypatch):
+    """``cli.keep_freed_memory`` (called by the ``trace-deps`` command): glibc's mallopt where there is one, and
+    nothing (False) on another system, without a C library that can be loaded, or without mallopt."""
+    import ctypes
+    import platform
+
+    from tttv2_tools.trace_dependencies import cli
+
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert cli.keep_freed_memory() is True
+    calls = []
+
+    class Libc:
+        def __init__(self, result):
+            self.result = result
+
+        def mallopt(self, option, value):
+            calls.append((option, value))
+            return self.result
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: Libc(1))
+    assert cli.keep_freed_memory() is True
+    assert calls == [(-1, 256 << 20), (-3, 32 << 20)]  # M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: Libc(0))  # refused by the library
+    assert cli.keep_freed_memory() is False
+    monkeypatch.setattr(ctypes, "CDLL", lambda _name: object())  # a libc without mallopt
+    assert cli.keep_freed_memory() is False
+
+    def unloadable(_name):
+        raise OSError("no C library")
+
+    monkeypatch.setattr(ctypes, "CDLL", unloadable)
+    assert cli.keep_freed_memory() is False
+    monkeypatch.setattr(sys, "platform", "darwin")
+    calls.clear()
+    assert cli.keep_freed_memory() is False and calls == []

@@ -97,12 +97,12 @@ class Binding(Part):
             )
         if isinstance(value, ast.Attribute):
             role = self.role(value.value, info)
-            if role == ARGS:
+            if role is ARGS:
                 meth = self.config_method(value.attr)
                 return [meth] if meth is not None else []
             if role is not None and role.kind is RoleKind.SELF:
                 return self.self_callees(role.cls, value.attr)
-        if isinstance(value, ast.Subscript) and self.role(value.value, info) == MC:
+        if isinstance(value, ast.Subscript) and self.role(value.value, info) is MC:
             key = const_str(value.slice)
             if key is not None:
                 return self.key_callees(key)

@@ -174,9 +174,11 @@ def console() -> int:
     - an in-process caller (a test) then gets its collector back on, and later analyses keep nothing.
 
     Together ~10 % of a ``--json=OUT`` run on tt-metal's attention.py (docs/performance.md). Nothing is written
-    after ``main`` returns, and exit handlers (``atexit``) still run."""
+    after ``main`` returns, and exit handlers (``atexit``) still run. And the C allocator keeps the memory it frees
+    for the next allocations (:func:`keep_freed_memory`)."""
     from . import api
 
+    keep_freed_memory()
     kept: list = []
     kept.append(kept)  # a cycle: freed only by a collection, and the collector never sees it again (freeze)
     api.retained = kept
@@ -190,6 +192,30 @@ def console() -> int:
         api.retained = None
         if was_enabled:
             gc.enable()
+
+
+#: glibc's mallopt parameters (malloc.h) and the values the trace-deps process sets
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_KEPT_FREE, _MMAP_FROM = 256 << 20, 32 << 20
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's allocator keep what the process frees for its next allocations instead of giving it back to the
+    system at once, and serve blocks below 32 MiB from that kept memory instead of a fresh mapping each. By default
+    every block of 128 KiB or more (the parser's buffers, each JSON field's text, the output's bytes) is a new
+    mapping, and memory freed at the top of the heap is returned: each page touched again is a page fault, which
+    this machine pays in kernel time (docs/performance.md: ~1,900 of a run's ~10,800 faults on tt-metal's
+    attention.py). Only the ``trace-deps`` process does this (it exits right after its run). True when set; False
+    where the C library has no ``mallopt`` (not Linux, or a libc without it): nothing changes there."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (ImportError, OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_TRIM_THRESHOLD, _KEPT_FREE)) and bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM))
 
 
 def parse_args(argv) -> argparse.Namespace:

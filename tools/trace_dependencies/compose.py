@@ -251,7 +251,7 @@ class Composition(Part):
                     )
 
     def _key_event(self, sa, info: FuncInfo, guards: Guards, via) -> None:
-        if self.role(sa.target.value, info) != MC:
+        if self.role(sa.target.value, info) is not MC:
             return
         stmt = sa.stmt
         end = getattr(stmt, "end_lineno", stmt.lineno)
@@ -267,7 +267,7 @@ class Composition(Part):
     def _del_event(self, target: ast.Subscript, info: FuncInfo, guards: Guards, via) -> None:
         """``del model_config[KEY]``: a definition of kind "deleted" (no value), so last-assignment-wins ends the
         earlier definitions on its path; a key that cannot be named is a dynamic definition."""
-        if self.role(target.value, info) != MC:
+        if self.role(target.value, info) is not MC:
             return
         line, col = target.lineno, info.file.char_col(target.lineno, target.col_offset)
         where = (line, col, getattr(target, "end_lineno", line))
@@ -280,7 +280,7 @@ class Composition(Part):
             self.define(key, "key", info, None, where, guards, via, "deleted", env=env)
 
     def _mutation(self, mut, info: FuncInfo, guards: Guards, via) -> None:
-        if self.role(mut.base, info) != MC:
+        if self.role(mut.base, info) is not MC:
             return
         call = mut.call
         line, end = call.lineno, getattr(call, "end_lineno", call.lineno)
@@ -505,7 +505,7 @@ class Composition(Part):
         value = const_eval(e, {})
         if isinstance(value, (list, tuple)):
             return list(value)
-        if isinstance(e, ast.Attribute) and self.role(e.value, info) == ARGS:
+        if isinstance(e, ast.Attribute) and self.role(e.value, info) is ARGS:
             for klass in self.st.config_chain:
                 stmt = klass.class_attrs.get(e.attr)
                 if stmt is not None and getattr(stmt, "value", None) is not None:

@@ -97,7 +97,7 @@ class Dependencies(Part):
 
     def _truth_dep(self, e: ast.AST, info: FuncInfo, out: set[str], stack: list) -> None:
         """``if mesh_device`` / ``mesh_device and ...`` test whether a device is present."""
-        if isinstance(e, (ast.Name, ast.Attribute)) and self.role(e, info) == MESH:
+        if isinstance(e, (ast.Name, ast.Attribute)) and self.role(e, info) is MESH:
             out.add(self.hw("device_present"))
         else:
             stack.append(e)
@@ -105,7 +105,7 @@ class Dependencies(Part):
     def _name_dep(self, e: ast.Name, info: FuncInfo, out: set[str]) -> None:
         name = e.id
         role = self.role_name(name, info)
-        if role == MESH:
+        if role is MESH:
             out.add(self.hw("mesh_device"))
             return
         if role is not None:
@@ -175,7 +175,7 @@ class Dependencies(Part):
         role = self.role(e.value, info)
         key = const_str(e.slice)
         loc = loc_of(info.file, e)
-        if role == MC:
+        if role is MC:
             if key == C.MODE_KEY:  # the mode a per-mode dict carries: the mode itself (facts.is_mode)
                 out.add(self.node("input:mode", "mode", "mode (per-call: decode / prefill)", info.loc()))
                 return []
@@ -197,10 +197,10 @@ class Dependencies(Part):
                 )
             )
             return [e.slice]
-        if role == ENVIRON and key is not None:
+        if role is ENVIRON and key is not None:
             out.add(self.env(key, loc))
             return []
-        if role == HFCFG and key is not None:
+        if role is HFCFG and key is not None:
             out.add(self.hf(key, loc))
             return []
         return [e.value, e.slice]
@@ -209,13 +209,13 @@ class Dependencies(Part):
         if len(e.ops) != 1:
             return False
         left, right, op = e.left, e.comparators[0], e.ops[0]
-        if isinstance(op, (ast.Is, ast.IsNot)) and is_none(right) and self.role(left, info) == MESH:
+        if isinstance(op, (ast.Is, ast.IsNot)) and is_none(right) and self.role(left, info) is MESH:
             out.add(self.hw("device_present"))
             return True
         if (
             isinstance(op, (ast.In, ast.NotIn))
             and const_str(left) is not None
-            and self.role(right, info) == HFCFG
+            and self.role(right, info) is HFCFG
         ):
             out.add(self.hf(const_str(left), loc_of(info.file, e)))
             return True
@@ -304,14 +304,14 @@ class Dependencies(Part):
             if dynamic is not None:
                 out.add(dynamic)
                 return args
-            if role == GETENV:
+            if role is GETENV:
                 return self._getenv(e, info, loc, out)
             if role is not None and role.kind is RoleKind.TTNN:
                 last = role.last
                 if last in C.HW_FUNCS:
                     out.add(self.hw(C.HW_FUNCS[last]))
                 return args
-            if name in ("getattr", "hasattr") and len(e.args) >= 2 and self.role(e.args[0], info) == ARGS:
+            if name in ("getattr", "hasattr") and len(e.args) >= 2 and self.role(e.args[0], info) is ARGS:
                 attr = const_str(e.args[1])
                 if attr is not None:
                     if self.config_has(attr) or (name == "getattr" and len(e.args) < 3):
@@ -334,7 +334,7 @@ class Dependencies(Part):
                 out.add(self.func_node(callee))
                 self.bind(callee, e, info, skip_first=callee.self_name is not None)
             return args
-        if isinstance(func, ast.Subscript) and self.role(func.value, info) == MC:
+        if isinstance(func, ast.Subscript) and self.role(func.value, info) is MC:
             key = const_str(func.slice)
             if key is not None:
                 for callee in self.key_callees(key):

@@ -52,7 +52,7 @@ class Facts(Part):
             return None
         if isinstance(e, ast.Attribute):
             role = self.role(e.value, info)
-            if role == ARGS and e.attr == "is_galaxy":
+            if role is ARGS and e.attr == "is_galaxy":
                 return 1
             if role is not None and role.kind is RoleKind.SELF:
                 values = [(i, s.value) for i, s in self.self_sites(role.cls, e.attr)]
@@ -93,7 +93,7 @@ class Facts(Part):
             return True
         if isinstance(e, ast.Attribute):
             role = self.role(e.value, info)
-            if role == ARGS and e.attr == "num_devices":
+            if role is ARGS and e.attr == "num_devices":
                 return True
             if role is not None and role.kind is RoleKind.SELF and e.attr == "num_devices":
                 return all(
@@ -179,9 +179,9 @@ class Facts(Part):
             return False
         if isinstance(e, ast.Attribute):
             role = self.role(e.value, info)
-            if e.attr == "shape" and role == MESH:
+            if e.attr == "shape" and role is MESH:
                 return True
-            return e.attr == "cluster_shape" and role == ARGS
+            return e.attr == "cluster_shape" and role is ARGS
         return False
 
     def facts_of(self, site: BranchSite, info: FuncInfo) -> list[tuple[str, int]]:

@@ -6,7 +6,6 @@ goldens use them); :func:`node_id` builds one from a :class:`NodeKind` and :func
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 
@@ -24,13 +23,47 @@ class RoleKind(Enum):
     TTNN = "ttnn"  # ttnn or a member of it (``path`` is the dotted name, e.g. "ttnn.experimental")
 
 
-@dataclass(frozen=True)
-class Role:
-    """What a name stands for (the model args, the config dict, the mesh, os, ...), with its class or path."""
+_SINGLE: dict[RoleKind, Role] = {}  # the constants below, by kind (Role.__new__)
 
-    kind: RoleKind
-    cls: object | None = None  # ClassInfo for SELF
-    path: str = ""  # dotted name for TTNN
+
+class Role:
+    """What a name stands for (the model args, the config dict, the mesh, os, ...), with its class or path.
+    Immutable and compared by value; a plain class rather than a frozen dataclass, whose generated methods are
+    compiled at every start-up (its ``==``, hash and repr are the ones the dataclass had)."""
+
+    __slots__ = ("cls", "kind", "path")
+
+    def __new__(klass, kind: RoleKind, cls: object | None = None, path: str = "") -> Role:
+        # a role without class or path is the one constant of its kind (ARGS, MC, MESH, ...): the engine compares
+        # with those by identity (``role is MESH``), thousands of times a run, instead of calling __eq__
+        if cls is None and not path:
+            single = _SINGLE.get(kind)
+            if single is not None:
+                return single
+        return object.__new__(klass)
+
+    def __init__(self, kind: RoleKind, cls: object | None = None, path: str = "") -> None:
+        _set = object.__setattr__
+        _set(self, "kind", kind)
+        _set(self, "cls", cls)  # ClassInfo for SELF
+        _set(self, "path", path)  # dotted name for TTNN
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of an immutable Role")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of an immutable Role")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Role:
+            return NotImplemented
+        return (self.kind, self.cls, self.path) == (other.kind, other.cls, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.cls, self.path))
+
+    def __repr__(self) -> str:
+        return f"Role(kind={self.kind!r}, cls={self.cls!r}, path={self.path!r})"
 
     @property
     def last(self) -> str:
@@ -45,6 +78,7 @@ OS = Role(RoleKind.OS)
 ENVIRON = Role(RoleKind.ENVIRON)
 GETENV = Role(RoleKind.GETENV)
 HFCFG = Role(RoleKind.HFCFG)
+_SINGLE.update((role.kind, role) for role in (ARGS, MC, MESH, OS, ENVIRON, GETENV, HFCFG))
 #: Roles a parameter takes over from the argument a call site passes (``def helper(cfg): cfg["K"]``).
 PASSED_ON = frozenset({ARGS, MC, MESH, ENVIRON, HFCFG})
 
@@ -99,12 +133,32 @@ class NodeKind(Enum):
 _BY_PREFIX = {kind.value: kind for kind in NodeKind}
 
 
-@dataclass(frozen=True)
 class NodeRef:
-    """A parsed node id: its kind and the rest (the key, the attribute, the location, ...)."""
+    """A parsed node id: its kind and the rest (the key, the attribute, the location, ...). Immutable, compared by
+    value (a plain class, as :class:`Role`)."""
 
-    kind: NodeKind
-    rest: str
+    __slots__ = ("kind", "rest")
+
+    def __init__(self, kind: NodeKind, rest: str) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "rest", rest)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of an immutable NodeRef")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of an immutable NodeRef")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not NodeRef:
+            return NotImplemented
+        return (self.kind, self.rest) == (other.kind, other.rest)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.rest))
+
+    def __repr__(self) -> str:
+        return f"NodeRef(kind={self.kind!r}, rest={self.rest!r})"
 
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.rest}"

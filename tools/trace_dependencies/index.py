@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 
 from .scan import FuncInfo, make_funcinfo
 from .source import SourceFile
 
 
-@dataclass(eq=False, repr=False)
 class ClassInfo:
-    """One class of an indexed file: its bases, methods and class attributes."""
+    """One class of an indexed file: its bases, methods and class attributes. (A plain class, compared by identity:
+    see scan.ByValue.)"""
 
-    name: str
-    node: ast.ClassDef
-    file: SourceFile
-    bases: list[str]
-    methods: dict[str, ast.AST] = field(default_factory=dict)
-    class_attrs: dict[str, ast.stmt] = field(default_factory=dict)
+    __slots__ = ("bases", "class_attrs", "file", "methods", "name", "node")
+
+    def __init__(
+        self,
+        name: str,
+        node: ast.ClassDef,
+        file: SourceFile,
+        bases: list[str],
+        methods: dict[str, ast.AST] | None = None,
+        class_attrs: dict[str, ast.stmt] | None = None,
+    ) -> None:
+        self.name = name
+        self.node = node
+        self.file = file
+        self.bases = bases
+        self.methods: dict[str, ast.AST] = {} if methods is None else methods
+        self.class_attrs: dict[str, ast.stmt] = {} if class_attrs is None else class_attrs
 
     def loc(self) -> str:
         return self.file.loc(self.node)

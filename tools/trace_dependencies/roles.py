@@ -82,11 +82,11 @@ class Roles(Part):
                 return MC  # model_config = get_decode_model_config(...)
             if isinstance(func, ast.Attribute):
                 base = self.role(func.value, info, depth + 1)
-                if base == ARGS and func.attr == "get_model_config":
+                if base is ARGS and func.attr == "get_model_config":
                     return MC
-                if base == HFCFG and func.attr in ("get", "to_dict", "copy"):
+                if base is HFCFG and func.attr in ("get", "to_dict", "copy"):
                     return HFCFG
-                if base == ENVIRON and func.attr == "copy":
+                if base is ENVIRON and func.attr == "copy":
                     return ENVIRON
             return None
         if isinstance(e, ast.IfExp):
@@ -104,7 +104,7 @@ class Roles(Part):
                     return r
             return None
         if isinstance(e, ast.Subscript):
-            return HFCFG if self.role(e.value, info, depth + 1) == HFCFG else None
+            return HFCFG if self.role(e.value, info, depth + 1) is HFCFG else None
         return None
 
     def role_name(self, name: str, info: FuncInfo, depth: int = 0):

@@ -4,13 +4,10 @@ expressions, each with the stack of conditions (guards) it sits under. No roles 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 from functools import cached_property
 
 from .source import SourceFile
 
-# Engine-internal records get no generated __repr__ (and no __eq__ where identity is meant): dataclasses
-# compile each generated method when the module is imported, a large part of the tool's start-up time.
 GuardKey = tuple[str, str]  # (branch id, arm)
 Guards = tuple[GuardKey, ...]
 
@@ -23,89 +20,183 @@ def loc_of(source: SourceFile, node: ast.AST) -> str:
     return source.loc(node)
 
 
-@dataclass(eq=False, repr=False)
+# The engine-internal records are plain classes with slots, not dataclasses: ``@dataclass`` compiles each generated
+# method of each class when the module is imported (a large part of the tool's start-up time), and the engine makes
+# thousands of them a run (slots make that and reading their fields cheaper). Where the dataclass compared by value,
+# ``ByValue`` gives the same ``==`` (every field, same class only) and leaves them unhashable, as it did.
+
+
+class ByValue:
+    """``==`` as ``@dataclass`` generates it: the same class and equal fields (``_compared``), in order."""
+
+    __slots__ = ()
+    _compared: tuple[str, ...] = ()
+    __hash__ = None  # type: ignore[assignment]  (mutable and compared by value: unhashable, as a dataclass)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = self._compared
+        return tuple([getattr(self, n) for n in names]) == tuple([getattr(other, n) for n in names])
+
+
 class AssignSite:
-    """One binding of a name in a function (assignment, loop target, import, def, ...) and what guards it."""
+    """One binding of a name in a function (assignment, loop target, import, def, ...) and what guards it.
+    (Compared by identity.)"""
 
-    value: ast.expr | None
-    line: int
-    col: int
-    guards: Guards
-    kind: str  # assign | aug | for | comp | with | unpack | walrus | import | def | except | match
-    source: ast.expr | None = None
-    order: int = 0
-    loops: tuple[tuple[ast.expr, ast.expr], ...] = ()
-    target: ast.AST | None = field(default=None, repr=False, compare=False)  # the binding node (flow.py)
+    __slots__ = ("col", "guards", "kind", "line", "loops", "order", "source", "target", "value")
+
+    def __init__(
+        self,
+        value: ast.expr | None,
+        line: int,
+        col: int,
+        guards: Guards,
+        kind: str,  # assign | aug | for | comp | with | unpack | walrus | import | def | except | match
+        source: ast.expr | None = None,
+        order: int = 0,
+        loops: tuple[tuple[ast.expr, ast.expr], ...] = (),
+        target: ast.AST | None = None,  # the binding node (flow.py)
+    ) -> None:
+        self.value = value
+        self.line = line
+        self.col = col
+        self.guards = guards
+        self.kind = kind
+        self.source = source
+        self.order = order
+        self.loops = loops
+        self.target = target
 
 
-@dataclass(repr=False)
-class SubAssign:
+class SubAssign(ByValue):
     """A store into a subscript (``d[key] = value``) with its guards, order and enclosing loops."""
 
-    target: ast.Subscript
-    value: ast.expr | None
-    guards: Guards
-    order: int
-    loops: tuple[tuple[ast.expr, ast.expr], ...]
-    stmt: ast.stmt
+    __slots__ = _compared = ("target", "value", "guards", "order", "loops", "stmt")
+
+    def __init__(
+        self,
+        target: ast.Subscript,
+        value: ast.expr | None,
+        guards: Guards,
+        order: int,
+        loops: tuple[tuple[ast.expr, ast.expr], ...],
+        stmt: ast.stmt,
+    ) -> None:
+        self.target = target
+        self.value = value
+        self.guards = guards
+        self.order = order
+        self.loops = loops
+        self.stmt = stmt
 
 
-@dataclass(repr=False)
-class Mutation:
+class Mutation(ByValue):
     """A mutating method call on a value (``d.update(...)``, ``setdefault``, ``pop``, ``clear``)."""
 
-    call: ast.Call
-    base: ast.expr
-    method: str
-    guards: Guards
-    order: int
-    loops: tuple[tuple[ast.expr, ast.expr], ...]
+    __slots__ = _compared = ("call", "base", "method", "guards", "order", "loops")
+
+    def __init__(
+        self,
+        call: ast.Call,
+        base: ast.expr,
+        method: str,
+        guards: Guards,
+        order: int,
+        loops: tuple[tuple[ast.expr, ast.expr], ...],
+    ) -> None:
+        self.call = call
+        self.base = base
+        self.method = method
+        self.guards = guards
+        self.order = order
+        self.loops = loops
 
 
-@dataclass(repr=False)
-class BranchSite:
+class BranchSite(ByValue):
     """One branch point (if, ternary, boolean operator, comprehension filter, match case) and its deciders."""
 
-    id: str  # unique: the test's file:line:col, plus ":boolop" for boolean operators (they can share it)
-    construct: str
-    node: ast.AST
-    deciders: list[ast.expr]
-    test_node: ast.AST
-    guards: Guards
-    parent: str | None = None
-    match: ast.Match | None = None  # a match case: its statement (the earlier cases decide whether it runs)
+    __slots__ = _compared = ("id", "construct", "node", "deciders", "test_node", "guards", "parent", "match")
+
+    def __init__(
+        self,
+        id: str,  # unique: the test's file:line:col, plus ":boolop" for boolean operators (they can share it)
+        construct: str,
+        node: ast.AST,
+        deciders: list[ast.expr],
+        test_node: ast.AST,
+        guards: Guards,
+        parent: str | None = None,
+        match: ast.Match
+        | None = None,  # a match case: its statement (the earlier cases decide whether it runs)
+    ) -> None:
+        self.id = id
+        self.construct = construct
+        self.node = node
+        self.deciders = deciders
+        self.test_node = test_node
+        self.guards = guards
+        self.parent = parent
+        self.match = match
 
 
-@dataclass(repr=False)
-class CallSite:
+class CallSite(ByValue):
     """One call in a function, with its guards and its order among the function's events."""
 
-    node: ast.Call
-    guards: Guards
-    order: int
-    in_condition: bool
-    ends: Guards = ()  # path ends before it (Scanner.ends): the ops and callees it reaches run only if they hold
+    __slots__ = _compared = ("node", "guards", "order", "in_condition", "ends")
+
+    def __init__(
+        self,
+        node: ast.Call,
+        guards: Guards,
+        order: int,
+        in_condition: bool,
+        # path ends before it (Scanner.ends): the ops and callees it reaches run only if they hold
+        ends: Guards = (),
+    ) -> None:
+        self.node = node
+        self.guards = guards
+        self.order = order
+        self.in_condition = in_condition
+        self.ends = ends
 
 
-@dataclass(repr=False)
-class ExprSite:
+class ExprSite(ByValue):
     """An attribute, subscript or tensor operator worth resolving, with its guards."""
 
-    node: ast.expr
-    guards: Guards
-    in_condition: bool
-    loops: tuple[tuple[ast.expr, ast.expr], ...] = ()  # enclosing for loops: (target, iterable)
-    ends: Guards = ()  # as CallSite.ends (a tensor operator is an op)
+    __slots__ = _compared = ("node", "guards", "in_condition", "loops", "ends")
+
+    def __init__(
+        self,
+        node: ast.expr,
+        guards: Guards,
+        in_condition: bool,
+        loops: tuple[tuple[ast.expr, ast.expr], ...] = (),  # enclosing for loops: (target, iterable)
+        ends: Guards = (),  # as CallSite.ends (a tensor operator is an op)
+    ) -> None:
+        self.node = node
+        self.guards = guards
+        self.in_condition = in_condition
+        self.loops = loops
+        self.ends = ends
 
 
-@dataclass(repr=False)
-class Event:
+class Event(ByValue):
     """One event of a function in source order (a read, a mutation, a call), for the flow pass."""
 
-    order: int
-    kind: str  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...}) | del
-    payload: object
-    guards: Guards
+    __slots__ = _compared = ("order", "kind", "payload", "guards")
+
+    def __init__(
+        self,
+        order: int,
+        kind: str,  # key | attr | mutate | call (self.method()) | fcall (function()) | dict (name = {...}) | del
+        payload: object,
+        guards: Guards,
+    ) -> None:
+        self.order = order
+        self.kind = kind
+        self.payload = payload
+        self.guards = guards
 
 
 class FuncInfo:

@@ -169,7 +169,11 @@ def _edges_text(g: Graph) -> _Encoded:
         f'{{"source": {text(u)}, "target": {text(v)}, "kind": {text(d.get("kind"))}, "loc": {text(d.get("loc"))}}}'
         for u, v, d in sorted(g.edges(data=True), key=_edge_key)
     ]
-    return _Encoded("[" + ", ".join(parts) + "]")
+    if not parts:
+        return _Encoded("[]")
+    parts[0] = "[" + parts[0]  # the brackets on the first and last edge: the text is joined (copied) once
+    parts[-1] += "]"
+    return _Encoded(", ".join(parts))
 
 
 def plain(value: Any) -> Any:
@@ -205,10 +209,21 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False, default=_r
 
 
 def dumps(data: dict[str, Any]) -> str:
-    """The JSON text: one top-level field a line, each value compact. Deterministic for deterministic input."""
+    """The JSON text: one top-level field a line, each value compact. Deterministic for deterministic input. Joined
+    once from its pieces: each field's text (up to hundreds of kB) is not copied into a line first, nor the whole
+    text into a second string for the braces (each copy of a megabyte is memory the process touches anew)."""
     encode = _ENCODER.encode
-    fields = (f"  {json.dumps(k)}: {v if type(v) is _Encoded else encode(v)}" for k, v in data.items())
-    return "{\n" + ",\n".join(fields) + "\n}\n"
+    pieces = ["{\n"]
+    append = pieces.append
+    for k, v in data.items():
+        append(f"  {json.dumps(k)}: ")
+        append(v if type(v) is _Encoded else encode(v))
+        append(",\n")
+    if len(pieces) > 1:
+        pieces[-1] = "\n}\n"  # the last field's separator
+    else:
+        append("\n}\n")
+    return "".join(pieces)
 
 
 def _definition(d: Definition) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import re
 from .astutil import endswith_mode
 from .decision import assumption, eval_tree
 from .engine import Engine
+from .ids import Scope
 from .records import FactSite, Span
 from .scan import children
 
@@ -38,6 +39,7 @@ def fact_sites(engine: Engine) -> list[FactSite]:
         phase = "forward" if "forward" in phases else "construction"
         body = [info.node.body] if isinstance(info.node, ast.Lambda) else list(info.node.body)
         form: list[str] = []  # how the function spells its mode: computed at its first site
+        names: dict[str, tuple[str, int] | None] = {}  # fact of a name that is not a local (see _name_fact)
         stack = list(reversed(body))
         pop, push = stack.pop, stack.append
         while stack:
@@ -46,7 +48,7 @@ def fact_sites(engine: Engine) -> list[FactSite]:
             if kind in _SCOPES:
                 continue  # nested functions are visited as functions of their own
             if kind in _LEAF_TYPES and type(getattr(node, "ctx", None)) is not ast.Store:
-                site = _site(engine, info, node, phase, form, line_starts)
+                site = _site(engine, info, node, phase, form, line_starts, names)
                 if site is not None:
                     out.append(site)
                     continue
@@ -72,15 +74,18 @@ def decide_fact(site: FactSite, *, topology: str, mode: str | None):
 
 
 def _site(
-    engine: Engine, info, node: ast.AST, phase: str, form: list[str], line_starts: dict[int, list[int] | None]
+    engine: Engine,
+    info,
+    node: ast.AST,
+    phase: str,
+    form: list[str],
+    line_starts: dict[int, list[int] | None],
+    names: dict[str, tuple[str, int] | None],
 ) -> FactSite | None:
-    exact = engine.exact_fact(node, info)
-    if exact is not None and exact[0] in _DECIDABLE:
-        fact, polarity = exact
-    elif exact is None and isinstance(node, ast.Name) and engine.is_mode(node, info):
-        fact, polarity = "mode", 0
-    else:
+    found = _name_fact(engine, info, node, names) if type(node) is ast.Name else _fact(engine, info, node)
+    if found is None:
         return None
+    fact, polarity = found
     if not form:
         form.append(_mode_form(info, line_starts))
     end = node.end_lineno or node.lineno
@@ -97,6 +102,29 @@ def _site(
         polarity=polarity,
         mode_form=form[0],
     )
+
+
+def _fact(engine: Engine, info, node: ast.AST) -> tuple[str, int] | None:
+    """The decidable fact ``node`` is (with its polarity), ``("mode", 0)`` for a name that is the mode, else None."""
+    exact = engine.exact_fact(node, info)
+    if exact is not None and exact[0] in _DECIDABLE:
+        return exact
+    if exact is None and type(node) is ast.Name and engine.is_mode(node, info):
+        return "mode", 0
+    return None
+
+
+def _name_fact(engine: Engine, info, node: ast.Name, names: dict[str, tuple[str, int] | None]):
+    """:func:`_fact` of a name, the same for every use in one function of a name that is not a local (a parameter,
+    global, import or builtin: the evaluator's answer depends on what the name is, not on where it is used), so
+    it is worked out once a function (``names``); a local's depends on the assignments that reach each use."""
+    name = node.id
+    if name in names:
+        return names[name]
+    found = _fact(engine, info, node)
+    if engine.lookup(name, info)[0] is not Scope.LOCAL:
+        names[name] = found
+    return found
 
 
 def _mode_form(info, line_starts: dict[int, list[int] | None]) -> str:

@@ -7,7 +7,6 @@ import io
 import os
 import tokenize
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tttv2_tools._cli import missing_file
@@ -15,18 +14,31 @@ from tttv2_tools._cli import missing_file
 from .errors import TraceError, UsageError
 
 
-@dataclass(eq=False, repr=False)
 class SourceFile:
-    """One parsed Python file. ``name`` is the display name used in every location (stable across machines)."""
+    """One parsed Python file. ``name`` is the display name used in every location (stable across machines). (A
+    plain class, compared by identity: see scan.ByValue.)"""
 
-    path: Path
-    name: str
-    text: str
-    tree: ast.Module
-    lines: int
-    imports: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
-    ascii: bool = True  # the whole text is ASCII: byte and character columns agree
-    _blines: list[bytes] | None = field(default=None, repr=False)
+    __slots__ = ("_blines", "ascii", "imports", "lines", "name", "path", "text", "tree")
+
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        text: str,
+        tree: ast.Module,
+        lines: int,
+        imports: dict[str, tuple[str, str | None, int]] | None = None,
+        ascii: bool = True,  # the whole text is ASCII: byte and character columns agree
+        _blines: list[bytes] | None = None,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.text = text
+        self.tree = tree
+        self.lines = lines
+        self.imports: dict[str, tuple[str, str | None, int]] = {} if imports is None else imports
+        self.ascii = ascii
+        self._blines = _blines
 
     def char_col(self, line: int, byte_col: int) -> int:
         """``ast`` columns count UTF-8 bytes; every location trace-deps reports counts characters (as libcst and

@@ -7,39 +7,70 @@ from __future__ import annotations
 import ast
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from .graph import Graph
 from .index import ClassInfo, ModuleIndex
 from .records import Skipped
-from .scan import BranchSite, FuncInfo, Guards
+from .scan import BranchSite, ByValue, FuncInfo, Guards
 from .source import Project, SourceFile
 
 
-# Engine-internal records get no generated __repr__ (and no __eq__ where identity is meant): dataclasses
-# compile each generated method when the module is imported, a large part of the tool's start-up time.
-@dataclass(repr=False)
-class DefSite:
+# Engine-internal records: plain classes with slots, compared by value as the dataclasses they were (scan.ByValue).
+class DefSite(ByValue):
     """One definition found by composing the config (ModelArgs.__init__ and the methods it calls, or the config
     functions), in execution order."""
 
-    name: str
-    kind: str  # key | attr
-    func: FuncInfo
-    value: ast.expr | None
-    source: ast.expr | None
-    line: int
-    col: int  # character column
-    end_line: int
-    guards: Guards
-    order: int
-    value_kind: str = "value"
-    env: dict[str, object] = field(default_factory=dict)
-    via: tuple[str, ...] = ()
-    dynamic: str | None = None
-    only_if_absent: bool = (
-        False  # model_config.setdefault(KEY, value): never overwrites an earlier definition
+    __slots__ = _compared = (
+        "name",
+        "kind",
+        "func",
+        "value",
+        "source",
+        "line",
+        "col",
+        "end_line",
+        "guards",
+        "order",
+        "value_kind",
+        "env",
+        "via",
+        "dynamic",
+        "only_if_absent",
     )
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,  # key | attr
+        func: FuncInfo,
+        value: ast.expr | None,
+        source: ast.expr | None,
+        line: int,
+        col: int,  # character column
+        end_line: int,
+        guards: Guards,
+        order: int,
+        value_kind: str = "value",
+        env: dict[str, object] | None = None,
+        via: tuple[str, ...] = (),
+        dynamic: str | None = None,
+        only_if_absent: bool = False,  # model_config.setdefault(KEY, value): never overwrites an earlier definition
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.func = func
+        self.value = value
+        self.source = source
+        self.line = line
+        self.col = col
+        self.end_line = end_line
+        self.guards = guards
+        self.order = order
+        self.value_kind = value_kind
+        self.env = {} if env is None else env
+        self.via = via
+        self.dynamic = dynamic
+        self.only_if_absent = only_if_absent
 
     @property
     def loc(self) -> str:
@@ -51,50 +82,100 @@ class DefSite:
         return f"def:{self.loc}{suffix}"
 
 
-@dataclass(repr=False)
-class CallEdge:
+class CallEdge(ByValue):
     """A call from one analysed function to another, under the guards of the call site."""
 
-    caller: str
-    callee: str
-    guards: Guards
-    loc: str
-    args: dict[str, object] = field(
-        default_factory=dict
-    )  # parameter -> what the call passes (decision.close)
+    __slots__ = _compared = ("caller", "callee", "guards", "loc", "args")
+
+    def __init__(
+        self,
+        caller: str,
+        callee: str,
+        guards: Guards,
+        loc: str,
+        args: dict[str, object] | None = None,  # parameter -> what the call passes (decision.close)
+    ) -> None:
+        self.caller = caller
+        self.callee = callee
+        self.guards = guards
+        self.loc = loc
+        self.args = {} if args is None else args
 
 
-@dataclass(repr=False)
-class ReadRecord:
+class ReadRecord(ByValue):
     """One config read as the engine records it (``graphing.build`` turns it into a public ``ConfigRead``)."""
 
-    name: str
-    kind: str  # key | attr | method
-    via: str
-    loc: str
-    function: str
-    node: str
-    in_condition: bool
-    guards: Guards
-    phase: str
-    func: str  # FuncInfo.id of the reading function
-    default: str | None = None
-    called_with: list[str] | None = None
-    note: str | None = None
+    __slots__ = _compared = (
+        "name",
+        "kind",
+        "via",
+        "loc",
+        "function",
+        "node",
+        "in_condition",
+        "guards",
+        "phase",
+        "func",
+        "default",
+        "called_with",
+        "note",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,  # key | attr | method
+        via: str,
+        loc: str,
+        function: str,
+        node: str,
+        in_condition: bool,
+        guards: Guards,
+        phase: str,
+        func: str,  # FuncInfo.id of the reading function
+        default: str | None = None,
+        called_with: list[str] | None = None,
+        note: str | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.via = via
+        self.loc = loc
+        self.function = function
+        self.node = node
+        self.in_condition = in_condition
+        self.guards = guards
+        self.phase = phase
+        self.func = func
+        self.default = default
+        self.called_with = called_with
+        self.note = note
 
 
-@dataclass(repr=False)
-class OpRecord:
+class OpRecord(ByValue):
     """One terminal ttnn op call as the engine records it."""
 
-    op: str
-    loc: str
-    function: str
-    spelled: str
-    phase: str
-    guards: Guards
-    via: tuple[str, ...]
-    func: str  # FuncInfo.id of the calling function
+    __slots__ = _compared = ("op", "loc", "function", "spelled", "phase", "guards", "via", "func")
+
+    def __init__(
+        self,
+        op: str,
+        loc: str,
+        function: str,
+        spelled: str,
+        phase: str,
+        guards: Guards,
+        via: tuple[str, ...],
+        func: str,  # FuncInfo.id of the calling function
+    ) -> None:
+        self.op = op
+        self.loc = loc
+        self.function = function
+        self.spelled = spelled
+        self.phase = phase
+        self.guards = guards
+        self.via = via
+        self.func = func
 
 
 # The groups of state are plain classes, not dataclasses: nothing compares or prints them, and a generated

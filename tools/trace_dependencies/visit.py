@@ -65,7 +65,7 @@ class Visitor(Part):
             if base is not None:  # super().m(...), Base.m(self, ...)
                 return [base[0]] if base[0] is not None else []
             role = self.role(func.value, info)
-            if role == ARGS:
+            if role is ARGS:
                 meth = self.config_method(func.attr)
                 return [meth] if meth is not None else []
             if role is not None and role.kind is RoleKind.SELF:
@@ -77,7 +77,7 @@ class Visitor(Part):
             if self.role_name(func.id, info) is not None:
                 return []
             return self.name_callees(func.id, info) or []
-        if isinstance(func, ast.Subscript) and self.role(func.value, info) == MC:
+        if isinstance(func, ast.Subscript) and self.role(func.value, info) is MC:
             key = const_str(func.slice)
             return self.key_callees(key) if key is not None else []
         return []
@@ -198,7 +198,7 @@ class Visitor(Part):
         e = site.node
         if isinstance(e, ast.Subscript):
             role = self.role(e.value, info)
-            if role != MC:
+            if role is not MC:
                 return
             key = const_str(e.slice)
             call = call_funcs.get(id(e))
@@ -249,7 +249,7 @@ class Visitor(Part):
             )
         elif isinstance(e, ast.Attribute):
             role = self.role(e.value, info)
-            if role != ARGS or e.attr in ("model_config", "get_model_config"):
+            if role is not ARGS or e.attr in ("model_config", "get_model_config"):
                 return
             call = call_funcs.get(id(e))
             if call is not None:
@@ -317,7 +317,7 @@ class Visitor(Part):
     def _read_from_call(self, call, info: FuncInfo, phase: str) -> None:
         node = call.node
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr == "get" and self.role(func.value, info) == MC:
+        if isinstance(func, ast.Attribute) and func.attr == "get" and self.role(func.value, info) is MC:
             key = const_str(node.args[0]) if node.args else None
             if key is not None:
                 default = info.file.segment(node.args[1], 40) if len(node.args) > 1 else "None"
@@ -336,7 +336,7 @@ class Visitor(Part):
             isinstance(func, ast.Name)
             and func.id in ("getattr", "hasattr")
             and len(node.args) >= 2
-            and self.role(node.args[0], info) == ARGS
+            and self.role(node.args[0], info) is ARGS
         ):
             attr = const_str(node.args[1])
             if attr is not None:
