@@ -201,9 +201,10 @@ def small_matmul(
     if kind == "float32":
         w0, w1 = _f32(parts[0]), None
     elif kind == "bfloat16":
-        w0, w1 = np.asarray(parts[0], dtype=np.uint16, order="C"), None
+        w0, w1 = np.asarray(parts[0], order="C"), None  # uint16 patterns (the kernel checks the dtype)
     else:
-        w0, w1 = _packed("small_matmul", "exponents", parts[0]), _packed("small_matmul", "codes", parts[1])
+        w0 = _packed("small_matmul", "exponents", parts[0])
+        w1 = _packed("small_matmul", "codes", parts[1]) if len(parts) > 1 else None
     cols = w0.shape[1] * (reference.BFP_BLOCK if w1 is not None else 1) if w0.ndim == 2 else 0
     out = np.empty((a.shape[0] if a.ndim == 2 else 0, cols), dtype=np.float32)
     _native.small_matmul(a, kind, w0, w1, operator.index(k_block), operator.index(keep_mask), out)
