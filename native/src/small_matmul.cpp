@@ -23,8 +23,13 @@ namespace nb = nanobind;
 
 namespace {
 
-constexpr size_t kTile = 32;     // columns per micro-tile (a tile's width; a multiple of the 16-value block)
-constexpr size_t kPanelK = 128;  // weight rows decoded per panel: 128 x 32 float32 = 16 KiB, in L1
+constexpr size_t kTile = 32;    // columns whose sums stay in vector registers (a multiple of the 16-value block)
+// Columns are taken a strip at a time: a panel of the strip's weight rows decoded (8192 float32 = 32 KiB), then
+// multiplied into the R rows' sums for the strip (R x strip float32 <= 16 KiB: in L1 with the panel). Few rows
+// take wide strips (whole cache lines of the weight, fewer passes); 32 rows take 128 columns.
+constexpr size_t kPanelValues = 8192;
+constexpr size_t kSumValues = 4096;
+constexpr size_t kMinStrip = 128, kMaxStrip = 1024;
 constexpr size_t kMaxRows = 32;  // one tile row: the largest left operand this kernel takes
 
 enum class Kind { kFloat32, kBfloat16, kBfp8, kBfp4 };
@@ -56,53 +61,67 @@ std::string shape_of(const AnyIn& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-// Weight rows [k0, k1), columns [c0, c0 + width) (width <= kTile; c0 and width multiples of 16 for block floats)
-// as float32 bits in panel[(k - k0) * kTile + j], the kept bits only; columns from width to kTile are zeros.
-TTTV2_INLINE void decode_panel(const Weight& w, size_t k0, size_t k1, size_t c0, size_t width,
+// Weight rows [k0, k1), columns [c0, c0 + width) (width <= strip; c0 and width multiples of 16 for block floats)
+// as float32 bits in panel[(k - k0) * strip + j], the kept bits only; columns from width to strip are zeros.
+template <int W>
+TTTV2_INLINE void decode_panel(const Weight& w, size_t k0, size_t k1, size_t c0, size_t width, size_t strip,
                                uint32_t* __restrict panel) {
-  for (size_t k = k0; k < k1; ++k) {
-    uint32_t* out = panel + (k - k0) * kTile;
-    switch (w.kind) {
-      case Kind::kFloat32: {
-        const uint32_t* src = w.f32 + k * w.cols + c0;
+  constexpr size_t kB = tttv2::kBfpBlockValues;
+  const size_t blocks = width / kB, row_blocks = w.cols / kB;
+  // one loop nest per format (the format chosen once per panel), each simple enough to vectorise
+  switch (w.kind) {
+    case Kind::kFloat32:
+      for (size_t k = k0; k < k1; ++k) {
+        const uint32_t* __restrict src = w.f32 + k * w.cols + c0;
+        uint32_t* __restrict out = panel + (k - k0) * strip;
         for (size_t j = 0; j < width; ++j) {
           out[j] = src[j] & w.keep;
         }
-        break;
       }
-      case Kind::kBfloat16: {
-        const uint16_t* src = w.bf16 + k * w.cols + c0;
+      break;
+    case Kind::kBfloat16:
+      for (size_t k = k0; k < k1; ++k) {
+        const uint16_t* __restrict src = w.bf16 + k * w.cols + c0;
+        uint32_t* __restrict out = panel + (k - k0) * strip;
         for (size_t j = 0; j < width; ++j) {
           out[j] = (static_cast<uint32_t>(src[j]) << 16) & w.keep;
         }
-        break;
       }
-      case Kind::kBfp8: {
-        const uint8_t* e = w.exps + k * (w.cols / tttv2::kBfpBlockValues) + c0 / tttv2::kBfpBlockValues;
+      break;
+    case Kind::kBfp8:
+      for (size_t k = k0; k < k1; ++k) {
+        const uint8_t* e = w.exps + k * row_blocks + c0 / kB;
         const uint8_t* c = w.codes + k * w.cols + c0;
-        for (size_t b = 0; b < width / tttv2::kBfpBlockValues; ++b) {
-          tttv2::unpack_block(c + b * tttv2::kBfpBlockValues, w.step[e[b]], w.keep,
-                              out + b * tttv2::kBfpBlockValues);
+        uint32_t* out = panel + (k - k0) * strip;
+        for (size_t b = 0; b < blocks; ++b) {
+          tttv2::unpack_block<W>(c + b * kB, w.step[e[b]], w.keep, out + b * kB);
         }
-        break;
       }
-      case Kind::kBfp4: {
-        const uint8_t* e = w.exps + k * (w.cols / tttv2::kBfpBlockValues) + c0 / tttv2::kBfpBlockValues;
+      break;
+    case Kind::kBfp4:
+      for (size_t k = k0; k < k1; ++k) {
+        const uint8_t* e = w.exps + k * row_blocks + c0 / kB;
         const uint8_t* c = w.codes + k * (w.cols / 2) + c0 / 2;
-        for (size_t b = 0; b < width / tttv2::kBfpBlockValues; ++b) {
-          tttv2::unpack_nibble_block(c + b * (tttv2::kBfpBlockValues / 2), w.step[e[b]], w.keep,
-                                     out + b * tttv2::kBfpBlockValues);
+        uint32_t* out = panel + (k - k0) * strip;
+        size_t b = 0;
+        for (; b + 2 <= blocks; b += 2) {
+          tttv2::unpack_nibble_block_pair<W>(c + b * (kB / 2), w.step[e[b]], w.step[e[b + 1]], w.keep, out + b * kB);
         }
-        break;
+        if (b < blocks) {
+          tttv2::unpack_nibble_block<W>(c + b * (kB / 2), w.step[e[b]], w.keep, out + b * kB);
+        }
       }
-    }
-    for (size_t j = width; j < kTile; ++j) {
-      out[j] = 0;
+      break;
+  }
+  if (width < strip) {
+    for (size_t k = k0; k < k1; ++k) {
+      std::fill(panel + (k - k0) * strip + width, panel + (k - k0 + 1) * strip, 0u);
     }
   }
 }
 
-// part[r][0:kTile] += a[r][k0 + k] * panel[k][0:kTile] for k = 0 .. kn - 1 in order, for RB rows, the RB x kTile
+// part[r][0:kTile] += a[r][k0 + k] * panel[k][0:kTile] for k = 0 .. kn - 1 in order, for RB rows (panel and part
+// rows `strip` apart), the RB x kTile
 // sums held in vector registers across the k loop (vectors over columns only).
 template <int W>
 struct Lanes {
@@ -110,20 +129,20 @@ struct Lanes {
 };
 
 template <int W, int RB>
-TTTV2_INLINE void multiply_panel(const float* const* rows, size_t k0, size_t kn, const float* __restrict panel,
-                                 float* __restrict part) {
+TTTV2_INLINE void multiply_panel(const float* const* rows, size_t k0, size_t kn, size_t strip,
+                                 const float* __restrict panel, float* __restrict part) {
   using V = typename Lanes<W>::f;
   constexpr int kVecs = static_cast<int>(kTile) / W;
   V acc[RB][kVecs];
   for (int r = 0; r < RB; ++r) {
     for (int v = 0; v < kVecs; ++v) {
-      std::memcpy(&acc[r][v], part + r * kTile + v * W, sizeof(V));
+      std::memcpy(&acc[r][v], part + r * strip + v * W, sizeof(V));
     }
   }
   for (size_t k = 0; k < kn; ++k) {
     V wk[kVecs];
     for (int v = 0; v < kVecs; ++v) {
-      std::memcpy(&wk[v], panel + k * kTile + v * W, sizeof(V));
+      std::memcpy(&wk[v], panel + k * strip + v * W, sizeof(V));
     }
     for (int r = 0; r < RB; ++r) {
       const float x = rows[r][k0 + k];
@@ -139,54 +158,70 @@ TTTV2_INLINE void multiply_panel(const float* const* rows, size_t k0, size_t kn,
   }
   for (int r = 0; r < RB; ++r) {
     for (int v = 0; v < kVecs; ++v) {
-      std::memcpy(part + r * kTile + v * W, &acc[r][v], sizeof(V));
+      std::memcpy(part + r * strip + v * W, &acc[r][v], sizeof(V));
     }
   }
 }
 
-// Column tiles [t0, t1) of out = rows @ weight for the R distinct rows: out_rows[r] is row r's output row.
+// The strip width for R distinct rows (a multiple of kTile).
+size_t strip_width(size_t nrows) {
+  size_t strip = kMaxStrip;
+  while (strip > kMinStrip && nrows * strip > kSumValues) {
+    strip /= 2;
+  }
+  return strip;
+}
+
+// Column strips [t0, t1) (`strip` columns each) of out = rows @ weight for the R distinct rows: out_rows[r] is row
+// r's output row. Scratch: the panel and three [R, strip] sums.
 template <int W>
 TTTV2_INLINE void small_matmul_tiles(const Weight& w, const float* const* rows, size_t nrows, size_t depth,
                                      size_t k_block, float* const* out_rows, size_t t0, size_t t1) {
   // sums of up to 8 vector registers per group of rows: 4 rows (AVX-512), 2 (AVX2), 1 (SSE)
   constexpr int kGroup = W / 4;
-  alignas(64) uint32_t panel[kPanelK * kTile];
-  alignas(64) float part[kMaxRows * kTile];
-  alignas(64) float acc[kMaxRows * kTile];
-  alignas(64) float rounded[kMaxRows * kTile];
+  const size_t strip = strip_width(nrows), panel_k = kPanelValues / strip;
+  alignas(64) uint32_t panel[kPanelValues];
+  std::vector<float> sums(3 * nrows * strip);
+  float* part = sums.data();
+  float* acc = part + nrows * strip;
+  float* rounded = acc + nrows * strip;
   const size_t block = k_block ? k_block : depth;
-  const size_t tile_values = nrows * kTile;
+  const size_t strip_values = nrows * strip;
   for (size_t t = t0; t < t1; ++t) {
-    const size_t c0 = t * kTile, width = std::min(kTile, w.cols - c0);
+    const size_t c0 = t * strip, width = std::min(strip, w.cols - c0);
+    const size_t tiles = (width + kTile - 1) / kTile;
     for (size_t b0 = 0; b0 < depth; b0 += block) {
       const size_t b1 = std::min(depth, b0 + block);
-      std::fill(part, part + tile_values, 0.0f);
-      for (size_t p0 = b0; p0 < b1; p0 += kPanelK) {
-        const size_t p1 = std::min(b1, p0 + kPanelK);
-        decode_panel(w, p0, p1, c0, width, panel);
+      std::fill(part, part + strip_values, 0.0f);
+      for (size_t p0 = b0; p0 < b1; p0 += panel_k) {
+        const size_t p1 = std::min(b1, p0 + panel_k);
+        decode_panel<W>(w, p0, p1, c0, width, strip, panel);
         const float* values = reinterpret_cast<const float*>(panel);
-        size_t r = 0;
-        for (; r + kGroup <= nrows; r += kGroup) {
-          multiply_panel<W, kGroup>(rows + r, p0, p1 - p0, values, part + r * kTile);
-        }
-        for (; r < nrows; ++r) {
-          multiply_panel<W, 1>(rows + r, p0, p1 - p0, values, part + r * kTile);
+        for (size_t tile = 0; tile < tiles; ++tile) {
+          size_t r = 0;
+          for (; r + kGroup <= nrows; r += kGroup) {
+            multiply_panel<W, kGroup>(rows + r, p0, p1 - p0, strip, values + tile * kTile,
+                                      part + r * strip + tile * kTile);
+          }
+          for (; r < nrows; ++r) {
+            multiply_panel<W, 1>(rows + r, p0, p1 - p0, strip, values + tile * kTile, part + r * strip + tile * kTile);
+          }
         }
       }
       if (b0 == 0) {
-        std::memcpy(acc, part, tile_values * sizeof(float));
+        std::memcpy(acc, part, strip_values * sizeof(float));
       } else {
-        for (size_t i = 0; i < tile_values; ++i) {
+        for (size_t i = 0; i < strip_values; ++i) {
           acc[i] = acc[i] + part[i];
         }
       }
       if (k_block) {  // bfloat16 destination registers: the running sum rounded after every K block
-        tttv2::round_bfloat16(acc, rounded, tile_values);
-        std::memcpy(acc, rounded, tile_values * sizeof(float));
+        tttv2::round_bfloat16(acc, rounded, strip_values);
+        std::memcpy(acc, rounded, strip_values * sizeof(float));
       }
     }
     for (size_t i = 0; i < nrows; ++i) {
-      std::memcpy(out_rows[i] + c0, acc + i * kTile, width * sizeof(float));
+      std::memcpy(out_rows[i] + c0, acc + i * strip, width * sizeof(float));
     }
   }
 }
@@ -290,12 +325,12 @@ void bind_small_matmul(nb::module_& m) {
           }
           first[i] = same;
         }
-        const size_t tiles = (w.cols + kTile - 1) / kTile;
+        const size_t strip = strip_width(nrows), strips = (w.cols + strip - 1) / strip;
         const size_t block = k_block && k_block < depth ? k_block : 0;
         {
           nb::gil_scoped_release release;
-          const size_t per_tile = depth * nrows * kTile;
-          tttv2::parallel_for(tiles, (kMinWorkPerThread + per_tile - 1) / per_tile, 1, [&](size_t t0, size_t t1) {
+          const size_t per_strip = depth * nrows * strip;
+          tttv2::parallel_for(strips, (kMinWorkPerThread + per_strip - 1) / per_strip, 1, [&](size_t t0, size_t t1) {
             small_matmul_tiles_best(w, rows, nrows, depth, block, out_rows, t0, t1);
           });
           for (size_t i = 0; i < m_rows; ++i) {

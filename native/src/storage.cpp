@@ -65,13 +65,18 @@ TTTV2_INLINE void bfp_unpack_rows(const uint8_t* __restrict exps, const uint8_t*
     if (!nibbles) {
       const uint8_t* c_row = codes + r * cols;
       for (size_t b = 0; b < blocks; ++b) {
-        tttv2::unpack_block(c_row + b * kBlock, step[e_row[b]], keep, out + b * kBlock);
+        tttv2::unpack_block<W>(c_row + b * kBlock, step[e_row[b]], keep, out + b * kBlock);
       }
       continue;
     }
     const uint8_t* c_row = codes + r * (cols / 2);
-    for (size_t b = 0; b < blocks; ++b) {
-      tttv2::unpack_nibble_block(c_row + b * (kBlock / 2), step[e_row[b]], keep, out + b * kBlock);
+    size_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      tttv2::unpack_nibble_block_pair<W>(c_row + b * (kBlock / 2), step[e_row[b]], step[e_row[b + 1]], keep,
+                                         out + b * kBlock);
+    }
+    if (b < blocks) {
+      tttv2::unpack_nibble_block<W>(c_row + b * (kBlock / 2), step[e_row[b]], keep, out + b * kBlock);
     }
   }
 }
