@@ -393,6 +393,15 @@ def test_matmul_small_shapes_and_fits():
     assert same_bits(
         got.reshape(16, 32), reference.small_matmul(a.reshape(16, 64), "bfloat8_b", ref_parts, 0, MASKS[0])
     )
+    assert same_bits(
+        numerics.matmul_accumulate(a, w, None, False).reshape(16, 48),
+        want_one_block := reference.small_matmul(a.reshape(16, 64), "float32", (w.reshape(64, 48),), 0),
+    )
+    assert same_bits(
+        numerics.matmul_small(a, w, 64, False, 23).reshape(16, 48), want_one_block
+    )  # K block >= K
+    assert not numerics.small_product_fits(a[0, 0, 0], w)  # a vector
+    assert not numerics.small_product_fits(a.tolist(), w)
     assert not numerics.small_product_fits(rng.standard_normal((33, 64)).astype(np.float32), w)
     assert not numerics.small_product_fits(a, rng.standard_normal((2, 64, 48)).astype(np.float32))
     assert not numerics.small_product_fits(a, w.astype(np.float64))
