@@ -14,7 +14,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "kernels.hpp"
 #include "unpack.hpp"
@@ -181,8 +180,8 @@ TTTV2_INLINE void small_matmul_tiles(const Weight& w, const float* const* rows, 
   constexpr int kGroup = W / 4;
   const size_t strip = strip_width(nrows), panel_k = kPanelValues / strip;
   alignas(64) uint32_t panel[kPanelValues];
-  std::vector<float> sums(3 * nrows * strip);
-  float* part = sums.data();
+  alignas(64) float sums[3 * kSumValues];  // nrows * strip <= kSumValues (strip_width); on the stack: no allocation
+  float* part = sums;
   float* acc = part + nrows * strip;
   float* rounded = acc + nrows * strip;
   const size_t block = k_block ? k_block : depth;
@@ -232,7 +231,7 @@ TTTV2_DEFINE_MULTIVERSION(small_matmul_tiles,
                           (w, rows, nrows, depth, k_block, out_rows, t0, t1))
 
 // Multiply-adds per thread below which the product stays on the calling thread (a decode product of one
-// distinct row over a 4096 x 1792 weight is 7.3 M: four threads at most).
+// distinct row over a 4096 x 1792 weight is 7.3 M: three threads at most).
 constexpr size_t kMinWorkPerThread = size_t(1) << 21;
 
 }  // namespace
