@@ -20,6 +20,7 @@
 #include <string>
 
 #include "kernels.hpp"
+#include "small_matmul.hpp"
 #include "storage.hpp"
 #include "training.hpp"
 
@@ -397,4 +398,5 @@ NB_MODULE(_native, m) {
 
   bind_training(m);
   bind_storage(m);
+  bind_small_matmul(m);
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels.hpp"
+#include "unpack.hpp"
 
 namespace nb = nanobind;
 
@@ -51,25 +52,12 @@ TTTV2_INLINE void bf16_unpack_range(const uint16_t* __restrict src, uint32_t* __
   }
 }
 
-// One block of 16 sign|magnitude bytes: value = ±magnitude · step (an exact product, as bfp_unpack; for
-// E = 255 it overflows to inf exactly like ldexp), the sign ORed in, then the kept bits.
-TTTV2_INLINE void unpack_block(const uint8_t* __restrict sm, float step, uint32_t keep, uint32_t* __restrict out) {
-  for (size_t j = 0; j < kBlock; ++j) {
-    const uint32_t c = sm[j];
-    out[j] = (tttv2::f32_bits(static_cast<float>(c & 0x7f) * step) | ((c & 0x80) << 24)) & keep;
-  }
-}
-
 template <int W>
 TTTV2_INLINE void bfp_unpack_rows(const uint8_t* __restrict exps, const uint8_t* __restrict codes,
                                   uint32_t* __restrict dst, size_t row_begin, size_t row_end, size_t cols,
                                   int mantissa_bits, bool nibbles, uint32_t keep) {
-  float step[256];  // 2^(E - 127 - (m - 1)) >= 2^-133: a normal power or a subnormal one, exact
-  for (int e = 0; e < 256; ++e) {
-    const int k = e - 127 - (mantissa_bits - 1);
-    step[e] = k >= -126 ? tttv2::bits_f32(static_cast<uint32_t>(k + 127) << 23)
-                        : tttv2::bits_f32(uint32_t(1) << (k + 149));
-  }
+  float step[256];
+  tttv2::bfp_steps(mantissa_bits, step);
   const size_t blocks = cols / kBlock;
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* e_row = exps + r * blocks;
@@ -77,20 +65,18 @@ TTTV2_INLINE void bfp_unpack_rows(const uint8_t* __restrict exps, const uint8_t*
     if (!nibbles) {
       const uint8_t* c_row = codes + r * cols;
       for (size_t b = 0; b < blocks; ++b) {
-        unpack_block(c_row + b * kBlock, step[e_row[b]], keep, out + b * kBlock);
+        tttv2::unpack_block<W>(c_row + b * kBlock, step[e_row[b]], keep, out + b * kBlock);
       }
       continue;
     }
     const uint8_t* c_row = codes + r * (cols / 2);
-    for (size_t b = 0; b < blocks; ++b) {
-      uint8_t sm[kBlock];  // the block's 4-bit codes (sign in bit 3) widened to sign|magnitude bytes
-      const uint8_t* pairs = c_row + b * (kBlock / 2);
-      for (size_t i = 0; i < kBlock / 2; ++i) {
-        const uint32_t lo = pairs[i] & 0xF, hi = pairs[i] >> 4;
-        sm[2 * i] = static_cast<uint8_t>(((lo & 8) << 4) | (lo & 7));
-        sm[2 * i + 1] = static_cast<uint8_t>(((hi & 8) << 4) | (hi & 7));
-      }
-      unpack_block(sm, step[e_row[b]], keep, out + b * kBlock);
+    size_t b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      tttv2::unpack_nibble_block_pair<W>(c_row + b * (kBlock / 2), step[e_row[b]], step[e_row[b + 1]], keep,
+                                         out + b * kBlock);
+    }
+    if (b < blocks) {
+      tttv2::unpack_nibble_block<W>(c_row + b * (kBlock / 2), step[e_row[b]], keep, out + b * kBlock);
     }
   }
 }

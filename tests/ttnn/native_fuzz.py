@@ -70,7 +70,8 @@ def parameters(fn) -> list[tuple[str, str, bool]]:
         optional = annotation.endswith("| None")
         annotation = annotation.removesuffix("| None").strip()
         if annotation.startswith("ndarray["):
-            kind = "ndarray:" + re.search(r"dtype=(\w+)", annotation).group(1)
+            dtype = re.search(r"dtype=(\w+)", annotation)  # none: the kernel takes several dtypes
+            kind = "ndarray:" + (dtype.group(1) if dtype else "any")
         elif annotation.startswith("tuple[int, int, int]"):
             kind = "tuple3"
         elif annotation in ("int", "float", "bool", "str"):
@@ -102,13 +103,18 @@ _SHAPE_HINTS = {
     "exponents": 5,
     "mask": 8,
     "scale": 4,
+    **dict.fromkeys(("w0", "w1"), 9),  # small_matmul's weight: [K, N] for an a of [M, K]
 }
+# arrays of a kernel that takes several dtypes (small_matmul's weight parts), by parameter name
+_ANY_DTYPES = {"w0": ["float32", "uint16", "uint8"], "w1": ["uint8"]}
 _INT_HINTS = {
     "mantissa_bits": [3, 7],
     "inner": [1, 2, 3],
     "kind": [0, 1],
     "threshold": [0, 1 << 23, (1 << 24) - 1],
     "b0": [0, 0, 1, 2],
+    "k_block": [0, 1, 32],
+    "keep_mask": [0xFFFFFFFF, 0xFFFF0000],
 }
 _WRAPPING_STRIDES = [
     2**60,
@@ -136,6 +142,7 @@ def _shape_family(rng, ndim: int | None = None) -> list[tuple[int, ...]]:
         tuple(shape[:-1]) or (1,),
         (int(rng.choice(DIMS)),),
         (math.prod(shape),),
+        (d, d),
     ]
 
 
@@ -179,6 +186,8 @@ def _array(rng, name: str, dtype_name: str, shapes: list[tuple[int, ...]]):
 
 def _value(rng, name: str, kind: str, shapes, context: dict):
     """A random argument; ``context`` carries choices that later arguments of the same call follow."""
+    if kind == "ndarray:any":
+        return _array(rng, name, str(rng.choice(_ANY_DTYPES.get(name, list(NP_DTYPES)))), shapes)
     if kind.startswith("ndarray:"):
         return _array(rng, name, kind.split(":", 1)[1], shapes)
     if kind == "int":
@@ -191,6 +200,8 @@ def _value(rng, name: str, kind: str, shapes, context: dict):
         return float(rng.choice(FLOATS))
     if kind == "bool":
         return bool(rng.random() < 0.5)
+    if kind == "str" and name == "kind" and rng.random() < 0.9:  # small_matmul's weight format
+        return str(rng.choice(["float32", "bfloat16", "bfloat8_b", "bfloat4_b"]))
     if kind == "str":
         return str(rng.choice(["baseline", "avx2", "avx512", "", "x" * 300, "AVX2"]))
     if kind == "tuple3":
@@ -285,7 +296,25 @@ def _differential_cases(rng):
     exps = rng.integers(0, 255, size=(rows, bfp.shape[1] // 16), dtype=np.uint8)
     keep = int(rng.choice([0xFFFFFFFF, 0xFFF80000, 0xFFFE0000]))
     bf16_bits = rng.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+    # small_matmul: up to 33 rows (33 must raise on both sides), some repeated; K >= 1 (0 raises on both)
+    sm_rows, sm_k, sm_n = int(rng.integers(0, 34)), int(rng.integers(0, 40)), 16 * int(rng.integers(0, 4))
+    sm_a = rng.standard_normal((sm_rows, sm_k)).astype(np.float32)
+    sm_a[1::2] = sm_a[:1] if sm_rows else sm_a[1::2]
+    sm_w = rng.standard_normal((sm_k, sm_n)).astype(np.float32)
+    sm_bits = rng.integers(0, 1 << 16, size=(sm_k, sm_n), dtype=np.uint16)
+    sm_exps = rng.integers(0, 255, size=(sm_k, sm_n // 16), dtype=np.uint8)
+    sm_codes = rng.integers(0, 256, size=(sm_k, sm_n), dtype=np.uint8)
+    sm_block = int(rng.choice([0, 1, 4, 16, 64]))
     return [
+        ("small_matmul", lambda k, t: k.small_matmul(sm_a, "float32", (sm_w,), sm_block, keep)),
+        ("small_matmul", lambda k, t: k.small_matmul(sm_a, "bfloat16", (sm_bits,), sm_block, keep)),
+        ("small_matmul", lambda k, t: k.small_matmul(sm_a, "bfloat8_b", (sm_exps, sm_codes), sm_block, keep)),
+        (
+            "small_matmul",
+            lambda k, t: k.small_matmul(
+                sm_a, "bfloat4_b", (sm_exps, sm_codes[:, : sm_n // 2].copy()), sm_block, keep
+            ),
+        ),
         ("bf16_unpack", lambda k, t: k.bf16_unpack(bf16_bits, keep)),
         ("bfp_unpack_codes", lambda k, t: k.bfp_unpack_codes(exps, codes, 7, False, keep)),
         (
@@ -327,6 +356,7 @@ def _compare(name: str, native, reference) -> None:
         "bfp_quantize",
         "bf16_unpack",
         "bfp_unpack_codes",
+        "small_matmul",
         "gumbel_argmax",
         "dropout_mask",
     )

@@ -3,7 +3,8 @@ is unpacked into a reused buffer with the math-fidelity truncation applied there
 weight and truncating a copy. The bits must be those of the old path, written out here with the numerics
 functions on the quantised float32 values, for every dtype × math fidelity × fp32 accumulation, on decode and
 prefill shapes of a real-size Llama-3.2-1B MLP slice (dim 2048, an 8-way split of 8192), with both kernel
-backends."""
+backends. The 32-row (decode) cases follow the small-product rule on both sides (numerics.matmul_accumulate routes
+them to the same kernel, which reads the packed weight itself); the 288-row cases compare the BLAS path."""
 
 from __future__ import annotations
 

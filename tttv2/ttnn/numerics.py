@@ -7,6 +7,10 @@
 * Matmul-class ops additionally model the compute kernel config: math fidelity truncates operand
   mantissas (:func:`apply_fidelity`) and ``fp32_dest_acc_en=False`` rounds partial sums to bfloat16
   between K blocks (:func:`matmul_accumulate`).
+* Products with a small left operand (at most one tile row, 32 rows, after flattening its leading dims: every
+  decode product) do not go to BLAS: :func:`matmul_small` runs the native ``small_matmul`` kernel, whose
+  summation order per output element is fixed (docs/numerics.md §3), so a row's result depends only on that row
+  and the weight, and repeated rows are computed once.
 * Results do not depend on threads: BLAS runs single-threaded inside emulator compute and large products
   and maps are cut into pieces fixed by their shapes (:mod:`._threads`).
 """
@@ -31,8 +35,10 @@ __all__ = [
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
+    "matmul_small",
     "matmul_stored",
     "quantize",
+    "small_product_fits",
     "store",
     "stored_weight_fits",
     "truncate_mantissa",
@@ -273,7 +279,10 @@ def map_row_blocks(fn, x: np.ndarray) -> np.ndarray:
 
 
 def matmul_accumulate(a: np.ndarray, b: np.ndarray, k_block: int | None, fp32_acc: bool) -> np.ndarray:
-    """``a @ b`` in float32; without fp32 accumulation, partial sums are rounded to bfloat16 per K block."""
+    """``a @ b`` in float32; without fp32 accumulation, partial sums are rounded to bfloat16 per K block. A small
+    left operand times one matrix (:func:`small_product_fits`) goes to :func:`matmul_small`."""
+    if small_product_fits(a, b):
+        return matmul_small(a, b, k_block, fp32_acc, 23)
     k = a.shape[-1]
     if fp32_acc or k_block is None or k_block >= k:
         return matmul_f32(a, b)
@@ -331,7 +340,10 @@ def matmul_stored(a: np.ndarray, w, k_block: int | None, fp32_acc: bool, w_bits:
     """``matmul_accumulate(a, truncate_mantissa(unpacked w, w_bits), k_block, fp32_acc)`` reading the weight from
     its storage (see :func:`stored_weight_fits`): each K block of rows (the whole of K with fp32 accumulation) is
     unpacked into a reused per-thread buffer, so no full-size float32 weight is allocated per op. The same BLAS
-    calls on the same values in the same C-contiguous layout: the same bits (tests/ttnn/test_packed_matmul.py)."""
+    calls on the same values in the same C-contiguous layout: the same bits (tests/ttnn/test_packed_matmul.py).
+    A small left operand goes to :func:`matmul_small`, which decodes the packed blocks itself."""
+    if small_product_fits(a, w):
+        return matmul_small(a, w, k_block, fp32_acc, w_bits)
     k = w.shape[-2]
     if fp32_acc or k_block is None or k_block >= k:
         return matmul_f32(a, _panel(w, 0, k, w_bits))
@@ -342,3 +354,46 @@ def matmul_stored(a: np.ndarray, w, k_block: int | None, fp32_acc: bool, w_bits:
         acc = part if acc is None else acc + part
         acc = _kernels.round_bfloat16(np.ascontiguousarray(acc))
     return acc
+
+
+SMALL_MATMUL_ROWS = _kernels.reference.SMALL_MATMUL_ROWS  # one tile row
+
+
+def small_product_fits(a, w) -> bool:
+    """Whether ``a @ w`` follows the small-product rule: ``a`` has at most :data:`SMALL_MATMUL_ROWS` rows after
+    flattening its leading dims and K >= 1; ``w`` is one matrix (leading dims 1: a float32 array, or a storage
+    :func:`stored_weight_fits` takes) whose rows match ``a``'s K. Other products (a batched right operand, a
+    prefill) keep BLAS."""
+    if not isinstance(a, np.ndarray) or a.ndim < 2 or a.shape[-1] == 0:
+        return False
+    if math.prod(a.shape[:-1]) > SMALL_MATMUL_ROWS or len(w.shape) < 2 or w.shape[-2] != a.shape[-1]:
+        return False
+    if storage.is_storage(w):
+        return stored_weight_fits(w, False)
+    return isinstance(w, np.ndarray) and w.dtype == np.float32 and all(d == 1 for d in w.shape[:-2])
+
+
+def _weight_parts(w, k: int) -> tuple[str, tuple]:
+    """The kernel's view of a weight: its kind and the arrays it reads, as ``[K, ...]`` matrices."""
+    if isinstance(w, storage.Bf16Storage):
+        return "bfloat16", (w.bits.reshape(k, w.shape[-1]),)
+    if isinstance(w, storage.BlockFloatStorage):
+        return w.dtype.name.lower(), (w.exponents, w.mantissas)
+    return "float32", (w.reshape(k, w.shape[-1]),)
+
+
+def matmul_small(a: np.ndarray, w, k_block: int | None, fp32_acc: bool, w_bits: int) -> np.ndarray:
+    """``a @ w`` for a product :func:`small_product_fits` takes, by the small-product rule (docs/numerics.md §3):
+    per output element, a sum over k in increasing order of float32 products, each add rounded to float32, within
+    each K block (one block, the whole of K, with fp32 accumulation); across blocks today's ``acc + part`` with the
+    bfloat16 rounding. ``w`` (a storage or a float32 array) is read as stored, its mantissas truncated to
+    ``w_bits`` on the way (``a`` is truncated by the caller, as for BLAS). Byte-equal rows of ``a`` are computed
+    once; the columns are cut between the native kernels' threads, which never changes a bit."""
+    k, n = a.shape[-1], w.shape[-1]
+    kind, parts = _weight_parts(w, k)
+    keep = storage.ALL_BITS if w_bits >= 23 else (0xFFFFFFFF << (23 - w_bits)) & 0xFFFFFFFF
+    block = 0 if fp32_acc or k_block is None or k_block >= k else k_block
+    out = _kernels.small_matmul(
+        np.ascontiguousarray(a, dtype=np.float32).reshape(-1, k), kind, parts, block, keep
+    )
+    return out.reshape((1,) * (len(w.shape) - a.ndim) + a.shape[:-1] + (n,))

@@ -192,6 +192,26 @@ def bfp_unpack_codes(
 
 
 @_dispatch
+def small_matmul(
+    a: np.ndarray, kind: str, parts: tuple, k_block: int, keep_mask: int = reference.ALL_BITS
+) -> np.ndarray:
+    a = _f32(a)
+    if kind not in ("float32", "bfloat16", "bfloat8_b", "bfloat4_b"):
+        return reference.small_matmul(a, kind, parts, k_block, keep_mask)  # raises the reference's error
+    if kind == "float32":
+        w0, w1 = _f32(parts[0]), None
+    elif kind == "bfloat16":
+        w0, w1 = np.asarray(parts[0], order="C"), None  # uint16 patterns (the kernel checks the dtype)
+    else:
+        w0 = _packed("small_matmul", "exponents", parts[0])
+        w1 = _packed("small_matmul", "codes", parts[1]) if len(parts) > 1 else None
+    cols = w0.shape[1] * (reference.BFP_BLOCK if w1 is not None else 1) if w0.ndim == 2 else 0
+    out = np.empty((a.shape[0] if a.ndim == 2 else 0, cols), dtype=np.float32)
+    _native.small_matmul(a, kind, w0, w1, operator.index(k_block), operator.index(keep_mask), out)
+    return out
+
+
+@_dispatch
 def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
     x = _f32(x)
     out = np.empty_like(x)

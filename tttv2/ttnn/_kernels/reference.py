@@ -130,6 +130,51 @@ def bfp_unpack_codes(
     return _kept(bfp_unpack(exponents, codes, mantissa_bits), keep_mask, out)
 
 
+SMALL_MATMUL_ROWS = 32  # one tile row: the largest left operand small_matmul takes
+_WEIGHT_KINDS = ("float32", "bfloat16", "bfloat8_b", "bfloat4_b")
+
+
+def small_weight(kind: str, parts: tuple, keep_mask: int = ALL_BITS) -> np.ndarray:
+    """A small_matmul weight as float32 ``[K, N]``, its bits ANDed with ``keep_mask``: ``parts`` is ``(w,)`` (float32),
+    ``(bits,)`` (bfloat16 patterns, uint16) or ``(exponents, codes)`` (bfloat8_b: a sign|magnitude byte per value;
+    bfloat4_b: two 4-bit codes per byte)."""
+    if kind not in _WEIGHT_KINDS:
+        raise ValueError(f"small_matmul: kind must be one of {', '.join(_WEIGHT_KINDS)}, got {kind!r}")
+    if kind == "float32":
+        return _kept(np.asarray(parts[0], dtype=np.float32), keep_mask, None)
+    if kind == "bfloat16":
+        return bf16_unpack(parts[0], keep_mask)
+    nibbles = kind == "bfloat4_b"
+    return bfp_unpack_codes(parts[0], parts[1], 3 if nibbles else 7, nibbles, keep_mask)
+
+
+def small_matmul(
+    a: np.ndarray, kind: str, parts: tuple, k_block: int, keep_mask: int = ALL_BITS
+) -> np.ndarray:
+    """``a [M <= 32, K] @ weight [K, N]`` (the weight as :func:`small_weight` reads it) with a fixed summation order
+    per output element: K is cut into blocks of ``k_block`` rows (0, or at least K: one block); within a block the
+    sum starts at +0.0 and adds the float32 product ``a[i, k] * w[k, j]`` for k in increasing order, each add
+    rounded to float32 (never fused); the blocks' sums are added in float32, the running sum rounded to bfloat16
+    after every block when there is more than one. A row's result depends on that row and the weight only."""
+    a = np.asarray(a, dtype=np.float32)
+    if a.ndim != 2 or a.shape[0] > SMALL_MATMUL_ROWS or a.shape[1] == 0:
+        raise ValueError(f"small_matmul: a must be [rows <= 32, K >= 1], got shape {a.shape}")
+    w = small_weight(kind, parts, keep_mask)
+    depth = a.shape[1]
+    if w.ndim != 2 or w.shape[0] != depth:
+        raise ValueError(f"small_matmul: the weight must be 2-D with {depth} rows (a's K), got {w.shape}")
+    step = k_block if 0 < k_block < depth else depth
+    acc = None
+    for start in range(0, depth, step):
+        part = np.zeros((a.shape[0], w.shape[1]), dtype=np.float32)
+        for k in range(start, min(depth, start + step)):
+            part += a[:, k : k + 1] * w[k]  # a float32 product, then a float32 add
+        acc = part if acc is None else acc + part
+        if step < depth:
+            acc = round_bfloat16(acc)
+    return acc
+
+
 def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
     """Round-trip through the block floating point format (what storing a tensor as bfp does to it)."""
     return bfp_unpack(*bfp_pack(x, mantissa_bits), mantissa_bits)
