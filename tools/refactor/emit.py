@@ -18,6 +18,7 @@ from .cstutil import (
     assigned_names,
     block_statements,
     code,
+    is_staticmethod,
     names_read,
     names_written,
     one_line,
@@ -620,7 +621,9 @@ class Emitter:
         nested = []
         for func in plan.init_methods:
             converted = to_construction(func, self.tttv1_class, methods, lazy=True)
-            params = converted.params.with_changes(params=converted.params.params[1:])
+            # a @staticmethod's first parameter is data, not the instance: it is kept
+            kept = converted.params.params if is_staticmethod(func) else converted.params.params[1:]
+            params = converted.params.with_changes(params=kept)
             nested.append(converted.with_changes(params=params, decorators=[]))
         mode_blocks = []
         block_modes: dict[str, str] = {}

@@ -1,0 +1,14 @@
+"""ModelArgs of the rwide package: a width, a norm epsilon and a config dict with a memory config and a flag."""
+
+import ttnn
+
+
+class ModelArgs:
+    def __init__(self, mesh_device, dim=64, subtract_bias=False):
+        self.num_devices = mesh_device.get_num_devices()
+        self.dim = dim
+        self.norm_eps = 1e-5
+        self.model_config = {"OUT_MEMCFG": ttnn.DRAM_MEMORY_CONFIG, "SUBTRACT_BIAS": subtract_bias}
+
+    def get_model_config(self):
+        return self.model_config

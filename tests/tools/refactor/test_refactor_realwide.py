@@ -1,0 +1,66 @@
+"""Constructs met on tt-metal modules the toolkit had not been tried on (issue 21, helper ``realwide``), on the
+``inputs/rwide`` package: each generated module is run against its TTTv1 class, bit for bit, on the emulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.tools.refactor.conftest import (
+    InputPackage,
+    assert_identical,
+    assert_no_static_branch,
+    generated_class,
+    importable_inputs,
+    replicated,
+)
+from tttv2 import ttnn
+
+PACKAGE = "rwide"
+
+inputs_importable = importable_inputs(PACKAGE)
+
+_inputs = InputPackage(PACKAGE)
+_generate = _inputs.generate
+_tttv1 = _inputs.tttv1
+
+
+def _state_dict() -> dict:
+    import torch
+
+    torch.manual_seed(0)
+    return {"scale.gain": torch.randn(64), "scale.bias": torch.randn(64)}
+
+
+def _rows(rows: int) -> np.ndarray:
+    return np.random.default_rng(rows).standard_normal((1, 1, rows, 64)).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------ static methods
+def test_a_static_method_keeps_its_first_parameter():
+    """``self.fold_halves(gain, bias)`` in ``__init__`` runs in ``from_model_args`` as a local function: its first
+    parameter is data, not ``self`` (tt_transformers' ``RotaryEmbedding.permute_to_meta_format(cos, sin)``; the
+    copy was ``def fold_halves(bias)`` reading ``gain`` unbound, and the tool exited 0 on it). The static method
+    the forward calls through ``self`` with a config flag is copied per flag value like a helper function (it
+    was a static branch left)."""
+    result = _generate("folded_scale")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    assert "def fold_halves(gain: torch.Tensor, bias: torch.Tensor):" in code
+    assert "if subtract" not in code.split("def forward")[1]
+
+
+@pytest.mark.parametrize("subtract_bias", [False, True])
+def test_the_folded_scale_matches_tttv1_bit_for_bit(subtract_bias, tmp_path):
+    generated = generated_class(_generate("folded_scale"), "1d", tmp_path)
+    model_args = _tttv1("model_config", "ModelArgs")
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        args = model_args(mesh, subtract_bias=subtract_bias)
+        old = _tttv1("folded_scale", "TtFoldedScale")(mesh, args, _state_dict())
+        new = generated.from_model_args(mesh, args, _state_dict())
+        for rows in (32, 64):
+            expected = old.forward(replicated(_rows(rows), mesh))
+            got = new.forward(replicated(_rows(rows), mesh))
+            assert_identical(expected, got, f"{shape} {rows} rows")
+        ttnn.close_mesh_device(mesh)
