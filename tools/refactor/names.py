@@ -31,7 +31,7 @@ import types
 from pathlib import Path
 
 from .errors import Gap
-from .imports import import_root
+from .imports import import_root, resolve_module
 
 #: Names every module has without defining them.
 MODULE_NAMES = frozenset(
@@ -302,12 +302,14 @@ def _events(node: ast.AST, in_loop: bool, out: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- call check
-def call_mismatches(text: str, file_name: str) -> list[Gap]:
+def call_mismatches(text: str, file_name: str, root: Path | None = None) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
     (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
     ``TypeError`` when the call runs (a copy that lost a default the call relies on, a keyword it does not
-    have). Calls with ``*args`` / ``**kwargs``, decorated definitions and names bound again anywhere are left
-    alone."""
+    have). With ``root`` (the first-party root), also the constructions of classes imported from the project's
+    own files (``from pkg.attention import Attention`` … ``Attention(mesh_device, state_dict, …)``): a
+    sub-module built with the arguments of another version of its class. Calls with ``*args`` /
+    ``**kwargs``, decorated definitions and names bound again anywhere are left alone."""
     tree = ast.parse(text, filename=file_name)
     rebound = _rebound(tree)
     functions = {
@@ -315,6 +317,11 @@ def call_mismatches(text: str, file_name: str) -> list[Gap]:
         for n in tree.body
         if isinstance(n, ast.FunctionDef) and not n.decorator_list and n.name not in rebound
     }
+    origins = {}  # an imported class -> where its __init__ is (named in the gap)
+    if root is not None:
+        for name, (module, init) in _imported_constructors(tree, root).items():
+            functions[name] = init
+            origins[name] = f"{module}.{name}.__init__"
     gaps = []
     for node in ast.walk(tree):
         scopes = [(functions, None)]
@@ -345,10 +352,58 @@ def call_mismatches(text: str, file_name: str) -> list[Gap]:
                     Gap(
                         f"{file_name}:{call.lineno}",
                         f"{shown}(...)",
-                        f"the call does not match the definition ({exc}): TypeError when it runs",
+                        f"the call does not match {origins.get(name, 'the definition')} ({exc}): TypeError when"
+                        " it runs",
                     )
                 )
     return sorted(set(gaps), key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
+
+
+def _imported_constructors(tree: ast.Module, root: Path) -> dict[str, tuple[str, inspect.Signature]]:
+    """Class name -> (its module, the parameters of its ``__init__`` without ``self``), for each class the module imports
+    by name from a first-party file (at module level or in a function) that defines it with its own undecorated
+    ``__init__``, when nothing else binds the name."""
+    imported: dict[str, list[tuple[str, str]]] = {}
+    others = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                imported.setdefault(alias.asname or alias.name, []).append((node.module, alias.name))
+        elif isinstance(node, ast.Import):
+            others.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            others.add(node.id)
+        elif isinstance(node, ast.arg):
+            others.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            others.add(node.name)
+    out = {}
+    for name, sources in imported.items():
+        if name in others or len(set(sources)) != 1:
+            continue
+        module, class_name = sources[0]
+        init = _first_party_init(module, class_name, root)
+        if init is not None:
+            out[name] = (module, init)
+    return out
+
+
+def _first_party_init(module: str, class_name: str, root: Path) -> inspect.Signature | None:
+    """The ``__init__`` parameters of ``class_name`` as the first-party file of ``module`` defines it."""
+    resolved = resolve_module(module, root)
+    if resolved is None or resolved.path is None:
+        return None
+    try:
+        tree = ast.parse(resolved.path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
+    if len(classes) != 1 or classes[0].decorator_list:
+        return None
+    inits = [m for m in classes[0].body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
+    if len(inits) != 1 or inits[0].decorator_list:
+        return None  # no __init__ of its own (a base class's), or one a decorator may change
+    return _signature(inits[0].args, method=True)
 
 
 def _callee(call: ast.Call, receiver: str | None) -> str | None:
@@ -553,7 +608,7 @@ def output_gaps(texts: dict[str, str], root: Path | None) -> list[Gap]:
     gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
     reported = {(g.loc, g.what) for g in gaps}
     gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
-    gaps += [gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name)]
+    gaps += [gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name, root)]
     for gap in import_errors(texts, _roots(texts, root)):
         if not any(
             loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from tests.tools.refactor.conftest import (
 )
 from tttv2 import ttnn
 
+INPUTS = Path(__file__).parent / "inputs"
 PACKAGE = "rwide"
 
 inputs_importable = importable_inputs(PACKAGE)
@@ -64,3 +67,50 @@ def test_the_folded_scale_matches_tttv1_bit_for_bit(subtract_bias, tmp_path):
             got = new.forward(replicated(_rows(rows), mesh))
             assert_identical(expected, got, f"{shape} {rows} rows")
         ttnn.close_mesh_device(mesh)
+
+
+# ------------------------------------------------------------------------------------------ sub-module calls
+def test_a_sub_module_built_with_the_arguments_of_another_version_is_a_gap(tmp_path, capsys):
+    """``TtPatchAttention(mesh_device, state_dict, state_dict_prefix=…)`` against an ``__init__(mesh_device,
+    tt_ccl, state_dict, …)`` in another file of the package (tt-metal's image block and image attention of two
+    eras): TTTv1 raises ``TypeError`` when it builds the block, and so would the generated ``from_model_args``.
+    The run names the call and the definition and exits 1; before, it exited 0."""
+    from tttv2_tools.refactor.cli import main
+
+    code = main(
+        [
+            str(INPUTS / PACKAGE / "patch_block.py"),
+            str(INPUTS / PACKAGE / "model_config.py"),
+            "--out",
+            str(tmp_path / "out"),
+            "--partial",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert (
+        "TtPatchAttention(...): the call does not match rwide.patch_attention.TtPatchAttention.__init__"
+        in err
+    )
+    assert "missing a required argument: 'state_dict'" in err
+
+
+def test_a_sub_module_whose_constructor_call_binds_is_no_gap():
+    """Only the call that does not bind: not one of a module the package lacks, of a class with no
+    ``__init__`` of its own (a base's), or of a name bound again."""
+    from tttv2_tools.refactor.names import call_mismatches
+
+    text = (
+        "from rwide.patch_attention import TtPatchAttention\n"
+        "from rwide.missing_module import Other\n"
+        "from rwide.lightweightmodule import LightweightModule\n"
+        "from rwide.patch_block import TtPatchBlock\n"
+        "def build(mesh_device, ccl, sd, cfg):\n"
+        "    a = TtPatchAttention(mesh_device, ccl, sd, 'p.', None, configuration=cfg)\n"
+        "    b = TtPatchAttention(mesh_device, sd, state_dict_prefix='p.', dtype=None, configuration=cfg)\n"
+        "    TtPatchBlock = None\n"
+        "    return a, b, Other(1), LightweightModule(1, 2), TtPatchBlock\n"
+    )
+    gaps = call_mismatches(text, "x_1d.py", INPUTS)
+    assert [(g.loc, g.what) for g in gaps] == [("x_1d.py:7", "TtPatchAttention(...)")]
+    assert call_mismatches(text, "x_1d.py") == []  # without the root, imported classes are not read
