@@ -184,7 +184,7 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
     for name in analysis.files:
         if name in files or (analysis.config and name == analysis.config):
             continue
-        candidate = _locate(base, module_display, name)
+        candidate = analysis.sources.get(name) or _locate(base, module_display, name)
         if candidate is not None:
             files[name] = ParsedFile.load(candidate, name)
     choice = f"class {chosen} chosen: {why}" if why else ""

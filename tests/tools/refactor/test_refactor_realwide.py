@@ -114,3 +114,49 @@ def test_a_sub_module_whose_constructor_call_binds_is_no_gap():
     gaps = call_mismatches(text, "x_1d.py", INPUTS)
     assert [(g.loc, g.what) for g in gaps] == [("x_1d.py:7", "TtPatchAttention(...)")]
     assert call_mismatches(text, "x_1d.py") == []  # without the root, imported classes are not read
+
+
+# ------------------------------------------------------------------------------------------ files above the module
+def test_hardware_queries_imported_from_above_the_module_folder_are_decided_at_construction():
+    """``from rwide.utility_functions import is_grayskull, is_wormhole_b0`` in ``rwide/dense/``: the analysis
+    names a file outside the inputs' common folder by its bare name, and the codemod looked for it next to the
+    module, did not find it, and so knew neither function: the ``if is_grayskull(): cfg = … elif …`` chains of
+    both helpers stayed in the forward with ``pass`` arms while their values became a field computed from an
+    undefined name (Falcon-7B's ``falcon_mlp.py`` importing ``models.utility_functions``)."""
+    result = _generate("dense/dense_gelu")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    forward = code.split("    def forward")[1]
+    assert "is_grayskull" not in forward and "is_wormhole_b0" not in forward
+    assert "from rwide.utility_functions import is_grayskull, is_wormhole_b0" in code
+
+
+def test_the_dense_gelu_matches_tttv1_bit_for_bit(tmp_path):
+    import torch
+
+    generated = generated_class(_generate("dense/dense_gelu"), "1d", tmp_path)
+    model_args = _tttv1("model_config", "ModelArgs")
+    torch.manual_seed(0)
+    state_dict = {"mlp.up.weight": torch.randn(256, 64) / 8, "mlp.down.weight": torch.randn(64, 256) / 16}
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        args = model_args(mesh)
+        old = _tttv1("dense.dense_gelu", "TtDenseGelu")(mesh, args, state_dict)
+        new = generated.from_model_args(mesh, args, state_dict)
+        for rows in (32, 128):
+            expected = old.forward(replicated(_rows(rows), mesh))
+            got = new.forward(replicated(_rows(rows), mesh))
+            assert_identical(expected, got, f"{shape} {rows} rows")
+        ttnn.close_mesh_device(mesh)
+
+
+def test_the_analysis_says_where_each_file_it_names_is():
+    """``Analysis.sources``: display name -> path, also for the file above the inputs' common folder that the
+    analysis names by its bare name; not data (a loaded analysis equals the one saved, without it)."""
+    from tttv2_tools.trace_dependencies import Analysis, analyze
+
+    analysis = analyze(INPUTS / PACKAGE / "dense" / "dense_gelu.py", None)
+    assert analysis.sources["utility_functions.py"] == (INPUTS / PACKAGE / "utility_functions.py").resolve()
+    assert analysis.sources["dense_gelu.py"] == (INPUTS / PACKAGE / "dense" / "dense_gelu.py").resolve()
+    loaded = Analysis.from_json(analysis.to_json())
+    assert loaded.sources == {} and loaded == analysis
