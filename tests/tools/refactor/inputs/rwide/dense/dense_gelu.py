@@ -5,7 +5,6 @@ Falcon-7B's ``falcon_dense_h_to_4h_matmul`` / ``falcon_dense_4h_to_h_matmul`` do
 (``models/utility_functions.py`` from ``models/demos/falcon7b_common/tt/``)."""
 
 import torch
-
 import ttnn
 
 from rwide.lightweightmodule import LightweightModule
@@ -54,7 +53,7 @@ class TtDenseGelu(LightweightModule):
         super().__init__()
         self.mesh_device = mesh_device
         self.model_config = args.get_model_config()
-        as_weight = lambda name: ttnn.as_tensor(
+        as_weight = lambda name: ttnn.as_tensor(  # noqa: E731 (tt-metal writes it so)
             torch.transpose(state_dict[name], -2, -1),
             dtype=dtype,
             layout=ttnn.TILE_LAYOUT,
