@@ -715,6 +715,10 @@ def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance 
             raise_ = cst.SimpleStatementLine(
                 [cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))]
             )
+            if const_bool(small.test) is False:
+                # a test a call site's constant made literal (``assert fused_activation is None`` given "gelu"):
+                # it always raises, there is no choice to bind
+                return raise_.with_changes(leading_lines=updated_node.leading_lines)
             if isinstance(small.test, cst.UnaryOperation) and isinstance(small.test.operator, cst.Not):
                 test = small.test.expression  # not (not x) -> x
             else:

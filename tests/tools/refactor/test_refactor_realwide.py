@@ -131,6 +131,16 @@ def test_hardware_queries_imported_from_above_the_module_folder_are_decided_at_c
     assert "from rwide.utility_functions import is_grayskull, is_wormhole_b0" in code
 
 
+def test_an_assert_a_call_site_constant_makes_false_is_a_raise():
+    """``assert fused_activation is None`` in the helper's copy for ``fused_activation="gelu"``: the test is the
+    literal ``False``; it was bound as a choice on ``not False`` (``self._forward_not_false = … if not False
+    else …``), it is now the ``raise AssertionError()`` TTTv1 reaches there."""
+    code = _generate("dense/dense_gelu").modules[0].code
+    up = code.split("    def _dense_up")[1].split("    def ")[0]
+    assert "if rows > 1024:\n            raise AssertionError()\n" in up
+    assert "not False" not in code and "_not_false" not in code
+
+
 def test_the_dense_gelu_matches_tttv1_bit_for_bit(tmp_path):
     import torch
 
@@ -147,6 +157,10 @@ def test_the_dense_gelu_matches_tttv1_bit_for_bit(tmp_path):
             expected = old.forward(replicated(_rows(rows), mesh))
             got = new.forward(replicated(_rows(rows), mesh))
             assert_identical(expected, got, f"{shape} {rows} rows")
+        with pytest.raises(AssertionError):
+            old.forward(replicated(_rows(1056), mesh))  # past 1024 rows the fused activation is refused
+        with pytest.raises(AssertionError):
+            new.forward(replicated(_rows(1056), mesh))
         ttnn.close_mesh_device(mesh)
 
 
