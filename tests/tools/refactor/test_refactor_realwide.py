@@ -174,3 +174,32 @@ def test_the_analysis_says_where_each_file_it_names_is():
     assert analysis.sources["dense_gelu.py"] == (INPUTS / PACKAGE / "dense" / "dense_gelu.py").resolve()
     loaded = Analysis.from_json(analysis.to_json())
     assert loaded.sources == {} and loaded == analysis
+
+
+def test_constructors_the_call_check_does_not_read(tmp_path):
+    """Left alone (no gap, whatever the arguments): a name imported from two modules, a class defined twice or
+    under a decorator, an ``__init__`` under a decorator, a file that does not parse."""
+    from tttv2_tools.refactor.names import call_mismatches
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "__init__.py").write_text("")
+    (tmp_path / "proj" / "parts.py").write_text(
+        "import functools\n"
+        "class Twice:\n    def __init__(self, a):\n        pass\n"
+        "class Twice:\n    def __init__(self, a):\n        pass\n"
+        "@functools.total_ordering\nclass Decorated:\n    def __init__(self, a):\n        pass\n"
+        "class DecoratedInit:\n    @functools.wraps(print)\n    def __init__(self, a):\n        pass\n"
+        "class Plain:\n    def __init__(self, a):\n        pass\n"
+    )
+    (tmp_path / "proj" / "broken.py").write_text("class Plain(:\n")
+    text = (
+        "from proj.parts import Twice, Decorated, DecoratedInit, Plain\n"
+        "from proj.broken import Plain as Broken\n"
+        "def build():\n"
+        "    from proj.other import Plain\n"
+        "    return Twice(), Decorated(), DecoratedInit(), Plain(), Broken()\n"
+    )
+    assert call_mismatches(text, "x_1d.py", tmp_path) == []
+    # the same classes, one import each: only the plain class is checked, and its call does not bind
+    single = "from proj.parts import Twice, Decorated, DecoratedInit, Plain\nPlain()\nTwice()\n"
+    assert [g.what for g in call_mismatches(single, "y_1d.py", tmp_path)] == ["Plain(...)"]
