@@ -32,6 +32,7 @@ from .cstutil import (
     slug,
     small_statement,
     summary,
+    target_names,
 )
 from .errors import Gap
 from .literals import decide_straight_literals, fold_literal_tests
@@ -833,6 +834,7 @@ class _Flow(cst.CSTVisitor):
         self.order: list[tuple[cst.CSTNode, set[str], set[str]]] = []
         self.spans: dict[int, tuple[int, int]] = {}
         self.loops: dict[int, tuple[int, int]] = {}
+        self.loops_by_node: list[tuple[cst.CSTNode, tuple[int, int]]] = []
         self._open: list[tuple[cst.CSTNode, int]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -858,6 +860,7 @@ class _Flow(cst.CSTVisitor):
             self.spans[id(original_node)] = (start, len(self.order) - 1)
             if isinstance(original_node, (cst.For, cst.While)):
                 self.loops[id(original_node)] = (start, len(self.order) - 1)
+                self.loops_by_node.append((original_node, (start, len(self.order) - 1)))
 
 
 def _header_parts(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
@@ -963,11 +966,18 @@ class BranchBinder:
             p.name.value for p in [*params_of.params, *params_of.kwonly_params] if p.name.value != "self"
         }
         after: set[str] = set()
+        # a read in the body of a later ``for`` of its own target sees that loop's binding, never the arm's
+        rebound: dict[int, set[str]] = {}
+        for node, (lo, hi) in ((n, s) for n, s in flow.loops_by_node if s[0] > end):
+            if isinstance(node, cst.For):
+                targets = set(target_names(node.target) or ()) - flow.order[lo][1]
+                for index in range(lo + 1, hi + 1):
+                    rebound.setdefault(index, set()).update(targets)
         for index, (_, reads, writes) in enumerate(flow.order):
             if index < start:
                 before |= writes
             elif index > end:
-                after |= reads
+                after |= reads - rebound.get(index, set())
         for lo, hi in inside_loop:
             for index in range(lo, hi + 1):
                 after |= flow.order[index][1]

@@ -203,3 +203,38 @@ def test_constructors_the_call_check_does_not_read(tmp_path):
     # the same classes, one import each: only the plain class is checked, and its call does not bind
     single = "from proj.parts import Twice, Decorated, DecoratedInit, Plain\nPlain()\nTwice()\n"
     assert [g.what for g in call_mismatches(single, "y_1d.py", tmp_path)] == ["Plain(...)"]
+
+
+# ------------------------------------------------------------------------------------------ live-out of an arm
+def test_a_local_a_later_loop_rebinds_is_not_returned_by_the_arm():
+    """``output`` is assigned in the arms' loops and then only read as the target of ``for output in outputs``:
+    the extracted arms returned it (live-out), so with no block the arm raised ``UnboundLocalError`` where TTTv1
+    returns an empty list (the Galaxy ``LMHead``'s ``_decode_no_prefetcher_*`` returned ``output``)."""
+    result = _generate("split_head")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    decode = code.split("    def decode_forward")[1].split("    def ")[0]
+    assert "output = self._decode_no_prefetcher" not in decode
+    assert "return output\n" not in code
+
+
+@pytest.mark.parametrize(("use_prefetcher", "head_blocks"), [(False, 2), (True, 2), (False, 0)])
+def test_the_split_head_matches_tttv1_bit_for_bit(use_prefetcher, head_blocks, tmp_path):
+    import torch
+
+    generated = generated_class(_generate("split_head"), "1d", tmp_path)
+    model_args = _tttv1("model_config", "ModelArgs")
+    torch.manual_seed(0)
+    state_dict = {f"head.{i}.weight": torch.randn(96, 64) / 8 for i in range(head_blocks)}
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    args = model_args(mesh, use_prefetcher=use_prefetcher, head_blocks=head_blocks)
+    old = _tttv1("split_head", "TtSplitHead")(mesh, args, state_dict)
+    new = generated.from_model_args(mesh, args, state_dict)
+    for mode, rows in (("decode", 32), ("prefill", 128)):
+        expected = old.forward(replicated(_rows(rows), mesh), mode)
+        got = new.forward(replicated(_rows(rows), mesh), mode)
+        assert len(got) == len(expected) == head_blocks
+        for one, other in zip(expected, got):
+            assert_identical(one, other, f"{mode} {use_prefetcher}")
+            assert one.memory_config() == other.memory_config()
+    ttnn.close_mesh_device(mesh)
