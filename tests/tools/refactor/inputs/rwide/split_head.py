@@ -4,7 +4,6 @@ Llama-3 70B Galaxy demo's ``LMHead.forward`` does (``if mode == "decode" and sel
 has the name each arm assigns; a head may have no block at all (``args.head_blocks`` = 0)."""
 
 import torch
-
 import ttnn
 
 from .lightweightmodule import LightweightModule
