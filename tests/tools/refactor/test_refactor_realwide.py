@@ -238,3 +238,34 @@ def test_the_split_head_matches_tttv1_bit_for_bit(use_prefetcher, head_blocks, t
             assert_identical(one, other, f"{mode} {use_prefetcher}")
             assert one.memory_config() == other.memory_config()
     ttnn.close_mesh_device(mesh)
+
+
+# ------------------------------------------------------------------------------------------ sub-module topology
+def test_topology_code_of_a_sub_module_does_not_split_the_module():
+    """The block's only galaxy test is in the feed-forward it builds: one module for every mesh, and no gap.
+    Before, it was written twice, 1D and 2D, identical but for their names, with the gap "no galaxy test of the
+    class can be written with the constructor's arguments alone" (tt-metal's cross-attention block)."""
+    result = _generate("gated_block")
+    assert_no_static_branch(result)
+    assert [g.topology for g in result.modules] == ["1d"]
+    # the feed-forward itself still has its 1D and 2D modules
+    assert [g.topology for g in _generate("galaxy_ffn").modules] == ["1d", "2d"]
+
+
+@pytest.mark.parametrize("shape", [(1, 2), (8, 4)])
+def test_the_gated_block_matches_tttv1_on_every_mesh(shape, tmp_path):
+    import torch
+
+    generated = generated_class(_generate("gated_block"), "1d", tmp_path)
+    model_args = _tttv1("model_config", "ModelArgs")
+    torch.manual_seed(0)
+    state_dict = {"block.ffn.w.weight": torch.randn(64, 64) / 8, "block.gate": torch.randn(1)}
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+    args = model_args(mesh)
+    old = _tttv1("gated_block", "TtGatedBlock")(mesh, args, state_dict)
+    new = generated.from_model_args(mesh, args, state_dict)
+    for mode, rows in (("decode", 32), ("prefill", 64)):
+        expected = old.forward(replicated(_rows(rows), mesh), mode)
+        got = new.forward(replicated(_rows(rows), mesh), mode)
+        assert_identical(expected, got, f"{shape} {mode}")
+    ttnn.close_mesh_device(mesh)
