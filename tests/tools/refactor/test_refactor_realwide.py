@@ -269,3 +269,19 @@ def test_the_gated_block_matches_tttv1_on_every_mesh(shape, tmp_path):
         got = new.forward(replicated(_rows(rows), mesh), mode)
         assert_identical(expected, got, f"{shape} {mode}")
     ttnn.close_mesh_device(mesh)
+
+
+def test_a_sub_module_class_from_a_missing_module_is_a_gap():
+    """``from rwide.missing_attention import TtMissingAttention``, built in ``__init__``: nothing provides the
+    module, so the generated ``from_model_args`` would raise ``ModuleNotFoundError``; the tool said nothing (exit
+    0). The classes of modules that exist are not gaps (``gated_block``)."""
+    result = _generate("orphan_block")
+    gaps = sorted(result.gaps, key=lambda g: g.loc)
+    assert [(g.loc, g.what) for g in gaps] == [
+        ("orphan_block.py:10", "padded_rows"),  # once: also needed at run time, which the helper check says
+        ("orphan_block.py:9", "TtMissingAttention"),
+    ]
+    assert (
+        "from_model_args imports it from rwide.missing_attention, which resolves to no file" in gaps[1].reason
+    )
+    assert _generate("gated_block").gaps == []
