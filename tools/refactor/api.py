@@ -46,8 +46,65 @@ class Result:
 
 
 def galaxy_dependent(inputs: Inputs) -> bool:
-    """Whether any code the module runs depends on the topology (the analysis's topology facts)."""
-    return any(s.fact in ("galaxy", "mesh_1d", "single_device") for s in inputs.analysis.fact_sites)
+    """Whether any code the generated module holds depends on the topology (the analysis's topology facts).
+
+    Not the code of the sub-modules it builds (``self.mlp = MLP(…)``): the methods of another class of the
+    analysed files, and the helpers only they call, run inside those TTTv1 objects, which choose their own
+    topology code; the generated module keeps them as they are (tt-metal's cross-attention block builds the
+    tt_transformers MLP, whose galaxy code once made it write identical 1D and 2D modules and report that no
+    galaxy test could be written)."""
+    sites = [s for s in inputs.analysis.fact_sites if s.fact in ("galaxy", "mesh_1d", "single_device")]
+    if not sites:
+        return False
+    others = _sub_module_classes(inputs)
+    reached = _reached_without(inputs, others)
+    known = {c.caller for c in inputs.analysis.calls} | {c.callee for c in inputs.analysis.calls}
+    for site in sites:
+        owner = site.function.split(".", 1)[0]
+        if (site.file, owner) in others:
+            continue
+        node = f"{site.file}:{site.function}"
+        if node in known and node not in reached:
+            continue  # a helper only the sub-modules call
+        return True
+    return False
+
+
+def _sub_module_classes(inputs: Inputs) -> set[tuple[str, str]]:
+    """(file, class) of the analysed classes other than the module's class, its bases and the config class."""
+    bases = set()
+    for base in inputs.klass.bases:
+        value = base.value
+        if isinstance(value, cst.Attribute):
+            bases.add(value.attr.value)
+        elif isinstance(value, cst.Name):
+            bases.add(value.value)
+    keep = {inputs.class_name, *bases}
+    config_class = inputs.analysis.config_class
+    out = set()
+    for name, parsed in inputs.files.items():
+        for class_name in parsed.classes():
+            if class_name in keep or (class_name == config_class and name == inputs.analysis.config):
+                continue
+            out.add((name, class_name))
+    return out
+
+
+def _reached_without(inputs: Inputs, others: set[tuple[str, str]]) -> set[str]:
+    """The analysis's functions reached from the module's entries without entering a method of ``others``."""
+    edges: dict[str, set[str]] = {}
+    for call in inputs.analysis.calls:
+        edges.setdefault(call.caller, set()).add(call.callee)
+    reached = set(inputs.analysis.entries)
+    todo = list(reached)
+    while todo:
+        for callee in edges.get(todo.pop(), ()):
+            file, _, function = callee.partition(":")
+            if callee in reached or (file, function.split(".", 1)[0]) in others:
+                continue
+            reached.add(callee)
+            todo.append(callee)
+    return reached
 
 
 def class_base_name(tttv1_class: str) -> str:

@@ -41,6 +41,13 @@ def code(node: cst.CSTNode) -> str:
 _CODE: dict[int, tuple[cst.CSTNode, str]] = {}
 
 
+def is_staticmethod(func: cst.FunctionDef) -> bool:
+    """``func`` is decorated ``@staticmethod``: it takes no instance (its first parameter is data)."""
+    return any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators
+    )
+
+
 def one_line(node: cst.CSTNode, limit: int = 100) -> str:
     text = " ".join(code(node).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -18,6 +18,7 @@ from .cstutil import (
     assigned_names,
     block_statements,
     code,
+    is_staticmethod,
     names_read,
     names_written,
     one_line,
@@ -28,7 +29,15 @@ from .cstutil import (
 from .errors import Gap
 from .fields import FieldTable, name_fields, rename, to_construction
 from .galaxy import galaxy_tests, has_galaxy_sites
-from .helpers import HelperCopier, dotted_module_of, first_party_roots, module_names
+from .helpers import (
+    RUNTIME_MODULES,
+    HelperCopier,
+    dotted_module_of,
+    first_party_folder,
+    first_party_roots,
+    module_names,
+)
+from .imports import resolve_module
 from .layout import sorted_imports, tidy
 from .plan import (
     CONFIG_PARAM,
@@ -620,7 +629,9 @@ class Emitter:
         nested = []
         for func in plan.init_methods:
             converted = to_construction(func, self.tttv1_class, methods, lazy=True)
-            params = converted.params.with_changes(params=converted.params.params[1:])
+            # a @staticmethod's first parameter is data, not the instance: it is kept
+            kept = converted.params.params if is_staticmethod(func) else converted.params.params[1:]
+            params = converted.params.with_changes(params=kept)
             nested.append(converted.with_changes(params=params, decorators=[]))
         mode_blocks = []
         block_modes: dict[str, str] = {}
@@ -916,12 +927,43 @@ class Emitter:
                 found = self._helper_name(name)
                 if found is not None:
                     entries.append(found)
+        self._unresolved_construction_imports(entries)
         out = sorted_imports(entries, self.first_party)
         if out:
             out[0] = _with_comment(
                 out[0].with_changes(leading_lines=[]), "TTTv1 names the bridge needs (imported here only)"
             )
         return out
+
+    def _unresolved_construction_imports(self, entries: list[tuple[str, str | None, str]]) -> None:
+        """A name ``from_model_args`` imports from a module that resolves to no file of the project and to no
+        installed package is a gap: building the module raises ``ModuleNotFoundError`` (TTTv1's own module cannot
+        be imported either; tt-metal's cross-attention block imports a ``llama_cross_attention`` a partial
+        checkout lacks)."""
+        root = first_party_folder(self.inputs.module.path)
+        for module, _imported, name in entries:
+            if module.startswith(".") or module.split(".", 1)[0] in RUNTIME_MODULES:
+                continue
+            if resolve_module(module, root) is not None:
+                continue
+            if any(g.what == name and "resolves to no file" in g.reason for g in self.gaps):
+                continue  # said already (the run-time import of the same name)
+            gap = Gap(
+                f"{self.inputs.module.name}:{_import_line(self.inputs.module.text, name)}",
+                name,
+                f"from_model_args imports it from {module}, which resolves to no file under {root} (or a folder "
+                "above it) and to no installed package: ModuleNotFoundError when the module is built",
+            )
+            if gap not in self.gaps:
+                self.gaps.append(gap)
+
+
+def _import_line(text: str, name: str) -> int:
+    """The line of the import that binds ``name`` at the top of a module (1 when none is found)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(("from ", "import ")) and name in line.replace(",", " ").split():
+            return number
+    return 1
 
 
 def _checks(statements: list[cst.BaseStatement]) -> bool:

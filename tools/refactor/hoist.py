@@ -32,6 +32,7 @@ from .cstutil import (
     slug,
     small_statement,
     summary,
+    target_names,
 )
 from .errors import Gap
 from .inline import replace_names
@@ -720,6 +721,10 @@ def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance 
             raise_ = cst.SimpleStatementLine(
                 [cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))]
             )
+            if const_bool(small.test) is False:
+                # a test a call site's constant made literal (``assert fused_activation is None`` given "gelu"):
+                # it always raises, there is no choice to bind
+                return raise_.with_changes(leading_lines=updated_node.leading_lines)
             if isinstance(small.test, cst.UnaryOperation) and isinstance(small.test.operator, cst.Not):
                 test = small.test.expression  # not (not x) -> x
             else:
@@ -834,6 +839,7 @@ class _Flow(cst.CSTVisitor):
         self.order: list[tuple[cst.CSTNode, set[str], set[str]]] = []
         self.spans: dict[int, tuple[int, int]] = {}
         self.loops: dict[int, tuple[int, int]] = {}
+        self.loops_by_node: list[tuple[cst.CSTNode, tuple[int, int]]] = []
         self._open: list[tuple[cst.CSTNode, int]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -859,6 +865,7 @@ class _Flow(cst.CSTVisitor):
             self.spans[id(original_node)] = (start, len(self.order) - 1)
             if isinstance(original_node, (cst.For, cst.While)):
                 self.loops[id(original_node)] = (start, len(self.order) - 1)
+                self.loops_by_node.append((original_node, (start, len(self.order) - 1)))
 
 
 def _header_parts(node: cst.BaseCompoundStatement) -> list[cst.CSTNode]:
@@ -964,11 +971,18 @@ class BranchBinder:
             p.name.value for p in [*params_of.params, *params_of.kwonly_params] if p.name.value != "self"
         }
         after: set[str] = set()
+        # a read in the body of a later ``for`` of its own target sees that loop's binding, never the arm's
+        rebound: dict[int, set[str]] = {}
+        for node, (lo, hi) in ((n, s) for n, s in flow.loops_by_node if s[0] > end):
+            if isinstance(node, cst.For):
+                targets = set(target_names(node.target) or ()) - flow.order[lo][1]
+                for index in range(lo + 1, hi + 1):
+                    rebound.setdefault(index, set()).update(targets)
         for index, (_, reads, writes) in enumerate(flow.order):
             if index < start:
                 before |= writes
             elif index > end:
-                after |= reads
+                after |= reads - rebound.get(index, set())
         for lo, hi in inside_loop:
             for index in range(lo, hi + 1):
                 after |= flow.order[index][1]

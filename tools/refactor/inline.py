@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .cstutil import PURE_BUILTINS, code, is_pure, summary
+from .cstutil import PURE_BUILTINS, code, is_pure, is_staticmethod, summary
 from .fstrings import compatible_fstring
 from .helpers import ModuleNames
 from .literals import decide_straight_literals, with_prelude
@@ -65,7 +65,10 @@ class Inliner:
             method = self.methods.get(name)
             if method is None or name in self.skip_methods:
                 return None
-            return Callee(self.inputs.module, method, f"{self.inputs.class_name}.{name}", True)
+            # a @staticmethod takes no instance: it binds and is copied like a function of the module
+            return Callee(
+                self.inputs.module, method, f"{self.inputs.class_name}.{name}", not is_staticmethod(method)
+            )
         if not isinstance(func, cst.Name):
             return None
         return self._function(func.value, file, 0)

@@ -31,7 +31,7 @@ import types
 from pathlib import Path
 
 from .errors import Gap
-from .imports import import_root
+from .imports import import_root, resolve_module
 
 #: Names every module has without defining them.
 MODULE_NAMES = frozenset(
@@ -302,14 +302,19 @@ def _events(node: ast.AST, in_loop: bool, out: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- call check
-def call_mismatches(text: str, file_name: str, origins: dict[str, str] | None = None) -> list[Gap]:
+def call_mismatches(
+    text: str, file_name: str, origins: dict[str, str] | None = None, root: Path | None = None
+) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
     (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
     ``TypeError`` when the call runs (a copy that lost a default the call relies on, a keyword it does not
-    have, or, in a snapshot of files of different commits, a helper of another API). Calls with ``*args`` /
-    ``**kwargs``, decorated definitions and names bound again anywhere are left alone. Each gap names the call,
-    the definition (its line and parameters, and ``origins[name]``: where TTTv1 has it) and the argument
-    that does not bind."""
+    have, or, in a snapshot of files of different commits, a helper of another API). With ``root`` (the
+    first-party root), also the constructions of classes imported from the project's own files
+    (``from pkg.attention import Attention`` … ``Attention(mesh_device, state_dict, …)``): a sub-module built
+    with the arguments of another version of its class. Calls with ``*args`` / ``**kwargs``, decorated
+    definitions and names bound again anywhere are left alone. Each gap names the call, the definition (its
+    line and parameters, and ``origins[name]``: where TTTv1 has it; for an imported class, its ``__init__``)
+    and the argument that does not bind."""
     tree = ast.parse(text, filename=file_name)
     rebound = _rebound(tree)
     origins = origins or {}
@@ -321,6 +326,11 @@ def call_mismatches(text: str, file_name: str, origins: dict[str, str] | None = 
         for n in tree.body
         if isinstance(n, ast.FunctionDef) and not n.decorator_list and n.name not in rebound
     }
+    constructors = {}  # an imported class -> where its __init__ is (named in the gap)
+    if root is not None:
+        for name, (module, init) in _imported_constructors(tree, root).items():
+            functions[name] = init
+            constructors[name] = f"{module}.{name}.__init__"
     gaps = []
     for node in ast.walk(tree):
         scopes = [(functions, None)]
@@ -351,8 +361,12 @@ def call_mismatches(text: str, file_name: str, origins: dict[str, str] | None = 
                     Gap(
                         f"{file_name}:{call.lineno}",
                         f"{shown}(...)",
-                        f"the call does not match the definition ({exc}): TypeError when it runs; "
-                        + _definition(definitions[name], file_name, origins.get(name)),
+                        (
+                            f"the call does not match {constructors[name]} ({exc}): TypeError when it runs"
+                            if receiver is None and name in constructors
+                            else f"the call does not match the definition ({exc}): TypeError when it runs; "
+                            + _definition(definitions[name], file_name, origins.get(name))
+                        ),
                     )
                 )
     return sorted(set(gaps), key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
@@ -366,6 +380,53 @@ def _definition(func: ast.FunctionDef, file_name: str, origin: str | None) -> st
         params = params[:239] + "…"
     where = f"defined at {file_name}:{func.lineno} as `{func.name}({params})`"
     return f"{where}, {origin}" if origin else where
+
+
+def _imported_constructors(tree: ast.Module, root: Path) -> dict[str, tuple[str, inspect.Signature]]:
+    """Class name -> (its module, the parameters of its ``__init__`` without ``self``), for each class the module imports
+    by name from a first-party file (at module level or in a function) that defines it with its own undecorated
+    ``__init__``, when nothing else binds the name."""
+    imported: dict[str, list[tuple[str, str]]] = {}
+    others = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                imported.setdefault(alias.asname or alias.name, []).append((node.module, alias.name))
+        elif isinstance(node, ast.Import):
+            others.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            others.add(node.id)
+        elif isinstance(node, ast.arg):
+            others.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            others.add(node.name)
+    out = {}
+    for name, sources in imported.items():
+        if name in others or len(set(sources)) != 1:
+            continue
+        module, class_name = sources[0]
+        init = _first_party_init(module, class_name, root)
+        if init is not None:
+            out[name] = (module, init)
+    return out
+
+
+def _first_party_init(module: str, class_name: str, root: Path) -> inspect.Signature | None:
+    """The ``__init__`` parameters of ``class_name`` as the first-party file of ``module`` defines it."""
+    resolved = resolve_module(module, root)
+    if resolved is None or resolved.path is None:
+        return None
+    try:
+        tree = ast.parse(resolved.path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
+    if len(classes) != 1 or classes[0].decorator_list:
+        return None
+    inits = [m for m in classes[0].body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
+    if len(inits) != 1 or inits[0].decorator_list:
+        return None  # no __init__ of its own (a base class's), or one a decorator may change
+    return _signature(inits[0].args, method=True)
 
 
 def _callee(call: ast.Call, receiver: str | None) -> str | None:
@@ -575,7 +636,9 @@ def output_gaps(
     reported = {(g.loc, g.what) for g in gaps}
     gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
     gaps += [
-        gap for name, text in sorted(texts.items()) for gap in call_mismatches(text, name, origins.get(name))
+        gap
+        for name, text in sorted(texts.items())
+        for gap in call_mismatches(text, name, origins.get(name), root)
     ]
     for gap in import_errors(texts, _roots(texts, root)):
         if not any(

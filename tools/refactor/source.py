@@ -184,7 +184,7 @@ def load_inputs(module_path: Path, config_path: Path | None, class_name: str | N
     for name in analysis.files:
         if name in files or (analysis.config and name == analysis.config):
             continue
-        candidate = _locate(base, module_display, name) or _read_path(analysis.input_paths, name)
+        candidate = analysis.sources.get(name) or _locate(base, module_display, name)
         if candidate is not None:
             files[name] = ParsedFile.load(candidate, name)
     choice = f"class {chosen} chosen: {why}" if why else ""
@@ -230,11 +230,3 @@ def _locate(base: Path, module_display: str, name: str) -> Path | None:
         root = root.parent
     candidate = root / name
     return candidate if candidate.is_file() else None
-
-
-def _read_path(paths: list[Path], name: str) -> Path | None:
-    """The file the analysis read under the display name ``name`` when it is not below the inputs' common
-    folder: trace-deps then names it by its file name alone (Falcon-40B's ``model_utils.py``, imported by
-    Llama-2-70B's attention from another demo's folder). None unless exactly one file read matches."""
-    found = {p for p in paths if p.name == name.rsplit("/", 1)[-1] and p.as_posix().endswith("/" + name)}
-    return found.pop() if len(found) == 1 else None

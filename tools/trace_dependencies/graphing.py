@@ -303,6 +303,7 @@ def build(engine: Engine, seconds: float = 0.0) -> Analysis:
         entries=list(out.entry_ids),
         entry=engine.st.entry,
         seconds=seconds,
+        sources={s.name: s.path for s in engine.st.project.files.values()},
         fact_sites=fact_sites(engine),
     )
     analysis.paths = all_paths(analysis)

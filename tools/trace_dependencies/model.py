@@ -48,7 +48,8 @@ class Analysis:
     dependency to what depends on it.
 
     Two analyses are equal when all their data is (the graph by its nodes, edges and their attributes);
-    ``seconds`` (how long the analysis took) is not data and is not compared or saved."""
+    ``seconds`` (how long the analysis took) and ``sources`` (where each file of ``files`` is on this machine) are
+    not data and are not compared or saved."""
 
     module: str
     config: str | None
@@ -74,12 +75,14 @@ class Analysis:
     class_choice: str | None = None  # why module_class was chosen among several classes with an entry
     fact_sites: list[FactSite] = field(default_factory=list)  # facts inside expressions (for the codemod)
     seconds: float = 0.0
+    # display name -> the file it names: a file outside the inputs' common folder is shown by its bare name
+    sources: dict[str, Path] = field(default_factory=dict)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Analysis):
             return NotImplemented
         for f in fields(self):
-            if f.name == "seconds":
+            if f.name in ("seconds", "sources"):
                 continue
             a, b = getattr(self, f.name), getattr(other, f.name)
             if f.name == "dependencies":

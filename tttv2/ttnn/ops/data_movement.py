@@ -908,13 +908,13 @@ def sharded_to_interleaved(
     is_l1_aligned: bool = False,
     dtype: DataType | None = None,
 ) -> Tensor:
-    """Sharded → interleaved (DRAM by default). ``dtype`` is accepted as an alias of ``output_dtype``."""
+    """Sharded → interleaved (DRAM by default). ``dtype`` is accepted as an alias of ``output_dtype``. An input
+    that is not sharded is returned as it is (ttnn's op does so before any other check: tt-metal's Galaxy LM head
+    and Gemma-3 vision RMSNorm call it on DRAM-interleaved tensors)."""
     op = "ttnn.sharded_to_interleaved"
     t = expect_tensor(op, "input_tensor", input_tensor)
     if not t.is_sharded():
-        raise op_error(
-            op, "input_tensor", "a sharded tensor", f"{t.memory_config().memory_layout.name} {list(t.shape)}"
-        )
+        return t
     memory_config = DRAM_MEMORY_CONFIG if memory_config is None else memory_config
     if not isinstance(memory_config, MemoryConfig) or memory_config.is_sharded():
         raise op_error(op, "memory_config", "an interleaved ttnn.MemoryConfig", repr(memory_config))
