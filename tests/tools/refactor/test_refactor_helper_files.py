@@ -33,7 +33,7 @@ from tttv2 import ttnn
 from tttv2_tools.refactor import generate
 from tttv2_tools.refactor.binding import attribute_stores, mutated_locals
 from tttv2_tools.refactor.cleanup import remove_dead_code
-from tttv2_tools.refactor.source import _read_path, load_inputs
+from tttv2_tools.refactor.source import load_inputs
 
 PACKAGE = "rmm"
 ROOT = Path(__file__).resolve().parents[3]  # the repository: the outer run imports tests.tools…
@@ -57,14 +57,6 @@ def test_the_helper_file_of_another_folder_is_read_under_the_analysis_name():
     inputs = load_inputs(INPUTS / PACKAGE / f"{MODULE}.py", None, None)
     assert "matmul_utils.py" in inputs.analysis.files
     assert inputs.files["matmul_utils.py"].path == (INPUTS / PACKAGE / "common" / "matmul_utils.py").resolve()
-
-
-def test_a_display_name_matched_by_no_file_or_by_two_finds_nothing(tmp_path):
-    one, two = tmp_path / "a" / "utils.py", tmp_path / "b" / "utils.py"
-    assert _read_path([one], "utils.py") == one
-    assert _read_path([one, two], "utils.py") is None  # ambiguous: left unread, as before
-    assert _read_path([one], "other.py") is None
-    assert _read_path([one], "a/utils.py") == one
 
 
 def test_a_helper_of_another_folder_is_specialised_per_call_site():

@@ -111,7 +111,7 @@ def test_a_sub_module_whose_constructor_call_binds_is_no_gap():
         "    TtPatchBlock = None\n"
         "    return a, b, Other(1), LightweightModule(1, 2), TtPatchBlock\n"
     )
-    gaps = call_mismatches(text, "x_1d.py", INPUTS)
+    gaps = call_mismatches(text, "x_1d.py", root=INPUTS)
     assert [(g.loc, g.what) for g in gaps] == [("x_1d.py:7", "TtPatchAttention(...)")]
     assert call_mismatches(text, "x_1d.py") == []  # without the root, imported classes are not read
 
@@ -199,10 +199,10 @@ def test_constructors_the_call_check_does_not_read(tmp_path):
         "    from proj.other import Plain\n"
         "    return Twice(), Decorated(), DecoratedInit(), Plain(), Broken()\n"
     )
-    assert call_mismatches(text, "x_1d.py", tmp_path) == []
+    assert call_mismatches(text, "x_1d.py", root=tmp_path) == []
     # the same classes, one import each: only the plain class is checked, and its call does not bind
     single = "from proj.parts import Twice, Decorated, DecoratedInit, Plain\nPlain()\nTwice()\n"
-    assert [g.what for g in call_mismatches(single, "y_1d.py", tmp_path)] == ["Plain(...)"]
+    assert [g.what for g in call_mismatches(single, "y_1d.py", root=tmp_path)] == ["Plain(...)"]
 
 
 # ------------------------------------------------------------------------------------------ live-out of an arm
