@@ -316,15 +316,13 @@ class Tensor:
                 raise ValidationError(
                     f"ttnn.Tensor: memory_config must be a ttnn.MemoryConfig, got {memory_config!r}"
                 )
-            memory_config = resolve_shard_spec(memory_config, self._shape, layout, device, what)
-            validate_memory_config(memory_config, self._shape, layout, dtype, what)
+            memory_config, nbytes = _placement(memory_config, self._shape, layout, dtype, device, what)
             self._memory_config = memory_config
             self._topology = topology or TensorTopology.replicated(device.shape)
             if view_of is not None:
                 # a view (get_device_tensors) shares the owner's buffers: keep the owner alive, allocate nothing
                 self._view_of = view_of
             else:
-                nbytes = device_bytes(self._shape, dtype, layout, memory_config)
                 desc = f"{what} {list(self._shape)} {dtype.name} {layout.name}"
                 self._allocation = _Allocation(device, memory_config.buffer_type, nbytes, desc)
                 self._finalizer = weakref.finalize(self, _release, self._allocation)
@@ -625,6 +623,36 @@ class Tensor:
 
 
 # --- memory config resolution and validation -------------------------------------------------------------
+
+# (memory config, shape, layout, dtype, device grid) -> (the resolved memory config, bytes per device): what
+# resolve_shard_spec, validate_memory_config and device_bytes give, all three pure functions of these. A decode
+# step builds ~40 tensors per layer of a handful of placements; each was resolved and checked again. Only
+# placements that passed the checks are remembered (a bad one raises every time, naming the tensor); bounded.
+_PLACEMENTS: dict[tuple, tuple[MemoryConfig, int]] = {}
+_PLACEMENTS_MAX = 4096
+
+
+def _placement(
+    memory_config: MemoryConfig,
+    shape: Shape,
+    layout: Layout,
+    dtype: DataType,
+    device: MeshDevice,
+    what: str,
+) -> tuple[MemoryConfig, int]:
+    """The memory config a device tensor gets (a sharded one without a shard spec resolved for this shape) and
+    the bytes it occupies per device; raises ValidationError for a shard spec that does not fit."""
+    key = (memory_config, shape, layout, dtype, device.compute_with_storage_grid_size())
+    known = _PLACEMENTS.get(key)
+    if known is not None:
+        return known
+    resolved = resolve_shard_spec(memory_config, shape, layout, device, what)
+    validate_memory_config(resolved, shape, layout, dtype, what)
+    known = (resolved, device_bytes(shape, dtype, layout, resolved))
+    if len(_PLACEMENTS) >= _PLACEMENTS_MAX:
+        _PLACEMENTS.clear()
+    _PLACEMENTS[key] = known
+    return known
 
 
 def _height_width(shape: Sequence[int], layout: Layout) -> tuple[int, int]:

@@ -1,0 +1,104 @@
+"""The decode fast path of tensor construction (docs/performance.md, branch ``decodeops``): what it remembers
+between tensors must never change which memory config a tensor gets, what it costs on the device, or which
+configs are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tttv2 import ttnn
+from tttv2.ttnn import ValidationError
+from tttv2.ttnn import tensor as tensor_module
+from tttv2.ttnn.tensor import device_bytes, resolve_shard_spec, validate_memory_config
+
+
+def _width_config(rows, width, cores, buffer=ttnn.BufferType.L1):
+    return ttnn.create_sharded_memory_config(
+        shape=(rows, width),
+        core_grid=ttnn.CoreGrid(y=1, x=cores),
+        strategy=ttnn.ShardStrategy.WIDTH,
+        orientation=ttnn.ShardOrientation.ROW_MAJOR,
+        use_height_and_width_as_shard_shape=True,
+    )
+
+
+def _l1_used(mesh):
+    return [r["l1_used"] for r in mesh.memory_report()]
+
+
+@pytest.fixture
+def fresh_placements(monkeypatch):
+    monkeypatch.setattr(tensor_module, "_PLACEMENTS", {})
+    return tensor_module._PLACEMENTS
+
+
+def test_a_spec_less_sharded_config_resolves_per_shape(open_mesh, rng, fresh_placements):
+    # tt-metal's decode code passes L1_WIDTH_SHARDED_MEMORY_CONFIG (no shard spec) for tensors of several widths:
+    # each width gets its own grid, also when the same config object was resolved for another width before
+    mesh = open_mesh((1, 2))
+    spec_less = ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG
+    for width in (256, 96, 256, 2048, 96):
+        x = rng.standard_normal((1, 1, 32, width)).astype(np.float32)
+        before = _l1_used(mesh)
+        t = ttnn.from_numpy(
+            x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh, memory_config=spec_less
+        )
+        expected = resolve_shard_spec(spec_less, t.shape, ttnn.TILE_LAYOUT, mesh, "test")
+        assert t.memory_config() == expected
+        assert expected.shard_spec.shape[1] * expected.shard_spec.num_cores() >= width
+        nbytes = device_bytes(t.shape, ttnn.bfloat16, ttnn.TILE_LAYOUT, expected)
+        assert [u - b for u, b in zip(_l1_used(mesh), before)] == [nbytes, nbytes]
+        t.deallocate()
+    # one remembered placement per (config, shape): three widths, whatever the order they came in
+    assert {key[1][-1] for key in fresh_placements if key[0] == spec_less} == {256, 96, 2048}
+
+
+def test_a_refused_placement_is_refused_every_time(open_mesh, rng, fresh_placements):
+    mesh = open_mesh((1, 2))
+    config = _width_config(32, 64, 4)  # 4 cores x 64 columns: a 256-wide tensor fits, a 512-wide one does not
+    fits = rng.standard_normal((1, 1, 32, 256)).astype(np.float32)
+    too_wide = rng.standard_normal((1, 1, 32, 512)).astype(np.float32)
+    for _ in range(2):
+        t = ttnn.from_numpy(
+            fits, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh, memory_config=config
+        )
+        assert t.memory_config() == config
+        for _attempt in range(2):
+            with pytest.raises(
+                ValidationError, match=r"shard spec does not tile the tensor \[1, 1, 32, 512\]"
+            ):
+                ttnn.from_numpy(
+                    too_wide, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh, memory_config=config
+                )
+    assert all(key[1] == (1, 1, 32, 256) for key in fresh_placements if key[0] == config)
+
+
+def test_the_dtype_is_part_of_a_placement(open_mesh, rng, fresh_placements):
+    # one L1 shard of 32 x 12288 values: 0.4 MB in bfloat8_b fits a core, 1.5 MB in float32 does not
+    mesh = open_mesh((1, 1))
+    config = _width_config(32, 12288, 1)
+    x = rng.standard_normal((1, 1, 32, 12288)).astype(np.float32)
+    small = ttnn.from_numpy(
+        x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh, memory_config=config
+    )
+    assert small.memory_config() == config
+    with pytest.raises(ValidationError, match="bytes per core"):
+        validate_memory_config(config, small.shape, ttnn.TILE_LAYOUT, ttnn.float32, "direct")
+    with pytest.raises(ValidationError, match="bytes per core"):
+        ttnn.from_numpy(x, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT, device=mesh, memory_config=config)
+
+
+def test_the_placement_memory_is_bounded(open_mesh, rng, fresh_placements, monkeypatch):
+    monkeypatch.setattr(tensor_module, "_PLACEMENTS_MAX", 3)
+    mesh = open_mesh((1, 1))
+    for rows in (32, 64, 96, 128, 160):
+        t = ttnn.from_numpy(
+            rng.standard_normal((1, 1, rows, 64)).astype(np.float32),
+            dtype=ttnn.bfloat16,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+        )
+        assert t.memory_config() == ttnn.DRAM_MEMORY_CONFIG
+        assert len(fresh_placements) <= 3
+    assert len(fresh_placements) >= 1
