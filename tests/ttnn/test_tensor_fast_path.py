@@ -102,3 +102,38 @@ def test_the_placement_memory_is_bounded(open_mesh, rng, fresh_placements, monke
         assert t.memory_config() == ttnn.DRAM_MEMORY_CONFIG
         assert len(fresh_placements) <= 3
     assert len(fresh_placements) >= 1
+
+
+def _dram_used(mesh):
+    return [r["dram_used"] for r in mesh.memory_report()]
+
+
+@pytest.mark.parametrize("limit", [1, 256])
+def test_each_mesh_accounts_its_own_tensors(rng, monkeypatch, limit):
+    # the allocators of a mesh's devices are looked up once per mesh and buffer type; a mesh opened after another
+    # was closed (possibly at the same address) must be charged itself, also when the lookup memory overflows
+    monkeypatch.setattr(tensor_module, "_ALLOCATORS", {})
+    monkeypatch.setattr(tensor_module, "_ALLOCATORS_MAX", limit)
+    x = rng.standard_normal((1, 1, 64, 32)).astype(np.float32)
+    for shape in ((1, 2), (2, 2), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        other = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+        try:
+            before, before_other = _dram_used(mesh), _dram_used(other)
+            t = ttnn.from_numpy(x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+            l1 = ttnn.from_numpy(
+                x,
+                dtype=ttnn.bfloat16,
+                layout=ttnn.TILE_LAYOUT,
+                device=other,
+                memory_config=ttnn.L1_MEMORY_CONFIG,
+            )
+            assert [u - b for u, b in zip(_dram_used(mesh), before)] == [64 * 32 * 2] * mesh.get_num_devices()
+            assert _dram_used(other) == before_other and other.memory_report()[0]["l1_used"] == 64 * 32 * 2
+            t.deallocate()
+            l1.deallocate()
+            assert _dram_used(mesh) == before and other.memory_report()[0]["l1_used"] == 0
+        finally:
+            ttnn.close_mesh_device(other)
+            ttnn.close_mesh_device(mesh)
+    assert len(tensor_module._ALLOCATORS) <= max(limit, 2)

@@ -98,28 +98,62 @@ def device_bytes(shape: Sequence[int], dtype: DataType, layout: Layout, memory_c
 class _Allocation:
     """Bytes held on each device of a mesh; released once, by deallocate() or garbage collection."""
 
-    __slots__ = ("__weakref__", "buffer_type", "devices", "nbytes", "released")
+    __slots__ = ("__weakref__", "allocators", "nbytes", "released")
 
-    def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what: str) -> None:
-        self.devices = mesh.get_devices()
-        self.buffer_type = buffer_type
+    def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what) -> None:
+        self.allocators = _allocators(mesh, buffer_type)
         self.nbytes = nbytes
         self.released = False
         done = []
         try:
-            for dev in self.devices:
-                dev.allocators[buffer_type].allocate(nbytes, what, dev.id())
-                done.append(dev)
+            for allocator, device_id in self.allocators:
+                allocator.allocate(nbytes, what, device_id)
+                done.append(allocator)
         except Exception:
-            for dev in done:
-                dev.allocators[buffer_type].release(nbytes)
+            for allocator in done:
+                allocator.release(nbytes)
             raise
 
     def release(self) -> None:
         if not self.released:
             self.released = True
-            for dev in self.devices:
-                dev.allocators[self.buffer_type].release(self.nbytes)
+            nbytes = self.nbytes
+            for allocator, _device_id in self.allocators:
+                allocator.release(nbytes)
+
+
+# (id of the mesh, buffer type) -> (the mesh, its devices' allocators of that type with the device ids): a
+# device's allocators never change, and looking them up per device per tensor (an enum-keyed dict) was a
+# measurable part of building a decode step's outputs on 32 devices
+_ALLOCATORS: dict[tuple[int, BufferType], tuple[MeshDevice, tuple]] = {}
+_ALLOCATORS_MAX = 256
+
+
+def _allocators(mesh: MeshDevice, buffer_type: BufferType) -> tuple:
+    key = (id(mesh), buffer_type)
+    known = _ALLOCATORS.get(key)
+    if known is None or known[0] is not mesh:
+        if len(_ALLOCATORS) >= _ALLOCATORS_MAX:
+            _ALLOCATORS.clear()  # meshes opened and closed by the hundred (tests): start again
+        known = _ALLOCATORS[key] = (
+            mesh,
+            tuple((dev.allocators[buffer_type], dev.id()) for dev in mesh.get_devices()),
+        )
+    return known[1]
+
+
+class _Describe:
+    """A tensor's description for an out-of-memory message, formatted only if the message is made."""
+
+    __slots__ = ("dtype", "layout", "shape", "what")
+
+    def __init__(self, what: str, shape, dtype: DataType, layout: Layout) -> None:
+        self.what, self.shape, self.dtype, self.layout = what, shape, dtype, layout
+
+    def __str__(self) -> str:
+        return f"{self.what} {list(self.shape)} {self.dtype.name} {self.layout.name}"
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
 def _release(allocation: _Allocation) -> None:
@@ -161,7 +195,12 @@ def _sealed_if_private(stored: np.ndarray, source) -> np.ndarray:
 
 def _stored(values, dtype: DataType, quantized: bool):
     """The shard a tensor of ``dtype`` holds for ``values`` (already quantised ones are kept as they are)."""
-    if _storage.is_storage(values):
+    if type(values) is np.ndarray:
+        if dtype.is_packed and values.dtype == np.float32 and values.flags.writeable:
+            # what store() does for an array no storage unpacked (those are read-only to their last base):
+            # an op's fresh output, packed without looking for its source
+            return _storage.pack(values, dtype)
+    elif _storage.is_storage(values):
         if values.dtype is not dtype:
             raise ValidationError(
                 f"ttnn.Tensor: a {values.dtype.name} shard cannot make a {dtype.name} tensor"
@@ -278,7 +317,10 @@ class Tensor:
             shards = [stand_in if i in remote else s for i, s in enumerate(shards)]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
-            if shard.writeable if _storage.is_storage(shard) else shard.flags.writeable:
+            if type(shard) is np.ndarray:
+                if shard.flags.writeable:
+                    shard.flags.writeable = False
+            elif shard.writeable if _storage.is_storage(shard) else shard.flags.writeable:
                 _seal(shard)
         self._shards: list | None = shards
         self._dtype = dtype
@@ -323,7 +365,7 @@ class Tensor:
                 # a view (get_device_tensors) shares the owner's buffers: keep the owner alive, allocate nothing
                 self._view_of = view_of
             else:
-                desc = f"{what} {list(self._shape)} {dtype.name} {layout.name}"
+                desc = _Describe(what, self._shape, dtype, layout)
                 self._allocation = _Allocation(device, memory_config.buffer_type, nbytes, desc)
                 self._finalizer = weakref.finalize(self, _release, self._allocation)
 
