@@ -137,3 +137,53 @@ def test_each_mesh_accounts_its_own_tensors(rng, monkeypatch, limit):
             ttnn.close_mesh_device(other)
             ttnn.close_mesh_device(mesh)
     assert len(tensor_module._ALLOCATORS) <= max(limit, 2)
+
+
+def _values(t):
+    return [np.array(s) for s in t.shards()]
+
+
+@pytest.mark.parametrize("dtype", [ttnn.bfloat16, ttnn.bfloat8_b, ttnn.bfloat4_b, ttnn.float32])
+def test_moves_share_the_stored_values_and_writes_stay_private(open_mesh, rng, dtype):
+    # a decode step moves activations between DRAM and L1 and reshapes them several times per layer: the output
+    # holds the input's stored shards (no unpack and pack), and writing into either tensor leaves the other alone
+    mesh = open_mesh((1, 2))
+    x = rng.standard_normal((1, 1, 32, 256)).astype(np.float32)
+    t = ttnn.from_numpy(
+        x,
+        dtype=dtype,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3),
+    )
+    original = _values(t)
+    moved = [
+        ttnn.to_memory_config(t, ttnn.L1_MEMORY_CONFIG),
+        ttnn.to_memory_config(t, ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG),
+        ttnn.clone(t),
+        ttnn.to_layout(t, ttnn.TILE_LAYOUT, memory_config=ttnn.L1_MEMORY_CONFIG),
+    ]
+    if (
+        dtype is not ttnn.float32
+    ):  # float32 shards are copied by the output as before (quantising copies them)
+        for m in moved:
+            assert all(a is b for a, b in zip(m.stored_shards(), t.stored_shards()))
+    reshaped = ttnn.reshape(t, (1, 32, 128))
+    flat = ttnn.reshape(t, (1, 1, 1, 32 * 128))  # a block float re-blocks: as packing the reshaped values
+    for m in moved:
+        assert all(np.array_equal(a, b) for a, b in zip(_values(m), original))
+    for r, shape in ((reshaped, (1, 32, 128)), (flat, (1, 1, 1, 4096))):
+        expected = ttnn.from_numpy(
+            np.concatenate([o.reshape(shape) for o in original], axis=0),
+            dtype=dtype,
+            layout=ttnn.TILE_LAYOUT,
+            device=mesh,
+            mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=0),
+        )
+        assert all(np.array_equal(a, b) for a, b in zip(_values(r), _values(expected)))
+    # an in-place write into one of them (a host-to-device copy) changes that one only
+    host = ttnn.from_numpy(np.ones((1, 1, 32, 128), np.float32), dtype=dtype, layout=ttnn.TILE_LAYOUT)
+    ttnn.copy_host_to_device_tensor(host, moved[0])
+    assert all(np.array_equal(v, np.ones((1, 1, 32, 128))) for v in _values(moved[0]))
+    for other in (t, *moved[1:]):
+        assert all(np.array_equal(a, b) for a, b in zip(_values(other), original))
