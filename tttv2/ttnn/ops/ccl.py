@@ -40,6 +40,7 @@ from ..program_configs import (
 from ..tensor import Tensor
 from ..types import BufferType, DataType, Layout, ReduceType, Topology, _NamedEnum
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from .data_movement import per_device
 from .matmul import linear
 
 __all__ = [
@@ -564,7 +565,9 @@ def _scattered(shards: list[np.ndarray], groups: list[list[int]], dim: int) -> l
     for group in groups:
         pieces = np.split(_ring_sum([shards[i] for i in group]), len(group), axis=dim)
         for k, i in enumerate(group):
-            out[i] = np.ascontiguousarray(pieces[k])
+            out[i] = pieces[
+                k
+            ]  # a view of the group's sum: the output tensor packs (or copies) it as it stores it
     return out
 
 
@@ -1138,7 +1141,8 @@ def fast_reduce_nc(
         )
         same_mesh(op, input=tensor, output=output)
         expect(tuple(output.shape) == tuple(shape), op, "output.shape", shape, list(output.shape))
-    shards = [_sum_outer_dims(s, reduce_dims, shape) for s in tensor.shards(op)]
+    # per distinct shard: after an all-gather the devices of a group hold one array, summed once for all of them
+    shards = per_device(lambda s: _sum_outer_dims(s, reduce_dims, shape), tensor.shards(op))
     if output is not None:
         return _emit(op, shards, tensor, None, tensor.tensor_topology(), output)
     return output_like(op, shards, tensor, memory_config=memory_config)
