@@ -187,3 +187,54 @@ def test_moves_share_the_stored_values_and_writes_stay_private(open_mesh, rng, d
     assert all(np.array_equal(v, np.ones((1, 1, 32, 128))) for v in _values(moved[0]))
     for other in (t, *moved[1:]):
         assert all(np.array_equal(a, b) for a, b in zip(_values(other), original))
+
+
+def _replicated_over_rows(mesh, values, dtype):
+    """A [rows x cols] mesh tensor split over the columns (dim 3) and replicated over the rows, each column's
+    piece one array shared by the rows' devices (as the result of a reduction over the rows is held)."""
+    rows, cols = tuple(mesh.shape)
+    pieces = np.split(values, cols, axis=3)
+    per_column = [ttnn.from_numpy(p, dtype=dtype, layout=ttnn.TILE_LAYOUT).stored_shards()[0] for p in pieces]
+    shards = [per_column[c] for _r in range(rows) for c in range(cols)]
+    return ttnn.Tensor(
+        shards,
+        dtype,
+        ttnn.TILE_LAYOUT,
+        mesh,
+        topology=ttnn.TensorTopology(mesh.shape, (ttnn.PlacementReplicate(), ttnn.PlacementShard(3))),
+    )
+
+
+@pytest.mark.parametrize("dtype", [ttnn.bfloat16, ttnn.bfloat8_b])
+def test_replicated_shards_are_computed_once_with_the_same_bits(open_mesh, rng, dtype):
+    # 8x4 decode: what a reduction over the mesh rows leaves is one array per column; elementwise ops and the CCLs
+    # over the columns compute it once per column, and every device still gets what it would compute alone
+    mesh = open_mesh((2, 4))
+    a_values = rng.standard_normal((1, 1, 32, 512)).astype(np.float32)
+    b_values = rng.standard_normal((1, 1, 32, 512)).astype(np.float32)
+    a = _replicated_over_rows(mesh, a_values, dtype)
+    b = _replicated_over_rows(mesh, b_values, dtype)
+    a_cols = [ttnn.to_numpy(ttnn.get_device_tensors(a)[c]) for c in range(4)]
+    b_cols = [ttnn.to_numpy(ttnn.get_device_tensors(b)[c]) for c in range(4)]
+
+    total = ttnn.add(a, b)
+    gathered = ttnn.all_gather(a, dim=3, cluster_axis=1)
+    scattered = ttnn.reduce_scatter(a, dim=3, cluster_axis=1)
+    reduced = ttnn.all_reduce(a, cluster_axis=1)
+    for out in (total, gathered, scattered, reduced):
+        stored = out.stored_shards()
+        assert all(stored[4 + c] is stored[c] for c in range(4))  # row 1 holds row 0's results
+
+    # the values: what each device's inputs give, computed here device by device
+    quantise = lambda v: ttnn.to_numpy(ttnn.from_numpy(v, dtype=dtype, layout=ttnn.TILE_LAYOUT))  # noqa: E731
+    row_sum = a_cols[0].copy()
+    for c in range(1, 4):
+        row_sum += a_cols[c]
+    for i, device in enumerate(ttnn.get_device_tensors(total)):
+        np.testing.assert_array_equal(ttnn.to_numpy(device), quantise(a_cols[i % 4] + b_cols[i % 4]))
+    for device in ttnn.get_device_tensors(gathered):
+        np.testing.assert_array_equal(ttnn.to_numpy(device), np.concatenate(a_cols, axis=3))
+    for i, device in enumerate(ttnn.get_device_tensors(scattered)):
+        np.testing.assert_array_equal(ttnn.to_numpy(device), quantise(np.split(row_sum, 4, axis=3)[i % 4]))
+    for device in ttnn.get_device_tensors(reduced):
+        np.testing.assert_array_equal(ttnn.to_numpy(device), quantise(row_sum))
