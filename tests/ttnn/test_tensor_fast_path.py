@@ -238,3 +238,64 @@ def test_replicated_shards_are_computed_once_with_the_same_bits(open_mesh, rng, 
         np.testing.assert_array_equal(ttnn.to_numpy(device), quantise(np.split(row_sum, 4, axis=3)[i % 4]))
     for device in ttnn.get_device_tensors(reduced):
         np.testing.assert_array_equal(ttnn.to_numpy(device), quantise(row_sum))
+
+
+@pytest.mark.parametrize(
+    ("dims", "distinct"),
+    [(None, 1), ((None, 3), 4), ((2, None), 2), ((2, 3), 8)],
+)
+def test_a_mesh_mapper_holds_each_replica_once(open_mesh, rng, dims, distinct):
+    # a tensor replicated over a mesh axis (tt-metal's norm weights, KV caches, the Galaxy embedding table over
+    # the 8 rows) is one array per distinct piece: packed once, and ops on it compute it once
+    import torch
+
+    mesh = open_mesh((2, 4))
+    x = torch.from_numpy(rng.standard_normal((1, 1, 128, 256)).astype(np.float32))
+    mapper = (
+        ttnn.ReplicateTensorToMesh(mesh)
+        if dims is None
+        else ttnn.ShardTensor2dMesh(mesh, dims=dims, mesh_shape=(2, 4))
+    )
+    t = ttnn.from_torch(x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT, device=mesh, mesh_mapper=mapper)
+    assert len({id(s) for s in t.stored_shards()}) == distinct
+    # every device's values are its piece of x, as a mapper without sharing would give
+    quantised = ttnn.to_numpy(ttnn.from_torch(x, dtype=ttnn.bfloat8_b, layout=ttnn.TILE_LAYOUT))
+    for i, device in enumerate(ttnn.get_device_tensors(t)):
+        piece = quantised
+        r, c = divmod(i, 4)
+        if dims is not None and dims[0] is not None:
+            piece = np.split(piece, 2, axis=dims[0])[r]
+        if dims is not None and dims[1] is not None:
+            piece = np.split(piece, 4, axis=dims[1])[c]
+        np.testing.assert_array_equal(ttnn.to_numpy(device), piece)
+
+
+def test_a_replicated_cache_takes_each_devices_own_writes(open_mesh, rng):
+    # a KV cache made by replicating zeros over the mesh, then written per device with different values (each
+    # device's own heads): each device's cache holds its own writes and nothing of the others'
+    import torch
+
+    mesh = open_mesh((1, 4))
+    cache = ttnn.from_torch(
+        torch.zeros(32, 1, 64, 32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+    )
+    assert len({id(s) for s in cache.stored_shards()}) == 1
+    values = rng.standard_normal((1, 1, 32, 4 * 32)).astype(np.float32)
+    update = ttnn.from_numpy(
+        values,
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, 3),
+    )
+    ttnn.update_cache(cache, update, 5)
+    quantised = ttnn.to_numpy(ttnn.from_numpy(values, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT))
+    for i, device in enumerate(ttnn.get_device_tensors(cache)):
+        got = ttnn.to_numpy(device)
+        np.testing.assert_array_equal(got[:, 0, 5, :], quantised[0, 0, :, 32 * i : 32 * (i + 1)])
+        got[:, 0, 5, :] = 0
+        assert not got.any()
