@@ -100,7 +100,7 @@ class _Allocation:
 
     __slots__ = ("__weakref__", "allocators", "nbytes", "released")
 
-    def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what) -> None:
+    def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what: str) -> None:
         self.allocators = _allocators(mesh, buffer_type)
         self.nbytes = nbytes
         self.released = False
@@ -140,20 +140,6 @@ def _allocators(mesh: MeshDevice, buffer_type: BufferType) -> tuple:
             tuple((dev.allocators[buffer_type], dev.id()) for dev in mesh.get_devices()),
         )
     return known[1]
-
-
-class _Describe:
-    """A tensor's description for an out-of-memory message, formatted only if the message is made."""
-
-    __slots__ = ("dtype", "layout", "shape", "what")
-
-    def __init__(self, what: str, shape, dtype: DataType, layout: Layout) -> None:
-        self.what, self.shape, self.dtype, self.layout = what, shape, dtype, layout
-
-    def __str__(self) -> str:
-        return f"{self.what} {list(self.shape)} {self.dtype.name} {self.layout.name}"
-
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
 def _release(allocation: _Allocation) -> None:
@@ -365,7 +351,7 @@ class Tensor:
                 # a view (get_device_tensors) shares the owner's buffers: keep the owner alive, allocate nothing
                 self._view_of = view_of
             else:
-                desc = _Describe(what, self._shape, dtype, layout)
+                desc = f"{what} {list(self._shape)} {dtype.name} {layout.name}"
                 self._allocation = _Allocation(device, memory_config.buffer_type, nbytes, desc)
                 self._finalizer = weakref.finalize(self, _release, self._allocation)
 
