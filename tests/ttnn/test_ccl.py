@@ -279,6 +279,10 @@ def test_tttv1_composite_all_reduce_on_galaxy(open_mesh, rng, sems):
             gathered, dims=[0], output=None, compute_kernel_config=None, memory_config=dram
         )
         assert composite.shape == tensor.shape and fast.shape == tensor.shape
+        # a group's devices hold one gathered array: it is summed (and stored) once for the whole group
+        stored = fast.stored_shards()
+        assert all(stored[i] is stored[_group_of((8, 4), axis, i)[0]] for i in range(32))
+        assert len({id(s) for s in stored}) == len({tuple(_group_of((8, 4), axis, i)) for i in range(32)})
         reference = ttnn.all_reduce(tensor, cluster_axis=axis)
         reference_bfp8 = ttnn.all_reduce(ccl_input, cluster_axis=axis)
         for i, (a, b, ra, rb) in enumerate(

@@ -113,10 +113,16 @@ class TensorToMesh:
         return TensorTopology(self.distribution_shape, self.placements)
 
     def map(self, array: np.ndarray) -> list[np.ndarray]:
+        """One array per device. The replicas of a piece are one array object (a replicated weight is held and
+        packed once, and ops on replicated values compute them once); per-device writes copy their shard first,
+        as for any shared shard."""
         pieces = [array]
         for axis, placement in enumerate(self.placements):
             count = self.distribution_shape[axis]
             nxt = []
+            split: dict[
+                int, list[np.ndarray]
+            ] = {}  # the parts of each distinct piece (a replica is split once)
             for piece in pieces:
                 if isinstance(placement, PlacementReplicate):
                     nxt.extend([piece] * count)
@@ -132,9 +138,16 @@ class TensorToMesh:
                         f"mesh mapper: dim {dim} of size {size} (tensor {list(array.shape)}) does not divide into "
                         f"{count} shards over mesh axis {axis}"
                     )
-                nxt.extend(np.split(piece, count, axis=dim))
+                parts = split.get(id(piece))
+                if parts is None:
+                    parts = split[id(piece)] = np.split(piece, count, axis=dim)
+                nxt.extend(parts)
             pieces = nxt
-        return [np.ascontiguousarray(p).reshape(p.shape) for p in pieces]  # reshape: 0-d stays 0-d
+        done: dict[int, np.ndarray] = {}
+        for p in pieces:
+            if id(p) not in done:
+                done[id(p)] = np.ascontiguousarray(p).reshape(p.shape)  # reshape: 0-d stays 0-d
+        return [done[id(p)] for p in pieces]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(placements={list(self.placements)!r}, distribution_shape={self.distribution_shape!r})"

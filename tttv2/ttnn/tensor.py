@@ -109,29 +109,49 @@ _addresses = itertools.count(0x10000, 0x400)
 class _Allocation:
     """Bytes held on each device of a mesh; released once, by deallocate() or garbage collection."""
 
-    __slots__ = ("__weakref__", "address", "buffer_type", "devices", "nbytes", "released")
+    __slots__ = ("__weakref__", "address", "allocators", "nbytes", "released")
 
     def __init__(self, mesh: MeshDevice, buffer_type: BufferType, nbytes: int, what: str) -> None:
         self.address = next(_addresses)  # a stand-in for the buffer's device address: unique per allocation
-        self.devices = mesh.get_devices()
-        self.buffer_type = buffer_type
+        self.allocators = _allocators(mesh, buffer_type)
         self.nbytes = nbytes
         self.released = False
         done = []
         try:
-            for dev in self.devices:
-                dev.allocators[buffer_type].allocate(nbytes, what, dev.id())
-                done.append(dev)
+            for allocator, device_id in self.allocators:
+                allocator.allocate(nbytes, what, device_id)
+                done.append(allocator)
         except Exception:
-            for dev in done:
-                dev.allocators[buffer_type].release(nbytes)
+            for allocator in done:
+                allocator.release(nbytes)
             raise
 
     def release(self) -> None:
         if not self.released:
             self.released = True
-            for dev in self.devices:
-                dev.allocators[self.buffer_type].release(self.nbytes)
+            nbytes = self.nbytes
+            for allocator, _device_id in self.allocators:
+                allocator.release(nbytes)
+
+
+# (id of the mesh, buffer type) -> (the mesh, its devices' allocators of that type with the device ids): a
+# device's allocators never change, and looking them up per device per tensor (an enum-keyed dict) was a
+# measurable part of building a decode step's outputs on 32 devices
+_ALLOCATORS: dict[tuple[int, BufferType], tuple[MeshDevice, tuple]] = {}
+_ALLOCATORS_MAX = 256
+
+
+def _allocators(mesh: MeshDevice, buffer_type: BufferType) -> tuple:
+    key = (id(mesh), buffer_type)
+    known = _ALLOCATORS.get(key)
+    if known is None or known[0] is not mesh:
+        if len(_ALLOCATORS) >= _ALLOCATORS_MAX:
+            _ALLOCATORS.clear()  # meshes opened and closed by the hundred (tests): start again
+        known = _ALLOCATORS[key] = (
+            mesh,
+            tuple((dev.allocators[buffer_type], dev.id()) for dev in mesh.get_devices()),
+        )
+    return known[1]
 
 
 def _release(allocation: _Allocation) -> None:
@@ -173,7 +193,12 @@ def _sealed_if_private(stored: np.ndarray, source) -> np.ndarray:
 
 def _stored(values, dtype: DataType, quantized: bool):
     """The shard a tensor of ``dtype`` holds for ``values`` (already quantised ones are kept as they are)."""
-    if _storage.is_storage(values):
+    if type(values) is np.ndarray:
+        if dtype.is_packed and values.dtype == np.float32 and values.flags.writeable:
+            # what store() does for an array no storage unpacked (those are read-only to their last base):
+            # an op's fresh output, packed without looking for its source
+            return _storage.pack(values, dtype)
+    elif _storage.is_storage(values):
         if values.dtype is not dtype:
             raise ValidationError(
                 f"ttnn.Tensor: a {values.dtype.name} shard cannot make a {dtype.name} tensor"
@@ -290,7 +315,10 @@ class Tensor:
             shards = [stand_in if i in remote else s for i, s in enumerate(shards)]
         for shard in shards:
             # shards are shared between devices, views and host copies: nobody may write them in place
-            if shard.writeable if _storage.is_storage(shard) else shard.flags.writeable:
+            if type(shard) is np.ndarray:
+                if shard.flags.writeable:
+                    shard.flags.writeable = False
+            elif shard.writeable if _storage.is_storage(shard) else shard.flags.writeable:
                 _seal(shard)
         self._shards: list | None = shards
         self._dtype = dtype
@@ -328,15 +356,13 @@ class Tensor:
                 raise ValidationError(
                     f"ttnn.Tensor: memory_config must be a ttnn.MemoryConfig, got {memory_config!r}"
                 )
-            memory_config = resolve_shard_spec(memory_config, self._shape, layout, device, what)
-            validate_memory_config(memory_config, self._shape, layout, dtype, what)
+            memory_config, nbytes = _placement(memory_config, self._shape, layout, dtype, device, what)
             self._memory_config = memory_config
             self._topology = topology or TensorTopology.replicated(device.shape)
             if view_of is not None:
                 # a view (get_device_tensors) shares the owner's buffers: keep the owner alive, allocate nothing
                 self._view_of = view_of
             else:
-                nbytes = device_bytes(self._shape, dtype, layout, memory_config)
                 desc = f"{what} {list(self._shape)} {dtype.name} {layout.name}"
                 self._allocation = _Allocation(device, memory_config.buffer_type, nbytes, desc)
                 self._finalizer = weakref.finalize(self, _release, self._allocation)
@@ -649,6 +675,36 @@ class Tensor:
 
 
 # --- memory config resolution and validation -------------------------------------------------------------
+
+# (memory config, shape, layout, dtype, device grid) -> (the resolved memory config, bytes per device): what
+# resolve_shard_spec, validate_memory_config and device_bytes give, all three pure functions of these. A decode
+# step builds ~40 tensors per layer of a handful of placements; each was resolved and checked again. Only
+# placements that passed the checks are remembered (a bad one raises every time, naming the tensor); bounded.
+_PLACEMENTS: dict[tuple, tuple[MemoryConfig, int]] = {}
+_PLACEMENTS_MAX = 4096
+
+
+def _placement(
+    memory_config: MemoryConfig,
+    shape: Shape,
+    layout: Layout,
+    dtype: DataType,
+    device: MeshDevice,
+    what: str,
+) -> tuple[MemoryConfig, int]:
+    """The memory config a device tensor gets (a sharded one without a shard spec resolved for this shape) and
+    the bytes it occupies per device; raises ValidationError for a shard spec that does not fit."""
+    key = (memory_config, shape, layout, dtype, device.compute_with_storage_grid_size())
+    known = _PLACEMENTS.get(key)
+    if known is not None:
+        return known
+    resolved = resolve_shard_spec(memory_config, shape, layout, device, what)
+    validate_memory_config(resolved, shape, layout, dtype, what)
+    known = (resolved, device_bytes(shape, dtype, layout, resolved))
+    if len(_PLACEMENTS) >= _PLACEMENTS_MAX:
+        _PLACEMENTS.clear()
+    _PLACEMENTS[key] = known
+    return known
 
 
 def _height_width(shape: Sequence[int], layout: Layout) -> tuple[int, int]:

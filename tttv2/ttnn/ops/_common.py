@@ -177,8 +177,9 @@ def same_mesh(op: str, **tensors: Tensor | None) -> MeshDevice | None:
 
 
 def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = True) -> list:
-    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through). On a mesh
-    spread over ranks only this rank's devices are computed; the others' results are remote stand-ins."""
+    """Apply ``fn`` per device to the shards of the tensors (non-tensor arguments are passed through); devices whose
+    shards are the same arrays share one result (``fn`` must depend on its arguments only). On a mesh spread over
+    ranks only this rank's devices are computed; the others' results are remote stand-ins."""
     count = None
     for t in tensors:
         if isinstance(t, Tensor):
@@ -188,21 +189,28 @@ def map_shards(fn: Callable[..., np.ndarray], *tensors, float_inputs: bool = Tru
             count = n
     mesh = next((t.device() for t in tensors if isinstance(t, Tensor) and t.device() is not None), None)
     remote = skipped(mesh, count or 1)
+    stored = [t.stored_shards() if isinstance(t, Tensor) else None for t in tensors]
     results = []
+    done: dict[tuple[int, ...], object] = {}
     for i in range(count or 1):
         if i in remote:
             results.append(None)  # another rank's device (tttv2/ttnn/_remote.py)
             continue
+        # devices whose inputs are the same shards (a tensor replicated over devices holds one) share one result
+        key = tuple(0 if shards is None else id(shards[i]) for shards in stored)
+        if key in done:
+            results.append(done[key])
+            continue
         args = []
         for t in tensors:
             if isinstance(t, Tensor):
-                shard = t.shards()[i]
+                shard = t.shards()[i]  # unpacked for this device only: one input at a time is held unpacked
                 args.append(
                     shard.astype(np.float32, copy=False) if float_inputs and t.dtype.is_float else shard
                 )
             else:
                 args.append(t)
-        results.append(fn(*args))
+        results.append(done.setdefault(key, fn(*args)))
     return fill_remote(results, remote) if remote else results
 
 

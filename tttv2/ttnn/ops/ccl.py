@@ -40,6 +40,7 @@ from ..program_configs import (
 from ..tensor import Tensor
 from ..types import BufferType, DataType, Layout, ReduceType, Topology, _NamedEnum
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from .data_movement import per_device
 from .matmul import linear
 
 __all__ = [
@@ -541,31 +542,39 @@ def _sum_outer_dims(shard: np.ndarray, dims: tuple[int, ...], shape: list[int]) 
     return acc.reshape(shape)
 
 
-def _gathered(shards: list[np.ndarray], groups: list[list[int]], dim: int) -> list[np.ndarray]:
-    out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
+def _per_group(shards: list[np.ndarray], groups: list[list[int]], combine) -> list:
+    """``combine(the group's shards in ring order)`` for each group, a list of one result per member. Groups whose
+    members hold the same arrays in the same order (a tensor replicated over the other mesh axis holds one array
+    per replica) share one result, computed once: the same inputs in the same order give the same bits."""
+    out: list = [None] * len(shards)
+    done: dict[tuple[int, ...], list] = {}
     for group in groups:
-        result = shards[group[0]] if len(group) == 1 else np.concatenate([shards[i] for i in group], axis=dim)
-        for i in group:
+        members = [shards[i] for i in group]
+        key = tuple(id(m) for m in members)
+        results = done.get(key)
+        if results is None:
+            results = done[key] = combine(members)
+        for i, result in zip(group, results):
             out[i] = result
     return out
 
 
+def _gathered(shards: list[np.ndarray], groups: list[list[int]], dim: int) -> list[np.ndarray]:
+    def gather(members):
+        whole = members[0] if len(members) == 1 else np.concatenate(members, axis=dim)
+        return [whole] * len(members)
+
+    return _per_group(shards, groups, gather)
+
+
 def _reduced(shards: list[np.ndarray], groups: list[list[int]]) -> list[np.ndarray]:
-    out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
-    for group in groups:
-        total = _ring_sum([shards[i] for i in group])
-        for i in group:
-            out[i] = total
-    return out
+    return _per_group(shards, groups, lambda members: [_ring_sum(members)] * len(members))
 
 
 def _scattered(shards: list[np.ndarray], groups: list[list[int]], dim: int) -> list[np.ndarray]:
-    out: list[np.ndarray] = [None] * len(shards)  # type: ignore[list-item]
-    for group in groups:
-        pieces = np.split(_ring_sum([shards[i] for i in group]), len(group), axis=dim)
-        for k, i in enumerate(group):
-            out[i] = np.ascontiguousarray(pieces[k])
-    return out
+    # each device gets a view of its piece of the group's sum: the output tensor packs (or copies) it as it stores
+    # it, so no contiguous copy is made here
+    return _per_group(shards, groups, lambda members: np.split(_ring_sum(members), len(members), axis=dim))
 
 
 def _check_output_buffer(
@@ -1138,7 +1147,8 @@ def fast_reduce_nc(
         )
         same_mesh(op, input=tensor, output=output)
         expect(tuple(output.shape) == tuple(shape), op, "output.shape", shape, list(output.shape))
-    shards = [_sum_outer_dims(s, reduce_dims, shape) for s in tensor.shards(op)]
+    # per distinct shard: after an all-gather the devices of a group hold one array, summed once for all of them
+    shards = per_device(lambda s: _sum_outer_dims(s, reduce_dims, shape), tensor.shards(op))
     if output is not None:
         return _emit(op, shards, tensor, None, tensor.tensor_topology(), output)
     return output_like(op, shards, tensor, memory_config=memory_config)

@@ -153,6 +153,13 @@ def _shards(t: Tensor, op: str) -> list[np.ndarray]:
     return t.shards(op)
 
 
+def _passed_on(t: Tensor, op: str) -> list:
+    """The shards for an output that holds the input's values unchanged (a move to another memory config or
+    layout, a clone): the stored shards themselves, shared rather than unpacked and packed again (they are
+    read-only; an in-place write copies its shard first)."""
+    return t.stored_shards(op)
+
+
 def _moved_topology(op: str, move, t: Tensor, *args, **kwargs):
     """``move(t's topology, *args)``: its shard dims moved with the data by a reshape or a permute."""
     try:
@@ -200,7 +207,7 @@ def to_layout(
     shards = (
         _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
         if out_dtype is not t.dtype
-        else _shards(t, op)
+        else _passed_on(t, op)
     )
     return output_like(op, shards, t, dtype=out_dtype, layout=layout, memory_config=memory_config)
 
@@ -223,7 +230,7 @@ def tilize(
     shards = (
         _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
         if out_dtype is not t.dtype
-        else _shards(t, op)
+        else _passed_on(t, op)
     )
     return output_like(op, shards, t, dtype=out_dtype, layout=Layout.TILE, memory_config=memory_config)
 
@@ -245,7 +252,9 @@ def untilize(
     _no_block_float_row_major(op, out_dtype, Layout.ROW_MAJOR)
     _memcfg_arg(op, "memory_config", memory_config)
     shards = (
-        _shards(t, op) if out_dtype is t.dtype else _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
+        _passed_on(t, op)
+        if out_dtype is t.dtype
+        else _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
     )
     return output_like(op, shards, t, dtype=out_dtype, layout=Layout.ROW_MAJOR, memory_config=memory_config)
 
@@ -331,7 +340,9 @@ def _reshape(op: str, t: Tensor, logical: list[int], memory_config=None, inserte
     """Reshape every shard; the shard dims of the topology follow the data (``inserted``: see unsqueeze)."""
     topology = _moved_topology(op, reshaped_topology, t, t.shape, logical, inserted=inserted)
     new_shape = tuple(logical)
-    shards = _map(t, op, lambda s: s.reshape(new_shape))
+    # the stored shards reshaped (a bfloat16 shard, or a block float one keeping its last dim, is the same bytes
+    # under the new shape; another block float reshape re-blocks its values, as packing the reshaped ones would)
+    shards = per_device(lambda s: s.reshape(new_shape), t.stored_shards(op))
     return output_like(op, shards, t, memory_config=memory_config, topology=topology)
 
 
@@ -835,7 +846,7 @@ def to_memory_config(
     shards = (
         _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
         if out_dtype is not t.dtype
-        else _shards(t, op)
+        else _passed_on(t, op)
     )
     return output_like(op, shards, t, dtype=out_dtype, memory_config=memory_config)
 
@@ -949,7 +960,7 @@ def clone(
     shards = (
         _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
         if out_dtype is not t.dtype
-        else _shards(t, op)
+        else _passed_on(t, op)
     )
     return output_like(
         op,
