@@ -500,6 +500,7 @@ def _setter_parts(inputs: Inputs) -> tuple[list[str], list[tuple[str, str]]] | N
             ):
                 children.append((func_node.value.attr.value, func_node.attr.value))
             else:
+                inputs.cache["setter_blocker"] = statement
                 break
         else:
             found = (calls, children)
@@ -509,21 +510,21 @@ def _setter_parts(inputs: Inputs) -> tuple[list[str], list[tuple[str, str]]] | N
 
 
 def _setter_rebuilds(inputs: Inputs) -> Gap | None:
-    """A method that sets another mode's dict (``set_model_config``) and also runs other code than construction
-    methods (:func:`setter_rebuild_calls`): what that code rebuilds for the new dict (the state of the
-    sub-modules Falcon-40B's decoder switches too) is built once, from the constructor's dict."""
+    """A method that sets another mode's dict (``set_model_config``) and also runs code that is neither a
+    construction method nor a child's switch to the new dict (:func:`_setter_parts`; ``self.rows = 1``): what that
+    code rebuilds for the new dict is built once, from the constructor's dict. The gap names that statement."""
     if _setter_parts(inputs) is not None:
         return None
     for method_name, func in methods_of(inputs.klass).items():
         if method_name == "__init__" or not _assigns_config(func):
             continue
-        others = _setter_extras(func)
-        if others:
+        blocker = inputs.cache.get("setter_blocker")
+        if blocker is not None:
             return Gap(
-                inputs.loc(others[0]),
+                inputs.loc(blocker),
                 f"{inputs.class_name}.{method_name}",
                 f"the config is built per mode, and {method_name} sets another mode's dict and also runs "
-                f"`{code(others[0]).strip()}`: what that rebuilds for the new dict is built once, from the "
+                f"`{code(blocker).strip()}`: what that rebuilds for the new dict is built once, from the "
                 "constructor's model_config (each mode's fields do read its own dict)",
             )
     return None

@@ -95,6 +95,7 @@ def check_weight_fields(owner: str, config) -> None:
 
 
 _VIEW_CLASSES: dict[tuple[type, str], type] = {}
+_MISSING = object()
 
 
 def mode_view(child, setter: str, model_config):
@@ -116,9 +117,18 @@ def _view_class(cls: type, setter: str) -> type:
         return _VIEW_CLASSES[(cls, setter)]
     switch_child = getattr(cls, setter)
 
-    def __getattr__(self, name):  # noqa: N807 - only for what the view does not hold itself
-        own = vars(self)
-        value = getattr(own["_tttv1_target"], name)
+    def __getattribute__(
+        self, name
+    ):  # the view's own, else the child's own, else the class's (bound to the view)
+        own = object.__getattribute__(self, "__dict__")
+        if name == "__dict__":
+            return own
+        if name in own:
+            return own[name]
+        target = own["_tttv1_target"]
+        value = getattr(target, "__dict__", {}).get(name, _MISSING)
+        if value is _MISSING or _data_descriptor(type(self), name):
+            return object.__getattribute__(self, name)
         if own["_tttv1_switching"] and callable(getattr(value, setter, None)) and not isinstance(value, type):
             sub = object.__new__(_view_class(type(value), setter))
             vars(sub).update(_tttv1_target=value, _tttv1_switching=False)
@@ -126,9 +136,11 @@ def _view_class(cls: type, setter: str) -> type:
             return sub
         return value
 
-    def __setattr__(self, name, value):  # noqa: N807 - set by the setter, or set before on the view: its own
+    def __setattr__(self, name, value):  # set by the setter, or set on the view before: its own
         own = vars(self)
-        if own["_tttv1_switching"] or name in own:
+        if _data_descriptor(type(self), name):
+            object.__setattr__(self, name, value)
+        elif own["_tttv1_switching"] or name in own:
             own[name] = value
         else:
             setattr(own["_tttv1_target"], name, value)
@@ -145,7 +157,7 @@ def _view_class(cls: type, setter: str) -> type:
         cls.__name__,
         (cls,),
         {
-            "__getattr__": __getattr__,
+            "__getattribute__": __getattribute__,
             "__setattr__": __setattr__,
             setter: switch,
             "__module__": cls.__module__,
@@ -154,3 +166,12 @@ def _view_class(cls: type, setter: str) -> type:
     )
     _VIEW_CLASSES[(cls, setter)] = made
     return made
+
+
+def _data_descriptor(cls: type, name: str) -> bool:
+    """Whether ``name`` is a data descriptor (a property, a slot) of ``cls``, which Python looks up before an
+    instance's own attributes."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return hasattr(type(vars(klass)[name]), "__set__")
+    return False
