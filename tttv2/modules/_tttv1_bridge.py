@@ -24,9 +24,15 @@ def lazy_weight(
     memory_config=None,
     mesh_mapper=None,
     cache_file_name=None,
+    preprocess=None,
+    use_device_tilizer=False,
 ):
     """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh
-    mapping, converted on first use instead of at construction."""
+    mapping, converted on first use instead of at construction. ``preprocess`` (as_tensor's function of the host
+    tensor: Falcon-40B pads its layer-norm weights to 32 rows with it) runs here, at construction, on the host;
+    ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes."""
+    if preprocess is not None:
+        tensor = preprocess(tensor)
     mapper_config = (
         None
         if mesh_mapper is None
