@@ -305,8 +305,7 @@ class Shadow:
 
             by_class = {c: tf for tf in files for c in tf.classes}
             if any(_per_mode(c) for c in by_class):  # built once both modes' dicts are seen (call)
-                state.pending, state.per_mode = _Pending(args, kwargs, {}, []), True
-                counts.twins += 1
+                state.pending, state.per_mode = _Pending(args, kwargs, {}, []), True  # counted when built
                 self._remember(instance, state)
                 return
             with self.suspend():
@@ -413,9 +412,9 @@ class Shadow:
                 state.twin, twin_cls = build_twin(list(by_class), pending.args, {**pending.kwargs, **extra})
             except Exception as exc:
                 state.error = describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
-                self.counts[target].twins -= 1
                 self.counts[target].build_failed += 1
             else:
+                self.counts[target].twins += 1
                 state.twin_class = twin_cls.__name__
                 state.generated = by_class[twin_cls].shown
                 state.generated_path = by_class[twin_cls].path

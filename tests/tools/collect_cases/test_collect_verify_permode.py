@@ -114,3 +114,104 @@ def test_a_twin_whose_decode_differs_fails_the_decode_case_only(package, monkeyp
     assert code == 1, err
     assert "FAILED: 1 of 2 cases and 1 of 2 calls equal" in err and "1 call ran TTTv1 only" in err, err
     assert "case 1x2 forward, x 1x1x32x64 bfloat16: output: device 0" in err, err
+
+
+# --- the shadow in-process, on a toy per-mode module and hand-written twins: the paths a real program rarely takes
+TOY_SOURCE = """
+from tttv2 import ttnn
+
+
+class Gain:
+    def __init__(self, mesh, model_config):
+        self.model_config = model_config
+
+    def set_model_config(self, model_config):
+        self.model_config = model_config
+
+    def forward(self, x):
+        return ttnn.multiply(x, self.model_config.get("GAIN", 1.0))
+"""
+
+TOY_TWIN = """from tttv2 import ttnn
+
+
+class Gain1D:
+    @classmethod
+    def from_model_args(cls, mesh, model_config, *, decode_model_config=None, prefill_model_config=None):
+        if prefill_model_config.get("GAIN") == 0.0:
+            raise ValueError("no zero gain")
+        twin = cls()
+        twin.gains = {"decode": decode_model_config["GAIN"], "prefill": prefill_model_config["GAIN"]}
+        return twin
+
+    def forward(self, x, *, mode):
+        gain = self.gains[mode] + (1.0 if self.gains[mode] == 3.0 else 0.0)  # wrong for a gain of 3
+        return ttnn.multiply(x, gain)
+"""
+
+
+def _toy(tmp_path, monkeypatch):
+    from tttv2_tools.collect_cases.verify import check_generated
+    from tttv2_tools.refactor.files import source_hash, with_header
+
+    pkg = tmp_path / "toypermode"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "gain.py").write_text(TOY_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "out"
+    out.mkdir()
+    digest = source_hash((pkg / "gain.py").read_bytes())
+    (out / "gain_1d.py").write_text(with_header(TOY_TWIN, "../toypermode/gain.py (class Gain)", digest))
+    return check_generated([str(out / "gain_1d.py")])
+
+
+def test_the_per_mode_shadow_fails_what_it_cannot_check_and_stops_at_a_difference(tmp_path, monkeypatch):
+    import importlib
+
+    import torch
+
+    from tests.tools.collect_cases.test_collect_verify import _shadowed
+    from tttv2 import ttnn
+
+    generated = _toy(tmp_path, monkeypatch)
+    recorder, shadow = _shadowed(tmp_path, generated)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        Gain = importlib.import_module("toypermode.gain").Gain
+
+        def run(decode, prefill, rows, calls=("prefill", "decode", "decode")):
+            # one case per instance: its own rows
+            ones = torch.ones(1, 1, rows, 32)
+            x = ttnn.from_torch(ones, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh)
+            module = Gain(mesh, prefill)
+            for mode in calls:
+                module.set_model_config(prefill if mode == "prefill" else decode)
+                module.forward(x)
+
+        decode, prefill = {"LLM_MODE": "decode", "GAIN": 2.0}, {"LLM_MODE": "prefill", "GAIN": 0.5}
+        run(decode, prefill, 32)  # equal: 3 calls
+        run({"GAIN": 2.0}, {"GAIN": 0.5}, 64, calls=("prefill",))  # no LLM_MODE: a failed case
+        run(decode, {**prefill, "GAIN": 0.0}, 96)  # the twin does not build
+        run(
+            {**decode, "GAIN": 3.0}, prefill, 128, ("decode", "decode", "prefill")
+        )  # the first decode differs
+        status = shadow.status()["toypermode.gain:Gain"]
+    finally:
+        recorder.close()
+        ttnn.close_mesh_device(mesh)
+    assert (status["instances"], status["twins"], status["build_failed"]) == (4, 2, 1), status
+    # the 4th instance: its first decode call differs when replayed, the second is not checked, nor is the
+    # prefill call after it (the twin is out of step)
+    assert (status["unchecked_calls"], status["one_mode_only"]) == (2, 0), status
+    results = list(shadow._results.values())
+    failures = sorted(r.first_failure for r in results if r.first_failure)
+    assert len(failures) == 3, failures
+    assert failures[0].startswith("building the twin raised ValueError: no zero gain (at gain_1d.py:"), (
+        failures
+    )
+    assert failures[1].startswith("output: device 0, index [0, 0, 0, 0]: 4.0 != 3.0 (expected)"), failures
+    assert failures[2].startswith(
+        "the twin reads one config dict per mode, but TTTv1's model_config has no"
+    ), failures
+    assert sum(r.passed for r in results) == 3
