@@ -107,6 +107,37 @@ def test_a_mode_view_of_a_view_chain_reads_class_attributes_of_the_child():
     assert leaf.scale == 5 and view(1)[2] == 5
 
 
+class _Scaled(_Leaf):
+    """A child with a property that has a setter (a data descriptor: Python looks it up before the instance)."""
+
+    @property
+    def gain(self):
+        return self._gain
+
+    @gain.setter
+    def gain(self, value):
+        self._gain = value * 2
+
+
+def test_a_mode_view_runs_a_property_setter_on_itself():
+    leaf = _Scaled(DECODE)
+    leaf.gain = 1
+    view = mode_view(leaf, "set_model_config", PREFILL)
+    view.gain = 3  # the setter runs with the view as self; what it assigns (_gain) goes to the child
+    assert view.gain == 6 and leaf.gain == 6 and "_gain" not in vars(view)
+
+
+def test_the_shadow_adds_the_mode_only_for_an_entry_without_one():
+    from tttv2_tools.collect_cases.verify import _with_mode
+
+    copies = ([1], {"k": 2})
+    assert (
+        _with_mode(lambda self, x, llm_mode: x, copies, "decode") is copies
+    )  # Falcon style: passed by the caller
+    assert _with_mode(lambda self, x: x, copies, None) is copies
+    assert _with_mode(lambda self, x: x, copies, "prefill") == ([1], {"k": 2, "mode": "prefill"})
+
+
 # ------------------------------------------------------------------------------------------------ the transform
 @pytest.mark.parametrize("package", sorted(FIXTURES))
 def test_a_setter_that_switches_its_children_is_transformed(package):
