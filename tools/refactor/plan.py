@@ -203,6 +203,12 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
+    if (
+        inputs.analysis.config
+    ):  # a key the analysed config never defines may be missing from the one given too
+        facts.guarded_keys |= {
+            key for key, defs in inputs.analysis.definitions.items() if not any(d.live for d in defs)
+        }
     return facts
 
 
