@@ -65,3 +65,31 @@ def test_a_weight_out_of_reach_is_refused(mesh):
         ValueError, match="M1D: config field plain holds a LazyWeight inside a SimpleNamespace"
     ):
         check_weight_fields("M1D", _Config(plain=types.SimpleNamespace(w=_weight(mesh, 1.0))))
+
+
+def test_lazy_weight_runs_as_tensors_preprocess_on_the_host_tensor(mesh, tmp_path):
+    """Falcon-40B's decoder uploads its layer-norm weights with ``ttnn.as_tensor(..., preprocess=pad_ln_params)``
+    (the row padded to 32 rows); the generated ``from_model_args`` passes the same keywords to ``lazy_weight``,
+    which made a TypeError before. The LazyWeight's device tensor equals as_tensor's, bit for bit."""
+    import torch
+
+    from tttv2.testing.equivalence import assert_equivalent_outputs
+
+    def pad(x):
+        return torch.cat([x.reshape([1, 1, 1, -1]), torch.zeros(1, 1, 31, x.shape[-1])], dim=2)
+
+    gamma = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    arguments = dict(
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        memory_config=ttnn.DRAM_MEMORY_CONFIG,
+        mesh_mapper=ttnn.ReplicateTensorToMesh(mesh),
+        preprocess=pad,
+    )
+    expected = ttnn.as_tensor(gamma, cache_file_name=tmp_path / "v1" / "gamma", **arguments)
+    weight = lazy_weight(
+        gamma, cache_file_name=tmp_path / "v2" / "gamma", use_device_tilizer=False, **arguments
+    )
+    assert list(weight.get_device_weight().shape) == [1, 1, 32, 64]
+    assert_equivalent_outputs(expected, weight.get_device_weight())

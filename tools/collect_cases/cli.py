@@ -409,6 +409,11 @@ def verify_summary(results, status: dict, targets: list[str], code: int, args, r
             )
         if c.get("build_failed"):
             extra.append(f"{_count(c['build_failed'], 'twin')} failed to build")
+        if c.get("one_mode_only"):
+            extra.append(
+                f"{_count(c['one_mode_only'], 'call')} not checked: the twin reads one dict per mode, and the "
+                "program never ran that TTTv1 instance with the other mode's dict"
+            )
         err.print(
             f"collect-cases verify: {target}: {verdict}: {len(mine) - len(failed)} of {len(mine)} cases and "
             f"{passed} of {checked} calls equal ({tolerance}); {_count(c.get('instances', 0), 'instance')}"

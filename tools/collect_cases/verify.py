@@ -150,6 +150,23 @@ class _State:
     generated_path: str = ""  # resolved: where its frames are
     error: str | None = None
     retired: bool = False  # a call ran without the twin: its state (KV cache) is no longer TTTv1's
+    # a twin built per mode (from_model_args takes decode_model_config / prefill_model_config): built once the
+    # program has run TTTv1 on each mode's dict, then the calls made before are replayed on it (_Pending)
+    pending: _Pending | None = None
+    per_mode: bool = (
+        False  # such a twin: called with mode= (the dict's LLM_MODE) when TTTv1's entry takes none
+    )
+
+
+@dataclass
+class _Pending:
+    """The constructor's arguments, each mode's dict as TTTv1 held it when called in that mode, and the calls
+    made before both were seen: (result, entry, copies of the inputs, a copy of TTTv1's output, mode)."""
+
+    args: tuple
+    kwargs: dict
+    dicts: dict
+    calls: list
 
 
 @dataclass
@@ -170,6 +187,7 @@ class _Counts:
     build_failed: int = 0
     not_shadowed: int = 0  # subclasses, or layers outside --layers
     unchecked_calls: int = 0  # calls that ran TTTv1 only (sampled out, or the twin was retired)
+    one_mode_only: int = 0  # calls of a per-mode twin's instance that never ran in the other mode's dict
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -286,6 +304,10 @@ class Shadow:
             from tttv2.testing.equivalence import build_twin
 
             by_class = {c: tf for tf in files for c in tf.classes}
+            if any(_per_mode(c) for c in by_class):  # built once both modes' dicts are seen (call)
+                state.pending, state.per_mode = _Pending(args, kwargs, {}, []), True  # counted when built
+                self._remember(instance, state)
+                return
             with self.suspend():
                 try:
                     state.twin, twin_cls = build_twin(list(by_class), args, kwargs)
@@ -315,6 +337,8 @@ class Shadow:
             output = original(instance, *args, **kwargs)
             self._done(result, state.error)
             return output
+        if state.pending is not None:
+            return self._pending_call(target, state, result, instance, original, args, kwargs)
         if self.sample is not None and result.checked >= self.sample:
             state.retired, state.twin = True, None  # skipped a call: out of step from now on
             self.counts[target].unchecked_calls += 1
@@ -335,12 +359,78 @@ class Shadow:
                 None,
             )  # TTTv1 raised (the program sees it): the twin is out of step
             raise
+        if failure is None and state.per_mode:
+            copies = _with_mode(original, copies, _dict_mode(instance))
         if failure is None:
             failure = self._compare(state, original.__name__, copies, output)
         if failure is not None:
             state.retired, state.twin = True, None
         self._done(result, failure)
         return output
+
+    def _pending_call(
+        self, target: str, state: _State, result, instance, original, args: tuple, kwargs: dict
+    ):
+        """A call of an instance whose twin is built per mode: the mode is the ``LLM_MODE`` of the dict TTTv1
+        holds now (as its setter left it). The inputs and TTTv1's output are copied and kept; once TTTv1 has run
+        with both modes' dicts, the twin is built with them (``decode_model_config`` / ``prefill_model_config``)
+        and every kept call is replayed on it in order, so its state (a KV cache) follows TTTv1's."""
+        from tttv2.testing.equivalence import clone_inputs
+
+        pending = state.pending
+        mode = _dict_mode(instance)
+        if mode is None:
+            output = original(instance, *args, **kwargs)
+            state.pending, state.retired = None, True
+            self._done(
+                result,
+                "the twin reads one config dict per mode, but TTTv1's model_config has no LLM_MODE of 'decode' "
+                "or 'prefill', so which mode's dict this call ran with is not known",
+            )
+            return output
+        pending.dicts[mode] = instance.model_config
+        with self.suspend():
+            copies = clone_inputs((list(args), dict(kwargs)))
+        output = original(instance, *args, **kwargs)  # TTTv1 raising: the program sees it, as without verify
+        with self.suspend():
+            pending.calls.append((result, original, copies, clone_inputs(output), mode))
+        self.counts[target].one_mode_only += 1
+        if len(pending.dicts) == 2:
+            self._build_and_replay(target, state)
+        return output
+
+    def _build_and_replay(self, target: str, state: _State) -> None:
+        from tttv2.testing.equivalence import build_twin
+
+        pending, state.pending = state.pending, None
+        self.counts[target].one_mode_only -= len(pending.calls)
+        files = self.files[target]
+        by_class = {c: tf for tf in files for c in tf.classes}
+        extra = {f"{m}_model_config": pending.dicts[m] for m in ("decode", "prefill")}
+        with self.suspend():
+            try:
+                state.twin, twin_cls = build_twin(list(by_class), pending.args, {**pending.kwargs, **extra})
+            except Exception as exc:
+                state.error = describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
+                self.counts[target].build_failed += 1
+            else:
+                self.counts[target].twins += 1
+                state.twin_class = twin_cls.__name__
+                state.generated = by_class[twin_cls].shown
+                state.generated_path = by_class[twin_cls].path
+        for result, original, copies, output, mode in pending.calls:
+            if state.error is not None:
+                self._done(result, state.error)
+                continue
+            if state.retired:
+                self.counts[target].unchecked_calls += 1
+                continue
+            if not result.twin_class:
+                result.twin_class = state.twin_class
+            failure = self._compare(state, original.__name__, _with_mode(original, copies, mode), output)
+            if failure is not None:
+                state.retired, state.twin = True, None
+            self._done(result, failure)
 
     def _compare(self, state: _State, entry: str, copies, output) -> str | None:
         from tttv2.testing.equivalence import first_difference
@@ -408,3 +498,28 @@ class Shadow:
     def status(self) -> dict:
         """The counts per target, for the status file."""
         return {t: c.as_dict() for t, c in self.counts.items()}
+
+
+def _per_mode(cls: type) -> bool:
+    """A generated class whose ``from_model_args`` takes each mode's config dict (a TTTv1 module switched between
+    dicts by its setter, ``set_model_config``)."""
+    try:
+        params = inspect.signature(cls.from_model_args).parameters
+    except (TypeError, ValueError):
+        return False
+    return "decode_model_config" in params and "prefill_model_config" in params
+
+
+def _dict_mode(instance) -> str | None:
+    """The mode of the config dict a TTTv1 instance holds now (its ``model_config["LLM_MODE"]``), or None."""
+    config = getattr(instance, "model_config", None)
+    mode = config.get("LLM_MODE") if isinstance(config, dict) else None
+    return mode if mode in ("decode", "prefill") else None
+
+
+def _with_mode(original, copies, mode: str | None):
+    """A per-mode twin's call: ``mode=`` added when TTTv1's entry takes no mode of its own (the Llama-2-70B
+    style, whose mode is its dict's ``LLM_MODE``; a Falcon-40B style entry passes ``llm_mode`` itself)."""
+    if mode is None or set(inspect.signature(original).parameters) & {"mode", "llm_mode"}:
+        return copies
+    return copies[0], {**copies[1], "mode": mode}

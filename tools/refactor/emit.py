@@ -47,6 +47,7 @@ from .plan import (
     MethodPlan,
     config_per_mode,
     mode_in_dict,
+    setter_child_switches,
     setter_rebuild_calls,
 )
 from .source import Inputs
@@ -335,6 +336,7 @@ class Emitter:
                         ("tttv2.modules._tttv1_bridge", "on_device", "_on_device"),
                         ("tttv2.modules._tttv1_bridge", "load_weight_fields", "_load_weight_fields"),
                         ("tttv2.modules._tttv1_bridge", "check_weight_fields", "_check_weight_fields"),
+                        ("tttv2.modules._tttv1_bridge", "mode_view", "_mode_view"),
                         *(entry for local, entry in helpers.imports.items() if local != "ttnn"),
                     ],
                     self.first_party,
@@ -768,9 +770,19 @@ class Emitter:
                     "the dict the state below was last built from (TTTv1's setter rebuilds it for a new dict)",
                 )
             )
+        children = setter_child_switches(self.inputs)
+        if children:
+            built = ", ".join(f'"{attr}": {LEGACY}.{attr}' for attr, _ in children)
+            out.append(
+                _with_comment(
+                    cst.parse_statement(f"tttv1_children = {{{built}}}"),
+                    "the sub-modules TTTv1's dict setter switches too, as __init__ built them: each mode reads "
+                    "its own view of each, switched by the sub-module's own setter to that mode's dict",
+                )
+            )
         for mode in order:
             names = [name for name, _ in mode_blocks if block_modes[name] == mode]
-            if not names and not rebuild:
+            if not names and not rebuild and not children:
                 continue
             out.append(
                 cst.parse_statement(
@@ -783,6 +795,13 @@ class Emitter:
                     cst.parse_statement(
                         f"if {LEGACY}.{CONFIG_PARAM} is not built_from:\n"
                         f"    built_from = {LEGACY}.{CONFIG_PARAM}\n{calls}"
+                    )
+                )
+            for attr, setter in children:
+                out.append(
+                    cst.parse_statement(
+                        f'{LEGACY}.{attr} = _mode_view(tttv1_children["{attr}"], "{setter}", '
+                        f"{LEGACY}.{CONFIG_PARAM})"
                     )
                 )
             if not names:

@@ -204,6 +204,12 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
+    if (
+        inputs.analysis.config
+    ):  # a key the analysed config never defines may be missing from the one given too
+        facts.guarded_keys |= {
+            key for key, defs in inputs.analysis.definitions.items() if not any(d.live for d in defs)
+        }
     return facts
 
 
@@ -416,13 +422,29 @@ def _setter_extras(func: cst.FunctionDef) -> list[cst.BaseStatement]:
 
 
 def setter_rebuild_calls(inputs: Inputs) -> list[str] | None:
-    """The methods a dict setter runs besides the assignment, when that is all it runs: ``self.m()`` calls (no
-    arguments) of methods ``__init__`` also calls (Falcon-40B's ``set_model_config`` ->
-    ``self._allocate_output_mlp_tensors()``, which rebuilds the prefill output buffer from the new dict).
-    ``from_model_args`` then runs them again after each mode's dict is set, as TTTv1's setter does (emit.py).
-    None when there is no such setter or it runs anything else (a child's ``set_model_config``)."""
-    if "setter_rebuild_calls" in inputs.cache:
-        return inputs.cache["setter_rebuild_calls"]
+    """The methods a dict setter runs besides the assignment (:func:`_setter_parts`); None when there is no such
+    setter or it runs anything the tool does not transform."""
+    parts = _setter_parts(inputs)
+    return None if parts is None else parts[0]
+
+
+def setter_child_switches(inputs: Inputs) -> list[tuple[str, str]]:
+    """The children a dict setter switches too, as (attribute, the child's setter): Falcon-40B's decoder's
+    ``self.self_attn.set_model_config(model_config)``. ``from_model_args`` gives each mode its own view of such a
+    child, switched by the child's own setter to that mode's dict (``_tttv1_bridge.mode_view``, emit.py)."""
+    parts = _setter_parts(inputs)
+    return [] if parts is None else parts[1]
+
+
+def _setter_parts(inputs: Inputs) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """What the dict setter runs besides the assignment, when the tool can run it per mode: ``self.m()`` calls (no
+    arguments) of methods ``__init__`` also calls (Falcon-40B's MLP: ``self._allocate_output_mlp_tensors()``,
+    which rebuilds the prefill output buffer from the new dict; ``from_model_args`` runs them again after each
+    mode's dict is set, as TTTv1's setter does), and ``self.child.setter(model_config)`` calls that pass the new
+    dict, alone, to an attribute ``__init__`` sets (a sub-module). ``([], [])`` for a setter that only assigns;
+    None when there is no such setter or it runs anything else."""
+    if "setter_parts" in inputs.cache:
+        return inputs.cache["setter_parts"]
     methods = methods_of(inputs.klass)
     init = methods.get("__init__")
     from_init = (
@@ -437,11 +459,22 @@ def setter_rebuild_calls(inputs: Inputs) -> list[str] | None:
         if init is not None
         else set()
     )
-    found: list[str] | None = None
+    set_in_init = {
+        n.target.attr.value
+        for n in (walk(init) if init is not None else ())
+        if type(n) in (cst.AssignTarget, cst.AnnAssign)
+        and type(n.target) is cst.Attribute
+        and type(n.target.value) is cst.Name
+        and n.target.value.value == "self"
+    }
+    found: tuple[list[str], list[tuple[str, str]]] | None = None
     for method_name, func in methods.items():
         if method_name == "__init__" or not _assigns_config(func):
             continue
+        params = func.params.params
+        new_dict = params[1].name.value if len(params) > 1 else None
         calls: list[str] = []
+        children: list[tuple[str, str]] = []
         for statement in _setter_extras(func):
             small = (
                 statement.body[0]
@@ -449,41 +482,56 @@ def setter_rebuild_calls(inputs: Inputs) -> list[str] | None:
                 else None
             )
             call = small.value if type(small) is cst.Expr else None
+            func_node = call.func if type(call) is cst.Call else None
             if (
-                type(call) is cst.Call
+                type(func_node) is cst.Attribute
                 and not call.args
-                and type(call.func) is cst.Attribute
-                and type(call.func.value) is cst.Name
-                and call.func.value.value == "self"
-                and call.func.attr.value in from_init
-                and call.func.attr.value in methods
+                and type(func_node.value) is cst.Name
+                and func_node.value.value == "self"
+                and func_node.attr.value in from_init
+                and func_node.attr.value in methods
             ):
-                calls.append(call.func.attr.value)
+                calls.append(func_node.attr.value)
+            elif (
+                type(func_node) is cst.Attribute
+                and type(func_node.value) is cst.Attribute
+                and type(func_node.value.value) is cst.Name
+                and func_node.value.value.value == "self"
+                and func_node.value.attr.value in set_in_init
+                and func_node.value.attr.value not in methods
+                and len(call.args) == 1
+                and call.args[0].keyword is None
+                and not call.args[0].star
+                and type(call.args[0].value) is cst.Name
+                and call.args[0].value.value == new_dict
+            ):
+                children.append((func_node.value.attr.value, func_node.attr.value))
             else:
-                calls = []
+                inputs.cache["setter_blocker"] = statement
                 break
-        found = calls or None
+        else:
+            found = (calls, children)
         break
-    inputs.cache["setter_rebuild_calls"] = found
+    inputs.cache["setter_parts"] = found
     return found
 
 
 def _setter_rebuilds(inputs: Inputs) -> Gap | None:
-    """A method that sets another mode's dict (``set_model_config``) and also runs other code than construction
-    methods (:func:`setter_rebuild_calls`): what that code rebuilds for the new dict (the state of the
-    sub-modules Falcon-40B's decoder switches too) is built once, from the constructor's dict."""
-    if setter_rebuild_calls(inputs):
+    """A method that sets another mode's dict (``set_model_config``) and also runs code that is neither a
+    construction method nor a child's switch to the new dict (:func:`_setter_parts`; ``self.rows = 1``): what that
+    code rebuilds for the new dict is built once, from the constructor's dict. The gap names that statement."""
+    if _setter_parts(inputs) is not None:
         return None
     for method_name, func in methods_of(inputs.klass).items():
         if method_name == "__init__" or not _assigns_config(func):
             continue
-        others = _setter_extras(func)
-        if others:
+        blocker = inputs.cache.get("setter_blocker")
+        if blocker is not None:
             return Gap(
-                inputs.loc(others[0]),
+                inputs.loc(blocker),
                 f"{inputs.class_name}.{method_name}",
                 f"the config is built per mode, and {method_name} sets another mode's dict and also runs "
-                f"`{code(others[0]).strip()}`: what that rebuilds for the new dict is built once, from the "
+                f"`{code(blocker).strip()}`: what that rebuilds for the new dict is built once, from the "
                 "constructor's model_config (each mode's fields do read its own dict)",
             )
     return None

@@ -24,9 +24,15 @@ def lazy_weight(
     memory_config=None,
     mesh_mapper=None,
     cache_file_name=None,
+    preprocess=None,
+    use_device_tilizer=False,
 ):
     """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh
-    mapping, converted on first use instead of at construction."""
+    mapping, converted on first use instead of at construction. ``preprocess`` (as_tensor's function of the host
+    tensor: Falcon-40B pads its layer-norm weights to 32 rows with it) runs here, at construction, on the host;
+    ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes."""
+    if preprocess is not None:
+        tensor = preprocess(tensor)
     mapper_config = (
         None
         if mesh_mapper is None
@@ -92,3 +98,86 @@ def check_weight_fields(owner: str, config) -> None:
                 f"{owner}: config field {item.name} holds a LazyWeight inside a {type(value).__name__}, "
                 "which load_device_weights() cannot convert"
             )
+
+
+_VIEW_CLASSES: dict[tuple[type, str], type] = {}
+_MISSING = object()
+
+
+def mode_view(child, setter: str, model_config):
+    """TTTv1's sub-module ``child`` as one mode sees it, for a parent whose dict setter also switches its children
+    (Falcon-40B's decoder: ``self.mlp.set_model_config(model_config)``): a view of the child on which the child's
+    own ``setter`` has run with that mode's dict. What the setter sets (the dict, a buffer it rebuilds for it) is
+    the view's own, so each mode keeps its own; everything else (weights, KV caches, whatever a forward assigns
+    later) is read from and written to the child itself, which the views of both modes share, as TTTv1's one
+    object is shared by its modes. A sub-module the setter switches in turn (``self.attn.set_model_config(...)``
+    inside it) becomes a view of its own the same way. ``isinstance(view, type(child))`` holds."""
+    view = object.__new__(_view_class(type(child), setter))
+    vars(view).update(_tttv1_target=child, _tttv1_switching=False)
+    getattr(view, setter)(model_config)
+    return view
+
+
+def _view_class(cls: type, setter: str) -> type:
+    if (cls, setter) in _VIEW_CLASSES:
+        return _VIEW_CLASSES[(cls, setter)]
+    switch_child = getattr(cls, setter)
+
+    def __getattribute__(
+        self, name
+    ):  # the view's own, else the child's own, else the class's (bound to the view)
+        own = object.__getattribute__(self, "__dict__")
+        if name == "__dict__":
+            return own
+        if name in own:
+            return own[name]
+        target = own["_tttv1_target"]
+        value = getattr(target, "__dict__", {}).get(name, _MISSING)
+        if value is _MISSING or _data_descriptor(type(self), name):
+            return object.__getattribute__(self, name)
+        if own["_tttv1_switching"] and callable(getattr(value, setter, None)) and not isinstance(value, type):
+            sub = object.__new__(_view_class(type(value), setter))
+            vars(sub).update(_tttv1_target=value, _tttv1_switching=False)
+            own[name] = sub  # the sub-module this mode's setter switches: this mode's own
+            return sub
+        return value
+
+    def __setattr__(self, name, value):  # set by the setter, or set on the view before: its own
+        own = vars(self)
+        if _data_descriptor(type(self), name):
+            object.__setattr__(self, name, value)
+        elif own["_tttv1_switching"] or name in own:
+            own[name] = value
+        else:
+            setattr(own["_tttv1_target"], name, value)
+
+    def switch(self, *args, **kwargs):
+        own = vars(self)
+        before, own["_tttv1_switching"] = own["_tttv1_switching"], True
+        try:
+            return switch_child(self, *args, **kwargs)
+        finally:
+            own["_tttv1_switching"] = before
+
+    made = type(
+        cls.__name__,
+        (cls,),
+        {
+            "__getattribute__": __getattribute__,
+            "__setattr__": __setattr__,
+            setter: switch,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+        },
+    )
+    _VIEW_CLASSES[(cls, setter)] = made
+    return made
+
+
+def _data_descriptor(cls: type, name: str) -> bool:
+    """Whether ``name`` is a data descriptor (a property, a slot) of ``cls``, which Python looks up before an
+    instance's own attributes."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return hasattr(type(vars(klass)[name]), "__set__")
+    return False

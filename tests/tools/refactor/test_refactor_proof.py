@@ -4,8 +4,9 @@ location (exit 1; nothing kept without ``--partial``); a case that cannot run (a
 raising) is a note; ``--no-verify`` skips the run.
 
 Inputs: the built-in ``tttv1`` package (its fixtures come with it), and ``inputs/tmx`` (not tttv1: its own conftest),
-whose ``expert.py`` reads a per-length program config only past ``prefill_len_cutoff``, as tt-metal's
-``TtMixtralMLP`` does: the generated module reads it at construction and fails where TTTv1 runs."""
+whose ``args_expert.py`` calls a ModelArgs method only past ``prefill_len_cutoff`` (the tmx ModelArgs lacks it):
+the generated module calls it at construction and fails where TTTv1 runs. (``expert.py``, which reads a config key
+only past the cutoff as tt-metal's ``TtMixtralMLP`` does, passes since that read is computed only when present.)"""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tttv2_tools.refactor.cli import main
 ROOT = Path(__file__).resolve().parents[3]
 TMX = Path(__file__).parent / "inputs" / "tmx"
 CONFTEST = TMX / "tests" / "conftest.py"
+MISSING = "AttributeError: 'ModelArgs' object has no attribute 'get_long_prompt_progcfg'"  # args_expert.py's call past the cutoff
 
 
 def _tmx(tmp_path: Path, name: str, *more, conftest: bool = True) -> tuple[int, Path]:
@@ -45,12 +47,12 @@ def test_a_builtin_module_is_verified_with_tttv1s_own_fixtures(tmp_path, capsys,
 
 
 def test_a_case_the_generated_module_fails_is_a_gap_at_its_line_and_nothing_is_kept(tmp_path, capsys):
-    code, _tests = _tmx(tmp_path, "expert")
+    code, _tests = _tmx(tmp_path, "args_expert")
     err = capsys.readouterr().err
     assert code == 1
     (line,) = [e for e in err.splitlines() if e.startswith("tttv2-refactor: verify failed:")]
-    assert "expert_1d.py:" in line and "KeyError: 'PREFILL_EXPERT_PROGCFG'" in line, line
-    assert "case test_expert_1d_matches_tttv1[1x1-decode-32] and 8 more" in line  # one gap for that line
+    assert "args_expert_1d.py:" in line and MISSING in line, line
+    assert "case test_args_expert_1d_matches_tttv1[1x1-decode-32] and 8 more" in line  # one gap for that line
     assert "nothing written" in err
     assert not (tmp_path / "out").exists()  # the folder the run created goes too
     assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == ["conftest.py"]
@@ -58,25 +60,39 @@ def test_a_case_the_generated_module_fails_is_a_gap_at_its_line_and_nothing_is_k
 
 def test_with_partial_the_files_are_kept_and_the_report_lists_the_gap(tmp_path, capsys):
     report = tmp_path / "r.json"
-    code, tests = _tmx(tmp_path, "expert", "--partial", f"--json={report}")
+    code, tests = _tmx(tmp_path, "args_expert", "--partial", f"--json={report}")
     err = capsys.readouterr().err
-    assert code == 1 and err.count("KeyError: 'PREFILL_EXPERT_PROGCFG'") == 1, err
-    assert (tmp_path / "out" / "expert_1d.py").is_file() and (tests / "test_expert_1d.py").is_file()
+    assert code == 1 and err.count(MISSING) == 1, err
+    assert (tmp_path / "out" / "args_expert_1d.py").is_file() and (tests / "test_args_expert_1d.py").is_file()
     (gap,) = json.loads(report.read_text())["gaps"]
-    assert gap["what"] == "verify" and gap["loc"].startswith("expert_1d.py:")
+    assert gap["what"] == "verify" and gap["loc"].startswith("args_expert_1d.py:")
+
+
+def test_a_config_key_read_only_past_the_cutoff_is_computed_only_when_present(tmp_path, capsys):
+    """``expert.py`` reads ``PREFILL_EXPERT_PROGCFG`` only for prompts past ``prefill_len_cutoff``, and the tmx
+    config never defines it (tt-metal's TtMixtralMLP with a config that lacks its long-prompt program configs):
+    the field is computed only when the dict has the key, so every case up to the cutoff equals TTTv1 (it was
+    a KeyError at construction, 0 of 9)."""
+    code, _tests = _tmx(tmp_path, "expert")
+    err = capsys.readouterr().err
+    assert code == 0 and "shadow verification: 9 of 9 case(s) equal to TTTv1" in err, err
+    generated = (tmp_path / "out" / "expert_1d.py").read_text()
+    assert 'if "PREFILL_EXPERT_PROGCFG" in legacy.model_config else None' in generated
 
 
 def test_a_failed_run_puts_back_what_the_files_held(tmp_path, capsys):
     """Generated once without verification, then again with it: the failing run leaves the first run's files."""
-    code, tests = _tmx(tmp_path, "expert", "--no-verify")
+    code, tests = _tmx(tmp_path, "args_expert", "--no-verify")
     assert code == 0
-    before = (tmp_path / "out" / "expert_1d.py").read_text()
-    test_text = (tests / "test_expert_1d.py").read_text()
-    (tmp_path / "out" / "expert_1d.py").write_text(before.replace("\n", "\n\n", 1))  # the tool's file, edited
+    before = (tmp_path / "out" / "args_expert_1d.py").read_text()
+    test_text = (tests / "test_args_expert_1d.py").read_text()
+    (tmp_path / "out" / "args_expert_1d.py").write_text(
+        before.replace("\n", "\n\n", 1)
+    )  # the tool's file, edited
     capsys.readouterr()
-    assert _tmx(tmp_path, "expert", "--force")[0] == 1
-    assert (tmp_path / "out" / "expert_1d.py").read_text() == before.replace("\n", "\n\n", 1)
-    assert (tests / "test_expert_1d.py").read_text() == test_text
+    assert _tmx(tmp_path, "args_expert", "--force")[0] == 1
+    assert (tmp_path / "out" / "args_expert_1d.py").read_text() == before.replace("\n", "\n\n", 1)
+    assert (tests / "test_args_expert_1d.py").read_text() == test_text
 
 
 def test_no_fixture_is_a_note_not_a_gap_and_no_verify_skips_the_run(tmp_path, capsys):

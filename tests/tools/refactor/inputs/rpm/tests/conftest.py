@@ -92,3 +92,8 @@ def x(mesh_device, seq_len):
         device=mesh_device,
         mesh_mapper=ttnn.ReplicateTensorToMesh(mesh_device),
     )
+
+
+@pytest.fixture
+def hidden_states(x):
+    return x
