@@ -1153,7 +1153,9 @@ def materialise_reads(
 
         def leave_Call(self, original_node, updated_node):
             callee = dotted(updated_node.func) or ""
-            if callee.rsplit(".", 1)[-1] in _KEEPS_WEIGHT:
+            if callee.rsplit(".", 1)[-1] in _KEEPS_WEIGHT or not any(
+                weight_attr(a.value) for a in updated_node.args
+            ):
                 return updated_node
             args = [
                 a.with_changes(value=on_device(a.value)) if weight_attr(a.value) else a
