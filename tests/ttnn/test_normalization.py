@@ -438,6 +438,12 @@ def test_distributed_rms_norm_with_residual_and_sharded_inputs(open_mesh, rng):
     )
     with pytest.raises(ValidationError, match=r"stats: expected stats sharded on exactly one core"):
         ttnn.rms_norm_post_all_gather(xs, _gather_dim3(stats, mesh), program_config=pc)
+    # without a program config too: ttnn takes its sharded kernel for any sharded input, so the Galaxy decoder's
+    # sharded residual with its stats gathered to DRAM is refused, and the error says why
+    with pytest.raises(
+        ValidationError, match=r"sharded norm kernel, which refuses DRAM or interleaved stats"
+    ):
+        ttnn.rms_norm_post_all_gather(xs, _gather_dim3(stats, mesh, memory_config=ttnn.DRAM_MEMORY_CONFIG))
     tall = ttnn.to_memory_config(
         _dev(mesh, np.ones((1, 1, 64, 512)), mesh_mapper=split),
         _width_sharded(mesh, _dev(mesh, np.ones((1, 1, 64, 256))), 8),

@@ -18,6 +18,7 @@ from .cstutil import (
     assigned_names,
     block_statements,
     code,
+    dotted,
     is_staticmethod,
     names_read,
     names_written,
@@ -693,7 +694,7 @@ class Emitter:
         )
         body_nodes: list[cst.BaseStatement] = [*check]
         construction_code = [
-            *materialise_reads([legacy, *nested, *init_body]),
+            *materialise_reads([legacy, *nested, *init_body], frozenset(plan.device_attrs)),
             *(fn for _, fn in mode_blocks),
             *final_statements,
         ]
@@ -1129,10 +1130,18 @@ def _device_attrs_from_config(test: cst.BaseExpression, device: set[str]) -> cst
     return test.visit(_T())
 
 
-def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+def materialise_reads(
+    statements: list[cst.BaseStatement], weights: frozenset[str] | set[str] = frozenset()
+) -> list[cst.BaseStatement]:
     """TTTv1's __init__ may use an uploaded tensor right away (``width = bias.shape[-1]`` on the per-device
     tensor): every read of a LazyWeight-holding local other than storing it on ``legacy`` becomes
-    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed."""
+    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed.
+
+    The same for the device attributes ``weights`` once TTTv1 has stored them: ``legacy.w1`` handed to a call
+    (the Galaxy demo's ``prefetcher_setup.insert_tensor(self.w1)``, which reads its ``buffer_address()``) or
+    read through (``legacy.w1.shape``) is ``_on_device(legacy.w1)`` at that statement, as TTTv1 has the device
+    tensor there. The LazyWeight memoises it, so the forwards later use that same tensor. Storing it
+    (``legacy.x = legacy.w1``, a list, ``append``) keeps the LazyWeight."""
     module = cst.Module(body=statements)
     producers: set[str] = set()
     lazy: set[str] = set()
@@ -1154,8 +1163,19 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
                         and makes_lazy(node.value)
                     ):
                         lazy.add(target.target.value)
-    if not lazy:
+    if not lazy and not weights:
         return statements
+
+    def weight_attr(node: cst.BaseExpression) -> bool:
+        return (
+            type(node) is cst.Attribute
+            and isinstance(node.value, cst.Name)
+            and node.value.value == LEGACY
+            and node.attr.value in weights
+        )
+
+    def on_device(node: cst.BaseExpression) -> cst.Call:
+        return cst.Call(func=cst.Name("_on_device"), args=[cst.Arg(node)])
 
     class _Wrap(cst.CSTTransformer):
         def __init__(self) -> None:
@@ -1189,10 +1209,46 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
 
         def leave_Name(self, original_node, updated_node):
             if updated_node.value in lazy and id(original_node) not in self.keep:
-                return cst.Call(func=cst.Name("_on_device"), args=[cst.Arg(updated_node)])
+                return on_device(updated_node)
+            return updated_node
+
+        def leave_Call(self, original_node, updated_node):
+            callee = dotted(updated_node.func) or ""
+            if callee.rsplit(".", 1)[-1] in _KEEPS_WEIGHT or not any(
+                weight_attr(a.value) for a in updated_node.args
+            ):
+                return updated_node
+            args = [
+                a.with_changes(value=on_device(a.value)) if weight_attr(a.value) else a
+                for a in updated_node.args
+            ]
+            return updated_node.with_changes(args=args)
+
+        def leave_Attribute(self, original_node, updated_node):
+            if weight_attr(updated_node.value):  # legacy.w1.shape: the device tensor's
+                return updated_node.with_changes(value=on_device(updated_node.value))
             return updated_node
 
     return list(module.visit(_Wrap()).body)
+
+
+# calls that keep a weight as it is (store, test or convert it): its LazyWeight is handed on
+_KEEPS_WEIGHT = frozenset(
+    {
+        "_on_device",
+        "_lazy_weight",
+        "list",
+        "tuple",
+        "dict",
+        "append",
+        "extend",
+        "setattr",
+        "getattr",
+        "hasattr",
+        "isinstance",
+        "id",
+    }
+)
 
 
 def _needed_noqa(line: str, module: cst.Module) -> str | None:

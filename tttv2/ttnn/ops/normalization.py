@@ -463,7 +463,12 @@ def _post_all_gather(
     out_mem, pc = _sharding(op, x, program_config, memory_config, distributed=True)
     if pc is not None and (not s.is_sharded() or s.shard_spec().num_cores() != 1):
         raise op_error(
-            op, "stats", "stats sharded on exactly one core for a sharded input", s.memory_config()
+            op,
+            "stats",
+            "stats sharded on exactly one core for a sharded input (ttnn runs a sharded input through its sharded"
+            " norm kernel, which refuses DRAM or interleaved stats: gather them into a one-core L1 shard, or"
+            " normalise an interleaved input)",
+            s.memory_config(),
         )
     n_devices = s.shape[-1] // stat_width
     total_width = x.padded_shape[-1] * n_devices

@@ -1,6 +1,7 @@
 """An MLP in the Llama-3 70B Galaxy demo's style (``llama_mlp.py``): weights split over both mesh axes with
 ``args.cluster_shape``, decode through the CCL object's fused matmul + reduce-scatter and an all-reduce into the
-residual's shards, prefill through plain matmuls and the async reduce-scatter / all-gather."""
+residual's shards, prefill through plain matmuls and the async reduce-scatter / all-gather. In decode with a
+prefetcher, ``__init__`` hands it the uploaded weights (``prefetch``, as the demo's modules do)."""
 
 import ttnn
 
@@ -8,7 +9,7 @@ from rfused.lightweightmodule import LightweightModule
 
 
 class TtFusedMLP(LightweightModule):
-    def __init__(self, mesh_device, args, state_dict, layer_num=0, tt_ccl=None):
+    def __init__(self, mesh_device, args, state_dict, layer_num=0, tt_ccl=None, prefetcher_setup=None):
         self.args = args
         self.model_config = args.get_model_config()
         self.tt_ccl = tt_ccl
@@ -24,6 +25,15 @@ class TtFusedMLP(LightweightModule):
         self.w1 = as_weight("w1", (-1, -2))
         self.w3 = as_weight("w3", (-1, -2))
         self.w2 = as_weight("w2", (-2, -1))
+        if tt_ccl.mode == "decode" and prefetcher_setup is not None:
+            self.prefetch(prefetcher_setup, tt_ccl)
+
+    def prefetch(self, prefetcher_setup, tt_ccl):
+        self.prefetcher_setup = prefetcher_setup
+        self.prefetcher_setup.insert_tensor(self.w1)
+        self.prefetcher_setup.insert_tensor(self.w3)
+        self.prefetcher_setup.insert_tensor(self.w2)
+        self.tt_ccl = tt_ccl
 
     def forward(self, x, mode):
         if mode == "prefill":
