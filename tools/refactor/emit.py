@@ -1071,7 +1071,9 @@ def _device_attrs_from_config(test: cst.BaseExpression, device: set[str]) -> cst
 def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """TTTv1's __init__ may use an uploaded tensor right away (``width = bias.shape[-1]`` on the per-device
     tensor): every read of a LazyWeight-holding local other than storing it on ``legacy`` becomes
-    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed."""
+    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed. So does a
+    LazyWeight handed straight to another call (Llama-2-70B's KV cache, ``ttnn.to_device(ttnn.as_tensor(…),
+    mesh)`` in a comprehension): that call gets the device tensor TTTv1's ``as_tensor`` returned."""
     module = cst.Module(body=statements)
     producers: set[str] = set()
     lazy: set[str] = set()
@@ -1079,6 +1081,21 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
     def makes_lazy(node: cst.CSTNode) -> bool:
         names = {"_lazy_weight"} | producers
         return any(isinstance(c.func, cst.Name) and c.func.value in names for c in summary(node).calls)
+
+    def is_lazy_call(node: cst.CSTNode) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == "_lazy_weight"
+        )
+
+    def passed_on(node: cst.CSTNode) -> bool:
+        """A ``_lazy_weight(…)`` call that is an argument of a call other than ``_on_device``."""
+        if not isinstance(node, cst.Call) or (
+            isinstance(node.func, cst.Name) and node.func.value == "_on_device"
+        ):
+            return False
+        return any(is_lazy_call(arg.value) for arg in node.args)
 
     for _ in range(2):  # producers defined before the locals that use them
         for node in walk(module):
@@ -1093,13 +1110,14 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
                         and makes_lazy(node.value)
                     ):
                         lazy.add(target.target.value)
-    if not lazy:
+    if not lazy and not any(passed_on(node) for node in walk(module)):
         return statements
 
     class _Wrap(cst.CSTTransformer):
         def __init__(self) -> None:
             super().__init__()
             self.keep: set[int] = set()
+            self.wrap: set[int] = set()
 
         def visit_Assign(self, node: cst.Assign) -> None:
             # ``legacy.x = local`` (or a list of them) stores the LazyWeight itself
@@ -1125,6 +1143,13 @@ def materialise_reads(statements: list[cst.BaseStatement]) -> list[cst.BaseState
             if isinstance(node.func, cst.Name) and node.func.value == "_on_device":
                 for arg in node.args:
                     self.keep.add(id(arg.value))
+            elif passed_on(node):
+                self.wrap.update(id(arg.value) for arg in node.args if is_lazy_call(arg.value))
+
+        def leave_Call(self, original_node, updated_node):
+            if id(original_node) in self.wrap:
+                return cst.Call(func=cst.Name("_on_device"), args=[cst.Arg(updated_node)])
+            return updated_node
 
         def leave_Name(self, original_node, updated_node):
             if updated_node.value in lazy and id(original_node) not in self.keep:
