@@ -65,3 +65,19 @@ def test_a_weight_out_of_reach_is_refused(mesh):
         ValueError, match="M1D: config field plain holds a LazyWeight inside a SimpleNamespace"
     ):
         check_weight_fields("M1D", _Config(plain=types.SimpleNamespace(w=_weight(mesh, 1.0))))
+
+
+def test_lazy_weight_applies_as_tensors_preprocess(mesh):
+    """``ttnn.as_tensor(..., preprocess=f)`` (Falcon-40B's weights: a reshape and a transpose) becomes a
+    LazyWeight of ``f(tensor)``: the device weight holds what TTTv1's ``as_tensor`` uploaded."""
+    source = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+    weight = lazy_weight(
+        source,
+        ttnn.float32,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        preprocess=lambda x: x.T.reshape(1, 1, 64, 32),
+    )
+    device = on_device(weight)
+    assert list(device.shape) == [1, 1, 64, 32]
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(device)[0])[0, 0], source.T)

@@ -24,9 +24,13 @@ def lazy_weight(
     memory_config=None,
     mesh_mapper=None,
     cache_file_name=None,
+    preprocess=None,
 ):
     """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh
-    mapping, converted on first use instead of at construction."""
+    mapping, converted on first use instead of at construction. ``preprocess`` (``as_tensor``'s host-side
+    transform, e.g. Falcon-40B's transpose of its weights) is applied to the source tensor here, at once."""
+    if preprocess is not None:
+        tensor = preprocess(tensor)
     mapper_config = (
         None
         if mesh_mapper is None
