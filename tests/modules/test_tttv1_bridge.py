@@ -93,3 +93,19 @@ def test_lazy_weight_runs_as_tensors_preprocess_on_the_host_tensor(mesh, tmp_pat
     )
     assert list(weight.get_device_weight().shape) == [1, 1, 32, 64]
     assert_equivalent_outputs(expected, weight.get_device_weight())
+
+
+def test_lazy_weight_applies_as_tensors_preprocess(mesh):
+    """``ttnn.as_tensor(..., preprocess=f)`` (Falcon-40B's weights: a reshape and a transpose) becomes a
+    LazyWeight of ``f(tensor)``: the device weight holds what TTTv1's ``as_tensor`` uploaded."""
+    source = np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+    weight = lazy_weight(
+        source,
+        ttnn.float32,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        preprocess=lambda x: x.T.reshape(1, 1, 64, 32),
+    )
+    device = on_device(weight)
+    assert list(device.shape) == [1, 1, 64, 32]
+    np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(device)[0])[0, 0], source.T)

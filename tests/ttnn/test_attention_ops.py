@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -1155,6 +1156,28 @@ def test_sdpa_prefill_options(open_mesh):
     # sliding window 0 means none; long sequences are processed in row blocks
     out0 = f(tq2, tk2, tv2, sliding_window_size=0)
     close(sdpa_ref(host(tq2, mesh), host(tk2, mesh), host(tv2, mesh)), host(out0, mesh), pcc=0.99)
+
+
+def test_sdpa_older_positional_mask(open_mesh):
+    """The older API's fourth positional argument (``causal_mask``, as the T3000 Falcon-40B attention passes it)
+    is the same mask as ``attn_mask``; giving both is refused."""
+    mesh = open_mesh((1, 1))
+    _, (tq, tk, tv) = _qkv(mesh, 1, 2, 1, 64, 64, 32, seed=5)
+    f = ttnn.transformer.scaled_dot_product_attention
+    tmask = dev(torch.where(torch.rand(1, 1, 64, 64) < 0.3, -1e9, 0.0), mesh, ttnn.bfloat8_b)
+    positional = f(tq, tk, tv, tmask, is_causal=False, scale=0.3)
+    keyword = f(tq, tk, tv, is_causal=False, attn_mask=tmask, scale=0.3)
+    assert np.array_equal(host(positional, mesh), host(keyword, mesh))
+    close(
+        sdpa_ref(
+            host(tq, mesh), host(tk, mesh), host(tv, mesh), causal=False, mask=host(tmask, mesh), scale=0.3
+        ),
+        host(positional, mesh),
+    )
+    causal = f(tq, tk, tv, None, is_causal=True)
+    assert np.array_equal(host(causal, mesh), host(f(tq, tk, tv), mesh))
+    with pytest.raises(ValidationError, match="causal_mask: expected None when attn_mask is given"):
+        f(tq, tk, tv, tmask, is_causal=False, attn_mask=tmask)
 
 
 def test_sdpa_row_blocks(open_mesh, monkeypatch):

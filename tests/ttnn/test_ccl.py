@@ -421,6 +421,108 @@ def test_all_gather_matmul_async(open_mesh, rng, sems):
     assert positional.dtype is ttnn.float32
 
 
+def test_all_gather_matmul(open_mesh, rng, sems):
+    """The synchronous fused op of the T3000 demos (Llama-2-70B's attention output): on a 1x8 ring, the
+    heads-concatenated activation is gathered on dim 3 and multiplied by each device's column slice of wo."""
+    mesh = open_mesh((1, 8))
+    x = rng.standard_normal((1, 1, 32, 512)).astype(np.float32)
+    w = rng.standard_normal((1, 1, 512, 256)).astype(np.float32)
+    xt = ttnn.from_numpy(
+        x,
+        dtype=ttnn.bfloat16,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3),
+    )
+    wt = ttnn.from_numpy(
+        w,
+        dtype=ttnn.bfloat8_b,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3),
+    )
+    cfg = ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
+        compute_with_storage_grid_size=ttnn.CoreCoord(1, 1),
+        in0_block_w=1,
+        out_subblock_h=1,
+        out_subblock_w=1,
+        per_core_M=1,
+        per_core_N=1,
+        transpose_mcast=False,
+        fused_activation=None,
+    )
+    kernel = ttnn.WormholeComputeKernelConfig(math_fidelity=ttnn.MathFidelity.HiFi2, fp32_dest_acc_en=True)
+    outputs = ttnn.experimental.all_gather_matmul(
+        xt,
+        wt,
+        dim=3,
+        all_gather_core_grid_offset=(0, 4),
+        num_links=1,
+        memory_config_ag=ttnn.L1_MEMORY_CONFIG,
+        memory_config_mm=ttnn.DRAM_MEMORY_CONFIG,
+        program_config=cfg,
+        compute_kernel_config=kernel,
+        num_workers=2,
+        num_buffers_per_channel=2,
+    )
+    assert isinstance(outputs, list) and len(outputs) == 3
+    gathered, out, datacopy = outputs
+    assert datacopy is not gathered
+    assert list(gathered.shape) == [1, 1, 32, 512] and list(out.shape) == [1, 1, 32, 32]
+    assert gathered.memory_config() == ttnn.L1_MEMORY_CONFIG == datacopy.memory_config()
+    assert out.memory_config() == ttnn.DRAM_MEMORY_CONFIG and out.dtype is ttnn.bfloat16
+    xq = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    for g, d in zip(_shards(gathered), _shards(datacopy)):
+        np.testing.assert_array_equal(g, xq)
+        np.testing.assert_array_equal(d, xq)
+    w_shards = [ttnn.to_numpy(t) for t in ttnn.get_device_tensors(wt)]
+    for shard, ws in zip(_shards(out), w_shards):
+        ref = xq.astype(np.float64) @ ws.astype(np.float64)
+        assert np.abs(shard - ref).max() <= 2.0**-6 * np.abs(ref).max()
+    # one implementation: the async variant's matmul output is the same, bit for bit
+    _, async_out = ttnn.experimental.all_gather_matmul_async(
+        xt,
+        wt,
+        None,
+        3,
+        sems(mesh, 2),
+        (0, 4),
+        memory_config_mm=ttnn.DRAM_MEMORY_CONFIG,
+        program_config=cfg,
+        compute_kernel_config=kernel,
+    )
+    for a, b in zip(_shards(out), _shards(async_out)):
+        np.testing.assert_array_equal(a, b)
+    # defaults: the matmul output takes the input's memory config and dtype; dtype overrides
+    _, default_out, _ = ttnn.experimental.all_gather_matmul(xt, wt, 3, ttnn.CoreCoord(0, 4))
+    assert default_out.memory_config() == xt.memory_config() and default_out.dtype is ttnn.bfloat16
+    _, f32_out, _ = ttnn.experimental.all_gather_matmul(xt, wt, 3, (0, 4), dtype=ttnn.float32)
+    assert f32_out.dtype is ttnn.float32
+
+
+def test_all_gather_matmul_sync_errors(open_mesh, rng):
+    mesh = open_mesh((1, 2))
+    x, _ = _random_input(mesh, rng, (1, 1, 32, 64), ttnn.bfloat16)
+    batched, _ = _random_input(mesh, rng, (2, 1, 32, 64), ttnn.bfloat16)
+    w, _ = _random_input(mesh, rng, (1, 1, 128, 32), ttnn.bfloat16)
+    agmm = ttnn.experimental.all_gather_matmul
+    cases = [
+        (lambda: agmm(x, w, 2, (0, 4)), r"ttnn.experimental.all_gather_matmul: dim: expected 3"),
+        (
+            lambda: agmm(batched, w, 3, (0, 4)),
+            r"all_gather_matmul: input_tensor.shape: expected batch dims of 1",
+        ),
+        (lambda: agmm(x, w, 3), r"all_gather_matmul: all_gather_core_grid_offset: expected"),
+        (lambda: agmm(x, w, 3, (0, 4), num_workers=0), r"all_gather_matmul: num_workers"),
+        (lambda: agmm(x, w, 3, (0, 4), num_links=99), r"all_gather_matmul: num_links: expected at most"),
+        (lambda: agmm(x, w, 3, (0, 4), memory_config_ag="L1"), r"all_gather_matmul: memory_config_ag"),
+        (lambda: agmm(x, "w", 3, (0, 4)), r"all_gather_matmul: weight_tensor"),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(ValidationError, match=pattern):
+            call()
+
+
 def test_fast_reduce_nc(open_mesh, rng):
     mesh = open_mesh((1, 2))
     tensor, inputs = _random_input(mesh, rng, (2, 3, 32, 32), ttnn.float32)

@@ -785,3 +785,16 @@ def test_pytest_does_not_warn_about_the_editable_installs_redirect_module(pytest
     warned.clear()
     hook.mark_rewrite(redirect.__name__)
     assert warned == []
+
+
+def test_tt_lib_era_names(open_mesh):
+    """Older models (the T3000 Falcon-40B demo) annotate with ``ttnn.experimental.tensor.Tensor`` and read
+    ``get_legacy_shape()``: the emulator's Tensor there, and the padded shape."""
+    assert ttnn.experimental.tensor.Tensor is ttnn.Tensor
+    assert ttnn.experimental.tensor.MemoryConfig is ttnn.MemoryConfig
+    mesh = open_mesh((1, 1))
+    import numpy as np
+
+    t = ttnn.from_numpy(np.zeros((1, 1, 7, 40), np.float32), layout=ttnn.TILE_LAYOUT, device=mesh)
+    assert list(t.get_legacy_shape()) == [1, 1, 32, 64] == list(t.padded_shape)
+    assert list(t.shape) == [1, 1, 7, 40]

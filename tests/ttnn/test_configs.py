@@ -94,6 +94,16 @@ def test_num_cores_to_corerangeset():
 # --- shard specs and memory configs -------------------------------------------------------------------------
 
 
+def test_shard_spec_older_halo_argument():
+    """tt_lib-era configs pass a fourth argument, ``halo`` (False): accepted and not kept; True is refused."""
+    grid = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(3, 1))})
+    older = ttnn.ShardSpec(grid, [32, 128], ttnn.ShardOrientation.ROW_MAJOR, False)
+    assert older == ttnn.ShardSpec(grid, (32, 128), ttnn.ShardOrientation.ROW_MAJOR)
+    assert "halo" not in repr(older)
+    with pytest.raises(ValidationError, match="ShardSpec: halo must be False"):
+        ttnn.ShardSpec(grid, [32, 128], ttnn.ShardOrientation.ROW_MAJOR, True)
+
+
 def test_shard_spec():
     grid = ttnn.CoreRangeSet({_range(0, 0, 7, 0)})
     spec = ttnn.ShardSpec(grid, [32, 64], ttnn.ShardOrientation.ROW_MAJOR)

@@ -482,6 +482,45 @@ def test_typecast_to_and_from_integers(open_mesh):
         ttnn.typecast(t, "float")
 
 
+def test_experimental_typecast(open_mesh, rng):
+    """Older models' copy-kernel typecast (Llama-2-70B's and Falcon-40B's KV-cache fill): the values of
+    ttnn.typecast, in the input's memory config or the one given, or written into a given output tensor."""
+    mesh = open_mesh((1, 2))
+    x = (rng.standard_normal((1, 2, 64, 128)) * 4).astype(np.float32)
+    t = _dev(mesh, x)
+    out = ttnn.experimental.typecast(t, ttnn.bfloat8_b)
+    assert out.dtype is ttnn.bfloat8_b and list(out.shape) == [1, 2, 64, 128]
+    assert out.memory_config() == t.memory_config()
+    np.testing.assert_array_equal(_np(out), quantize(_np(t), ttnn.bfloat8_b))
+    in_l1 = ttnn.experimental.typecast(t, ttnn.float32, ttnn.L1_MEMORY_CONFIG)
+    assert in_l1.memory_config() == ttnn.L1_MEMORY_CONFIG and in_l1.dtype is ttnn.float32
+    np.testing.assert_array_equal(_np(in_l1), _np(t))
+    target = _dev(mesh, np.zeros_like(x), ttnn.bfloat8_b)
+    filled = ttnn.experimental.typecast(t, ttnn.bfloat8_b, optional_output_tensor=target)
+    assert filled is target
+    np.testing.assert_array_equal(_np(target), _np(out))
+    wrong_dtype = _dev(mesh, np.zeros_like(x), ttnn.bfloat16)
+    wrong_shape = _dev(mesh, np.zeros((1, 2, 32, 128), np.float32), ttnn.bfloat8_b)
+    cases = [
+        (
+            lambda: ttnn.experimental.typecast(t, ttnn.bfloat8_b, optional_output_tensor=wrong_dtype),
+            r"ttnn.experimental.typecast: optional_output_tensor.dtype: expected BFLOAT8_B",
+        ),
+        (
+            lambda: ttnn.experimental.typecast(t, ttnn.bfloat8_b, None, wrong_shape),
+            r"ttnn.experimental.typecast: optional_output_tensor.shape: expected \[1, 2, 64, 128\]",
+        ),
+        (
+            lambda: ttnn.experimental.typecast(t, "bf8"),
+            r"ttnn.experimental.typecast: dtype: expected a ttnn.DataType",
+        ),
+        (lambda: ttnn.experimental.typecast(x, ttnn.bfloat8_b), r"ttnn.experimental.typecast: input_tensor"),
+    ]
+    for call, pattern in cases:
+        with pytest.raises(ValidationError, match=pattern):
+            call()
+
+
 def test_memory_config_moves_keep_values_and_account_memory(open_mesh, rng):
     mesh = open_mesh((1, 2))
     x = rng.standard_normal((1, 1, 64, 256)).astype(np.float32)

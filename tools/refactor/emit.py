@@ -1135,7 +1135,9 @@ def materialise_reads(
 ) -> list[cst.BaseStatement]:
     """TTTv1's __init__ may use an uploaded tensor right away (``width = bias.shape[-1]`` on the per-device
     tensor): every read of a LazyWeight-holding local other than storing it on ``legacy`` becomes
-    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed.
+    ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed. So does a
+    LazyWeight handed straight to another call (Llama-2-70B's KV cache, ``ttnn.to_device(ttnn.as_tensor(…),
+    mesh)`` in a comprehension): that call gets the device tensor TTTv1's ``as_tensor`` returned.
 
     The same for the device attributes ``weights`` once TTTv1 has stored them: ``legacy.w1`` handed to a call
     (the Galaxy demo's ``prefetcher_setup.insert_tensor(self.w1)``, which reads its ``buffer_address()``) or
@@ -1150,6 +1152,21 @@ def materialise_reads(
         names = {"_lazy_weight"} | producers
         return any(isinstance(c.func, cst.Name) and c.func.value in names for c in summary(node).calls)
 
+    def is_lazy_call(node: cst.CSTNode) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == "_lazy_weight"
+        )
+
+    def passed_on(node: cst.CSTNode) -> bool:
+        """A ``_lazy_weight(…)`` call that is an argument of a call other than ``_on_device``."""
+        if not isinstance(node, cst.Call) or (
+            isinstance(node.func, cst.Name) and node.func.value == "_on_device"
+        ):
+            return False
+        return any(is_lazy_call(arg.value) for arg in node.args)
+
     for _ in range(2):  # producers defined before the locals that use them
         for node in walk(module):
             if type(node) is cst.FunctionDef:
@@ -1163,7 +1180,7 @@ def materialise_reads(
                         and makes_lazy(node.value)
                     ):
                         lazy.add(target.target.value)
-    if not lazy and not weights:
+    if not lazy and not weights and not any(passed_on(node) for node in walk(module)):
         return statements
 
     def weight_attr(node: cst.BaseExpression) -> bool:
@@ -1181,6 +1198,7 @@ def materialise_reads(
         def __init__(self) -> None:
             super().__init__()
             self.keep: set[int] = set()
+            self.wrap: set[int] = set()
 
         def visit_Assign(self, node: cst.Assign) -> None:
             # ``legacy.x = local`` (or a list of them) stores the LazyWeight itself
@@ -1206,6 +1224,8 @@ def materialise_reads(
             if isinstance(node.func, cst.Name) and node.func.value == "_on_device":
                 for arg in node.args:
                     self.keep.add(id(arg.value))
+            elif passed_on(node):
+                self.wrap.update(id(arg.value) for arg in node.args if is_lazy_call(arg.value))
 
         def leave_Name(self, original_node, updated_node):
             if updated_node.value in lazy and id(original_node) not in self.keep:
@@ -1213,6 +1233,8 @@ def materialise_reads(
             return updated_node
 
         def leave_Call(self, original_node, updated_node):
+            if id(original_node) in self.wrap:  # a LazyWeight handed straight to another call
+                return on_device(updated_node)
             callee = dotted(updated_node.func) or ""
             if callee.rsplit(".", 1)[-1] in _KEEPS_WEIGHT or not any(
                 weight_attr(a.value) for a in updated_node.args

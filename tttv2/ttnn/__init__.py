@@ -52,3 +52,7 @@ else:
     _sys.modules[f"{__name__}.transformer"] = transformer
 
     from ._compat import _ttnn, cluster, install_as_ttnn, uninstall_as_ttnn
+
+    # the tt_lib era's ``ttnn.experimental.tensor`` (``ttnn.experimental.tensor.Tensor`` in older models'
+    # annotations, evaluated when their modules load): the same bound types as ``ttnn._ttnn.tensor``
+    experimental.tensor = _ttnn.tensor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 from .errors import ValidationError
 from .types import TILE_SIZE, BufferType, ShardOrientation, ShardStrategy, TensorMemoryLayout
@@ -167,13 +167,22 @@ def _as_core_range_set(owner: str, grid) -> CoreRangeSet:
 
 @dataclass(frozen=True)
 class ShardSpec:
-    """Which cores hold the shards and the (height, width) of one shard, in elements."""
+    """Which cores hold the shards and the (height, width) of one shard, in elements.
+
+    ``halo`` is the older API's fourth argument (``ShardSpec(grid, shape, orientation, False)`` in tt_lib-era
+    model configs): only ``False`` is accepted (halo shards belong to convolutions, not emulated) and it is not
+    kept."""
 
     grid: CoreRangeSet
     shape: tuple[int, int]
     orientation: ShardOrientation = ShardOrientation.ROW_MAJOR
+    halo: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, halo: bool) -> None:
+        if halo is not False:
+            raise ValidationError(
+                f"ShardSpec: halo must be False (halo shards are not emulated), got {halo!r}"
+            )
         object.__setattr__(self, "grid", _as_core_range_set("ShardSpec", self.grid))
         shape = tuple(self.shape)
         if len(shape) != 2:

@@ -13,8 +13,11 @@ def _namespace(name: str, attr: str) -> types.ModuleType:
     module = types.ModuleType(f"tttv2.ttnn.{name}", f"ttnn.{name} on the emulator")
     names = []
     for ops_module in OP_MODULES:
-        for op_name in getattr(ops_module, attr, ()):
-            setattr(module, op_name, getattr(ops_module, op_name))
+        for entry in getattr(ops_module, attr, ()):
+            # an entry is the op's name, or (its name here, the function's name in the module) where the module
+            # already has a top-level op of that name (``ttnn.experimental.typecast`` beside ``ttnn.typecast``)
+            op_name, function = entry if isinstance(entry, tuple) else (entry, entry)
+            setattr(module, op_name, getattr(ops_module, function))
             names.append(op_name)
     module.__all__ = sorted(names)
     return module

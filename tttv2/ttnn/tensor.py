@@ -378,6 +378,10 @@ class Tensor:
             return self._padded_shape
         return padded_shape_of(self._shape, self._layout)
 
+    def get_legacy_shape(self) -> Shape:
+        """The older API's name of :attr:`padded_shape` (tt_lib-era models, e.g. the T3000 Falcon-40B demo)."""
+        return self.padded_shape
+
     @property
     def logical_shape(self) -> Shape:
         return self._shape

@@ -370,3 +370,70 @@ def test_the_messages_of_many_mismatched_calls_and_of_long_signatures_stay_one_l
     )
     other_file = Gap("n_1d.py:3", "static branch left in h: `s`", "why")
     assert explain_unspecialised([other_file, many[1]])[0] is other_file
+
+
+# ------------------------------------------------------------------------------ a weight handed straight to a call
+def test_a_lazy_weight_handed_to_another_call_is_the_device_tensor():
+    """``ttnn.to_device(ttnn.as_tensor(…), mesh)``: the twin's ``from_model_args`` gives ``to_device`` the device
+    tensor (``_on_device``), as TTTv1's ``as_tensor`` did; it used to hand it the LazyWeight, and construction
+    failed ("ttnn.to_device: expected a ttnn.Tensor, got LazyWeight": Llama-2-70B's KV cache). A LazyWeight stored
+    as it is stays lazy, and one already under ``_on_device`` is not wrapped twice."""
+    from tttv2_tools.refactor.emit import materialise_reads
+
+    source = (
+        "legacy.caches = [ttnn.to_device(_lazy_weight(lp, device=mesh), mesh) for lp in past]\n"
+        "legacy.w = _lazy_weight(w, device=mesh)\n"
+        "legacy.b = _on_device(_lazy_weight(b, device=mesh))\n"
+        "legacy.n = len(_lazy_weight(n, device=mesh).shape)\n"
+    )
+    code = cst.Module(body=materialise_reads(list(cst.parse_module(source).body))).code
+    assert "ttnn.to_device(_on_device(_lazy_weight(lp, device=mesh)), mesh)" in code
+    assert "legacy.w = _lazy_weight(w, device=mesh)\n" in code
+    assert "legacy.b = _on_device(_lazy_weight(b, device=mesh))\n" in code
+    # an attribute read of the call is not a call argument: left as it is (no local holds it either)
+    assert "legacy.n = len(_lazy_weight(n, device=mesh).shape)\n" in code
+    plain = "legacy.w = _lazy_weight(w, device=mesh)\nx = f(y)\n"
+    assert cst.Module(body=materialise_reads(list(cst.parse_module(plain).body))).code == plain
+
+
+def test_the_kv_store_builds_and_matches_tttv1_bit_for_bit(tmp_path):
+    """``inputs/rmm/t3k/kv_store.py`` (the T3000 KV-cache upload, ``ttnn.experimental.typecast`` into
+    ``fill_cache``): no gap, and on 1x1 and 1x2 the twin built from the same arguments returns the same caches,
+    bit for bit, over two calls (users 0 and 1)."""
+    import numpy as np
+
+    from tttv2.ttnn.numerics import quantize
+
+    result = _generate("t3k/kv_store")
+    assert_no_static_branch(result)
+    generated = generated_class(result, "1d", tmp_path)
+    kv_store = _inputs.tttv1("t3k.kv_store", "TtKVStore")
+    config = {"MAX_BATCH_SIZE": 2, "MAX_CONTEXT_LEN": 64}
+    rng = np.random.default_rng(7)
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        # one cache folder per module and mesh: the cache file's name does not say how it was sharded
+        old = kv_store(mesh, config, tmp_path / f"old{shape}")
+        new = generated.from_model_args(mesh, config, tmp_path / f"new{shape}")
+        for user in (0, 1):
+            heads = 2 // shape[1]
+            k, v = (rng.standard_normal((1, 2, 32, 32)).astype(np.float32) for _ in range(2))
+
+            def upload(x, mesh=mesh):
+                return ttnn.from_numpy(
+                    x,
+                    dtype=ttnn.bfloat16,
+                    layout=ttnn.TILE_LAYOUT,
+                    device=mesh,
+                    mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=1),
+                )
+
+            expected = old(upload(k), upload(v), user)
+            got = new(upload(k), upload(v), user)
+            assert_identical(expected, got, f"{shape} user {user}")
+            assert list(got[0].shape) == [2, heads, 64, 32] and got[0].dtype is ttnn.bfloat16
+            filled = ttnn.to_numpy(ttnn.get_device_tensors(got[0])[0])[user, :, :32]
+            np.testing.assert_array_equal(
+                filled, quantize(quantize(k[0, :heads], ttnn.bfloat16), ttnn.bfloat8_b)
+            )
+        ttnn.close_mesh_device(mesh)

@@ -59,6 +59,7 @@ __all__ = [
 ]
 __experimental__ = [
     "all_gather_async",
+    "all_gather_matmul",
     "all_gather_matmul_async",
     "fast_reduce_nc",
     "reduce_scatter_minimal_async",
@@ -1025,6 +1026,50 @@ def all_gather_matmul_async(
     output defaults to the input's memory config and dtype (``memory_config_mm``/``dtype`` override).
     """
     op = "ttnn.experimental.all_gather_matmul_async"
+    tensor, weight, mesh = _gather_matmul_inputs(op, input_tensor, weight_tensor, bias, dim)
+    _check_semaphores(op, "multi_device_global_semaphore", multi_device_global_semaphore, mesh, 2)
+    _check_barrier(op, barrier_semaphore, mesh)
+    _check_topology(op, topology, _RING_OR_LINEAR)
+    _check_tuning(
+        op,
+        num_links,
+        chunks_per_sync=chunks_per_sync,
+        num_workers_per_link=num_workers_per_link,
+        num_buffers_per_channel=num_buffers_per_channel,
+    )
+    _check_gather_matmul_configs(
+        op, mesh, num_links, all_gather_core_grid_offset, memory_config_ag, memory_config_mm, program_config
+    )
+    output = _check_output_buffer(
+        op,
+        "persistent_output_buffer",
+        persistent_output_buffer,
+        tensor,
+        _gather_shape(tensor, 3, None),
+        memory_config_ag,
+    )
+    gathered = _all_gather(op, tensor, 3, None, memory_config_ag, output)
+    out = _gathered_linear(
+        gathered,
+        weight,
+        tensor,
+        bias=bias,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        memory_config_mm=memory_config_mm,
+        dtype=dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=core_grid,
+        activation=activation,
+    )
+    return gathered, out
+
+
+def _gather_matmul_inputs(
+    op: str, input_tensor, weight_tensor, bias, dim
+) -> tuple[Tensor, Tensor, MeshDevice]:
+    """The fused all-gather + matmul's operands: rank-4 input ``[1, 1, M, K]`` and weight, gathered on dim 3."""
     tensor = _input(op, input_tensor)
     expect(
         len(tensor.shape) == 4,
@@ -1044,21 +1089,18 @@ def all_gather_matmul_async(
         "batch dims of 1 ([1, 1, M, K])",
         list(tensor.shape),
     )
-    _check_semaphores(op, "multi_device_global_semaphore", multi_device_global_semaphore, mesh, 2)
-    _check_barrier(op, barrier_semaphore, mesh)
-    if all_gather_core_grid_offset is _UNSET:
+    return tensor, weight, mesh
+
+
+def _check_gather_matmul_configs(
+    op: str, mesh: MeshDevice, num_links, offset, memory_config_ag, memory_config_mm, program_config
+) -> None:
+    """The fused op's core-grid offset, memory configs, links and program config (a 1-D or 2-D multicast)."""
+    if offset is _UNSET:
         raise op_error(op, "all_gather_core_grid_offset", "a ttnn.CoreCoord or an (x, y) pair", None)
-    _core_offset(op, all_gather_core_grid_offset)
+    _core_offset(op, offset)
     _check_memory_config(op, "memory_config_ag", memory_config_ag)
     _check_memory_config(op, "memory_config_mm", memory_config_mm)
-    _check_topology(op, topology, _RING_OR_LINEAR)
-    _check_tuning(
-        op,
-        num_links,
-        chunks_per_sync=chunks_per_sync,
-        num_workers_per_link=num_workers_per_link,
-        num_buffers_per_channel=num_buffers_per_channel,
-    )
     _check_links_fit(op, num_links, mesh)
     expect(
         program_config is None
@@ -1071,30 +1113,72 @@ def all_gather_matmul_async(
         "a MatmulMultiCoreReuseMultiCast1DProgramConfig or MatmulMultiCoreReuseMultiCastProgramConfig",
         type(program_config).__name__,
     )
-    output = _check_output_buffer(
-        op,
-        "persistent_output_buffer",
-        persistent_output_buffer,
-        tensor,
-        _gather_shape(tensor, 3, None),
-        memory_config_ag,
-    )
-    gathered = _all_gather(op, tensor, 3, None, memory_config_ag, output)
 
-    out = linear(
+
+def _gathered_linear(gathered: Tensor, weight: Tensor, tensor: Tensor, *, memory_config_mm, dtype, **matmul):
+    """The fused op's matmul: ``ttnn.linear`` of the gathered activation, in the input's memory config and dtype
+    unless ``memory_config_mm`` / ``dtype`` say otherwise."""
+    return linear(
         gathered,
         weight,
+        memory_config=memory_config_mm or tensor.memory_config(),
+        dtype=dtype or tensor.dtype,
+        **matmul,
+    )
+
+
+@ttnn_op("ttnn.experimental.all_gather_matmul")
+def all_gather_matmul(
+    input_tensor: Tensor,
+    weight_tensor: Tensor,
+    dim: int = _UNSET,  # type: ignore[assignment]
+    all_gather_core_grid_offset=_UNSET,
+    *,
+    bias: Tensor | None = None,
+    num_links: int = 1,
+    memory_config_ag: MemoryConfig | None = None,
+    num_workers: int | None = None,
+    num_buffers_per_channel: int | None = None,
+    memory_config_mm: MemoryConfig | None = None,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    dtype: DataType | None = None,
+    program_config=None,
+    activation=None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    core_grid=None,
+) -> list[Tensor]:
+    """The older, synchronous fused all-gather + matmul (T3000 demos): the gather runs over the whole mesh as a
+    ring, on dim 3, then ``ttnn.linear`` with the local weight.
+
+    Returns ``[gathered, matmul_output, datacopy]`` as ttnn does: the datacopy output is a second tensor holding
+    the gathered activation (hardware's copy of it into the matmul's input buffer). Same operand and config
+    checks as :func:`all_gather_matmul_async`, without semaphores or persistent buffers; ``num_workers`` and
+    ``num_buffers_per_channel`` are tuning only.
+    """
+    op = "ttnn.experimental.all_gather_matmul"
+    tensor, weight, mesh = _gather_matmul_inputs(op, input_tensor, weight_tensor, bias, dim)
+    _check_tuning(op, num_links, num_workers=num_workers, num_buffers_per_channel=num_buffers_per_channel)
+    _check_gather_matmul_configs(
+        op, mesh, num_links, all_gather_core_grid_offset, memory_config_ag, memory_config_mm, program_config
+    )
+    gathered = _all_gather(op, tensor, 3, None, memory_config_ag, None)
+    datacopy = _all_gather(op, tensor, 3, None, memory_config_ag, None)
+    out = _gathered_linear(
+        gathered,
+        weight,
+        tensor,
         bias=bias,
         transpose_a=transpose_a,
         transpose_b=transpose_b,
-        memory_config=memory_config_mm or tensor.memory_config(),
-        dtype=dtype or tensor.dtype,
+        memory_config_mm=memory_config_mm,
+        dtype=dtype,
         program_config=program_config,
         compute_kernel_config=compute_kernel_config,
         core_grid=core_grid,
         activation=activation,
     )
-    return gathered, out
+    return [gathered, out, datacopy]
 
 
 @ttnn_op("ttnn.experimental.fast_reduce_nc")

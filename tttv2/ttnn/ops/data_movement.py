@@ -56,7 +56,7 @@ __all__ = [
     "untilize",
     "view",
 ]
-__experimental__: list[str] = []
+__experimental__ = [("typecast", "experimental_typecast")]
 __transformer__: list[str] = []
 
 
@@ -820,6 +820,40 @@ def typecast(
     _no_block_float_row_major(op, out_dtype, t.layout)
     shards = _map(t, op, lambda s: cast_values(s, t.dtype, out_dtype))
     return output_like(op, shards, t, dtype=out_dtype, memory_config=memory_config)
+
+
+@ttnn_op("ttnn.experimental.typecast")
+def experimental_typecast(
+    input_tensor: Tensor,
+    dtype: DataType,
+    memory_config: MemoryConfig | None = None,
+    optional_output_tensor: Tensor | None = None,
+    queue_id: int = 0,
+) -> Tensor:
+    """The copy-kernel typecast of older models (``ttnn.experimental.typecast``): the same values as
+    :func:`typecast`, in ``memory_config`` (default the input's). ``optional_output_tensor``, of the input's
+    shape and mesh and of ``dtype``, is filled and returned (hardware writes into it)."""
+    op = "ttnn.experimental.typecast"
+    t = expect_tensor(op, "input_tensor", input_tensor)
+    out_dtype = _dtype_arg(op, "dtype", dtype)
+    if optional_output_tensor is None:
+        return typecast(t, out_dtype, memory_config=memory_config)
+    out = expect_tensor(op, "optional_output_tensor", optional_output_tensor)
+    same_mesh(op, input_tensor=t, optional_output_tensor=out)
+    expect(
+        out.dtype is out_dtype,
+        op,
+        "optional_output_tensor.dtype",
+        f"{out_dtype.name} (the dtype argument)",
+        out.dtype.name,
+    )
+    expect(
+        tuple(out.shape) == tuple(t.shape), op, "optional_output_tensor.shape", list(t.shape), list(out.shape)
+    )
+    cast = typecast(t, out_dtype, memory_config=memory_config)
+    for i, shard in enumerate(cast.shards(op)):
+        out._writable_shard(i, op)[...] = shard
+    return out
 
 
 @ttnn_op("ttnn.to_memory_config")

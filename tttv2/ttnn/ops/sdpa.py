@@ -266,6 +266,7 @@ def scaled_dot_product_attention(
     input_tensor_q: Tensor,
     input_tensor_k: Tensor,
     input_tensor_v: Tensor,
+    causal_mask: Tensor | None = None,
     *,
     attn_mask: Tensor | None = None,
     is_causal: bool = True,
@@ -281,11 +282,22 @@ def scaled_dot_product_attention(
 ) -> Tensor:
     """Prefill attention: Q ``[B, nh, Sq, D]``, K/V ``[B, nkv, Sk, D]`` → ``[B, nh, Sq, D]`` (GQA by head groups).
 
+    ``causal_mask`` is the older API's fourth positional argument (the T3000 Falcon-40B and Llama-2-70B demos),
+    the same mask as ``attn_mask``: give one of the two.
     Causal needs Sq == Sk; ``attn_mask`` (additive, ``[1|B, 1|nh, Sq, Sk]``) only without causal and without a
     sliding window. ``program_config``'s q/k chunk sizes must divide the padded Q/K lengths. Attention sinks and
     windowed (``cu_window_seqlens``) attention are not emulated.
     """
     op = "ttnn.transformer.scaled_dot_product_attention"
+    expect(
+        causal_mask is None or attn_mask is None,
+        op,
+        "causal_mask",
+        "None when attn_mask is given (the same mask, by its older name)",
+        "a second mask",
+    )
+    if causal_mask is not None:
+        attn_mask = causal_mask
     q, k, v = _qkv(op, input_tensor_q, input_tensor_k, input_tensor_v)
     window, out_mc = _options(
         op, scale, sliding_window_size, memory_config, program_config, compute_kernel_config
