@@ -205,7 +205,24 @@ def _bad_cases(mesh):
     ar = ttnn.experimental.all_reduce_async
     rsa = ttnn.experimental.reduce_scatter_async
     w = _per_device(mesh, [np.zeros((1, 1, 512, 256), np.float32)] * (ROWS * COLS))
+    narrow = _per_device(
+        mesh, [np.zeros((1, 1, 32, 192), np.float32)] * (ROWS * COLS), memory_config=_width((32, 32), _crs(6))
+    )  # 48 columns a device: not whole tiles
+    height = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+        ttnn.BufferType.L1,
+        ttnn.ShardSpec(_crs(1), (32, 512), ttnn.ShardOrientation.ROW_MAJOR),
+    )
+    tall = _per_device(mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS), memory_config=height)
     return [
+        (
+            lambda: rs(narrow, buf, 3, sem, None, cluster_axis=1),
+            r"input_tensor width: expected whole 32-column tiles on each of the 4 devices .*got 192 \(48 columns",
+        ),
+        (
+            lambda: rs(tall, buf, 3, sem, None, cluster_axis=1),
+            r"input_tensor.memory_config: expected WIDTH_SHARDED",
+        ),
         (lambda: rs(x, buf, 2, sem, None, cluster_axis=1), r"dim: expected 3"),
         (lambda: rs(x, buf, 3, sem, None, cluster_axis=0), r"cluster_axis: expected 1"),
         (

@@ -202,6 +202,22 @@ def _llama_rs(op: str, tensor: Tensor, ring: int, memory_config: MemoryConfig | 
         # ttnn's default: the input's memory config, one 32-wide shard per core, row-major from core (0, 0)
         spec = _shard_spec(tensor)
         cores = padded // ring // 32
+        expect(
+            padded // ring % 32 == 0 and cores >= 1,
+            op,
+            "input_tensor width",
+            f"whole 32-column tiles on each of the {ring} devices (the default output has one tile per core; "
+            f"else pass memory_config)",
+            f"{tensor.shape[3]} ({padded // ring} columns a device)",
+        )
+        expect(
+            tensor.memory_config().memory_layout is TensorMemoryLayout.WIDTH_SHARDED,
+            op,
+            "input_tensor.memory_config",
+            "WIDTH_SHARDED (the default output keeps its layout with one 32-wide shard per core; else pass "
+            "memory_config)",
+            tensor.memory_config().memory_layout,
+        )
         grid = mesh.compute_with_storage_grid_size()
         crs = num_cores_to_corerangeset(
             cores, CoreCoord(grid.x, grid.y), row_wise=spec.orientation.name == "ROW_MAJOR"
