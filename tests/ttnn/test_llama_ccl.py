@@ -214,7 +214,19 @@ def _bad_cases(mesh):
         ttnn.ShardSpec(_crs(1), (32, 512), ttnn.ShardOrientation.ROW_MAJOR),
     )
     tall = _per_device(mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS), memory_config=height)
+    agc = ttnn.experimental.all_gather_concat
+
+    def heads(shape):
+        return _per_device(mesh, [np.zeros(shape, np.float32)] * (ROWS * COLS))
+
+    def gather(t, n):
+        return agc(t, plain, 1, cluster_axis=1, multi_device_global_semaphore=sem, num_heads=n)
+
+    default = r"input_tensor.shape: expected a default output of one .* else pass memory_config\), got "
     return [
+        (lambda: gather(heads((1, 8, 8, 48)), 8), default + r"\[1, 8, 8, 48\]"),  # head_dim not whole tiles
+        (lambda: gather(heads((1, 10, 8, 64)), 8), default + r".*40 users gathered"),  # 40 rows
+        (lambda: gather(heads((1, 8, 80, 32)), 80), default + r".*80 heads"),  # more heads than cores
         (
             lambda: rs(narrow, buf, 3, sem, None, cluster_axis=1),
             r"input_tensor width: expected whole 32-column tiles on each of the 4 devices .*got 192 \(48 columns",

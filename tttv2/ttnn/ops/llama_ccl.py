@@ -752,6 +752,15 @@ def all_gather_concat(
             out[i] = merged
     if memory_config is None:
         grid = mesh.compute_with_storage_grid_size()
+        expect(
+            head_dim % 32 == 0 and rows % 32 == 0 and num_heads <= grid.x * grid.y,
+            op,
+            "input_tensor.shape",
+            f"a default output of one ({rows}, head_dim) tile-aligned shard per head on the {grid.x}x{grid.y} "
+            "grid (head_dim and gathered users multiples of 32, at most one head a core; else pass "
+            "memory_config)",
+            f"{list(tensor.shape)} ({total_users} users gathered, {num_heads} heads)",
+        )
         crs = num_cores_to_corerangeset(num_heads, CoreCoord(grid.x, grid.y), row_wise=True)
         memory_config = MemoryConfig(
             TensorMemoryLayout.WIDTH_SHARDED, BufferType.L1, ShardSpec(crs, (rows, head_dim))
