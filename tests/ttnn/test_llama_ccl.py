@@ -756,6 +756,31 @@ def test_sub_device_managers_name_the_sub_devices_ops_may_run_on():
         ttnn.close_mesh_device(galaxy)
 
 
+def test_a_removed_or_another_meshs_sub_device_manager_id_is_refused():
+    """Ids are never handed out twice: after remove, the old id does not load the next manager; and an id of
+    another mesh (equal in value) is not this mesh's."""
+    one, other = ttnn.open_mesh_device(ttnn.MeshShape(1, 2)), ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    try:
+        split = [ttnn.SubDevice([_cores(((0, 0), (1, 0)))]), ttnn.SubDevice([_cores(((2, 0), (3, 0)))])]
+        first = one.create_sub_device_manager(split[:1], 0)
+        one.remove_sub_device_manager(first)
+        second = one.create_sub_device_manager(split, 0)
+        assert second != first
+        foreign = other.create_sub_device_manager(split[:1], 0)
+        assert foreign == first  # the same value, not the same mesh
+        for stale in (first, foreign, ttnn.SubDeviceManagerId(second.id)):
+            with pytest.raises(
+                ValidationError, match=r"expected a SubDeviceManagerId this mesh created and has"
+            ):
+                one.load_sub_device_manager(stale)
+        assert one.get_sub_device_ids() == [ttnn.SubDeviceId(0)]
+        one.load_sub_device_manager(second)
+        assert one.get_sub_device_ids() == [ttnn.SubDeviceId(0), ttnn.SubDeviceId(1)]
+    finally:
+        ttnn.close_mesh_device(one)
+        ttnn.close_mesh_device(other)
+
+
 def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
     galaxy = _galaxy()
     try:
