@@ -279,6 +279,14 @@ def _bad_cases(mesh):
             r"num_devices: expected the 32 devices",
         ),
         (lambda: ar(plain, buf, sem, cluster_axis=0, mesh_device=mesh), r"cluster_axis: expected one value"),
+        (
+            lambda: ar(plain, cluster_axis=1, mesh_device=mesh, multi_device_global_semaphore=sem),
+            r"buffer_tensor: expected a ttnn.Tensor, got NoneType",  # the Galaxy form without its buffer
+        ),
+        (
+            lambda: ar(plain, 32.0, [sem], [sem], [sem], ttnn.ReduceType.Sum),
+            r"num_devices: expected the 32 devices of the input's mesh, got 32.0",
+        ),
         (lambda: ar(plain, buf, 0, mesh, sem, sem), r"positional arguments: expected at most 5"),
         (lambda: ar(plain, buf, 2, mesh, sem), r"cluster_axis: expected None or 0 or 1"),
         (lambda: ar(plain, buf, 0, mesh, sem, dtype="bf16"), r"dtype: expected a ttnn.DataType or None"),

@@ -412,7 +412,12 @@ def all_reduce_async(
         "math_op": math_op,
     }
     first = args[0] if args else _UNSET
-    if isinstance(first, Tensor) or buffer_tensor is not _UNSET:
+    # the Galaxy form is the only one with a buffer and a multi_device_global_semaphore: either names it
+    if (
+        isinstance(first, Tensor)
+        or buffer_tensor is not _UNSET
+        or multi_device_global_semaphore is not _UNSET
+    ):
         names: tuple[str, ...] = (
             "buffer_tensor",
             "cluster_axis",
@@ -457,7 +462,7 @@ def all_reduce_async(
     if names[0] == "num_devices":
         count = values["num_devices"]
         expect(
-            count == mesh.get_num_devices(),
+            type(count) is int and count == mesh.get_num_devices(),
             op,
             "num_devices",
             f"the {mesh.get_num_devices()} devices of the input's mesh",
@@ -470,7 +475,8 @@ def all_reduce_async(
         axis = _resolve_axis(op, mesh, axis_value)
         _check_mesh_device(op, None if values["mesh_device"] is _UNSET else values["mesh_device"], mesh)
     if names[0] == "buffer_tensor":
-        buf = expect_tensor(op, "buffer_tensor", values["buffer_tensor"])
+        given = values["buffer_tensor"]
+        buf = expect_tensor(op, "buffer_tensor", None if given is _UNSET else given)
         same_mesh(op, input_tensor=tensor, buffer_tensor=buf)
         _check_semaphores(
             op, "multi_device_global_semaphore", values["multi_device_global_semaphore"], mesh, 1
