@@ -267,6 +267,15 @@ def _bad_cases(mesh):
             r"rs_tensor / second_weight_tensor: expected exactly one",
         ),
         (
+            lambda: mm(plain, w, buf, 3, sem, 1, mesh, 1, None, second_weight_tensor=w),
+            r"memory_config_mm: expected a sharded memory config \(the first product is reduce-scattered\), "
+            r"got .*INTERLEAVED.* \(the input_tensor's, the default\)",
+        ),
+        (
+            lambda: mm(plain, w, buf, 3, sem, 1, mesh, 1, None, rs_tensor=plain),
+            r"rs_tensor.memory_config: expected a sharded memory config",
+        ),
+        (
             lambda: mm(plain, w, buf, 3, sem, 1, mesh, 1, None, rs_tensor=x, second_weight_tensor=w),
             r"expected exactly one of them, got both",
         ),

@@ -116,13 +116,15 @@ def _check_llama_rs(
     memory_config,
     topology,
     num_links,
+    name: str = "input_tensor",
 ) -> tuple[int, int]:
-    """The llama reduce-scatter's limits (those of ttnn's validation); returns (dim, ring size)."""
+    """The llama reduce-scatter's limits (those of ttnn's validation) on the tensor it scatters, called ``name``
+    in messages; returns (dim, ring size)."""
     mesh = tensor.device()
     expect(
         len(tensor.shape) == 4,
         op,
-        "input_tensor rank",
+        f"{name} rank",
         "4",
         f"{len(tensor.shape)} (shape {list(tensor.shape)})",
     )
@@ -138,12 +140,10 @@ def _check_llama_rs(
     _check_tuning(op, num_links)
     _check_memory_config(op, "memory_config", memory_config)
     spec = _shard_spec(tensor)
-    expect(
-        spec is not None, op, "input_tensor.memory_config", "a sharded memory config", tensor.memory_config()
-    )
-    expect(spec.shape[0] == 32, op, "input_tensor shard height", "32", spec.shape[0])
+    expect(spec is not None, op, f"{name}.memory_config", "a sharded memory config", tensor.memory_config())
+    expect(spec.shape[0] == 32, op, f"{name} shard height", "32", spec.shape[0])
     buf = expect_tensor(op, "intermediate_packet_buffer", buffer)
-    same_mesh(op, input_tensor=tensor, intermediate_packet_buffer=buf)
+    same_mesh(op, **{name: tensor}, intermediate_packet_buffer=buf)
     buf_spec = _shard_spec(buf)
     expect(
         buf_spec is not None,
@@ -169,7 +169,7 @@ def _check_llama_rs(
             memory_config.shard_spec.shape[0],
         )
     width = tensor.shape[3]
-    expect(width % ring == 0, op, "input_tensor width", f"a multiple of the {ring} devices of a row", width)
+    expect(width % ring == 0, op, f"{name} width", f"a multiple of the {ring} devices of a row", width)
     return dim, ring
 
 
@@ -335,6 +335,14 @@ def llama_rs_matmul(
     axis = None if cluster_axis is _UNSET else cluster_axis
     if second_weight_tensor is not None:
         second = expect_tensor(op, "second_weight_tensor", second_weight_tensor)
+        mm_config = memory_config_mm or tensor.memory_config()
+        expect(
+            mm_config is not None and mm_config.is_sharded(),
+            op,
+            "memory_config_mm",
+            "a sharded memory config (the first product is reduce-scattered)",
+            f"{mm_config}" + ("" if memory_config_mm else " (the input_tensor's, the default)"),
+        )
         first = product(weight)
         _, ring = _check_llama_rs(
             op,
@@ -347,6 +355,7 @@ def llama_rs_matmul(
             memory_config_rs,
             topology,
             num_links,
+            "first product",
         )
         return first, product(second), _llama_rs(op, first, ring, memory_config_rs)
     scatter = _input(op, rs_tensor, dtypes=_FLOAT_DTYPES)
@@ -362,6 +371,7 @@ def llama_rs_matmul(
         memory_config_rs,
         topology,
         num_links,
+        "rs_tensor",
     )
     return product(weight), _llama_rs(op, scatter, ring, memory_config_rs)
 
