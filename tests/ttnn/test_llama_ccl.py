@@ -841,6 +841,48 @@ def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
         ttnn.close_mesh_device(galaxy)
 
 
+def test_matmul_checks_the_prefetchers_global_cb_and_sub_device_id():
+    """docs/emulator.md: global_cb and the sub-device id are checked and change no value; a matmul given another
+    mesh's buffer, something else, or a sub-device the loaded manager does not have is a one-line error."""
+    one, other = ttnn.open_mesh_device(ttnn.MeshShape(1, 2)), ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    try:
+        rng = np.random.default_rng(12)
+        x, w = (
+            ttnn.from_numpy(rng.standard_normal(s).astype(np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                            device=one)
+            for s in ((1, 1, 32, 64), (1, 1, 64, 64))
+        )  # fmt: skip
+        mapping = [(ttnn.CoreCoord(0, 0), _cores(((1, 0), (2, 0))))]
+        ours, theirs = (ttnn.create_global_circular_buffer(m, mapping, 1024) for m in (one, other))
+        for op in (ttnn.matmul, ttnn.linear):
+            plain = ttnn.to_numpy(op(x, w))
+            kept = op(x, w, global_cb=ours, sub_device_id=ttnn.SubDeviceId(0))
+            np.testing.assert_array_equal(ttnn.to_numpy(kept), plain)
+            name = "ttnn.matmul" if op is ttnn.matmul else "ttnn.linear"
+            for kwargs, pattern in (
+                (
+                    {"global_cb": theirs},
+                    r"global_cb: expected None or a ttnn.GlobalCircularBuffer of the input's",
+                ),
+                ({"global_cb": 5}, r"global_cb: expected None or a ttnn.GlobalCircularBuffer .*, got 5"),
+                (
+                    {"sub_device_id": ttnn.SubDeviceId(1)},
+                    r"sub_device_id: expected None or a ttnn.SubDeviceId of",
+                ),
+                ({"sub_device_id": 0}, r"sub_device_id: .*\(SubDeviceId\(0\)\), got 0"),
+            ):
+                with pytest.raises(ValidationError, match=rf"{name}: {pattern}"):
+                    op(x, w, **kwargs)
+        host = ttnn.from_numpy(np.zeros((1, 1, 32, 64), np.float32), dtype=ttnn.bfloat16)
+        with pytest.raises(
+            ValidationError, match=r"ttnn.matmul: input_tensor_a: expected a tensor on device"
+        ):
+            ttnn.matmul(host, w, global_cb=5)  # the op's own check first for a host input
+    finally:
+        ttnn.close_mesh_device(one)
+        ttnn.close_mesh_device(other)
+
+
 def test_buffer_address_is_per_allocation_and_shared_by_views(mesh):
     a = _per_device(mesh, [np.zeros((1, 1, 32, 32), np.float32)] * (ROWS * COLS))
     b = _per_device(mesh, [np.zeros((1, 1, 32, 32), np.float32)] * (ROWS * COLS))
