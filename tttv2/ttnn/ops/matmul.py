@@ -36,6 +36,7 @@ from ._common import (
     same_mesh,
     ttnn_op,
 )
+from .eltwise import _write_output
 
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
@@ -385,9 +386,10 @@ def matmul(
     queue_id: int = 0,
 ) -> Tensor:
     """a @ b over the last two dims, broadcasting batch dims. ``global_cb`` / ``sub_device_id`` (prefetcher
-    plumbing) are checked and do not change the result."""
+    plumbing) are checked and do not change the result; ``optional_output_tensor`` (same shape and dtype)
+    receives the result in place and is returned, as in ttnn."""
     _check_prefetch("ttnn.matmul", input_tensor_a, global_cb, sub_device_id)
-    return _matmul(
+    result = _matmul(
         "ttnn.matmul",
         input_tensor_a,
         input_tensor_b,
@@ -401,6 +403,7 @@ def matmul(
         core_grid=core_grid,
         activation=activation,
     )
+    return _write_output("ttnn.matmul", result, optional_output_tensor, "optional_output_tensor")
 
 
 @ttnn_op("ttnn.linear")
@@ -424,9 +427,10 @@ def linear(
     queue_id: int = 0,
 ) -> Tensor:
     """x @ W (+ bias) with W stored [in, out], as TT-NN weights are; the optional activation is fused.
-    ``global_cb`` / ``sub_device_id`` (prefetcher plumbing) are checked and do not change the result."""
+    ``global_cb`` / ``sub_device_id`` (prefetcher plumbing) are checked and do not change the result;
+    ``optional_output_tensor`` receives the result in place, as for :func:`matmul`."""
     _check_prefetch("ttnn.linear", input_tensor_a, global_cb, sub_device_id)
-    return _matmul(
+    result = _matmul(
         "ttnn.linear",
         input_tensor_a,
         input_tensor_b,
@@ -440,6 +444,7 @@ def linear(
         core_grid=core_grid,
         activation=activation,
     )
+    return _write_output("ttnn.linear", result, optional_output_tensor, "optional_output_tensor")
 
 
 @ttnn_op("ttnn.experimental.minimal_matmul")
