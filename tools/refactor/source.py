@@ -234,8 +234,7 @@ def _locate(base: Path, module_display: str, name: str) -> Path | None:
 
 def _read_path(paths: list[Path], name: str) -> Path | None:
     """The file the analysis read under the display name ``name`` when it is not below the inputs' common
-    folder: trace-deps then names it by its file name, with as many folders as make it unique (Falcon-40B's
-    ``model_utils.py``, imported by Llama-2-70B's attention from another demo's folder). None unless exactly one
-    file read matches."""
+    folder: trace-deps then names it by its file name alone (Falcon-40B's ``model_utils.py``, imported by
+    Llama-2-70B's attention from another demo's folder). None unless exactly one file read matches."""
     found = {p for p in paths if p.name == name.rsplit("/", 1)[-1] and p.as_posix().endswith("/" + name)}
     return found.pop() if len(found) == 1 else None
