@@ -17,11 +17,9 @@ killed run left in the folders written to are removed (never a live writer's, ne
 from __future__ import annotations
 
 import argparse
-import codecs
 import contextlib
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -31,7 +29,6 @@ from tttv2._tempfiles import remove_stale_temps, temp_name
 
 STDOUT = "-"
 _MARKER_LINES = 3  # a marker line is looked for among a file's first lines only
-_HEAD = 4096  # bytes of a file read to match its kind's opening
 _PYTHON = (".py", ".pyi")
 
 
@@ -67,9 +64,6 @@ class Kind:
     tool: str
     name: str
     recognise: Callable[[str], bool]
-    # a pattern that, matched at the start of a file, recognises it from its first bytes alone (check() then reads
-    # no more than _HEAD bytes of a large earlier output)
-    opening: str | None = None
 
     def __str__(self) -> str:
         return f"{self.tool} {self.name}"
@@ -89,22 +83,19 @@ def marked(tool: str, name: str, start: str, end: str = "") -> Kind:
 
 
 def json_schema(tool: str, name: str, schema: str) -> Kind:
-    """A kind recognised as a JSON object whose ``"schema"`` is ``schema``: at once when the object opens with that
-    key (as every output the tools write does), else by parsing the whole text. The tools check an output file
-    twice a run (before and after their work), and parsing a megabyte of earlier JSON each time cost ~6 ms a
-    check (trace-deps on tt-metal's attention.py, docs/performance.md)."""
-    opening = r'\s*\{\s*"schema"\s*:\s*' + re.escape(json.dumps(schema)) + r"\s*[,}]"  # compiled at first use
+    """A kind recognised as one JSON object whose ``"schema"`` is ``schema``, judged from the whole text: a file
+    that merely opens like ours is not enough (``trace-deps --json >> runs.json`` collects several outputs in one
+    file, a user's file may repeat the key; both open with ``{"schema": "<tool>"``). ``check`` parses a file once
+    per run (the verdict is kept for the unchanged file, see ``_recognised``)."""
 
     def recognise(text: str) -> bool:
-        if re.match(opening, text):
-            return True
         try:
             data = json.loads(text)
         except ValueError:
             return False
         return isinstance(data, dict) and data.get("schema") == schema
 
-    return Kind(tool, name, recognise, opening)
+    return Kind(tool, name, recognise)
 
 
 def first_line(tool: str, name: str, prefix: str) -> Kind:
@@ -211,23 +202,28 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
         )
 
 
+# verdicts of _recognised for files unchanged since (device, inode, size, mtime in ns, kind): the tools check their
+# outputs twice a run (before and after the work), and parsing a megabyte of earlier JSON costs ~6 ms
+_VERDICTS: dict[tuple, bool] = {}
+
+
 def _recognised(item: Output) -> bool:
-    """Whether the existing file ``item.path`` is an earlier output of ``item.kind``: from its first bytes when its
-    kind has an opening that matches them, else from the whole text."""
-    if item.kind.opening is not None and re.match(item.kind.opening, _read(item.path, _HEAD)):
-        return True
-    return item.kind.recognise(_read(item.path))
-
-
-def _read(path: Path, limit: int = -1) -> str:
-    """The text of ``path`` (its first ``limit`` bytes, cut to whole characters), or "" when it is unreadable or not
-    UTF-8 text."""
+    """Whether the existing file ``item.path`` is an earlier output of ``item.kind``, from its whole text; a second
+    question about the same unchanged file is answered without reading it again."""
     try:
-        if limit < 0:
-            return path.read_text(encoding="utf-8")
-        # a character cut at the limit is left out; any other byte that is not UTF-8 makes the file not text
-        with open(path, "rb") as handle:
-            return codecs.getincrementaldecoder("utf-8")().decode(handle.read(limit), False)
+        info = os.stat(item.path)
+    except OSError:
+        return False
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, item.kind)
+    if key not in _VERDICTS:
+        _VERDICTS[key] = item.kind.recognise(_read(item.path))
+    return _VERDICTS[key]
+
+
+def _read(path: Path) -> str:
+    """The text of ``path``, or "" when it is unreadable or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):  # unreadable or not text: not recognisably ours
         return ""
 

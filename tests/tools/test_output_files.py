@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from tttv2_tools._output import (
+    Kind,
     Output,
     OutputError,
     WriteInterrupted,
+    _recognised,
     check,
     interrupted,
     json_schema,
@@ -60,32 +62,43 @@ def test_a_user_file_is_refused_unless_forced_and_our_own_output_is_replaced(tmp
     refusal([out(drawing)])  # unreadable as text: not recognisably ours
 
 
-def test_json_is_recognised_by_its_opening_schema_key_else_by_parsing_it_whole(tmp_path):
-    """Our outputs open with their ``"schema"`` key: that opening is enough (a megabyte of earlier JSON is not
-    parsed at every check); a file where the key comes later is parsed whole, as before."""
+def test_json_is_recognised_from_its_whole_text_not_its_opening(tmp_path):
+    """A JSON output is one object whose ``"schema"`` is the tool's: a file that only opens like ours is a user's
+    (outputs collected with ``>>``, a repeated key, a file cut short) and is refused without --force."""
     notes = tmp_path / "out.json"
-    notes.write_text(' {\n  "schema" : "tool",\n  "nodes": [' + "1, " * 1000)  # opens as ours, cut short
-    check([out(notes, kind=JSON)], [], force=False)
     notes.write_text('{"schema": "tool"}')
     check([out(notes, kind=JSON)], [], force=False)
     notes.write_text('{"version": 2, "schema": "tool"}')  # the key later: the whole text says it is ours
     check([out(notes, kind=JSON)], [], force=False)
     for text in (
+        '{"schema": "tool", "x": 1}\n{"schema": "tool", "x": 2}\n',  # two outputs appended to one file
+        '{"schema": "tool", "schema": "mine"}',  # the last key is the one a reader sees
+        ' {\n  "schema" : "tool",\n  "nodes": [' + "1, " * 1000,  # opens as ours, cut short
         '{"version": 2, "schema": "tool"',
-        '{"schema": "tool"',
         '{"schema": "tools", "x": 1}',
         '["schema"]',
     ):
         notes.write_text(text)
         refusal([out(notes, kind=JSON)])
-    notes.write_bytes(
-        b'\xff{"schema": "tool"}'
-    )  # not UTF-8 text: neither its opening nor its whole text says ours
+    notes.write_bytes(b'\xff{"schema": "tool"}')  # not UTF-8 text
     refusal([out(notes, kind=JSON)])
-    notes.write_bytes(
-        b'{"schema": "tool", "x": "' + "é".encode() * 3000 + b'"}'
-    )  # the head cut inside a character
+    notes.write_bytes(b'{"schema": "tool", "x": "' + "é".encode() * 3000 + b'"}')
     check([out(notes, kind=JSON)], [], force=False)
+
+
+def test_a_verdict_is_kept_only_for_the_unchanged_file(tmp_path):
+    """check() runs twice a run: the second time an unchanged file is not read again, a changed one is."""
+    texts = []
+    kind = Kind("tool", "counted output", lambda text: texts.append(text) or text == "ours\n")
+    notes = tmp_path / "out.txt"
+    notes.write_text("ours\n")
+    check([out(notes, kind=kind)], [], force=False)
+    check([out(notes, kind=kind)], [], force=False)
+    assert texts == ["ours\n"]
+    notes.write_text("mine, longer\n")  # changed: read again
+    refusal([out(notes, kind=kind)])
+    assert texts == ["ours\n", "mine, longer\n"]
+    assert not _recognised(out(tmp_path / "gone.txt", kind=kind))  # removed between check and question
 
 
 def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):

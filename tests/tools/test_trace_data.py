@@ -587,6 +587,14 @@ def test_roles_and_node_refs_are_immutable_values_as_the_frozen_dataclasses_were
         assert Role(constant.kind) is constant and Role(constant.kind, None, "") is constant
         assert Role(constant.kind, path="x") is not constant and Role(constant.kind, path="x") != constant
     assert Role(RoleKind.SELF) is not Role(RoleKind.SELF) and Role(RoleKind.SELF) == Role(RoleKind.SELF)
+    # copy, deepcopy and pickle work as they did on the dataclasses; a constant comes back as itself
+    import copy
+    import pickle
+
+    for value in (ids.MESH, ttnn_role("ttnn.add"), ref):
+        for clone in (copy.copy(value), copy.deepcopy(value), pickle.loads(pickle.dumps(value))):
+            assert clone == value and type(clone) is type(value)
+            assert (clone is value) == (value is ids.MESH)
 
 
 def test_the_trace_deps_process_keeps_freed_memory_where_glibc_allows_it(monkeypatch):

@@ -118,3 +118,30 @@ def test_report_names_builder_parameters_by_their_function(capsys):
     assert main([str(MODULES[0]), "--width", "400"]) == 0
     out = capsys.readouterr().out
     assert "get_model_config(model_config_str=)" in out and "ModelArgs(model_config_str=)" not in out
+
+
+def test_helper_files_of_other_folders_with_one_file_name_are_both_analysed(tmp_path):
+    """Two demos' ``utils.py`` outside the module's folder (and the module's own ``utils.py``): each keeps a name
+    of its own, so each one's config reads are found (one shared name merged them and lost KEY_B)."""
+    for folder in ("demo_a/tt", "demo_b", "demo_c"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "demo_a/__init__.py").write_text("")
+    for folder, key in (("demo_b", "KEY_B"), ("demo_c", "KEY_C"), ("demo_a/tt", "KEY_A")):
+        (tmp_path / folder / "utils.py").write_text(
+            f'def read(model_config):\n    return model_config["{key}"]\n'
+        )
+    module = tmp_path / "demo_a/tt/mlp.py"
+    module.write_text(
+        "from demo_b.utils import read as read_b\n"
+        "from demo_c.utils import read as read_c\n"
+        "from .utils import read as read_a\n\n\n"
+        "class MLP:\n"
+        "    def __init__(self, model_config):\n"
+        "        self.model_config = model_config\n\n"
+        "    def forward(self, x):\n"
+        "        return read_a(self.model_config), read_b(self.model_config), read_c(self.model_config), x\n"
+    )
+    analysis = analyze(module)
+    assert sorted(analysis.files) == ["demo_b/utils.py", "demo_c/utils.py", "mlp.py", "utils.py"]
+    assert sorted(analysis.keys_read()) == ["KEY_A", "KEY_B", "KEY_C"]

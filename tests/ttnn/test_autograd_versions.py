@@ -71,6 +71,15 @@ def test_eltwise_output_tensor(open_mesh):
     expect_stale(y, "ttnn.multiply", "ttnn.add")
 
 
+def test_matmul_optional_output_tensor(open_mesh):
+    mesh = open_mesh()
+    x, t = leaf((1, 1, 32, 32), mesh), dev(np.ones((1, 1, 32, 32)), mesh)
+    y = ttnn.multiply(x, t)
+    ones = dev(np.ones((1, 1, 32, 32)), mesh)
+    ttnn.linear(ones, ones, optional_output_tensor=t)
+    expect_stale(y, "ttnn.multiply", "ttnn.linear")
+
+
 def test_fill_cache(open_mesh):
     mesh = open_mesh()
     cache = dev(np.zeros((2, 1, 64, 32)), mesh, ttnn.bfloat16)

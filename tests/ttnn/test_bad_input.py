@@ -52,6 +52,16 @@ def test_integer_edges_and_truncation_are_kept():
         ttnn.from_numpy(np.array([np.nan]), dtype=ttnn.uint32)
     with pytest.raises(ValidationError, match=r"ttnn\.rand: low/high: expected values in \[0, 255\]"):
         ttnn.rand((4,), dtype=ttnn.uint8, layout=RM, low=-10.0, high=-1.0)
+    for kwargs, pattern in (
+        ({"seed": -1}, r"seed: expected an int in \[0, 4294967296\), got -1"),
+        ({"seed": 2**32}, r"seed: expected an int in \[0, 4294967296\)"),
+        ({"seed": 1.5}, r"seed: expected an int in \[0, 4294967296\), got 1.5"),
+        ({"low": float("nan")}, r"low: expected a finite number, got nan"),
+        ({"high": float("inf")}, r"high: expected a finite number, got inf"),
+        ({"low": "0"}, r"low: expected a finite number, got '0'"),
+    ):
+        with pytest.raises(ValidationError, match=rf"ttnn\.rand: {pattern}"):
+            ttnn.rand((4,), layout=RM, **kwargs)
     with pytest.raises(ValidationError, match=r"ttnn\.arange: start/end: expected values in \[0, 65535\]"):
         ttnn.arange(-3, 3, dtype=ttnn.uint16)
 

@@ -65,6 +65,14 @@ def test_rand_on_the_unit_interval_equals_numpys_uniform(monkeypatch, dtype, low
     np.testing.assert_array_equal(_stored(t), quantize(draw, dtype))
 
 
+def test_rand_rounds_to_its_dtype_so_high_can_appear_in_bfloat16():
+    """As documented: the draw is in [low, high), the cast to the dtype rounds to nearest (ttnn's typecast), so a
+    bfloat16 rand on [0, 1) holds 1.0 about once in 500 values; float32 keeps every value below 1 here."""
+    wide = ttnn.to_numpy(ttnn.rand((256, 1024), dtype=ttnn.bfloat16, seed=3)).astype(np.float32)
+    assert wide.max() == 1.0 and 1 / 1000 < (wide == 1.0).mean() < 1 / 250
+    assert ttnn.to_numpy(ttnn.rand((256, 1024), dtype=ttnn.float32, seed=3)).max() < 1.0
+
+
 @pytest.mark.parametrize(
     ("start", "end", "step"), [(0, 10, 1), (5, None, 1), (-3.5, 7.25, 0.75), (10, -4, -3), (0.1, 1.0, 0.1)]
 )

@@ -205,7 +205,36 @@ def _bad_cases(mesh):
     ar = ttnn.experimental.all_reduce_async
     rsa = ttnn.experimental.reduce_scatter_async
     w = _per_device(mesh, [np.zeros((1, 1, 512, 256), np.float32)] * (ROWS * COLS))
+    narrow = _per_device(
+        mesh, [np.zeros((1, 1, 32, 192), np.float32)] * (ROWS * COLS), memory_config=_width((32, 32), _crs(6))
+    )  # 48 columns a device: not whole tiles
+    height = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+        ttnn.BufferType.L1,
+        ttnn.ShardSpec(_crs(1), (32, 512), ttnn.ShardOrientation.ROW_MAJOR),
+    )
+    tall = _per_device(mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS), memory_config=height)
+    agc = ttnn.experimental.all_gather_concat
+
+    def heads(shape):
+        return _per_device(mesh, [np.zeros(shape, np.float32)] * (ROWS * COLS))
+
+    def gather(t, n):
+        return agc(t, plain, 1, cluster_axis=1, multi_device_global_semaphore=sem, num_heads=n)
+
+    default = r"input_tensor.shape: expected a default output of one .* else pass memory_config\), got "
     return [
+        (lambda: gather(heads((1, 8, 8, 48)), 8), default + r"\[1, 8, 8, 48\]"),  # head_dim not whole tiles
+        (lambda: gather(heads((1, 10, 8, 64)), 8), default + r".*40 users gathered"),  # 40 rows
+        (lambda: gather(heads((1, 8, 80, 32)), 80), default + r".*80 heads"),  # more heads than cores
+        (
+            lambda: rs(narrow, buf, 3, sem, None, cluster_axis=1),
+            r"input_tensor width: expected whole 32-column tiles on each of the 4 devices .*got 192 \(48 columns",
+        ),
+        (
+            lambda: rs(tall, buf, 3, sem, None, cluster_axis=1),
+            r"input_tensor.memory_config: expected WIDTH_SHARDED",
+        ),
         (lambda: rs(x, buf, 2, sem, None, cluster_axis=1), r"dim: expected 3"),
         (lambda: rs(x, buf, 3, sem, None, cluster_axis=0), r"cluster_axis: expected 1"),
         (
@@ -238,6 +267,15 @@ def _bad_cases(mesh):
             r"rs_tensor / second_weight_tensor: expected exactly one",
         ),
         (
+            lambda: mm(plain, w, buf, 3, sem, 1, mesh, 1, None, second_weight_tensor=w),
+            r"memory_config_mm: expected a sharded memory config \(the first product is reduce-scattered\), "
+            r"got .*INTERLEAVED.* \(the input_tensor's, the default\)",
+        ),
+        (
+            lambda: mm(plain, w, buf, 3, sem, 1, mesh, 1, None, rs_tensor=plain),
+            r"rs_tensor.memory_config: expected a sharded memory config",
+        ),
+        (
             lambda: mm(plain, w, buf, 3, sem, 1, mesh, 1, None, rs_tensor=x, second_weight_tensor=w),
             r"expected exactly one of them, got both",
         ),
@@ -250,6 +288,14 @@ def _bad_cases(mesh):
             r"num_devices: expected the 32 devices",
         ),
         (lambda: ar(plain, buf, sem, cluster_axis=0, mesh_device=mesh), r"cluster_axis: expected one value"),
+        (
+            lambda: ar(plain, cluster_axis=1, mesh_device=mesh, multi_device_global_semaphore=sem),
+            r"buffer_tensor: expected a ttnn.Tensor, got NoneType",  # the Galaxy form without its buffer
+        ),
+        (
+            lambda: ar(plain, 32.0, [sem], [sem], [sem], ttnn.ReduceType.Sum),
+            r"num_devices: expected the 32 devices of the input's mesh, got 32.0",
+        ),
         (lambda: ar(plain, buf, 0, mesh, sem, sem), r"positional arguments: expected at most 5"),
         (lambda: ar(plain, buf, 2, mesh, sem), r"cluster_axis: expected None or 0 or 1"),
         (lambda: ar(plain, buf, 0, mesh, sem, dtype="bf16"), r"dtype: expected a ttnn.DataType or None"),
@@ -727,6 +773,31 @@ def test_sub_device_managers_name_the_sub_devices_ops_may_run_on():
         ttnn.close_mesh_device(galaxy)
 
 
+def test_a_removed_or_another_meshs_sub_device_manager_id_is_refused():
+    """Ids are never handed out twice: after remove, the old id does not load the next manager; and an id of
+    another mesh (equal in value) is not this mesh's."""
+    one, other = ttnn.open_mesh_device(ttnn.MeshShape(1, 2)), ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    try:
+        split = [ttnn.SubDevice([_cores(((0, 0), (1, 0)))]), ttnn.SubDevice([_cores(((2, 0), (3, 0)))])]
+        first = one.create_sub_device_manager(split[:1], 0)
+        one.remove_sub_device_manager(first)
+        second = one.create_sub_device_manager(split, 0)
+        assert second != first
+        foreign = other.create_sub_device_manager(split[:1], 0)
+        assert foreign == first  # the same value, not the same mesh
+        for stale in (first, foreign, ttnn.SubDeviceManagerId(second.id)):
+            with pytest.raises(
+                ValidationError, match=r"expected a SubDeviceManagerId this mesh created and has"
+            ):
+                one.load_sub_device_manager(stale)
+        assert one.get_sub_device_ids() == [ttnn.SubDeviceId(0)]
+        one.load_sub_device_manager(second)
+        assert one.get_sub_device_ids() == [ttnn.SubDeviceId(0), ttnn.SubDeviceId(1)]
+    finally:
+        ttnn.close_mesh_device(one)
+        ttnn.close_mesh_device(other)
+
+
 def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
     galaxy = _galaxy()
     try:
@@ -768,6 +839,48 @@ def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
             create(galaxy, mapping, 10**9)
     finally:
         ttnn.close_mesh_device(galaxy)
+
+
+def test_matmul_checks_the_prefetchers_global_cb_and_sub_device_id():
+    """docs/emulator.md: global_cb and the sub-device id are checked and change no value; a matmul given another
+    mesh's buffer, something else, or a sub-device the loaded manager does not have is a one-line error."""
+    one, other = ttnn.open_mesh_device(ttnn.MeshShape(1, 2)), ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    try:
+        rng = np.random.default_rng(12)
+        x, w = (
+            ttnn.from_numpy(rng.standard_normal(s).astype(np.float32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                            device=one)
+            for s in ((1, 1, 32, 64), (1, 1, 64, 64))
+        )  # fmt: skip
+        mapping = [(ttnn.CoreCoord(0, 0), _cores(((1, 0), (2, 0))))]
+        ours, theirs = (ttnn.create_global_circular_buffer(m, mapping, 1024) for m in (one, other))
+        for op in (ttnn.matmul, ttnn.linear):
+            plain = ttnn.to_numpy(op(x, w))
+            kept = op(x, w, global_cb=ours, sub_device_id=ttnn.SubDeviceId(0))
+            np.testing.assert_array_equal(ttnn.to_numpy(kept), plain)
+            name = "ttnn.matmul" if op is ttnn.matmul else "ttnn.linear"
+            for kwargs, pattern in (
+                (
+                    {"global_cb": theirs},
+                    r"global_cb: expected None or a ttnn.GlobalCircularBuffer of the input's",
+                ),
+                ({"global_cb": 5}, r"global_cb: expected None or a ttnn.GlobalCircularBuffer .*, got 5"),
+                (
+                    {"sub_device_id": ttnn.SubDeviceId(1)},
+                    r"sub_device_id: expected None or a ttnn.SubDeviceId of",
+                ),
+                ({"sub_device_id": 0}, r"sub_device_id: .*\(SubDeviceId\(0\)\), got 0"),
+            ):
+                with pytest.raises(ValidationError, match=rf"{name}: {pattern}"):
+                    op(x, w, **kwargs)
+        host = ttnn.from_numpy(np.zeros((1, 1, 32, 64), np.float32), dtype=ttnn.bfloat16)
+        with pytest.raises(
+            ValidationError, match=r"ttnn.matmul: input_tensor_a: expected a tensor on device"
+        ):
+            ttnn.matmul(host, w, global_cb=5)  # the op's own check first for a host input
+    finally:
+        ttnn.close_mesh_device(one)
+        ttnn.close_mesh_device(other)
 
 
 def test_buffer_address_is_per_allocation_and_shared_by_views(mesh):

@@ -526,3 +526,24 @@ def test_errors(open_mesh, rng):
         ValidationError, match=r"ttnn\.matmul: input_tensor_b: expected a ttnn\.Tensor, got ndarray"
     ):
         ttnn.matmul(a, np.zeros((64, 32)))
+
+
+def test_optional_output_tensor_receives_the_product_in_place(open_mesh, rng):
+    """ttnn writes a matmul's result into optional_output_tensor and returns it (it was ignored: the caller's
+    tensor kept its old values); a tensor of another shape or dtype is a one-line error naming the argument."""
+    mesh = open_mesh((1, 2))
+    x, w = _put(mesh, _data(rng, 1, 1, 32, 64)), _put(mesh, _data(rng, 1, 1, 64, 96))
+    for op, name in ((ttnn.matmul, "ttnn.matmul"), (ttnn.linear, "ttnn.linear")):
+        out = _put(mesh, np.zeros((1, 1, 32, 96)))
+        got = op(x, w, optional_output_tensor=out)
+        assert got is out
+        np.testing.assert_array_equal(_stored(out), _stored(op(x, w)))
+        for bad, pattern in (
+            (5, r"optional_output_tensor: expected a ttnn.Tensor, got int"),
+            (
+                _put(mesh, np.zeros((1, 1, 32, 64))),
+                r"optional_output_tensor: expected shape \[1, 1, 32, 96\]",
+            ),
+        ):
+            with pytest.raises(ValidationError, match=rf"{name}: {pattern}"):
+                op(x, w, optional_output_tensor=bad)

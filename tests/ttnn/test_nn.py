@@ -484,6 +484,10 @@ def test_dropout(mesh):
     assert drop(x) is x and nn.functional.dropout(x, 0.0) is x
     with pytest.raises(ValidationError, match=r"expected a ttnn\.Tensor"):
         nn.functional.dropout(np.ones(3), 0.5)
+    for seed in (-1, 1.7, "5", True, 2**32):  # ttnn's seeds are uint32: no silent int(1.7) == 1
+        with pytest.raises(ValidationError, match=r"dropout: seed: expected an int in \[0, 4294967296\)"):
+            nn.functional.dropout(x, 0.25, seed=seed)
+    np.testing.assert_array_equal(host(nn.functional.dropout(x, 0.25, seed=np.uint32(5))), host(a))
 
 
 @pytest.mark.parametrize("p", [0.1, 0.2, 1 / 3, 0.9])

@@ -65,6 +65,11 @@ class Role:
     def __repr__(self) -> str:
         return f"Role(kind={self.kind!r}, cls={self.cls!r}, path={self.path!r})"
 
+    def __reduce__(self):
+        # copy, deepcopy and pickle rebuild through __new__, as the frozen dataclass did: a constant comes back as
+        # itself (``role is MESH`` still holds)
+        return (Role, (self.kind, self.cls, self.path))
+
     @property
     def last(self) -> str:
         """The last component of a TTNN path (``ttnn.experimental.all_gather_async`` -> ``all_gather_async``)."""
@@ -162,6 +167,9 @@ class NodeRef:
 
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.rest}"
+
+    def __reduce__(self):  # copy, deepcopy and pickle (slots and a refusing __setattr__ defeat the default)
+        return (NodeRef, (self.kind, self.rest))
 
 
 def node_id(kind: NodeKind, rest: str) -> str:

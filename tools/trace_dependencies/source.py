@@ -185,12 +185,27 @@ class Project:
         self.failed: dict[Path, TraceError] = {}
         self._resolved: dict[tuple[str, int, Path], Path | None] = {}
         self._real: dict[Path, Path] = {}  # path as asked for -> resolved path (resolving costs system calls)
+        self._outside: dict[Path, str] = {}  # display names of files outside the base, each given once
 
     def display(self, path: Path) -> str:
+        """``path`` relative to the base; a file outside it by its file name, with as many of its folders as
+        make the name unique (two helpers' ``utils.py`` of other demos' folders: ``utils.py`` and
+        ``demo_c/utils.py``; one name for two files would merge their functions and lose one file's reads), never
+        the name of a file below the base."""
         try:
             return path.relative_to(self.base).as_posix()
         except ValueError:
-            return path.name
+            pass
+        if path not in self._outside:
+            taken = set(self._outside.values())
+            parts = path.parts
+            name = path.name
+            for depth in range(2, len(parts) + 1):
+                if name not in taken and not (self.base / name).is_file():  # nor a file below the base's name
+                    break
+                name = "/".join(parts[-depth:]).lstrip("/")
+            self._outside[path] = name
+        return self._outside[path]
 
     def load(self, path: Path) -> SourceFile:
         real = self._real.get(path)

@@ -282,6 +282,9 @@ class MeshDevice:
         self._program_cache_enabled = True
         self._submeshes: list[MeshDevice] = []
         self._sub_device_managers: dict[int, list[SubDevice]] = {}
+        # the id objects handed out, by id: ids are never reused (tt-metal's grow per device), and an id is this
+        # mesh's only if it is the object create_sub_device_manager returned (another mesh's id 1 is not ours)
+        self._manager_ids: dict[int, SubDeviceManagerId] = {}
         self._loaded_manager: int | None = None
         self._stall_group: list[SubDeviceId] = []
 
@@ -370,16 +373,19 @@ class MeshDevice:
                         f"{owner}: sub_devices[{n}]: core ({core.x}, {core.y}) is in two sub-devices"
                     )
                 seen.add(core)
-        manager = len(self._sub_device_managers) + 1
-        while manager in self._sub_device_managers:  # pragma: no cover - ids only grow
-            manager += 1
+        manager = len(self._manager_ids) + 1  # removed managers keep their ids: never handed out again
         self._sub_device_managers[manager] = items
-        return SubDeviceManagerId(manager)
+        self._manager_ids[manager] = SubDeviceManagerId(manager)
+        return self._manager_ids[manager]
 
     def _manager(self, owner: str, manager_id) -> int:
-        if not isinstance(manager_id, SubDeviceManagerId) or manager_id.id not in self._sub_device_managers:
+        if (
+            not isinstance(manager_id, SubDeviceManagerId)
+            or self._manager_ids.get(manager_id.id) is not manager_id
+            or manager_id.id not in self._sub_device_managers
+        ):
             raise ValidationError(
-                f"{owner}: expected a SubDeviceManagerId this mesh created, got {manager_id!r}"
+                f"{owner}: expected a SubDeviceManagerId this mesh created and has not removed, got {manager_id!r}"
             )
         return manager_id.id
 

@@ -17,6 +17,7 @@ from ... import ttnn
 from ..device import MeshDevice
 from ..errors import ValidationError
 from ..ops._common import output_like
+from ..ops.creation import check_seed
 from ..ops.data_movement import per_device
 from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor
@@ -229,7 +230,7 @@ def dropout(x: Tensor, p: float, seed: int | None = None, *, training: bool = Tr
         raise ValidationError(
             f"ttnn.nn.functional.dropout: x: expected a ttnn.Tensor, got {type(x).__name__}"
         )
-    seed = _random.next_seed() if seed is None else int(seed)
+    seed = _random.next_seed() if seed is None else check_seed("ttnn.nn.functional.dropout", "seed", seed)
     uniform = ttnn.rand(tuple(x.shape), device=x.device(), dtype=DataType.FLOAT32, layout=x.layout, seed=seed)
     return ttnn.multiply(x, _dropout_mask(uniform, p))
 

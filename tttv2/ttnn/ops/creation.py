@@ -273,8 +273,18 @@ def rand(
     high: float = 1.0,
     seed: int = 0,
 ) -> Tensor:
-    """Uniform values in ``[low, high)``, reproducible from ``seed`` (the same values on every device)."""
+    """Uniform values in ``[low, high)`` drawn in float64, reproducible from ``seed`` (an int in [0, 2**32), ttnn's
+    uint32; the same values on every device). The cast to ``dtype`` rounds to nearest, as ttnn's typecast of its
+    float32 draw does, so ``high`` itself can appear (bfloat16 on [0, 1): about one value in 500)."""
     op = "ttnn.rand"
+    seed = check_seed(op, "seed", seed)
+    for name, value in (("low", low), ("high", high)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.integer, np.floating))
+            or not np.isfinite(value)
+        ):
+            raise op_error(op, name, "a finite number", repr(value))
     if not low < high:
         raise op_error(op, "high", f"a value greater than low ({low})", high)
     rng = np.random.default_rng(seed)
@@ -289,6 +299,16 @@ def rand(
         return rng.uniform(low, high, size=count).astype(np.float32)
 
     return _make(op, shape, _generated(uniform, "low/high"), dtype, layout, device, memory_config)
+
+
+SEED_LIMIT = 2**32  # ttnn's seeds are uint32
+
+
+def check_seed(op: str, name: str, seed) -> int:
+    """``seed`` as an int in [0, 2**32) (ttnn's uint32), else a one-line error naming ``op`` and ``name``."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEED_LIMIT:
+        raise op_error(op, name, f"an int in [0, {SEED_LIMIT})", repr(seed))
+    return int(seed)
 
 
 def _like(op: str, tensor, fill: float | None, dtype, layout, device, memory_config) -> Tensor:

@@ -71,19 +71,22 @@ def _activations(acts, op: str, arg: str):
         raise op_error(op, arg, "a list of ttnn.UnaryOpType / UnaryWithParam", repr(acts)) from exc
 
 
-def _write_output(op: str, result: Tensor, output_tensor: Tensor | None) -> Tensor:
-    """``output_tensor=`` receives the result (ttnn writes in place); its shape and dtype must match."""
+def _write_output(
+    op: str, result: Tensor, output_tensor: Tensor | None, name: str = "output_tensor"
+) -> Tensor:
+    """``output_tensor=`` (the argument ``name``) receives the result (ttnn writes in place); its shape and dtype
+    must match."""
     if output_tensor is None:
         return result
-    expect_tensor(op, "output_tensor", output_tensor, on_device=False)
+    expect_tensor(op, name, output_tensor, on_device=False)
     if output_tensor.device() is not result.device():
         raise op_error(
-            op, "output_tensor", f"a tensor on the inputs' device ({result.device()})", output_tensor.device()
+            op, name, f"a tensor on the inputs' device ({result.device()})", output_tensor.device()
         )
     if tuple(output_tensor.shape) != tuple(result.shape) or output_tensor.dtype is not result.dtype:
         raise op_error(
             op,
-            "output_tensor",
+            name,
             f"shape {list(result.shape)} {result.dtype.name}",
             f"{list(output_tensor.shape)} {output_tensor.dtype.name}",
         )

@@ -116,13 +116,15 @@ def _check_llama_rs(
     memory_config,
     topology,
     num_links,
+    name: str = "input_tensor",
 ) -> tuple[int, int]:
-    """The llama reduce-scatter's limits (those of ttnn's validation); returns (dim, ring size)."""
+    """The llama reduce-scatter's limits (those of ttnn's validation) on the tensor it scatters, called ``name``
+    in messages; returns (dim, ring size)."""
     mesh = tensor.device()
     expect(
         len(tensor.shape) == 4,
         op,
-        "input_tensor rank",
+        f"{name} rank",
         "4",
         f"{len(tensor.shape)} (shape {list(tensor.shape)})",
     )
@@ -138,12 +140,10 @@ def _check_llama_rs(
     _check_tuning(op, num_links)
     _check_memory_config(op, "memory_config", memory_config)
     spec = _shard_spec(tensor)
-    expect(
-        spec is not None, op, "input_tensor.memory_config", "a sharded memory config", tensor.memory_config()
-    )
-    expect(spec.shape[0] == 32, op, "input_tensor shard height", "32", spec.shape[0])
+    expect(spec is not None, op, f"{name}.memory_config", "a sharded memory config", tensor.memory_config())
+    expect(spec.shape[0] == 32, op, f"{name} shard height", "32", spec.shape[0])
     buf = expect_tensor(op, "intermediate_packet_buffer", buffer)
-    same_mesh(op, input_tensor=tensor, intermediate_packet_buffer=buf)
+    same_mesh(op, **{name: tensor}, intermediate_packet_buffer=buf)
     buf_spec = _shard_spec(buf)
     expect(
         buf_spec is not None,
@@ -169,7 +169,7 @@ def _check_llama_rs(
             memory_config.shard_spec.shape[0],
         )
     width = tensor.shape[3]
-    expect(width % ring == 0, op, "input_tensor width", f"a multiple of the {ring} devices of a row", width)
+    expect(width % ring == 0, op, f"{name} width", f"a multiple of the {ring} devices of a row", width)
     return dim, ring
 
 
@@ -202,6 +202,22 @@ def _llama_rs(op: str, tensor: Tensor, ring: int, memory_config: MemoryConfig | 
         # ttnn's default: the input's memory config, one 32-wide shard per core, row-major from core (0, 0)
         spec = _shard_spec(tensor)
         cores = padded // ring // 32
+        expect(
+            padded // ring % 32 == 0 and cores >= 1,
+            op,
+            "input_tensor width",
+            f"whole 32-column tiles on each of the {ring} devices (the default output has one tile per core; "
+            f"else pass memory_config)",
+            f"{tensor.shape[3]} ({padded // ring} columns a device)",
+        )
+        expect(
+            tensor.memory_config().memory_layout is TensorMemoryLayout.WIDTH_SHARDED,
+            op,
+            "input_tensor.memory_config",
+            "WIDTH_SHARDED (the default output keeps its layout with one 32-wide shard per core; else pass "
+            "memory_config)",
+            tensor.memory_config().memory_layout,
+        )
         grid = mesh.compute_with_storage_grid_size()
         crs = num_cores_to_corerangeset(
             cores, CoreCoord(grid.x, grid.y), row_wise=spec.orientation.name == "ROW_MAJOR"
@@ -319,6 +335,14 @@ def llama_rs_matmul(
     axis = None if cluster_axis is _UNSET else cluster_axis
     if second_weight_tensor is not None:
         second = expect_tensor(op, "second_weight_tensor", second_weight_tensor)
+        mm_config = memory_config_mm or tensor.memory_config()
+        expect(
+            mm_config is not None and mm_config.is_sharded(),
+            op,
+            "memory_config_mm",
+            "a sharded memory config (the first product is reduce-scattered)",
+            f"{mm_config}" + ("" if memory_config_mm else " (the input_tensor's, the default)"),
+        )
         first = product(weight)
         _, ring = _check_llama_rs(
             op,
@@ -331,6 +355,7 @@ def llama_rs_matmul(
             memory_config_rs,
             topology,
             num_links,
+            "first product",
         )
         return first, product(second), _llama_rs(op, first, ring, memory_config_rs)
     scatter = _input(op, rs_tensor, dtypes=_FLOAT_DTYPES)
@@ -346,6 +371,7 @@ def llama_rs_matmul(
         memory_config_rs,
         topology,
         num_links,
+        "rs_tensor",
     )
     return product(weight), _llama_rs(op, scatter, ring, memory_config_rs)
 
@@ -396,7 +422,12 @@ def all_reduce_async(
         "math_op": math_op,
     }
     first = args[0] if args else _UNSET
-    if isinstance(first, Tensor) or buffer_tensor is not _UNSET:
+    # the Galaxy form is the only one with a buffer and a multi_device_global_semaphore: either names it
+    if (
+        isinstance(first, Tensor)
+        or buffer_tensor is not _UNSET
+        or multi_device_global_semaphore is not _UNSET
+    ):
         names: tuple[str, ...] = (
             "buffer_tensor",
             "cluster_axis",
@@ -441,7 +472,7 @@ def all_reduce_async(
     if names[0] == "num_devices":
         count = values["num_devices"]
         expect(
-            count == mesh.get_num_devices(),
+            type(count) is int and count == mesh.get_num_devices(),
             op,
             "num_devices",
             f"the {mesh.get_num_devices()} devices of the input's mesh",
@@ -454,7 +485,8 @@ def all_reduce_async(
         axis = _resolve_axis(op, mesh, axis_value)
         _check_mesh_device(op, None if values["mesh_device"] is _UNSET else values["mesh_device"], mesh)
     if names[0] == "buffer_tensor":
-        buf = expect_tensor(op, "buffer_tensor", values["buffer_tensor"])
+        given = values["buffer_tensor"]
+        buf = expect_tensor(op, "buffer_tensor", None if given is _UNSET else given)
         same_mesh(op, input_tensor=tensor, buffer_tensor=buf)
         _check_semaphores(
             op, "multi_device_global_semaphore", values["multi_device_global_semaphore"], mesh, 1
@@ -736,6 +768,15 @@ def all_gather_concat(
             out[i] = merged
     if memory_config is None:
         grid = mesh.compute_with_storage_grid_size()
+        expect(
+            head_dim % 32 == 0 and rows % 32 == 0 and num_heads <= grid.x * grid.y,
+            op,
+            "input_tensor.shape",
+            f"a default output of one ({rows}, head_dim) tile-aligned shard per head on the {grid.x}x{grid.y} "
+            "grid (head_dim and gathered users multiples of 32, at most one head a core; else pass "
+            "memory_config)",
+            f"{list(tensor.shape)} ({total_users} users gathered, {num_heads} heads)",
+        )
         crs = num_cores_to_corerangeset(num_heads, CoreCoord(grid.x, grid.y), row_wise=True)
         memory_config = MemoryConfig(
             TensorMemoryLayout.WIDTH_SHARDED, BufferType.L1, ShardSpec(crs, (rows, head_dim))

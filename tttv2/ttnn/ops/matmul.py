@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..device import SubDeviceId
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRangeSet, MemoryConfig, num_cores_to_corerangeset
 from ..numerics import fidelity_bits, matmul_accumulate, matmul_stored, stored_weight_fits, truncate_mantissa
@@ -35,6 +36,7 @@ from ._common import (
     same_mesh,
     ttnn_op,
 )
+from .eltwise import _write_output
 
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
@@ -341,6 +343,29 @@ def _output_topology(a: Tensor, b: Tensor):
     return TensorTopology(ta.distribution_shape, tuple(placements))
 
 
+def _check_prefetch(op: str, a, global_cb, sub_device_id) -> None:
+    """The prefetcher's plumbing (docs/emulator.md: checked, never changes a value): ``global_cb`` None or a
+    ``GlobalCircularBuffer`` of the input's mesh, ``sub_device_id`` None or a sub-device of its loaded manager.
+    (An input that is not a tensor on a device is left to the op's own check.)"""
+    from .prefetch import GlobalCircularBuffer
+
+    mesh = a.device() if isinstance(a, Tensor) else None
+    if mesh is None:
+        return
+    if global_cb is not None and not (
+        isinstance(global_cb, GlobalCircularBuffer) and global_cb.mesh_device is mesh
+    ):
+        raise op_error(op, "global_cb", "None or a ttnn.GlobalCircularBuffer of the input's mesh", global_cb)
+    valid = mesh.get_sub_device_ids()
+    if sub_device_id is not None and not (isinstance(sub_device_id, SubDeviceId) and sub_device_id in valid):
+        raise op_error(
+            op,
+            "sub_device_id",
+            f"None or a ttnn.SubDeviceId of the loaded sub-device manager ({', '.join(map(repr, valid))})",
+            repr(sub_device_id),
+        )
+
+
 @ttnn_op("ttnn.matmul")
 def matmul(
     input_tensor_a: Tensor,
@@ -361,8 +386,10 @@ def matmul(
     queue_id: int = 0,
 ) -> Tensor:
     """a @ b over the last two dims, broadcasting batch dims. ``global_cb`` / ``sub_device_id`` (prefetcher
-    plumbing) are accepted and do not change the result."""
-    return _matmul(
+    plumbing) are checked and do not change the result; ``optional_output_tensor`` (same shape and dtype)
+    receives the result in place and is returned, as in ttnn."""
+    _check_prefetch("ttnn.matmul", input_tensor_a, global_cb, sub_device_id)
+    result = _matmul(
         "ttnn.matmul",
         input_tensor_a,
         input_tensor_b,
@@ -376,6 +403,7 @@ def matmul(
         core_grid=core_grid,
         activation=activation,
     )
+    return _write_output("ttnn.matmul", result, optional_output_tensor, "optional_output_tensor")
 
 
 @ttnn_op("ttnn.linear")
@@ -398,8 +426,11 @@ def linear(
     sub_device_id=None,
     queue_id: int = 0,
 ) -> Tensor:
-    """x @ W (+ bias) with W stored [in, out], as TT-NN weights are; the optional activation is fused."""
-    return _matmul(
+    """x @ W (+ bias) with W stored [in, out], as TT-NN weights are; the optional activation is fused.
+    ``global_cb`` / ``sub_device_id`` (prefetcher plumbing) are checked and do not change the result;
+    ``optional_output_tensor`` receives the result in place, as for :func:`matmul`."""
+    _check_prefetch("ttnn.linear", input_tensor_a, global_cb, sub_device_id)
+    result = _matmul(
         "ttnn.linear",
         input_tensor_a,
         input_tensor_b,
@@ -413,6 +444,7 @@ def linear(
         core_grid=core_grid,
         activation=activation,
     )
+    return _write_output("ttnn.linear", result, optional_output_tensor, "optional_output_tensor")
 
 
 @ttnn_op("ttnn.experimental.minimal_matmul")
