@@ -893,3 +893,44 @@ def test_buffer_address_is_per_allocation_and_shared_by_views(mesh):
     for t in (host, b):
         with pytest.raises(ValidationError, match=r"buffer_address: the tensor has no device buffer"):
             t.buffer_address()
+
+
+def test_cluster_axis_true_is_refused_by_every_op_that_reads_it(mesh):
+    """True == 1 in Python, so a flag passed as cluster_axis used to select axis 1. ttnn binds the argument as
+    an unsigned int; every reader refuses it through the one shared check, naming the value."""
+    x = _per_device(
+        mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS), memory_config=_width((32, 64), _crs(8))
+    )
+    plain = _per_device(mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS))
+    heads = _per_device(mesh, [np.zeros((1, 8, 8, 128), np.float32)] * (ROWS * COLS))
+    w = _per_device(mesh, [np.zeros((1, 1, 512, 256), np.float32)] * (ROWS * COLS))
+    buf, sem, qkv = _buffer(mesh), _sem(mesh), _qkv(mesh, np.random.default_rng(9))[1]
+    ex = ttnn.experimental
+    calls = {
+        "llama_reduce_scatter": lambda axis: ex.llama_reduce_scatter(x, buf, 3, sem, None, cluster_axis=axis),
+        "llama_rs_matmul": lambda axis: ex.llama_rs_matmul(
+            plain, w, buf, 3, sem, axis, mesh, 1, None, rs_tensor=x
+        ),
+        "llama_rs_create_heads": lambda axis: ex.llama_rs_create_heads(
+            qkv, buf, 3, sem, None, axis, mesh, num_heads=8, num_kv_heads=1, qkv_memory_config=_heads_cfg()
+        ),
+        "all_reduce_async": lambda axis: ex.all_reduce_async(plain, buf, axis, mesh, sem),
+        "reduce_scatter_async": lambda axis: ex.reduce_scatter_async(plain, 3, axis, mesh, sem, sem),
+        "all_gather_concat": lambda axis: ex.all_gather_concat(
+            heads, buf, 1, cluster_axis=axis, multi_device_global_semaphore=sem, num_heads=8
+        ),
+        "all_gather": lambda axis: ttnn.all_gather(plain, 3, cluster_axis=axis),
+        "reduce_scatter": lambda axis: ttnn.reduce_scatter(plain, 3, cluster_axis=axis),
+        "all_reduce": lambda axis: ttnn.all_reduce(plain, cluster_axis=axis),
+        "get_num_links": lambda axis: ttnn.get_num_links(mesh, axis),
+    }
+    for name, call in calls.items():
+        call(1)  # the same call with the int axis passes
+        for flag in (True, np.bool_(True)):
+            with pytest.raises(
+                ValidationError, match=r"cluster_axis: expected .*, got (True|np\.True_)$"
+            ) as info:
+                call(flag)
+            assert name in str(info.value) and "\n" not in str(info.value)
+    # a numpy int is an axis, as it is for ttnn's binding
+    assert ttnn.get_num_links(mesh, np.int64(0)) == ttnn.get_num_links(mesh, 0)
