@@ -934,3 +934,52 @@ def test_cluster_axis_true_is_refused_by_every_op_that_reads_it(mesh):
             assert name in str(info.value) and "\n" not in str(info.value)
     # a numpy int is an axis, as it is for ttnn's binding
     assert ttnn.get_num_links(mesh, np.int64(0)) == ttnn.get_num_links(mesh, 0)
+
+
+def _demo_dispatch_config(axis_name, type_name="WORKER"):
+    """As a device fixture of the Galaxy demo builds it: enum members looked up by the names its parameters give."""
+    return ttnn.DispatchCoreConfig(
+        getattr(ttnn.DispatchCoreType, type_name), getattr(ttnn.DispatchCoreAxis, axis_name)
+    )
+
+
+def test_dispatch_core_config_takes_ttnn_enums_only():
+    """A string axis used to compare unequal to DispatchCoreAxis.COL and silently give the 8x8 grid; ttnn's
+    binding refuses anything but its enums. Each field and the open_mesh_device argument are checked."""
+    assert _demo_dispatch_config("COL").axis is ttnn.DispatchCoreAxis.COL
+    cases = [
+        (
+            lambda: ttnn.DispatchCoreConfig(axis="col"),
+            "axis: expected a ttnn.DispatchCoreAxis or None, got 'col'",
+        ),
+        (lambda: ttnn.DispatchCoreConfig(axis=1), "axis: expected a ttnn.DispatchCoreAxis or None, got 1"),
+        (
+            lambda: ttnn.DispatchCoreConfig("WORKER", ttnn.DispatchCoreAxis.COL),
+            "type: expected a ttnn.DispatchCoreType or None, got 'WORKER'",
+        ),
+        (
+            lambda: ttnn.DispatchCoreConfig(ttnn.DispatchCoreAxis.COL),  # the axis given where the type goes
+            "type: expected a ttnn.DispatchCoreType or None, got DispatchCoreAxis.COL",
+        ),
+        (
+            lambda: ttnn.DispatchCoreConfig(fabric_tensix_config=True),
+            "fabric_tensix_config: expected a ttnn.FabricTensixConfig or None, got True",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert str(info.value) == f"ttnn.DispatchCoreConfig: {message}"
+    with pytest.raises(ValidationError) as info:
+        ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=ttnn.DispatchCoreAxis.COL)
+    assert str(info.value) == (
+        "open_mesh_device: dispatch_core_config: expected a ttnn.DispatchCoreConfig or None, got DispatchCoreAxis.COL"
+    )
+    eth = ttnn.DispatchCoreConfig(
+        ttnn.DispatchCoreType.ETH, ttnn.DispatchCoreAxis.COL, ttnn.FabricTensixConfig.MUX
+    )
+    galaxy = ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=eth)
+    try:
+        assert galaxy.compute_with_storage_grid_size() == ttnn.CoreCoord(7, 10)
+    finally:
+        ttnn.close_mesh_device(galaxy)
