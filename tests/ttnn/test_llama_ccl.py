@@ -748,7 +748,10 @@ def test_sub_device_managers_name_the_sub_devices_ops_may_run_on():
                 lambda: galaxy.create_sub_device_manager([], 0),
                 r"sub_devices: expected a non-empty list of ttnn.SubDevice",
             ),
-            (lambda: galaxy.create_sub_device_manager([workers], -1), r"local_l1_size: expected an int >= 0"),
+            (
+                lambda: galaxy.create_sub_device_manager([workers], -1),
+                r"local_l1_size: expected an int in \[0, ",
+            ),
             (
                 lambda: galaxy.create_sub_device_manager([workers, workers], 0),
                 r"sub_devices\[1\]: core \(1, 0\) is in two sub-devices",
@@ -983,3 +986,32 @@ def test_dispatch_core_config_takes_ttnn_enums_only():
         assert galaxy.compute_with_storage_grid_size() == ttnn.CoreCoord(7, 10)
     finally:
         ttnn.close_mesh_device(galaxy)
+
+
+def test_sub_device_manager_local_l1_size_fits_one_core():
+    """The sub-devices' local L1 comes out of each worker core's L1 (the global allocator shrinks by it on load),
+    so it is bounded by one core's L1 less l1_small_size; the demo's 0 and a bound value pass."""
+    galaxy = _galaxy()
+    small = ttnn.open_mesh_device(ttnn.MeshShape(1, 2), l1_small_size=32768)
+    try:
+        split = [ttnn.SubDevice([_cores(((0, 0), (0, 9)), ((4, 0), (4, 9)))])]
+        narrow = [ttnn.SubDevice([_cores(((0, 0), (1, 0)))])]
+        limit = galaxy.l1_size_per_core()
+        for size in (0, 64 * 1024, limit):
+            galaxy.create_sub_device_manager(split, size)
+        for mesh, bad, bound in (
+            (galaxy, limit + 1, limit),
+            (galaxy, 2**40, limit),
+            (galaxy, True, limit),
+            (galaxy, 1024.0, limit),
+            (small, limit, limit - 32768),
+        ):
+            with pytest.raises(ValidationError) as info:
+                mesh.create_sub_device_manager(split if mesh is galaxy else narrow, bad)
+            assert str(info.value) == (
+                f"MeshDevice.create_sub_device_manager: local_l1_size: expected an int in [0, {bound}] (bytes per "
+                f"core; one core's L1 is {bound:,} bytes), got {bad!r}"
+            )
+    finally:
+        ttnn.close_mesh_device(galaxy)
+        ttnn.close_mesh_device(small)

@@ -375,8 +375,18 @@ class MeshDevice:
             raise ValidationError(
                 f"{owner}: sub_devices: expected a non-empty list of ttnn.SubDevice, got {sub_devices!r}"
             )
-        if isinstance(local_l1_size, bool) or not isinstance(local_l1_size, int) or local_l1_size < 0:
-            raise ValidationError(f"{owner}: local_l1_size: expected an int >= 0, got {local_l1_size!r}")
+        # the sub-devices' local L1 is carved out of every worker core's L1 (tt-metal shrinks the global
+        # allocator's banks by it when the manager loads), so it must fit in one core
+        limit = self._l1_free_per_core()
+        if (
+            isinstance(local_l1_size, bool)
+            or not isinstance(local_l1_size, int)
+            or not 0 <= local_l1_size <= limit
+        ):
+            raise ValidationError(
+                f"{owner}: local_l1_size: expected an int in [0, {limit}] (bytes per core; one core's L1 is "
+                f"{limit:,} bytes), got {local_l1_size!r}"
+            )
         grid = self.compute_with_storage_grid_size()
         seen: set[CoreCoord] = set()
         for n, dev in enumerate(items):
@@ -450,6 +460,12 @@ class MeshDevice:
 
     def l1_size_per_core(self) -> int:
         return self._spec.l1_bytes_per_core
+
+    def _l1_free_per_core(self) -> int:
+        """What one worker core can hold: its L1 less the ``l1_small_size`` region the mesh was opened with. L1 is
+        accounted per device (all cores pooled); what must fit in a single core is checked against this."""
+        cores = self._spec.compute_grid[0] * self._spec.compute_grid[1]
+        return self._devices[0].allocators[BufferType.L1].capacity // cores
 
     @property
     def is_open(self) -> bool:
