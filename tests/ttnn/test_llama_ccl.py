@@ -818,7 +818,7 @@ def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
         create = ttnn.create_global_circular_buffer
         for call, pattern in (
             (lambda: create(None, mapping, 64), r"mesh_device: expected a ttnn.MeshDevice"),
-            (lambda: create(galaxy, mapping, 0), r"size: expected a positive int"),
+            (lambda: create(galaxy, mapping, 0), r"size: expected an int in \[1, 1396736\]"),
             (
                 lambda: create(galaxy, mapping, 64, ttnn.BufferType.DRAM),
                 r"buffer_type: expected BufferType.L1",
@@ -838,7 +838,9 @@ def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
         ):
             with pytest.raises(ValidationError, match=pattern):
                 call()
-        with pytest.raises(ttnn.DeviceMemoryError):
+        with pytest.raises(
+            ValidationError, match=r"size: expected an int in \[1, 1396736\] \(bytes per core"
+        ):
             create(galaxy, mapping, 10**9)
     finally:
         ttnn.close_mesh_device(galaxy)
@@ -986,6 +988,53 @@ def test_dispatch_core_config_takes_ttnn_enums_only():
         assert galaxy.compute_with_storage_grid_size() == ttnn.CoreCoord(7, 10)
     finally:
         ttnn.close_mesh_device(galaxy)
+
+
+def _demo_prefetcher_mapping(senders_per_column=6):
+    """As the Galaxy demo's prefetcher setup builds it: DRAM-reader senders down columns 0 and 4, each feeding the
+    two worker cores to its right (zip of sender cores and receiver core sets)."""
+    senders = [ttnn.CoreCoord(x, y) for x in (0, 4) for y in range(senders_per_column)]
+    receivers = [_cores(((s.x + 1, s.y), (s.x + 2, s.y))) for s in senders]
+    return list(zip(senders, receivers))
+
+
+def test_global_circular_buffer_size_is_per_core_and_each_sender_has_receivers():
+    """L1 is per core: the buffer's size (bytes on each core) must fit in one core, although the device's pooled
+    L1 would hold size x cores; the whole size is still counted on each device. A sender without receivers (an
+    empty CoreRangeSet) is refused, as tt-metal's prefetcher pipes refuse one."""
+    galaxy = _galaxy()
+    small = ttnn.open_mesh_device(ttnn.MeshShape(1, 2), l1_small_size=24576)
+    try:
+        mapping = _demo_prefetcher_mapping()
+        device = galaxy.get_devices()[0]
+        before = device.memory_used(ttnn.BufferType.L1)
+        cb = ttnn.create_global_circular_buffer(galaxy, mapping, 728 * 1088)  # the demo's buffer size
+        assert device.memory_used(ttnn.BufferType.L1) == before + 728 * 1088 * 36
+        del cb
+        limit = galaxy.l1_size_per_core()
+        full = ttnn.create_global_circular_buffer(galaxy, mapping[:1], limit)  # one core's whole L1: fits
+        del full
+        one_core = [(ttnn.CoreCoord(0, 0), _cores(((1, 0), (1, 0))))]
+        with pytest.raises(ValidationError) as info:
+            ttnn.create_global_circular_buffer(galaxy, one_core, limit + 1)
+        assert str(info.value) == (
+            f"ttnn.create_global_circular_buffer: size: expected an int in [1, {limit}] (bytes per core; one "
+            f"core's L1 is {limit:,} bytes), got {limit + 1}"
+        )
+        # l1_small_size takes its share of every core first
+        with pytest.raises(ValidationError, match=rf"size: expected an int in \[1, {limit - 24576}\]"):
+            ttnn.create_global_circular_buffer(small, one_core, limit)
+        lonely = [*mapping[:2], (ttnn.CoreCoord(6, 9), ttnn.CoreRangeSet([]))]
+        with pytest.raises(ValidationError) as info:
+            ttnn.create_global_circular_buffer(galaxy, lonely, 4096)
+        assert str(info.value) == (
+            "ttnn.create_global_circular_buffer: sender_receiver_core_mapping: expected at least one receiver core "
+            "for each sender, got sender (6, 9) with none"
+        )
+        assert device.memory_used(ttnn.BufferType.L1) == before  # nothing refused was counted
+    finally:
+        ttnn.close_mesh_device(galaxy)
+        ttnn.close_mesh_device(small)
 
 
 def test_sub_device_manager_local_l1_size_fits_one_core():
