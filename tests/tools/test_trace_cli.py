@@ -337,6 +337,34 @@ print(code, before, gc.get_freeze_count() > 0, seen["enabled"], "mallopt" in see
     assert done.stderr.strip() == "0 0 True False True True True ['Analysis', 'Analysis', 'Analysis']"
 
 
+def test_console_command_steps_in_order(capsys, monkeypatch):
+    # the command's steps in this process with the two that would outlive the test (mallopt, gc.freeze) recorded
+    # instead of done: allocator first, the collector off while main() runs with the run kept, the freeze last
+    import gc
+
+    from tttv2_tools.trace_dependencies import api, cli
+
+    steps: list = []
+    real_main = cli.main
+
+    def spy():
+        steps.append(("main", gc.isenabled(), api.retained is not None and api.retained[0] is api.retained))
+        return real_main()
+
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: steps.append("mallopt"))
+    monkeypatch.setattr(gc, "freeze", lambda: steps.append(("freeze", len(api.retained))))
+    monkeypatch.setattr(cli, "main", spy)
+    monkeypatch.setattr(api, "retained", None)  # restored after the test, with what the run kept
+    monkeypatch.setattr("sys.argv", ["trace-deps", "--json", MLP, CFG])
+    was_enabled = gc.isenabled()
+    try:
+        assert cli.console() == 0
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+    assert steps == ["mallopt", ("main", False, True), ("freeze", 3)]  # the cycle, the engine, the views
+    assert json.loads(capsys.readouterr().out)["schema"] == "trace-deps"
+
+
 def test_console_in_process_leaves_the_process_as_it_found_it(capsys, monkeypatch):
     # console(exiting=False), as a test or an embedding program calls it: the same run and output, and the
     # caller's process keeps its allocator settings (no mallopt), its collector (on or off, nothing frozen) and
