@@ -19,6 +19,8 @@ def test_handles_alternate_per_kind_and_axis(ttnn_mesh_pool):
     assert ccl.get_and_cycle_rs_semaphore_handles(cluster_axis=0) is not first
     with pytest.raises(ValueError, match=r"cluster_axis must be 0, 1 or None, got 2"):
         ccl.get_and_cycle_rs_semaphore_handles(cluster_axis=2)
+    with pytest.raises(ValueError, match=r"cluster_axis must be 0, 1 or None, got True"):
+        ccl.get_and_cycle_ag_semaphore_handles(cluster_axis=True)
 
 
 def test_links_and_bad_mesh(ttnn_mesh_pool):

@@ -303,41 +303,97 @@ def test_help_is_laid_out_as_argparse_would(monkeypatch, columns):
     assert argparse.HelpFormatter is not _cli.HelpFormatter
 
 
-def test_console_command_runs_main_then_freezes_the_collector(capsys, monkeypatch):
-    # the trace-deps command: main() on sys.argv with the collector off and the run's engine, analysis and views
-    # kept (a list in a cycle), then gc.freeze() (the process exits next; freeing them and its last collection
-    # would walk every object still alive for nothing); an in-process caller gets its collector back after
+def test_console_command_runs_main_then_freezes_the_collector():
+    # the trace-deps command (console(), run in a process of its own as the console script runs it): main() on
+    # sys.argv with the collector off and the run's engine, analysis and views kept (a list in a cycle), then
+    # gc.freeze() (the process exits next; freeing them and its last collection would walk every object still
+    # alive for nothing), and glibc's allocator told to keep freed memory
+    import subprocess
+    import sys
+
+    script = f"""
+import gc, sys
+from tttv2_tools.trace_dependencies import api, cli
+from tttv2_tools.trace_dependencies.engine import Engine
+from tttv2_tools.trace_dependencies.model import Analysis
+seen = {{}}
+real_main, real_keep = cli.main, cli.keep_freed_memory
+def spy():
+    seen.update(kept=api.retained, enabled=gc.isenabled())
+    return real_main()
+def keep():
+    seen["mallopt"] = real_keep()
+    return seen["mallopt"]
+cli.main, cli.keep_freed_memory = spy, keep
+sys.argv = ["trace-deps", "--json", {MLP!r}, {CFG!r}]
+before = gc.get_freeze_count()
+code = cli.console()
+kept = seen["kept"]
+print(code, before, gc.get_freeze_count() > 0, seen["enabled"], "mallopt" in seen, kept[0] is kept,
+      isinstance(kept[1], Engine), [type(x).__name__ for x in kept[2]], file=sys.stderr)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout)["schema"] == "trace-deps"
+    assert done.stderr.strip() == "0 0 True False True True True ['Analysis', 'Analysis', 'Analysis']"
+
+
+def test_console_command_steps_in_order(capsys, monkeypatch):
+    # the command's steps in this process with the two that would outlive the test (mallopt, gc.freeze) recorded
+    # instead of done: allocator first, the collector off while main() runs with the run kept, the freeze last
     import gc
 
     from tttv2_tools.trace_dependencies import api, cli
-    from tttv2_tools.trace_dependencies.engine import Engine
-    from tttv2_tools.trace_dependencies.model import Analysis
 
-    seen: dict = {}
+    steps: list = []
     real_main = cli.main
 
     def spy():
-        code = real_main()
-        seen.update(kept=api.retained, enabled=gc.isenabled())
-        return code
+        steps.append(("main", gc.isenabled(), api.retained is not None and api.retained[0] is api.retained))
+        return real_main()
 
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: steps.append("mallopt"))
+    monkeypatch.setattr(gc, "freeze", lambda: steps.append(("freeze", len(api.retained))))
     monkeypatch.setattr(cli, "main", spy)
+    monkeypatch.setattr(api, "retained", None)  # restored after the test, with what the run kept
     monkeypatch.setattr("sys.argv", ["trace-deps", "--json", MLP, CFG])
-    monkeypatch.setattr(api, "retained", None)
-    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    was_enabled = gc.isenabled()
     try:
         assert cli.console() == 0
-        assert gc.get_freeze_count() > 0 and gc.isenabled() and api.retained is None
-        kept = seen["kept"]
-        assert not seen["enabled"]
-        assert kept[0] is kept and isinstance(kept[1], Engine)
-        assert [type(x) for x in kept[2]] == [Analysis, Analysis, Analysis]
     finally:
-        gc.unfreeze()
-        gc.enable()
-        if seen.get("kept"):
-            seen["kept"].clear()  # the cycle, freed by the next collection
+        (gc.enable if was_enabled else gc.disable)()
+    assert steps == ["mallopt", ("main", False, True), ("freeze", 3)]  # the cycle, the engine, the views
     assert json.loads(capsys.readouterr().out)["schema"] == "trace-deps"
+
+
+def test_console_in_process_leaves_the_process_as_it_found_it(capsys, monkeypatch):
+    # console(exiting=False), as a test or an embedding program calls it: the same run and output, and the
+    # caller's process keeps its allocator settings (no mallopt), its collector (on or off, nothing frozen) and
+    # nothing of the run (api.retained stays None)
+    import gc
+
+    from tttv2_tools.trace_dependencies import api, cli
+
+    called: list = []
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: called.append("mallopt"))
+    monkeypatch.setattr("sys.argv", ["trace-deps", "--json", MLP, CFG])
+    real_main = cli.main
+
+    def spy():
+        called.append(("during", api.retained, gc.isenabled()))
+        return real_main()
+
+    monkeypatch.setattr(cli, "main", spy)
+    frozen, was_enabled = gc.get_freeze_count(), gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            called.clear()
+            assert cli.console(exiting=False) == 0
+            assert json.loads(capsys.readouterr().out)["schema"] == "trace-deps"
+            assert called == [("during", None, enabled)]  # no mallopt, nothing kept, the collector as it was
+            assert gc.isenabled() is enabled and gc.get_freeze_count() == frozen and api.retained is None
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
 
 
 def test_library_analyses_keep_nothing_alive():

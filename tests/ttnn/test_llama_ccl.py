@@ -748,7 +748,10 @@ def test_sub_device_managers_name_the_sub_devices_ops_may_run_on():
                 lambda: galaxy.create_sub_device_manager([], 0),
                 r"sub_devices: expected a non-empty list of ttnn.SubDevice",
             ),
-            (lambda: galaxy.create_sub_device_manager([workers], -1), r"local_l1_size: expected an int >= 0"),
+            (
+                lambda: galaxy.create_sub_device_manager([workers], -1),
+                r"local_l1_size: expected an int in \[0, ",
+            ),
             (
                 lambda: galaxy.create_sub_device_manager([workers, workers], 0),
                 r"sub_devices\[1\]: core \(1, 0\) is in two sub-devices",
@@ -815,7 +818,7 @@ def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
         create = ttnn.create_global_circular_buffer
         for call, pattern in (
             (lambda: create(None, mapping, 64), r"mesh_device: expected a ttnn.MeshDevice"),
-            (lambda: create(galaxy, mapping, 0), r"size: expected a positive int"),
+            (lambda: create(galaxy, mapping, 0), r"size: expected an int in \[1, 1396736\]"),
             (
                 lambda: create(galaxy, mapping, 64, ttnn.BufferType.DRAM),
                 r"buffer_type: expected BufferType.L1",
@@ -835,7 +838,9 @@ def test_global_circular_buffer_is_counted_in_l1_while_it_lives():
         ):
             with pytest.raises(ValidationError, match=pattern):
                 call()
-        with pytest.raises(ttnn.DeviceMemoryError):
+        with pytest.raises(
+            ValidationError, match=r"size: expected an int in \[1, 1396736\] \(bytes per core"
+        ):
             create(galaxy, mapping, 10**9)
     finally:
         ttnn.close_mesh_device(galaxy)
@@ -893,3 +898,169 @@ def test_buffer_address_is_per_allocation_and_shared_by_views(mesh):
     for t in (host, b):
         with pytest.raises(ValidationError, match=r"buffer_address: the tensor has no device buffer"):
             t.buffer_address()
+
+
+def test_cluster_axis_true_is_refused_by_every_op_that_reads_it(mesh):
+    """True == 1 in Python, so a flag passed as cluster_axis used to select axis 1. ttnn binds the argument as
+    an unsigned int; every reader refuses it through the one shared check, naming the value."""
+    x = _per_device(
+        mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS), memory_config=_width((32, 64), _crs(8))
+    )
+    plain = _per_device(mesh, [np.zeros((1, 1, 32, 512), np.float32)] * (ROWS * COLS))
+    heads = _per_device(mesh, [np.zeros((1, 8, 8, 128), np.float32)] * (ROWS * COLS))
+    w = _per_device(mesh, [np.zeros((1, 1, 512, 256), np.float32)] * (ROWS * COLS))
+    buf, sem, qkv = _buffer(mesh), _sem(mesh), _qkv(mesh, np.random.default_rng(9))[1]
+    ex = ttnn.experimental
+    calls = {
+        "llama_reduce_scatter": lambda axis: ex.llama_reduce_scatter(x, buf, 3, sem, None, cluster_axis=axis),
+        "llama_rs_matmul": lambda axis: ex.llama_rs_matmul(
+            plain, w, buf, 3, sem, axis, mesh, 1, None, rs_tensor=x
+        ),
+        "llama_rs_create_heads": lambda axis: ex.llama_rs_create_heads(
+            qkv, buf, 3, sem, None, axis, mesh, num_heads=8, num_kv_heads=1, qkv_memory_config=_heads_cfg()
+        ),
+        "all_reduce_async": lambda axis: ex.all_reduce_async(plain, buf, axis, mesh, sem),
+        "reduce_scatter_async": lambda axis: ex.reduce_scatter_async(plain, 3, axis, mesh, sem, sem),
+        "all_gather_concat": lambda axis: ex.all_gather_concat(
+            heads, buf, 1, cluster_axis=axis, multi_device_global_semaphore=sem, num_heads=8
+        ),
+        "all_gather": lambda axis: ttnn.all_gather(plain, 3, cluster_axis=axis),
+        "reduce_scatter": lambda axis: ttnn.reduce_scatter(plain, 3, cluster_axis=axis),
+        "all_reduce": lambda axis: ttnn.all_reduce(plain, cluster_axis=axis),
+        "get_num_links": lambda axis: ttnn.get_num_links(mesh, axis),
+    }
+    for name, call in calls.items():
+        call(1)  # the same call with the int axis passes
+        for flag in (True, np.bool_(True)):
+            with pytest.raises(
+                ValidationError, match=r"cluster_axis: expected .*, got (True|np\.True_)$"
+            ) as info:
+                call(flag)
+            assert name in str(info.value) and "\n" not in str(info.value)
+    # a numpy int is an axis, as it is for ttnn's binding
+    assert ttnn.get_num_links(mesh, np.int64(0)) == ttnn.get_num_links(mesh, 0)
+
+
+def _demo_dispatch_config(axis_name, type_name="WORKER"):
+    """As a device fixture of the Galaxy demo builds it: enum members looked up by the names its parameters give."""
+    return ttnn.DispatchCoreConfig(
+        getattr(ttnn.DispatchCoreType, type_name), getattr(ttnn.DispatchCoreAxis, axis_name)
+    )
+
+
+def test_dispatch_core_config_takes_ttnn_enums_only():
+    """A string axis used to compare unequal to DispatchCoreAxis.COL and silently give the 8x8 grid; ttnn's
+    binding refuses anything but its enums. Each field and the open_mesh_device argument are checked."""
+    assert _demo_dispatch_config("COL").axis is ttnn.DispatchCoreAxis.COL
+    cases = [
+        (
+            lambda: ttnn.DispatchCoreConfig(axis="col"),
+            "axis: expected a ttnn.DispatchCoreAxis or None, got 'col'",
+        ),
+        (lambda: ttnn.DispatchCoreConfig(axis=1), "axis: expected a ttnn.DispatchCoreAxis or None, got 1"),
+        (
+            lambda: ttnn.DispatchCoreConfig("WORKER", ttnn.DispatchCoreAxis.COL),
+            "type: expected a ttnn.DispatchCoreType or None, got 'WORKER'",
+        ),
+        (
+            lambda: ttnn.DispatchCoreConfig(ttnn.DispatchCoreAxis.COL),  # the axis given where the type goes
+            "type: expected a ttnn.DispatchCoreType or None, got DispatchCoreAxis.COL",
+        ),
+        (
+            lambda: ttnn.DispatchCoreConfig(fabric_tensix_config=True),
+            "fabric_tensix_config: expected a ttnn.FabricTensixConfig or None, got True",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert str(info.value) == f"ttnn.DispatchCoreConfig: {message}"
+    with pytest.raises(ValidationError) as info:
+        ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=ttnn.DispatchCoreAxis.COL)
+    assert str(info.value) == (
+        "open_mesh_device: dispatch_core_config: expected a ttnn.DispatchCoreConfig or None, got DispatchCoreAxis.COL"
+    )
+    eth = ttnn.DispatchCoreConfig(
+        ttnn.DispatchCoreType.ETH, ttnn.DispatchCoreAxis.COL, ttnn.FabricTensixConfig.MUX
+    )
+    galaxy = ttnn.open_mesh_device(ttnn.MeshShape(8, 4), dispatch_core_config=eth)
+    try:
+        assert galaxy.compute_with_storage_grid_size() == ttnn.CoreCoord(7, 10)
+    finally:
+        ttnn.close_mesh_device(galaxy)
+
+
+def _demo_prefetcher_mapping(senders_per_column=6):
+    """As the Galaxy demo's prefetcher setup builds it: DRAM-reader senders down columns 0 and 4, each feeding the
+    two worker cores to its right (zip of sender cores and receiver core sets)."""
+    senders = [ttnn.CoreCoord(x, y) for x in (0, 4) for y in range(senders_per_column)]
+    receivers = [_cores(((s.x + 1, s.y), (s.x + 2, s.y))) for s in senders]
+    return list(zip(senders, receivers))
+
+
+def test_global_circular_buffer_size_is_per_core_and_each_sender_has_receivers():
+    """L1 is per core: the buffer's size (bytes on each core) must fit in one core, although the device's pooled
+    L1 would hold size x cores; the whole size is still counted on each device. A sender without receivers (an
+    empty CoreRangeSet) is refused, as tt-metal's prefetcher pipes refuse one."""
+    galaxy = _galaxy()
+    small = ttnn.open_mesh_device(ttnn.MeshShape(1, 2), l1_small_size=24576)
+    try:
+        mapping = _demo_prefetcher_mapping()
+        device = galaxy.get_devices()[0]
+        before = device.memory_used(ttnn.BufferType.L1)
+        cb = ttnn.create_global_circular_buffer(galaxy, mapping, 728 * 1088)  # the demo's buffer size
+        assert device.memory_used(ttnn.BufferType.L1) == before + 728 * 1088 * 36
+        del cb
+        limit = galaxy.l1_size_per_core()
+        full = ttnn.create_global_circular_buffer(galaxy, mapping[:1], limit)  # one core's whole L1: fits
+        del full
+        one_core = [(ttnn.CoreCoord(0, 0), _cores(((1, 0), (1, 0))))]
+        with pytest.raises(ValidationError) as info:
+            ttnn.create_global_circular_buffer(galaxy, one_core, limit + 1)
+        assert str(info.value) == (
+            f"ttnn.create_global_circular_buffer: size: expected an int in [1, {limit}] (bytes per core; one "
+            f"core's L1 is {limit:,} bytes), got {limit + 1}"
+        )
+        # l1_small_size takes its share of every core first
+        with pytest.raises(ValidationError, match=rf"size: expected an int in \[1, {limit - 24576}\]"):
+            ttnn.create_global_circular_buffer(small, one_core, limit)
+        lonely = [*mapping[:2], (ttnn.CoreCoord(6, 9), ttnn.CoreRangeSet([]))]
+        with pytest.raises(ValidationError) as info:
+            ttnn.create_global_circular_buffer(galaxy, lonely, 4096)
+        assert str(info.value) == (
+            "ttnn.create_global_circular_buffer: sender_receiver_core_mapping: expected at least one receiver core "
+            "for each sender, got sender (6, 9) with none"
+        )
+        assert device.memory_used(ttnn.BufferType.L1) == before  # nothing refused was counted
+    finally:
+        ttnn.close_mesh_device(galaxy)
+        ttnn.close_mesh_device(small)
+
+
+def test_sub_device_manager_local_l1_size_fits_one_core():
+    """The sub-devices' local L1 comes out of each worker core's L1 (the global allocator shrinks by it on load),
+    so it is bounded by one core's L1 less l1_small_size; the demo's 0 and a bound value pass."""
+    galaxy = _galaxy()
+    small = ttnn.open_mesh_device(ttnn.MeshShape(1, 2), l1_small_size=32768)
+    try:
+        split = [ttnn.SubDevice([_cores(((0, 0), (0, 9)), ((4, 0), (4, 9)))])]
+        narrow = [ttnn.SubDevice([_cores(((0, 0), (1, 0)))])]
+        limit = galaxy.l1_size_per_core()
+        for size in (0, 64 * 1024, limit):
+            galaxy.create_sub_device_manager(split, size)
+        for mesh, bad, bound in (
+            (galaxy, limit + 1, limit),
+            (galaxy, 2**40, limit),
+            (galaxy, True, limit),
+            (galaxy, 1024.0, limit),
+            (small, limit, limit - 32768),
+        ):
+            with pytest.raises(ValidationError) as info:
+                mesh.create_sub_device_manager(split if mesh is galaxy else narrow, bad)
+            assert str(info.value) == (
+                f"MeshDevice.create_sub_device_manager: local_l1_size: expected an int in [0, {bound}] (bytes per "
+                f"core; one core's L1 is {bound:,} bytes), got {bad!r}"
+            )
+    finally:
+        ttnn.close_mesh_device(galaxy)
+        ttnn.close_mesh_device(small)

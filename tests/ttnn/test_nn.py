@@ -490,6 +490,23 @@ def test_dropout(mesh):
     np.testing.assert_array_equal(host(nn.functional.dropout(x, 0.25, seed=np.uint32(5))), host(a))
 
 
+def test_dropout_keeps_a_float_dtype_and_refuses_integer_tensors(mesh):
+    """ttnn's dropout output has the input's dtype; its kernel handles floats only. Token ids (uint32 ROW_MAJOR,
+    as an embedding takes them) or an int32 tensor are refused in one line, never returned as float32."""
+    for dtype in (ttnn.bfloat16, ttnn.float32):
+        x = ttnn.from_numpy(np.ones((1, 1, 32, 64), np.float32), dtype=dtype, layout=TILE, device=mesh)
+        assert nn.functional.dropout(x, 0.5, seed=3).dtype == dtype
+    ids = ttnn.from_numpy(np.arange(64, dtype=np.uint32).reshape(1, 64), dtype=ttnn.uint32, device=mesh)
+    counts = ttnn.from_numpy(np.ones((1, 1, 32, 32), np.int32), dtype=ttnn.int32, layout=TILE, device=mesh)
+    for t, name in ((ids, "UINT32"), (counts, "INT32")):
+        with pytest.raises(ValidationError) as info:
+            nn.functional.dropout(t, 0.1, seed=1)
+        assert str(info.value) == (
+            f"ttnn.nn.functional.dropout: x.dtype: expected ttnn.float32 or ttnn.bfloat16, got DataType.{name}"
+        )
+    assert nn.functional.dropout(counts, 0.1, training=False) is counts  # identity: nothing is computed
+
+
 @pytest.mark.parametrize("p", [0.1, 0.2, 1 / 3, 0.9])
 @pytest.mark.parametrize("shape", [(1, 1), (1, 2)])
 def test_dropout_mask_is_the_ops_composition_bit_for_bit(open_mesh, p, shape):

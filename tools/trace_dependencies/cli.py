@@ -161,37 +161,38 @@ class _Stderr:
         sys.stderr.flush()
 
 
-def console() -> int:
-    """The ``trace-deps`` command (console script and ``python -m``): one run of :func:`main` on ``sys.argv`` in a
-    process that exits right after it, so nothing is spent on memory the exit gives back anyway:
+def console(*, exiting: bool = True) -> int:
+    """The ``trace-deps`` command (console script and ``python -m``): one run of :func:`main` on ``sys.argv``.
 
+    ``exiting=True`` (what the console script calls) is for a process that exits right after the run, so nothing
+    is spent on memory the exit gives back anyway:
+
+    - the C allocator keeps the memory it frees for the next allocations (:func:`keep_freed_memory`);
     - the cyclic garbage collector is off for the run (``analyze()`` pauses it anyway; with it on, its first
       collections after the analysis walked every object the analysis had allocated, for nothing to free);
     - the analysis' engine, the analysis and its views are kept (``api.retained``, a list in a reference cycle)
       instead of being freed one by one when ``main`` returns (~10 ms);
     - then every object still alive is moved out of the collector's reach (``gc.freeze``), so the interpreter's
-      last collection does not walk them either, and the kept cycle is never freed before the process ends;
-    - an in-process caller (a test) then gets its collector back on, and later analyses keep nothing.
+      last collection does not walk them either, and the kept cycle is never freed before the process ends.
 
     Together ~10 % of a ``--json=OUT`` run on tt-metal's attention.py (docs/performance.md). Nothing is written
-    after ``main`` returns, and exit handlers (``atexit``) still run. And the C allocator keeps the memory it frees
-    for the next allocations (:func:`keep_freed_memory`)."""
+    after ``main`` returns, and exit handlers (``atexit``) still run.
+
+    ``exiting=False`` is for a caller that goes on running (a test, an embedding program): the same run, and the
+    process is left as it was found: no ``mallopt``, no ``gc.freeze``, the collector untouched, nothing kept."""
+    if not exiting:
+        return main()
     from . import api
 
     keep_freed_memory()
     kept: list = []
     kept.append(kept)  # a cycle: freed only by a collection, and the collector never sees it again (freeze)
     api.retained = kept
-    was_enabled = gc.isenabled()
     gc.disable()
     try:
         return main()
     finally:
         gc.freeze()
-        # an in-process caller (a test, an embedding program) gets its collector back and keeps nothing more
-        api.retained = None
-        if was_enabled:
-            gc.enable()
 
 
 #: glibc's mallopt parameters (malloc.h) and the values the trace-deps process sets
@@ -205,8 +206,9 @@ def keep_freed_memory() -> bool:
     every block of 128 KiB or more (the parser's buffers, each JSON field's text, the output's bytes) is a new
     mapping, and memory freed at the top of the heap is returned: each page touched again is a page fault, which
     this machine pays in kernel time (docs/performance.md: ~1,900 of a run's ~10,800 faults on tt-metal's
-    attention.py). Only the ``trace-deps`` process does this (it exits right after its run). True when set; False
-    where the C library has no ``mallopt`` (not Linux, or a libc without it): nothing changes there."""
+    attention.py). Only the ``trace-deps`` process does this (``console()``, which exits right after its run; never
+    ``console(exiting=False)``). True when set; False where the C library has no ``mallopt`` (not Linux, or a libc
+    without it): nothing changes there."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -53,7 +53,8 @@ class TT_CCL:
         return made[0] if count == 1 else made
 
     def _cycle(self, kind: str, cluster_axis):
-        if cluster_axis not in _BANK_OF_AXIS:
+        # a bool is refused although True == 1 would find bank 1 (as the CCL ops refuse it)
+        if isinstance(cluster_axis, bool) or cluster_axis not in _BANK_OF_AXIS:
             raise ValueError(f"TT_CCL: cluster_axis must be 0, 1 or None, got {cluster_axis!r}")
         bank = _BANK_OF_AXIS[cluster_axis]
         index = self._next[kind][bank]

@@ -12,7 +12,7 @@ from ..distributed._mesh import span_ranks
 from ._upcalls import upcall
 from .errors import DeviceMemoryError, ValidationError
 from .memory import CoreCoord, CoreRangeSet
-from .types import Arch, BufferType
+from .types import Arch, BufferType, _NamedEnum
 
 __all__ = [
     "DispatchCoreAxis",
@@ -121,24 +121,41 @@ class MeshCoordinate:
         return iter((self.row, self.col))
 
 
-class DispatchCoreType:
-    WORKER = "WORKER"
-    ETH = "ETH"
+class DispatchCoreType(_NamedEnum):
+    WORKER = 0
+    ETH = 1
 
 
-class DispatchCoreAxis:
-    ROW = "ROW"
-    COL = "COL"
+class DispatchCoreAxis(_NamedEnum):
+    ROW = 0
+    COL = 1
 
 
 @dataclass(frozen=True)
 class DispatchCoreConfig:
     """Accepted for API compatibility; dispatch cores are not emulated. One effect: a Wormhole mesh of 32 chips (a
-    Galaxy) opened with ``axis=DispatchCoreAxis.COL`` has the Galaxy's 7x10 worker grid (``open_mesh_device``)."""
+    Galaxy) opened with ``axis=DispatchCoreAxis.COL`` has the Galaxy's 7x10 worker grid (``open_mesh_device``).
 
-    type: object = None
-    axis: object = None
+    Each field is None (ttnn's default) or its ttnn enum, as ttnn's binding requires: a string such as
+    ``axis="col"`` is refused instead of silently giving the default grid."""
+
+    type: DispatchCoreType | None = None
+    axis: DispatchCoreAxis | None = None
     fabric_tensix_config: object = None
+
+    def __post_init__(self) -> None:
+        from .ops.ccl import FabricTensixConfig  # ops import this module
+
+        for name, kind in (
+            ("type", DispatchCoreType),
+            ("axis", DispatchCoreAxis),
+            ("fabric_tensix_config", FabricTensixConfig),
+        ):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise ValidationError(
+                    f"ttnn.DispatchCoreConfig: {name}: expected a ttnn.{kind.__name__} or None, got {value!r}"
+                )
 
 
 class SubDeviceId:
@@ -358,8 +375,18 @@ class MeshDevice:
             raise ValidationError(
                 f"{owner}: sub_devices: expected a non-empty list of ttnn.SubDevice, got {sub_devices!r}"
             )
-        if isinstance(local_l1_size, bool) or not isinstance(local_l1_size, int) or local_l1_size < 0:
-            raise ValidationError(f"{owner}: local_l1_size: expected an int >= 0, got {local_l1_size!r}")
+        # the sub-devices' local L1 is carved out of every worker core's L1 (tt-metal shrinks the global
+        # allocator's banks by it when the manager loads), so it must fit in one core
+        limit = self._l1_free_per_core()
+        if (
+            isinstance(local_l1_size, bool)
+            or not isinstance(local_l1_size, int)
+            or not 0 <= local_l1_size <= limit
+        ):
+            raise ValidationError(
+                f"{owner}: local_l1_size: expected an int in [0, {limit}] (bytes per core; one core's L1 is "
+                f"{limit:,} bytes), got {local_l1_size!r}"
+            )
         grid = self.compute_with_storage_grid_size()
         seen: set[CoreCoord] = set()
         for n, dev in enumerate(items):
@@ -433,6 +460,12 @@ class MeshDevice:
 
     def l1_size_per_core(self) -> int:
         return self._spec.l1_bytes_per_core
+
+    def _l1_free_per_core(self) -> int:
+        """What one worker core can hold: its L1 less the ``l1_small_size`` region the mesh was opened with. L1 is
+        accounted per device (all cores pooled); what must fit in a single core is checked against this."""
+        cores = self._spec.compute_grid[0] * self._spec.compute_grid[1]
+        return self._devices[0].allocators[BufferType.L1].capacity // cores
 
     @property
     def is_open(self) -> bool:
@@ -549,10 +582,16 @@ def open_mesh_device(
             raise ValidationError(
                 f"open_mesh_device: TTTV2_ARCH must be wormhole_b0 or blackhole, got {name!r}"
             ) from None
+    if dispatch_core_config is not None and not isinstance(dispatch_core_config, DispatchCoreConfig):
+        raise ValidationError(
+            "open_mesh_device: dispatch_core_config: expected a ttnn.DispatchCoreConfig or None, got "
+            f"{dispatch_core_config!r}"
+        )
     global _last_opened
     shape = mesh_shape if isinstance(mesh_shape, MeshShape) else MeshShape(*mesh_shape)
     galaxy_grid = (
-        getattr(dispatch_core_config, "axis", None) == DispatchCoreAxis.COL
+        dispatch_core_config is not None
+        and dispatch_core_config.axis is DispatchCoreAxis.COL
         and arch is Arch.WORMHOLE_B0
         and shape.mesh_size() == 32
     )

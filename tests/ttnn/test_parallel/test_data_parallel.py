@@ -163,6 +163,12 @@ def test_bad_input_errors_name_the_argument(mesh):
     wide = mesh((2, 2))
     with pytest.raises(ValidationError, match="cluster_axis: expected None, 0 or 1, got 2"):
         P.DistributedDataParallel(build("gpt", wide), wide, cluster_axis=2)
+    for flag in (True, np.bool_(False)):  # the CCL ops' shared check: a flag is not an axis (True == 1)
+        with pytest.raises(
+            ValidationError, match=r"cluster_axis: expected None, 0 or 1, got (True|np\.False_)$"
+        ):
+            P.shard_batch(np.zeros((4, 2)), wide, cluster_axis=flag)
+    assert P.shard_batch(np.zeros((4, 2)), wide, cluster_axis=np.int64(0)).shape[0] == 2  # a numpy int is one
     model = build("gpt", m)
     with pytest.raises(ValidationError, match=r"mesh_device: expected a ttnn\.MeshDevice"):
         P.DistributedDataParallel(model, "mesh")

@@ -230,6 +230,12 @@ def dropout(x: Tensor, p: float, seed: int | None = None, *, training: bool = Tr
         raise ValidationError(
             f"ttnn.nn.functional.dropout: x: expected a ttnn.Tensor, got {type(x).__name__}"
         )
+    if x.dtype not in _FLOAT_DTYPES:
+        # ttnn's dropout keeps the input's dtype (its output dtype must equal the input's) and its kernel only
+        # handles floats: an integer tensor is refused rather than silently returned as float32
+        raise ValidationError(
+            f"ttnn.nn.functional.dropout: x.dtype: expected ttnn.float32 or ttnn.bfloat16, got {x.dtype!r}"
+        )
     seed = _random.next_seed() if seed is None else check_seed("ttnn.nn.functional.dropout", "seed", seed)
     uniform = ttnn.rand(tuple(x.shape), device=x.device(), dtype=DataType.FLOAT32, layout=x.layout, seed=seed)
     return ttnn.multiply(x, _dropout_mask(uniform, p))

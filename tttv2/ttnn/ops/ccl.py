@@ -280,13 +280,8 @@ def get_num_links(mesh_device: MeshDevice, cluster_axis: int | None = None) -> i
         "a ttnn.MeshDevice",
         type(mesh_device).__name__,
     )
-    expect(
-        cluster_axis is None or (not isinstance(cluster_axis, bool) and cluster_axis in (0, 1)),
-        op,
-        "cluster_axis",
-        "None, 0 or 1",
-        repr(cluster_axis),
-    )
+    if cluster_axis is not None:
+        check_cluster_axis(op, cluster_axis, (0, 1), "None, 0 or 1")
     n = mesh_device.get_num_devices()
     if n == 1:
         return 1
@@ -416,19 +411,33 @@ def _check_math_op(op: str, math_op) -> None:
     )
 
 
+def check_cluster_axis(op: str, cluster_axis, valid: tuple[int, ...], expected: str) -> None:
+    """The one check of every ``cluster_axis`` the CCL ops read: an int (numpy ints too) in ``valid``. A bool is
+    refused although Python counts ``True == 1``: ttnn binds the argument as an unsigned int, and a flag there
+    is a mistake, not an axis."""
+    expect(
+        not isinstance(cluster_axis, (bool, np.bool_))
+        and isinstance(cluster_axis, (int, np.integer))
+        and cluster_axis in valid,
+        op,
+        "cluster_axis",
+        expected,
+        repr(cluster_axis),
+    )
+
+
 def _resolve_axis(op: str, mesh: MeshDevice, cluster_axis) -> int | None:
     if cluster_axis is None:
         return None
     dims = mesh.shape.dims()
     valid = (0,) if dims == 1 else (0, 1)
-    expect(
-        not isinstance(cluster_axis, bool) and isinstance(cluster_axis, int) and cluster_axis in valid,
+    check_cluster_axis(
         op,
-        "cluster_axis",
+        cluster_axis,
+        valid,
         f"None or {' or '.join(map(str, valid))} for the {dims}-D mesh {list(mesh.shape)}",
-        repr(cluster_axis),
     )
-    return cluster_axis
+    return int(cluster_axis)
 
 
 def _normalize_dim(op: str, dim, rank: int, name: str = "dim") -> int:

@@ -64,6 +64,7 @@ from .ccl import (
     _resolve_axis,
     _ring_sum,
     _scatter_shape,
+    check_cluster_axis,
 )
 from .matmul import linear
 
@@ -130,7 +131,7 @@ def _check_llama_rs(
     )
     dim = _normalize_dim(op, dim, 4)
     expect(dim == 3, op, "dim", "3 (the width)", dim)
-    expect(cluster_axis == 1, op, "cluster_axis", "1 (the op reduces along mesh rows)", repr(cluster_axis))
+    check_cluster_axis(op, cluster_axis, (1,), "1 (the op reduces along mesh rows)")
     expect(mesh.shape.dims() == 2, op, "mesh", "a 2-D mesh", list(mesh.shape))
     ring = mesh.shape.as_2d()[1]
     expect(ring in (2, 4), op, "mesh columns", "2 or 4 devices along cluster_axis 1", ring)

@@ -51,14 +51,23 @@ def create_global_circular_buffer(
     mesh_device: MeshDevice, sender_receiver_core_mapping, size: int, buffer_type: BufferType = BufferType.L1
 ) -> GlobalCircularBuffer:
     """A global circular buffer of ``size`` bytes per core from each sender core to its receiver cores. Checked as
-    tt-metal does: every core in the device grid, no core used twice (a sender is never a receiver), L1 only."""
+    tt-metal does: every core in the device grid, no core used twice (a sender is never a receiver), each sender with
+    receivers, L1 only, and ``size`` within one core's L1."""
     op = "ttnn.create_global_circular_buffer"
     if not isinstance(mesh_device, MeshDevice):
         raise op_error(op, "mesh_device", "a ttnn.MeshDevice", type(mesh_device).__name__)
     if buffer_type is not BufferType.L1:
         raise op_error(op, "buffer_type", "BufferType.L1", repr(buffer_type))
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise op_error(op, "size", "a positive int (bytes per core)", repr(size))
+    # ``size`` bytes sit on each sender and receiver core: L1 is per core, so one core must hold it (the device's
+    # pooled L1, counted below, holds the sum over the cores)
+    limit = mesh_device._l1_free_per_core()
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:
+        raise op_error(
+            op,
+            "size",
+            f"an int in [1, {limit}] (bytes per core; one core's L1 is {limit:,} bytes)",
+            repr(size),
+        )
     pairs = (
         list(sender_receiver_core_mapping)
         if isinstance(sender_receiver_core_mapping, (list, tuple))
@@ -81,6 +90,13 @@ def create_global_circular_buffer(
     grid = mesh_device.compute_with_storage_grid_size()
     seen: set[CoreCoord] = set()
     for sender, receivers in pairs:
+        if receivers.num_cores() == 0:
+            raise op_error(
+                op,
+                "sender_receiver_core_mapping",
+                "at least one receiver core for each sender",
+                f"sender ({sender.x}, {sender.y}) with none",
+            )
         for core in [sender, *receivers.cores()]:
             if core.x >= grid.x or core.y >= grid.y:
                 raise op_error(

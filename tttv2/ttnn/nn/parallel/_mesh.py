@@ -14,6 +14,7 @@ import numpy as np
 from ...device import MeshDevice
 from ...distribution import MeshMapperConfig, ShardTensorToMesh, create_mesh_mapper
 from ...errors import ValidationError
+from ...ops.ccl import check_cluster_axis
 from ...placement import PlacementReplicate, PlacementShard
 from ...tensor import Tensor
 
@@ -58,8 +59,7 @@ def resolve_axes(owner: str, mesh: MeshDevice, cluster_axis) -> tuple[int, ...]:
             f"{owner}: cluster_axis: expected None on the 1-D mesh {'x'.join(map(str, shape))} (cluster_axis "
             f"picks one axis of a 2-D mesh such as 2x4), got {cluster_axis!r}"
         )
-    if isinstance(cluster_axis, bool) or cluster_axis not in (0, 1):
-        raise ValidationError(f"{owner}: cluster_axis: expected None, 0 or 1, got {cluster_axis!r}")
+    check_cluster_axis(owner, cluster_axis, (0, 1), "None, 0 or 1")  # the CCL ops' check: no bools
     return (int(cluster_axis),)
 
 
