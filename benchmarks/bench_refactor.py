@@ -37,9 +37,10 @@ def _noop_codemod(paths: list[Path]) -> None:
         module.visit(_NoOp()).code  # noqa: B018 - rendering is part of a codemod
 
 
-def _input_paths(module: Path, names: list[str]) -> list[Path]:
-    """The files the analysis read (named relative to the module's folder, which holds them all here)."""
-    paths = [module.parent / name for name in names]
+def _input_paths(module: Path, analysis) -> list[Path]:
+    """The files the analysis read: where ``analysis.sources`` says (a file outside the module's folder, such as
+    the package's ``__init__.py``), else next to the module."""
+    paths = [analysis.sources.get(name) or module.parent / name for name in analysis.files]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise SystemExit(f"bench_refactor: cannot find the input files {missing}")
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             module = TTTV1 / f"{name}.py"
             run = plan_run(module, None, out=out, tests_out=out / "tests")
-            paths = _input_paths(module, run.result.inputs.analysis.files)
+            paths = _input_paths(module, run.result.inputs.analysis)
             lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in paths)
             ours = _best(args.repeats, lambda m=module: plan_run(m, None, out=out, tests_out=out / "tests"))
             base = _best(args.repeats, lambda p=paths: _noop_codemod(p))
