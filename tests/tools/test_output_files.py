@@ -4,7 +4,9 @@ path, symlink or hard link), no overwrite of a file the tool did not write unles
 from __future__ import annotations
 
 import errno
+import json
 import os
+import random
 import signal
 import socket
 import stat
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tttv2_tools._output import (
+    _NOT_OURS,
     Kind,
     Output,
     OutputError,
@@ -23,6 +26,7 @@ from tttv2_tools._output import (
     json_schema,
     marked,
     marker,
+    schema_of,
     write,
     write_text,
 )
@@ -84,6 +88,78 @@ def test_json_is_recognised_from_its_whole_text_not_its_opening(tmp_path):
     refusal([out(notes, kind=JSON)])
     notes.write_bytes(b'{"schema": "tool", "x": "' + "é".encode() * 3000 + b'"}')
     check([out(notes, kind=JSON)], [], force=False)
+
+
+def _loads_schema(text: str):
+    """The verdict schema_of must give: json.loads' own ("schema" of one object, else not ours)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_OURS
+    return data.get("schema") if isinstance(data, dict) else _NOT_OURS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{}",
+        " {\n} \n",
+        '{"schema": "tool"}',
+        '{"sch\\u0065ma": "tool"}',  # an escaped key is the same key to a reader
+        '{"schema": "tool", "schema": "mine"}',
+        '{"schema": "mine", "schema": "tool"}',
+        '{"x": {"schema": "tool"}}',  # "schema" deeper: not the object's key
+        '{"x": [1, {"schema": "tool"}], "schema": null}',
+        '{"schema": "tool"}{"schema": "tool"}',  # outputs appended without a newline
+        '{"schema": "tool"}\n{"schema": "tool"}\n',
+        '{"schema": "tool",}',  # a hand edit that broke it
+        '{"schema": "tool" "x": 1}',
+        '{"schema" "tool"}',
+        '{"schema": }',
+        '{, "schema": "tool"}',
+        '{1: "tool"}',
+        '{"schema": "tool", "x": NaN}',  # json's extension: accepted by both
+        '{"schema": "tool"}\x0c',  # form feed is not JSON white space
+        '\ufeff{"schema": "tool"}',  # a byte-order mark: json.loads refuses it
+        '{"schema": "tool", "x": "a\x01b"}',  # a raw control character in a string
+        '["schema", "tool"]',
+        '"schema"',
+        "",
+        "{",
+        '{"schema": "tool", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",  # deeper than the decoder goes
+    ],
+)
+def test_schema_of_gives_json_loads_verdict(text):
+    expected = _loads_schema(text)
+    got = schema_of(text)
+    assert got is expected if expected is _NOT_OURS else got == expected
+    assert JSON.recognise(text) == (expected == "tool")
+
+
+def test_schema_of_agrees_with_json_loads_on_random_edits():
+    """Hand edits of a real-looking output (characters deleted, inserted, replaced): the same verdict as
+    json.loads for every one, valid or not."""
+    rng = random.Random(26)
+    base = '{"schema": "tool", "x": [1, {"a": "b\\n", "schema": 2}], "y": {}, "z": -2.5e3, "w": [true, null]}'
+    alphabet = '{}[],:" \n\tabschmtruefalsn0123.-eE\\'
+    valid = 0
+    for _ in range(3000):
+        chars = list(base)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(chars))
+            roll = rng.random()
+            if roll < 0.4:
+                del chars[at]
+            elif roll < 0.8:
+                chars.insert(at, rng.choice(alphabet))
+            else:
+                chars[at] = rng.choice(alphabet)
+        text = "".join(chars)
+        expected = _loads_schema(text)
+        got = schema_of(text)
+        assert got is expected if expected is _NOT_OURS else got == expected, text
+        valid += expected is not _NOT_OURS
+    assert 0 < valid < 3000  # the edits made both valid and broken texts
 
 
 def test_a_verdict_is_kept_only_for_the_unchanged_file(tmp_path):

@@ -347,3 +347,26 @@ def test_library_analyses_keep_nothing_alive():
     assert api.retained is None
     api.analyze(MLP, CFG)
     assert api.retained is None
+
+
+def test_rerun_replaces_its_own_json_but_never_a_user_file_made_from_it(capsys, tmp_path):
+    """An earlier --json output (also hand-edited, still one object) is replaced on a rerun; outputs collected with
+    ``>>``, a broken edit, or "schema" only deeper in are a user's files: exit 2, the file untouched."""
+    out = tmp_path / "deps.json"
+    assert run(capsys, MLP, CFG, f"--json={out}", "--quiet")[0] == 0
+    ours = out.read_text()
+    assert run(capsys, MLP, CFG, f"--json={out}", "--quiet")[0] == 0 and out.read_text() == ours
+    edited = ours.replace('"entry": "forward"', '"entry": "forward", "note": "mine"', 1)
+    assert edited != ours
+    out.write_text(edited)  # still one trace-deps object: an earlier output, edited
+    assert run(capsys, MLP, CFG, f"--json={out}", "--quiet")[0] == 0 and out.read_text() == ours
+    for text in (
+        ours + ours,  # trace-deps --json >> runs.json, twice
+        ours.replace('"entry": "forward",', '"entry": "forward"', 1),  # an edit that broke it
+        '{"runs": [' + ours + "]}",  # "schema" deeper only
+        ours.rstrip()[:-1] + ', "schema": "mine"}\n',  # the key repeated: the last one counts
+    ):
+        out.write_text(text)
+        code, _, err = run(capsys, MLP, CFG, f"--json={out}", "--quiet")
+        assert code == 2 and "refusing to overwrite" in err and "--force" in err
+        assert out.read_text() == text
