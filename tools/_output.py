@@ -65,6 +65,9 @@ class Kind:
     tool: str
     name: str
     recognise: Callable[[str], bool]
+    costly: bool = (
+        False  # recognise reads the whole text (a JSON object): an early check may leave it for later
+    )
 
     def __str__(self) -> str:
         return f"{self.tool} {self.name}"
@@ -89,7 +92,7 @@ def json_schema(tool: str, name: str, schema: str) -> Kind:
     file, a user's file may repeat the key; both open with ``{"schema": "<tool>"``). The verdict is exactly
     ``json.loads``' (see ``schema_of``), reached with less memory. ``check`` parses a file once per run (the
     verdict is kept for the unchanged file, see ``_recognised``)."""
-    return Kind(tool, name, lambda text: schema_of(text) == schema)
+    return Kind(tool, name, lambda text: schema_of(text) == schema, costly=True)
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")  # the white space JSON allows between tokens (json's own set)
@@ -218,8 +221,13 @@ def check_place(path: Path, label: str, inputs: Iterable[Path], make_folders: bo
         raise OutputError(f"cannot write {label} to {path}: folder {parent} does not exist")
 
 
-def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
-    """Every refusal for ``outputs`` (the first raises ``OutputError``); call it before writing anything."""
+def check(outputs: list[Output], inputs: Iterable[Path], force: bool, early: bool = False) -> None:
+    """Every refusal for ``outputs`` (the first raises ``OutputError``); call it before writing anything.
+
+    ``early=True`` is the check a tool makes before its work, when its texts are not known yet (``check`` is then
+    called again with them): an existing file larger than ``EARLY_LIMIT`` that opens like a JSON object is left to
+    that second check when its kind is ``costly`` to recognise. Everything else is refused early as late, and
+    nothing is written before the second check, which decides with the whole text."""
     inputs = list(inputs)
     seen: list[Output] = []
     for item in outputs:
@@ -232,7 +240,7 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
             continue
         if _is_python(item.path):
             raise OutputError(f"refusing to overwrite the Python file {_shown(item.path)} with {item.label}")
-        if force or _recognised(item):
+        if force or _recognised(item, early):
             continue
         raise OutputError(
             f"refusing to overwrite {item.path}: it exists and is not a {item.kind} written earlier "
@@ -240,30 +248,68 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
         )
 
 
+#: files above this size whose kind is costly to recognise are judged after the work (``check(early=True)``)
+EARLY_LIMIT = 64 << 10
+
 # verdicts of _recognised for files unchanged since (device, inode, size, mtime in ns, kind): the tools check their
 # outputs twice a run (before and after the work), and parsing a megabyte of earlier JSON costs ~6 ms
 _VERDICTS: dict[tuple, bool] = {}
 
 
-def _recognised(item: Output) -> bool:
-    """Whether the existing file ``item.path`` is an earlier output of ``item.kind``, from its whole text; a second
-    question about the same unchanged file is answered without reading it again."""
+def _recognised(item: Output, early: bool = False) -> bool:
+    """Whether the existing file ``item.path`` may be replaced by ``item``: it holds exactly ``item.text`` (the
+    bytes this run writes: nothing can be lost, and a rerun of the same command needs no parse), or it is an
+    earlier output of ``item.kind`` from its whole text. A second question about the same unchanged file is
+    answered without reading it again. ``early`` (see ``check``): a large file opening like a JSON object, of a
+    costly kind, passes for now, unremembered."""
     try:
         info = os.stat(item.path)
     except OSError:
         return False
     key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, item.kind)
-    if key not in _VERDICTS:
-        _VERDICTS[key] = item.kind.recognise(_read(item.path))
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    if early and item.kind.costly and info.st_size > EARLY_LIMIT and _opens_an_object(item.path):
+        return True
+    data = _read_bytes(item.path)
+    if item.text and info.st_size == _utf8_size(item.text) and data == item.text.encode("utf-8"):
+        return True  # not remembered: it depends on this run's text
+    _VERDICTS[key] = item.kind.recognise(_text(data))
     return _VERDICTS[key]
 
 
-def _read(path: Path) -> str:
-    """The text of ``path``, or "" when it is unreadable or not UTF-8 text."""
+def _utf8_size(text: str) -> int:
+    """How many bytes ``text`` takes in the file (UTF-8); without encoding it when it is ASCII."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _opens_an_object(path: Path) -> bool:
+    """The file's first bytes, after JSON white space, are ``{`` (a file that cannot be one JSON object is
+    refused at once, however large)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # unreadable or not text: not recognisably ours
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return head.lstrip(b" \t\n\r")[:1] == b"{"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, or b"" when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _text(data: bytes) -> str:
+    """``data`` as ``open(path, encoding="utf-8")`` reads it (line ends ``\\r\\n`` and ``\\r`` read as ``\\n``), or ""
+    when it is not UTF-8 text (not recognisably ours)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         return ""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def write(outputs: list[Output]) -> list[Path]:

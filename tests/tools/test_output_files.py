@@ -39,9 +39,9 @@ def out(path: Path, text: str = "new\n", kind=DRAWING, label: str = "--dot") -> 
     return Output(path, text, kind, label)
 
 
-def refusal(outputs, inputs=(), force=False) -> str:
+def refusal(outputs, inputs=(), force=False, early=False) -> str:
     with pytest.raises(OutputError) as exc:
-        check(outputs, list(inputs), force)
+        check(outputs, list(inputs), force, early)
     message = str(exc.value)
     assert "\n" not in message
     return message
@@ -175,6 +175,52 @@ def test_a_verdict_is_kept_only_for_the_unchanged_file(tmp_path):
     refusal([out(notes, kind=kind)])
     assert texts == ["ours\n", "mine, longer\n"]
     assert not _recognised(out(tmp_path / "gone.txt", kind=kind))  # removed between check and question
+
+
+def test_a_file_holding_exactly_the_new_text_is_replaced_without_being_parsed(tmp_path):
+    """Nothing can be lost when the file already holds the bytes a run writes (a rerun of the same command): no
+    parse. The same text with other line ends, or other bytes of the same length, are judged by the kind."""
+    texts = []
+    kind = Kind("tool", "counted output", lambda text: texts.append(text) or text.startswith("ours"))
+    notes = tmp_path / "out.txt"
+    notes.write_bytes("mine: é\n".encode())
+    check([out(notes, "mine: é\n", kind=kind)], [], force=False)  # identical, non-ASCII
+    assert texts == []
+    notes.write_bytes(b"mine: e\r\n")
+    refusal(
+        [out(notes, "mine: e\n", kind=kind)]
+    )  # not the same bytes: judged, with line ends read as open() does
+    assert texts == ["mine: e\n"]
+    notes.write_bytes(b"mine: f\n")
+    refusal([out(notes, "mine: e\n", kind=kind)])  # same size, other bytes
+    notes.write_bytes(b"ours\r")
+    check([out(notes, "ours, new\n", kind=kind)], [], force=False)  # judged by the kind: an earlier output
+    assert texts[-1] == "ours\n"
+
+
+def test_an_early_check_leaves_large_json_objects_to_the_check_with_the_text(tmp_path, monkeypatch):
+    """check(early=True), before a tool's work: a file above EARLY_LIMIT that opens like a JSON object, of a
+    costly kind, passes for now and is judged by the second check; every other file is judged at once."""
+    monkeypatch.setattr("tttv2_tools._output.EARLY_LIMIT", 100)
+    collected = tmp_path / "runs.json"
+    one = '{"schema": "tool", "x": "' + "a" * 100 + '"}\n'
+    collected.write_text(" \n" + one + one)  # outputs collected with >>: not ours
+    check([out(collected, "", kind=JSON)], [], force=False, early=True)  # left for later, not remembered
+    assert "not a tool json output" in refusal([out(collected, one, kind=JSON)])
+    assert "not a tool json output" in refusal([out(collected, "", kind=JSON)], early=True)  # now remembered
+    collected.write_text(one)  # an earlier output: passes both
+    check([out(collected, "", kind=JSON)], [], force=False, early=True)
+    check([out(collected, '{"schema": "tool"}', kind=JSON)], [], force=False)
+    small = tmp_path / "small.json"
+    small.write_text('{"schema": "mine"}')  # below the limit: refused at once
+    refusal([out(small, "", kind=JSON)], early=True)
+    listing = tmp_path / "list.json"
+    listing.write_text("[" + "1, " * 100 + "1]")  # large but cannot be one object: refused at once
+    refusal([out(listing, "", kind=JSON)], early=True)
+    drawing = tmp_path / "g.dot"
+    drawing.write_text("{" + "x" * 200)  # a cheap kind is never left for later
+    refusal([out(drawing, "")], early=True)
+    assert not _recognised(out(tmp_path / "gone.json", kind=JSON), early=True)
 
 
 def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):
