@@ -16,10 +16,14 @@ import pytest
 
 from tttv2_tools._output import (
     _NOT_OURS,
+    _PIECE,
     Kind,
     Output,
     OutputError,
     WriteInterrupted,
+    _holds,
+    _opens_an_object,
+    _read_bytes,
     _recognised,
     check,
     interrupted,
@@ -198,6 +202,27 @@ def test_a_file_holding_exactly_the_new_text_is_replaced_without_being_parsed(tm
     assert texts[-1] == "ours\n"
 
 
+def test_the_same_bytes_are_compared_piece_by_piece(tmp_path):
+    """_holds: texts longer than a piece, a difference in the last piece only, a longer file, non-ASCII, a file
+    that cannot be read."""
+    path = tmp_path / "out.json"
+    text = '{"schema": "tool", "x": "' + "a" * (3 * _PIECE) + '"}\n'
+    path.write_text(text)
+    assert _holds(path, text)
+    assert not _holds(path, text[:-3] + "}}\n")  # differs in the last piece
+    assert not _holds(path, text[:-1])  # the file goes on
+    path.write_text(text + "x")
+    assert not _holds(path, text)
+    path.write_text("é" * _PIECE)
+    assert _holds(path, "é" * _PIECE) and not _holds(path, "e" * _PIECE)
+    assert not _holds(tmp_path / "gone.json", text)
+    counted = []
+    kind = Kind("tool", "counted output", lambda t: counted.append(t) or False)
+    path.write_text(text)
+    check([out(path, text, kind=kind)], [], force=False)  # a rerun: the same bytes, never parsed
+    assert counted == []
+
+
 def test_an_early_check_leaves_large_json_objects_to_the_check_with_the_text(tmp_path, monkeypatch):
     """check(early=True), before a tool's work: a file above EARLY_LIMIT that opens like a JSON object, of a
     costly kind, passes for now and is judged by the second check; every other file is judged at once."""
@@ -221,6 +246,9 @@ def test_an_early_check_leaves_large_json_objects_to_the_check_with_the_text(tmp
     drawing.write_text("{" + "x" * 200)  # a cheap kind is never left for later
     refusal([out(drawing, "")], early=True)
     assert not _recognised(out(tmp_path / "gone.json", kind=JSON), early=True)
+    assert (
+        not _opens_an_object(tmp_path / "gone.json") and _read_bytes(tmp_path / "gone.json") == b""
+    )  # removed meanwhile
 
 
 def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):
