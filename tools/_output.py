@@ -271,35 +271,33 @@ def _recognised(item: Output, early: bool = False) -> bool:
         return _VERDICTS[key]
     if early and item.kind.costly and info.st_size > EARLY_LIMIT and _opens_an_object(item.path):
         return True
-    if item.text and info.st_size == _utf8_size(item.text) and _holds(item.path, item.text):
+    if item.text and _may_hold(info.st_size, item.text) and _holds(item.path, item.text):
         return True  # not remembered: it depends on this run's text
     _VERDICTS[key] = item.kind.recognise(_text(_read_bytes(item.path)))
     return _VERDICTS[key]
 
 
-def _utf8_size(text: str) -> int:
-    """How many bytes ``text`` takes in the file (UTF-8); without encoding it when it is ASCII."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+def _may_hold(size: int, text: str) -> bool:
+    """Whether a file of ``size`` bytes can hold ``text`` in UTF-8 (exact for ASCII; 2 to 4 bytes a character
+    otherwise), without encoding it."""
+    return size == len(text) if text.isascii() else len(text) < size <= 4 * len(text)
 
 
 _PIECE = 1 << 16  # characters compared at a time by _holds
 
 
 def _holds(path: Path, text: str) -> bool:
-    """The file's bytes are exactly ``text`` in UTF-8, compared piece by piece (neither the file nor the encoded
-    text is held whole: a megabyte each, ~460 page faults)."""
-    pieces = range(0, len(text), _PIECE) if text.isascii() else None  # ASCII: a character is a byte
+    """The file's bytes are exactly ``text`` in UTF-8, compared piece by piece (UTF-8 encodes each character on
+    its own, so the pieces' bytes follow each other as the whole text's): neither the file nor the encoded text is
+    held whole (a megabyte each, ~460 page faults)."""
     try:
         with open(path, "rb") as handle:
-            if pieces is None:
-                data = text.encode("utf-8")
-                return handle.read(len(data) + 1) == data
-            for at in pieces:
-                piece = text[at : at + _PIECE].encode("ascii")
+            for at in range(0, len(text), _PIECE):
+                piece = text[at : at + _PIECE].encode("utf-8")
                 if handle.read(len(piece)) != piece:
                     return False
             return handle.read(1) == b""
-    except OSError:
+    except (OSError, UnicodeEncodeError):  # unreadable, or a text no file can hold (a lone surrogate)
         return False
 
 

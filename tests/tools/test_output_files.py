@@ -22,6 +22,7 @@ from tttv2_tools._output import (
     OutputError,
     WriteInterrupted,
     _holds,
+    _may_hold,
     _opens_an_object,
     _read_bytes,
     _recognised,
@@ -216,6 +217,8 @@ def test_the_same_bytes_are_compared_piece_by_piece(tmp_path):
     path.write_text("é" * _PIECE)
     assert _holds(path, "é" * _PIECE) and not _holds(path, "e" * _PIECE)
     assert not _holds(tmp_path / "gone.json", text)
+    assert not _holds(path, "\ud800")  # a lone surrogate: no UTF-8 file holds it
+    assert _may_hold(2, "é") and not _may_hold(1, "é") and not _may_hold(5, "é") and not _may_hold(2, "e")
     counted = []
     kind = Kind("tool", "counted output", lambda t: counted.append(t) or False)
     path.write_text(text)
