@@ -7,8 +7,9 @@ anything is written, every output of a run is checked: it may not be one of the 
 and with ``os.path.samefile``, so symlinks and hard links count), two outputs may not share a file, an existing
 Python file is never replaced by a report, and an existing file is replaced only when it is recognisably an
 earlier output of the same tool and kind (its ``Kind.recognise``: a JSON ``"schema"`` key or a marker line the
-tool writes) or the user passed ``--force``. ``-`` (stdout) and character devices or FIFOs (``/dev/null``) are
-always accepted; a device is written in place, never replaced. A refusal is one ``OutputError`` line naming the
+tool writes), it already holds exactly the bytes to be written (nothing can be lost), or the user passed
+``--force``. ``-`` (stdout) and character devices or FIFOs (``/dev/null``) are always accepted; a device is
+written in place, never replaced. A refusal is one ``OutputError`` line naming the
 file and the reason; the tools turn it into exit status 2. Temporary files are named as every writer of the
 project names them (``tttv2/_tempfiles.py``: target, host, pid); after a successful write, the stale ones a
 killed run left in the folders written to are removed (never a live writer's, never another file).
