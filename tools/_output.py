@@ -7,8 +7,9 @@ anything is written, every output of a run is checked: it may not be one of the 
 and with ``os.path.samefile``, so symlinks and hard links count), two outputs may not share a file, an existing
 Python file is never replaced by a report, and an existing file is replaced only when it is recognisably an
 earlier output of the same tool and kind (its ``Kind.recognise``: a JSON ``"schema"`` key or a marker line the
-tool writes) or the user passed ``--force``. ``-`` (stdout) and character devices or FIFOs (``/dev/null``) are
-always accepted; a device is written in place, never replaced. A refusal is one ``OutputError`` line naming the
+tool writes), it already holds exactly the bytes to be written (nothing can be lost), or the user passed
+``--force``. ``-`` (stdout) and character devices or FIFOs (``/dev/null``) are always accepted; a device is
+written in place, never replaced. A refusal is one ``OutputError`` line naming the
 file and the reason; the tools turn it into exit status 2. Temporary files are named as every writer of the
 project names them (``tttv2/_tempfiles.py``: target, host, pid); after a successful write, the stale ones a
 killed run left in the folders written to are removed (never a live writer's, never another file).
@@ -20,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -64,6 +66,9 @@ class Kind:
     tool: str
     name: str
     recognise: Callable[[str], bool]
+    costly: bool = (
+        False  # recognise reads the whole text (a JSON object): an early check may leave it for later
+    )
 
     def __str__(self) -> str:
         return f"{self.tool} {self.name}"
@@ -85,17 +90,54 @@ def marked(tool: str, name: str, start: str, end: str = "") -> Kind:
 def json_schema(tool: str, name: str, schema: str) -> Kind:
     """A kind recognised as one JSON object whose ``"schema"`` is ``schema``, judged from the whole text: a file
     that merely opens like ours is not enough (``trace-deps --json >> runs.json`` collects several outputs in one
-    file, a user's file may repeat the key; both open with ``{"schema": "<tool>"``). ``check`` parses a file once
-    per run (the verdict is kept for the unchanged file, see ``_recognised``)."""
+    file, a user's file may repeat the key; both open with ``{"schema": "<tool>"``). The verdict is exactly
+    ``json.loads``' (see ``schema_of``), reached with less memory. ``check`` parses a file once per run (the
+    verdict is kept for the unchanged file, see ``_recognised``)."""
+    return Kind(tool, name, lambda text: schema_of(text) == schema, costly=True)
 
-    def recognise(text: str) -> bool:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return False
-        return isinstance(data, dict) and data.get("schema") == schema
 
-    return Kind(tool, name, recognise)
+_SPACE = re.compile(r"[ \t\n\r]*")  # the white space JSON allows between tokens (json's own set)
+_NOT_OURS = object()  # schema_of's answer for a text that is not one JSON object
+
+
+def schema_of(text: str) -> object:
+    """``json.loads(text)["schema"]`` when ``text`` is one JSON object (the last ``"schema"`` key, None without
+    one), else an object equal to nothing. Exactly ``json.loads``' verdict (same decoder, same rules: white space,
+    escapes in keys, a repeated key, extra data after the object, NaN), but the object's members are decoded one at
+    a time and each dropped at once: parsing an earlier megabyte output no longer builds its whole tree (~1,500 page
+    faults on tt-metal's attention.py, docs/performance.md). Nesting too deep for the decoder is not ours either."""
+    scan = _DECODER.scan_once
+    space = _SPACE.match
+    found = None
+    try:
+        at = space(text).end()
+        if text[at : at + 1] != "{":
+            return _NOT_OURS
+        at = space(text, at + 1).end()
+        if text[at : at + 1] == "}":
+            return found if space(text, at + 1).end() == len(text) else _NOT_OURS
+        while True:
+            if text[at : at + 1] != '"':  # a member's key is a string (scan_once would take any value)
+                return _NOT_OURS
+            key, at = scan(text, at)
+            at = space(text, at).end()
+            if text[at : at + 1] != ":":
+                return _NOT_OURS
+            value, at = scan(text, space(text, at + 1).end())
+            if key == "schema":
+                found = value
+            del value  # each member's tree is freed before the next is built
+            at = space(text, at).end()
+            if text[at : at + 1] == "}":
+                return found if space(text, at + 1).end() == len(text) else _NOT_OURS
+            if text[at : at + 1] != ",":
+                return _NOT_OURS
+            at = space(text, at + 1).end()
+    except (StopIteration, ValueError, RecursionError):  # no value there, a bad one, or nested too deep
+        return _NOT_OURS
+
+
+_DECODER = json.JSONDecoder()
 
 
 def first_line(tool: str, name: str, prefix: str) -> Kind:
@@ -180,8 +222,13 @@ def check_place(path: Path, label: str, inputs: Iterable[Path], make_folders: bo
         raise OutputError(f"cannot write {label} to {path}: folder {parent} does not exist")
 
 
-def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
-    """Every refusal for ``outputs`` (the first raises ``OutputError``); call it before writing anything."""
+def check(outputs: list[Output], inputs: Iterable[Path], force: bool, early: bool = False) -> None:
+    """Every refusal for ``outputs`` (the first raises ``OutputError``); call it before writing anything.
+
+    ``early=True`` is the check a tool makes before its work, when its texts are not known yet (``check`` is then
+    called again with them): an existing file larger than ``EARLY_LIMIT`` that opens like a JSON object is left to
+    that second check when its kind is ``costly`` to recognise. Everything else is refused early as late, and
+    nothing is written before the second check, which decides with the whole text."""
     inputs = list(inputs)
     seen: list[Output] = []
     for item in outputs:
@@ -194,7 +241,7 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
             continue
         if _is_python(item.path):
             raise OutputError(f"refusing to overwrite the Python file {_shown(item.path)} with {item.label}")
-        if force or _recognised(item):
+        if force or _recognised(item, early):
             continue
         raise OutputError(
             f"refusing to overwrite {item.path}: it exists and is not a {item.kind} written earlier "
@@ -202,30 +249,86 @@ def check(outputs: list[Output], inputs: Iterable[Path], force: bool) -> None:
         )
 
 
+#: files above this size whose kind is costly to recognise are judged after the work (``check(early=True)``)
+EARLY_LIMIT = 64 << 10
+
 # verdicts of _recognised for files unchanged since (device, inode, size, mtime in ns, kind): the tools check their
 # outputs twice a run (before and after the work), and parsing a megabyte of earlier JSON costs ~6 ms
 _VERDICTS: dict[tuple, bool] = {}
 
 
-def _recognised(item: Output) -> bool:
-    """Whether the existing file ``item.path`` is an earlier output of ``item.kind``, from its whole text; a second
-    question about the same unchanged file is answered without reading it again."""
+def _recognised(item: Output, early: bool = False) -> bool:
+    """Whether the existing file ``item.path`` may be replaced by ``item``: it holds exactly ``item.text`` (the
+    bytes this run writes: nothing can be lost, and a rerun of the same command needs no parse), or it is an
+    earlier output of ``item.kind`` from its whole text. A second question about the same unchanged file is
+    answered without reading it again. ``early`` (see ``check``): a large file opening like a JSON object, of a
+    costly kind, passes for now, unremembered."""
     try:
         info = os.stat(item.path)
     except OSError:
         return False
     key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, item.kind)
-    if key not in _VERDICTS:
-        _VERDICTS[key] = item.kind.recognise(_read(item.path))
+    if key in _VERDICTS:
+        return _VERDICTS[key]
+    if early and item.kind.costly and info.st_size > EARLY_LIMIT and _opens_an_object(item.path):
+        return True
+    if item.text and _may_hold(info.st_size, item.text) and _holds(item.path, item.text):
+        return True  # not remembered: it depends on this run's text
+    _VERDICTS[key] = item.kind.recognise(_text(_read_bytes(item.path)))
     return _VERDICTS[key]
 
 
-def _read(path: Path) -> str:
-    """The text of ``path``, or "" when it is unreadable or not UTF-8 text."""
+def _may_hold(size: int, text: str) -> bool:
+    """Whether a file of ``size`` bytes can hold ``text`` in UTF-8 (exact for ASCII; 2 to 4 bytes a character
+    otherwise), without encoding it."""
+    return size == len(text) if text.isascii() else len(text) < size <= 4 * len(text)
+
+
+_PIECE = 1 << 16  # characters compared at a time by _holds
+
+
+def _holds(path: Path, text: str) -> bool:
+    """The file's bytes are exactly ``text`` in UTF-8, compared piece by piece (UTF-8 encodes each character on
+    its own, so the pieces' bytes follow each other as the whole text's): neither the file nor the encoded text is
+    held whole (a megabyte each, ~460 page faults)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # unreadable or not text: not recognisably ours
+        with open(path, "rb") as handle:
+            for at in range(0, len(text), _PIECE):
+                piece = text[at : at + _PIECE].encode("utf-8")
+                if handle.read(len(piece)) != piece:
+                    return False
+            return handle.read(1) == b""
+    except (OSError, UnicodeEncodeError):  # unreadable, or a text no file can hold (a lone surrogate)
+        return False
+
+
+def _opens_an_object(path: Path) -> bool:
+    """The file's first bytes, after JSON white space, are ``{`` (a file that cannot be one JSON object is
+    refused at once, however large)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return head.lstrip(b" \t\n\r")[:1] == b"{"
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, or b"" when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _text(data: bytes) -> str:
+    """``data`` as ``open(path, encoding="utf-8")`` reads it (line ends ``\\r\\n`` and ``\\r`` read as ``\\n``), or ""
+    when it is not UTF-8 text (not recognisably ours)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         return ""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def write(outputs: list[Output]) -> list[Path]:

@@ -4,7 +4,9 @@ path, symlink or hard link), no overwrite of a file the tool did not write unles
 from __future__ import annotations
 
 import errno
+import json
 import os
+import random
 import signal
 import socket
 import stat
@@ -13,16 +15,23 @@ from pathlib import Path
 import pytest
 
 from tttv2_tools._output import (
+    _NOT_OURS,
+    _PIECE,
     Kind,
     Output,
     OutputError,
     WriteInterrupted,
+    _holds,
+    _may_hold,
+    _opens_an_object,
+    _read_bytes,
     _recognised,
     check,
     interrupted,
     json_schema,
     marked,
     marker,
+    schema_of,
     write,
     write_text,
 )
@@ -35,9 +44,9 @@ def out(path: Path, text: str = "new\n", kind=DRAWING, label: str = "--dot") -> 
     return Output(path, text, kind, label)
 
 
-def refusal(outputs, inputs=(), force=False) -> str:
+def refusal(outputs, inputs=(), force=False, early=False) -> str:
     with pytest.raises(OutputError) as exc:
-        check(outputs, list(inputs), force)
+        check(outputs, list(inputs), force, early)
     message = str(exc.value)
     assert "\n" not in message
     return message
@@ -86,6 +95,78 @@ def test_json_is_recognised_from_its_whole_text_not_its_opening(tmp_path):
     check([out(notes, kind=JSON)], [], force=False)
 
 
+def _loads_schema(text: str):
+    """The verdict schema_of must give: json.loads' own ("schema" of one object, else not ours)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_OURS
+    return data.get("schema") if isinstance(data, dict) else _NOT_OURS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{}",
+        " {\n} \n",
+        '{"schema": "tool"}',
+        '{"sch\\u0065ma": "tool"}',  # an escaped key is the same key to a reader
+        '{"schema": "tool", "schema": "mine"}',
+        '{"schema": "mine", "schema": "tool"}',
+        '{"x": {"schema": "tool"}}',  # "schema" deeper: not the object's key
+        '{"x": [1, {"schema": "tool"}], "schema": null}',
+        '{"schema": "tool"}{"schema": "tool"}',  # outputs appended without a newline
+        '{"schema": "tool"}\n{"schema": "tool"}\n',
+        '{"schema": "tool",}',  # a hand edit that broke it
+        '{"schema": "tool" "x": 1}',
+        '{"schema" "tool"}',
+        '{"schema": }',
+        '{, "schema": "tool"}',
+        '{1: "tool"}',
+        '{"schema": "tool", "x": NaN}',  # json's extension: accepted by both
+        '{"schema": "tool"}\x0c',  # form feed is not JSON white space
+        '\ufeff{"schema": "tool"}',  # a byte-order mark: json.loads refuses it
+        '{"schema": "tool", "x": "a\x01b"}',  # a raw control character in a string
+        '["schema", "tool"]',
+        '"schema"',
+        "",
+        "{",
+        '{"schema": "tool", "x": ' + "[" * 100_000 + "]" * 100_000 + "}",  # deeper than the decoder goes
+    ],
+)
+def test_schema_of_gives_json_loads_verdict(text):
+    expected = _loads_schema(text)
+    got = schema_of(text)
+    assert got is expected if expected is _NOT_OURS else got == expected
+    assert JSON.recognise(text) == (expected == "tool")
+
+
+def test_schema_of_agrees_with_json_loads_on_random_edits():
+    """Hand edits of a real-looking output (characters deleted, inserted, replaced): the same verdict as
+    json.loads for every one, valid or not."""
+    rng = random.Random(26)
+    base = '{"schema": "tool", "x": [1, {"a": "b\\n", "schema": 2}], "y": {}, "z": -2.5e3, "w": [true, null]}'
+    alphabet = '{}[],:" \n\tabschmtruefalsn0123.-eE\\'
+    valid = 0
+    for _ in range(3000):
+        chars = list(base)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(chars))
+            roll = rng.random()
+            if roll < 0.4:
+                del chars[at]
+            elif roll < 0.8:
+                chars.insert(at, rng.choice(alphabet))
+            else:
+                chars[at] = rng.choice(alphabet)
+        text = "".join(chars)
+        expected = _loads_schema(text)
+        got = schema_of(text)
+        assert got is expected if expected is _NOT_OURS else got == expected, text
+        valid += expected is not _NOT_OURS
+    assert 0 < valid < 3000  # the edits made both valid and broken texts
+
+
 def test_a_verdict_is_kept_only_for_the_unchanged_file(tmp_path):
     """check() runs twice a run: the second time an unchanged file is not read again, a changed one is."""
     texts = []
@@ -99,6 +180,78 @@ def test_a_verdict_is_kept_only_for_the_unchanged_file(tmp_path):
     refusal([out(notes, kind=kind)])
     assert texts == ["ours\n", "mine, longer\n"]
     assert not _recognised(out(tmp_path / "gone.txt", kind=kind))  # removed between check and question
+
+
+def test_a_file_holding_exactly_the_new_text_is_replaced_without_being_parsed(tmp_path):
+    """Nothing can be lost when the file already holds the bytes a run writes (a rerun of the same command): no
+    parse. The same text with other line ends, or other bytes of the same length, are judged by the kind."""
+    texts = []
+    kind = Kind("tool", "counted output", lambda text: texts.append(text) or text.startswith("ours"))
+    notes = tmp_path / "out.txt"
+    notes.write_bytes("mine: é\n".encode())
+    check([out(notes, "mine: é\n", kind=kind)], [], force=False)  # identical, non-ASCII
+    assert texts == []
+    notes.write_bytes(b"mine: e\r\n")
+    refusal(
+        [out(notes, "mine: e\n", kind=kind)]
+    )  # not the same bytes: judged, with line ends read as open() does
+    assert texts == ["mine: e\n"]
+    notes.write_bytes(b"mine: f\n")
+    refusal([out(notes, "mine: e\n", kind=kind)])  # same size, other bytes
+    notes.write_bytes(b"ours\r")
+    check([out(notes, "ours, new\n", kind=kind)], [], force=False)  # judged by the kind: an earlier output
+    assert texts[-1] == "ours\n"
+
+
+def test_the_same_bytes_are_compared_piece_by_piece(tmp_path):
+    """_holds: texts longer than a piece, a difference in the last piece only, a longer file, non-ASCII, a file
+    that cannot be read."""
+    path = tmp_path / "out.json"
+    text = '{"schema": "tool", "x": "' + "a" * (3 * _PIECE) + '"}\n'
+    path.write_text(text)
+    assert _holds(path, text)
+    assert not _holds(path, text[:-3] + "}}\n")  # differs in the last piece
+    assert not _holds(path, text[:-1])  # the file goes on
+    path.write_text(text + "x")
+    assert not _holds(path, text)
+    path.write_text("é" * _PIECE)
+    assert _holds(path, "é" * _PIECE) and not _holds(path, "e" * _PIECE)
+    assert not _holds(tmp_path / "gone.json", text)
+    assert not _holds(path, "\ud800")  # a lone surrogate: no UTF-8 file holds it
+    assert _may_hold(2, "é") and not _may_hold(1, "é") and not _may_hold(5, "é") and not _may_hold(2, "e")
+    counted = []
+    kind = Kind("tool", "counted output", lambda t: counted.append(t) or False)
+    path.write_text(text)
+    check([out(path, text, kind=kind)], [], force=False)  # a rerun: the same bytes, never parsed
+    assert counted == []
+
+
+def test_an_early_check_leaves_large_json_objects_to_the_check_with_the_text(tmp_path, monkeypatch):
+    """check(early=True), before a tool's work: a file above EARLY_LIMIT that opens like a JSON object, of a
+    costly kind, passes for now and is judged by the second check; every other file is judged at once."""
+    monkeypatch.setattr("tttv2_tools._output.EARLY_LIMIT", 100)
+    collected = tmp_path / "runs.json"
+    one = '{"schema": "tool", "x": "' + "a" * 100 + '"}\n'
+    collected.write_text(" \n" + one + one)  # outputs collected with >>: not ours
+    check([out(collected, "", kind=JSON)], [], force=False, early=True)  # left for later, not remembered
+    assert "not a tool json output" in refusal([out(collected, one, kind=JSON)])
+    assert "not a tool json output" in refusal([out(collected, "", kind=JSON)], early=True)  # now remembered
+    collected.write_text(one)  # an earlier output: passes both
+    check([out(collected, "", kind=JSON)], [], force=False, early=True)
+    check([out(collected, '{"schema": "tool"}', kind=JSON)], [], force=False)
+    small = tmp_path / "small.json"
+    small.write_text('{"schema": "mine"}')  # below the limit: refused at once
+    refusal([out(small, "", kind=JSON)], early=True)
+    listing = tmp_path / "list.json"
+    listing.write_text("[" + "1, " * 100 + "1]")  # large but cannot be one object: refused at once
+    refusal([out(listing, "", kind=JSON)], early=True)
+    drawing = tmp_path / "g.dot"
+    drawing.write_text("{" + "x" * 200)  # a cheap kind is never left for later
+    refusal([out(drawing, "")], early=True)
+    assert not _recognised(out(tmp_path / "gone.json", kind=JSON), early=True)
+    assert (
+        not _opens_an_object(tmp_path / "gone.json") and _read_bytes(tmp_path / "gone.json") == b""
+    )  # removed meanwhile
 
 
 def test_inputs_are_refused_by_path_symlink_and_hard_link_even_with_force(tmp_path):

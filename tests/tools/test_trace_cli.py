@@ -403,3 +403,45 @@ def test_library_analyses_keep_nothing_alive():
     assert api.retained is None
     api.analyze(MLP, CFG)
     assert api.retained is None
+
+
+def test_rerun_replaces_its_own_json_but_never_a_user_file_made_from_it(capsys, tmp_path):
+    """An earlier --json output (also hand-edited, still one object) is replaced on a rerun; outputs collected with
+    ``>>``, a broken edit, or "schema" only deeper in are a user's files: exit 2, the file untouched."""
+    out = tmp_path / "deps.json"
+    assert run(capsys, MLP, CFG, f"--json={out}", "--quiet")[0] == 0
+    ours = out.read_text()
+    assert run(capsys, MLP, CFG, f"--json={out}", "--quiet")[0] == 0 and out.read_text() == ours
+    edited = ours.replace('"entry": "forward"', '"entry": "forward", "note": "mine"', 1)
+    assert edited != ours
+    out.write_text(edited)  # still one trace-deps object: an earlier output, edited
+    assert run(capsys, MLP, CFG, f"--json={out}", "--quiet")[0] == 0 and out.read_text() == ours
+    for text in (
+        ours + ours,  # trace-deps --json >> runs.json, twice
+        ours.replace('"entry": "forward",', '"entry": "forward"', 1),  # an edit that broke it
+        '{"runs": [' + ours + "]}",  # "schema" deeper only
+        ours.rstrip()[:-1] + ', "schema": "mine"}\n',  # the key repeated: the last one counts
+    ):
+        out.write_text(text)
+        code, _, err = run(capsys, MLP, CFG, f"--json={out}", "--quiet")
+        assert code == 2 and "refusing to overwrite" in err and "--force" in err
+        assert out.read_text() == text
+
+
+def test_a_large_json_looking_file_is_judged_after_the_analysis(capsys, tmp_path):
+    """Before the analysis only files up to EARLY_LIMIT, or that cannot be one JSON object, are judged; a larger
+    one that opens like an object is judged with the new text (a rerun: the same bytes, not parsed). Either way a
+    user's file is never replaced: with a module that does not parse, the small one is refused first, the large
+    one stays as it was behind the syntax error."""
+    broken = tmp_path / "mlp.py"
+    broken.write_text(BROKEN)
+    small = tmp_path / "small.json"
+    small.write_text('{"my": "notes"}')
+    code, _, err = run(capsys, str(broken), CFG, f"--json={small}")
+    assert code == 2 and "refusing to overwrite" in err and small.read_text() == '{"my": "notes"}'
+    large = tmp_path / "large.json"
+    large.write_text('{"my": "notes", "pad": "' + "x" * 70_000 + '"}')
+    code, _, err = run(capsys, str(broken), CFG, f"--json={large}")
+    assert code == 2 and "refusing" not in err and "mlp.py" in err and large.read_text().startswith('{"my"')
+    code, _, err = run(capsys, MLP, CFG, f"--json={large}")
+    assert code == 2 and "refusing to overwrite" in err and large.read_text().startswith('{"my"')

@@ -305,7 +305,9 @@ def _class(args: argparse.Namespace, module: str | None, name: str | None) -> No
 
 def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
     """Check every output before anything is analysed: at most one on stdout, and every file output through the
-    shared policy (not an input, no two on one file, an existing file only if trace-deps wrote it or --force)."""
+    shared policy (not an input, no two on one file, an existing file only if trace-deps wrote it or --force). A
+    large existing file that opens like JSON is judged by the second check, after the analysis (``check(early=)``):
+    in a rerun it then holds exactly the new text and is not parsed at all."""
     targets = {fmt: getattr(args, fmt) for fmt in FORMATS if getattr(args, fmt) is not None}
     for fmt, target in targets.items():
         if target != STDOUT:
@@ -319,7 +321,7 @@ def _targets(args: argparse.Namespace, inputs: list[Path]) -> dict[str, str]:
         raise UsageError(
             f"only one output can go to stdout, got {' '.join(on_stdout)}; give the others as --FORMAT=FILE"
         )
-    check(_outputs(targets, {}), inputs, args.force)
+    check(_outputs(targets, {}), inputs, args.force, early=True)
     return targets
 
 
