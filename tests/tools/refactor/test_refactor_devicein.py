@@ -98,3 +98,35 @@ def test_only_a_local_or_parameter_asked_for_its_device_is_read_as_the_module_de
 @pytest.mark.parametrize(("code", "added"), [("y = x.device()\n", NO_DEVICE_ARGUMENT), ("y = x\n", "")])
 def test_the_gap_note_names_a_device_query_left(code, added):
     assert note(code) == added
+
+
+# ------------------------------------------------------------------------------------------ loop targets
+def test_loop_targets_read_after_the_loop_reach_the_extracted_arm():
+    """``for slice_idx, weight in enumerate(self.blocks): …`` then ``if self.model_config["SUBTRACT_BIAS"]:``
+    whose arm reads ``weight`` and ``slice_idx``: the flow scan never recorded a loop's target as written
+    (``names_written`` of a bare name is empty), so neither was passed to the extracted arm, which read them
+    unbound, and the tool exited 0 on it."""
+    result = _inputs.generate("sliced_mlp")
+    assert result.gaps == []
+    code = result.modules[0].code
+    assert "out = self._forward_subtract_bias(out, slice_idx, weight)" in code
+    assert "def _forward_subtract_bias_true(self, out, slice_idx, weight):" in code
+
+
+@pytest.mark.parametrize("subtract_bias", [False, True])
+def test_the_sliced_mlp_matches_tttv1_bit_for_bit(subtract_bias, inputs_importable, tmp_path):
+    import torch
+
+    generated = generated_class(_inputs.generate("sliced_mlp"), "1d", tmp_path)
+    model_args = _inputs.tttv1("model_config", "ModelArgs")
+    torch.manual_seed(2)
+    state_dict = {f"mlp.{i}.weight": torch.randn(64, 64) / 8 for i in range(3)}
+    for shape, blocks in (((1, 1), 2), ((1, 2), 3)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        args = model_args(mesh, subtract_bias=subtract_bias, head_blocks=blocks)
+        old = _inputs.tttv1("sliced_mlp", "TtSlicedMLP")(mesh, args, state_dict)
+        new = generated.from_model_args(mesh, args, state_dict)
+        expected = old.forward(replicated(_rows(32), mesh))
+        got = new.forward(replicated(_rows(32), mesh))
+        assert_identical(expected, got, f"{shape} {blocks} blocks")
+        ttnn.close_mesh_device(mesh)
