@@ -7,8 +7,9 @@ made of it (Falcon-7B's ``get_falcon_default_core_grid(x.device())``, whose ``is
 grid_size.y >= 8`` is static) is a construction value: the codemod reads such a call as ``self.<attr>``, the
 attribute holding the constructor's device argument, and hoists the query like any other of the mesh.
 
-A module whose constructor takes no device argument (no parameter named as ``MESH_NAMES``, stored on ``self``)
-keeps ``x.device()``: its queries stay in the forward, and the static-branch gap says why (:func:`note`)."""
+The same holds in a helper's copy made a method of the class (``up_matmul(a, …)`` asking ``a.device()``). A
+module whose constructor stores no device argument on ``self`` (no parameter named as ``MESH_NAMES``) keeps
+``x.device()``: its queries stay in the forward, and the static-branch gap says why (:func:`note`)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _device_query(node: cst.CSTNode, names: set[str]) -> bool:
 
 
 def input_device_to_mesh(func: cst.FunctionDef, mesh_attr: str, prov: Provenance | None) -> cst.FunctionDef:
-    """``func`` (a forward, or a method it reaches) with each ``<local>.device()`` read as ``self.<mesh_attr>``."""
+    """``func`` (a forward, a method it reaches, or a helper's copy made a method) with each ``<local>.device()`` read as ``self.<mesh_attr>``."""
     names = {p.name.value for p in func.params.params[1:]} | set(collect_assignments(func))
     names.discard("self")
     transformer = _Rewrite(prov, mesh_attr, names)
@@ -58,7 +59,8 @@ class _Rewrite(TrackingTransformer):
 #: Said of a static branch left in a generated module that still asks a tensor for its device.
 NO_DEVICE_ARGUMENT = (
     "; its forward still asks a value for its device (`.device()`), which is read as the module's device only for "
-    "a parameter or local of a module whose TTTv1 constructor takes a device argument (`mesh_device`, `device`, …)"
+    "a parameter or local of a module whose TTTv1 constructor stores a device argument (`mesh_device`, `device`, …) "
+    "on `self`"
 )
 
 

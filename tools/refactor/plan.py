@@ -807,6 +807,8 @@ class Planner:
             used: dict[str, tuple] = {}
             while queue:
                 origin, func, out_name, kind, file, qualname, depth = queue.pop(0)
+                if kind == "helper" and self.facts.mesh is not None:  # a helper's copy: a method of the class
+                    func = input_device_to_mesh(func, self.facts.mesh, self.prov)
                 scope = self._scope(func, qualname, file)
                 func = propagate_literals(func, scope, self.prov)  # constants reach the calls they feed
                 func, copies = self._inline(func, mode, file, depth, mode_decisions, qualname)

@@ -41,10 +41,25 @@ def test_the_grid_asked_of_the_input_device_is_a_field():
     assert "linear_core_grid=default_matmul_grid(legacy.mesh_device)" in code
 
 
-def test_the_dense_grid_matches_tttv1_bit_for_bit(inputs_importable, tmp_path):
+def test_a_helper_asking_its_own_argument_for_its_device_is_decided_at_construction():
+    """``up_matmul`` calls ``default_matmul_grid(a.device())`` itself; the forward calls it with device ops, so it
+    is copied into the class per call site (``_up_matmul(self, a)``), where ``a.device()`` is the module's device
+    too (``self.device = mesh_device``: the attribute's name does not matter)."""
+    result = _inputs.generate("dense/dense_grid_helper")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    assert ".device()" not in code
+    assert "grid=default_matmul_grid(legacy.device)" in code
+    assert "        grid = self.config.grid\n" in code.split("    def _up_matmul(self, a):")[1]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "class_name"), [("dense_grid", "TtDenseGrid"), ("dense_grid_helper", "TtDenseGridHelper")]
+)
+def test_the_dense_grid_matches_tttv1_bit_for_bit(fixture, class_name, inputs_importable, tmp_path):
     import torch
 
-    generated = generated_class(_inputs.generate("dense/dense_grid"), "1d", tmp_path)
+    generated = generated_class(_inputs.generate(f"dense/{fixture}"), "1d", tmp_path)
     model_args = _inputs.tttv1("model_config", "ModelArgs")
     grid_utils = _inputs.tttv1("dense.grid_utils", "default_matmul_grid")
     torch.manual_seed(1)
@@ -52,10 +67,12 @@ def test_the_dense_grid_matches_tttv1_bit_for_bit(inputs_importable, tmp_path):
     for shape in ((1, 1), (1, 2)):
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
         args = model_args(mesh)
-        old = _inputs.tttv1("dense.dense_grid", "TtDenseGrid")(mesh, args, state_dict)
+        old = _inputs.tttv1(f"dense.{fixture}", class_name)(mesh, args, state_dict)
         new = generated.from_model_args(mesh, args, state_dict)
-        assert new.config.linear_core_grid == grid_utils(mesh)  # the emulator's 8x8 Wormhole grid: 7 rows
-        assert new.config.linear_core_grid.y == mesh.compute_with_storage_grid_size().y - 1
+        grids = [v for v in vars(new.config).values() if isinstance(v, ttnn.CoreGrid)]
+        # the emulator's 8x8 Wormhole grid: one row short, as TTTv1's helper answers for the module's mesh
+        assert grids and all(grid == grid_utils(mesh) for grid in grids)
+        assert grids[0].y == mesh.compute_with_storage_grid_size().y - 1
         for rows in (32, 128):
             expected = old.forward(replicated(_rows(rows), mesh))
             got = new.forward(replicated(_rows(rows), mesh))
