@@ -61,6 +61,9 @@ class ClassFacts:
     config_objects: set[str] = field(default_factory=set)
     # set by a forward for its own later use: locals of the generated method (cached.py)
     cached: set[str] = field(default_factory=set)
+    # the attribute holding the constructor's device argument (``self.mesh_device = mesh_device``): a forward's
+    # ``x.device()`` is read as it (inputdevice.py); None when the constructor takes no device
+    mesh: str | None = None
 
 
 #: Methods of a CCL object (tt-metal's ``TT_CCL``, given to the constructor) that only read the hardware: the

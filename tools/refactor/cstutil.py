@@ -353,6 +353,12 @@ def names_written(node: cst.CSTNode) -> set[str]:
     return set(summary(node).writes)
 
 
+def names_bound(target: cst.CSTNode) -> set[str]:
+    """Names an assignment or loop target binds (``for i, w in …``: ``{"i", "w"}``); ``names_written`` of a bare
+    target is empty, the target being an expression (a read) on its own."""
+    return set(_target(target).writes)
+
+
 def target_names(node: cst.BaseAssignTargetExpression | cst.BaseExpression) -> list[str] | None:
     """Names bound by an assignment target, or None when the target is not plain names (``a.b = …``)."""
     if isinstance(node, cst.Name):

@@ -26,13 +26,13 @@ from .cstutil import (
     const_bool,
     dotted,
     is_atom,
+    names_bound,
     names_read,
     names_written,
     one_line,
     slug,
     small_statement,
     summary,
-    target_names,
 )
 from .errors import Gap
 from .inline import replace_names
@@ -854,7 +854,7 @@ class _Flow(cst.CSTVisitor):
             reads = set().union(*(names_read(h) for h in header)) if header else set()
             writes = set().union(*(names_written(h) for h in header)) if header else set()
             if isinstance(node, cst.For):
-                writes |= names_written(node.target)
+                writes |= names_bound(node.target)
             self._open.append((node, len(self.order)))
             self.order.append((node, reads, writes))
         return True
@@ -975,7 +975,7 @@ class BranchBinder:
         rebound: dict[int, set[str]] = {}
         for node, (lo, hi) in ((n, s) for n, s in flow.loops_by_node if s[0] > end):
             if isinstance(node, cst.For):
-                targets = set(target_names(node.target) or ()) - flow.order[lo][1]
+                targets = names_bound(node.target) - flow.order[lo][1]
                 for index in range(lo + 1, hi + 1):
                     rebound.setdefault(index, set()).update(targets)
         for index, (_, reads, writes) in enumerate(flow.order):

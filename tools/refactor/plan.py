@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MODE_KEY, MODE_NAMES
+from tttv2_tools.trace_dependencies.constants import ARGS_NAMES, MC_NAMES, MESH_NAMES, MODE_KEY, MODE_NAMES
 
 from .binding import (
     MUTATORS,
@@ -46,6 +46,7 @@ from .hoist import (
 )
 from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
+from .inputdevice import input_device_to_mesh
 from .members import members_of
 from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
@@ -189,6 +190,8 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
                     facts.holders.add(attr)
                 else:
                     facts.resources.add(attr)
+                    if value.value in MESH_NAMES and facts.mesh is None:
+                        facts.mesh = attr
             elif isinstance(value, cst.Call) and (dotted(value.func) or "").endswith(".get_model_config"):
                 facts.holders.add(attr)
     for name in forward_methods:
@@ -698,6 +701,7 @@ class Planner:
     def _specialise(
         self, func: cst.FunctionDef, mode: str | None, decisions: Decisions, parsed: ParsedFile | None = None
     ) -> cst.FunctionDef:
+        own = parsed is None  # a method of the class, not a helper's copy
         parsed = parsed or self.parsed
         key = ("semicolons", parsed.name)
         if key not in self.inputs.cache:
@@ -715,6 +719,8 @@ class Planner:
             }
             replacements = self._topology_only(replacements, parsed)
         out = specialise(func, replacements, self.prov, decisions)
+        if mode is not None and own and self.facts.mesh is not None:  # x.device(): the module's device
+            out = input_device_to_mesh(out, self.facts.mesh, self.prov)
         if self.facts.cached and mode is not None:  # a forward's own attribute: a local (cached.py)
             out = localise_cached(out, self.facts.cached, self.prov)
         pure = self._scope(out, f"{self.inputs.class_name}.{func.name.value}").pure_call
@@ -801,6 +807,8 @@ class Planner:
             used: dict[str, tuple] = {}
             while queue:
                 origin, func, out_name, kind, file, qualname, depth = queue.pop(0)
+                if kind == "helper" and self.facts.mesh is not None:  # a helper's copy: a method of the class
+                    func = input_device_to_mesh(func, self.facts.mesh, self.prov)
                 scope = self._scope(func, qualname, file)
                 func = propagate_literals(func, scope, self.prov)  # constants reach the calls they feed
                 func, copies = self._inline(func, mode, file, depth, mode_decisions, qualname)

@@ -18,6 +18,7 @@ from tttv2_tools.trace_dependencies import analyze
 from tttv2_tools.trace_dependencies.errors import TraceError
 
 from .errors import Gap
+from .inputdevice import note
 
 #: Methods of a generated class that are not on the computation path.
 SCAFFOLDING = frozenset({"forward", "load_device_weights", "_tttv2_zen_entry"})
@@ -176,7 +177,8 @@ def static_branch_gaps(modules) -> list[Gap]:
                     loc,
                     f"static branch left in {function}: `{test}`",
                     f"trace-deps classifies it {classification}, not runtime: a choice known at construction "
-                    "should be made there (a field or a bound method), and tttv2-refactor did not make it",
+                    "should be made there (a field or a bound method), and tttv2-refactor did not make it"
+                    + note(generated.code),
                 )
             )
     return gaps
