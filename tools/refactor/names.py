@@ -303,7 +303,11 @@ def _events(node: ast.AST, in_loop: bool, out: list) -> None:
 
 # ---------------------------------------------------------------------------------------------- call check
 def call_mismatches(
-    text: str, file_name: str, origins: dict[str, str] | None = None, root: Path | None = None
+    text: str,
+    file_name: str,
+    origins: dict[str, str] | None = None,
+    root: Path | None = None,
+    trees: dict | None = None,
 ) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
     (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
@@ -314,7 +318,9 @@ def call_mismatches(
     with the arguments of another version of its class. Calls with ``*args`` / ``**kwargs``, decorated
     definitions and names bound again anywhere are left alone. Each gap names the call, the definition (its
     line and parameters, and ``origins[name]``: where TTTv1 has it; for an imported class, its ``__init__``)
-    and the argument that does not bind."""
+    and the argument that does not bind. ``trees``: the first-party files already parsed in this run (by path
+    and modification time; filled as files are read), so that each is parsed once however many modules and
+    calls read it."""
     tree = ast.parse(text, filename=file_name)
     rebound = _rebound(tree)
     origins = origins or {}
@@ -328,7 +334,9 @@ def call_mismatches(
     }
     constructors = {}  # an imported class -> where its __init__ is (named in the gap)
     if root is not None:
-        for name, (module, init) in _imported_constructors(tree, root).items():
+        for name, (module, init) in _imported_constructors(
+            tree, root, {} if trees is None else trees
+        ).items():
             functions[name] = init
             constructors[name] = f"{module}.{name}.__init__"
     gaps = []
@@ -382,7 +390,9 @@ def _definition(func: ast.FunctionDef, file_name: str, origin: str | None) -> st
     return f"{where}, {origin}" if origin else where
 
 
-def _imported_constructors(tree: ast.Module, root: Path) -> dict[str, tuple[str, inspect.Signature]]:
+def _imported_constructors(
+    tree: ast.Module, root: Path, trees: dict
+) -> dict[str, tuple[str, inspect.Signature]]:
     """Class name -> (its module, the parameters of its ``__init__`` without ``self``), for each class the module imports
     by name from a first-party file (at module level or in a function) that defines it with its own undecorated
     ``__init__``, when nothing else binds the name."""
@@ -405,20 +415,19 @@ def _imported_constructors(tree: ast.Module, root: Path) -> dict[str, tuple[str,
         if name in others or len(set(sources)) != 1:
             continue
         module, class_name = sources[0]
-        init = _first_party_init(module, class_name, root)
+        init = _first_party_init(module, class_name, root, trees)
         if init is not None:
             out[name] = (module, init)
     return out
 
 
-def _first_party_init(module: str, class_name: str, root: Path) -> inspect.Signature | None:
+def _first_party_init(module: str, class_name: str, root: Path, trees: dict) -> inspect.Signature | None:
     """The ``__init__`` parameters of ``class_name`` as the first-party file of ``module`` defines it."""
     resolved = resolve_module(module, root)
     if resolved is None or resolved.path is None:
         return None
-    try:
-        tree = ast.parse(resolved.path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(resolved.path, trees)
+    if tree is None:
         return None
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
     if len(classes) != 1 or classes[0].decorator_list:
@@ -427,6 +436,21 @@ def _first_party_init(module: str, class_name: str, root: Path) -> inspect.Signa
     if len(inits) != 1 or inits[0].decorator_list:
         return None  # no __init__ of its own (a base class's), or one a decorator may change
     return _signature(inits[0].args, method=True)
+
+
+def _parsed(path: Path, trees: dict) -> ast.Module | None:
+    """``path`` parsed, or None when it cannot be read or parsed; memoised in ``trees`` by path and modification
+    time (a file changed since is read again)."""
+    try:
+        key = (path, path.stat().st_mtime_ns)
+    except OSError:
+        return None
+    if key not in trees:
+        try:
+            trees[key] = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            trees[key] = None
+    return trees[key]
 
 
 def _callee(call: ast.Call, receiver: str | None) -> str | None:
@@ -635,10 +659,11 @@ def output_gaps(
     gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
     reported = {(g.loc, g.what) for g in gaps}
     gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
+    trees: dict = {}  # the first-party files the call check reads, each parsed once for all the modules
     gaps += [
         gap
         for name, text in sorted(texts.items())
-        for gap in call_mismatches(text, name, origins.get(name), root)
+        for gap in call_mismatches(text, name, origins.get(name), root, trees)
     ]
     for gap in import_errors(texts, _roots(texts, root)):
         if not any(
