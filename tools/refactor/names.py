@@ -55,9 +55,10 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def undefined_names(text: str, file_name: str) -> list[Gap]:
-    """The reads of ``text`` (a module's source, which compiles) that resolve to no definition, in line order."""
-    tree = ast.parse(text, filename=file_name)
+def undefined_names(text: str, file_name: str, tree: ast.Module | None = None) -> list[Gap]:
+    """The reads of ``text`` (a module's source, which compiles) that resolve to no definition, in line order.
+    ``tree``: ``text`` already parsed (the checks of one module share one parse)."""
+    tree = tree or ast.parse(text, filename=file_name)
     if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
         return []  # a star import defines names no static check can list; the import check covers the module
     table = symtable.symtable(text, file_name, "exec")
@@ -214,12 +215,13 @@ def _comprehension_inner(node: ast.AST) -> list[ast.AST]:
 
 
 # ---------------------------------------------------------------------------------------------- locals
-def unbound_locals(text: str, file_name: str) -> list[Gap]:
+def unbound_locals(text: str, file_name: str, tree: ast.Module | None = None) -> list[Gap]:
     """Locals of a function read before anything assigns them: in the order the function runs its code (a
     value before its targets, a loop's iterable before its body), the first use of the name is a read that
     no loop can reach again after an assignment. Such a read raises ``UnboundLocalError`` whenever it runs (a
-    method extracted for a static branch that reads a local its caller did not pass)."""
-    tree = ast.parse(text, filename=file_name)
+    method extracted for a static branch that reads a local its caller did not pass). ``tree``: ``text``
+    already parsed."""
+    tree = tree or ast.parse(text, filename=file_name)
     gaps = []
     for func in ast.walk(tree):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -308,6 +310,7 @@ def call_mismatches(
     origins: dict[str, str] | None = None,
     root: Path | None = None,
     trees: dict | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
     (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
@@ -320,8 +323,8 @@ def call_mismatches(
     line and parameters, and ``origins[name]``: where TTTv1 has it; for an imported class, its ``__init__``)
     and the argument that does not bind. ``trees``: the first-party files already parsed in this run (by path
     and modification time; filled as files are read), so that each is parsed once however many modules and
-    calls read it."""
-    tree = ast.parse(text, filename=file_name)
+    calls read it. ``tree``: ``text`` already parsed."""
+    tree = tree or ast.parse(text, filename=file_name)
     rebound = _rebound(tree)
     origins = origins or {}
     definitions = {
@@ -539,9 +542,9 @@ print(json.dumps(results))
 _SAFE_TOPS = frozenset(sys.stdlib_module_names) | {"tttv2", "ttnn"}
 
 
-def _self_contained(text: str) -> bool:
-    """Whether every import in ``text`` (anywhere) is of the standard library or the library."""
-    for node in ast.walk(ast.parse(text)):
+def _self_contained(tree: ast.Module) -> bool:
+    """Whether every import in ``tree`` (anywhere) is of the standard library or the library."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level or (node.module or "").split(".")[0] not in _SAFE_TOPS:
                 return False
@@ -570,13 +573,23 @@ def _run_here(file_name: str, text: str) -> Gap | None:
     return None
 
 
-def import_errors(modules: dict[str, str], roots: list[Path], timeout: float = 120.0) -> list[Gap]:
+def import_errors(
+    modules: dict[str, str],
+    roots: list[Path],
+    timeout: float = 120.0,
+    parsed: dict[str, ast.Module] | None = None,
+) -> list[Gap]:
     """Import each generated module (file name -> source text): one that imports only the standard library and
     the library runs here, in a namespace of its own; the others in a fresh interpreter that sees ``roots``
     (the project's roots, for what the generated code imports from it), so that importing the user's code
     changes nothing in this process. Whatever raises is a gap at the line of the generated module it came
-    from."""
-    here = {name: text for name, text in modules.items() if _self_contained(text)}
+    from. ``parsed``: file name -> its text already parsed."""
+    parsed = parsed or {}
+    here = {
+        name: text
+        for name, text in modules.items()
+        if _self_contained(parsed[name] if name in parsed else ast.parse(text, filename=name))
+    }
     gaps = [gap for name, text in sorted(here.items()) if (gap := _run_here(name, text)) is not None]
     elsewhere = {name: text for name, text in modules.items() if name not in here}
     return sorted(gaps + _import_in_subprocess(elsewhere, roots, timeout), key=lambda g: g.loc)
@@ -632,14 +645,14 @@ def _import_in_subprocess(modules: dict[str, str], roots: list[Path], timeout: f
     return gaps
 
 
-def _roots(texts: dict[str, str], root: Path | None) -> list[Path]:
+def _roots(trees: dict[str, ast.Module], root: Path | None) -> list[Path]:
     """The folders the import check puts on the path: the first-party root, and for each top-level package
     the modules import absolutely, the nearest folder above the root that holds it (a namespace package)."""
     if root is None:
         return []
     tops = set()
-    for text in texts.values():
-        for node in ast.walk(ast.parse(text)):
+    for tree in trees.values():
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 tops.add(node.module.split(".")[0])
             elif isinstance(node, ast.Import):
@@ -656,16 +669,19 @@ def output_gaps(
     line is not repeated). ``origins``: file name -> {function or method -> where TTTv1 has it}, for the call
     check's messages."""
     origins = origins or {}
-    gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
+    parsed = {
+        name: ast.parse(text, filename=name) for name, text in sorted(texts.items())
+    }  # once for all checks
+    gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name, parsed[name])]
     reported = {(g.loc, g.what) for g in gaps}
-    gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
+    gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name, parsed[name])]
     trees: dict = {}  # the first-party files the call check reads, each parsed once for all the modules
     gaps += [
         gap
         for name, text in sorted(texts.items())
-        for gap in call_mismatches(text, name, origins.get(name), root, trees)
+        for gap in call_mismatches(text, name, origins.get(name), root, trees, parsed[name])
     ]
-    for gap in import_errors(texts, _roots(texts, root)):
+    for gap in import_errors(texts, _roots(parsed, root), parsed=parsed):
         if not any(
             loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported
         ):
