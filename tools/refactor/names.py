@@ -325,11 +325,10 @@ def call_mismatches(
     and modification time; filled as files are read), so that each is parsed once however many modules and
     calls read it. ``tree``: ``text`` already parsed."""
     tree = tree or ast.parse(text, filename=file_name)
-    rebound = _rebound(tree)
+    nodes = list(ast.walk(tree))  # walked once for every question below (same order as ast.walk)
+    rebound = _rebound(nodes)
     origins = origins or {}
-    definitions = {
-        n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not n.decorator_list
-    }
+    definitions = {n.name: n for n in nodes if isinstance(n, ast.FunctionDef) and not n.decorator_list}
     functions = {
         n.name: _signature(n.args, method=False)
         for n in tree.body
@@ -338,12 +337,12 @@ def call_mismatches(
     constructors = {}  # an imported class -> where its __init__ is (named in the gap)
     if root is not None:
         for name, (module, init) in _imported_constructors(
-            tree, root, {} if trees is None else trees
+            nodes, root, {} if trees is None else trees
         ).items():
             functions[name] = init
             constructors[name] = f"{module}.{name}.__init__"
     gaps = []
-    for node in ast.walk(tree):
+    for node in nodes:
         scopes = [(functions, None)]
         if isinstance(node, ast.ClassDef):
             methods = {
@@ -355,8 +354,10 @@ def call_mismatches(
         elif not isinstance(node, ast.Module):
             continue
         table, receiver = scopes[0]
-        inside = node.body if isinstance(node, ast.ClassDef) else [node]
-        for call in (c for part in inside for c in ast.walk(part) if isinstance(c, ast.Call)):
+        inside = (
+            (c for part in node.body for c in ast.walk(part)) if isinstance(node, ast.ClassDef) else nodes
+        )
+        for call in (c for c in inside if isinstance(c, ast.Call)):
             name = _callee(call, receiver)
             if name is None or name not in table or table[name] is None:
                 continue
@@ -394,14 +395,14 @@ def _definition(func: ast.FunctionDef, file_name: str, origin: str | None) -> st
 
 
 def _imported_constructors(
-    tree: ast.Module, root: Path, trees: dict
+    nodes: list[ast.AST], root: Path, trees: dict
 ) -> dict[str, tuple[str, inspect.Signature]]:
     """Class name -> (its module, the parameters of its ``__init__`` without ``self``), for each class the module imports
     by name from a first-party file (at module level or in a function) that defines it with its own undecorated
-    ``__init__``, when nothing else binds the name."""
+    ``__init__``, when nothing else binds the name. ``nodes``: the module's nodes, as ``ast.walk`` gives them."""
     imported: dict[str, list[tuple[str, str]]] = {}
     others = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 imported.setdefault(alias.asname or alias.name, []).append((node.module, alias.name))
@@ -465,10 +466,11 @@ def _callee(call: ast.Call, receiver: str | None) -> str | None:
     return None
 
 
-def _rebound(tree: ast.Module) -> set[str]:
-    """Names stored anywhere other than by their ``def``: a local, a parameter, an attribute (``self.x = …``)."""
+def _rebound(nodes: list[ast.AST]) -> set[str]:
+    """Names stored anywhere other than by their ``def``: a local, a parameter, an attribute (``self.x = …``).
+    ``nodes``: the module's nodes, as ``ast.walk`` gives them."""
     out = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             out.add(node.id)
         elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
@@ -477,9 +479,7 @@ def _rebound(tree: ast.Module) -> set[str]:
             out.add(node.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in node.names)
-    defs = [
-        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    ]
+    defs = [n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     out.update(name for name in defs if defs.count(name) > 1)
     return out
 
