@@ -469,6 +469,8 @@ QUERY_DEPENDS = {
 def attribute_stores(func: cst.CSTNode, mutated: set[str]) -> dict[str, frozenset[str]]:
     """The locals of ``mutated`` changed only by attribute stores (``x.a.b = …``, not ``x.append(…)``,
     ``x[k] = …``, ``x += …`` or ``x.a += …``): name -> the first attribute of each stored path."""
+    if not mutated:
+        return {}  # nothing to look for: the walk below only narrows the names of ``mutated``
     out: dict[str, set[str]] = {n: set() for n in mutated}
     for call in summary(func).calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in MUTATORS:

@@ -55,9 +55,10 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def undefined_names(text: str, file_name: str) -> list[Gap]:
-    """The reads of ``text`` (a module's source, which compiles) that resolve to no definition, in line order."""
-    tree = ast.parse(text, filename=file_name)
+def undefined_names(text: str, file_name: str, tree: ast.Module | None = None) -> list[Gap]:
+    """The reads of ``text`` (a module's source, which compiles) that resolve to no definition, in line order.
+    ``tree``: ``text`` already parsed (the checks of one module share one parse)."""
+    tree = tree or ast.parse(text, filename=file_name)
     if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)):
         return []  # a star import defines names no static check can list; the import check covers the module
     table = symtable.symtable(text, file_name, "exec")
@@ -214,12 +215,13 @@ def _comprehension_inner(node: ast.AST) -> list[ast.AST]:
 
 
 # ---------------------------------------------------------------------------------------------- locals
-def unbound_locals(text: str, file_name: str) -> list[Gap]:
+def unbound_locals(text: str, file_name: str, tree: ast.Module | None = None) -> list[Gap]:
     """Locals of a function read before anything assigns them: in the order the function runs its code (a
     value before its targets, a loop's iterable before its body), the first use of the name is a read that
     no loop can reach again after an assignment. Such a read raises ``UnboundLocalError`` whenever it runs (a
-    method extracted for a static branch that reads a local its caller did not pass)."""
-    tree = ast.parse(text, filename=file_name)
+    method extracted for a static branch that reads a local its caller did not pass). ``tree``: ``text``
+    already parsed."""
+    tree = tree or ast.parse(text, filename=file_name)
     gaps = []
     for func in ast.walk(tree):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -303,7 +305,12 @@ def _events(node: ast.AST, in_loop: bool, out: list) -> None:
 
 # ---------------------------------------------------------------------------------------------- call check
 def call_mismatches(
-    text: str, file_name: str, origins: dict[str, str] | None = None, root: Path | None = None
+    text: str,
+    file_name: str,
+    origins: dict[str, str] | None = None,
+    root: Path | None = None,
+    trees: dict | None = None,
+    tree: ast.Module | None = None,
 ) -> list[Gap]:
     """Calls of the module's own functions (``helper(...)``) and of its classes' own methods
     (``self.method(...)`` inside that class) whose arguments do not bind to the definition's parameters: a
@@ -314,13 +321,14 @@ def call_mismatches(
     with the arguments of another version of its class. Calls with ``*args`` / ``**kwargs``, decorated
     definitions and names bound again anywhere are left alone. Each gap names the call, the definition (its
     line and parameters, and ``origins[name]``: where TTTv1 has it; for an imported class, its ``__init__``)
-    and the argument that does not bind."""
-    tree = ast.parse(text, filename=file_name)
-    rebound = _rebound(tree)
+    and the argument that does not bind. ``trees``: the first-party files already parsed in this run (by path
+    and modification time; filled as files are read), so that each is parsed once however many modules and
+    calls read it. ``tree``: ``text`` already parsed."""
+    tree = tree or ast.parse(text, filename=file_name)
+    nodes = list(ast.walk(tree))  # walked once for every question below (same order as ast.walk)
+    rebound = _rebound(nodes)
     origins = origins or {}
-    definitions = {
-        n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not n.decorator_list
-    }
+    definitions = {n.name: n for n in nodes if isinstance(n, ast.FunctionDef) and not n.decorator_list}
     functions = {
         n.name: _signature(n.args, method=False)
         for n in tree.body
@@ -328,11 +336,13 @@ def call_mismatches(
     }
     constructors = {}  # an imported class -> where its __init__ is (named in the gap)
     if root is not None:
-        for name, (module, init) in _imported_constructors(tree, root).items():
+        for name, (module, init) in _imported_constructors(
+            nodes, root, {} if trees is None else trees
+        ).items():
             functions[name] = init
             constructors[name] = f"{module}.{name}.__init__"
     gaps = []
-    for node in ast.walk(tree):
+    for node in nodes:
         scopes = [(functions, None)]
         if isinstance(node, ast.ClassDef):
             methods = {
@@ -344,8 +354,10 @@ def call_mismatches(
         elif not isinstance(node, ast.Module):
             continue
         table, receiver = scopes[0]
-        inside = node.body if isinstance(node, ast.ClassDef) else [node]
-        for call in (c for part in inside for c in ast.walk(part) if isinstance(c, ast.Call)):
+        inside = (
+            (c for part in node.body for c in ast.walk(part)) if isinstance(node, ast.ClassDef) else nodes
+        )
+        for call in (c for c in inside if isinstance(c, ast.Call)):
             name = _callee(call, receiver)
             if name is None or name not in table or table[name] is None:
                 continue
@@ -382,13 +394,15 @@ def _definition(func: ast.FunctionDef, file_name: str, origin: str | None) -> st
     return f"{where}, {origin}" if origin else where
 
 
-def _imported_constructors(tree: ast.Module, root: Path) -> dict[str, tuple[str, inspect.Signature]]:
+def _imported_constructors(
+    nodes: list[ast.AST], root: Path, trees: dict
+) -> dict[str, tuple[str, inspect.Signature]]:
     """Class name -> (its module, the parameters of its ``__init__`` without ``self``), for each class the module imports
     by name from a first-party file (at module level or in a function) that defines it with its own undecorated
-    ``__init__``, when nothing else binds the name."""
+    ``__init__``, when nothing else binds the name. ``nodes``: the module's nodes, as ``ast.walk`` gives them."""
     imported: dict[str, list[tuple[str, str]]] = {}
     others = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 imported.setdefault(alias.asname or alias.name, []).append((node.module, alias.name))
@@ -405,20 +419,19 @@ def _imported_constructors(tree: ast.Module, root: Path) -> dict[str, tuple[str,
         if name in others or len(set(sources)) != 1:
             continue
         module, class_name = sources[0]
-        init = _first_party_init(module, class_name, root)
+        init = _first_party_init(module, class_name, root, trees)
         if init is not None:
             out[name] = (module, init)
     return out
 
 
-def _first_party_init(module: str, class_name: str, root: Path) -> inspect.Signature | None:
+def _first_party_init(module: str, class_name: str, root: Path, trees: dict) -> inspect.Signature | None:
     """The ``__init__`` parameters of ``class_name`` as the first-party file of ``module`` defines it."""
     resolved = resolve_module(module, root)
     if resolved is None or resolved.path is None:
         return None
-    try:
-        tree = ast.parse(resolved.path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(resolved.path, trees)
+    if tree is None:
         return None
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
     if len(classes) != 1 or classes[0].decorator_list:
@@ -427,6 +440,21 @@ def _first_party_init(module: str, class_name: str, root: Path) -> inspect.Signa
     if len(inits) != 1 or inits[0].decorator_list:
         return None  # no __init__ of its own (a base class's), or one a decorator may change
     return _signature(inits[0].args, method=True)
+
+
+def _parsed(path: Path, trees: dict) -> ast.Module | None:
+    """``path`` parsed, or None when it cannot be read or parsed; memoised in ``trees`` by path and modification
+    time (a file changed since is read again)."""
+    try:
+        key = (path, path.stat().st_mtime_ns)
+    except OSError:
+        return None
+    if key not in trees:
+        try:
+            trees[key] = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            trees[key] = None
+    return trees[key]
 
 
 def _callee(call: ast.Call, receiver: str | None) -> str | None:
@@ -438,10 +466,11 @@ def _callee(call: ast.Call, receiver: str | None) -> str | None:
     return None
 
 
-def _rebound(tree: ast.Module) -> set[str]:
-    """Names stored anywhere other than by their ``def``: a local, a parameter, an attribute (``self.x = …``)."""
+def _rebound(nodes: list[ast.AST]) -> set[str]:
+    """Names stored anywhere other than by their ``def``: a local, a parameter, an attribute (``self.x = …``).
+    ``nodes``: the module's nodes, as ``ast.walk`` gives them."""
     out = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             out.add(node.id)
         elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
@@ -450,9 +479,7 @@ def _rebound(tree: ast.Module) -> set[str]:
             out.add(node.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in node.names)
-    defs = [
-        n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    ]
+    defs = [n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     out.update(name for name in defs if defs.count(name) > 1)
     return out
 
@@ -515,9 +542,9 @@ print(json.dumps(results))
 _SAFE_TOPS = frozenset(sys.stdlib_module_names) | {"tttv2", "ttnn"}
 
 
-def _self_contained(text: str) -> bool:
-    """Whether every import in ``text`` (anywhere) is of the standard library or the library."""
-    for node in ast.walk(ast.parse(text)):
+def _self_contained(tree: ast.Module) -> bool:
+    """Whether every import in ``tree`` (anywhere) is of the standard library or the library."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level or (node.module or "").split(".")[0] not in _SAFE_TOPS:
                 return False
@@ -546,13 +573,23 @@ def _run_here(file_name: str, text: str) -> Gap | None:
     return None
 
 
-def import_errors(modules: dict[str, str], roots: list[Path], timeout: float = 120.0) -> list[Gap]:
+def import_errors(
+    modules: dict[str, str],
+    roots: list[Path],
+    timeout: float = 120.0,
+    parsed: dict[str, ast.Module] | None = None,
+) -> list[Gap]:
     """Import each generated module (file name -> source text): one that imports only the standard library and
     the library runs here, in a namespace of its own; the others in a fresh interpreter that sees ``roots``
     (the project's roots, for what the generated code imports from it), so that importing the user's code
     changes nothing in this process. Whatever raises is a gap at the line of the generated module it came
-    from."""
-    here = {name: text for name, text in modules.items() if _self_contained(text)}
+    from. ``parsed``: file name -> its text already parsed."""
+    parsed = parsed or {}
+    here = {
+        name: text
+        for name, text in modules.items()
+        if _self_contained(parsed[name] if name in parsed else ast.parse(text, filename=name))
+    }
     gaps = [gap for name, text in sorted(here.items()) if (gap := _run_here(name, text)) is not None]
     elsewhere = {name: text for name, text in modules.items() if name not in here}
     return sorted(gaps + _import_in_subprocess(elsewhere, roots, timeout), key=lambda g: g.loc)
@@ -608,14 +645,14 @@ def _import_in_subprocess(modules: dict[str, str], roots: list[Path], timeout: f
     return gaps
 
 
-def _roots(texts: dict[str, str], root: Path | None) -> list[Path]:
+def _roots(trees: dict[str, ast.Module], root: Path | None) -> list[Path]:
     """The folders the import check puts on the path: the first-party root, and for each top-level package
     the modules import absolutely, the nearest folder above the root that holds it (a namespace package)."""
     if root is None:
         return []
     tops = set()
-    for text in texts.values():
-        for node in ast.walk(ast.parse(text)):
+    for tree in trees.values():
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 tops.add(node.module.split(".")[0])
             elif isinstance(node, ast.Import):
@@ -632,15 +669,19 @@ def output_gaps(
     line is not repeated). ``origins``: file name -> {function or method -> where TTTv1 has it}, for the call
     check's messages."""
     origins = origins or {}
-    gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name)]
+    parsed = {
+        name: ast.parse(text, filename=name) for name, text in sorted(texts.items())
+    }  # once for all checks
+    gaps = [gap for name, text in sorted(texts.items()) for gap in undefined_names(text, name, parsed[name])]
     reported = {(g.loc, g.what) for g in gaps}
-    gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name)]
+    gaps += [gap for name, text in sorted(texts.items()) for gap in unbound_locals(text, name, parsed[name])]
+    trees: dict = {}  # the first-party files the call check reads, each parsed once for all the modules
     gaps += [
         gap
         for name, text in sorted(texts.items())
-        for gap in call_mismatches(text, name, origins.get(name), root)
+        for gap in call_mismatches(text, name, origins.get(name), root, trees, parsed[name])
     ]
-    for gap in import_errors(texts, _roots(texts, root)):
+    for gap in import_errors(texts, _roots(parsed, root), parsed=parsed):
         if not any(
             loc == gap.loc and f"name '{what}' is not defined" in gap.reason for loc, what in reported
         ):

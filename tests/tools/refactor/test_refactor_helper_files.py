@@ -218,6 +218,8 @@ def test_attribute_stores_name_the_attribute_each_store_is_under():
     )
     stores = attribute_stores(func, mutated_locals(func))
     assert stores == {"a": frozenset({"shard_spec", "x"})}  # b: a mutator; c, e: an item; d: in place
+    assert attribute_stores(func, {"a"}) == {"a": frozenset({"shard_spec", "x"})}
+    assert attribute_stores(func, set()) == {}  # no local changed in place: nothing to name
 
 
 @pytest.mark.parametrize("sharded", [True, False])

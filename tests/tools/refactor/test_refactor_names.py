@@ -290,3 +290,22 @@ def test_a_nested_branch_that_loses_its_locals_fails_the_run(tmp_path, monkeypat
     run = plan_run(INPUTS / "rhelp" / "block.py", None, out=tmp_path / "out")
     kinds = {(g.what, g.reason.split(" (")[0]) for g in run.gaps}
     assert ("skip_mem_cfg", "read by the generated code but neither defined nor imported in it") in kinds
+
+
+def test_the_checks_of_one_module_share_one_parse():
+    """``output_gaps`` parses each generated module once and hands the tree to every check: each check finds
+    the same gaps from that tree as from the text alone (a tree of another text would show: the tree is what is
+    read), and the import check sorts the modules the same way."""
+    import ast
+
+    for text, check in ((SCOPED, undefined_names), (LOCALS, unbound_locals), (CALLS, call_mismatches)):
+        gaps = check(text, "m_1d.py")
+        assert gaps and check(text, "m_1d.py", tree=ast.parse(text)) == gaps
+        assert check(text, "m_1d.py", tree=ast.parse("x = 1\n")) == []
+    modules = {
+        "std_1d.py": "import math\n\nx = math.nowhere\n",
+        "np_1d.py": "import numpy\n\ny = numpy.nowhere\n",
+    }
+    gaps = import_errors(modules, [])
+    assert [g.loc for g in gaps] == ["np_1d.py:3", "std_1d.py:3"]
+    assert import_errors(modules, [], parsed={n: ast.parse(t) for n, t in modules.items()}) == gaps

@@ -205,6 +205,37 @@ def test_constructors_the_call_check_does_not_read(tmp_path):
     assert [g.what for g in call_mismatches(single, "y_1d.py", root=tmp_path)] == ["Plain(...)"]
 
 
+def test_the_call_check_parses_each_first_party_file_once_per_run(tmp_path):
+    """``output_gaps`` hands one store of parsed files to the call check of every generated module: two modules
+    that both build classes of one first-party file (at two call sites each) parse it once; a file changed since
+    (another modification time) is parsed again and its new ``__init__`` is what the calls are checked
+    against; a file that is gone or does not parse is not read (no gap)."""
+    import os
+
+    from tttv2_tools.refactor.names import _parsed, call_mismatches, output_gaps
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "__init__.py").write_text("")
+    parts = tmp_path / "proj" / "parts.py"
+    parts.write_text("class Block:\n    def __init__(self, a):\n        pass\n")
+    text = "from proj.parts import Block\n\nfirst = Block(1)\nsecond = Block(1, 2)\n"
+    gaps = output_gaps({"a_1d.py": text, "b_1d.py": text}, tmp_path)
+    calls = [(g.loc, g.what) for g in gaps if g.what != "import"]  # importing them raises the TypeError too
+    assert calls == [("a_1d.py:4", "Block(...)"), ("b_1d.py:4", "Block(...)")]
+    trees: dict = {}
+    assert len(call_mismatches(text, "a_1d.py", root=tmp_path, trees=trees)) == 1
+    assert len(call_mismatches(text, "b_1d.py", root=tmp_path, trees=trees)) == 1
+    assert list(trees) == [(parts.resolve(), parts.stat().st_mtime_ns)]
+    parts.write_text("class Block:\n    def __init__(self, a, b=None):\n        pass\n")
+    os.utime(parts, ns=(parts.stat().st_atime_ns, parts.stat().st_mtime_ns + 1_000_000_000))
+    assert call_mismatches(text, "a_1d.py", root=tmp_path, trees=trees) == []
+    assert len(trees) == 2
+    assert _parsed(tmp_path / "proj" / "gone.py", trees) is None and len(trees) == 2
+    (tmp_path / "proj" / "broken.py").write_text("class Block(:\n")
+    assert _parsed(tmp_path / "proj" / "broken.py", trees) is None
+    assert _parsed(tmp_path / "proj" / "broken.py", trees) is None and len(trees) == 3
+
+
 # ------------------------------------------------------------------------------------------ live-out of an arm
 def test_a_local_a_later_loop_rebinds_is_not_returned_by_the_arm():
     """``output`` is assigned in the arms' loops and then only read as the target of ``for output in outputs``:
