@@ -121,6 +121,13 @@ class MeshCoordinate:
         return iter((self.row, self.col))
 
 
+class FabricTensixConfig(_NamedEnum):
+    """ttnn's fabric tensix setting (ops.ccl's fabric state; here because DispatchCoreConfig names it)."""
+
+    DISABLED = 0
+    MUX = 1
+
+
 class DispatchCoreType(_NamedEnum):
     WORKER = 0
     ETH = 1
@@ -144,8 +151,6 @@ class DispatchCoreConfig:
     fabric_tensix_config: object = None
 
     def __post_init__(self) -> None:
-        from .ops.ccl import FabricTensixConfig  # ops import this module
-
         for name, kind in (
             ("type", DispatchCoreType),
             ("axis", DispatchCoreAxis),

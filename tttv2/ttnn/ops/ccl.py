@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._remote import full_shards
-from ..device import MeshDevice, MeshShape
+from ..device import FabricTensixConfig, MeshDevice, MeshShape
 from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, CoreCoord, CoreRange, CoreRangeSet, MemoryConfig
 from ..numerics import quantize
@@ -91,11 +91,6 @@ class FabricReliabilityMode(_NamedEnum):
     STRICT_INIT = 0
     RELAXED_INIT = 1
     DYNAMIC_RECONFIGURATION_INIT = 2
-
-
-class FabricTensixConfig(_NamedEnum):
-    DISABLED = 0
-    MUX = 1
 
 
 _fabric_state: dict[str, object] = {

@@ -37,6 +37,7 @@ from ._common import (
     ttnn_op,
 )
 from .eltwise import _write_output
+from .prefetch import GlobalCircularBuffer
 
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
@@ -347,8 +348,6 @@ def _check_prefetch(op: str, a, global_cb, sub_device_id) -> None:
     """The prefetcher's plumbing (docs/emulator.md: checked, never changes a value): ``global_cb`` None or a
     ``GlobalCircularBuffer`` of the input's mesh, ``sub_device_id`` None or a sub-device of its loaded manager.
     (An input that is not a tensor on a device is left to the op's own check.)"""
-    from .prefetch import GlobalCircularBuffer
-
     mesh = a.device() if isinstance(a, Tensor) else None
     if mesh is None:
         return
