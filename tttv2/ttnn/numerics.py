@@ -33,6 +33,7 @@ __all__ = [
     "apply_fidelity",
     "check_integer_range",
     "fidelity_bits",
+    "fill_in_pieces",
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
@@ -304,6 +305,17 @@ def matmul_f32_each(products: list[tuple[np.ndarray, np.ndarray]], side=None) ->
                 tasks.extend(functools.partial(piece, lo, hi) for lo, hi in itertools.pairwise(bounds))
         _run_pieces(lambda lo, _hi: tasks[lo](), list(range(len(tasks) + 1)), side)
         return outs
+
+
+def fill_in_pieces(fill, count: int) -> None:
+    """``fill(lo, hi)`` over ``range(count)`` cut into pieces of at least ``_ELEMENTWISE_BLOCK // 4`` elements
+    (bounds fixed by ``count``), spread over the emulator's workers: for fills whose values do not depend on the
+    cut (a random stream drawn from its position)."""
+    pieces = count // (_ELEMENTWISE_BLOCK // 4)
+    if pieces < 2:
+        fill(0, count)
+        return
+    _run_pieces(fill, _bounds(count, pieces))
 
 
 def map_row_blocks(fn, x: np.ndarray) -> np.ndarray:
