@@ -65,6 +65,41 @@ def test_rand_on_the_unit_interval_equals_numpys_uniform(monkeypatch, dtype, low
     np.testing.assert_array_equal(_stored(t), quantize(draw, dtype))
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize(
+    ("shape", "low", "high", "block", "expected_pieces"),
+    [
+        ((4, 1, 128, 384), 0.0, 1.0, None, 3),  # a NanoGPT dropout mask: 3 pieces of the real size
+        (
+            (3, 7, 33),
+            -1.5,
+            4.0,
+            64,
+            28,
+        ),  # pieces of 16 values cutting rows, chunks of 14 rows, uniform's scaling
+        ((5,), 0.0, 1.0, 64, 1),  # fewer values than two pieces: one draw
+    ],
+)
+def test_rand_drawn_in_pieces_on_the_workers_equals_one_draw(
+    monkeypatch, workers, shape, low, high, block, expected_pieces
+):
+    """Each piece of a chunk draws from its own generator advanced to the piece's first value: the same doubles
+    as one generator drawing everything in order, with any worker count."""
+    from tttv2.ttnn import _threads, numerics
+
+    monkeypatch.setattr(_threads, "WORKERS", workers)
+    if block is not None:
+        monkeypatch.setattr(numerics, "_ELEMENTWISE_BLOCK", block)
+        monkeypatch.setattr(creation, "_CHUNK_ELEMENTS", 7 * 33 * 2)  # chunks that start mid-stream too
+    pieces = []
+    real = numerics._run_pieces
+    monkeypatch.setattr(numerics, "_run_pieces", lambda fn, bounds: pieces.append(bounds) or real(fn, bounds))
+    t = ttnn.rand(shape, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT, low=low, high=high, seed=97)
+    draw = np.random.default_rng(97).uniform(low, high, size=shape).astype(np.float32)
+    np.testing.assert_array_equal(_stored(t), draw)
+    assert (len(pieces[0]) - 1 if pieces else 1) == expected_pieces
+
+
 def test_rand_rounds_to_its_dtype_so_high_can_appear_in_bfloat16():
     """As documented: the draw is in [low, high), the cast to the dtype rounds to nearest (ttnn's typecast), so a
     bfloat16 rand on [0, 1) holds 1.0 about once in 500 values; float32 keeps every value below 1 here."""

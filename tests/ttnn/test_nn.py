@@ -531,6 +531,21 @@ def test_dropout_mask_is_the_ops_composition_bit_for_bit(open_mesh, p, shape):
     np.testing.assert_array_equal(host(out), host(ttnn.multiply(x, reference)))
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dropout_mask_in_pieces_is_the_ops_composition_bit_for_bit(open_mesh, monkeypatch, workers):
+    """The mask computed in pieces on the workers (small pieces here: 45 of 1024 values) has the composition's bits."""
+    from tttv2.ttnn import _threads, numerics
+
+    monkeypatch.setattr(_threads, "WORKERS", workers)
+    monkeypatch.setattr(numerics, "_ELEMENTWISE_BLOCK", 4096)
+    m = open_mesh((1, 2))
+    uniform = ttnn.rand((3, 1, 96, 160), device=m, dtype=F32, layout=TILE, seed=5)
+    reference = ttnn.multiply(ttnn.ge(uniform, 0.3), 1.0 / (1.0 - 0.3))
+    fused = nn.layers._dropout_mask(uniform, 0.3)
+    for a, b in zip(ttnn.get_device_tensors(reference), ttnn.get_device_tensors(fused), strict=True):
+        np.testing.assert_array_equal(ttnn.to_numpy(a).view(np.uint32), ttnn.to_numpy(b).view(np.uint32))
+
+
 def test_rng_state_round_trip(mesh):
     state = nn.get_rng_state()
     first = [nn._random.next_seed() for _ in range(3)]

@@ -101,6 +101,59 @@ def test_map_row_blocks_bits_do_not_depend_on_workers(small_pieces, monkeypatch)
     assert numerics.map_row_blocks(np.tanh, np.float32(0.5)) == np.tanh(np.float32(0.5))
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_matmul_f32_each_is_each_product_bit_for_bit(small_pieces, monkeypatch, workers):
+    """A backward's products in one share-out (matmul_f32_each): every product has matmul_f32's bits, alone or
+    with others, whatever the worker count; the side work runs once, on the caller, also with no product."""
+    rng = np.random.default_rng(3)
+    products = [
+        (rng.standard_normal(a).astype(np.float32), rng.standard_normal(b).astype(np.float32))
+        for a, b in [((100, 33), (33, 7)), ((4, 2, 16, 32), (4, 2, 32, 8)), ((3, 16, 32), (2, 3, 32, 8))]
+    ]
+    products.append((products[0][0].T, rng.standard_normal((100, 9)).astype(np.float32)))  # a transposed view
+    alone = [_under(1, 1, monkeypatch, lambda a=a, b=b: numerics.matmul_f32(a, b)) for a, b in products]
+    sides = []
+    together = _under(
+        workers,
+        1,
+        monkeypatch,
+        lambda: numerics.matmul_f32_each(
+            products, side=lambda: sides.append(threading.current_thread().name)
+        ),
+    )
+    assert len(together) == len(alone)
+    for got, want in zip(together, alone, strict=True):
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    assert sides == [threading.current_thread().name]
+    assert (
+        _under(workers, 1, monkeypatch, lambda: numerics.matmul_f32_each([], side=lambda: sides.append(1)))
+        == []
+    )
+    assert sides[-1] == 1
+
+
+def test_side_work_runs_while_a_worker_takes_pieces(monkeypatch):
+    """The caller's side work runs after the pieces are handed out: a piece that waits for the side work to
+    start can only finish if a worker took it meanwhile."""
+    monkeypatch.setattr(_threads, "WORKERS", 2)
+    monkeypatch.setattr(_threads, "_pool", None)
+    side_started = threading.Event()
+    pieces_started = threading.Event()
+
+    def piece(lo, hi):
+        pieces_started.set()
+        assert side_started.wait(timeout=120)  # a hang guard, not a timing check
+        return threading.current_thread().name
+
+    def side():
+        side_started.set()
+        assert pieces_started.wait(timeout=120)
+
+    names = numerics._run_pieces(piece, [0, 1, 2], side)
+    assert len(names) == 2 and any(name != threading.current_thread().name for name in names)
+
+
 def test_pieces_are_shared_and_a_busy_worker_leaves_them_to_the_caller(monkeypatch):
     """The caller takes pieces like the workers do: with the only worker held by another task, the caller computes
     every piece itself, each once and in its place in the result, instead of waiting for the worker (released

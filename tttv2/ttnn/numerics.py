@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -32,9 +33,11 @@ __all__ = [
     "apply_fidelity",
     "check_integer_range",
     "fidelity_bits",
+    "fill_in_pieces",
     "map_row_blocks",
     "matmul_accumulate",
     "matmul_f32",
+    "matmul_f32_each",
     "matmul_small",
     "matmul_stored",
     "quantize",
@@ -205,15 +208,20 @@ def _bounds(n: int, pieces: int) -> list[int]:
     return [n * i // pieces for i in range(pieces + 1)]
 
 
-def _run_pieces(fn, bounds: list[int]) -> list:
+def _run_pieces(fn, bounds: list[int], side=None) -> list:
     """``[fn(lo, hi) for each piece]``, the pieces shared between the caller and the workers.
 
     Each thread takes the next piece not taken yet until none is left, the caller included: with pieces of
     different sizes or counts (a weight gradient of 1536 rows is 6 pieces) no thread idles while another has
     several left, and a worker slow to start (a busy machine) leaves its pieces to the caller instead of being
-    waited for. Which thread computes a piece never changes its bits."""
+    waited for. Which thread computes a piece never changes its bits.
+
+    ``side``, if given, is work of the caller's own that needs none of the pieces (a bias gradient's sum): the
+    caller runs it after handing the pieces out and before taking any, so the workers compute meanwhile."""
     pairs = list(itertools.pairwise(bounds))
     if _threads.WORKERS == 1 or len(pairs) == 1:
+        if side is not None:
+            side()
         return [fn(lo, hi) for lo, hi in pairs]
     results: list = [None] * len(pairs)
     tickets = itertools.count()  # next() of a count is atomic under the GIL: each index is taken once
@@ -225,10 +233,39 @@ def _run_pieces(fn, bounds: list[int]) -> list:
             results[index] = fn(*pairs[index])
 
     helpers = [_threads.submit(take_pieces) for _ in range(min(_threads.WORKERS, len(pairs)) - 1)]
-    take_pieces()
-    for helper in helpers:
-        helper.result()
+    try:
+        if side is not None:
+            side()
+    finally:
+        take_pieces()
+        for helper in helpers:
+            helper.result()
     return results
+
+
+def _matmul_pieces(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, object, list[int]] | None:
+    """How :func:`matmul_f32` cuts ``a @ b``: ``(out, piece, bounds)`` with ``piece(lo, hi)`` writing its part of
+    ``out``, or None for a product computed in one call (small, or shapes numpy has to broadcast)."""
+    if a.ndim >= 2 and b.ndim >= 2 and b.shape[-2] == a.shape[-1]:
+        k, n = a.shape[-1], b.shape[-1]
+        m = math.prod(a.shape[:-1])
+        if all(d == 1 for d in b.shape[:-2]):  # one matrix b: row blocks of a
+            if m * k * n >= _MATMUL_MIN_WORK and m > _MATMUL_ROW_BLOCK:
+                out = np.empty((1,) * (b.ndim - a.ndim) + a.shape[:-1] + (n,), dtype=np.float32)
+                x, y, res = a.reshape(m, k), b.reshape(k, n), out.reshape(m, n)  # res: a view of out
+
+                def rows(lo: int, hi: int) -> None:
+                    np.matmul(x[lo:hi], y, out=res[lo:hi], dtype=np.float32)
+
+                return out, rows, _bounds(m, -(-m // _MATMUL_ROW_BLOCK))
+        elif a.shape[:-2] == b.shape[:-2] and a.shape[0] > 1 and m * k * n >= _MATMUL_MIN_WORK:
+            out = np.empty((*a.shape[:-1], n), dtype=np.float32)
+
+            def batches(lo: int, hi: int) -> None:
+                np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi], dtype=np.float32)
+
+            return out, batches, _bounds(a.shape[0], min(_threads.WORKERS, a.shape[0]))
+    return None
 
 
 def matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -239,28 +276,46 @@ def matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     leading batch index (numpy computes each matrix of a batch on its own anyway). The pieces run on the
     emulator's workers."""
     with _threads.single_threaded_blas:
-        if a.ndim >= 2 and b.ndim >= 2 and b.shape[-2] == a.shape[-1]:
-            k, n = a.shape[-1], b.shape[-1]
-            m = math.prod(a.shape[:-1])
-            if all(d == 1 for d in b.shape[:-2]):  # one matrix b: row blocks of a
-                if m * k * n >= _MATMUL_MIN_WORK and m > _MATMUL_ROW_BLOCK:
-                    out = np.empty((1,) * (b.ndim - a.ndim) + a.shape[:-1] + (n,), dtype=np.float32)
-                    x, y, res = a.reshape(m, k), b.reshape(k, n), out.reshape(m, n)  # res: a view of out
+        plan = _matmul_pieces(a, b)
+        if plan is None:
+            return np.matmul(a, b, dtype=np.float32)
+        out, piece, bounds = plan
+        _run_pieces(piece, bounds)
+        return out
 
-                    def rows(lo: int, hi: int) -> None:
-                        np.matmul(x[lo:hi], y, out=res[lo:hi], dtype=np.float32)
 
-                    _run_pieces(rows, _bounds(m, -(-m // _MATMUL_ROW_BLOCK)))
-                    return out
-            elif a.shape[:-2] == b.shape[:-2] and a.shape[0] > 1 and m * k * n >= _MATMUL_MIN_WORK:
-                out = np.empty((*a.shape[:-1], n), dtype=np.float32)
+def matmul_f32_each(products: list[tuple[np.ndarray, np.ndarray]], side=None) -> list[np.ndarray]:
+    """``[matmul_f32(a, b) for a, b in products]`` with all their pieces in one share-out, and ``side`` (see
+    :func:`_run_pieces`) run by the caller meanwhile: the same pieces, hence the same bits, as one product after
+    the other, without a wait for the workers between products. A backward's input and weight gradients go
+    together this way."""
+    with _threads.single_threaded_blas:
+        tasks = []
+        outs: list = [None] * len(products)
+        for index, (a, b) in enumerate(products):
+            plan = _matmul_pieces(a, b)
+            if plan is None:
 
-                def batches(lo: int, hi: int) -> None:
-                    np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi], dtype=np.float32)
+                def whole(index=index, a=a, b=b) -> None:
+                    outs[index] = np.matmul(a, b, dtype=np.float32)
 
-                _run_pieces(batches, _bounds(a.shape[0], min(_threads.WORKERS, a.shape[0])))
-                return out
-        return np.matmul(a, b, dtype=np.float32)
+                tasks.append(whole)
+            else:
+                outs[index], piece, bounds = plan
+                tasks.extend(functools.partial(piece, lo, hi) for lo, hi in itertools.pairwise(bounds))
+        _run_pieces(lambda lo, _hi: tasks[lo](), list(range(len(tasks) + 1)), side)
+        return outs
+
+
+def fill_in_pieces(fill, count: int) -> None:
+    """``fill(lo, hi)`` over ``range(count)`` cut into pieces of at least ``_ELEMENTWISE_BLOCK // 4`` elements
+    (bounds fixed by ``count``), spread over the emulator's workers: for fills whose values do not depend on the
+    cut (a random stream drawn from its position)."""
+    pieces = count // (_ELEMENTWISE_BLOCK // 4)
+    if pieces < 2:
+        fill(0, count)
+        return
+    _run_pieces(fill, _bounds(count, pieces))
 
 
 def map_row_blocks(fn, x: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..numerics import matmul_f32
+from ..numerics import matmul_f32, matmul_f32_each
 from . import training_reference as reference
 
 __all__ = [
@@ -324,9 +324,14 @@ def sdpa_backward(q, k, v, grad_out, mask, lse, *, scale, is_causal, dropout_p, 
     sc = np.float32(scale)
     native = _native()
     for b0, b1 in _chunks(b, hq * sq * sk):
-        raw = reference.sdpa_scores(q[b0:b1], k[b0:b1], hkv)
-        dog = reference._grouped(go[b0:b1], hkv)
-        dpd = matmul_f32(dog, np.swapaxes(v[b0:b1], -1, -2)).reshape(raw.shape)
+        # the products of a chunk go in two share-outs (numerics.matmul_f32_each): the same pieces, the same bits
+        # as one after the other (the scores as reference.sdpa_scores computes them)
+        qg, dog = reference._grouped(q[b0:b1], hkv), reference._grouped(go[b0:b1], hkv)
+        raw, dpd = matmul_f32_each(
+            [(qg, np.swapaxes(k[b0:b1], -1, -2)), (dog, np.swapaxes(v[b0:b1], -1, -2))]
+        )
+        raw = raw.reshape(b1 - b0, hq, sq, sk)
+        dpd = dpd.reshape(raw.shape)
         pd, ds = np.empty_like(raw), np.empty_like(raw)
         native.sdpa_row_backward(
             raw,
@@ -346,9 +351,12 @@ def sdpa_backward(q, k, v, grad_out, mask, lse, *, scale, is_causal, dropout_p, 
             ds,
         )
         pdg, dsg = reference._grouped(pd, hkv), reference._grouped(ds, hkv)
-        dv[b0:b1] = matmul_f32(np.swapaxes(pdg, -1, -2), dog)
-        dq[b0:b1] = (matmul_f32(dsg, k[b0:b1]) * sc).reshape(b1 - b0, hq, sq, d)
-        dk[b0:b1] = matmul_f32(np.swapaxes(dsg, -1, -2), reference._grouped(q[b0:b1], hkv)) * sc
+        dv_c, dq_c, dk_c = matmul_f32_each(
+            [(np.swapaxes(pdg, -1, -2), dog), (dsg, k[b0:b1]), (np.swapaxes(dsg, -1, -2), qg)]
+        )
+        dv[b0:b1] = dv_c
+        dq[b0:b1] = (dq_c * sc).reshape(b1 - b0, hq, sq, d)
+        dk[b0:b1] = dk_c * sc
     return dq, dk, dv
 
 

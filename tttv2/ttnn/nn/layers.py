@@ -16,6 +16,7 @@ import numpy as np
 from ... import ttnn
 from ..device import MeshDevice
 from ..errors import ValidationError
+from ..numerics import fill_in_pieces
 from ..ops._common import output_like
 from ..ops.creation import check_seed
 from ..ops.data_movement import per_device
@@ -246,10 +247,18 @@ def _dropout_mask(uniform: Tensor, p: float) -> Tensor:
     NanoGPT training step draws 13 masks): the same float32 values — 1.0 or 0.0 times the scale rounded to
     float32 — and the same layout and memory config."""
     threshold, scale = np.float32(p), np.float32(1.0 / (1.0 - p))
-    shards = per_device(
-        lambda u: np.multiply(np.greater_equal(u, threshold), scale, dtype=np.float32),
-        uniform.shards("ttnn.nn.functional.dropout"),
-    )
+
+    def mask(u: np.ndarray) -> np.ndarray:  # elementwise, so computed in pieces on the workers, same values
+        flat, out = u.reshape(-1), np.empty(u.shape, dtype=np.float32)
+        res = out.reshape(-1)
+
+        def piece(lo: int, hi: int) -> None:
+            np.multiply(np.greater_equal(flat[lo:hi], threshold), scale, out=res[lo:hi], dtype=np.float32)
+
+        fill_in_pieces(piece, flat.size)
+        return out
+
+    shards = per_device(mask, uniform.shards("ttnn.nn.functional.dropout"))
     return output_like("ttnn.nn.functional.dropout", shards, uniform)
 
 

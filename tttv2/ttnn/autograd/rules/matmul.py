@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...numerics import matmul_f32
+from ...numerics import matmul_f32, matmul_f32_each
 from ..engine import register_backward
 from ._util import act_chain, arrays, grad_like, per_device, unbroadcast
 
@@ -37,17 +37,18 @@ def matmul_grads(a, b, g, *, transpose_a, transpose_b, bias=None, activation=Non
             pre = pre + _bias_rows(bias, pre)
         _, back = act_chain(pre, activation)
         g = back(g)
-    da = db = dbias = None
+    products = []  # the gradient products, computed in one share-out (numerics.matmul_f32_each)
     if need[0]:
-        da = unbroadcast(matmul_f32(g, _swap(b2)), a2.shape)
-        da = _swap(da) if transpose_a else da
-    if need[1] and b2.ndim == 2:  # one weight for every batch: one flat [K, rows] x [rows, N] product
-        db = matmul_f32(a2.reshape(-1, a2.shape[-1]).T, g.reshape(-1, g.shape[-1]))
-        db = db.T if transpose_b else db
-    elif need[1]:
-        db = unbroadcast(matmul_f32(_swap(a2), g), b2.shape)
-        db = _swap(db) if transpose_b else db
-    if need[2] and bias is not None:
+        products.append((g, _swap(b2)))
+    flat_weight = b2.ndim == 2  # one weight for every batch: one flat [K, rows] x [rows, N] product
+    if need[1]:
+        products.append(
+            (a2.reshape(-1, a2.shape[-1]).T, g.reshape(-1, g.shape[-1])) if flat_weight else (_swap(a2), g)
+        )
+    dbias = None
+
+    def bias_grad() -> None:  # the caller's own work while the workers take product pieces
+        nonlocal dbias
         n = g.shape[-1]
         rows = bias.reshape(-1, n)
         out = np.zeros(rows.shape, dtype=np.float32)
@@ -56,6 +57,19 @@ def matmul_grads(a, b, g, *, transpose_a, transpose_b, bias=None, activation=Non
         else:
             out[:] = g.reshape(-1, rows.shape[0], n).sum(axis=0, dtype=np.float32)
         dbias = out.reshape(bias.shape)
+
+    results = matmul_f32_each(products, side=bias_grad if need[2] and bias is not None else None)
+    da = db = None
+    if need[0]:
+        da = unbroadcast(results.pop(0), a2.shape)
+        da = _swap(da) if transpose_a else da
+    if need[1]:
+        db = results.pop(0)
+        if flat_weight:
+            db = db.T if transpose_b else db
+        else:
+            db = unbroadcast(db, b2.shape)
+            db = _swap(db) if transpose_b else db
     return da, db, dbias
 
 
