@@ -409,6 +409,11 @@ def verify_summary(results, status: dict, targets: list[str], code: int, args, r
             )
         if c.get("build_failed"):
             extra.append(f"{_count(c['build_failed'], 'twin')} failed to build")
+        if c.get("shared_arguments"):
+            extra.append(
+                f"{_count(c['shared_arguments'], 'constructor argument object')} shared with the twin, not "
+                f"copyable (first: {c.get('shared_first', '')})"
+            )
         if c.get("one_mode_only"):
             extra.append(
                 f"{_count(c['one_mode_only'], 'call')} not checked: the twin reads one dict per mode, and the "

@@ -20,6 +20,9 @@ Results go into the store's ``verifications`` table: one row per run × case × 
 from __future__ import annotations
 
 import contextlib
+import copy
+import copyreg
+import enum
 import importlib.util
 import inspect
 import re
@@ -188,6 +191,10 @@ class _Counts:
     not_shadowed: int = 0  # subclasses, or layers outside --layers
     unchecked_calls: int = 0  # calls that ran TTTv1 only (sampled out, or the twin was retired)
     one_mode_only: int = 0  # calls of a per-mode twin's instance that never ran in the other mode's dict
+    shared_arguments: int = (
+        0  # objects in constructor arguments that could not be copied: the twin got TTTv1's
+    )
+    shared_first: str = ""  # the first of them: its type and why
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -283,8 +290,26 @@ class Shadow:
         except TypeError:
             self._strong_states[id(instance)] = (instance, state)
 
-    def constructed(self, target: str, cls: type, instance, args: tuple, kwargs: dict, init) -> None:
-        """After ``cls.__init__`` built ``instance``: build its twin from the same arguments."""
+    def arguments(self, target: str, cls: type, instance, args: tuple, kwargs: dict):
+        """Before ``cls.__init__`` runs on ``instance``: the twin's own copies of its arguments
+        (``own_arguments``), or None for an instance that is not shadowed (not a target, a subclass)."""
+        if target not in self.counts or type(instance) is not cls:
+            return None
+        with self.suspend():
+            owned_args, owned_kwargs, uncopied = own_arguments(args, kwargs)
+        counts = self.counts[target]
+        counts.shared_arguments += len(uncopied)
+        if uncopied and not counts.shared_first:
+            counts.shared_first = uncopied[0]
+        return owned_args, owned_kwargs, uncopied
+
+    def constructed(
+        self, target: str, cls: type, instance, args: tuple, kwargs: dict, init, owned=None
+    ) -> None:
+        """After ``cls.__init__`` built ``instance``: build its twin from its own copies of the same arguments
+        (``owned``, from ``arguments`` before TTTv1's ``__init__`` ran; else the arguments themselves)."""
+        if owned is not None:
+            args, kwargs, _ = owned
         counts = self.counts.get(target)
         if counts is None:
             return
@@ -523,3 +548,76 @@ def _with_mode(original, copies, mode: str | None):
     if mode is None or set(inspect.signature(original).parameters) & {"mode", "llm_mode"}:
         return copies
     return copies[0], {**copies[1], "mode": mode}
+
+
+# --- the twin's own constructor arguments ------------------------------------------------------------------------
+# Objects of these packages are shared with the twin, never copied: devices, ttnn / torch / numpy tensors, memory
+# and program configs, tokenizers. They are what TTTv1 and the twin must share (one device) or data neither changes
+# (weights), and copying them would cost the model's memory again.
+_SHARED_PACKAGES = frozenset({"ttnn", "tttv2", "torch", "numpy", "transformers", "tokenizers", "safetensors"})
+_ATOMIC = (type(None), bool, int, float, complex, str, bytes, range, slice, enum.Enum, type, BaseException)
+
+
+def _shared(value) -> bool:
+    if isinstance(value, _ATOMIC):
+        return True
+    if inspect.isroutine(value) or inspect.ismodule(value) or inspect.isclass(value):
+        return True
+    return type(value).__module__.partition(".")[0] in _SHARED_PACKAGES
+
+
+class _ArgumentCopier:
+    """Copies of a constructor's arguments for the twin (``own``): lists, tuples, dicts, sets and the user's own
+    objects (a prefetcher setup, a CCL helper, a model-args object) are copied all the way down, keeping shared
+    references shared (one memo); what ``_shared`` names is handed over as is. An object that cannot be copied
+    (it holds a lock, a file, a generator) is handed over as is too, and named in ``uncopied``."""
+
+    def __init__(self):
+        self.memo: dict = {}
+        self.uncopied: list[str] = []
+
+    def own(self, value, memo=None):
+        memo = self.memo if memo is None else memo
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        if _shared(value):
+            return value
+        kind = type(value)
+        if kind in (list, dict, set):
+            made = kind()
+            memo[key] = made
+            if kind is list:
+                made.extend(self.own(v, memo) for v in value)
+            elif kind is dict:
+                made.update((self.own(k, memo), self.own(v, memo)) for k, v in value.items())
+            else:
+                made.update(self.own(v, memo) for v in value)
+            return made
+        if kind is tuple:
+            made = tuple(self.own(v, memo) for v in value)
+            return memo.setdefault(key, made)
+        try:
+            if getattr(value, "__deepcopy__", None) is not None:  # the class says how it is copied
+                made = copy.deepcopy(value, memo)
+            else:
+                reductor = copyreg.dispatch_table.get(kind)
+                reduced = reductor(value) if reductor is not None else value.__reduce_ex__(4)
+                if isinstance(reduced, str):  # a global, pickled by name: itself
+                    return value
+                made = copy._reconstruct(value, memo, *reduced, deepcopy=self.own)
+        except Exception as exc:  # not copyable: the twin gets TTTv1's own object, and the report says so
+            self.uncopied.append(f"{kind.__name__} ({type(exc).__name__}: {exc})"[:_MAX_MESSAGE])
+            memo[key] = value
+            return value
+        memo[key] = made
+        return made
+
+
+def own_arguments(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[str]]:
+    """``(args, kwargs, uncopied)``: the twin's own copies of a TTTv1 constructor's arguments, taken before TTTv1's
+    ``__init__`` runs, so neither constructor sees what the other did to a stateful argument (a prefetcher setup
+    that each module registers its weights in). Devices, tensors and configs stay shared (``_shared``)."""
+    copier = _ArgumentCopier()
+    owned_args, owned_kwargs = copier.own((tuple(args), dict(kwargs)))
+    return owned_args, owned_kwargs, copier.uncopied
