@@ -159,6 +159,7 @@ class _State:
     per_mode: bool = (
         False  # such a twin: called with mode= (the dict's LLM_MODE) when TTTv1's entry takes none
     )
+    dicts: dict | None = None  # a per-mode twin's dicts, by mode, as it was built with them
 
 
 @dataclass
@@ -385,7 +386,9 @@ class Shadow:
             )  # TTTv1 raised (the program sees it): the twin is out of step
             raise
         if failure is None and state.per_mode:
-            copies = _with_mode(original, copies, _dict_mode(instance))
+            mode = _dict_mode(instance)
+            failure = _switched(instance.model_config, state.dicts, mode, _setter(instance))
+            copies = _with_mode(original, copies, mode)
         if failure is None:
             failure = self._compare(state, original.__name__, copies, output)
         if failure is not None:
@@ -413,12 +416,15 @@ class Shadow:
                 "or 'prefill', so which mode's dict this call ran with is not known",
             )
             return output
-        pending.dicts[mode] = instance.model_config
+        pending.dicts.setdefault(mode, instance.model_config)  # the first dict of each mode builds the twin
+        config = instance.model_config
         with self.suspend():
             copies = clone_inputs((list(args), dict(kwargs)))
         output = original(instance, *args, **kwargs)  # TTTv1 raising: the program sees it, as without verify
         with self.suspend():
-            pending.calls.append((result, original, copies, clone_inputs(output), mode))
+            pending.calls.append(
+                (result, original, copies, clone_inputs(output), mode, config, _setter(instance))
+            )
         self.counts[target].one_mode_only += 1
         if len(pending.dicts) == 2:
             self._build_and_replay(target, state)
@@ -440,10 +446,11 @@ class Shadow:
                 self.counts[target].build_failed += 1
             else:
                 self.counts[target].twins += 1
+                state.dicts = dict(pending.dicts)
                 state.twin_class = twin_cls.__name__
                 state.generated = by_class[twin_cls].shown
                 state.generated_path = by_class[twin_cls].path
-        for result, original, copies, output, mode in pending.calls:
+        for result, original, copies, output, mode, config, setter in pending.calls:
             if state.error is not None:
                 self._done(result, state.error)
                 continue
@@ -452,7 +459,9 @@ class Shadow:
                 continue
             if not result.twin_class:
                 result.twin_class = state.twin_class
-            failure = self._compare(state, original.__name__, _with_mode(original, copies, mode), output)
+            failure = _switched(config, state.dicts, mode, setter) or self._compare(
+                state, original.__name__, _with_mode(original, copies, mode), output
+            )
             if failure is not None:
                 state.retired, state.twin = True, None
             self._done(result, failure)
@@ -540,6 +549,35 @@ def _dict_mode(instance) -> str | None:
     config = getattr(instance, "model_config", None)
     mode = config.get("LLM_MODE") if isinstance(config, dict) else None
     return mode if mode in ("decode", "prefill") else None
+
+
+def _setter(instance) -> str:
+    return "set_model_config" if hasattr(instance, "set_model_config") else "its setter"
+
+
+def _switched(config: dict, dicts: dict, mode: str, setter: str) -> str | None:
+    """Why a per-mode twin cannot check a call TTTv1 ran with ``config``: its setter (``setter``) switched it to
+    another dict of that mode than the twin was built with
+    (Falcon-40B's prefill dict is one per sequence length). The twin's fields were computed from one dict per
+    mode, so the call is a failed case naming the setter and the keys that differ; None when the dicts are equal."""
+    built = dicts[mode]
+    if config is built:
+        return None
+    try:
+        if config == built:
+            return None
+        keys = sorted(
+            k for k in set(config) | set(built) if k not in config or k not in built or config[k] != built[k]
+        )
+    except Exception:  # a value whose comparison raises: the dicts cannot be told equal
+        keys = []
+    shown = ", ".join(map(str, keys[:4])) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+    return (
+        f"TTTv1 was switched by {setter} to another {mode} dict than the twin was built with"
+        + (f" (keys that differ: {shown})" if shown else "")
+        + f"; the twin's {mode} fields are computed once from the first {mode} dict, so a call with another one "
+        "is not checked (build the twin per dict: verify runs of one dict per mode)"
+    )
 
 
 def _with_mode(original, copies, mode: str | None):

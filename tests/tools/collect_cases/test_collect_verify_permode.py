@@ -31,8 +31,9 @@ from tttv2 import ttnn
 from rcon.dict_mode_block import TtDictModeBlock
 
 
-def mode_dict(mode):
-    memcfg = ttnn.L1_MEMORY_CONFIG if mode == "decode" else ttnn.DRAM_MEMORY_CONFIG
+def mode_dict(mode, rows=128):
+    # as Falcon-40B's get_model_config: the prefill dict depends on the sequence length
+    memcfg = ttnn.L1_MEMORY_CONFIG if mode == "decode" or rows <= 64 else ttnn.DRAM_MEMORY_CONFIG
     return {"LLM_MODE": mode, "OUT_MEMCFG": memcfg}
 
 
@@ -50,6 +51,11 @@ if sys.argv[1:] != ["prefill-only"]:
     block.set_model_config(mode_dict("decode"))
     for _ in range(2):
         print("decode", list(block(rows(32)).shape))
+    block.set_model_config(mode_dict("prefill"))  # an equal dict again: the twin still checks it
+    print("prefill", list(block(rows(128)).shape))
+if sys.argv[1:] == ["two-lengths"]:  # a second prefill length, with its own dict
+    block.set_model_config(mode_dict("prefill", rows=64))
+    print("prefill", list(block(rows(64)).shape))
 """
 
 
@@ -79,9 +85,23 @@ def test_a_module_switched_between_dicts_is_verified_after_both_modes_ran(packag
     code = _verify(package, monkeypatch=monkeypatch)
     err = capsys.readouterr().err
     assert code == 0, err
-    assert "rcon.dict_mode_block:TtDictModeBlock: passed: 2 of 2 cases and 3 of 3 calls equal" in err, err
+    assert "rcon.dict_mode_block:TtDictModeBlock: passed: 2 of 2 cases and 4 of 4 calls equal" in err, err
     with CaseStore(package / "v.sqlite") as store:
-        assert sorted((r.checked, r.passed) for r in store.verifications()) == [(1, 1), (2, 2)]
+        assert sorted((r.checked, r.passed) for r in store.verifications()) == [(2, 2), (2, 2)]
+
+
+def test_a_second_dict_of_one_mode_is_a_failed_case_naming_the_setter(package, monkeypatch, capsys):
+    """Falcon-40B's prefill dict is one per sequence length: TTTv1 switched by ``set_model_config`` to the 64-row
+    prefill dict runs on, the twin (fields from the 128-row dict) cannot follow: that call's case fails, naming
+    the setter and the key, and the program's own output is unchanged."""
+    code = _verify(package, "two-lengths", monkeypatch=monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "FAILED: 2 of 3 cases and 4 of 5 calls equal" in err, err
+    assert (
+        "case 1x2 forward, x 1x1x64x64 bfloat16: TTTv1 was switched by set_model_config to another prefill dict "
+        "than the twin was built with (keys that differ: OUT_MEMCFG)"
+    ) in err, err
 
 
 def test_a_program_that_never_switches_the_dict_checks_nothing_and_says_why(package, monkeypatch, capsys):
@@ -112,7 +132,7 @@ def test_a_twin_whose_decode_differs_fails_the_decode_case_only(package, monkeyp
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 1, err
-    assert "FAILED: 1 of 2 cases and 1 of 2 calls equal" in err and "1 call ran TTTv1 only" in err, err
+    assert "FAILED: 1 of 2 cases and 1 of 2 calls equal" in err and "2 calls ran TTTv1 only" in err, err
     assert "case 1x2 forward, x 1x1x32x64 bfloat16: output: device 0" in err, err
 
 
@@ -215,3 +235,58 @@ def test_the_per_mode_shadow_fails_what_it_cannot_check_and_stops_at_a_differenc
         "the twin reads one config dict per mode, but TTTv1's model_config has no"
     ), failures
     assert sum(r.passed for r in results) == 3
+
+
+def test_a_second_dict_of_one_mode_before_the_twin_is_built_fails_its_replayed_call(tmp_path, monkeypatch):
+    """Two prefill dicts (two lengths) before the first decode: the twin is built with the first; the replayed call
+    made with the second is a failed case naming the setter and the key; the call made with the first passes."""
+    import importlib
+
+    import torch
+
+    from tests.tools.collect_cases.test_collect_verify import _shadowed
+    from tttv2 import ttnn
+
+    for name in ("toypermode", "toypermode.gain"):  # another test's copy of the toy may be imported
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    generated = _toy(tmp_path, monkeypatch)
+    recorder, shadow = _shadowed(tmp_path, generated)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    try:
+        Gain = importlib.import_module("toypermode.gain").Gain
+        x = ttnn.from_torch(
+            torch.ones(1, 1, 32, 32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+        )
+        first, second = {"LLM_MODE": "prefill", "GAIN": 0.5}, {"LLM_MODE": "prefill", "GAIN": 0.25}
+        module = Gain(mesh, first)
+        for config in (first, second, {"LLM_MODE": "decode", "GAIN": 2.0}):
+            module.set_model_config(config)
+            module.forward(x)
+    finally:
+        recorder.close()
+        ttnn.close_mesh_device(mesh)
+    results = list(shadow._results.values())
+    failures = [r.first_failure for r in results if r.first_failure]
+    assert failures == [
+        "TTTv1 was switched by set_model_config to another prefill dict than the twin was built with (keys that "
+        "differ: GAIN); the twin's prefill fields are computed once from the first prefill dict, so a call with "
+        "another one is not checked (build the twin per dict: verify runs of one dict per mode)"
+    ], failures
+    assert sum(r.passed for r in results) == 1  # the first prefill call; the twin is then out of step
+
+
+def test_switched_names_the_keys_the_setter_and_survives_a_comparison_that_raises():
+    from tttv2_tools.collect_cases.verify import _setter, _switched
+
+    class Odd:
+        def __eq__(self, other):
+            raise TypeError("no")
+
+    built = {"LLM_MODE": "prefill", **{f"K{i}": i for i in range(6)}}
+    assert _switched(built, {"prefill": built}, "prefill", "s") is None
+    assert _switched(dict(built), {"prefill": built}, "prefill", "s") is None  # equal: the same dict
+    many = _switched({"LLM_MODE": "prefill", "K9": 1}, {"prefill": built}, "prefill", "set_cfg")
+    assert "switched by set_cfg" in many and "(keys that differ: K0, K1, K2, K3 and 3 more)" in many
+    odd = _switched({"A": Odd()}, {"prefill": {"A": Odd()}}, "prefill", "s")
+    assert "keys that differ" not in odd and odd.startswith("TTTv1 was switched by s to another prefill dict")
+    assert _setter(object()) == "its setter"
