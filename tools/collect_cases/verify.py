@@ -160,6 +160,8 @@ class _State:
         False  # such a twin: called with mode= (the dict's LLM_MODE) when TTTv1's entry takes none
     )
     dicts: dict | None = None  # a per-mode twin's dicts, by mode, as it was built with them
+    arguments: tuple | None = None  # a per-mode twin's untouched copies of the constructor's (args, kwargs)
+    rebuilt: str | None = None  # why the twin was last rebuilt (TTTv1 switched to another dict of one mode)
 
 
 @dataclass
@@ -196,6 +198,7 @@ class _Counts:
         0  # objects in constructor arguments that could not be copied: the twin got TTTv1's
     )
     shared_first: str = ""  # the first of them: its type and why
+    rebuilt: int = 0  # per-mode twins rebuilt: TTTv1's setter switched it to another dict of one mode
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -387,7 +390,7 @@ class Shadow:
             raise
         if failure is None and state.per_mode:
             mode = _dict_mode(instance)
-            failure = _switched(instance.model_config, state.dicts, mode, _setter(instance))
+            failure = self._follow(target, state, instance.model_config, mode, _setter(instance))
             copies = _with_mode(original, copies, mode)
         if failure is None:
             failure = self._compare(state, original.__name__, copies, output)
@@ -431,25 +434,15 @@ class Shadow:
         return output
 
     def _build_and_replay(self, target: str, state: _State) -> None:
-        from tttv2.testing.equivalence import build_twin
 
         pending, state.pending = state.pending, None
         self.counts[target].one_mode_only -= len(pending.calls)
-        files = self.files[target]
-        by_class = {c: tf for tf in files for c in tf.classes}
-        extra = {f"{m}_model_config": pending.dicts[m] for m in ("decode", "prefill")}
-        with self.suspend():
-            try:
-                state.twin, twin_cls = build_twin(list(by_class), pending.args, {**pending.kwargs, **extra})
-            except Exception as exc:
-                state.error = describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
-                self.counts[target].build_failed += 1
-            else:
-                self.counts[target].twins += 1
-                state.dicts = dict(pending.dicts)
-                state.twin_class = twin_cls.__name__
-                state.generated = by_class[twin_cls].shown
-                state.generated_path = by_class[twin_cls].path
+        state.arguments, state.dicts = (pending.args, pending.kwargs), dict(pending.dicts)
+        state.error = self._build_per_mode(target, state)
+        if state.error is None:
+            self.counts[target].twins += 1
+        else:
+            self.counts[target].build_failed += 1
         for result, original, copies, output, mode, config, setter in pending.calls:
             if state.error is not None:
                 self._done(result, state.error)
@@ -459,12 +452,45 @@ class Shadow:
                 continue
             if not result.twin_class:
                 result.twin_class = state.twin_class
-            failure = _switched(config, state.dicts, mode, setter) or self._compare(
+            failure = self._follow(target, state, config, mode, setter) or self._compare(
                 state, original.__name__, _with_mode(original, copies, mode), output
             )
             if failure is not None:
                 state.retired, state.twin = True, None
             self._done(result, failure)
+
+    def _build_per_mode(self, target: str, state: _State) -> str | None:
+        """(Re)build a per-mode twin with ``state.dicts``, from fresh copies of the constructor's arguments (the
+        kept ones stay untouched, so a rebuild sees them as TTTv1's ``__init__`` did); the failure, or None."""
+        from tttv2.testing.equivalence import build_twin
+
+        files = self.files[target]
+        by_class = {c: tf for tf in files for c in tf.classes}
+        extra = {f"{m}_model_config": state.dicts[m] for m in ("decode", "prefill")}
+        state.twin = None  # a rebuild drops the old twin (and its device memory) first
+        with self.suspend():
+            try:
+                args, kwargs, _ = own_arguments(*state.arguments)
+                state.twin, twin_cls = build_twin(list(by_class), args, {**kwargs, **extra})
+            except Exception as exc:
+                return describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
+        state.twin_class = twin_cls.__name__
+        state.generated = by_class[twin_cls].shown
+        state.generated_path = by_class[twin_cls].path
+        return None
+
+    def _follow(self, target: str, state: _State, config, mode: str | None, setter: str) -> str | None:
+        """Before a per-mode twin's call: when TTTv1's setter switched it to another dict of that mode than the
+        twin was built with (Falcon-40B's prefill dict is one per sequence length), the twin follows: it is rebuilt
+        with that dict (``_build_per_mode``). The failure if the rebuild raises, else None."""
+        switched = _switched(config, state.dicts, mode, setter)
+        if switched is None:
+            return None
+        state.dicts = {**state.dicts, mode: config}
+        self.counts[target].rebuilt += 1
+        state.rebuilt = switched
+        failure = self._build_per_mode(target, state)
+        return None if failure is None else f"{switched}; rebuilding the twin with it: {failure}"
 
     def _compare(self, state: _State, entry: str, copies, output) -> str | None:
         from tttv2.testing.equivalence import first_difference
@@ -480,7 +506,11 @@ class Shadow:
                 difference = first_difference(output, got, atol=self.atol, rtol=self.rtol)
             except Exception as exc:
                 return describe_exception(exc, "comparing the outputs")
-        return None if difference is None else str(difference)
+        if difference is None:
+            return None
+        if state.rebuilt is not None:  # a rebuilt twin's own state (a KV cache it keeps) started empty
+            return f"{difference} (the twin was rebuilt after {state.rebuilt}: state it keeps itself started empty)"
+        return str(difference)
 
     def _result(self, target: str, fields_json: str, state: _State) -> _Result:
         key = (target, fields_json, state.generated)
@@ -560,8 +590,8 @@ def _switched(config: dict, dicts: dict, mode: str, setter: str) -> str | None:
     another dict of that mode than the twin was built with
     (Falcon-40B's prefill dict is one per sequence length). The twin's fields were computed from one dict per
     mode, so the call is a failed case naming the setter and the keys that differ; None when the dicts are equal."""
-    built = dicts[mode]
-    if config is built:
+    built = dicts.get(mode)
+    if built is None or config is built:  # no LLM_MODE: the call fails on its own (_with_mode)
         return None
     try:
         if config == built:
@@ -572,11 +602,8 @@ def _switched(config: dict, dicts: dict, mode: str, setter: str) -> str | None:
     except Exception:  # a value whose comparison raises: the dicts cannot be told equal
         keys = []
     shown = ", ".join(map(str, keys[:4])) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
-    return (
-        f"TTTv1 was switched by {setter} to another {mode} dict than the twin was built with"
-        + (f" (keys that differ: {shown})" if shown else "")
-        + f"; the twin's {mode} fields are computed once from the first {mode} dict, so a call with another one "
-        "is not checked (build the twin per dict: verify runs of one dict per mode)"
+    return f"{setter} switched TTTv1 to another {mode} dict" + (
+        f" (keys that differ: {shown})" if shown else ""
     )
 
 
