@@ -88,7 +88,8 @@ class _DeadStores(StatementTransformer):
             self.prov.drop(node, reason)
 
     def leave_IndentedBlock(self, original_node, updated_node):
-        # statements after a return / raise / ``assert False`` never run; a block left empty renders as ``pass``
+        # statements after a return / raise never run; a block left empty renders as ``pass``. Those after
+        # ``assert False`` are kept: under ``python -O`` the assert is stripped and they run
         body = list(updated_node.body)
         for index, statement in enumerate(body):
             if _ends_the_block(statement) and index + 1 < len(body):
@@ -105,12 +106,9 @@ class _DeadStores(StatementTransformer):
 
 
 def _ends_the_block(statement: cst.CSTNode) -> bool:
-    """A return, a raise, or ``assert False`` (Llama-2-70B's attention: ``assert False, "Legacy ccl call
-    removed ..."`` before code that then never runs, with calls the inliner would otherwise copy)."""
-    small = small_statement(statement)
-    if isinstance(small, (cst.Return, cst.Raise)):
-        return True
-    return isinstance(small, cst.Assert) and isinstance(small.test, cst.Name) and small.test.value == "False"
+    """A return or a raise. Not ``assert False`` (Llama-2-70B's attention: ``assert False, "Legacy ccl call
+    removed ..."``): under ``python -O`` it is stripped and the code after it runs."""
+    return isinstance(small_statement(statement), (cst.Return, cst.Raise))
 
 
 def _rename_targets(assign: cst.Assign, unused: set[str]) -> cst.Assign:
