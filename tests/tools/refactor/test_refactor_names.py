@@ -290,3 +290,26 @@ def test_a_nested_branch_that_loses_its_locals_fails_the_run(tmp_path, monkeypat
     run = plan_run(INPUTS / "rhelp" / "block.py", None, out=tmp_path / "out")
     kinds = {(g.what, g.reason.split(" (")[0]) for g in run.gaps}
     assert ("skip_mem_cfg", "read by the generated code but neither defined nor imported in it") in kinds
+
+
+def test_a_name_read_only_after_assert_false_is_tttv1s_own_not_a_gap():
+    """Code after ``assert False`` is kept (it runs under ``python -O``); a name it reads that nothing defines is
+    TTTv1's own (Llama-2-70B's attention returns ``tt_matmul_out_tensor``, whose assignment is commented out),
+    not one the tool lost. The same name read before the assert, or after an assert that can pass, is a gap."""
+    text = (
+        "class M:\n"
+        "    def f(self, x):\n"
+        "        if x:\n"
+        "            assert False, 'removed'\n"
+        "            return gone_a\n"
+        "        assert x, 'may pass'\n"
+        "        return gone_b\n"
+        "    def g(self):\n"
+        "        y = gone_c\n"
+        "        assert False\n"
+        "        return y, gone_d\n"
+    )
+    assert [(g.loc, g.what) for g in undefined_names(text, "m_1d.py")] == [
+        ("m_1d.py:7", "gone_b"),
+        ("m_1d.py:9", "gone_c"),
+    ]
