@@ -294,6 +294,41 @@ def test_the_twins_arguments_are_copies_with_devices_tensors_and_configs_shared(
     assert registry.items == []
 
 
+class _OwnCopy:
+    def __init__(self):
+        self.copies = 0
+
+    def __deepcopy__(self, memo):
+        made = _OwnCopy()
+        made.copies = self.copies + 1
+        return made
+
+
+class _ByName:
+    def __reduce__(self):
+        return "BY_NAME"
+
+
+BY_NAME = _ByName()
+
+
+def test_the_twins_arguments_follow_each_objects_own_copy_rules():
+    """An object's ``__deepcopy__`` is used; one pickled by name (``__reduce__`` returning a string) is itself; a
+    copyreg-registered type (a compiled pattern) goes through its reductor; sets and tuples are copied, a module
+    and a function are shared."""
+    import re
+
+    from tttv2_tools.collect_cases.verify import own_arguments
+
+    own, pattern, tags = _OwnCopy(), re.compile("w[0-9]"), {"a", "b"}
+    (copied, named, pat, got_tags, pair, module, fn), _, uncopied = own_arguments(
+        (own, BY_NAME, pattern, tags, (tags, [1]), re, re.compile), {}
+    )
+    assert copied.copies == 1 and named is BY_NAME and pat.pattern == "w[0-9]"
+    assert got_tags == tags and got_tags is not tags and pair[0] is got_tags and pair[1] == [1]
+    assert module is re and fn is re.compile and uncopied == []
+
+
 # --- options: --sample, --layers, tolerances -------------------------------------------------------------------
 def test_sample_and_layers_limit_what_is_checked(twins, tmp_path, monkeypatch, capsys):
     store = tmp_path / "v.sqlite"
