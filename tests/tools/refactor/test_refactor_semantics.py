@@ -299,3 +299,23 @@ def test_class_members_that_cannot_be_rebuilt_are_gaps():
     assert set(gaps) == {"self.twice", "self.FROM_MODULE"}
     assert "more than one statement" in gaps["self.twice"]
     assert "computed from BASE" in gaps["self.FROM_MODULE"]
+
+
+def test_an_assert_false_line_says_why_ruff_should_keep_it():
+    """B011 (``assert False``) is what keeps ``python -O`` parity: the line says so, after a comment already
+    there; a line with its own ``noqa`` is left as it is."""
+    import libcst as cst
+
+    from tttv2_tools.refactor.cleanup import B011_REASON, lint_after_specialising
+
+    source = (
+        "def f(x):\n"
+        "    assert False, 'no'\n"
+        "    assert False  # removed upstream\n"
+        "    assert False  # noqa: B011 (as tt-metal)\n"
+        "    assert x\n"
+    )
+    lines = lint_after_specialising(cst.parse_module(source)).code.splitlines()
+    assert lines[1] == f"    assert False, 'no'  # noqa: B011 {B011_REASON}"
+    assert lines[2] == f"    assert False  # removed upstream  # noqa: B011 {B011_REASON}"
+    assert lines[3:] == ["    assert False  # noqa: B011 (as tt-metal)", "    assert x"]
