@@ -409,6 +409,16 @@ def verify_summary(results, status: dict, targets: list[str], code: int, args, r
             )
         if c.get("build_failed"):
             extra.append(f"{_count(c['build_failed'], 'twin')} failed to build")
+        if c.get("shared_arguments"):
+            extra.append(
+                f"{_count(c['shared_arguments'], 'constructor argument object')} shared with the twin, not "
+                f"copyable (first: {c.get('shared_first', '')})"
+            )
+        if c.get("rebuilt"):
+            extra.append(
+                f"{_count(c['rebuilt'], 'twin rebuild')}: the setter switched TTTv1 to another dict of one mode "
+                "(state a rebuilt twin keeps itself starts empty)"
+            )
         if c.get("one_mode_only"):
             extra.append(
                 f"{_count(c['one_mode_only'], 'call')} not checked: the twin reads one dict per mode, and the "

@@ -147,10 +147,13 @@ class Recorder:
                 init_args[instance] = {n: bound[n] for n in INIT_NAMES if n in bound}
             except TypeError:  # unbindable (the real __init__ will say why) or not weak-referenceable
                 pass
-            result = original(instance, *args, **kwargs)
             shadow = recorder.shadow
+            owned = None
+            if shadow is not None and not shadow.suspended():  # the twin's copies, before TTTv1 changes them
+                owned = shadow.arguments(target, cls, instance, args, kwargs)
+            result = original(instance, *args, **kwargs)
             if shadow is not None and not shadow.suspended():
-                shadow.constructed(target, cls, instance, args, kwargs, recorder._init_of(instance))
+                shadow.constructed(target, cls, instance, args, kwargs, recorder._init_of(instance), owned)
             return result
 
         return init

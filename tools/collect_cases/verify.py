@@ -20,6 +20,9 @@ Results go into the store's ``verifications`` table: one row per run × case × 
 from __future__ import annotations
 
 import contextlib
+import copy
+import copyreg
+import enum
 import importlib.util
 import inspect
 import re
@@ -156,6 +159,9 @@ class _State:
     per_mode: bool = (
         False  # such a twin: called with mode= (the dict's LLM_MODE) when TTTv1's entry takes none
     )
+    dicts: dict | None = None  # a per-mode twin's dicts, by mode, as it was built with them
+    arguments: tuple | None = None  # a per-mode twin's untouched copies of the constructor's (args, kwargs)
+    rebuilt: str | None = None  # why the twin was last rebuilt (TTTv1 switched to another dict of one mode)
 
 
 @dataclass
@@ -188,6 +194,11 @@ class _Counts:
     not_shadowed: int = 0  # subclasses, or layers outside --layers
     unchecked_calls: int = 0  # calls that ran TTTv1 only (sampled out, or the twin was retired)
     one_mode_only: int = 0  # calls of a per-mode twin's instance that never ran in the other mode's dict
+    shared_arguments: int = (
+        0  # objects in constructor arguments that could not be copied: the twin got TTTv1's
+    )
+    shared_first: str = ""  # the first of them: its type and why
+    rebuilt: int = 0  # per-mode twins rebuilt: TTTv1's setter switched it to another dict of one mode
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -283,8 +294,26 @@ class Shadow:
         except TypeError:
             self._strong_states[id(instance)] = (instance, state)
 
-    def constructed(self, target: str, cls: type, instance, args: tuple, kwargs: dict, init) -> None:
-        """After ``cls.__init__`` built ``instance``: build its twin from the same arguments."""
+    def arguments(self, target: str, cls: type, instance, args: tuple, kwargs: dict):
+        """Before ``cls.__init__`` runs on ``instance``: the twin's own copies of its arguments
+        (``own_arguments``), or None for an instance that is not shadowed (not a target, a subclass)."""
+        if target not in self.counts or type(instance) is not cls:
+            return None
+        with self.suspend():
+            owned_args, owned_kwargs, uncopied = own_arguments(args, kwargs)
+        counts = self.counts[target]
+        counts.shared_arguments += len(uncopied)
+        if uncopied and not counts.shared_first:
+            counts.shared_first = uncopied[0]
+        return owned_args, owned_kwargs, uncopied
+
+    def constructed(
+        self, target: str, cls: type, instance, args: tuple, kwargs: dict, init, owned=None
+    ) -> None:
+        """After ``cls.__init__`` built ``instance``: build its twin from its own copies of the same arguments
+        (``owned``, from ``arguments`` before TTTv1's ``__init__`` ran; else the arguments themselves)."""
+        if owned is not None:
+            args, kwargs, _ = owned
         counts = self.counts.get(target)
         if counts is None:
             return
@@ -360,7 +389,9 @@ class Shadow:
             )  # TTTv1 raised (the program sees it): the twin is out of step
             raise
         if failure is None and state.per_mode:
-            copies = _with_mode(original, copies, _dict_mode(instance))
+            mode = _dict_mode(instance)
+            failure = self._follow(target, state, instance.model_config, mode, _setter(instance))
+            copies = _with_mode(original, copies, mode)
         if failure is None:
             failure = self._compare(state, original.__name__, copies, output)
         if failure is not None:
@@ -388,37 +419,31 @@ class Shadow:
                 "or 'prefill', so which mode's dict this call ran with is not known",
             )
             return output
-        pending.dicts[mode] = instance.model_config
+        pending.dicts.setdefault(mode, instance.model_config)  # the first dict of each mode builds the twin
+        config = instance.model_config
         with self.suspend():
             copies = clone_inputs((list(args), dict(kwargs)))
         output = original(instance, *args, **kwargs)  # TTTv1 raising: the program sees it, as without verify
         with self.suspend():
-            pending.calls.append((result, original, copies, clone_inputs(output), mode))
+            pending.calls.append(
+                (result, original, copies, clone_inputs(output), mode, config, _setter(instance))
+            )
         self.counts[target].one_mode_only += 1
         if len(pending.dicts) == 2:
             self._build_and_replay(target, state)
         return output
 
     def _build_and_replay(self, target: str, state: _State) -> None:
-        from tttv2.testing.equivalence import build_twin
 
         pending, state.pending = state.pending, None
         self.counts[target].one_mode_only -= len(pending.calls)
-        files = self.files[target]
-        by_class = {c: tf for tf in files for c in tf.classes}
-        extra = {f"{m}_model_config": pending.dicts[m] for m in ("decode", "prefill")}
-        with self.suspend():
-            try:
-                state.twin, twin_cls = build_twin(list(by_class), pending.args, {**pending.kwargs, **extra})
-            except Exception as exc:
-                state.error = describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
-                self.counts[target].build_failed += 1
-            else:
-                self.counts[target].twins += 1
-                state.twin_class = twin_cls.__name__
-                state.generated = by_class[twin_cls].shown
-                state.generated_path = by_class[twin_cls].path
-        for result, original, copies, output, mode in pending.calls:
+        state.arguments, state.dicts = (pending.args, pending.kwargs), dict(pending.dicts)
+        state.error = self._build_per_mode(target, state)
+        if state.error is None:
+            self.counts[target].twins += 1
+        else:
+            self.counts[target].build_failed += 1
+        for result, original, copies, output, mode, config, setter in pending.calls:
             if state.error is not None:
                 self._done(result, state.error)
                 continue
@@ -427,10 +452,45 @@ class Shadow:
                 continue
             if not result.twin_class:
                 result.twin_class = state.twin_class
-            failure = self._compare(state, original.__name__, _with_mode(original, copies, mode), output)
+            failure = self._follow(target, state, config, mode, setter) or self._compare(
+                state, original.__name__, _with_mode(original, copies, mode), output
+            )
             if failure is not None:
                 state.retired, state.twin = True, None
             self._done(result, failure)
+
+    def _build_per_mode(self, target: str, state: _State) -> str | None:
+        """(Re)build a per-mode twin with ``state.dicts``, from fresh copies of the constructor's arguments (the
+        kept ones stay untouched, so a rebuild sees them as TTTv1's ``__init__`` did); the failure, or None."""
+        from tttv2.testing.equivalence import build_twin
+
+        files = self.files[target]
+        by_class = {c: tf for tf in files for c in tf.classes}
+        extra = {f"{m}_model_config": state.dicts[m] for m in ("decode", "prefill")}
+        state.twin = None  # a rebuild drops the old twin (and its device memory) first
+        with self.suspend():
+            try:
+                args, kwargs, _ = own_arguments(*state.arguments)
+                state.twin, twin_cls = build_twin(list(by_class), args, {**kwargs, **extra})
+            except Exception as exc:
+                return describe_exception(exc, "building the twin", tuple(tf.path for tf in files))
+        state.twin_class = twin_cls.__name__
+        state.generated = by_class[twin_cls].shown
+        state.generated_path = by_class[twin_cls].path
+        return None
+
+    def _follow(self, target: str, state: _State, config, mode: str | None, setter: str) -> str | None:
+        """Before a per-mode twin's call: when TTTv1's setter switched it to another dict of that mode than the
+        twin was built with (Falcon-40B's prefill dict is one per sequence length), the twin follows: it is rebuilt
+        with that dict (``_build_per_mode``). The failure if the rebuild raises, else None."""
+        switched = _switched(config, state.dicts, mode, setter)
+        if switched is None:
+            return None
+        state.dicts = {**state.dicts, mode: config}
+        self.counts[target].rebuilt += 1
+        state.rebuilt = switched
+        failure = self._build_per_mode(target, state)
+        return None if failure is None else f"{switched}; rebuilding the twin with it: {failure}"
 
     def _compare(self, state: _State, entry: str, copies, output) -> str | None:
         from tttv2.testing.equivalence import first_difference
@@ -446,7 +506,11 @@ class Shadow:
                 difference = first_difference(output, got, atol=self.atol, rtol=self.rtol)
             except Exception as exc:
                 return describe_exception(exc, "comparing the outputs")
-        return None if difference is None else str(difference)
+        if difference is None:
+            return None
+        if state.rebuilt is not None:  # a rebuilt twin's own state (a KV cache it keeps) started empty
+            return f"{difference} (the twin was rebuilt after {state.rebuilt}: state it keeps itself started empty)"
+        return str(difference)
 
     def _result(self, target: str, fields_json: str, state: _State) -> _Result:
         key = (target, fields_json, state.generated)
@@ -517,9 +581,108 @@ def _dict_mode(instance) -> str | None:
     return mode if mode in ("decode", "prefill") else None
 
 
+def _setter(instance) -> str:
+    return "set_model_config" if hasattr(instance, "set_model_config") else "its setter"
+
+
+def _switched(config: dict, dicts: dict, mode: str, setter: str) -> str | None:
+    """Why a per-mode twin cannot check a call TTTv1 ran with ``config``: its setter (``setter``) switched it to
+    another dict of that mode than the twin was built with
+    (Falcon-40B's prefill dict is one per sequence length). The twin's fields were computed from one dict per
+    mode, so the call is a failed case naming the setter and the keys that differ; None when the dicts are equal."""
+    built = dicts.get(mode)
+    if built is None or config is built:  # no LLM_MODE: the call fails on its own (_with_mode)
+        return None
+    try:
+        if config == built:
+            return None
+        keys = sorted(
+            k for k in set(config) | set(built) if k not in config or k not in built or config[k] != built[k]
+        )
+    except Exception:  # a value whose comparison raises: the dicts cannot be told equal
+        keys = []
+    shown = ", ".join(map(str, keys[:4])) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+    return f"{setter} switched TTTv1 to another {mode} dict" + (
+        f" (keys that differ: {shown})" if shown else ""
+    )
+
+
 def _with_mode(original, copies, mode: str | None):
     """A per-mode twin's call: ``mode=`` added when TTTv1's entry takes no mode of its own (the Llama-2-70B
     style, whose mode is its dict's ``LLM_MODE``; a Falcon-40B style entry passes ``llm_mode`` itself)."""
     if mode is None or set(inspect.signature(original).parameters) & {"mode", "llm_mode"}:
         return copies
     return copies[0], {**copies[1], "mode": mode}
+
+
+# --- the twin's own constructor arguments ------------------------------------------------------------------------
+# Objects of these packages are shared with the twin, never copied: devices, ttnn / torch / numpy tensors, memory
+# and program configs, tokenizers. They are what TTTv1 and the twin must share (one device) or data neither changes
+# (weights), and copying them would cost the model's memory again.
+_SHARED_PACKAGES = frozenset({"ttnn", "tttv2", "torch", "numpy", "transformers", "tokenizers", "safetensors"})
+_ATOMIC = (type(None), bool, int, float, complex, str, bytes, range, slice, enum.Enum, type, BaseException)
+
+
+def _shared(value) -> bool:
+    if isinstance(value, _ATOMIC):
+        return True
+    if inspect.isroutine(value) or inspect.ismodule(value) or inspect.isclass(value):
+        return True
+    return type(value).__module__.partition(".")[0] in _SHARED_PACKAGES
+
+
+class _ArgumentCopier:
+    """Copies of a constructor's arguments for the twin (``own``): lists, tuples, dicts, sets and the user's own
+    objects (a prefetcher setup, a CCL helper, a model-args object) are copied all the way down, keeping shared
+    references shared (one memo); what ``_shared`` names is handed over as is. An object that cannot be copied
+    (it holds a lock, a file, a generator) is handed over as is too, and named in ``uncopied``."""
+
+    def __init__(self):
+        self.memo: dict = {}
+        self.uncopied: list[str] = []
+
+    def own(self, value, memo=None):
+        memo = self.memo if memo is None else memo
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        if _shared(value):
+            return value
+        kind = type(value)
+        if kind in (list, dict, set):
+            made = kind()
+            memo[key] = made
+            if kind is list:
+                made.extend(self.own(v, memo) for v in value)
+            elif kind is dict:
+                made.update((self.own(k, memo), self.own(v, memo)) for k, v in value.items())
+            else:
+                made.update(self.own(v, memo) for v in value)
+            return made
+        if kind is tuple:
+            made = tuple(self.own(v, memo) for v in value)
+            return memo.setdefault(key, made)
+        try:
+            if getattr(value, "__deepcopy__", None) is not None:  # the class says how it is copied
+                made = copy.deepcopy(value, memo)
+            else:
+                reductor = copyreg.dispatch_table.get(kind)
+                reduced = reductor(value) if reductor is not None else value.__reduce_ex__(4)
+                if isinstance(reduced, str):  # a global, pickled by name: itself
+                    return value
+                made = copy._reconstruct(value, memo, *reduced, deepcopy=self.own)
+        except Exception as exc:  # not copyable: the twin gets TTTv1's own object, and the report says so
+            self.uncopied.append(f"{kind.__name__} ({type(exc).__name__}: {exc})"[:_MAX_MESSAGE])
+            memo[key] = value
+            return value
+        memo[key] = made
+        return made
+
+
+def own_arguments(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[str]]:
+    """``(args, kwargs, uncopied)``: the twin's own copies of a TTTv1 constructor's arguments, taken before TTTv1's
+    ``__init__`` runs, so neither constructor sees what the other did to a stateful argument (a prefetcher setup
+    that each module registers its weights in). Devices, tensors and configs stay shared (``_shared``)."""
+    copier = _ArgumentCopier()
+    owned_args, owned_kwargs = copier.own((tuple(args), dict(kwargs)))
+    return owned_args, owned_kwargs, copier.uncopied

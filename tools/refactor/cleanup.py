@@ -88,7 +88,8 @@ class _DeadStores(StatementTransformer):
             self.prov.drop(node, reason)
 
     def leave_IndentedBlock(self, original_node, updated_node):
-        # statements after a return / raise / ``assert False`` never run; a block left empty renders as ``pass``
+        # statements after a return / raise never run; a block left empty renders as ``pass``. Those after
+        # ``assert False`` are kept: under ``python -O`` the assert is stripped and they run
         body = list(updated_node.body)
         for index, statement in enumerate(body):
             if _ends_the_block(statement) and index + 1 < len(body):
@@ -105,12 +106,9 @@ class _DeadStores(StatementTransformer):
 
 
 def _ends_the_block(statement: cst.CSTNode) -> bool:
-    """A return, a raise, or ``assert False`` (Llama-2-70B's attention: ``assert False, "Legacy ccl call
-    removed ..."`` before code that then never runs, with calls the inliner would otherwise copy)."""
-    small = small_statement(statement)
-    if isinstance(small, (cst.Return, cst.Raise)):
-        return True
-    return isinstance(small, cst.Assert) and isinstance(small.test, cst.Name) and small.test.value == "False"
+    """A return or a raise. Not ``assert False`` (Llama-2-70B's attention: ``assert False, "Legacy ccl call
+    removed ..."``): under ``python -O`` it is stripped and the code after it runs."""
+    return isinstance(small_statement(statement), (cst.Return, cst.Raise))
 
 
 def _rename_targets(assign: cst.Assign, unused: set[str]) -> cst.Assign:
@@ -214,6 +212,7 @@ _SUPPRESSIBLE = (cst.Del, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Assert, 
 _SUPPRESSIBLE += (cst.Expr, cst.Pass)
 SIM105_REASON = "tttv2-refactor keeps TTTv1's try/except; its handler does nothing here"
 B007_REASON = "tttv2-refactor: read outside the loop body, so it keeps TTTv1's name"
+B011_REASON = "tttv2-refactor keeps TTTv1's assert: python -O strips it here as in TTTv1"
 
 
 class _Scope:
@@ -299,8 +298,11 @@ class _LintAfterSpecialising(StatementTransformer):
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         """A ``# noqa: E702`` of TTTv1's ``a = 1; b = 2`` line, now one statement a line: ruff would call it
-        unused (RUF100)."""
+        unused (RUF100). ``assert False`` (B011) is kept on purpose, so the generated code behaves as TTTv1 under
+        ``python -O`` too: its line says so."""
         comment = updated_node.trailing_whitespace.comment
+        if _assert_false(updated_node) and (comment is None or "noqa" not in comment.value.lower()):
+            return _b011(updated_node)
         if comment is None or len(updated_node.body) != 1:
             return updated_node
         text = _without_code(comment.value, "E702")
@@ -391,11 +393,30 @@ def _with_noqa(body: cst.BaseSuite, rule: str, reason: str) -> cst.BaseSuite:
     return body.with_changes(**{field_name: new})
 
 
+def _assert_false(line: cst.SimpleStatementLine) -> bool:
+    """A line that is one ``assert False`` (TTTv1's, or a refusal a topology / mode decided)."""
+    if len(line.body) != 1 or not isinstance(line.body[0], cst.Assert):
+        return False
+    test = line.body[0].test
+    return isinstance(test, cst.Name) and test.value == "False"
+
+
+def _b011(line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+    """``line`` ending in ``# noqa: B011 …`` (after a comment already there)."""
+    trailing = line.trailing_whitespace
+    existing = trailing.comment.value if trailing.comment is not None else ""
+    text = f"{existing}  # noqa: B011 {B011_REASON}" if existing else f"# noqa: B011 {B011_REASON}"
+    whitespace = trailing.whitespace if existing else cst.SimpleWhitespace("  ")
+    return line.with_changes(
+        trailing_whitespace=trailing.with_changes(whitespace=whitespace, comment=cst.Comment(text))
+    )
+
+
 def _worth_entering(node: cst.CSTNode) -> bool:
     kind = type(node)
     if kind is cst.SimpleStatementLine:
         comment = node.trailing_whitespace.comment
-        return comment is not None and "E702" in comment.value
+        return (comment is not None and "E702" in comment.value) or _assert_false(node)
     return kind is cst.For or kind is cst.Try
 
 

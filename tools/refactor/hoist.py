@@ -179,17 +179,18 @@ def split_static(
 
 
 def _decided_refusal(statement: cst.BaseStatement, prov: Provenance | None) -> cst.BaseStatement | None:
-    """``assert False, msg`` (an assert the topology / mode decided to fail) as ``raise AssertionError(msg)``."""
+    """``assert False, msg`` (an assert the topology / mode decided to fail): kept at run time, as an ``assert``,
+    where TTTv1 fails. An assert, not a raise: under ``python -O`` TTTv1's assert is stripped and the code after it
+    runs, and so does the generated code's."""
     small = small_statement(statement)
     if not isinstance(small, cst.Assert) or const_bool(small.test) is not False or len(statement.body) != 1:
         return None
-    message = [cst.Arg(small.msg)] if small.msg is not None else []
-    raise_ = cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))
-    out = statement.with_changes(body=[raise_])
-    if prov is not None:
-        prov.note(out, statement)
-        prov.set_origin(raise_, prov.origin(small))  # the report follows the assert to this raise
-    return out
+    return statement  # dynamic: TTTv1 fails when this path runs, not when the module is built
+
+
+def _failing_assert(msg: cst.BaseExpression | None) -> cst.Assert:
+    """``assert False, msg``: TTTv1's refusal with TTTv1's semantics (stripped under ``python -O``)."""
+    return cst.Assert(test=cst.Name("False"), msg=msg)
 
 
 def _orelse_statements(orelse) -> list[cst.BaseStatement]:
@@ -700,7 +701,8 @@ class Extracted:
 
 def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance | None) -> cst.FunctionDef:
     """``assert <static test>, msg`` left in run-time code (it sits under a run-time ``if``) becomes
-    ``if not (<test>): raise AssertionError(msg)``: a static choice the binder can make at construction."""
+    ``if not (<test>): assert False, msg``: a static choice the binder can make at construction, still an assert
+    (under ``python -O`` neither TTTv1 nor the generated code checks it)."""
 
     class _T(StatementTransformer):
         def on_leave(self, original_node, updated_node):
@@ -717,14 +719,17 @@ def static_asserts_as_ifs(func: cst.FunctionDef, scope: Scope, prov: Provenance 
                 return updated_node
             if not scope.is_static(small.test, device_static=True):
                 return updated_node
-            message = [cst.Arg(small.msg)] if small.msg is not None else []
-            raise_ = cst.SimpleStatementLine(
-                [cst.Raise(exc=cst.Call(func=cst.Name("AssertionError"), args=message))]
-            )
             if const_bool(small.test) is False:
                 # a test a call site's constant made literal (``assert fused_activation is None`` given "gelu"):
-                # it always raises, there is no choice to bind
-                return raise_.with_changes(leading_lines=updated_node.leading_lines)
+                # it always fails, there is no choice to bind; ``assert False`` as is, the same for a literal
+                # the source wrote
+                if isinstance(small.test, cst.Name):
+                    return updated_node
+                failing = small.with_changes(test=cst.Name("False"))
+                if prov is not None:
+                    prov.set_origin(failing, prov.origin(small))
+                return updated_node.with_changes(body=[failing])
+            raise_ = cst.SimpleStatementLine([_failing_assert(small.msg)])
             if isinstance(small.test, cst.UnaryOperation) and isinstance(small.test.operator, cst.Not):
                 test = small.test.expression  # not (not x) -> x
             else:

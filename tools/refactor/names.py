@@ -66,12 +66,15 @@ def undefined_names(text: str, file_name: str, tree: ast.Module | None = None) -
     unresolved: dict[int, set[str]] = {}  # id of the scope node -> names it reads that resolve to the module
     _collect(tree, table, defined, unresolved)
     lines: dict[str, set[int]] = {}  # name -> the lines that read it
+    optimized_only = _after_assert_false(tree)
     for scope_node in [tree, *(n for n in ast.walk(tree) if isinstance(n, (*_SCOPES, *_COMPREHENSIONS)))]:
         names = unresolved.get(id(scope_node))
         if not names:
             continue
         for node in _own_nodes(scope_node):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+                if any(first <= node.lineno <= last for first, last in optimized_only):
+                    continue
                 lines.setdefault(node.id, set()).add(node.lineno)
     gaps = []
     for name, where in lines.items():
@@ -82,6 +85,29 @@ def undefined_names(text: str, file_name: str, tree: ast.Module | None = None) -
         reason = f"read by the generated code but neither defined nor imported in it (NameError when this line runs{also})"
         gaps.append(Gap(f"{file_name}:{first}", name, reason))
     return sorted(gaps, key=lambda g: (int(g.loc.rsplit(":", 1)[1]), g.what))
+
+
+def _after_assert_false(tree: ast.Module) -> list[tuple[int, int]]:
+    """The line ranges of statements after an ``assert False`` in the same block: TTTv1's code kept as TTTv1 wrote
+    it, which runs only under ``python -O`` (the assert stripped). A name it reads that nothing defines is
+    TTTv1's own (Llama-2-70B's attention: ``assert False, "Legacy ccl call removed …"`` then ``return
+    tt_matmul_out_tensor``, whose assignment is commented out), not one the tool lost: not a gap."""
+    ranges = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for index, statement in enumerate(block):
+                test = getattr(statement, "test", None)
+                if (
+                    isinstance(statement, ast.Assert)
+                    and isinstance(test, ast.Constant)
+                    and test.value is False
+                ):
+                    ranges.extend((s.lineno, s.end_lineno) for s in block[index + 1 :])
+                    break
+    return ranges
 
 
 def _module_definitions(table: symtable.SymbolTable) -> set[str]:

@@ -397,17 +397,20 @@ def _collect(generated, by_origin: dict[int, list[BranchEntry]], file_name: str,
     for (phase, _), (node, reason) in prov.dropped.items():
         for m in modes if phase == "construction" else [phase]:
             record(node, m, "removed", f"does not run: {reason}")
-    # an assert the topology / mode decided to fail: a raise where TTTv1 raised (hoist._decided_refusal)
+    # an assert the topology / mode decided to fail: ``assert False`` where TTTv1's test is False
+    # (hoist._decided_refusal, hoist.static_asserts_as_ifs)
     for method in generated.rendered.methods:
         for node in walk(method.func):
-            origin = prov.origin(node) if type(node) is cst.Raise else None
+            origin = prov.origin(node) if _decided_assert(node) else None
             if isinstance(origin, cst.Assert):
-                detail = f"test is False: raises AssertionError in {method.name}"
+                detail = f"test is False: fails (assert False) in {method.name}"
                 for part in (origin, origin.test):
                     record(part, method.mode, "decided", detail, method_lines.get(method.name))
     # kept at run time
     for method in generated.rendered.methods:
         for index, node in enumerate(_branch_nodes(method.func)):
+            if _decided_assert(node) and isinstance(prov.origin(node), cst.Assert):
+                continue  # an assert the topology / mode decided (above)
             record(node, method.mode, "runtime", f"in {method.name}", final_lines.get((method.name, index)))
 
 
@@ -477,3 +480,8 @@ def build_report(
             + ", ".join(unknown)
         )
     return report
+
+
+def _decided_assert(node: cst.CSTNode) -> bool:
+    """``assert False``: TTTv1's own, or one a topology / mode made of TTTv1's assert (its origin)."""
+    return type(node) is cst.Assert and isinstance(node.test, cst.Name) and node.test.value == "False"

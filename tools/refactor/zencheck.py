@@ -156,6 +156,8 @@ def static_branches(code: str, file_name: str, class_name: str) -> list[tuple[st
         if _reads_loop_variable(branch.test, loops.get(branch.function.rpartition(".")[2], set())):
             continue  # ``for i, s in enumerate((1.5, 0.5)): if i == 0``: one value per iteration
         line = int(branch.loc.split(":")[1])
+        if branch.test == "False" and _in_assert(asserts, line):
+            continue  # ``assert False``: a refusal kept as TTTv1's assert (python -O strips both), not a choice
         if "." not in branch.function and _in_assert(asserts, line):
             continue  # a precondition of a module-level helper copied as TTTv1 wrote it: a check, not a choice
         line = line - added if line > last else line

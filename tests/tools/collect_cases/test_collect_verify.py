@@ -221,6 +221,114 @@ def test_a_foreign_model_is_verified_with_no_recipe(acme_twin, tmp_path, mesh, m
     assert capsys.readouterr().out.count("2/2 equal") == 2  # the list shows each case's result
 
 
+@pytest.mark.parametrize("locked", [False, True])
+def test_a_stateful_constructor_argument_is_the_twins_own_copy(
+    acme_twin, tmp_path, locked, monkeypatch, capfd
+):
+    """The Galaxy demo's pattern: each block registers its weights in a prefetcher setup object as it is built, and
+    the program checks the count before running. The twin is built from its own copy of that object (taken before
+    TTTv1's ``__init__``), so TTTv1's prefetcher holds exactly TTTv1's 4 weights, and the twin's copy its 2 per
+    block: the program's count check passes under verify, and every call is still checked. A lock in it cannot
+    be copied: the lock is shared (and named in the summary), the prefetcher is still copied."""
+    store = tmp_path / "v.sqlite"
+    command = [PY, "run_acme.py", "1x2", "0", "prefetch", *(["locked"] if locked else [])]
+    code = _verify(store, [acme_twin], command, cwd=FIXTURES, monkeypatch=monkeypatch)
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "prefetcher: 4 weights" in out
+    assert "FeedForward: passed: 2 of 2 cases and 4 of 4 calls equal (bit for bit)" in err
+    shared = (
+        "2 constructor argument objects shared with the twin, not copyable (first: lock (TypeError: cannot "
+    )
+    assert (shared in err) is locked
+
+
+def test_the_twins_arguments_are_copies_with_devices_tensors_and_configs_shared():
+    """``own_arguments``: containers and the user's objects are copied (aliasing kept), ttnn / torch objects and
+    devices are handed over as is, and an object that cannot be copied is shared and named."""
+    import threading
+
+    import torch
+
+    from tttv2 import ttnn
+    from tttv2_tools.collect_cases.verify import own_arguments
+
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+
+    class Registry:
+        def __init__(self, device):
+            self.device, self.items, self.mode = device, [], Mode.A
+
+    class Guarded:
+        def __init__(self):
+            self.lock = threading.Lock()
+
+    class Slotted:
+        __slots__ = ("values",)
+
+        def __init__(self):
+            self.values = [1]
+
+    import enum
+
+    class Mode(enum.Enum):
+        A = 1
+
+    registry, weights, guarded, slotted = Registry(mesh), {"w": torch.zeros(3)}, Guarded(), Slotted()
+    config = {"OUT": ttnn.L1_MEMORY_CONFIG, "fn": len, "pair": (registry, [1])}
+    args, kwargs, uncopied = own_arguments(
+        (mesh, registry, weights),
+        {"config": config, "again": registry, "guarded": guarded, "slotted": slotted},
+    )
+    device, copied, state = args
+    assert device is mesh and copied is not registry and copied.device is mesh and copied.mode is Mode.A
+    assert copied.items == [] and copied.items is not registry.items
+    assert state is not weights and state["w"] is weights["w"]
+    assert kwargs["again"] is copied and kwargs["config"]["pair"][0] is copied  # one object stays one object
+    assert kwargs["config"]["OUT"] is ttnn.L1_MEMORY_CONFIG and kwargs["config"]["fn"] is len
+    assert kwargs["slotted"] is not slotted and kwargs["slotted"].values == [1]
+    assert kwargs["slotted"].values is not slotted.values
+    assert kwargs["guarded"] is not guarded and kwargs["guarded"].lock is guarded.lock
+    assert uncopied == ["lock (TypeError: cannot pickle '_thread.lock' object)"]
+    copied.items.append(1)
+    assert registry.items == []
+
+
+class _OwnCopy:
+    def __init__(self):
+        self.copies = 0
+
+    def __deepcopy__(self, memo):
+        made = _OwnCopy()
+        made.copies = self.copies + 1
+        return made
+
+
+class _ByName:
+    def __reduce__(self):
+        return "BY_NAME"
+
+
+BY_NAME = _ByName()
+
+
+def test_the_twins_arguments_follow_each_objects_own_copy_rules():
+    """An object's ``__deepcopy__`` is used; one pickled by name (``__reduce__`` returning a string) is itself; a
+    copyreg-registered type (a compiled pattern) goes through its reductor; sets and tuples are copied, a module
+    and a function are shared."""
+    import re
+
+    from tttv2_tools.collect_cases.verify import own_arguments
+
+    own, pattern, tags = _OwnCopy(), re.compile("w[0-9]"), {"a", "b"}
+    (copied, named, pat, got_tags, pair, module, fn), _, uncopied = own_arguments(
+        (own, BY_NAME, pattern, tags, (tags, [1]), re, re.compile), {}
+    )
+    assert copied.copies == 1 and named is BY_NAME and pat.pattern == "w[0-9]"
+    assert got_tags == tags and got_tags is not tags and pair[0] is got_tags and pair[1] == [1]
+    assert module is re and fn is re.compile and uncopied == []
+
+
 # --- options: --sample, --layers, tolerances -------------------------------------------------------------------
 def test_sample_and_layers_limit_what_is_checked(twins, tmp_path, monkeypatch, capsys):
     store = tmp_path / "v.sqlite"

@@ -31,8 +31,9 @@ from tttv2 import ttnn
 from rcon.dict_mode_block import TtDictModeBlock
 
 
-def mode_dict(mode):
-    memcfg = ttnn.L1_MEMORY_CONFIG if mode == "decode" else ttnn.DRAM_MEMORY_CONFIG
+def mode_dict(mode, rows=128):
+    # as Falcon-40B's get_model_config: the prefill dict depends on the sequence length
+    memcfg = ttnn.L1_MEMORY_CONFIG if mode == "decode" or rows <= 64 else ttnn.DRAM_MEMORY_CONFIG
     return {"LLM_MODE": mode, "OUT_MEMCFG": memcfg}
 
 
@@ -50,6 +51,11 @@ if sys.argv[1:] != ["prefill-only"]:
     block.set_model_config(mode_dict("decode"))
     for _ in range(2):
         print("decode", list(block(rows(32)).shape))
+    block.set_model_config(mode_dict("prefill"))  # an equal dict again: the twin still checks it
+    print("prefill", list(block(rows(128)).shape))
+if sys.argv[1:] == ["two-lengths"]:  # a second prefill length, with its own dict
+    block.set_model_config(mode_dict("prefill", rows=64))
+    print("prefill", list(block(rows(64)).shape))
 """
 
 
@@ -79,17 +85,20 @@ def test_a_module_switched_between_dicts_is_verified_after_both_modes_ran(packag
     code = _verify(package, monkeypatch=monkeypatch)
     err = capsys.readouterr().err
     assert code == 0, err
-    assert "rcon.dict_mode_block:TtDictModeBlock: passed: 2 of 2 cases and 3 of 3 calls equal" in err, err
+    assert "rcon.dict_mode_block:TtDictModeBlock: passed: 2 of 2 cases and 4 of 4 calls equal" in err, err
     with CaseStore(package / "v.sqlite") as store:
-        assert sorted((r.checked, r.passed) for r in store.verifications()) == [(1, 1), (2, 2)]
+        assert sorted((r.checked, r.passed) for r in store.verifications()) == [(2, 2), (2, 2)]
 
 
-def test_a_program_that_never_switches_the_dict_checks_nothing_and_says_why(package, monkeypatch, capsys):
-    code = _verify(package, "prefill-only", monkeypatch=monkeypatch)
+def test_the_twin_follows_the_setter_to_a_second_prefill_length(package, monkeypatch, capsys):
+    """Falcon-40B's prefill dict is one per sequence length: TTTv1 switched by ``set_model_config`` to the 64-row
+    prefill dict (an L1 output) runs on, and the twin is rebuilt with that dict, so that call is checked too (a
+    twin kept on the 128-row dict would return a DRAM output: a memory-config difference)."""
+    code = _verify(package, "two-lengths", monkeypatch=monkeypatch)
     err = capsys.readouterr().err
-    assert code == 1, err
-    assert "NOTHING CHECKED" in err
-    assert "1 call not checked: the twin reads one dict per mode, and the program never ran that TTTv1" in err
+    assert code == 0, err
+    assert "passed: 3 of 3 cases and 5 of 5 calls equal (bit for bit)" in err, err
+    assert "1 twin rebuild: the setter switched TTTv1 to another dict of one mode" in err, err
 
 
 def test_a_twin_whose_decode_differs_fails_the_decode_case_only(package, monkeypatch, capsys):
@@ -112,7 +121,7 @@ def test_a_twin_whose_decode_differs_fails_the_decode_case_only(package, monkeyp
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 1, err
-    assert "FAILED: 1 of 2 cases and 1 of 2 calls equal" in err and "1 call ran TTTv1 only" in err, err
+    assert "FAILED: 1 of 2 cases and 1 of 2 calls equal" in err and "2 calls ran TTTv1 only" in err, err
     assert "case 1x2 forward, x 1x1x32x64 bfloat16: output: device 0" in err, err
 
 
@@ -215,3 +224,77 @@ def test_the_per_mode_shadow_fails_what_it_cannot_check_and_stops_at_a_differenc
         "the twin reads one config dict per mode, but TTTv1's model_config has no"
     ), failures
     assert sum(r.passed for r in results) == 3
+
+
+def test_the_twin_follows_the_setter_to_each_dict_of_one_mode(tmp_path, monkeypatch):
+    """Several prefill dicts (Falcon-40B: one per length). Before the twin is built, a replayed call made with the
+    second dict rebuilds it with that dict (and passes); after, a switch to a dict the twin gets wrong (gain 3)
+    rebuilds it and fails, saying it was rebuilt and why; a rebuild that raises is a failed case naming both."""
+    import importlib
+
+    import torch
+
+    from tests.tools.collect_cases.test_collect_verify import _shadowed
+    from tttv2 import ttnn
+
+    for name in ("toypermode", "toypermode.gain"):  # another test's copy of the toy may be imported
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    generated = _toy(tmp_path, monkeypatch)
+    recorder, shadow = _shadowed(tmp_path, generated)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
+    decode = {"LLM_MODE": "decode", "GAIN": 2.0}
+
+    def prefill(gain):
+        return {"LLM_MODE": "prefill", "GAIN": gain}
+
+    try:
+        Gain = importlib.import_module("toypermode.gain").Gain
+        for rows, configs in (
+            (32, (prefill(0.5), prefill(0.25), decode, decode, prefill(0.5))),  # 2 rebuilds, all equal
+            (64, (prefill(0.5), decode, prefill(3.0), decode)),  # rebuilt wrong, then out of step
+            (96, (prefill(0.5), decode, prefill(0.0))),  # the rebuild raises
+        ):
+            x = ttnn.from_torch(
+                torch.ones(1, 1, rows, 32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh
+            )
+            module = Gain(mesh, configs[0])
+            for config in configs:
+                module.set_model_config(config)
+                module.forward(x)
+        status = shadow.status()["toypermode.gain:Gain"]
+    finally:
+        recorder.close()
+        ttnn.close_mesh_device(mesh)
+    assert (status["twins"], status["rebuilt"], status["unchecked_calls"]) == (3, 4, 1), status
+    results = sorted(shadow._results.values(), key=lambda r: r.fields_json)
+    assert [(r.checked, r.passed) for r in results] == [(5, 5), (3, 2), (3, 2)]
+    assert results[1].first_failure.startswith("output: device 0, index [0, 0, 0, 0]: 4.0 != 3.0 (expected)")
+    assert results[1].first_failure.endswith(
+        "(the twin was rebuilt after set_model_config switched TTTv1 to another prefill dict (keys that differ: "
+        "GAIN): state it keeps itself started empty)"
+    )
+    assert results[2].first_failure.startswith(
+        "set_model_config switched TTTv1 to another prefill dict (keys that differ: GAIN); rebuilding the twin with "
+        "it: building the twin raised ValueError: no zero gain"
+    ), results[2].first_failure
+
+
+def test_switched_names_the_keys_the_setter_and_survives_a_comparison_that_raises():
+    from tttv2_tools.collect_cases.verify import _setter, _switched
+
+    class Odd:
+        def __eq__(self, other):
+            raise TypeError("no")
+
+    built = {"LLM_MODE": "prefill", **{f"K{i}": i for i in range(6)}}
+    assert _switched(built, {"prefill": built}, "prefill", "s") is None
+    assert _switched(dict(built), {"prefill": built}, "prefill", "s") is None  # equal: the same dict
+    many = _switched({"LLM_MODE": "prefill", "K9": 1}, {"prefill": built}, "prefill", "set_cfg")
+    assert (
+        many.startswith("set_cfg switched TTTv1 to another prefill dict")
+        and "(keys that differ: K0, K1, K2, K3 and 3 more)" in many
+    )
+    odd = _switched({"A": Odd()}, {"prefill": {"A": Odd()}}, "prefill", "s")
+    assert odd == "s switched TTTv1 to another prefill dict"  # the dicts could not be compared key by key
+    assert _switched(built, {"prefill": built}, None, "s") is None  # no LLM_MODE: that call fails on its own
+    assert _setter(object()) == "its setter"

@@ -119,6 +119,7 @@ def _static_branches(path: Path) -> list[str]:
             f"{b.loc} {b.function}: {b.test} ({b.classification})"
             for b in forward
             if b.classification != "runtime"
+            and b.test != "False"  # ``assert False``: TTTv1's refusal, no choice
         ]
     return out
 

@@ -68,29 +68,34 @@ def test_a_helper_of_another_folder_is_specialised_per_call_site():
     forwards = code.split("def decode_forward")[1]
     assert "def mm2d_config" not in code  # methods only, one per call site
     assert "self._mm2d_config_for(a_shape=xs.shape" in forwards
-    assert "self._mm2d_config_for_2(a_shape=fused.shape" in forwards
+    assert (
+        "self._mm2d_config_for_3(a_shape=fused.shape" in forwards
+    )  # _for_2: prefill_long's, past its assert
     for static in ("fp32_acc", "force_in0_w", "force_sub_w", "force_sub_h", "transposed"):
         assert static not in forwards, static
-    assert forwards.count("if block_m * block_n >= 4:") == 2  # run time: the shape of the input
-    qkv, out = forwards.split("def _mm2d_config(")[1], forwards.split("def _mm2d_config_2(")[1]
+    assert forwards.count("if block_m * block_n >= 4:") == 3  # run time: the shape of the input (3 copies)
+    qkv, out = forwards.split("def _mm2d_config(")[1], forwards.split("def _mm2d_config_3(")[1]
     assert "range(1, 4 + 1)" in qkv.split("def ")[0]  # fp32_acc=True: 4 destination tiles
     assert "range(1, 8 + 1)" in out.split("def ")[0]  # fp32_acc=False: 8
     assert "sub_w = 1" in qkv.split("def ")[0] and "sub_w = 1" not in out.split("def ")[0]
 
 
-def test_code_after_assert_false_is_dead_and_its_helper_calls_make_no_copy():
-    """``prefill_long`` fails at once (``assert False, …``): the helper call after it never runs, so it gets no
-    copy (it was a third, unused one)."""
+def test_code_after_assert_false_is_kept_as_python_dash_o_runs_it():
+    """``prefill_long`` fails at once (``assert False, …``), but under ``python -O`` TTTv1's assert is stripped
+    and the code after it runs: the generated method keeps the assert as an assert and the code after it (its
+    helper call gets its own copy), so it behaves as TTTv1 with or without ``-O``."""
     code = _generate(MODULE).modules[0].code
     long_path = code.split("def prefill_long(self, xs, chunks):")[1].split("    def ")[0]
     assert long_path.strip().startswith(
-        'raise AssertionError("the chunked prefill waits for its collective to come back")'
+        'assert False, "the chunked prefill waits for its collective to come back"'
     )
-    assert "ttnn.reshape" not in long_path
-    assert "_mm2d_config_for_3" not in code and code.count("def _mm2d_config") == 4
+    assert "ttnn.reshape" in long_path and "self._mm2d_config_for_2(a_shape=xs.shape)" in long_path
+    assert "AssertionError" not in code and code.count("def _mm2d_config") == 6
     func = cst.parse_statement("def f(x):\n    y = g(x)\n    assert False, 'gone'\n    return h(y)\n")
     kept = cst.Module(body=[remove_dead_code(func)]).code
-    assert "return h(y)" not in kept and "assert False" in kept
+    assert "return h(y)" in kept and "assert False" in kept
+    func = cst.parse_statement("def f(x):\n    y = g(x)\n    raise ValueError('gone')\n    return h(y)\n")
+    assert "return h(y)" not in cst.Module(body=[remove_dead_code(func)]).code  # after a raise: dead
     func = cst.parse_statement("def f(x):\n    assert x, 'kept'\n    return h(x)\n")
     assert "return h(x)" in cst.Module(body=[remove_dead_code(func)]).code  # only a literal False
 

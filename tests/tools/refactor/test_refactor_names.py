@@ -309,3 +309,26 @@ def test_the_checks_of_one_module_share_one_parse():
     gaps = import_errors(modules, [])
     assert [g.loc for g in gaps] == ["np_1d.py:3", "std_1d.py:3"]
     assert import_errors(modules, [], parsed={n: ast.parse(t) for n, t in modules.items()}) == gaps
+
+
+def test_a_name_read_only_after_assert_false_is_tttv1s_own_not_a_gap():
+    """Code after ``assert False`` is kept (it runs under ``python -O``); a name it reads that nothing defines is
+    TTTv1's own (Llama-2-70B's attention returns ``tt_matmul_out_tensor``, whose assignment is commented out),
+    not one the tool lost. The same name read before the assert, or after an assert that can pass, is a gap."""
+    text = (
+        "class M:\n"
+        "    def f(self, x):\n"
+        "        if x:\n"
+        "            assert False, 'removed'\n"
+        "            return gone_a\n"
+        "        assert x, 'may pass'\n"
+        "        return gone_b\n"
+        "    def g(self):\n"
+        "        y = gone_c\n"
+        "        assert False\n"
+        "        return y, gone_d\n"
+    )
+    assert [(g.loc, g.what) for g in undefined_names(text, "m_1d.py")] == [
+        ("m_1d.py:7", "gone_b"),
+        ("m_1d.py:9", "gone_c"),
+    ]

@@ -132,7 +132,71 @@ def test_a_refusal_stays_a_refusal(tmp_path):
     report = build_report(result, [], [], {"1d": "refusal_1d.py", "2d": "refusal_2d.py"})
     (assert_row,) = [b for b in report.branches if b.construct == "assert"]
     fate = next(f for f in assert_row.fates if (f.topology, f.mode) == ("2d", "prefill"))
-    assert fate.kind == "decided" and "raises AssertionError in prefill_forward" in fate.detail
+    assert fate.kind == "decided" and "fails (assert False) in prefill_forward" in fate.detail
+
+
+OPTIMIZED_RUN = """
+import importlib.util
+import sys
+
+import numpy as np
+
+from tttv2 import ttnn
+from rsem.model_config import ModelArgs
+from rsem.refusal import Refusal
+
+spec = importlib.util.spec_from_file_location("refusal_2d", sys.argv[1])
+module = sys.modules["refusal_2d"] = importlib.util.module_from_spec(spec)  # its dataclasses read it there
+spec.loader.exec_module(module)
+mesh = ttnn.open_mesh_device(ttnn.MeshShape(8, 4))
+args = ModelArgs(mesh)
+old, new = Refusal(mesh, args), module.Refusal2D.from_model_args(mesh, args)
+x = np.ones((1, 1, 32, 64), np.float32)
+for what, block in (("tttv1", old), ("generated", new)):
+    xt = ttnn.from_numpy(x, dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT, device=mesh,
+                         mesh_mapper=ttnn.ReplicateTensorToMesh(mesh))
+    try:
+        out = block.forward(xt, "prefill")
+        print(what, "returned", float(ttnn.to_numpy(ttnn.get_device_tensors(out)[0]).flat[0]))
+    except AssertionError as exc:
+        print(what, "AssertionError", exc)
+"""
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_a_refusal_is_an_assert_with_or_without_python_dash_o(tmp_path, optimize):
+    """TTTv1 refuses prefill on galaxy with ``assert not self.args.is_galaxy``; the 2D module keeps it an assert
+    (``assert False, …``) with the code after it. Plain: both fail with TTTv1's message; under ``python -O``
+    TTTv1's assert is stripped and prefill returns ``x + 1``, and so does the generated module (a ``raise
+    AssertionError`` would still refuse)."""
+    import os
+    import subprocess
+    import sys
+
+    result = _generate("refusal", "Refusal")
+    two_d = next(g for g in result.modules if g.topology == "2d")
+    assert 'assert False, "prefill is not supported on galaxy"' in two_d.code
+    assert "AssertionError" not in two_d.code
+    (tmp_path / "refusal_2d.py").write_text(two_d.code)
+    (tmp_path / "run.py").write_text(OPTIMIZED_RUN)
+    flags = ["-O"] if optimize else []
+    root = Path(__file__).resolve().parents[3]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(INPUTS), str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = subprocess.run(
+        [sys.executable, *flags, str(tmp_path / "run.py"), str(tmp_path / "refusal_2d.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    if optimize:
+        assert run.stdout.splitlines() == ["tttv1 returned 2.0", "generated returned 2.0"], run.stdout
+    else:
+        refused = "AssertionError prefill is not supported on galaxy"
+        assert run.stdout.splitlines() == [f"tttv1 {refused}", f"generated {refused}"], run.stdout
 
 
 def test_the_report_names_only_functions_that_exist():
@@ -235,3 +299,23 @@ def test_class_members_that_cannot_be_rebuilt_are_gaps():
     assert set(gaps) == {"self.twice", "self.FROM_MODULE"}
     assert "more than one statement" in gaps["self.twice"]
     assert "computed from BASE" in gaps["self.FROM_MODULE"]
+
+
+def test_an_assert_false_line_says_why_ruff_should_keep_it():
+    """B011 (``assert False``) is what keeps ``python -O`` parity: the line says so, after a comment already
+    there; a line with its own ``noqa`` is left as it is."""
+    import libcst as cst
+
+    from tttv2_tools.refactor.cleanup import B011_REASON, lint_after_specialising
+
+    source = (
+        "def f(x):\n"
+        "    assert False, 'no'\n"
+        "    assert False  # removed upstream\n"
+        "    assert False  # noqa: B011 (as tt-metal)\n"
+        "    assert x\n"
+    )
+    lines = lint_after_specialising(cst.parse_module(source)).code.splitlines()
+    assert lines[1] == f"    assert False, 'no'  # noqa: B011 {B011_REASON}"
+    assert lines[2] == f"    assert False  # removed upstream  # noqa: B011 {B011_REASON}"
+    assert lines[3:] == ["    assert False  # noqa: B011 (as tt-metal)", "    assert x"]
