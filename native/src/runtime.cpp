@@ -52,6 +52,13 @@ constexpr size_t kChunksPerThread = 2;  // (at most 8 threads: chunk counts fit 
 // less than kBurstGap ago), and otherwise use the workers still spinning, or run inline.
 constexpr size_t kWakeFactor = 32;
 constexpr std::chrono::nanoseconds kBurstGap = std::chrono::milliseconds(1);
+// Guarded calls (parallel_for's back_off; the row norms below 512K values, which stay a few tens of µs): when
+// the caller, done with its own chunks, waited for a worker's longer than it worked itself (and over
+// kContendedWait), the other core was busy and the worker was descheduled while holding a chunk. Guarded calls
+// then run on the calling thread for kBackOff before trying the workers again, so that a busy machine costs
+// them one slow call per kBackOff instead of one every call.
+constexpr std::chrono::microseconds kContendedWait{20};
+constexpr std::chrono::milliseconds kBackOff{100};
 
 class Pool {
  public:
@@ -68,10 +75,16 @@ class Pool {
 
   size_t workers() const { return workers_; }
 
+  // Whether guarded calls should run inline now (a recent guarded call found the workers descheduled).
+  bool backing_off() const {
+    return std::chrono::steady_clock::now().time_since_epoch().count() <
+           back_off_until_.load(std::memory_order_relaxed);
+  }
+
   // Runs job(0) .. job(chunks - 1), each exactly once, on the calling thread and the workers (parked
   // ones only if wake_parked); returns when all are done. Returns false without running anything when
-  // another thread is using the pool.
-  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked) {
+  // another thread is using the pool. guarded: see kBackOff.
+  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked, bool guarded) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) {
       return false;
@@ -90,6 +103,7 @@ class Pool {
     }
     while (claim_and_run(generation)) {
     }
+    const auto own_end = std::chrono::steady_clock::now();
     // The chunks still running are on workers that are awake: wait for them spinning (yielding the core
     // now and then, in case a worker was put on this one) rather than sleeping, since being woken up
     // again costs a scheduler round trip that can exceed the whole kernel on a busy machine.
@@ -108,6 +122,10 @@ class Pool {
       done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == chunks; });
     }
     last_run_end_ = std::chrono::steady_clock::now();
+    const auto waited = last_run_end_ - own_end;
+    if (guarded && waited > kContendedWait && waited > own_end - now) {
+      back_off_until_.store((last_run_end_ + kBackOff).time_since_epoch().count(), std::memory_order_relaxed);
+    }
     return true;
   }
 
@@ -169,6 +187,7 @@ class Pool {
   // written before the ticket that publishes it (release), read after claiming a chunk (acquire)
   std::atomic<const std::function<void(size_t)>*> job_{nullptr};
   size_t workers_ = 0;
+  std::atomic<std::chrono::steady_clock::rep> back_off_until_{0};  // steady_clock ticks
 };
 
 Pool* pool() {
@@ -233,7 +252,8 @@ size_t max_threads() {
   return cached;
 }
 
-void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn) {
+void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn,
+                  size_t max_chunk, bool back_off) {
   grain = std::max<size_t>(grain, 1);
   align = std::max<size_t>(align, 1);
   const size_t threads = std::min(max_threads(), n / grain);
@@ -242,17 +262,21 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
     return;
   }
   Pool* workers = pool();
-  if (workers->workers() == 0) {
+  if (workers->workers() == 0 || (back_off && workers->backing_off())) {
     fn(0, n);
     return;
   }
   // chunk = ceil(n / chunks) rounded up to a multiple of align, and at least grain / 2
   size_t chunks = std::min(n / std::max<size_t>(grain / 2, 1), threads * kChunksPerThread);
   size_t chunk = (n + chunks - 1) / chunks;
+  if (max_chunk != 0 && chunk > max_chunk) {
+    // finer chunks: a worker that is descheduled holds at most one of them, which the caller then waits for
+    chunk = std::max(max_chunk, (n + 0xfffe) / 0xffff);  // (chunk counts fit the ticket's 16 bits)
+  }
   chunk = (chunk + align - 1) / align * align;
   chunks = (n + chunk - 1) / chunk;
   const auto part = [&](size_t index) { fn(index * chunk, std::min(n, (index + 1) * chunk)); };
-  if (!workers->run(chunks, part, n >= kWakeFactor * grain)) {
+  if (!workers->run(chunks, part, n >= kWakeFactor * grain, back_off)) {
     fn(0, n);
   }
 }
