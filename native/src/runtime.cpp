@@ -94,14 +94,15 @@ class Pool {
       std::lock_guard<std::mutex> lock(mu_);
       job_.store(&job, std::memory_order_relaxed);
       finished_.store(0, std::memory_order_relaxed);
+      chunks_.store(chunks, std::memory_order_relaxed);
       generation = (ticket_.load(std::memory_order_relaxed) >> 32) + 1;
-      ticket_.store(generation << 32 | static_cast<uint64_t>(chunks) << 16, std::memory_order_release);
+      ticket_.store(generation << 32 | static_cast<uint64_t>(chunks), std::memory_order_release);
     }
     const auto now = std::chrono::steady_clock::now();
     if (wake_parked || now - last_run_end_ < kBurstGap) {
       wake_.notify_all();
     }
-    while (claim_and_run(generation)) {
+    while (claim_and_run(generation, /*front=*/true)) {
     }
     const auto own_end = std::chrono::steady_clock::now();
     // The chunks still running are on workers that are awake: wait for them spinning (yielding the core
@@ -130,21 +131,28 @@ class Pool {
   }
 
  private:
-  // The ticket packs the generation (bits 63-32), the number of chunks (31-16) and the next unclaimed
-  // chunk (15-0). Claiming is a compare-exchange on all three, so a late worker can never take a chunk
-  // of a call that has finished (its chunks are all claimed) nor of one it has not seen published.
-  bool claim_and_run(uint64_t generation) {
+  // The ticket packs the generation (bits 63-32), the first unclaimed chunk (31-16) and one past the last (15-0):
+  // the caller claims chunks from the front, the workers from the back, so that with two threads each one
+  // mostly gets the same rows call after call (and finds them in its own L2 when a kernel runs on the same data
+  // again), while a slow worker still leaves the rest to the caller. Claiming is a compare-exchange on all
+  // three, so a late worker can never take a chunk of a call that has finished (its chunks are all claimed) nor
+  // of one it has not seen published.
+  bool claim_and_run(uint64_t generation, bool front) {
     uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    size_t index;
     for (;;) {
-      if ((ticket >> 32) != generation || (ticket & 0xffffu) >= ((ticket >> 16) & 0xffffu)) {
+      const uint64_t first = (ticket >> 16) & 0xffffu, end = ticket & 0xffffu;
+      if ((ticket >> 32) != generation || first >= end) {
         return false;
       }
-      if (ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel)) {
+      if (ticket_.compare_exchange_weak(ticket, front ? ticket + (uint64_t(1) << 16) : ticket - 1,
+                                        std::memory_order_acq_rel)) {
+        index = front ? first : end - 1;
         break;
       }
     }
-    (*job_.load(std::memory_order_relaxed))(ticket & 0xffffu);
-    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == ((ticket >> 16) & 0xffffu)) {
+    (*job_.load(std::memory_order_relaxed))(index);
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> lock(mu_);
       done_.notify_all();
     }
@@ -173,7 +181,7 @@ class Pool {
         current = ticket_.load(std::memory_order_acquire) >> 32;
       }
       seen = current;
-      while (claim_and_run(seen)) {
+      while (claim_and_run(seen, /*front=*/false)) {
       }
     }
   }
@@ -184,6 +192,7 @@ class Pool {
   std::condition_variable wake_, done_;
   std::atomic<uint64_t> ticket_{0};
   std::atomic<size_t> finished_{0};
+  std::atomic<size_t> chunks_{0};  // of the current call: written before the ticket that publishes it
   // written before the ticket that publishes it (release), read after claiming a chunk (acquire)
   std::atomic<const std::function<void(size_t)>*> job_{nullptr};
   size_t workers_ = 0;
