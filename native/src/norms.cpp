@@ -320,11 +320,13 @@ void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t
 // the other device-op kernels' 512K (kOpMinElemsPerThread): one thread moves ≈ 60 GB/s there, and torch, with two,
 // was 1.03–1.05× faster (docs/performance.md, branch `lnorm`). Rows go out in chunks of at most 16K values (four
 // rows at 4096, four at 8192 after rounding to whole groups of four rows), so a worker descheduled by a busy core
-// holds up at most one small chunk; such a call makes the next ones run on the calling thread for a while
-// (parallel_for's back_off). From 512K values the call is cut as the other row kernels cut theirs.
+// holds up at most one small chunk, and a call that took twice one thread's time makes the next ones run on the
+// calling thread for a while (parallel_for's slow_call). From 512K values the call is cut as the other row kernels cut theirs.
 constexpr size_t kLayerNormMinElemsPerThread = size_t(1) << 16;
 constexpr size_t kLayerNormChunkElems = size_t(1) << 14;
 constexpr size_t kLayerNormChunkAlign = 4;  // layer_norm_rows' largest row group
+// A call slower than this per value (about twice one thread's time) found no free core: back off.
+constexpr size_t kLayerNormSlowPicosPerValue = 300;
 
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
                 size_t d) {
@@ -337,7 +339,8 @@ void layer_norm(const float* x, const float* weight, const float* bias, float ep
     return;
   }
   parallel_for(rows, (kLayerNormMinElemsPerThread + per_row - 1) / per_row, kLayerNormChunkAlign, range,
-               std::max<size_t>(1, kLayerNormChunkElems / per_row), /*back_off=*/true);
+               std::max<size_t>(1, kLayerNormChunkElems / per_row),
+               std::chrono::nanoseconds(rows * per_row * kLayerNormSlowPicosPerValue / 1000));
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {

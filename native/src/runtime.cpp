@@ -52,12 +52,11 @@ constexpr size_t kChunksPerThread = 2;  // (at most 8 threads: chunk counts fit 
 // less than kBurstGap ago), and otherwise use the workers still spinning, or run inline.
 constexpr size_t kWakeFactor = 32;
 constexpr std::chrono::nanoseconds kBurstGap = std::chrono::milliseconds(1);
-// Guarded calls (parallel_for's back_off; the row norms below 512K values, which stay a few tens of µs): when
-// the caller, done with its own chunks, waited for a worker's longer than it worked itself (and over
-// kContendedWait), the other core was busy and the worker was descheduled while holding a chunk. Guarded calls
-// then run on the calling thread for kBackOff before trying the workers again, so that a busy machine costs
-// them one slow call per kBackOff instead of one every call.
-constexpr std::chrono::microseconds kContendedWait{20};
+// Guarded calls (parallel_for's slow_call: small kernels, a few tens of µs) that take longer than their
+// slow_call found no free core: a worker descheduled while holding a chunk, or a woken worker put on the
+// caller's core, where it spins while the caller waits for the core (measured on the shared 2-core VM under
+// load: 230-250 µs for layer_norm calls of 18-38 µs). Guarded calls then run on the calling thread for kBackOff
+// before trying the workers again, so that a busy machine costs them one slow call per kBackOff, not every call.
 constexpr std::chrono::milliseconds kBackOff{100};
 
 class Pool {
@@ -83,8 +82,9 @@ class Pool {
 
   // Runs job(0) .. job(chunks - 1), each exactly once, on the calling thread and the workers (parked
   // ones only if wake_parked); returns when all are done. Returns false without running anything when
-  // another thread is using the pool. guarded: see kBackOff.
-  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked, bool guarded) {
+  // another thread is using the pool. slow_call: see kBackOff (0: not guarded).
+  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked,
+           std::chrono::nanoseconds slow_call) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) {
       return false;
@@ -104,7 +104,6 @@ class Pool {
     }
     while (claim_and_run(generation, /*front=*/true)) {
     }
-    const auto own_end = std::chrono::steady_clock::now();
     // The chunks still running are on workers that are awake: wait for them spinning (yielding the core
     // now and then, in case a worker was put on this one) rather than sleeping, since being woken up
     // again costs a scheduler round trip that can exceed the whole kernel on a busy machine.
@@ -123,8 +122,7 @@ class Pool {
       done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == chunks; });
     }
     last_run_end_ = std::chrono::steady_clock::now();
-    const auto waited = last_run_end_ - own_end;
-    if (guarded && waited > kContendedWait && waited > own_end - now) {
+    if (slow_call.count() > 0 && last_run_end_ - now > slow_call) {
       back_off_until_.store((last_run_end_ + kBackOff).time_since_epoch().count(), std::memory_order_relaxed);
     }
     return true;
@@ -262,7 +260,7 @@ size_t max_threads() {
 }
 
 void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn,
-                  size_t max_chunk, bool back_off) {
+                  size_t max_chunk, std::chrono::nanoseconds slow_call) {
   grain = std::max<size_t>(grain, 1);
   align = std::max<size_t>(align, 1);
   const size_t threads = std::min(max_threads(), n / grain);
@@ -271,7 +269,7 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
     return;
   }
   Pool* workers = pool();
-  if (workers->workers() == 0 || (back_off && workers->backing_off())) {
+  if (workers->workers() == 0 || (slow_call.count() > 0 && workers->backing_off())) {
     fn(0, n);
     return;
   }
@@ -285,7 +283,7 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
   chunk = (chunk + align - 1) / align * align;
   chunks = (n + chunk - 1) / chunk;
   const auto part = [&](size_t index) { fn(index * chunk, std::min(n, (index + 1) * chunk)); };
-  if (!workers->run(chunks, part, n >= kWakeFactor * grain, back_off)) {
+  if (!workers->run(chunks, part, n >= kWakeFactor * grain, slow_call)) {
     fn(0, n);
   }
 }
