@@ -318,7 +318,7 @@ void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t
 
 // layer_norm takes a second thread from 2 × 64K values (32 × 4096 and 32 × 8192, the decode shapes), far below
 // the other device-op kernels' 512K (kOpMinElemsPerThread): there one thread is bound by its core's L3 path
-// (≈ 60–90 GB/s), and torch with two threads was 1.03–1.05× faster on an idle machine although its single thread
+// (≈ 60–90 GB/s), and torch with two threads was 1.03–1.06× faster on an idle machine although its single thread
 // is 1.8× slower than ours (docs/performance.md, branch `lnorm`). Rows go out in chunks of at most 16K values
 // (four rows at 4096, four at 8192 after rounding to whole groups of four rows), so a worker descheduled by a busy
 // core holds up one small chunk, and a call that took twice one thread's time makes the next ones run on the
