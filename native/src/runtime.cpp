@@ -52,8 +52,8 @@ constexpr size_t kChunksPerThread = 2;  // (at most 8 threads: chunk counts fit 
 // less than kBurstGap ago), and otherwise use the workers still spinning, or run inline.
 constexpr size_t kWakeFactor = 32;
 constexpr std::chrono::nanoseconds kBurstGap = std::chrono::milliseconds(1);
-// Guarded calls (parallel_for's slow_call: small kernels, a few tens of µs) that take longer than their
-// slow_call found no free core: a worker descheduled while holding a chunk, or a woken worker put on the
+// Two guarded calls in a row (parallel_for's slow_call: small kernels, a few tens of µs) that take longer than
+// their slow_call found no free core: a worker descheduled while holding a chunk, or a woken worker put on the
 // caller's core, where it spins while the caller waits for the core (measured on the shared 2-core VM under
 // load: 230-250 µs for layer_norm calls of 18-38 µs). Guarded calls then run on the calling thread for kBackOff
 // before trying the workers again, so that a busy machine costs them one slow call per kBackOff, not every call.
@@ -90,8 +90,10 @@ class Pool {
       return false;
     }
     uint64_t generation;
+    size_t parked;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      parked = parked_;
       job_.store(&job, std::memory_order_relaxed);
       finished_.store(0, std::memory_order_relaxed);
       chunks_.store(chunks, std::memory_order_relaxed);
@@ -99,7 +101,8 @@ class Pool {
       ticket_.store(generation << 32 | static_cast<uint64_t>(chunks), std::memory_order_release);
     }
     const auto now = std::chrono::steady_clock::now();
-    if (wake_parked || now - last_run_end_ < kBurstGap) {
+    const bool wake = wake_parked || now - last_run_end_ < kBurstGap;
+    if (wake) {
       wake_.notify_all();
     }
     while (claim_and_run(generation, /*front=*/true)) {
@@ -122,8 +125,15 @@ class Pool {
       done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == chunks; });
     }
     last_run_end_ = std::chrono::steady_clock::now();
-    if (slow_call.count() > 0 && last_run_end_ - now > slow_call) {
-      back_off_until_.store((last_run_end_ + kBackOff).time_since_epoch().count(), std::memory_order_relaxed);
+    // A call that woke parked workers pays their wake-up (and may have had a woken worker on its core for a
+    // moment): only the calls that found the workers awake, or left them parked, are judged; two slow ones in a
+    // row mean the workers get no core of their own.
+    if (slow_call.count() > 0 && !(wake && parked > 0)) {
+      slow_calls_ = last_run_end_ - now > slow_call ? slow_calls_ + 1 : 0;
+      if (slow_calls_ >= 2) {
+        back_off_until_.store((last_run_end_ + kBackOff).time_since_epoch().count(), std::memory_order_relaxed);
+        slow_calls_ = 0;
+      }
     }
     return true;
   }
@@ -175,7 +185,9 @@ class Pool {
       }
       if (current == seen) {
         std::unique_lock<std::mutex> lock(mu_);
+        ++parked_;
         wake_.wait(lock, [&] { return (ticket_.load(std::memory_order_acquire) >> 32) != seen; });
+        --parked_;
         current = ticket_.load(std::memory_order_acquire) >> 32;
       }
       seen = current;
@@ -194,6 +206,8 @@ class Pool {
   // written before the ticket that publishes it (release), read after claiming a chunk (acquire)
   std::atomic<const std::function<void(size_t)>*> job_{nullptr};
   size_t workers_ = 0;
+  size_t parked_ = 0;      // workers waiting on wake_ (guarded by mu_)
+  size_t slow_calls_ = 0;  // guarded calls in a row slower than their slow_call (guarded by busy_)
   std::atomic<std::chrono::steady_clock::rep> back_off_until_{0};  // steady_clock ticks
 };
 
