@@ -3,6 +3,7 @@
 // semantics it reproduces (bit-exactly for the number formats, to ~1e-6 relative for the rest).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -79,8 +80,12 @@ void set_simd_level(Simd level);
 
 // Runs fn(begin, end) over [0, n) on up to max_threads() threads (the calling thread included), giving
 // each thread at least `grain` items and chunk boundaries that are multiples of `align`. Small
-// problems run inline on the calling thread.
-void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn);
+// problems run inline on the calling thread. max_chunk (0: no limit) caps the items of a chunk, rounded up to
+// align: the threads claim chunks one at a time, so finer chunks bound what a descheduled worker holds up.
+// slow_call (0: off): a call that took longer found no free core, and the calls given a slow_call then run on the
+// calling thread for a while (kBackOff in runtime.cpp). Which thread computes a chunk never changes its bits.
+void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn,
+                  size_t max_chunk = 0, std::chrono::nanoseconds slow_call = std::chrono::nanoseconds(0));
 // Number of threads kernels may use: $TTTV2_NUM_THREADS if set, else the hardware concurrency, capped at 8.
 size_t max_threads();
 // Work per thread below which a second thread costs more than it saves (measured on 2-core AVX-512

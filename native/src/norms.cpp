@@ -2,6 +2,7 @@
 //
 // Element-wise steps are evaluated in float32 in the same order as the numpy reference; the row sums
 // are accumulated (mostly) in double, like the reference's float64 means.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -315,12 +316,32 @@ void rms_norm(const float* x, const float* weight, float eps, float* dst, size_t
       kOpMinElemsPerThread);
 }
 
+// layer_norm takes a second thread from 2 × 64K values (32 × 4096 and 32 × 8192, the decode shapes), far below
+// the other device-op kernels' 512K (kOpMinElemsPerThread): there one thread is bound by its core's L3 path
+// (≈ 60–90 GB/s), and torch with two threads was 1.03–1.06× faster on an idle machine although its single thread
+// is 1.8× slower than ours (docs/performance.md, branch `lnorm`). Rows go out in chunks of at most 16K values
+// (four rows at 4096, four at 8192 after rounding to whole groups of four rows), so a worker descheduled by a busy
+// core holds up one small chunk, and a call that took twice one thread's time makes the next ones run on the
+// calling thread for a while (parallel_for's slow_call). From 512K values the call is cut like the other rows'.
+constexpr size_t kLayerNormMinElemsPerThread = size_t(1) << 16;
+constexpr size_t kLayerNormChunkElems = size_t(1) << 14;
+constexpr size_t kLayerNormChunkAlign = 4;  // layer_norm_rows' largest row group
+// A call slower than this per value (about twice one thread's time) found no free core: back off.
+constexpr size_t kLayerNormSlowPicosPerValue = 300;
+
 void layer_norm(const float* x, const float* weight, const float* bias, float eps, float* dst, size_t rows,
                 size_t d) {
-  parallel_rows(
-      rows, d,
-      [&](size_t begin, size_t end) { layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d); },
-      kOpMinElemsPerThread);
+  const auto range = [&](size_t begin, size_t end) {
+    layer_norm_range_best(x, weight, bias, eps, dst, begin, end, d);
+  };
+  const size_t per_row = d ? d : 1;
+  if (rows * per_row >= 2 * kOpMinElemsPerThread) {
+    parallel_rows(rows, d, range, kOpMinElemsPerThread);
+    return;
+  }
+  parallel_for(rows, (kLayerNormMinElemsPerThread + per_row - 1) / per_row, kLayerNormChunkAlign, range,
+               std::max<size_t>(1, kLayerNormChunkElems / per_row),
+               std::chrono::nanoseconds(rows * per_row * kLayerNormSlowPicosPerValue / 1000));
 }
 
 void softmax(const float* x, float* dst, size_t rows, size_t d) {

@@ -52,6 +52,12 @@ constexpr size_t kChunksPerThread = 2;  // (at most 8 threads: chunk counts fit 
 // less than kBurstGap ago), and otherwise use the workers still spinning, or run inline.
 constexpr size_t kWakeFactor = 32;
 constexpr std::chrono::nanoseconds kBurstGap = std::chrono::milliseconds(1);
+// Two guarded calls in a row (parallel_for's slow_call: small kernels, a few tens of µs) that took longer than
+// their slow_call, or that no worker helped, found no free core: a worker descheduled while holding a chunk, or a
+// worker on the caller's core, spinning there while the caller waits for the core (on the shared 2-core VM under
+// load: 230-250 µs for layer_norm calls of 18-38 µs). Guarded calls then run on the calling thread for kBackOff
+// before trying the workers again, so that a busy machine costs them a few calls per kBackOff, not every call.
+constexpr std::chrono::milliseconds kBackOff{100};
 
 class Pool {
  public:
@@ -68,27 +74,40 @@ class Pool {
 
   size_t workers() const { return workers_; }
 
+  // Whether guarded calls should run inline now (a recent guarded call found the workers descheduled).
+  bool backing_off() const {
+    return std::chrono::steady_clock::now().time_since_epoch().count() <
+           back_off_until_.load(std::memory_order_relaxed);
+  }
+
   // Runs job(0) .. job(chunks - 1), each exactly once, on the calling thread and the workers (parked
   // ones only if wake_parked); returns when all are done. Returns false without running anything when
-  // another thread is using the pool.
-  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked) {
+  // another thread is using the pool. slow_call: see kBackOff (0: not guarded).
+  bool run(size_t chunks, const std::function<void(size_t)>& job, bool wake_parked,
+           std::chrono::nanoseconds slow_call) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) {
       return false;
     }
     uint64_t generation;
+    size_t parked;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      parked = parked_;
       job_.store(&job, std::memory_order_relaxed);
       finished_.store(0, std::memory_order_relaxed);
+      chunks_.store(chunks, std::memory_order_relaxed);
       generation = (ticket_.load(std::memory_order_relaxed) >> 32) + 1;
-      ticket_.store(generation << 32 | static_cast<uint64_t>(chunks) << 16, std::memory_order_release);
+      ticket_.store(generation << 32 | static_cast<uint64_t>(chunks), std::memory_order_release);
     }
     const auto now = std::chrono::steady_clock::now();
-    if (wake_parked || now - last_run_end_ < kBurstGap) {
+    const bool wake = wake_parked || now - last_run_end_ < kBurstGap;
+    if (wake) {
       wake_.notify_all();
     }
-    while (claim_and_run(generation)) {
+    size_t own = 0;
+    while (claim_and_run(generation, /*front=*/true)) {
+      ++own;
     }
     // The chunks still running are on workers that are awake: wait for them spinning (yielding the core
     // now and then, in case a worker was put on this one) rather than sleeping, since being woken up
@@ -108,25 +127,46 @@ class Pool {
       done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == chunks; });
     }
     last_run_end_ = std::chrono::steady_clock::now();
+    // Two calls in a row that were slow, or where the caller ran every chunk itself although the workers were
+    // awake, mean the workers get no core of their own (a worker spinning on the caller's core takes the core
+    // from the caller between calls: 41 % fewer layer_norm calls a second with one free core). A call that found
+    // workers parked is not judged on their help (a woken worker may come after the last chunk), and one that
+    // woke them is allowed twice the time (it pays their wake-up).
+    if (slow_call.count() > 0) {
+      const auto allowed = wake && parked > 0 ? 2 * slow_call : slow_call;
+      const bool bad = last_run_end_ - now > allowed || (parked == 0 && own == chunks);
+      slow_calls_ = bad ? slow_calls_ + 1 : 0;
+      if (slow_calls_ >= 2) {
+        back_off_until_.store((last_run_end_ + kBackOff).time_since_epoch().count(), std::memory_order_relaxed);
+        slow_calls_ = 0;
+      }
+    }
     return true;
   }
 
  private:
-  // The ticket packs the generation (bits 63-32), the number of chunks (31-16) and the next unclaimed
-  // chunk (15-0). Claiming is a compare-exchange on all three, so a late worker can never take a chunk
-  // of a call that has finished (its chunks are all claimed) nor of one it has not seen published.
-  bool claim_and_run(uint64_t generation) {
+  // The ticket packs the generation (bits 63-32), the first unclaimed chunk (31-16) and one past the last (15-0):
+  // the caller claims chunks from the front, the workers from the back, so that with two threads each one
+  // mostly gets the same rows call after call (and finds them in its own L2 when a kernel runs on the same data
+  // again), while a slow worker still leaves the rest to the caller. Claiming is a compare-exchange on all
+  // three, so a late worker can never take a chunk of a call that has finished (its chunks are all claimed) nor
+  // of one it has not seen published.
+  bool claim_and_run(uint64_t generation, bool front) {
     uint64_t ticket = ticket_.load(std::memory_order_acquire);
+    size_t index;
     for (;;) {
-      if ((ticket >> 32) != generation || (ticket & 0xffffu) >= ((ticket >> 16) & 0xffffu)) {
+      const uint64_t first = (ticket >> 16) & 0xffffu, end = ticket & 0xffffu;
+      if ((ticket >> 32) != generation || first >= end) {
         return false;
       }
-      if (ticket_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_acq_rel)) {
+      if (ticket_.compare_exchange_weak(ticket, front ? ticket + (uint64_t(1) << 16) : ticket - 1,
+                                        std::memory_order_acq_rel)) {
+        index = front ? first : end - 1;
         break;
       }
     }
-    (*job_.load(std::memory_order_relaxed))(ticket & 0xffffu);
-    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == ((ticket >> 16) & 0xffffu)) {
+    (*job_.load(std::memory_order_relaxed))(index);
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_.load(std::memory_order_relaxed)) {
       std::lock_guard<std::mutex> lock(mu_);
       done_.notify_all();
     }
@@ -151,11 +191,13 @@ class Pool {
       }
       if (current == seen) {
         std::unique_lock<std::mutex> lock(mu_);
+        ++parked_;
         wake_.wait(lock, [&] { return (ticket_.load(std::memory_order_acquire) >> 32) != seen; });
+        --parked_;
         current = ticket_.load(std::memory_order_acquire) >> 32;
       }
       seen = current;
-      while (claim_and_run(seen)) {
+      while (claim_and_run(seen, /*front=*/false)) {
       }
     }
   }
@@ -166,9 +208,13 @@ class Pool {
   std::condition_variable wake_, done_;
   std::atomic<uint64_t> ticket_{0};
   std::atomic<size_t> finished_{0};
+  std::atomic<size_t> chunks_{0};  // of the current call: written before the ticket that publishes it
   // written before the ticket that publishes it (release), read after claiming a chunk (acquire)
   std::atomic<const std::function<void(size_t)>*> job_{nullptr};
   size_t workers_ = 0;
+  size_t parked_ = 0;      // workers waiting on wake_ (guarded by mu_)
+  size_t slow_calls_ = 0;  // guarded calls in a row that were slow or got no help (guarded by busy_)
+  std::atomic<std::chrono::steady_clock::rep> back_off_until_{0};  // steady_clock ticks
 };
 
 Pool* pool() {
@@ -233,7 +279,8 @@ size_t max_threads() {
   return cached;
 }
 
-void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn) {
+void parallel_for(size_t n, size_t grain, size_t align, const std::function<void(size_t, size_t)>& fn,
+                  size_t max_chunk, std::chrono::nanoseconds slow_call) {
   grain = std::max<size_t>(grain, 1);
   align = std::max<size_t>(align, 1);
   const size_t threads = std::min(max_threads(), n / grain);
@@ -242,17 +289,21 @@ void parallel_for(size_t n, size_t grain, size_t align, const std::function<void
     return;
   }
   Pool* workers = pool();
-  if (workers->workers() == 0) {
+  if (workers->workers() == 0 || (slow_call.count() > 0 && workers->backing_off())) {
     fn(0, n);
     return;
   }
   // chunk = ceil(n / chunks) rounded up to a multiple of align, and at least grain / 2
   size_t chunks = std::min(n / std::max<size_t>(grain / 2, 1), threads * kChunksPerThread);
   size_t chunk = (n + chunks - 1) / chunks;
+  if (max_chunk != 0 && chunk > max_chunk) {
+    // finer chunks: a worker that is descheduled holds at most one of them, which the caller then waits for
+    chunk = std::max(max_chunk, (n + 0xfffe) / 0xffff);  // (chunk counts fit the ticket's 16 bits)
+  }
   chunk = (chunk + align - 1) / align * align;
   chunks = (n + chunk - 1) / chunk;
   const auto part = [&](size_t index) { fn(index * chunk, std::min(n, (index + 1) * chunk)); };
-  if (!workers->run(chunks, part, n >= kWakeFactor * grain)) {
+  if (!workers->run(chunks, part, n >= kWakeFactor * grain, slow_call)) {
     fn(0, n);
   }
 }

@@ -1,6 +1,7 @@
 """The device-op kernels of tttv2._native give the same bits whatever the number of threads, on both sides of
 the size below which a call stays on the calling thread (kOpMinElemsPerThread in native/src/kernels.hpp: a
-second thread from 512K values, a third from 768K), and the number formats stay bit-exact with the numpy
+second thread from 512K values, a third from 768K; layer_norm's own threshold in native/src/norms.cpp: a second
+thread from 128K values, in chunks of four rows), and the number formats stay bit-exact with the numpy
 reference above it, where the work is cut between threads."""
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from tttv2 import _native  # noqa: F401
 from tttv2.ttnn import _kernels
 from tttv2.ttnn._kernels import reference
 
-# decode shapes (one thread), then two threads (one shape with a ragged last chunk), then three
-SHAPES = [(32, 2048), (32, 8192), (128, 4096), (161, 4096), (200, 4096)]
+# decode shapes (one thread; layer_norm: one at 32 × 2048, two at 32 × 4096 and 32 × 8192, three at 34 × 8192 with a
+# ragged last chunk of two rows), then two threads (one shape with a ragged last chunk), then three
+SHAPES = [(32, 2048), (32, 4096), (32, 8192), (34, 8192), (128, 4096), (161, 4096), (200, 4096)]
 
 _OUTPUTS = r"""
 import hashlib, json, sys
@@ -40,7 +42,9 @@ for rows, d in shapes:
         _kernels.bfp_unpack(*_kernels.bfp_pack(x, 3), 3),
         _kernels.bfp_quantize(x, 7),
         _kernels.rms_norm(x, w, 1e-5),
-        _kernels.layer_norm(x, w, w, 1e-5),
+        # a burst of calls: a call under kWakeFactor grains only wakes parked workers within a burst, and
+        # layer_norm's decode shapes are such calls (the first of them may well run on the calling thread alone)
+        *[_kernels.layer_norm(x, w, w, 1e-5) for _ in range(8)],
         _kernels.softmax(x),
         _kernels.silu_mul(x, y),
         _kernels.rotary_interleaved(x, np.cos(angles), np.sin(angles), 1),
