@@ -40,7 +40,7 @@ from ..program_configs import (
 from ..tensor import Tensor
 from ..types import BufferType, DataType, Layout, ReduceType, Topology, _NamedEnum
 from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
-from .data_movement import per_device
+from .data_movement import clone, per_device
 from .matmul import linear
 
 __all__ = [
@@ -1167,7 +1167,7 @@ def all_gather_matmul(
         op, mesh, num_links, all_gather_core_grid_offset, memory_config_ag, memory_config_mm, program_config
     )
     gathered = _all_gather(op, tensor, 3, None, memory_config_ag, None)
-    datacopy = _all_gather(op, tensor, 3, None, memory_config_ag, None)
+    datacopy = clone(gathered)  # ttnn's second output: the same gathered values in a buffer of its own
     out = _gathered_linear(
         gathered,
         weight,
