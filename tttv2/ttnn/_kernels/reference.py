@@ -28,6 +28,8 @@ for ``E ≥ 1``. Values that round past ``2^m − 1`` lose up to a whole step, b
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -180,38 +182,96 @@ def bfp_quantize(x: np.ndarray, mantissa_bits: int) -> np.ndarray:
     return bfp_unpack(*bfp_pack(x, mantissa_bits), mantissa_bits)
 
 
-def _row_mean(v: np.ndarray) -> np.ndarray:
-    """Mean over the last dim, accumulated in float64 and rounded to float32 (as the C++ kernels do).
+ROW_SUM_LANES = 32  # the norms' row sums: independent float32 accumulators ...
+ROW_SUM_CHUNK = ROW_SUM_LANES * 16  # ... each adding 16 terms before its sum moves to a float64 total
 
-    A float32 accumulator is not enough: summing 64 copies of 1e18 in float32 already rounds, and
-    layer_norm of such a constant row came out as ±1 instead of 0.
+
+def row_sum(terms: np.ndarray) -> np.ndarray:
+    """The norms' sum over the last dim of float32 ``terms [rows, d]``, as float64 ``[rows]``, in this order:
+
+    * the row is cut into chunks of 512 terms (and a tail of ``d mod 512``); 32 lanes, lane j taking the terms
+      at positions ``≡ j (mod 32)``;
+    * in each chunk, each lane starts at +0.0 and adds its 16 terms in increasing position, in float32; the
+      lane's float32 sum is then added to the lane's float64 total (chunks in order);
+    * each tail term is added to its lane's float64 total, in increasing position;
+    * the 32 totals are added in lane order to a float64 +0.0.
+
+    Every add is one IEEE add rounded to its type (no reassociation, no FMA), so the C++ twin
+    (``row_sum`` in ``native/src/norms.cpp``), whose lanes are its vector lanes, gives the same bits.
     """
-    return np.mean(v, axis=-1, keepdims=True, dtype=np.float64).astype(np.float32)
+    terms = np.asarray(terms, dtype=np.float32)
+    rows, d = terms.shape
+    full = d - d % ROW_SUM_CHUNK
+    total = np.zeros((rows, ROW_SUM_LANES), dtype=np.float64)
+    if full:
+        chunks = terms[:, :full].reshape(
+            rows, full // ROW_SUM_CHUNK, ROW_SUM_CHUNK // ROW_SUM_LANES, ROW_SUM_LANES
+        )
+        acc = np.zeros((rows, chunks.shape[1], ROW_SUM_LANES), dtype=np.float32)
+        for k in range(chunks.shape[2]):
+            acc += chunks[:, :, k, :]  # float32 adds, lane by lane
+        for c in range(acc.shape[1]):
+            total += acc[:, c, :]  # float32 → float64 is exact; one float64 add per lane
+    for k in range(full, d, ROW_SUM_LANES):
+        n = min(ROW_SUM_LANES, d - k)
+        total[:, :n] += terms[:, k : k + n]
+    out = np.zeros(rows, dtype=np.float64)
+    for j in range(ROW_SUM_LANES):
+        out += total[:, j]
+    return out
+
+
+def _as_rows(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.ndim != 2 else x
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
-    """y = x / sqrt(mean(x², last dim) + eps) · weight, for x [rows, d]."""
+    """y = x · inv · weight for x [..., d], per row ``inv = 1 / sqrt(mean_sq + eps)`` with
+    ``mean_sq = float32(row_sum(x · x) / d)`` (:func:`row_sum` of the float32 squares, divided in float64);
+    every other step one float32 operation, in this order."""
     x = np.asarray(x, dtype=np.float32)
-    mean_sq = _row_mean(x * x)
-    inv = 1.0 / np.sqrt(mean_sq + np.float32(eps))
-    y = x * inv.astype(np.float32)
+    x2 = _as_rows(x)
+    mean_sq = (row_sum(x2 * x2) / x2.shape[1]).astype(np.float32)
+    inv = np.float32(1.0) / np.sqrt(mean_sq + np.float32(eps))
+    y = x2 * inv[:, None]
     if weight is not None:
-        y = y * weight
-    return y.astype(np.float32)
+        y = y * np.asarray(weight, dtype=np.float32).reshape(-1)
+    return y.reshape(x.shape)
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> np.ndarray:
-    """y = (x − mean) / sqrt(var + eps) · weight + bias, for x [rows, d] (biased variance)."""
+    """y = (x − mean) · inv · weight + bias for x [..., d] (biased variance), each step one float32 operation in
+    this order, with the row statistics computed as follows (float64 unless stated):
+
+    * ``c = x − x[0]`` in float32 (the row shifted by its first value); ``s1 = row_sum(c)``, ``s2 = row_sum(c · c)``
+      (:func:`row_sum`, the squares rounded to float32); ``mc = s1 / d``; ``var = s2 / d − mc · mc``;
+      ``mean = float32(x[0] + mc)``;
+    * unless ``8 · var ≥ mc²`` (false when the mean is far from x[0] in standard deviations, or for NaN),
+      ``var = row_sum((x − mean)²) / d`` with the difference and its square rounded to float32;
+    * ``inv = 1 / sqrt(float32(var) + eps)`` in float32.
+    """
     x = np.asarray(x, dtype=np.float32)
-    mean = _row_mean(x)
-    centred = x - mean
-    var = _row_mean(centred * centred)
-    y = centred / np.sqrt(var + np.float32(eps))
+    x2 = _as_rows(x)
+    d = x2.shape[1]
+    if d == 0:
+        return x.copy()
+    shift = x2[:, :1]
+    c = x2 - shift
+    mean_c = row_sum(c) / d
+    var = row_sum(c * c) / d - mean_c * mean_c
+    mean = (shift[:, 0].astype(np.float64) + mean_c).astype(np.float32)[:, None]
+    again = ~(8.0 * var >= mean_c * mean_c)
+    if again.any():
+        centred = x2[again] - mean[again]
+        var[again] = row_sum(centred * centred) / d
+    inv = np.float32(1.0) / np.sqrt(var.astype(np.float32) + np.float32(eps))
+    y = (x2 - mean) * inv[:, None]
     if weight is not None:
-        y = y * weight
+        y = y * np.asarray(weight, dtype=np.float32).reshape(-1)
     if bias is not None:
-        y = y + bias
-    return y.astype(np.float32)
+        y = y + np.asarray(bias, dtype=np.float32).reshape(-1)
+    return y.reshape(x.shape)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
