@@ -275,12 +275,17 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
-    """Numerically stable softmax over the last dim of x [rows, d]."""
+    """Numerically stable softmax over the last dim of x [..., d]: per row ``e = exp(x − max)`` (float32),
+    ``inv = float32(1 / row_sum(e))`` (:func:`row_sum`, the division in float64), ``y = e · inv`` (float32); a row
+    holding a NaN comes out NaN. The C++ twin takes the same steps in this order, with its own float32 exp (see
+    docs/numerics.md §2: the exp is the only step whose bits differ)."""
     x = np.asarray(x, dtype=np.float32)
     if x.ndim and x.shape[-1] == 0:
         return x.copy()  # empty rows (np.max has no identity)
-    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
-    return (e / np.sum(e, axis=-1, keepdims=True)).astype(np.float32)
+    x2 = _as_rows(x)
+    e = np.exp(x2 - np.max(x2, axis=-1, keepdims=True))
+    inv = (1.0 / row_sum(e)).astype(np.float32)
+    return (e * inv[:, None]).reshape(x.shape)
 
 
 def rotary_interleaved(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, inner: int) -> np.ndarray:
