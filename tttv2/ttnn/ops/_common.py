@@ -122,6 +122,22 @@ def expect(condition: bool, op: str, arg: str, expected: str, got: object) -> No
         raise op_error(op, arg, expected, got)
 
 
+def expect_optional(op: str, arg: str, value, cls: type):
+    """``value`` when it is None or a ``cls``; else a ValidationError expecting "a ttnn.<cls> or None"."""
+    expect(value is None or isinstance(value, cls), op, arg, f"a ttnn.{cls.__name__} or None", repr(value))
+    return value
+
+
+def check_memory_config(op: str, value, arg: str = "memory_config") -> MemoryConfig | None:
+    """An op's optional ``memory_config`` (or another argument ``arg`` holding one), returned as given."""
+    return expect_optional(op, arg, value, MemoryConfig)
+
+
+def check_compute_config(op: str, value) -> WormholeComputeKernelConfig | None:
+    """An op's optional ``compute_kernel_config``, returned as given."""
+    return expect_optional(op, "compute_kernel_config", value, WormholeComputeKernelConfig)
+
+
 def expect_tensor(
     op: str,
     arg: str,

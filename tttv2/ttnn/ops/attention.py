@@ -24,7 +24,15 @@ from ..memory import CoreCoord, CoreRange, CoreRangeSet, MemoryConfig, ShardSpec
 from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
-from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import (
+    check_compute_config,
+    check_memory_config,
+    expect,
+    expect_tensor,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
 
 __all__: list[str] = []
 __experimental__: list[str] = [
@@ -54,28 +62,6 @@ def _positive_int(op: str, arg: str, value) -> int:
         op,
         arg,
         "a positive int",
-        repr(value),
-    )
-    return value
-
-
-def _memory_config(op: str, value) -> MemoryConfig | None:
-    expect(
-        value is None or isinstance(value, MemoryConfig),
-        op,
-        "memory_config",
-        "a ttnn.MemoryConfig or None",
-        repr(value),
-    )
-    return value
-
-
-def _compute_config(op: str, value) -> WormholeComputeKernelConfig | None:
-    expect(
-        value is None or isinstance(value, WormholeComputeKernelConfig),
-        op,
-        "compute_kernel_config",
-        "a ttnn.WormholeComputeKernelConfig or None",
         repr(value),
     )
     return value
@@ -155,7 +141,7 @@ def nlp_create_qkv_heads(
         "None (preallocated outputs are not emulated)",
         "tensors",
     )
-    memory_config = _memory_config(op, memory_config)
+    memory_config = check_memory_config(op, memory_config)
     width = x.padded_shape[-1]
     kv = None
     if input_kv is not None:
@@ -357,7 +343,7 @@ def nlp_create_qkv_heads_decode(
         "None (preallocated outputs are not emulated)",
         "tensors",
     )
-    memory_config = _memory_config(op, memory_config)
+    memory_config = check_memory_config(op, memory_config)
     width = x.padded_shape[-1]
     total = nq + 2 * nkv
     expect(
@@ -482,7 +468,7 @@ def nlp_concat_heads(input_tensor: Tensor, *, memory_config: MemoryConfig | None
     """Merge heads: ``[B, nh, S, hd]`` → ``[B, 1, S, nh·hd]`` (head h at columns ``[h·hd, (h+1)·hd)``)."""
     op = "ttnn.experimental.nlp_concat_heads"
     x = expect_tensor(op, "input_tensor", input_tensor, dtypes=_F32_BF16_BF8, layouts=(Layout.TILE,), rank=4)
-    memory_config = _memory_config(op, memory_config)
+    memory_config = check_memory_config(op, memory_config)
     b, nh, s, hd = x.shape
     expect(
         hd % TILE_SIZE == 0, op, "head_dim", "a multiple of 32 (heads are concatenated as whole tiles)", hd
@@ -559,7 +545,7 @@ def nlp_concat_heads_decode(
     op = "ttnn.experimental.nlp_concat_heads_decode"
     x = expect_tensor(op, "input_tensor", input_tensor, dtypes=_F32_BF16, layouts=(Layout.TILE,), rank=4)
     nh = _positive_int(op, "num_heads", num_heads)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     expect(
         output_tensor is None, op, "output_tensor", "None (preallocated outputs are not emulated)", "a tensor"
     )
@@ -637,7 +623,7 @@ def _rope_rows(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, trans: np.ndarra
 def _check_rope_common(op, x, cos, sin, trans, compute_kernel_config, memory_config):
     same_mesh(op, input_tensor=x, cos_cache=cos, sin_cache=sin, trans_mat=trans)
     hd = x.shape[-1]
-    config = _compute_config(op, compute_kernel_config)
+    config = check_compute_config(op, compute_kernel_config)
     expect(hd % TILE_SIZE == 0, op, "head_dim", "a multiple of 32", hd)
     expect(hd <= 256, op, "head_dim", "<= 256", hd)
     expect(
@@ -651,7 +637,7 @@ def _check_rope_common(op, x, cos, sin, trans, compute_kernel_config, memory_con
         cos.shape == sin.shape, op, "sin_cache", f"the shape of cos_cache {list(cos.shape)}", list(sin.shape)
     )
     expect(cos.shape[-1] == hd, op, "cos_cache.shape[-1]", f"head_dim={hd}", cos.shape[-1])
-    out_mc = _memory_config(op, memory_config) or x.memory_config()
+    out_mc = check_memory_config(op, memory_config) or x.memory_config()
     expect(
         out_mc.memory_layout is _layout_of(x),
         op,
@@ -943,8 +929,8 @@ def rotary_embedding(
     sin = expect_tensor(op, "sin_cache", sin_cache, layouts=(Layout.TILE,), rank=4)
     same_mesh(op, input_tensor=x, cos_cache=cos, sin_cache=sin)
     expect(x.dtype.is_float, op, "input_tensor.dtype", "a float dtype", x.dtype.name)
-    _compute_config(op, compute_kernel_config)
-    out_mc = _memory_config(op, memory_config) or x.memory_config()
+    check_compute_config(op, compute_kernel_config)
+    out_mc = check_memory_config(op, memory_config) or x.memory_config()
     width = x.padded_shape[-1]
     expect(
         width % (2 * TILE_SIZE) == 0,

@@ -39,7 +39,15 @@ from ..program_configs import (
 )
 from ..tensor import Tensor
 from ..types import BufferType, DataType, Layout, ReduceType, Topology, _NamedEnum
-from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import (
+    check_compute_config,
+    check_memory_config,
+    expect,
+    expect_tensor,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
 from .data_movement import clone, per_device
 from .matmul import linear
 
@@ -319,26 +327,6 @@ def _check_topology(op: str, topology, allowed: Sequence[Topology] | None = None
     expect(ok, op, "topology", names, repr(topology))
 
 
-def _check_memory_config(op: str, name: str, memory_config) -> None:
-    expect(
-        memory_config is None or isinstance(memory_config, MemoryConfig),
-        op,
-        name,
-        "a ttnn.MemoryConfig or None",
-        repr(memory_config),
-    )
-
-
-def _check_compute_config(op: str, config) -> None:
-    expect(
-        config is None or isinstance(config, WormholeComputeKernelConfig),
-        op,
-        "compute_kernel_config",
-        "a ttnn.WormholeComputeKernelConfig or None",
-        repr(config),
-    )
-
-
 def _check_mesh_device(op: str, mesh_device, mesh: MeshDevice) -> None:
     if mesh_device is None:
         return
@@ -455,6 +443,19 @@ def _input(op: str, value, *, min_rank: int = 1, dtypes=None) -> Tensor:
         rank >= min_rank, op, "input_tensor rank", f">= {min_rank}", f"{rank} (shape {list(tensor.shape)})"
     )
     return tensor
+
+
+def _collective_input(
+    op: str, input_tensor, dim, cluster_axis, mesh_device, *, min_rank: int = 1, dtypes=None
+) -> tuple[Tensor, MeshDevice, int, int | None]:
+    """A collective's input along ``dim``: (tensor, its mesh, ``dim`` normalised, the mesh axis or None for the
+    whole mesh), with the optional ``mesh_device`` checked against the tensor's mesh (``_UNSET`` reads as None)."""
+    tensor = _input(op, input_tensor, min_rank=min_rank, dtypes=dtypes)
+    mesh = tensor.device()
+    dim = _normalize_dim(op, dim, len(tensor.shape))
+    axis = _resolve_axis(op, mesh, None if cluster_axis is _UNSET else cluster_axis)
+    _check_mesh_device(op, None if mesh_device is _UNSET else mesh_device, mesh)
+    return tensor, mesh, dim, axis
 
 
 def _bind(
@@ -700,12 +701,8 @@ def all_gather(
     arguments are validated and do not change the result.
     """
     op = "ttnn.all_gather"
-    tensor = _input(op, input_tensor)
-    mesh = tensor.device()
-    dim = _normalize_dim(op, dim, len(tensor.shape))
-    axis = _resolve_axis(op, mesh, cluster_axis)
-    _check_mesh_device(op, mesh_device, mesh)
-    _check_memory_config(op, "memory_config", memory_config)
+    tensor, _, dim, axis = _collective_input(op, input_tensor, dim, cluster_axis, mesh_device)
+    check_memory_config(op, memory_config)
     _check_topology(op, topology)
     _check_tuning(
         op,
@@ -759,16 +756,14 @@ def reduce_scatter(
     values = {k: (None if v is _UNSET else v) for k, v in values.items()}
     if dim is _UNSET:
         dim = scatter_dim
-    tensor = _input(op, input_tensor, min_rank=2, dtypes=_FLOAT_DTYPES)
-    mesh = tensor.device()
-    dim = _normalize_dim(op, dim, len(tensor.shape))
-    axis = _resolve_axis(op, mesh, values["cluster_axis"])
-    _check_mesh_device(op, values["mesh_device"], mesh)
+    tensor, _, dim, axis = _collective_input(
+        op, input_tensor, dim, values["cluster_axis"], values["mesh_device"], min_rank=2, dtypes=_FLOAT_DTYPES
+    )
     _check_math_op(op, values["math_op"])
-    _check_memory_config(op, "memory_config", memory_config)
-    _check_memory_config(op, "intermediate_memory_config", intermediate_memory_config)
+    check_memory_config(op, memory_config)
+    check_memory_config(op, intermediate_memory_config, "intermediate_memory_config")
     _check_topology(op, topology)
-    _check_compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     _check_tuning(
         op,
         num_links,
@@ -800,9 +795,9 @@ def all_reduce(
     mesh = tensor.device()
     axis = _resolve_axis(op, mesh, cluster_axis)
     _check_math_op(op, math_op)
-    _check_memory_config(op, "memory_config", memory_config)
+    check_memory_config(op, memory_config)
     _check_topology(op, topology)
-    _check_compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     _check_tuning(op, num_links)
     groups = _groups(mesh, axis)
     shards = _reduced(full_shards(tensor, op, groups), groups)
@@ -868,14 +863,12 @@ def all_gather_async(
         raise op_error(op, "persistent_output_tensor", "only one of persistent_output_buffer/_tensor", "both")
     topology = Topology.Ring if values["topology"] is _UNSET else values["topology"]
 
-    tensor = _input(op, input_tensor, min_rank=2)
-    mesh = tensor.device()
-    dim = _normalize_dim(op, values["dim"], len(tensor.shape))
-    axis = _resolve_axis(op, mesh, None if values["cluster_axis"] is _UNSET else values["cluster_axis"])
-    _check_mesh_device(op, None if values["mesh_device"] is _UNSET else values["mesh_device"], mesh)
+    tensor, mesh, dim, axis = _collective_input(
+        op, input_tensor, values["dim"], values["cluster_axis"], values["mesh_device"], min_rank=2
+    )
     _check_semaphores(op, "multi_device_global_semaphore", values["multi_device_global_semaphore"], mesh, 2)
     _check_barrier(op, barrier_semaphore, mesh)
-    _check_memory_config(op, "memory_config", memory_config)
+    check_memory_config(op, memory_config)
     _check_topology(op, topology, _RING_OR_LINEAR)
     _check_tuning(
         op,
@@ -925,16 +918,15 @@ def reduce_scatter_minimal_async(
     the intermediate is only checked (dtype and layout of the input). Topology must be Ring or Linear.
     """
     op = "ttnn.experimental.reduce_scatter_minimal_async"
-    tensor = _input(op, input_tensor, min_rank=2, dtypes=_FLOAT_DTYPES)
-    mesh = tensor.device()
-    dim = _normalize_dim(op, dim, len(tensor.shape))
-    axis = _resolve_axis(op, mesh, cluster_axis)
+    tensor, mesh, dim, axis = _collective_input(
+        op, input_tensor, dim, cluster_axis, None, min_rank=2, dtypes=_FLOAT_DTYPES
+    )
     _check_semaphores(op, "multi_device_global_semaphore", multi_device_global_semaphore, mesh, 3)
     _check_barrier(op, barrier_semaphore, mesh)
-    _check_memory_config(op, "memory_config", memory_config)
-    _check_memory_config(op, "intermediate_memory_config", intermediate_memory_config)
+    check_memory_config(op, memory_config)
+    check_memory_config(op, intermediate_memory_config, "intermediate_memory_config")
     _check_topology(op, topology, _RING_OR_LINEAR)
-    _check_compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     _check_tuning(
         op,
         num_links,
@@ -1053,20 +1045,7 @@ def all_gather_matmul_async(
         memory_config_ag,
     )
     gathered = _all_gather(op, tensor, 3, None, memory_config_ag, output)
-    out = _gathered_linear(
-        gathered,
-        weight,
-        tensor,
-        bias=bias,
-        transpose_a=transpose_a,
-        transpose_b=transpose_b,
-        memory_config_mm=memory_config_mm,
-        dtype=dtype,
-        program_config=program_config,
-        compute_kernel_config=compute_kernel_config,
-        core_grid=core_grid,
-        activation=activation,
-    )
+    out = _gathered_linear(gathered, weight, tensor, locals())
     return gathered, out
 
 
@@ -1103,8 +1082,8 @@ def _check_gather_matmul_configs(
     if offset is _UNSET:
         raise op_error(op, "all_gather_core_grid_offset", "a ttnn.CoreCoord or an (x, y) pair", None)
     _core_offset(op, offset)
-    _check_memory_config(op, "memory_config_ag", memory_config_ag)
-    _check_memory_config(op, "memory_config_mm", memory_config_mm)
+    check_memory_config(op, memory_config_ag, "memory_config_ag")
+    check_memory_config(op, memory_config_mm, "memory_config_mm")
     _check_links_fit(op, num_links, mesh)
     expect(
         program_config is None
@@ -1119,15 +1098,27 @@ def _check_gather_matmul_configs(
     )
 
 
-def _gathered_linear(gathered: Tensor, weight: Tensor, tensor: Tensor, *, memory_config_mm, dtype, **matmul):
-    """The fused op's matmul: ``ttnn.linear`` of the gathered activation, in the input's memory config and dtype
+_LINEAR_ARGS = (
+    "bias",
+    "transpose_a",
+    "transpose_b",
+    "program_config",
+    "compute_kernel_config",
+    "core_grid",
+    "activation",
+)
+
+
+def _gathered_linear(gathered: Tensor, weight: Tensor, tensor: Tensor, call: dict) -> Tensor:
+    """The fused ops' matmul: ``ttnn.linear`` of the gathered activation with the fused op's own arguments ``call``
+    (its parameters, as ``locals()`` holds them: neither op rebinds them), in the input's memory config and dtype
     unless ``memory_config_mm`` / ``dtype`` say otherwise."""
     return linear(
         gathered,
         weight,
-        memory_config=memory_config_mm or tensor.memory_config(),
-        dtype=dtype or tensor.dtype,
-        **matmul,
+        memory_config=call["memory_config_mm"] or tensor.memory_config(),
+        dtype=call["dtype"] or tensor.dtype,
+        **{name: call[name] for name in _LINEAR_ARGS},
     )
 
 
@@ -1168,20 +1159,7 @@ def all_gather_matmul(
     )
     gathered = _all_gather(op, tensor, 3, None, memory_config_ag, None)
     datacopy = clone(gathered)  # ttnn's second output: the same gathered values in a buffer of its own
-    out = _gathered_linear(
-        gathered,
-        weight,
-        tensor,
-        bias=bias,
-        transpose_a=transpose_a,
-        transpose_b=transpose_b,
-        memory_config_mm=memory_config_mm,
-        dtype=dtype,
-        program_config=program_config,
-        compute_kernel_config=compute_kernel_config,
-        core_grid=core_grid,
-        activation=activation,
-    )
+    out = _gathered_linear(gathered, weight, tensor, locals())
     return [gathered, out, datacopy]
 
 
@@ -1221,8 +1199,8 @@ def fast_reduce_nc(
             repr(dims),
         )
     expect(len(set(dims)) == len(dims), op, "dims", "distinct dims", repr(dims))
-    _check_memory_config(op, "memory_config", memory_config)
-    _check_compute_config(op, compute_kernel_config)
+    check_memory_config(op, memory_config)
+    check_compute_config(op, compute_kernel_config)
     reduce_dims = tuple(sorted(dims))
     shape = [1 if i in reduce_dims else s for i, s in enumerate(tensor.shape)]
     if output is not None:

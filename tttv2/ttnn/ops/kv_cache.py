@@ -27,7 +27,7 @@ from ..numerics import quantize
 from ..program_configs import WormholeComputeKernelConfig
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
-from ._common import expect, expect_tensor, same_mesh, ttnn_op
+from ._common import check_compute_config, expect, expect_tensor, same_mesh, ttnn_op
 
 __all__: list[str] = ["fill_cache", "fill_cache_for_user_", "update_cache", "update_cache_for_token_"]
 __experimental__: list[str] = ["paged_fill_cache", "paged_fused_update_cache", "paged_update_cache"]
@@ -49,16 +49,6 @@ def _index(op: str, arg: str, value, upper: int | None = None) -> int:
     if upper is not None:
         expect(value < upper, op, arg, f"< {upper}", value)
     return int(value)
-
-
-def _compute_config(op: str, value) -> None:
-    expect(
-        value is None or isinstance(value, WormholeComputeKernelConfig),
-        op,
-        "compute_kernel_config",
-        "a ttnn.WormholeComputeKernelConfig or None",
-        repr(value),
-    )
 
 
 def _mem(t: Tensor) -> MemoryConfig:
@@ -335,7 +325,7 @@ def update_cache(
     """
     op = "ttnn.update_cache"
     cache, x = _check_cache_pair(op, cache, input, _CACHE3)
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     if not x.is_sharded():
         expect(
             _mem(x).memory_layout is _INTERLEAVED,
@@ -535,7 +525,7 @@ def paged_update_cache(
     cache = expect_tensor(op, "cache_tensor", cache_tensor, dtypes=_CACHE4, layouts=(Layout.TILE,), rank=4)
     x = expect_tensor(op, "input_tensor", input_tensor, dtypes=_F32_BF16, layouts=(Layout.TILE,), rank=4)
     same_mesh(op, cache_tensor=cache, input_tensor=x)
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     share = bool(share_cache)
     pt = None
     if page_table is not None:
@@ -616,7 +606,7 @@ def paged_fused_update_cache(
     same_mesh(
         op, cache_tensor1=caches[0], input_tensor1=inputs[0], cache_tensor2=caches[1], input_tensor2=inputs[1]
     )
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     x1, x2 = inputs
     expect(
         x1.layout == x2.layout,
@@ -687,7 +677,7 @@ def paged_fill_cache(
     cache = expect_tensor(op, "cache_tensor", cache_tensor, dtypes=_CACHE4, layouts=(Layout.TILE,), rank=4)
     x = expect_tensor(op, "input_tensor", input_tensor, dtypes=(cache.dtype,), layouts=(Layout.TILE,), rank=4)
     x_shards = dict(zip(_input_devices(op, cache, x), x.shards(op)))
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     expect(
         _mem(x).memory_layout is _INTERLEAVED,
         op,

@@ -42,19 +42,26 @@ from ..memory import (
 from ..placement import PlacementReplicate, PlacementShard
 from ..tensor import Tensor
 from ..types import BufferType, DataType, Layout, ReduceType, Topology
-from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import (
+    check_compute_config,
+    check_memory_config,
+    expect,
+    expect_tensor,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
 from .ccl import (
     _FLOAT_DTYPES,
     _RING_OR_LINEAR,
     _UNSET,
     GlobalSemaphore,
-    _check_compute_config,
     _check_math_op,
-    _check_memory_config,
     _check_mesh_device,
     _check_semaphores,
     _check_topology,
     _check_tuning,
+    _collective_input,
     _groups,
     _input,
     _normalize_dim,
@@ -139,7 +146,7 @@ def _check_llama_rs(
     _check_semaphores(op, "cross_device_semaphore", semaphore, mesh, 1)
     _check_topology(op, topology, _RING_OR_LINEAR)
     _check_tuning(op, num_links)
-    _check_memory_config(op, "memory_config", memory_config)
+    check_memory_config(op, memory_config)
     spec = _shard_spec(tensor)
     expect(spec is not None, op, f"{name}.memory_config", "a sharded memory config", tensor.memory_config())
     expect(spec.shape[0] == 32, op, f"{name} shard height", "32", spec.shape[0])
@@ -313,8 +320,8 @@ def llama_rs_matmul(
     )
     _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
-    _check_memory_config(op, "memory_config_mm", memory_config_mm)
-    _check_compute_config(op, compute_kernel_config)
+    check_memory_config(op, memory_config_mm, "memory_config_mm")
+    check_compute_config(op, compute_kernel_config)
     expect(optional_output_tensor is None, op, "optional_output_tensor", "None (ttnn ignores it)", "a tensor")
 
     def product(w: Tensor) -> Tensor:
@@ -463,7 +470,7 @@ def all_reduce_async(
 
     tensor = _input(op, input_tensor, min_rank=2, dtypes=_FLOAT_DTYPES)
     mesh = tensor.device()
-    _check_memory_config(op, "memory_config", memory_config)
+    check_memory_config(op, memory_config)
     _check_topology(op, topology, _RING_OR_LINEAR)
     _check_tuning(op, num_links)
     _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
@@ -545,15 +552,13 @@ def reduce_scatter_async(
         if values[name] is not _UNSET:
             raise op_error(op, name, "one value", "a value both positionally and by keyword")
         values[name] = value
-    tensor = _input(op, input_tensor, min_rank=2, dtypes=_FLOAT_DTYPES)
-    mesh = tensor.device()
-    dim = _normalize_dim(op, dim, len(tensor.shape))
-    axis = _resolve_axis(op, mesh, None if values["cluster_axis"] is _UNSET else values["cluster_axis"])
-    _check_mesh_device(op, None if values["mesh_device"] is _UNSET else values["mesh_device"], mesh)
+    tensor, mesh, dim, axis = _collective_input(
+        op, input_tensor, dim, values["cluster_axis"], values["mesh_device"], min_rank=2, dtypes=_FLOAT_DTYPES
+    )
     for name in sem_names:
         _check_semaphores(op, name, values[name], mesh, 1)
     _check_math_op(op, math_op)
-    _check_memory_config(op, "memory_config", memory_config)
+    check_memory_config(op, memory_config)
     _check_topology(op, topology, _RING_OR_LINEAR)
     _check_tuning(op, num_links)
     _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
@@ -615,7 +620,7 @@ def llama_rs_create_heads(
     _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     _check_flag(op, "use_optimal_ccl_for_llama", use_optimal_ccl_for_llama)
-    _check_memory_config(op, "qkv_memory_config", qkv_memory_config)
+    check_memory_config(op, qkv_memory_config, "qkv_memory_config")
     _, ring = _check_llama_rs(
         op,
         tensor,
@@ -742,7 +747,7 @@ def all_gather_concat(
     _check_semaphores(op, "multi_device_global_semaphore", multi_device_global_semaphore, mesh, 1)
     _check_topology(op, topology, (Topology.Linear,))
     _check_tuning(op, num_links)
-    _check_memory_config(op, "memory_config", memory_config)
+    check_memory_config(op, memory_config)
     _check_subdevice(op, "subdevice_id", subdevice_id, tensor.device())
     _check_flag(op, "use_noc1_only", use_noc1_only)
     buf = expect_tensor(op, "buffer_tensor", None if buffer_tensor is _UNSET else buffer_tensor)

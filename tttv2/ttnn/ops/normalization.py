@@ -21,6 +21,7 @@ After an all-gather along dim 3 each device holds the statistics of every device
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from ..program_configs import (
 )
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
-from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import check_compute_config, expect, expect_tensor, output_like, same_mesh, ttnn_op
 from .data_movement import per_device
 
 __all__ = [
@@ -66,13 +67,6 @@ def _epsilon(op: str, epsilon) -> float:
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or not epsilon >= 0:
         raise op_error(op, "epsilon", "a non-negative float", repr(epsilon))
     return float(epsilon)
-
-
-def _compute_config(op: str, config) -> None:
-    if config is not None and not isinstance(config, WormholeComputeKernelConfig):
-        raise op_error(
-            op, "compute_kernel_config", "a ttnn.WormholeComputeKernelConfig or None", repr(config)
-        )
 
 
 def _residual(op: str, residual, x: Tensor) -> Tensor | None:
@@ -299,7 +293,7 @@ def _norm(
 ) -> Tensor:
     x = _input(op, input_tensor)
     eps = _epsilon(op, epsilon)
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     same_mesh(op, input_tensor=x, weight=weight, bias=bias, residual_input_tensor=residual_input_tensor)
     r = _residual(op, residual_input_tensor, x)
     gammas = _param(op, "weight", weight, x)
@@ -394,7 +388,7 @@ def _pre_all_gather(
 ) -> Tensor:
     x = _input(op, input_tensor, rank=4)
     expect(isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType", repr(dtype))
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     same_mesh(op, input_tensor=x, residual_input_tensor=residual_input_tensor)
     r = _residual(op, residual_input_tensor, x)
     out_mem, pc = _sharding(op, x, program_config, memory_config, distributed=True)
@@ -441,7 +435,7 @@ def _post_all_gather(
     x = _input(op, input_tensor, rank=4)
     s = expect_tensor(op, "stats", stats, dtypes=_STATS_DTYPES, layouts=(Layout.TILE,), rank=4)
     eps = _epsilon(op, epsilon)
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     if dtype is not None:
         expect(isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType", repr(dtype))
     same_mesh(op, input_tensor=x, stats=s, weight=weight, bias=bias)
@@ -524,36 +518,50 @@ def rms_norm_pre_all_gather(
     )
 
 
-@ttnn_op("ttnn.rms_norm_post_all_gather")
-def rms_norm_post_all_gather(
-    input_tensor: Tensor,
-    stats: Tensor,
-    *,
-    epsilon: float = 1e-12,
-    weight: Tensor | None = None,
-    bias: Tensor | None = None,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-    program_config=None,
-    dtype: DataType | None = None,
-    use_2d_core_grid: bool | None = None,
-) -> Tensor:
+def _post_all_gather_op(kind: str, doc: str) -> Callable[..., Tensor]:
+    """The public op ``ttnn.<kind>_norm_post_all_gather``: the RMS and layer norm variants take the same arguments
+    and differ only in ``kind`` (which statistics the gathered tensor holds, see :func:`_post_all_gather`)."""
+    name = f"{kind}_norm_post_all_gather"
+    op = f"ttnn.{name}"
+
+    def post_all_gather(
+        input_tensor: Tensor,
+        stats: Tensor,
+        *,
+        epsilon: float = 1e-12,
+        weight: Tensor | None = None,
+        bias: Tensor | None = None,
+        memory_config: MemoryConfig | None = None,
+        compute_kernel_config: WormholeComputeKernelConfig | None = None,
+        program_config=None,
+        dtype: DataType | None = None,
+        use_2d_core_grid: bool | None = None,
+    ) -> Tensor:
+        return _post_all_gather(
+            op,
+            kind,
+            input_tensor,
+            stats,
+            epsilon,
+            weight,
+            bias,
+            memory_config,
+            compute_kernel_config,
+            program_config,
+            dtype,
+        )
+
+    post_all_gather.__name__ = post_all_gather.__qualname__ = name
+    post_all_gather.__doc__ = doc
+    return ttnn_op(op)(post_all_gather)
+
+
+rms_norm_post_all_gather = _post_all_gather_op(
+    _RMS,
     """Normalise this device's slice with the gathered statistics ``[1, 1, S, 32·n]`` of all n devices:
     ``y = x / sqrt(ΣΣx² / (n · local padded width) + epsilon) · weight + bias`` (``weight`` is this device's
-    slice of gamma)."""
-    return _post_all_gather(
-        "ttnn.rms_norm_post_all_gather",
-        _RMS,
-        input_tensor,
-        stats,
-        epsilon,
-        weight,
-        bias,
-        memory_config,
-        compute_kernel_config,
-        program_config,
-        dtype,
-    )
+    slice of gamma).""",
+)
 
 
 @ttnn_op("ttnn.layer_norm_pre_all_gather")
@@ -581,35 +589,11 @@ def layer_norm_pre_all_gather(
     )
 
 
-@ttnn_op("ttnn.layer_norm_post_all_gather")
-def layer_norm_post_all_gather(
-    input_tensor: Tensor,
-    stats: Tensor,
-    *,
-    epsilon: float = 1e-12,
-    weight: Tensor | None = None,
-    bias: Tensor | None = None,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-    program_config=None,
-    dtype: DataType | None = None,
-    use_2d_core_grid: bool | None = None,
-) -> Tensor:
+layer_norm_post_all_gather = _post_all_gather_op(
+    _LAYER,
     """LayerNorm of this device's slice from gathered ``[1, 1, S, 64·n]`` stats: ``E[x] = ΣΣx / N``,
-    ``var = ΣΣx² / N − E[x]²`` with ``N`` = n · local padded width."""
-    return _post_all_gather(
-        "ttnn.layer_norm_post_all_gather",
-        _LAYER,
-        input_tensor,
-        stats,
-        epsilon,
-        weight,
-        bias,
-        memory_config,
-        compute_kernel_config,
-        program_config,
-        dtype,
-    )
+    ``var = ΣΣx² / N − E[x]²`` with ``N`` = n · local padded width.""",
+)
 
 
 # --- softmax -------------------------------------------------------------------------------------------------
@@ -631,7 +615,7 @@ def softmax(
     """
     op = "ttnn.softmax"
     x = _input(op, input_tensor)
-    _compute_config(op, compute_kernel_config)
+    check_compute_config(op, compute_kernel_config)
     if memory_config is not None and not isinstance(memory_config, MemoryConfig):
         raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
     kind = x.memory_config().memory_layout

@@ -30,7 +30,16 @@ from ..program_configs import SDPAProgramConfig, WormholeComputeKernelConfig
 from ..storage import is_storage
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout
-from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import (
+    check_compute_config,
+    check_memory_config,
+    expect,
+    expect_optional,
+    expect_tensor,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
 from .kv_cache import _index, _page_rows, _page_table, _physical_block
 
 __all__: list[str] = []
@@ -125,27 +134,9 @@ def _options(op: str, scale, sliding_window_size, memory_config, program_config,
     window = None
     if sliding_window_size is not None:
         window = _index(op, "sliding_window_size", sliding_window_size) or None  # 0 means no window
-    expect(
-        memory_config is None or isinstance(memory_config, MemoryConfig),
-        op,
-        "memory_config",
-        "a ttnn.MemoryConfig or None",
-        repr(memory_config),
-    )
-    expect(
-        program_config is None or isinstance(program_config, SDPAProgramConfig),
-        op,
-        "program_config",
-        "a ttnn.SDPAProgramConfig or None",
-        repr(program_config),
-    )
-    expect(
-        compute_kernel_config is None or isinstance(compute_kernel_config, WormholeComputeKernelConfig),
-        op,
-        "compute_kernel_config",
-        "a ttnn.WormholeComputeKernelConfig or None",
-        repr(compute_kernel_config),
-    )
+    check_memory_config(op, memory_config)
+    expect_optional(op, "program_config", program_config, SDPAProgramConfig)
+    check_compute_config(op, compute_kernel_config)
     return window, memory_config or DRAM_MEMORY_CONFIG
 
 

@@ -27,7 +27,7 @@ from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from ..tensor import Tensor
 from ..types import DataType, Layout
-from ._common import expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import check_memory_config, expect, expect_tensor, output_like, same_mesh, ttnn_op
 from .data_movement import per_device
 
 __all__ = [
@@ -71,16 +71,6 @@ register_non_differentiable("ttnn.sample", "ttnn.sgd_step_", "ttnn.adamw_step_")
 
 def _float(op: str, arg: str, value, rank=None, layouts=_TILE) -> Tensor:
     return expect_tensor(op, arg, value, dtypes=_FLOAT, layouts=layouts, rank=rank)
-
-
-def _memory_config(op: str, memory_config) -> None:
-    expect(
-        memory_config is None or isinstance(memory_config, MemoryConfig),
-        op,
-        "memory_config",
-        "a ttnn.MemoryConfig or None",
-        repr(memory_config),
-    )
 
 
 def _number(
@@ -224,7 +214,7 @@ def cross_entropy_loss(
     t = expect_tensor(op, "target", target, dtypes=_IDS)
     same_mesh(op, logits=x, target=t)
     red = _reduction(op, reduction)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     rows, classes = math.prod(x.shape[:-1]), x.shape[-1]
     if t.volume != rows:
         raise op_error(op, "target", f"{rows} class ids ([B, S] for logits {list(x.shape)})", list(t.shape))
@@ -267,7 +257,7 @@ def _pointwise_loss(op: str, pred, target, reduction, memory_config, kind: int) 
         tuple(p.shape) == tuple(t.shape), op, "target", f"the shape of pred {list(p.shape)}", list(t.shape)
     )
     red = _reduction(op, reduction)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     vals = per_device(lambda a, b: _tk.pointwise_loss(a, b, kind), _arrays(p, op), _arrays(t, op))
     if red == "none":
         return output_like(op, vals, p, memory_config=memory_config)
@@ -344,7 +334,7 @@ def log_softmax(x: Tensor, dim: int = -1, *, memory_config: MemoryConfig | None 
     op = "ttnn.log_softmax"
     t = _float(op, "x", x)
     axis = _axis(op, dim, len(t.shape))
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     return output_like(
         op, per_device(_along(_tk.log_softmax, axis), _arrays(t, op)), t, memory_config=memory_config
     )
@@ -388,7 +378,7 @@ def rms_norm_forward(
     same_mesh(op, x=t, weight=w)
     eps = _number(op, "epsilon", epsilon, low=0.0)
     inter = _flag(op, "return_intermediates", return_intermediates)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     ys, rms = _unzip(
         per_device(
             lambda a, g: _tk.rms_norm_forward(a, g, eps),
@@ -451,7 +441,7 @@ def layer_norm_forward(
     same_mesh(op, x=t, weight=w, bias=b)
     eps = _number(op, "epsilon", epsilon, low=0.0)
     inter = _flag(op, "return_intermediates", return_intermediates)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     n = t.num_shards
     ys, mean, rstd = _unzip(
         per_device(
@@ -532,7 +522,7 @@ def silu_bw(
         f"the shape of input_tensor {list(x.shape)}",
         list(g.shape),
     )
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     dx = per_device(_tk.silu_backward, _arrays(x, op), _arrays(g, op))
     return [output_like(op, dx, x, memory_config=memory_config)]
 
@@ -583,7 +573,7 @@ def swiglu(
     expect(h3 == h, op, "w3", f"[1, 1, {e}, {h}] (the shape of w1)", list(m3.shape))
     m2, _ = _matrix(op, "w2", w2, h)
     same_mesh(op, x=t, w1=m1, w2=m2, w3=m3)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
 
     def run(a, p1, p2, p3):
         return _tk.swiglu_forward(
@@ -668,7 +658,7 @@ def scaled_dot_product_attention_forward(
     qt, kt, vt, mt, sc, p, s = _attention_args(op, q, k, v, attn_mask, scale, dropout_probability, seed)
     causal = _flag(op, "is_causal", is_causal)
     inter = _flag(op, "return_intermediates", return_intermediates)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
 
     def run(qa, ka, va, ma):
         return _tk.sdpa_forward(qa, ka, va, ma, scale=sc, is_causal=causal, dropout_p=p, seed=s)
@@ -744,7 +734,7 @@ def sample(
     x = _float(op, "logits", logits, layouts=(Layout.TILE, Layout.ROW_MAJOR))
     temp = _number(op, "temperature", temperature, low=0.0)
     s = _integer(op, "seed", seed, low=0)
-    _memory_config(op, memory_config)
+    check_memory_config(op, memory_config)
     ids = per_device(lambda a: _tk.gumbel_argmax(a, temp, s)[..., None], _arrays(x, op))
     return output_like(
         op,
