@@ -2,16 +2,19 @@
 numpy references (tttv2.ttnn._kernels.training_reference), at every SIMD level of the CPU, plus the random
 generator (determinism, keep rate), the kernels' own argument checks and the in-place optimizer steps.
 
-Tolerance native vs reference: ``|err| <= 2e-6·m + 1e-7`` on the largest reference magnitude ``m`` (the C++
-exp is within ~2 ulp of numpy's and row sums are both accumulated in float64 but in another order); the
-products of the attention and SwiGLU kernels are the same numpy matmuls in both. Integer results (ids, masks)
-must match exactly.
+Kernels without an exp (the norms forward, the norms' dx, softmax backward) match bit for bit: the reference's row
+sums follow the C++ order (``training_reference._rowsum``). The norms' dweight / dbias are float64 column sums whose
+order follows the C++ row chunks: within 1 ulp. Kernels with an exp: ``|err| <= 2e-6·m + 1e-7`` on the largest
+reference magnitude ``m`` (the C++ exp is within ~2 ulp of numpy's); the products of the attention and SwiGLU
+kernels are the same numpy matmuls in both. Integer results (ids, masks) must match exactly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tttv2 import _native
 from tttv2.ttnn import _kernels
@@ -73,25 +76,47 @@ def test_softmax_family_and_losses(simd, shape):
     agree(*both("log_softmax", x))
     y = ref.log_softmax(x)
     agree(*both("log_softmax_backward", y, dy))
-    agree(*both("softmax_backward", np.exp(y), dy))
+    same_bits(*both("softmax_backward", np.exp(y), dy))  # no exp inside: the same bits
     assert np.isfinite(tk.cross_entropy_forward(x, target)).all()
 
 
-@pytest.mark.parametrize("shape", [(2, 1, 16, 48), (256, 512)])
+def same_bits(native, reference):
+    native = native if isinstance(native, tuple) else (native,)
+    reference = reference if isinstance(reference, tuple) else (reference,)
+    assert len(native) == len(reference)
+    for a, b in zip(native, reference):
+        assert a.shape == b.shape and a.dtype == b.dtype == np.float32, (a.shape, b.shape, a.dtype, b.dtype)
+        nan = np.isnan(b)
+        assert np.array_equal(np.isnan(a), nan)  # a NaN's sign and payload are not specified
+        np.testing.assert_array_equal(
+            np.where(nan, 0, a).view(np.uint32), np.where(nan, 0, b).view(np.uint32)
+        )
+
+
+def norm_grads_agree(native, reference):
+    """dx bit for bit; the column sums (dweight, dbias: float64 sums in the C++ row-chunk order) within 1 ulp."""
+    same_bits(native[0], reference[0])
+    for a, b in zip(native[1:], reference[1:]):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_max_ulp(a, b, maxulp=1)
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 16, 48), (256, 512), (3, 1001)])
 def test_norm_kernels(simd, shape):
     d = shape[-1]
     x = randn(*shape) + 2.0
     w, b, dy = randn(d), randn(d), randn(*shape)
-    agree(*both("rms_norm_forward", x, w, 1e-6))
-    agree(*both("rms_norm_forward", x, None, 1e-6))
+    same_bits(*both("rms_norm_forward", x, w, 1e-6))
+    same_bits(*both("rms_norm_forward", x, None, 1e-6))
     rms = ref.rms_norm_forward(x, w, 1e-6)[1]
-    agree(*both("rms_norm_backward", x, w, rms, dy, 1e-6), tol=1e-5)
-    agree(*both("rms_norm_backward", x, None, None, dy, 1e-6), tol=1e-5)
-    agree(*both("layer_norm_forward", x, w, b, 1e-5))
-    agree(*both("layer_norm_forward", x, None, None, 1e-5))
+    norm_grads_agree(*both("rms_norm_backward", x, w, rms, dy, 1e-6))
+    norm_grads_agree(*both("rms_norm_backward", x, None, None, dy, 1e-6))
+    same_bits(*both("layer_norm_forward", x, w, b, 1e-5))
+    same_bits(*both("layer_norm_forward", x, None, None, 1e-5))
     _, mean, rstd = ref.layer_norm_forward(x, w, b, 1e-5)
-    agree(*both("layer_norm_backward", x, w, mean, rstd, dy, 1e-5), tol=1e-5)
-    agree(*both("layer_norm_backward", x, None, None, None, dy, 1e-5), tol=1e-5)
+    norm_grads_agree(*both("layer_norm_backward", x, w, mean, rstd, dy, 1e-5))
+    norm_grads_agree(*both("layer_norm_backward", x, None, None, None, dy, 1e-5))
+    same_bits(*both("softmax_backward", np.exp(ref.log_softmax(x)), dy))
     # recomputed statistics give the same gradients as saved ones
     np.testing.assert_allclose(
         tk.rms_norm_backward(x, w, None, dy, 1e-6)[0],
@@ -99,6 +124,40 @@ def test_norm_kernels(simd, shape):
         rtol=1e-6,
         atol=1e-6,
     )
+
+
+@st.composite
+def training_rows(draw):
+    """[rows, d] float32 rows (d across the 8-lane boundary), scaled and offset so that sums cancel or get large."""
+    rows, d = draw(st.integers(1, 4)), draw(st.sampled_from([1, 7, 8, 9, 63, 300, 1029]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = draw(st.sampled_from([1e-20, 1e-2, 1.0, 1e4, 1e15]))
+    offset = draw(st.sampled_from([0.0, 1.0, -300.0, 1e5]))
+    x = (rng.standard_normal((rows, d)) * scale + offset).astype(np.float32)
+    w, b, dy = (rng.standard_normal(shape).astype(np.float32) for shape in (d, d, (rows, d)))
+    return x, w, b, dy
+
+
+@settings(max_examples=40, deadline=None)
+@given(training_rows())
+def test_norm_kernels_same_bits_any_rows(data):
+    """The exp-free training kernels follow the C++ sum order (training_reference._rowsum): the same bits for any
+    rows, at every SIMD level."""
+    x, w, b, dy = data
+    previous = _native.set_simd_level(LEVELS[-1])
+    try:
+        for level in LEVELS:
+            _native.set_simd_level(level)
+            with np.errstate(all="ignore"):
+                same_bits(*both("rms_norm_forward", x, w, 1e-6))
+                same_bits(*both("layer_norm_forward", x, w, b, 1e-5))
+                for name, args in (("rms_norm_backward", (x, w, None, dy, 1e-6)),
+                                   ("layer_norm_backward", (x, w, None, None, dy, 1e-5))):  # fmt: skip
+                    native, reference = both(name, *args)
+                    same_bits(native[0], reference[0])  # dx; the column sums: see norm_grads_agree
+                same_bits(*both("softmax_backward", np.abs(x), dy))
+    finally:
+        _native.set_simd_level(previous)
 
 
 def test_activation_kernels(simd):

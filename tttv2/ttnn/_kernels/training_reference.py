@@ -110,9 +110,34 @@ def _f32(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float32)
 
 
+SUM_LANES = 8
+
+
 def _rowsum(a: np.ndarray) -> np.ndarray:
-    """Sum over the last dim in float64, kept as [..., 1]."""
-    return np.sum(a, axis=-1, keepdims=True, dtype=np.float64)
+    """Sum over the last dim in float64, kept as ``[..., 1]``, in the C++ kernels' order (``sum_d`` / ``dot_d`` in
+    ``native/src/training.cpp``): 8 float64 lanes start at +0.0; lane j adds the values at positions ≡ j (mod 8)
+    below the last multiple of 8, in increasing position; the remaining values go to lane 0, in order; then
+    ``((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))``. Each add is one IEEE float64 add, so the same float32
+    terms (e.g. products rounded to float32 first) give the same bits in both."""
+    a = np.asarray(a, dtype=np.float64)
+    lead, d = a.shape[:-1], a.shape[-1]
+    full = d - d % SUM_LANES
+    blocks = a[..., :full].reshape(*lead, full // SUM_LANES, SUM_LANES)
+    start = np.zeros((*lead, 1, SUM_LANES))
+    lanes = np.cumsum(np.concatenate([start, blocks], axis=-2), axis=-2)[..., -1, :]  # accumulate: in order
+    for k in range(full, d):
+        lanes[..., 0] += a[..., k]
+    lane = [lanes[..., j] for j in range(SUM_LANES)]
+    return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])))[
+        ..., None
+    ]
+
+
+def _rowsum_in_order(a: np.ndarray) -> np.ndarray:
+    """Sum over the last dim in float64, kept as ``[..., 1]``: from +0.0, one value after the other."""
+    a = np.asarray(a, dtype=np.float64)
+    start = np.zeros((*a.shape[:-1], 1))
+    return np.cumsum(np.concatenate([start, a], axis=-1), axis=-1)[..., -1:]
 
 
 def _ids(name: str, ids, n: int, shape: tuple) -> np.ndarray:
@@ -228,7 +253,7 @@ def layer_norm_forward(x, weight, bias, eps: float) -> tuple[np.ndarray, np.ndar
     w, b = _vec(weight, d), _vec(bias, d)
     mean = (_rowsum(x) / d).astype(np.float32)
     c = x - mean
-    var = (_rowsum(c * c) / d).astype(np.float32)
+    var = (_rowsum_in_order(c * c) / d).astype(np.float32)  # the C++ mean_rstd's second pass
     rstd = (np.float32(1.0) / np.sqrt(var + np.float32(eps))).astype(np.float32)
     y = c * rstd
     if w is not None:
