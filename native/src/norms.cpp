@@ -1,7 +1,8 @@
 // Row reductions over the last dim of a [rows, d] float32 array: rms_norm, layer_norm, softmax.
 //
-// Element-wise steps are evaluated in float32 in the same order as the numpy reference; the row sums
-// are accumulated (mostly) in double, like the reference's float64 means.
+// Every step is evaluated in the order the numpy reference defines (tttv2/ttnn/_kernels/reference.py: row_sum,
+// rms_norm, layer_norm, softmax), so rms_norm and layer_norm give its bits and softmax differs only by its exp
+// (docs/numerics.md §2). Change one side, change the other.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +18,7 @@ constexpr size_t kChunk = kLanes * 16;  // values summed in float before moving 
 
 // Sum over a row of term(x[i]) (a float32 value, e.g. the square rounded to float32 like the reference's
 // x * x). Each lane adds 16 terms in float32, then the lane sums are accumulated in double: accurate to
-// a few 1e-8 relative, and twice as fast as converting every term to double.
+// a few 1e-8 relative, and twice as fast as converting every term to double. reference.row_sum is this order.
 template <class Term>
 TTTV2_INLINE double row_sum(const float* __restrict x, size_t d, Term term) {
   double total[kLanes] = {};

@@ -640,12 +640,16 @@ TTTV2_DEFINE_MULTIVERSION(adamw_range,
                            size_t begin, size_t end),
                           (o, param, grad, m, v, vmax, begin, end))
 
-// Row reductions with per-column sums (dgamma, dbeta): the rows are split into at most max_threads()
-// chunks, each accumulating its own double partials; the partials are added in chunk order.
+// Row reductions with per-column sums (dgamma, dbeta): the rows are split into chunks by the shape alone (one per
+// kMinElemsPerThread values, at most kColumnSumChunks), each accumulating its own double partials over its rows in
+// order; the partials are added in chunk order. The chunks are handed to the threads, so the bits do not depend on
+// the thread count (training_reference._column_sum defines the same order).
+constexpr size_t kColumnSumChunks = 8;
+
 template <class Fn>
 void rows_with_column_sums(size_t rows, size_t d, size_t nsums, std::vector<double>& sums, Fn&& fn) {
   const size_t want = rows * std::max<size_t>(d, 1) / kMinElemsPerThread;
-  const size_t chunks = std::max<size_t>(1, std::min({max_threads(), want, rows}));
+  const size_t chunks = std::max<size_t>(1, std::min({kColumnSumChunks, want, rows}));
   std::vector<double> partial(chunks * nsums * d, 0.0);
   parallel_for(chunks, 1, 1, [&](size_t c0, size_t c1) {
     std::vector<float> scratch(2 * d);

@@ -2,14 +2,18 @@
 numpy references (tttv2.ttnn._kernels.training_reference), at every SIMD level of the CPU, plus the random
 generator (determinism, keep rate), the kernels' own argument checks and the in-place optimizer steps.
 
-Kernels without an exp (the norms forward, the norms' dx, softmax backward) match bit for bit: the reference's row
-sums follow the C++ order (``training_reference._rowsum``). The norms' dweight / dbias are float64 column sums whose
-order follows the C++ row chunks: within 1 ulp. Kernels with an exp: ``|err| <= 2e-6·m + 1e-7`` on the largest
+Kernels without an exp (the norms forward and backward, softmax backward) match bit for bit: the reference's row
+and column sums follow the C++ order (``training_reference._rowsum``, ``_column_sum``). Kernels with an exp: ``|err| <= 2e-6·m + 1e-7`` on the largest
 reference magnitude ``m`` (the C++ exp is within ~2 ulp of numpy's); the products of the attention and SwiGLU
 kernels are the same numpy matmuls in both. Integer results (ids, masks) must match exactly.
 """
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,11 +98,48 @@ def same_bits(native, reference):
 
 
 def norm_grads_agree(native, reference):
-    """dx bit for bit; the column sums (dweight, dbias: float64 sums in the C++ row-chunk order) within 1 ulp."""
-    same_bits(native[0], reference[0])
-    for a, b in zip(native[1:], reference[1:]):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_array_max_ulp(a, b, maxulp=1)
+    """dx, dweight and dbias bit for bit (the column sums: training_reference._column_sum's chunk order)."""
+    for a, b in zip(native, reference, strict=True):
+        same_bits(a, b)
+
+
+def column_sum_tie_dy(rows=64, d=1024):
+    """dy whose column 0 sums differently in float32 depending on the row chunks: rows 0 and 1 make 1 + 2^-24 (a
+    float32 tie) and rows 32..34 add 3 · 2^-54 (each lost on its own next to 1, together 0.75 of a float64 step),
+    so one chunk of 64 rows gives 1.0 and two chunks of 32 give 1 + 2^-23. 64 × 1024 values: two chunks."""
+    dy = np.zeros((rows, d), np.float32)
+    dy[0, 0], dy[1, 0] = 1.0, 2.0**-24
+    dy[32:35, 0] = 2.0**-54
+    return dy
+
+
+_DBIAS = """
+import sys
+import numpy as np
+from tests.ttnn.test_training_kernels import column_sum_tie_dy
+from tttv2.ttnn._kernels import training as tk
+dy = column_sum_tie_dy()
+x = np.random.default_rng(0).standard_normal(dy.shape).astype(np.float32)
+print(int(tk.layer_norm_backward(x, None, None, None, dy, 1e-5)[2].view(np.uint32)[0]))
+"""
+
+
+def test_column_sums_do_not_depend_on_the_thread_count():
+    """The norms' dweight / dbias chunks depend on the shape only: one thread gives the two-chunk sum too (with
+    chunks per thread, one thread summed the 64 rows as one chunk and gave 1.0 here)."""
+    dy = column_sum_tie_dy()
+    x = np.random.default_rng(0).standard_normal(dy.shape).astype(np.float32)
+    expected = ref.layer_norm_backward(x, None, None, None, dy, 1e-5)[2]
+    assert expected[0] == np.float32(1 + 2.0**-23)
+    same_bits(tk.layer_norm_backward(x, None, None, None, dy, 1e-5)[2], expected)
+    env = {k: v for k, v in os.environ.items() if k != "TTTV2_KERNELS"}
+    env["TTTV2_NUM_THREADS"] = "1"
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", _DBIAS], capture_output=True, text=True, env=env, cwd=root, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == int(expected.view(np.uint32)[0])
 
 
 @pytest.mark.parametrize("shape", [(2, 1, 16, 48), (256, 512), (3, 1001)])
@@ -154,7 +195,7 @@ def test_norm_kernels_same_bits_any_rows(data):
                 for name, args in (("rms_norm_backward", (x, w, None, dy, 1e-6)),
                                    ("layer_norm_backward", (x, w, None, None, dy, 1e-5))):  # fmt: skip
                     native, reference = both(name, *args)
-                    same_bits(native[0], reference[0])  # dx; the column sums: see norm_grads_agree
+                    norm_grads_agree(native, reference)
                 same_bits(*both("softmax_backward", np.abs(x), dy))
     finally:
         _native.set_simd_level(previous)

@@ -133,6 +133,25 @@ def _rowsum(a: np.ndarray) -> np.ndarray:
     ]
 
 
+COLUMN_SUM_CHUNKS = 8  # kColumnSumChunks in native/src/training.cpp
+COLUMN_SUM_CHUNK_VALUES = 1 << 15  # kMinElemsPerThread in native/src/kernels.hpp
+
+
+def _column_sum(terms: np.ndarray) -> np.ndarray:
+    """Sum of float32 ``terms [..., d]`` over all rows → float32 ``[d]``, in the C++ order (``rows_with_column_sums``):
+    the rows are cut into ``max(1, min(8, rows·d // 32768, rows))`` chunks (chunk c: rows ``[rows·c // n,
+    rows·(c + 1) // n)``); each chunk sums its rows from +0.0 in order in float64; the chunk sums are added from +0.0 in
+    chunk order. The chunks depend on the shape only, never on the thread count."""
+    a = _flat_rows(np.asarray(terms, dtype=np.float64))
+    rows, d = a.shape
+    chunks = max(1, min(COLUMN_SUM_CHUNKS, rows * max(d, 1) // COLUMN_SUM_CHUNK_VALUES, rows))
+    total = np.zeros(d)
+    for c in range(chunks):
+        part = a[rows * c // chunks : rows * (c + 1) // chunks]
+        total = total + np.cumsum(np.concatenate([np.zeros((1, d)), part]), axis=0)[-1]
+    return total.astype(np.float32)
+
+
 def _rowsum_in_order(a: np.ndarray) -> np.ndarray:
     """Sum over the last dim in float64, kept as ``[..., 1]``: from +0.0, one value after the other."""
     a = np.asarray(a, dtype=np.float64)
@@ -242,7 +261,7 @@ def rms_norm_backward(x, weight, rms, dy, eps: float) -> tuple[np.ndarray, np.nd
     g = (dy if w is None else dy * w) * inv
     c = (_rowsum(x * g) / d).astype(np.float32) * inv * inv
     dx = g - x * c
-    dw = np.sum(_flat_rows(dy * x * inv), axis=0, dtype=np.float64).astype(np.float32)
+    dw = _column_sum(dy * x * inv)
     return dx.astype(np.float32), dw
 
 
@@ -283,8 +302,8 @@ def layer_norm_backward(x, weight, mean, rstd, dy, eps: float) -> tuple[np.ndarr
     a = (_rowsum(g) / d).astype(np.float32)
     b = (_rowsum(g * xhat) / d).astype(np.float32)
     dx = rstd * (g - a - xhat * b)
-    dw = np.sum(_flat_rows(dy * xhat), axis=0, dtype=np.float64).astype(np.float32)
-    db = np.sum(_flat_rows(dy), axis=0, dtype=np.float64).astype(np.float32)
+    dw = _column_sum(dy * xhat)
+    db = _column_sum(dy)
     return dx.astype(np.float32), dw, db
 
 
