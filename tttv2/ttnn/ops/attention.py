@@ -67,6 +67,11 @@ def _positive_int(op: str, arg: str, value) -> int:
     return value
 
 
+def _bf16_tile4(op: str, arg: str, value) -> Tensor:
+    """A rank-4 bfloat16 TILE tensor argument (the decode rotary ops take nothing else)."""
+    return expect_tensor(op, arg, value, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4)
+
+
 def _layout_of(t: Tensor) -> TensorMemoryLayout:
     return t.memory_config().memory_layout
 
@@ -674,18 +679,10 @@ def rotary_embedding_llama(
     The standard pair-swap matrix runs the fused ``rotary_interleaved`` kernel; any other matrix a matmul.
     """
     op = "ttnn.experimental.rotary_embedding_llama"
-    x = expect_tensor(
-        op, "input_tensor", input_tensor, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    cos = expect_tensor(
-        op, "cos_cache", cos_cache, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    sin = expect_tensor(
-        op, "sin_cache", sin_cache, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    trans = expect_tensor(
-        op, "trans_mat", trans_mat, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
+    x = _bf16_tile4(op, "input_tensor", input_tensor)
+    cos = _bf16_tile4(op, "cos_cache", cos_cache)
+    sin = _bf16_tile4(op, "sin_cache", sin_cache)
+    trans = _bf16_tile4(op, "trans_mat", trans_mat)
     expect(isinstance(is_decode_mode, bool), op, "is_decode_mode", "a bool", repr(is_decode_mode))
     out_mc = _check_rope_common(op, x, cos, sin, trans, compute_kernel_config, memory_config)
     expect(
@@ -820,21 +817,11 @@ def rotary_embedding_llama_fused_qk(
     bfloat16, HEIGHT_SHARDED and (in the emulator) TILE layout; outputs keep the inputs' memory configs.
     """
     op = "ttnn.experimental.rotary_embedding_llama_fused_qk"
-    q = expect_tensor(
-        op, "q_input_tensor", q_input_tensor, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    k = expect_tensor(
-        op, "k_input_tensor", k_input_tensor, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    cos = expect_tensor(
-        op, "cos_cache", cos_cache, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    sin = expect_tensor(
-        op, "sin_cache", sin_cache, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
-    trans = expect_tensor(
-        op, "trans_mat", trans_mat, dtypes=(DataType.BFLOAT16,), layouts=(Layout.TILE,), rank=4
-    )
+    q = _bf16_tile4(op, "q_input_tensor", q_input_tensor)
+    k = _bf16_tile4(op, "k_input_tensor", k_input_tensor)
+    cos = _bf16_tile4(op, "cos_cache", cos_cache)
+    sin = _bf16_tile4(op, "sin_cache", sin_cache)
+    trans = _bf16_tile4(op, "trans_mat", trans_mat)
     same_mesh(op, q_input_tensor=q, k_input_tensor=k)
     for name, t in (
         ("q_input_tensor", q),

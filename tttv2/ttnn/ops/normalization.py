@@ -310,63 +310,53 @@ def _norm(
     return output_like(op, shards, x, memory_config=out_mem)
 
 
-@ttnn_op("ttnn.rms_norm")
-def rms_norm(
-    input_tensor: Tensor,
-    *,
-    epsilon: float = 1e-12,
-    weight: Tensor | None = None,
-    bias: Tensor | None = None,
-    residual_input_tensor: Tensor | None = None,
-    memory_config: MemoryConfig | None = None,
-    program_config=None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-) -> Tensor:
+def _norm_op(kind: str, doc: str) -> Callable[..., Tensor]:
+    """The public op ``ttnn.<kind>_norm``: RMS and layer norm take the same arguments and differ only in ``kind``."""
+    name = f"{kind}_norm"
+    op = f"ttnn.{name}"
+
+    def norm(
+        input_tensor: Tensor,
+        *,
+        epsilon: float = 1e-12,
+        weight: Tensor | None = None,
+        bias: Tensor | None = None,
+        residual_input_tensor: Tensor | None = None,
+        memory_config: MemoryConfig | None = None,
+        program_config=None,
+        compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    ) -> Tensor:
+        return _norm(
+            op,
+            kind,
+            input_tensor,
+            epsilon,
+            weight,
+            bias,
+            residual_input_tensor,
+            memory_config,
+            program_config,
+            compute_kernel_config,
+        )
+
+    norm.__name__ = norm.__qualname__ = name
+    norm.__doc__ = doc
+    return ttnn_op(op)(norm)
+
+
+rms_norm = _norm_op(
+    _RMS,
     """``y = (x + residual) / sqrt(mean((x + residual)², last dim) + epsilon) · weight + bias``.
 
     The input is TILE (bfloat16, float32 or bfloat8_b); the output has the input's dtype and, by default, its
     memory config. See the module docstring for the accepted weight forms and sharding rules.
-    """
-    return _norm(
-        "ttnn.rms_norm",
-        _RMS,
-        input_tensor,
-        epsilon,
-        weight,
-        bias,
-        residual_input_tensor,
-        memory_config,
-        program_config,
-        compute_kernel_config,
-    )
-
-
-@ttnn_op("ttnn.layer_norm")
-def layer_norm(
-    input_tensor: Tensor,
-    *,
-    epsilon: float = 1e-12,
-    weight: Tensor | None = None,
-    bias: Tensor | None = None,
-    residual_input_tensor: Tensor | None = None,
-    memory_config: MemoryConfig | None = None,
-    program_config=None,
-    compute_kernel_config: WormholeComputeKernelConfig | None = None,
-) -> Tensor:
+    """,
+)
+layer_norm = _norm_op(
+    _LAYER,
     """``y = (v − mean(v)) / sqrt(var(v) + epsilon) · weight + bias`` with ``v = x + residual`` (biased
-    variance over the last dim). Same arguments and rules as :func:`rms_norm`."""
-    return _norm(
-        "ttnn.layer_norm",
-        _LAYER,
-        input_tensor,
-        epsilon,
-        weight,
-        bias,
-        residual_input_tensor,
-        memory_config,
-        program_config,
-        compute_kernel_config,
-    )
+    variance over the last dim). Same arguments and rules as :func:`rms_norm`.""",
+)
 
 
 # --- distributed norms -----------------------------------------------------------------------------------------
