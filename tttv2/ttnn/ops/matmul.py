@@ -41,6 +41,8 @@ from .prefetch import GlobalCircularBuffer
 
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
+# the tt_lib era's ``ttnn.experimental.operations.primary.matmul`` (assembled in ``tttv2.ttnn._compat``)
+__primary__ = [("matmul", "primary_matmul")]
 __transformer__: list[str] = []
 
 _FLOATS = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B)
@@ -444,6 +446,52 @@ def linear(
         activation=activation,
     )
     return _write_output("ttnn.linear", result, optional_output_tensor, "optional_output_tensor")
+
+
+@ttnn_op("ttnn.experimental.operations.primary.matmul")
+def primary_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    program_config=None,
+    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
+    output_dtype: DataType | None = None,
+    compute_kernel_config=None,
+    untilize_out: bool = False,
+) -> Tensor:
+    """The tt_lib era's matmul (``tt_lib.operations.primary.matmul``, reached as
+    ``ttnn.experimental.operations.primary.matmul`` by models of that era): :func:`linear`'s math and program
+    config checks, under that era's keywords: ``output_mem_config`` (default DRAM interleaved, tt_lib's default
+    output memory config), ``output_dtype``, and ``untilize_out`` (a ROW_MAJOR output)."""
+    op = "ttnn.experimental.operations.primary.matmul"
+    expect(
+        isinstance(output_mem_config, MemoryConfig),
+        op,
+        "output_mem_config",
+        "a ttnn.MemoryConfig",
+        output_mem_config,
+    )
+    expect(isinstance(untilize_out, bool), op, "untilize_out", "a bool", repr(untilize_out))
+    result = _matmul(
+        op,
+        input_tensor_a,
+        input_tensor_b,
+        bias=bias,
+        transpose_a=False,
+        transpose_b=False,
+        memory_config=output_mem_config,
+        dtype=output_dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=None,
+        activation=None,
+    )
+    if untilize_out:
+        from .data_movement import to_layout
+
+        result = to_layout(result, Layout.ROW_MAJOR)
+    return result
 
 
 @ttnn_op("ttnn.experimental.minimal_matmul")
