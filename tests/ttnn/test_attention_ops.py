@@ -1669,3 +1669,22 @@ def test_sdpa_program_grid_must_fit_device(open_mesh):
     cfg = ttnn.SDPAProgramConfig((9, 8), q_chunk_size=32, k_chunk_size=32)
     with pytest.raises(ValidationError, match="compute_with_storage_grid_size"):
         ttnn.transformer.scaled_dot_product_attention(tq, tk, tv, program_config=cfg)
+
+
+def test_decode_first_form_positional_cur_pos_and_users_on_dim_1(open_mesh):
+    """SDPA decode's first form (mid-2024, MQA: the Llama-2-70B T3000 attention): ``cur_pos`` passed positionally
+    and a cache ``[1, B, S, D]`` (one KV head, the users on dim 1) gives what today's form gives for the same cache
+    as ``[B, 1, S, D]``, bit for bit; a cache of today's shape is read as before."""
+    mesh = open_mesh((1, 1))
+    users, nh, s, d = 4, 8, 64, 64
+    g = torch.Generator().manual_seed(5)
+    q = dev(torch.randn(1, users, nh, d, generator=g), mesh)
+    k, v = (torch.randn(users, 1, s, d, generator=g) for _ in range(2))
+    positions = [3, 17, 40, 63]
+    f = ttnn.transformer.scaled_dot_product_attention_decode
+    today = f(q, dev(k, mesh), dev(v, mesh), cur_pos=positions)
+    first = f(q, dev(k.reshape(1, users, s, d), mesh), dev(v.reshape(1, users, s, d), mesh), positions)
+    assert first.shape == today.shape == [1, users, nh, d]
+    assert torch.equal(host(first, mesh), host(today, mesh))
+    one_user = f(dev(torch.randn(1, 1, nh, d, generator=g), mesh), dev(k[:1], mesh), dev(v[:1], mesh), [5])
+    assert one_user.shape == [1, 1, nh, d]

@@ -573,3 +573,21 @@ def test_tt_lib_era_primary_matmul(problem):
         primary.matmul(a, b, untilize_out=1)
     with pytest.raises(ValidationError, match=r"primary.matmul.*in0_block_w"):
         primary.matmul(a, b, program_config=_mcast(in0_block_w=3))
+
+
+def test_reuse_config_deals_batched_blocks_one_per_core(open_mesh, rng):
+    """``MatmulMultiCoreReuseProgramConfig`` (the batched matmul without multicast) deals its
+    (B × Mt / per_core_M) × (Nt / per_core_N) output blocks to the grid's cores one each, as tt-metal's bmm does:
+    4 batches of one 1x2-tile block fit a 2x2 grid (the Llama-2-70B T3000 attention rotates 32 users' heads on an
+    8x4 grid so), a sharded output gets that many cores, and a grid of fewer cores than blocks is refused."""
+    mesh = open_mesh((1, 1))
+    a = _put(mesh, _data(rng, 1, 4, 32, 64))
+    b = _put(mesh, _data(rng, 1, 4, 64, 64, scale=1 / 8))
+    cfg = ttnn.MatmulMultiCoreReuseProgramConfig((2, 2), 2, 1, 2, 1, 2)
+    out = ttnn.matmul(a, b, program_config=cfg, compute_kernel_config=EXACT)
+    plain = ttnn.matmul(a, b, compute_kernel_config=EXACT)
+    assert np.array_equal(ttnn.to_numpy(out), ttnn.to_numpy(plain))
+    sharded = ttnn.matmul(a, b, program_config=cfg, memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
+    assert sharded.shard_spec().grid.num_cores() == 4 and sharded.shard_spec().shape == (32, 64)
+    with pytest.raises(ValidationError, match=r"at most 2 output blocks of 1x2 tiles for a 4x2-tile output"):
+        ttnn.matmul(a, b, program_config=ttnn.MatmulMultiCoreReuseProgramConfig((2, 1), 2, 1, 2, 1, 2))

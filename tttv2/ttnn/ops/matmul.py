@@ -148,6 +148,19 @@ def _validate_program_config(
             f"{blocks_m * blocks_n} blocks",
         )
         return cfg.in0_block_w, num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
+    if isinstance(cfg, MatmulMultiCoreReuseProgramConfig):
+        # the batched reuse matmul (no multicast) deals its (B * Mt / per_core_M) * (Nt / per_core_N) output blocks
+        # to the grid's cores one each, in row order (tt-metal's bmm "reuse optimized" program); the Llama-2-70B
+        # T3000 attention rotates 32 users' heads so, one user per core of an 8x4 grid
+        cores = grid.x * grid.y
+        expect(
+            blocks_m * blocks_n <= cores,
+            op,
+            "program_config",
+            f"at most {cores} output blocks of {cfg.per_core_M}x{cfg.per_core_N} tiles for a {mt}x{nt}-tile output",
+            f"{blocks_m * blocks_n} blocks",
+        )
+        return cfg.in0_block_w, num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
     rows, cols = (grid.x, grid.y) if getattr(cfg, "transpose_mcast", False) else (grid.y, grid.x)
     expect(
         blocks_m <= rows and blocks_n <= cols,
