@@ -109,3 +109,25 @@ def test_lazy_weight_applies_as_tensors_preprocess(mesh):
     device = on_device(weight)
     assert list(device.shape) == [1, 1, 64, 32]
     np.testing.assert_array_equal(ttnn.to_numpy(ttnn.get_device_tensors(device)[0])[0, 0], source.T)
+
+
+def test_a_none_tensor_reads_the_weight_cache_as_tttv1_does(mesh, tmp_path):
+    """TTTv1 constructed with ``read_cache=True`` passes ``None`` to ``ttnn.as_tensor`` with its cache file name
+    (Llama-2-70B's MLP and attention): the bridge then makes that call itself, loading the file TTTv1 loads, and
+    fails as TTTv1 does when the file is missing."""
+    mapper = ttnn.ShardTensorToMesh(mesh, dim=1)
+    import torch
+
+    values = torch.arange(32 * 64, dtype=torch.float32).reshape(32, 64)
+    kwargs = {"layout": ttnn.TILE_LAYOUT, "device": mesh, "mesh_mapper": mapper, "memory_config": None}
+    written = ttnn.as_tensor(values, ttnn.bfloat16, cache_file_name=tmp_path / "w", **kwargs)
+    loaded = lazy_weight(None, ttnn.bfloat16, cache_file_name=tmp_path / "w", **kwargs)
+    assert isinstance(loaded, ttnn.Tensor) and on_device(loaded) is loaded
+    composer = ttnn.ConcatMeshToTensor(mesh, dim=1)
+    assert np.array_equal(
+        ttnn.to_numpy(loaded, mesh_composer=composer), ttnn.to_numpy(written, mesh_composer=composer)
+    )
+    with pytest.raises(
+        ttnn.ValidationError, match=r"tensor is None and the cache file .*missing.* does not exist"
+    ):
+        lazy_weight(None, ttnn.bfloat16, cache_file_name=tmp_path / "missing", **kwargs)

@@ -1669,3 +1669,46 @@ def test_sdpa_program_grid_must_fit_device(open_mesh):
     cfg = ttnn.SDPAProgramConfig((9, 8), q_chunk_size=32, k_chunk_size=32)
     with pytest.raises(ValidationError, match="compute_with_storage_grid_size"):
         ttnn.transformer.scaled_dot_product_attention(tq, tk, tv, program_config=cfg)
+
+
+def test_decode_first_form_positional_cur_pos_and_users_on_dim_1(open_mesh):
+    """SDPA decode's first form (mid-2024, MQA: the Llama-2-70B T3000 attention): ``cur_pos`` passed positionally
+    and a cache ``[1, B, S, D]`` (one KV head, the users on dim 1) gives what today's form gives for the same cache
+    as ``[B, 1, S, D]``, bit for bit; a cache of today's shape is read as before."""
+    mesh = open_mesh((1, 1))
+    users, nh, s, d = 4, 8, 64, 64
+    g = torch.Generator().manual_seed(5)
+    q = dev(torch.randn(1, users, nh, d, generator=g), mesh)
+    k, v = (torch.randn(users, 1, s, d, generator=g) for _ in range(2))
+    positions = [3, 17, 40, 63]
+    f = ttnn.transformer.scaled_dot_product_attention_decode
+    today = f(q, dev(k, mesh), dev(v, mesh), cur_pos=positions)
+    first = f(q, dev(k.reshape(1, users, s, d), mesh), dev(v.reshape(1, users, s, d), mesh), positions)
+    assert first.shape == today.shape == [1, users, nh, d]
+    assert torch.equal(host(first, mesh), host(today, mesh))
+    one_user = f(dev(torch.randn(1, 1, nh, d, generator=g), mesh), dev(k[:1], mesh), dev(v[:1], mesh), [5])
+    assert one_user.shape == [1, 1, nh, d]
+
+
+def test_first_form_mqa_cache_chain_matches_torch(open_mesh):
+    """The Llama-2-70B T3000 attention's decode chain in the first form: an MQA cache ``[1, B, S, D]`` (users on
+    dim 1) written a position at a time by ``update_cache`` from K rows ``[1, B, 32, D]`` (head 0 real, the
+    padded heads after it), then attended by SDPA decode with a positional ``cur_pos``: torch's attention of each
+    user's query over its own written positions."""
+    mesh = open_mesh((1, 1))
+    users, nh, s, d, steps = 4, 8, 64, 64, 5
+    g = torch.Generator().manual_seed(9)
+    caches = [dev(torch.zeros(1, users, s, d), mesh) for _ in range(2)]
+    written = [torch.zeros(users, steps, d), torch.zeros(users, steps, d)]
+    for pos in range(steps):
+        for cache, hist in zip(caches, written):
+            rows = torch.randn(1, users, 32, d, generator=g)  # row 0 of each user is the one KV head
+            ttnn.update_cache(cache, dev(rows, mesh), pos)
+            hist[:, pos] = host(dev(rows, mesh), mesh)[0, :, 0]
+    q = torch.randn(1, users, nh, d, generator=g)
+    scale = 1 / math.sqrt(d)
+    out = ttnn.transformer.scaled_dot_product_attention_decode(
+        dev(q, mesh), caches[0], caches[1], [steps - 1] * users, scale=scale
+    )
+    ref = sdpa_ref(q[0][:, :, None], written[0][:, None], written[1][:, None], causal=False, scale=scale)
+    close(ref[:, :, 0][None], host(out, mesh))

@@ -798,3 +798,38 @@ def test_tt_lib_era_names(open_mesh):
     t = ttnn.from_numpy(np.zeros((1, 1, 7, 40), np.float32), layout=ttnn.TILE_LAYOUT, device=mesh)
     assert list(t.get_legacy_shape()) == [1, 1, 32, 64] == list(t.padded_shape)
     assert list(t.shape) == [1, 1, 7, 40]
+
+
+def test_tt_lib_era_namespaces():
+    """Mid-2024 models read tt_lib through ``ttnn.experimental`` (``import tt_lib as ttl`` was the same
+    package): its ``tensor`` namespace has the compute-kernel config and ``FusibleActivation`` (ttnn's
+    ``UnaryOpType`` under its old name), ``operations.primary`` the program configs, ``transformers`` the SDPA
+    config under its old name and the sharded softmax config; ``import ttnn.experimental.operations.primary``
+    finds it."""
+    import importlib
+
+    ttl = ttnn.experimental
+    assert ttl.tensor.FusibleActivation.SILU is ttnn.UnaryOpType.SILU
+    assert ttl.tensor.WormholeComputeKernelConfig is ttnn.WormholeComputeKernelConfig
+    assert ttl.tensor.MathFidelity is ttnn.MathFidelity and ttl.tensor.DataType.BFLOAT8_B is ttnn.bfloat8_b
+    primary = importlib.import_module("tttv2.ttnn.experimental.operations.primary")
+    assert primary is ttl.operations.primary
+    assert primary.LayerNormShardedMultiCoreProgramConfig is ttnn.LayerNormShardedMultiCoreProgramConfig
+    assert (
+        primary.MatmulMultiCoreReuseMultiCast1DProgramConfig
+        is ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig
+    )
+    assert primary.transformers.SDPAMultiCoreProgramConfig is ttnn.SDPAProgramConfig
+    softmax = primary.transformers.SoftmaxShardedMultiCoreProgramConfig(
+        (8, 4), subblock_w=1, block_h=1, block_w=2
+    )
+    assert softmax.compute_with_storage_grid_size == ttnn.CoreCoord(8, 4) and softmax.block_w == 2
+    assert (
+        primary.transformers.SoftmaxShardedMultiCoreProgramConfig is ttnn.SoftmaxShardedMultiCoreProgramConfig
+    )
+    with pytest.raises(
+        ttnn.ValidationError, match=r"SoftmaxShardedMultiCoreProgramConfig: subblock_w 2 must divide"
+    ):
+        ttnn.SoftmaxShardedMultiCoreProgramConfig((8, 4), subblock_w=2, block_h=1, block_w=3)
+    with pytest.raises(ttnn.ValidationError, match=r"block_h must be a positive int"):
+        ttnn.SoftmaxShardedMultiCoreProgramConfig((8, 4), subblock_w=1, block_h=0, block_w=1)

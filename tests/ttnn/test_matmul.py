@@ -547,3 +547,47 @@ def test_optional_output_tensor_receives_the_product_in_place(open_mesh, rng):
         ):
             with pytest.raises(ValidationError, match=rf"{name}: {pattern}"):
                 op(x, w, optional_output_tensor=bad)
+
+
+def test_tt_lib_era_primary_matmul(problem):
+    """``ttnn.experimental.operations.primary.matmul`` (tt_lib's matmul, which the Llama-2-70B T3000 MLP calls in
+    prefill): linear's product under that era's keywords, DRAM interleaved by default, ``output_dtype``, the
+    program config checked as linear checks it, ``untilize_out`` giving a ROW_MAJOR result."""
+    _, a, b, ref = problem
+    primary = ttnn.experimental.operations.primary
+    out = primary.matmul(
+        a, b, program_config=_mcast(), compute_kernel_config=EXACT, output_dtype=ttnn.bfloat8_b
+    )
+    assert out.dtype == ttnn.bfloat8_b and out.memory_config() == ttnn.DRAM_MEMORY_CONFIG
+    same = ttnn.linear(a, b, program_config=_mcast(), compute_kernel_config=EXACT, dtype=ttnn.bfloat8_b)
+    assert np.array_equal(ttnn.to_numpy(out), ttnn.to_numpy(same))
+    _check(ttnn.to_numpy(out), ref, 2.0**-7, min_pcc=0.9999)  # a bfloat8_b output
+    flat = primary.matmul(a, b, output_mem_config=ttnn.L1_MEMORY_CONFIG, untilize_out=True)
+    assert flat.layout == ttnn.ROW_MAJOR_LAYOUT and flat.memory_config() == ttnn.L1_MEMORY_CONFIG
+    assert np.array_equal(
+        ttnn.to_numpy(flat), ttnn.to_numpy(ttnn.matmul(a, b, memory_config=ttnn.L1_MEMORY_CONFIG))
+    )
+    with pytest.raises(ValidationError, match=r"primary.matmul.*output_mem_config"):
+        primary.matmul(a, b, output_mem_config="dram")
+    with pytest.raises(ValidationError, match=r"primary.matmul.*untilize_out"):
+        primary.matmul(a, b, untilize_out=1)
+    with pytest.raises(ValidationError, match=r"primary.matmul.*in0_block_w"):
+        primary.matmul(a, b, program_config=_mcast(in0_block_w=3))
+
+
+def test_reuse_config_deals_batched_blocks_one_per_core(open_mesh, rng):
+    """``MatmulMultiCoreReuseProgramConfig`` (the batched matmul without multicast) deals its
+    (B × Mt / per_core_M) × (Nt / per_core_N) output blocks to the grid's cores one each, as tt-metal's bmm does:
+    4 batches of one 1x2-tile block fit a 2x2 grid (the Llama-2-70B T3000 attention rotates 32 users' heads on an
+    8x4 grid so), a sharded output gets that many cores, and a grid of fewer cores than blocks is refused."""
+    mesh = open_mesh((1, 1))
+    a = _put(mesh, _data(rng, 1, 4, 32, 64))
+    b = _put(mesh, _data(rng, 1, 4, 64, 64, scale=1 / 8))
+    cfg = ttnn.MatmulMultiCoreReuseProgramConfig((2, 2), 2, 1, 2, 1, 2)
+    out = ttnn.matmul(a, b, program_config=cfg, compute_kernel_config=EXACT)
+    plain = ttnn.matmul(a, b, compute_kernel_config=EXACT)
+    assert np.array_equal(ttnn.to_numpy(out), ttnn.to_numpy(plain))
+    sharded = ttnn.matmul(a, b, program_config=cfg, memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
+    assert sharded.shard_spec().grid.num_cores() == 4 and sharded.shard_spec().shape == (32, 64)
+    with pytest.raises(ValidationError, match=r"at most 2 output blocks of 1x2 tiles for a 4x2-tile output"):
+        ttnn.matmul(a, b, program_config=ttnn.MatmulMultiCoreReuseProgramConfig((2, 1), 2, 1, 2, 1, 2))

@@ -553,3 +553,34 @@ def test_ops_are_traced(open_mesh, rng):
         ttnn.rms_norm(tx)
         ttnn.softmax(tx)
     assert trace.names == ["ttnn.rms_norm", "ttnn.softmax"]
+
+
+def test_tt_lib_era_distributed_rms_norm(open_mesh, rng):
+    """tt_lib's ``operations.primary.rmsnorm_pre_allgather(x, compute_kernel_config=, output_dtype=)`` and
+    ``rmsnorm_post_allgather(x, stats, eps, gamma, ...)`` (the Llama-2-70B T3000 decoder's prefill norm, reached
+    through ``ttnn.experimental``): today's pre/post all-gather RMSNorm, bit for bit."""
+    mesh = open_mesh((1, 2))
+    dim = 128
+    x = rng.standard_normal((1, 1, 32, dim)).astype(np.float32)
+    w = ttnn.from_numpy(
+        rng.standard_normal(dim).astype(np.float32).reshape(1, 1, dim // 32, 32),
+        dtype=ttnn.bfloat16,
+        layout=ttnn.ROW_MAJOR_LAYOUT,
+        device=mesh,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=2),
+    )
+    x_split = _dev(mesh, x, mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3))
+    primary = ttnn.experimental.operations.primary
+    stats = primary.rmsnorm_pre_allgather(x_split, output_dtype=ttnn.bfloat16)
+    today = ttnn.rms_norm_pre_all_gather(x_split, dtype=ttnn.bfloat16)
+    whole = ttnn.ConcatMeshToTensor(mesh, dim=3)
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(stats, mesh_composer=whole), ttnn.to_numpy(today, mesh_composer=whole)
+    )
+    gathered = _gather_dim3(stats, mesh)
+    y = primary.rmsnorm_post_allgather(x_split, gathered, 1e-5, w, output_mem_config=ttnn.L1_MEMORY_CONFIG)
+    y_today = ttnn.rms_norm_post_all_gather(x_split, gathered, epsilon=1e-5, weight=w)
+    assert y.memory_config() == ttnn.L1_MEMORY_CONFIG
+    np.testing.assert_array_equal(
+        ttnn.to_numpy(y, mesh_composer=whole), ttnn.to_numpy(y_today, mesh_composer=whole)
+    )

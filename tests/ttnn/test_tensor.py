@@ -385,3 +385,13 @@ def test_host_deallocate_and_odd_sharding(open_mesh):
         np.array(2.0, np.float32), device=mesh, memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG
     )
     assert scalar.shape == () and scalar.shard_spec().shape == (1, 1)
+
+
+def test_shape_with_a_padded_shape():
+    """The older two-argument ``ttnn.Shape(logical, padded)`` (the Llama-2-70B T3000 attention reshapes its fused
+    QKV to ``ttnn.Shape((1, 1, 32, d), (1, 1, 32, d))``): the shape is the logical one; the padded shape must be it
+    or its tile padding, since the emulator pads by layout alone."""
+    assert ttnn.Shape((1, 1, 32, 64), (1, 1, 32, 64)) == [1, 1, 32, 64]
+    assert ttnn.Shape([1, 1, 7, 40], [1, 1, 32, 64]) == [1, 1, 7, 40]
+    with pytest.raises(ttnn.ValidationError, match=r"ttnn.Shape: padded_shape \[1, 1, 64, 64\] must be"):
+        ttnn.Shape([1, 1, 32, 64], [1, 1, 64, 64])

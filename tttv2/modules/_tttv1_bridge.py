@@ -30,7 +30,23 @@ def lazy_weight(
     """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh
     mapping, converted on first use instead of at construction. ``preprocess`` (as_tensor's function of the host
     tensor: Falcon-40B pads its layer-norm weights to 32 rows with it) runs here, at construction, on the host;
-    ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes."""
+    ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes.
+
+    A ``None`` tensor is TTTv1 reading its weight cache (``if not self.read_cache: ...`` left the host tensor
+    None): there is nothing to convert lazily, so the call is ``ttnn.as_tensor`` itself, which loads that cache
+    file now (the file TTTv1 reads, by the same name) or raises as it does for TTTv1 when the file is missing."""
+    if tensor is None:
+        return ttnn.as_tensor(
+            None,
+            dtype,
+            layout=layout,
+            device=device,
+            memory_config=memory_config,
+            mesh_mapper=mesh_mapper,
+            cache_file_name=cache_file_name,
+            preprocess=preprocess,
+            use_device_tilizer=use_device_tilizer,
+        )
     if preprocess is not None:
         tensor = preprocess(tensor)
     mapper_config = (

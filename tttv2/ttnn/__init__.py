@@ -51,8 +51,9 @@ else:
     _sys.modules[f"{__name__}.experimental"] = experimental
     _sys.modules[f"{__name__}.transformer"] = transformer
 
-    from ._compat import _ttnn, cluster, install_as_ttnn, uninstall_as_ttnn
+    from ._compat import _ttnn, build_tt_lib_namespaces, cluster, install_as_ttnn, uninstall_as_ttnn
 
     # the tt_lib era's ``ttnn.experimental.tensor`` (``ttnn.experimental.tensor.Tensor`` in older models'
-    # annotations, evaluated when their modules load): the same bound types as ``ttnn._ttnn.tensor``
-    experimental.tensor = _ttnn.tensor
+    # annotations, evaluated when their modules load: the same bound types as ``ttnn._ttnn.tensor``, with that
+    # era's compute-kernel config and ``FusibleActivation``) and ``ttnn.experimental.operations.primary``
+    build_tt_lib_namespaces(experimental, ops.OP_MODULES)

@@ -130,6 +130,61 @@ def _build_ttnn_namespace() -> types.ModuleType:
 
 
 _ttnn = _build_ttnn_namespace()
+
+
+# The tt_lib era (models of mid-2024, such as the Llama-2-70B T3000 demo): ``ttnn.experimental`` was tt_lib, so
+# ``ttnn.experimental.tensor`` held the bound tensor types with the compute-kernel config and the fused-activation
+# enum (``FusibleActivation``, the same enum ttnn now calls ``UnaryOpType``), and
+# ``ttnn.experimental.operations.primary`` the matmul, the program configs and, under ``transformers``, the SDPA
+# config (``SDPAMultiCoreProgramConfig``, today's ``SDPAProgramConfig``) and the sharded softmax config.
+_TT_LIB_NAMES = {
+    "tensor": {
+        **{name: name for name in _TTNN_SUBMODULES["tensor"]},
+        "WormholeComputeKernelConfig": "WormholeComputeKernelConfig",
+        "FusibleActivation": "UnaryOpType",
+    },
+    "operations.primary": {
+        name: name
+        for name in (
+            "MatmulMultiCoreReuseProgramConfig",
+            "MatmulMultiCoreReuseMultiCastProgramConfig",
+            "MatmulMultiCoreReuseMultiCast1DProgramConfig",
+            "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig",
+            "LayerNormDefaultProgramConfig",
+            "LayerNormShardedMultiCoreProgramConfig",
+        )
+    },
+    "operations.primary.transformers": {
+        "SDPAMultiCoreProgramConfig": "SDPAProgramConfig",
+        "SoftmaxShardedMultiCoreProgramConfig": "SoftmaxShardedMultiCoreProgramConfig",
+    },
+}
+
+
+def build_tt_lib_namespaces(experimental: types.ModuleType, op_modules) -> None:
+    """Give ``experimental`` the tt_lib era's ``tensor`` and ``operations`` sub-namespaces (names above, and the
+    ops that the op modules list in ``__primary__``), each registered in ``sys.modules`` under
+    ``experimental``'s name so ``import ttnn.experimental.operations.primary`` finds it too."""
+    package = sys.modules[__name__.rpartition(".")[0]]
+    for dotted, names in _TT_LIB_NAMES.items():
+        parent = experimental
+        for part in dotted.split("."):
+            child = getattr(parent, part, None)
+            if not isinstance(child, types.ModuleType):
+                child = types.ModuleType(
+                    f"{parent.__name__}.{part}", f"ttnn.experimental's tt_lib-era {part}"
+                )
+                setattr(parent, part, child)
+                parent.__path__ = []
+                sys.modules.setdefault(child.__name__, child)
+            parent = child
+        for name, target in names.items():
+            setattr(parent, name, getattr(package, target))
+    for module in op_modules:
+        for name, function in getattr(module, "__primary__", ()):
+            setattr(experimental.operations.primary, name, getattr(module, function))
+
+
 _previous: dict[str, object] = {}
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "MatmulMultiCoreReuseProgramConfig",
     "MinimalMatmulConfig",
     "SDPAProgramConfig",
+    "SoftmaxShardedMultiCoreProgramConfig",
     "WormholeComputeKernelConfig",
     "init_device_compute_kernel_config",
 ]
@@ -204,6 +205,27 @@ class LayerNormShardedMultiCoreProgramConfig(_Config):
     block_h: int
     block_w: int
     inplace: bool = False
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        object.__setattr__(
+            self, "compute_with_storage_grid_size", _grid(owner, self.compute_with_storage_grid_size)
+        )
+        _positive(owner, self, "subblock_w", "block_h", "block_w")
+        if self.block_w % self.subblock_w:
+            raise ValidationError(f"{owner}: subblock_w {self.subblock_w} must divide block_w {self.block_w}")
+
+
+@dataclass(frozen=True, repr=False)
+class SoftmaxShardedMultiCoreProgramConfig(_Config):
+    """Sharded softmax: each core holds block_h × block_w tiles and works subblock_w tiles at a time. The
+    emulator's softmax ops take no program config; models build it for the scale-mask softmax of older
+    attention code (the Llama-2-70B T3000 config makes one per mode)."""
+
+    compute_with_storage_grid_size: CoreCoord
+    subblock_w: int
+    block_h: int
+    block_w: int
 
     def __post_init__(self) -> None:
         owner = type(self).__name__

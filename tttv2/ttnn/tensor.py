@@ -38,8 +38,19 @@ __all__ = ["Shape", "Tensor"]
 class Shape(tuple):
     """A tensor shape: a tuple that also compares equal to lists and prints like ttnn's."""
 
-    def __new__(cls, dims: Sequence[int] = ()):
-        return super().__new__(cls, (int(d) for d in dims))
+    def __new__(cls, dims: Sequence[int] = (), padded_shape: Sequence[int] | None = None):
+        """``padded_shape``: the older two-argument form, ``ttnn.Shape(logical, padded)`` (the Llama-2-70B T3000
+        attention reshapes its fused QKV to one). The emulator pads by layout alone, so the padded shape must be
+        the logical shape itself or its tile padding; the shape is the logical one."""
+        shape = super().__new__(cls, (int(d) for d in dims))
+        if padded_shape is not None:
+            padded = tuple(int(d) for d in padded_shape)
+            if padded not in (tuple(shape), tuple(padded_shape_of(shape, Layout.TILE))):
+                raise ValidationError(
+                    f"ttnn.Shape: padded_shape {list(padded)} must be {list(shape)} or its tile padding "
+                    f"{list(padded_shape_of(shape, Layout.TILE))} (the emulator pads by layout only)"
+                )
+        return shape
 
     @property
     def rank(self) -> int:

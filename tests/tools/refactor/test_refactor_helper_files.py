@@ -444,3 +444,47 @@ def test_the_kv_store_builds_and_matches_tttv1_bit_for_bit(tmp_path):
                 filled, quantize(quantize(k[0, :heads], ttnn.bfloat16), ttnn.bfloat8_b)
             )
         ttnn.close_mesh_device(mesh)
+
+
+def test_a_module_built_from_its_weight_cache_builds_its_twin_from_the_same_cache(tmp_path):
+    """``inputs/rmm/t3k/cached_ffn.py`` (Llama-2-70B T3000's MLP: ``read_cache=True`` leaves the host weights None
+    and ``ttnn.as_tensor`` reads its cache files; prefill ends in tt_lib's ``operations.primary.matmul``). The
+    twin's construction used to raise ("LazyWeight: source must be an array …, got NoneType"); now, on 1x1 and
+    1x2, TTTv1 and the twin built from the same arguments read the same cache files and agree bit for bit in
+    decode and, after ``set_model_config``, in prefill; with no cache file both raise the same error."""
+    import numpy as np
+    import torch
+
+    from tttv2.ttnn import ValidationError
+
+    result = _generate("t3k/cached_ffn")
+    assert_no_static_branch(result)
+    generated = generated_class(result, "1d", tmp_path)
+    ffn = _inputs.tttv1("t3k.cached_ffn", "TtCachedFFN")
+    decode = {"LLM_MODE": "decode", "MAX_MM_SEQ_LEN": 1024, "OUT_MEMCFG": ttnn.L1_MEMORY_CONFIG}
+    prefill = {"LLM_MODE": "prefill", "MAX_MM_SEQ_LEN": 64, "OUT_MEMCFG": ttnn.DRAM_MEMORY_CONFIG}
+    g = torch.Generator().manual_seed(3)
+    state = {
+        f"layers.0.feed_forward.{w}.weight": torch.randn(*s, generator=g) / 8
+        for w, s in (("w1", (96, 64)), ("w2", (64, 96)))
+    }
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        cache = tmp_path / f"cache{shape}"
+        cache.mkdir()
+        ffn(mesh, state, "layers", 0, 64, decode, cache_path=cache)  # the first run writes the cache
+        args = (mesh, {}, "layers", 0, 64, decode)
+        old = ffn(*args, cache_path=cache, read_cache=True)
+        new = generated.from_model_args(
+            *args, cache_path=cache, read_cache=True, prefill_model_config=prefill
+        )
+        for rows, mode in ((32, "decode"), (128, "prefill")):
+            if mode == "prefill":
+                old.set_model_config(prefill)
+            x = np.random.default_rng(rows).standard_normal((1, 1, rows, 64)).astype(np.float32)
+            inputs = [replicated(x, mesh) for _ in range(2)]
+            assert_identical(old(inputs[0]), new.forward(inputs[1], mode), f"{shape} {mode}")
+        for build in (ffn, generated.from_model_args):
+            with pytest.raises(ValidationError, match=r"tensor is None and the cache file .*w1.weight"):
+                build(*args, cache_path=tmp_path / "empty", read_cache=True)
+        ttnn.close_mesh_device(mesh)

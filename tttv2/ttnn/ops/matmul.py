@@ -41,6 +41,8 @@ from .prefetch import GlobalCircularBuffer
 
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
+# the tt_lib era's ``ttnn.experimental.operations.primary.matmul`` (assembled in ``tttv2.ttnn._compat``)
+__primary__ = [("matmul", "primary_matmul")]
 __transformer__: list[str] = []
 
 _FLOATS = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B)
@@ -138,6 +140,19 @@ def _validate_program_config(
                 f">= {nt} (N in tiles; mcast_in1 keeps all of N on every core)",
                 cfg.per_core_N,
             )
+        expect(
+            blocks_m * blocks_n <= cores,
+            op,
+            "program_config",
+            f"at most {cores} output blocks of {cfg.per_core_M}x{cfg.per_core_N} tiles for a {mt}x{nt}-tile output",
+            f"{blocks_m * blocks_n} blocks",
+        )
+        return cfg.in0_block_w, num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
+    if isinstance(cfg, MatmulMultiCoreReuseProgramConfig):
+        # the batched reuse matmul (no multicast) deals its (B * Mt / per_core_M) * (Nt / per_core_N) output blocks
+        # to the grid's cores one each, in row order (tt-metal's bmm "reuse optimized" program); the Llama-2-70B
+        # T3000 attention rotates 32 users' heads so, one user per core of an 8x4 grid
+        cores = grid.x * grid.y
         expect(
             blocks_m * blocks_n <= cores,
             op,
@@ -444,6 +459,52 @@ def linear(
         activation=activation,
     )
     return _write_output("ttnn.linear", result, optional_output_tensor, "optional_output_tensor")
+
+
+@ttnn_op("ttnn.experimental.operations.primary.matmul")
+def primary_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    program_config=None,
+    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
+    output_dtype: DataType | None = None,
+    compute_kernel_config=None,
+    untilize_out: bool = False,
+) -> Tensor:
+    """The tt_lib era's matmul (``tt_lib.operations.primary.matmul``, reached as
+    ``ttnn.experimental.operations.primary.matmul`` by models of that era): :func:`linear`'s math and program
+    config checks, under that era's keywords: ``output_mem_config`` (default DRAM interleaved, tt_lib's default
+    output memory config), ``output_dtype``, and ``untilize_out`` (a ROW_MAJOR output)."""
+    op = "ttnn.experimental.operations.primary.matmul"
+    expect(
+        isinstance(output_mem_config, MemoryConfig),
+        op,
+        "output_mem_config",
+        "a ttnn.MemoryConfig",
+        output_mem_config,
+    )
+    expect(isinstance(untilize_out, bool), op, "untilize_out", "a bool", repr(untilize_out))
+    result = _matmul(
+        op,
+        input_tensor_a,
+        input_tensor_b,
+        bias=bias,
+        transpose_a=False,
+        transpose_b=False,
+        memory_config=output_mem_config,
+        dtype=output_dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=None,
+        activation=None,
+    )
+    if untilize_out:
+        from .data_movement import to_layout
+
+        result = to_layout(result, Layout.ROW_MAJOR)
+    return result
 
 
 @ttnn_op("ttnn.experimental.minimal_matmul")

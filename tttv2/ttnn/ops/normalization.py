@@ -48,6 +48,11 @@ __all__ = [
     "softmax",
 ]
 __experimental__: list[str] = []
+# the tt_lib era's ``ttnn.experimental.operations.primary`` distributed RMSNorm (assembled in ``tttv2.ttnn._compat``)
+__primary__ = [
+    ("rmsnorm_pre_allgather", "primary_rmsnorm_pre_allgather"),
+    ("rmsnorm_post_allgather", "primary_rmsnorm_post_allgather"),
+]
 __transformer__: list[str] = []
 
 _INPUT_DTYPES = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B)
@@ -552,6 +557,54 @@ rms_norm_post_all_gather = _post_all_gather_op(
     ``y = x / sqrt(ΣΣx² / (n · local padded width) + epsilon) · weight + bias`` (``weight`` is this device's
     slice of gamma).""",
 )
+
+
+@ttnn_op("ttnn.experimental.operations.primary.rmsnorm_pre_allgather")
+def primary_rmsnorm_pre_allgather(
+    input_tensor: Tensor,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    output_dtype: DataType = DataType.BFLOAT16,
+) -> Tensor:
+    """tt_lib's ``operations.primary.rmsnorm_pre_allgather`` (the Llama-2-70B T3000 decoder's prefill norm): the
+    statistics of :func:`rms_norm_pre_all_gather`, under that era's ``output_dtype``."""
+    return _pre_all_gather(
+        "ttnn.experimental.operations.primary.rmsnorm_pre_allgather",
+        _RMS,
+        input_tensor,
+        output_dtype,
+        None,
+        compute_kernel_config,
+        None,
+        None,
+    )
+
+
+@ttnn_op("ttnn.experimental.operations.primary.rmsnorm_post_allgather")
+def primary_rmsnorm_post_allgather(
+    input_tensor: Tensor,
+    stats: Tensor,
+    eps: float,
+    gamma: Tensor | None = None,
+    *,
+    output_mem_config: MemoryConfig | None = None,
+    program_config=None,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+) -> Tensor:
+    """tt_lib's ``operations.primary.rmsnorm_post_allgather``: :func:`rms_norm_post_all_gather` with that era's
+    positional ``eps`` and ``gamma`` (this device's slice of the norm weight) and ``output_mem_config``."""
+    return _post_all_gather(
+        "ttnn.experimental.operations.primary.rmsnorm_post_allgather",
+        _RMS,
+        input_tensor,
+        stats,
+        eps,
+        gamma,
+        None,
+        output_mem_config,
+        compute_kernel_config,
+        program_config,
+        None,
+    )
 
 
 @ttnn_op("ttnn.layer_norm_pre_all_gather")

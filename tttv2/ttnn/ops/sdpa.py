@@ -602,10 +602,10 @@ def scaled_dot_product_attention_decode(
     input_tensor_q: Tensor,
     input_tensor_k: Tensor,
     input_tensor_v: Tensor,
+    cur_pos: list[int] | None = None,
     *,
     is_causal: bool = True,
     attn_mask: Tensor | None = None,
-    cur_pos: list[int] | None = None,
     cur_pos_tensor: Tensor | None = None,
     attention_sink: Tensor | None = None,
     scale: float | None = None,
@@ -620,11 +620,19 @@ def scaled_dot_product_attention_decode(
     the user, its output is zero). Non-causal: the whole cache, with an optional additive ``attn_mask``
     ``[1|B, 1, nh, S]``. The K chunk size (program_config or ttnn's choice from S) must be a multiple of 32 and
     divide S.
+
+    The op's first form (mid-2024, MQA only: the Llama-2-70B T3000 attention) took ``cur_pos`` positionally and
+    a cache ``[1, B, S, D]``, one KV head with the users on dim 1; a cache of that shape (dim 0 is 1 where Q has
+    B > 1 users) is read so, as the ``[B, 1, S, D]`` it holds in the same order.
     """
     op = "ttnn.transformer.scaled_dot_product_attention_decode"
     q, k, v = _qkv(
         op, input_tensor_q, input_tensor_k, input_tensor_v, q_layouts=(Layout.TILE, Layout.ROW_MAJOR)
     )
+    if q.shape[1] > 1 and k.shape[0] == 1 and k.shape[1] == q.shape[1] and v.shape[:2] == k.shape[:2]:
+        from .data_movement import reshape
+
+        k, v = (reshape(t, (t.shape[1], 1, t.shape[2], t.shape[3])) for t in (k, v))
     window, out_mc = _options(
         op, scale, sliding_window_size, memory_config, program_config, compute_kernel_config
     )
