@@ -36,6 +36,7 @@ from ._common import (
     same_mesh,
     ttnn_op,
 )
+from .data_movement import to_layout
 from .eltwise import _write_output
 from .prefetch import GlobalCircularBuffer
 
@@ -501,8 +502,6 @@ def primary_matmul(
         activation=None,
     )
     if untilize_out:
-        from .data_movement import to_layout
-
         result = to_layout(result, Layout.ROW_MAJOR)
     return result
 

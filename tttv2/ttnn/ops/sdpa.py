@@ -40,6 +40,7 @@ from ._common import (
     same_mesh,
     ttnn_op,
 )
+from .data_movement import reshape
 from .kv_cache import _index, _page_rows, _page_table, _physical_block
 
 __all__: list[str] = []
@@ -630,8 +631,6 @@ def scaled_dot_product_attention_decode(
         op, input_tensor_q, input_tensor_k, input_tensor_v, q_layouts=(Layout.TILE, Layout.ROW_MAJOR)
     )
     if q.shape[1] > 1 and k.shape[0] == 1 and k.shape[1] == q.shape[1] and v.shape[:2] == k.shape[:2]:
-        from .data_movement import reshape
-
         k, v = (reshape(t, (t.shape[1], 1, t.shape[2], t.shape[3])) for t in (k, v))
     window, out_mc = _options(
         op, scale, sliding_window_size, memory_config, program_config, compute_kernel_config
