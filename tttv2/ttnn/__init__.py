@@ -37,6 +37,7 @@ else:
     from .errors import *
     from .memory import *
     from .namespaces import experimental, transformer
+    from .namespaces import tt_lib_tensor as _tt_lib_tensor
     from .ops._common import OpTrace
     from .placement import *
     from .program_configs import *
@@ -54,5 +55,9 @@ else:
     from ._compat import _ttnn, cluster, install_as_ttnn, uninstall_as_ttnn
 
     # the tt_lib era's ``ttnn.experimental.tensor`` (``ttnn.experimental.tensor.Tensor`` in older models'
-    # annotations, evaluated when their modules load): the same bound types as ``ttnn._ttnn.tensor``
-    experimental.tensor = _ttnn.tensor
+    # annotations, evaluated when their modules load; ``FusibleActivation``, ``mul``): the bound types of
+    # ``ttnn._ttnn.tensor`` and tt_lib's own names. ``ttnn.experimental.operations.primary`` (``matmul_1d``) too.
+    experimental.tensor = _tt_lib_tensor(_ttnn.tensor)
+    _sys.modules[f"{__name__}.experimental.tensor"] = experimental.tensor
+    _sys.modules[f"{__name__}.experimental.operations"] = experimental.operations
+    _sys.modules[f"{__name__}.experimental.operations.primary"] = experimental.operations.primary

@@ -42,6 +42,9 @@ from .prefetch import GlobalCircularBuffer
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
 __transformer__: list[str] = []
+# the tt_lib era's ``ttnn.experimental.operations.primary`` (namespaces.py; docs/emulator.md, "The T3000 demos'
+# older ops")
+__primary__ = ["matmul_1d"]
 
 _FLOATS = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 _PROGRAM_CONFIGS = (
@@ -444,6 +447,54 @@ def linear(
         activation=activation,
     )
     return _write_output("ttnn.linear", result, optional_output_tensor, "optional_output_tensor")
+
+
+@ttnn_op("ttnn.experimental.operations.primary.matmul_1d")
+def matmul_1d(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    program_config: MatmulMultiCoreReuseMultiCast1DProgramConfig | None = None,
+    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
+    output_dtype: DataType | None = None,
+    compute_kernel_config=None,
+) -> Tensor:
+    """The tt_lib era's 1-D multicast matmul, ``ttnn.experimental.operations.primary.matmul_1d`` (tt-metal's T3000
+    Mixtral MLP calls it): ``a @ b`` (+ ``bias``, ``[1, 1, 1, N]``), checked and computed as :func:`linear` with
+    the same 1-D program config, whose ``fused_activation`` is applied to the product. ``program_config`` None
+    (that API then chose a 1-D config itself) computes with the default K block, as ``linear`` without a config.
+    Its older keywords: ``output_mem_config`` (default DRAM interleaved, as that API's) and ``output_dtype``
+    (default the input's dtype)."""
+    op = "ttnn.experimental.operations.primary.matmul_1d"
+    expect(
+        program_config is None or isinstance(program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig),
+        op,
+        "program_config",
+        "None or a MatmulMultiCoreReuseMultiCast1DProgramConfig (matmul_1d takes only the 1-D multicast config)",
+        type(program_config).__name__,
+    )
+    expect(
+        isinstance(output_mem_config, MemoryConfig),
+        op,
+        "output_mem_config",
+        "a ttnn.MemoryConfig",
+        repr(output_mem_config),
+    )
+    return _matmul(
+        op,
+        input_tensor_a,
+        input_tensor_b,
+        bias=bias,
+        transpose_a=False,
+        transpose_b=False,
+        memory_config=output_mem_config,
+        dtype=output_dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=None,
+        activation=None,
+    )
 
 
 @ttnn_op("ttnn.experimental.minimal_matmul")
