@@ -175,9 +175,23 @@ class _Handover:
     call of its LM head, which the call then deallocates) is an input of the next call: the twin's copy gets a
     clone of it (``clone_inputs``) before TTTv1 runs."""
 
-    original: object
+    # the user's object: a weak reference where it takes one (it may refer to the TTTv1 instance)
+    held: object
     copy: object
     seen: dict
+
+    @property
+    def original(self):
+        return self.held() if isinstance(self.held, weakref.ref) else self.held
+
+
+def _held(value):
+    """A weak reference to ``value`` where it takes one, else ``value``: a state kept per TTTv1 instance (a
+    ``WeakKeyDictionary`` value) must not keep that instance alive through an argument that refers to it."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return value
 
 
 @dataclass
@@ -366,7 +380,7 @@ class Shadow:
                     state.twin_class = twin_cls.__name__
                     state.generated = by_class[twin_cls].shown
                     state.generated_path = by_class[twin_cls].path
-                    state.handovers = [_Handover(o, c, dict(vars(o))) for o, c in pairs]
+                    state.handovers = [_Handover(_held(o), c, dict(vars(o))) for o, c in pairs]
         if state.error is None:
             counts.twins += 1
         else:
@@ -412,7 +426,9 @@ class Shadow:
             )  # TTTv1 raised (the program sees it): the twin is out of step
             raise
         for handover in state.handovers:  # what TTTv1's call bound is its own: the twin's call does the same
-            handover.seen = dict(vars(handover.original))
+            user_object = handover.original
+            if user_object is not None:
+                handover.seen = dict(vars(user_object))
         if failure is None and state.per_mode:
             mode = _dict_mode(instance)
             failure = self._follow(target, state, instance.model_config, mode, _setter(instance))
@@ -642,7 +658,10 @@ def _hand_over(handovers: list) -> str | None:
     from tttv2.testing.equivalence import clone_inputs
 
     for handover in handovers:
-        now = vars(handover.original)
+        original = handover.original
+        if original is None:  # gone: the program holds it no more, so it stages nothing on it
+            continue
+        now = vars(original)
         try:
             for name, value in now.items():
                 if handover.seen.get(name, _GONE) is not value:
@@ -652,7 +671,7 @@ def _hand_over(handovers: list) -> str | None:
                     delattr(handover.copy, name)
         except Exception as exc:
             return describe_exception(
-                exc, f"handing the twin what the program set on its {type(handover.original).__name__}"
+                exc, f"handing the twin what the program set on its {type(original).__name__}"
             )
     return None
 

@@ -274,7 +274,7 @@ def test_hand_over_binds_removes_and_reports():
     attributes the last call bound are not touched, and a copy that refuses an attribute is a failure, not a crash."""
     import types
 
-    from tttv2_tools.collect_cases.verify import _hand_over, _Handover
+    from tttv2_tools.collect_cases.verify import _hand_over, _Handover, _held
 
     original = types.SimpleNamespace(kept=1, staged=None, dropped="x", own=0)
     twin_copy = types.SimpleNamespace(kept=1, staged=None, dropped="x", own=5)
@@ -294,6 +294,17 @@ def test_hand_over_binds_removes_and_reports():
     assert failure.startswith(
         "handing the twin what the program set on its SimpleNamespace raised AttributeError"
     )
+    # an object that takes a weak reference is held weakly; once the program drops it, nothing is handed over
+
+    class Helper:
+        pass
+
+    helper, helper_copy = Helper(), Helper()
+    weak = _Handover(_held(helper), helper_copy, {})
+    helper.staged = 1
+    assert weak.original is helper and _hand_over([weak]) is None and helper_copy.staged == 1
+    del helper
+    assert weak.original is None and _hand_over([weak]) is None
 
 
 def test_the_twins_arguments_are_copies_with_devices_tensors_and_configs_shared():
