@@ -30,7 +30,7 @@ import sys
 import threading
 import traceback
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CollectCasesError, TargetError
@@ -162,6 +162,36 @@ class _State:
     dicts: dict | None = None  # a per-mode twin's dicts, by mode, as it was built with them
     arguments: tuple | None = None  # a per-mode twin's untouched copies of the constructor's (args, kwargs)
     rebuilt: str | None = None  # why the twin was last rebuilt (TTTv1 switched to another dict of one mode)
+    # the user's objects among the constructor's arguments and the twin's copies of them, with what each original
+    # held after TTTv1's last construction or call: what the program sets on one between calls is handed over
+    handovers: list = field(default_factory=list)
+
+
+@dataclass
+class _Handover:
+    """A user object of TTTv1's constructor arguments (a CCL helper), the twin's copy of it, and its attributes as
+    TTTv1's ``__init__`` or last call left them (``seen``: name -> value). An attribute the program binds on the
+    original between two calls (tt-metal's Galaxy model sets ``tt_ccl.tt_lm_head_buffer_l1`` before each decode
+    call of its LM head, which the call then deallocates) is an input of the next call: the twin's copy gets a
+    clone of it (``clone_inputs``) before TTTv1 runs."""
+
+    # the user's object: a weak reference where it takes one (it may refer to the TTTv1 instance)
+    held: object
+    copy: object
+    seen: dict
+
+    @property
+    def original(self):
+        return self.held() if isinstance(self.held, weakref.ref) else self.held
+
+
+def _held(value):
+    """A weak reference to ``value`` where it takes one, else ``value``: a state kept per TTTv1 instance (a
+    ``WeakKeyDictionary`` value) must not keep that instance alive through an argument that refers to it."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return value
 
 
 @dataclass
@@ -300,20 +330,24 @@ class Shadow:
         if target not in self.counts or type(instance) is not cls:
             return None
         with self.suspend():
-            owned_args, owned_kwargs, uncopied = own_arguments(args, kwargs)
+            copier = _ArgumentCopier()
+            owned_args, owned_kwargs = copier.own((tuple(args), dict(kwargs)))
+        uncopied = copier.uncopied
         counts = self.counts[target]
         counts.shared_arguments += len(uncopied)
         if uncopied and not counts.shared_first:
             counts.shared_first = uncopied[0]
-        return owned_args, owned_kwargs, uncopied
+        return owned_args, owned_kwargs, uncopied, copier.pairs
 
     def constructed(
         self, target: str, cls: type, instance, args: tuple, kwargs: dict, init, owned=None
     ) -> None:
         """After ``cls.__init__`` built ``instance``: build its twin from its own copies of the same arguments
         (``owned``, from ``arguments`` before TTTv1's ``__init__`` ran; else the arguments themselves)."""
+        pairs = []
         if owned is not None:
-            args, kwargs, _ = owned
+            args, kwargs = owned[0], owned[1]
+            pairs = owned[3] if len(owned) > 3 else []
         counts = self.counts.get(target)
         if counts is None:
             return
@@ -346,6 +380,7 @@ class Shadow:
                     state.twin_class = twin_cls.__name__
                     state.generated = by_class[twin_cls].shown
                     state.generated_path = by_class[twin_cls].path
+                    state.handovers = [_Handover(_held(o), c, dict(vars(o))) for o, c in pairs]
         if state.error is None:
             counts.twins += 1
         else:
@@ -380,6 +415,8 @@ class Shadow:
                 copies = clone_inputs((list(args), dict(kwargs)))
             except Exception as exc:
                 failure = describe_exception(exc, "copying the inputs")
+            if failure is None:
+                failure = _hand_over(state.handovers)
         try:
             output = original(instance, *args, **kwargs)
         except BaseException:
@@ -388,6 +425,10 @@ class Shadow:
                 None,
             )  # TTTv1 raised (the program sees it): the twin is out of step
             raise
+        for handover in state.handovers:  # what TTTv1's call bound is its own: the twin's call does the same
+            user_object = handover.original
+            if user_object is not None:
+                handover.seen = dict(vars(user_object))
         if failure is None and state.per_mode:
             mode = _dict_mode(instance)
             failure = self._follow(target, state, instance.model_config, mode, _setter(instance))
@@ -607,6 +648,34 @@ def _switched(config: dict, dicts: dict, mode: str, setter: str) -> str | None:
     )
 
 
+_GONE = object()
+
+
+def _hand_over(handovers: list) -> str | None:
+    """Before a call: each attribute the program bound (or removed) on an original since TTTv1's last construction
+    or call is bound (or removed) on the twin's copy, cloned (``clone_inputs``: a device tensor the call may
+    deallocate becomes the twin's own). The failure, or None."""
+    from tttv2.testing.equivalence import clone_inputs
+
+    for handover in handovers:
+        original = handover.original
+        if original is None:  # gone: the program holds it no more, so it stages nothing on it
+            continue
+        now = vars(original)
+        try:
+            for name, value in now.items():
+                if handover.seen.get(name, _GONE) is not value:
+                    setattr(handover.copy, name, clone_inputs(value))
+            for name in handover.seen.keys() - now.keys():
+                if hasattr(handover.copy, name):
+                    delattr(handover.copy, name)
+        except Exception as exc:
+            return describe_exception(
+                exc, f"handing the twin what the program set on its {type(original).__name__}"
+            )
+    return None
+
+
 def _with_mode(original, copies, mode: str | None):
     """A per-mode twin's call: ``mode=`` added when TTTv1's entry takes no mode of its own (the Llama-2-70B
     style, whose mode is its dict's ``LLM_MODE``; a Falcon-40B style entry passes ``llm_mode`` itself)."""
@@ -640,6 +709,8 @@ class _ArgumentCopier:
     def __init__(self):
         self.memo: dict = {}
         self.uncopied: list[str] = []
+        # (the user's object, its copy), for the objects with a __dict__: the hand-over's pairs
+        self.pairs: list[tuple[object, object]] = []
 
     def own(self, value, memo=None):
         memo = self.memo if memo is None else memo
@@ -676,6 +747,8 @@ class _ArgumentCopier:
             memo[key] = value
             return value
         memo[key] = made
+        if made is not value and hasattr(value, "__dict__") and hasattr(made, "__dict__"):
+            self.pairs.append((value, made))
         return made
 
 

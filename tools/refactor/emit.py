@@ -1137,7 +1137,9 @@ def materialise_reads(
     tensor): every read of a LazyWeight-holding local other than storing it on ``legacy`` becomes
     ``_on_device(local)``, the (memoised) device tensor, so construction computes what TTTv1 computed. So does a
     LazyWeight handed straight to another call (Llama-2-70B's KV cache, ``ttnn.to_device(ttnn.as_tensor(…),
-    mesh)`` in a comprehension): that call gets the device tensor TTTv1's ``as_tensor`` returned.
+    mesh)`` in a comprehension), or made by a function or lambda of ``__init__`` that uploads it (the T3000
+    Mixtral expert MLP's ``ttnn.to_device(upload("w1"), mesh)``, ``upload = lambda name: ttnn.as_tensor(…)``):
+    that call gets the device tensor TTTv1's ``as_tensor`` returned.
 
     The same for the device attributes ``weights`` once TTTv1 has stored them: ``legacy.w1`` handed to a call
     (the Galaxy demo's ``prefetcher_setup.insert_tensor(self.w1)``, which reads its ``buffer_address()``) or
@@ -1156,7 +1158,7 @@ def materialise_reads(
         return (
             isinstance(node, cst.Call)
             and isinstance(node.func, cst.Name)
-            and node.func.value == "_lazy_weight"
+            and (node.func.value == "_lazy_weight" or node.func.value in producers)
         )
 
     def passed_on(node: cst.CSTNode) -> bool:
@@ -1174,12 +1176,13 @@ def materialise_reads(
                     producers.add(node.name.value)
             elif type(node) is cst.Assign:
                 for target in node.targets:
-                    if (
-                        isinstance(target.target, cst.Name)
-                        and isinstance(node.value, cst.Call)
-                        and makes_lazy(node.value)
-                    ):
+                    if not isinstance(target.target, cst.Name):
+                        continue
+                    if isinstance(node.value, cst.Call) and makes_lazy(node.value):
                         lazy.add(target.target.value)
+                    elif isinstance(node.value, cst.Lambda) and makes_lazy(node.value.body):
+                        # ``upload = lambda name: ttnn.as_tensor(…)`` (tt-metal's T3000 Mixtral MLP): a producer
+                        producers.add(target.target.value)
     if not lazy and not weights and not any(passed_on(node) for node in walk(module)):
         return statements
 

@@ -142,6 +142,7 @@ _TT_LIB_NAMES = {
         **{name: name for name in _TTNN_SUBMODULES["tensor"]},
         "WormholeComputeKernelConfig": "WormholeComputeKernelConfig",
         "FusibleActivation": "UnaryOpType",
+        "FusibleActivationWithParam": "UnaryWithParam",
     },
     "operations.primary": {
         name: name
@@ -163,7 +164,7 @@ _TT_LIB_NAMES = {
 
 def build_tt_lib_namespaces(experimental: types.ModuleType, op_modules) -> None:
     """Give ``experimental`` the tt_lib era's ``tensor`` and ``operations`` sub-namespaces (names above, and the
-    ops that the op modules list in ``__primary__``), each registered in ``sys.modules`` under
+    ops that the op modules list in ``__primary__`` and ``__tt_lib_tensor__``), each registered in ``sys.modules`` under
     ``experimental``'s name so ``import ttnn.experimental.operations.primary`` finds it too."""
     package = sys.modules[__name__.rpartition(".")[0]]
     for dotted, names in _TT_LIB_NAMES.items():
@@ -183,6 +184,8 @@ def build_tt_lib_namespaces(experimental: types.ModuleType, op_modules) -> None:
     for module in op_modules:
         for name, function in getattr(module, "__primary__", ()):
             setattr(experimental.operations.primary, name, getattr(module, function))
+        for name, function in getattr(module, "__tt_lib_tensor__", ()):
+            setattr(experimental.tensor, name, getattr(module, function))
 
 
 _previous: dict[str, object] = {}

@@ -243,6 +243,70 @@ def test_a_stateful_constructor_argument_is_the_twins_own_copy(
     assert (shared in err) is locked
 
 
+@pytest.fixture(scope="session")
+def acme_head_twin(tmp_path_factory) -> Path:
+    """The twin of the foreign fixture's OutputHead (tests/tools/fixtures/acme/output_head.py), generated once."""
+    out = tmp_path_factory.mktemp("acme_head")
+    _refactor(FIXTURES / "acme" / "output_head.py", out)
+    return out / "output_head_1d.py"
+
+
+def test_what_the_program_stages_on_a_copied_argument_between_calls_reaches_the_twin(
+    acme_head_twin, tmp_path, monkeypatch, capfd
+):
+    """The Galaxy demo's LM head: before each decode call the model stages a buffer on the CCL helper the head was
+    built with (``tt_ccl.tt_lm_head_buffer_l1``), which the call's reduction reads and frees. The twin holds its own
+    copy of the helper, taken at construction, so it never saw the buffer (``AttributeError``, 0 of 1 cases before).
+    Now an attribute the program binds on such an argument between calls is handed to the twin's copy, cloned (TTTv1
+    frees its own), before TTTv1 runs; a different value each step, so the twin's output shows it got each one."""
+    store = tmp_path / "v.sqlite"
+    code = _verify(
+        store, [acme_head_twin], [PY, "run_acme_head.py", "1x2"], cwd=FIXTURES, monkeypatch=monkeypatch
+    )
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert out.count("step ") == 3
+    assert "acme.output_head:OutputHead: passed: 1 of 1 cases and 3 of 3 calls equal (bit for bit)" in err
+
+
+def test_hand_over_binds_removes_and_reports():
+    """``_hand_over``: bound or rebound attributes are set on the copy (a tensor cloned), removed ones removed,
+    attributes the last call bound are not touched, and a copy that refuses an attribute is a failure, not a crash."""
+    import types
+
+    from tttv2_tools.collect_cases.verify import _hand_over, _Handover, _held
+
+    original = types.SimpleNamespace(kept=1, staged=None, dropped="x", own=0)
+    twin_copy = types.SimpleNamespace(kept=1, staged=None, dropped="x", own=5)
+    handover = _Handover(original, twin_copy, {**vars(original), "never_copied": 0})
+    original.staged = [1, 2]  # the program stages a value
+    del original.dropped
+    assert _hand_over([handover]) is None
+    assert twin_copy.staged == [1, 2] and twin_copy.staged is not original.staged  # a copy of the list
+    assert not hasattr(twin_copy, "dropped") and twin_copy.own == 5 and twin_copy.kept == 1
+
+    class Frozen:
+        def __setattr__(self, name, value):
+            raise AttributeError(f"{name} is read-only")
+
+    original.other = 3
+    failure = _hand_over([_Handover(original, Frozen(), {})])
+    assert failure.startswith(
+        "handing the twin what the program set on its SimpleNamespace raised AttributeError"
+    )
+    # an object that takes a weak reference is held weakly; once the program drops it, nothing is handed over
+
+    class Helper:
+        pass
+
+    helper, helper_copy = Helper(), Helper()
+    weak = _Handover(_held(helper), helper_copy, {})
+    helper.staged = 1
+    assert weak.original is helper and _hand_over([weak]) is None and helper_copy.staged == 1
+    del helper
+    assert weak.original is None and _hand_over([weak]) is None
+
+
 def test_the_twins_arguments_are_copies_with_devices_tensors_and_configs_shared():
     """``own_arguments``: containers and the user's objects are copied (aliasing kept), ttnn / torch objects and
     devices are handed over as is, and an object that cannot be copied is shared and named."""

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _kernels
 from ..errors import op_error
-from ..memory import MemoryConfig
+from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from ..tensor import Tensor
 from ..types import DataType, UnaryOpType, UnaryWithParam
 from ._common import activation_fn, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
@@ -56,6 +56,8 @@ __all__ = [
 ]
 __experimental__: list[str] = []
 __transformer__: list[str] = []
+# the tt_lib era's ``ttnn.experimental.tensor`` ops (namespaces.py): (name there, function here)
+__tt_lib_tensor__ = [("mul", "tt_lib_mul")]
 
 _FLOAT_TYPES = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 
@@ -237,6 +239,46 @@ gt = _binary_op("gt", _compare(np.greater))
 ge = _binary_op("ge", _compare(np.greater_equal))
 lt = _binary_op("lt", _compare(np.less))
 le = _binary_op("le", _compare(np.less_equal))
+
+
+@ttnn_op("ttnn.experimental.tensor.mul")
+def tt_lib_mul(
+    input_a: Tensor,
+    input_b: Tensor,
+    fused_activations=None,
+    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
+    output_dtype: DataType | None = None,
+) -> Tensor:
+    """The tt_lib era's ``ttnn.experimental.tensor.mul`` (tt-metal's T3000 Mixtral MLP): ``input_a * input_b``
+    of two tensors of one shape (that API did not broadcast), ``fused_activations`` (a list of
+    ``FusibleActivation`` / ``FusibleActivationWithParam``) applied to the product, the output in
+    ``output_mem_config`` (default DRAM interleaved, that API's default, not the input's) and ``output_dtype``
+    (default input_a's)."""
+    op = "ttnn.experimental.tensor.mul"
+    for name, t in (("input_a", input_a), ("input_b", input_b)):
+        if not isinstance(t, Tensor):
+            raise op_error(op, name, "a ttnn.Tensor (tt_lib's mul takes two tensors)", type(t).__name__)
+    if tuple(input_a.shape) != tuple(input_b.shape):
+        raise op_error(
+            op,
+            "input_b",
+            f"the shape of input_a, {list(input_a.shape)} (tt_lib's binary ops do not broadcast)",
+            list(input_b.shape),
+        )
+    if not isinstance(output_mem_config, MemoryConfig):
+        raise op_error(op, "output_mem_config", "a ttnn.MemoryConfig", repr(output_mem_config))
+    return _binary(
+        op,
+        np.multiply,
+        input_a,
+        input_b,
+        dtype=output_dtype,
+        memory_config=output_mem_config,
+        output_tensor=None,
+        activations=fused_activations,
+        a_acts=None,
+        b_acts=None,
+    )
 
 
 @ttnn_op("ttnn.eqz")

@@ -42,8 +42,9 @@ from .prefetch import GlobalCircularBuffer
 
 __all__ = ["linear", "matmul"]
 __experimental__ = ["minimal_matmul"]
-# the tt_lib era's ``ttnn.experimental.operations.primary.matmul`` (assembled in ``tttv2.ttnn._compat``)
-__primary__ = [("matmul", "primary_matmul")]
+# the tt_lib era's ``ttnn.experimental.operations.primary`` (assembled in ``tttv2.ttnn._compat``): (name there,
+# function here)
+__primary__ = [("matmul", "primary_matmul"), ("matmul_1d", "matmul_1d")]
 __transformer__: list[str] = []
 
 _FLOATS = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B, DataType.BFLOAT4_B)
@@ -462,32 +463,26 @@ def linear(
     return _write_output("ttnn.linear", result, optional_output_tensor, "optional_output_tensor")
 
 
-@ttnn_op("ttnn.experimental.operations.primary.matmul")
-def primary_matmul(
-    input_tensor_a: Tensor,
-    input_tensor_b: Tensor,
-    *,
-    bias: Tensor | None = None,
-    program_config=None,
-    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
-    output_dtype: DataType | None = None,
-    compute_kernel_config=None,
-    untilize_out: bool = False,
+def _tt_lib_matmul(
+    op,
+    input_tensor_a,
+    input_tensor_b,
+    bias,
+    program_config,
+    output_mem_config,
+    output_dtype,
+    compute_kernel_config,
 ) -> Tensor:
-    """The tt_lib era's matmul (``tt_lib.operations.primary.matmul``, reached as
-    ``ttnn.experimental.operations.primary.matmul`` by models of that era): :func:`linear`'s math and program
-    config checks, under that era's keywords: ``output_mem_config`` (default DRAM interleaved, tt_lib's default
-    output memory config), ``output_dtype``, and ``untilize_out`` (a ROW_MAJOR output)."""
-    op = "ttnn.experimental.operations.primary.matmul"
+    """The tt_lib era's matmuls: :func:`linear`'s math and program config checks under that era's keywords
+    (``output_mem_config``, default DRAM interleaved, tt_lib's default output memory config; ``output_dtype``)."""
     expect(
         isinstance(output_mem_config, MemoryConfig),
         op,
         "output_mem_config",
         "a ttnn.MemoryConfig",
-        output_mem_config,
+        repr(output_mem_config),
     )
-    expect(isinstance(untilize_out, bool), op, "untilize_out", "a bool", repr(untilize_out))
-    result = _matmul(
+    return _matmul(
         op,
         input_tensor_a,
         input_tensor_b,
@@ -501,9 +496,74 @@ def primary_matmul(
         core_grid=None,
         activation=None,
     )
+
+
+@ttnn_op("ttnn.experimental.operations.primary.matmul")
+def primary_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    program_config=None,
+    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
+    output_dtype: DataType | None = None,
+    compute_kernel_config=None,
+    untilize_out: bool = False,
+) -> Tensor:
+    """The tt_lib era's matmul (``tt_lib.operations.primary.matmul``, reached as
+    ``ttnn.experimental.operations.primary.matmul`` by models of that era), :func:`_tt_lib_matmul`, and
+    ``untilize_out`` (a ROW_MAJOR output)."""
+    op = "ttnn.experimental.operations.primary.matmul"
+    expect(isinstance(untilize_out, bool), op, "untilize_out", "a bool", repr(untilize_out))
+    result = _tt_lib_matmul(
+        op,
+        input_tensor_a,
+        input_tensor_b,
+        bias,
+        program_config,
+        output_mem_config,
+        output_dtype,
+        compute_kernel_config,
+    )
     if untilize_out:
         result = to_layout(result, Layout.ROW_MAJOR)
     return result
+
+
+@ttnn_op("ttnn.experimental.operations.primary.matmul_1d")
+def matmul_1d(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    program_config: MatmulMultiCoreReuseMultiCast1DProgramConfig | None = None,
+    output_mem_config: MemoryConfig = DRAM_MEMORY_CONFIG,
+    output_dtype: DataType | None = None,
+    compute_kernel_config=None,
+) -> Tensor:
+    """The tt_lib era's 1-D multicast matmul, ``ttnn.experimental.operations.primary.matmul_1d`` (tt-metal's T3000
+    Mixtral MLP calls it): ``a @ b`` (+ ``bias``, ``[1, 1, 1, N]``), checked and computed as :func:`linear` with
+    the same 1-D program config, whose ``fused_activation`` is applied to the product. ``program_config`` None
+    (that API then chose a 1-D config itself) computes with the default K block, as ``linear`` without a config.
+    Its older keywords as :func:`_tt_lib_matmul`."""
+    op = "ttnn.experimental.operations.primary.matmul_1d"
+    expect(
+        program_config is None or isinstance(program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig),
+        op,
+        "program_config",
+        "None or a MatmulMultiCoreReuseMultiCast1DProgramConfig (matmul_1d takes only the 1-D multicast config)",
+        type(program_config).__name__,
+    )
+    return _tt_lib_matmul(
+        op,
+        input_tensor_a,
+        input_tensor_b,
+        bias,
+        program_config,
+        output_mem_config,
+        output_dtype,
+        compute_kernel_config,
+    )
 
 
 @ttnn_op("ttnn.experimental.minimal_matmul")

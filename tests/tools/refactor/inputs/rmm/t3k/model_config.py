@@ -59,3 +59,24 @@ def get_model_config(llm_mode, max_mm_seq_len=1024):
         "PREFILL_WO_PROGCFG_128": _config_128(1),
         "OUT_MEMCFG": ttnn.L1_MEMORY_CONFIG if llm_mode == "decode" else ttnn.DRAM_MEMORY_CONFIG,
     }
+
+
+class ExpertArgs:
+    """The tt_lib-era model args of ``expert_mlp.py`` (Mixtral T3000 style): a dict of memory configs, weights in
+    DRAM and activations in L1, and a LoFi kernel config with fp32 accumulation."""
+
+    def __init__(self):
+        self.model_config = {
+            "EXPERT_WEIGHTS_MEMCFG": ttnn.DRAM_MEMORY_CONFIG,
+            "EXPERT_FF1_MEMCFG": ttnn.L1_MEMORY_CONFIG,
+            "EXPERT_FF2_MEMCFG": ttnn.L1_MEMORY_CONFIG,
+        }
+        self.compute_kernel_config = ttnn.experimental.tensor.WormholeComputeKernelConfig(
+            math_fidelity=ttnn.MathFidelity.LoFi, fp32_dest_acc_en=True, packer_l1_acc=True
+        )
+
+    def get_model_config(self):
+        return self.model_config
+
+    def get_compute_kernel_config(self):
+        return self.compute_kernel_config
