@@ -175,17 +175,23 @@ def build_tt_lib_namespaces(experimental: types.ModuleType, op_modules) -> None:
                 child = types.ModuleType(
                     f"{parent.__name__}.{part}", f"ttnn.experimental's tt_lib-era {part}"
                 )
+                child.__all__ = []
                 setattr(parent, part, child)
                 parent.__path__ = []
                 sys.modules.setdefault(child.__name__, child)
             parent = child
         for name, target in names.items():
-            setattr(parent, name, getattr(package, target))
+            _export(parent, name, getattr(package, target))
     for module in op_modules:
         for name, function in getattr(module, "__primary__", ()):
-            setattr(experimental.operations.primary, name, getattr(module, function))
+            _export(experimental.operations.primary, name, getattr(module, function))
         for name, function in getattr(module, "__tt_lib_tensor__", ()):
-            setattr(experimental.tensor, name, getattr(module, function))
+            _export(experimental.tensor, name, getattr(module, function))
+
+
+def _export(namespace: types.ModuleType, name: str, value) -> None:
+    setattr(namespace, name, value)
+    namespace.__all__.append(name)
 
 
 _previous: dict[str, object] = {}
