@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .helpers import first_party_folder
+from .helpers import dotted_module_of, first_party_folder
 from .imports import resolve_module
 
 #: Bases followed at most this deep (a base of a base of …).
@@ -70,17 +70,16 @@ def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
     out: dict[str, str] = {}
     seen: set[tuple[str, str]] = set()
 
-    def package_of(file: Path) -> str:
-        relative = file.resolve().with_suffix("").relative_to(root.resolve())
-        return ".".join(relative.parts[:-1])
-
-    def visit(name: str, file: Path, tree: ast.Module, depth: int, own: bool) -> None:
+    def visit(name: str, file: Path, package: str, tree: ast.Module, depth: int, own: bool) -> None:
+        # ``package``: the dotted package of ``file``, for its relative imports. A base's file is named by the
+        # module it was resolved as: it may lie outside the input's first-party folder (a file of
+        # ``models/tt_transformers`` for an input of ``models/demos/x/tt`` in a tree without ``__init__.py``)
         if depth > MAX_DEPTH or (str(file), name) in seen:
             return
         seen.add((str(file), name))
         klass = _class_in(tree, name)
         if klass is None:
-            module = _imported_from(tree, name, package_of(file))
+            module = _imported_from(tree, name, package)
             resolved = resolve_module(module, root) if module else None
             if resolved is None or resolved.path is None:
                 return
@@ -88,7 +87,10 @@ def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
                 other = ast.parse(resolved.path.read_text(encoding="utf-8"))
             except (OSError, SyntaxError, UnicodeDecodeError):
                 return
-            visit(name, resolved.path, other, depth, own)
+            base_package = (
+                resolved.module if resolved.path.name == "__init__.py" else resolved.module.rpartition(".")[0]
+            )
+            visit(name, resolved.path, base_package, other, depth, own)
             return
         if not own:
             for attr, line in _assigned_in_init(klass).items():
@@ -100,13 +102,13 @@ def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
                 return  # the bases' __init__ does not run
         for base in klass.bases:
             if isinstance(base, ast.Name):
-                visit(base.id, file, tree, depth + 1, False)
+                visit(base.id, file, package, tree, depth + 1, False)
 
     try:
         tree = ast.parse(source)
     except SyntaxError:  # pragma: no cover - the input parsed before this runs
         return out
-    visit(klass_name, path, tree, 0, True)
+    visit(klass_name, path, dotted_module_of(path).rpartition(".")[0], tree, 0, True)
     return out
 
 
