@@ -62,12 +62,12 @@ def _assigned_in_init(klass: ast.ClassDef) -> dict[str, int]:
     return out
 
 
-def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
-    """Attribute -> ``file:line`` where a base class of ``klass_name`` (defined in ``source``, the file at
-    ``path``) sets it in its ``__init__``; the nearest base wins, as in Python's method resolution for a single
-    base. Bases that cannot be found (an installed package's class, a name built at run time) add nothing."""
+def _walk_bases(klass_name: str, path: Path, source: str, enter) -> None:
+    """Visit ``klass_name`` (defined in ``source``, the file at ``path``) and then its bases, depth first as
+    Python's method resolution does for single bases: ``enter(klass, file, own)`` gets each class found (``own``:
+    the input's class itself) and returns whether to go on to that class's bases. Bases that cannot be found (an
+    installed package's class, a name built at run time) are skipped."""
     root = first_party_folder(path)
-    out: dict[str, str] = {}
     seen: set[tuple[str, str]] = set()
 
     def visit(name: str, file: Path, package: str, tree: ast.Module, depth: int, own: bool) -> None:
@@ -92,14 +92,8 @@ def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
             )
             visit(name, resolved.path, base_package, other, depth, own)
             return
-        if not own:
-            for attr, line in _assigned_in_init(klass).items():
-                out.setdefault(attr, f"{file.name}:{line}")
-            init = next(
-                (n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
-            )
-            if init is not None and not calls_super_init(init):
-                return  # the bases' __init__ does not run
+        if not enter(klass, file, own):
+            return
         for base in klass.bases:
             if isinstance(base, ast.Name):
                 visit(base.id, file, package, tree, depth + 1, False)
@@ -107,9 +101,45 @@ def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
     try:
         tree = ast.parse(source)
     except SyntaxError:  # pragma: no cover - the input parsed before this runs
-        return out
+        return
     visit(klass_name, path, dotted_module_of(path).rpartition(".")[0], tree, 0, True)
+
+
+def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
+    """Attribute -> ``file:line`` where a base class of ``klass_name`` (defined in ``source``, the file at
+    ``path``) sets it in its ``__init__``; the nearest base wins, as in Python's method resolution for a single
+    base. Bases that cannot be found (an installed package's class, a name built at run time) add nothing."""
+    out: dict[str, str] = {}
+
+    def enter(klass: ast.ClassDef, file: Path, own: bool) -> bool:
+        if own:
+            return True
+        for attr, line in _assigned_in_init(klass).items():
+            out.setdefault(attr, f"{file.name}:{line}")
+        init = next((n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        return init is None or calls_super_init(init)  # else the bases' __init__ does not run
+
+    _walk_bases(klass_name, path, source, enter)
     return out
+
+
+def base_method(klass_name: str, path: Path, source: str, method: str) -> tuple[str, Path, int] | None:
+    """The base class of ``klass_name`` whose ``method`` ``super().method(…)`` runs: (class name, file, line of
+    the ``def``), the nearest base that defines it; None when no base the tool can find does."""
+    found: list[tuple[str, Path, int]] = []
+
+    def enter(klass: ast.ClassDef, file: Path, own: bool) -> bool:
+        if found:
+            return False
+        if not own:
+            for node in klass.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == method:
+                    found.append((klass.name, file, node.lineno))
+                    return False
+        return True
+
+    _walk_bases(klass_name, path, source, enter)
+    return found[0] if found else None
 
 
 def calls_super_init(init: ast.FunctionDef | None) -> bool:
@@ -151,4 +181,4 @@ def inherited(inputs) -> dict[str, str]:
     return inputs.cache["inherited"]
 
 
-__all__ = ["base_attributes", "calls_super_init", "inherited"]
+__all__ = ["base_attributes", "base_method", "calls_super_init", "inherited"]

@@ -11,8 +11,12 @@ would otherwise emit code that runs, silently different):
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import libcst as cst
 
+from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
 from .source import Inputs, methods_of
@@ -44,12 +48,7 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
         for node in walk(func.body):
             if _is_super_call(node):
                 gaps.append(
-                    Gap(
-                        parsed.loc(node),
-                        f"super().{node.func.attr.value}(...)",
-                        "a call of the base class's method: its code is not inlined, and in the generated class "
-                        "super() is TTModule",
-                    )
+                    Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", _super_reason(inputs, node))
                 )
     readers = [methods[n] for n in reached] + _functions_called(reached, methods, functions)
     for name in sorted(globals_changed):
@@ -66,6 +65,26 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 )
                 break
     return gaps
+
+
+def _super_reason(inputs: Inputs, call: cst.Call) -> str:
+    """Why ``super().NAME(…)`` is a gap, naming the base method it runs (found as Python would, without running
+    anything: ``bases.py``) or saying that no base the tool can read defines it."""
+    method = call.func.attr.value
+    found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, method)
+    if found is None:
+        return (
+            f"no base class of {inputs.class_name} that the tool can read defines {method} (a base of an installed "
+            "package, or none: AttributeError in TTTv1 too); in the generated class super() is TTModule"
+        )
+    base, file, line = found
+    own = inputs.module.path.resolve()
+    common = Path(os.path.commonpath([own.parent, file.resolve().parent]))
+    where = file.resolve().relative_to(common).as_posix() if file.resolve() != own else inputs.module.name
+    return (
+        f"a call of the base class's {base}.{method} ({where}:{line}): only the class's own methods are inlined, "
+        f"and in the generated class super() is TTModule"
+    )
 
 
 def _reached(methods: dict[str, cst.FunctionDef], entry: str) -> set[str]:

@@ -58,3 +58,32 @@ def test_a_base_in_another_folder_of_a_namespace_tree_is_read_not_a_crash(tmp_pa
     }
     result = generate(child)
     assert [(g.loc, g.what) for g in result.gaps] == [("vattn.py:11", "super().forward_prefill(...)")]
+
+
+def test_a_super_call_gap_names_the_base_method_it_runs(tmp_path):
+    """``super().forward_prefill(x)`` is still a gap (the base's code is not inlined), but it says which method it
+    runs and where, found through the imports as Python would (Qwen2.5-VL's vision attention: ``Attention`` of
+    ``tt_transformers/tt/attention.py``; its distributed norm: ``DistributedNorm.forward``); a method no readable
+    base defines is said so (an installed base, or an ``AttributeError`` in TTTv1 too)."""
+    root = _tree(tmp_path, _NAMESPACE_TREE)
+    child = root / "models/demos/qv/tt/vattn.py"
+    (gap,) = generate(child).gaps
+    assert "the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10)" in gap.reason
+    child.write_text(child.read_text().replace("super().forward_prefill(x)", "super().forward_cached(x)"))
+    (gap,) = generate(child).gaps
+    assert gap.what == "super().forward_cached(...)"
+    assert "no base class of VisionAttn that the tool can read defines forward_cached" in gap.reason
+
+
+def test_base_method_takes_the_nearest_base_that_defines_it(tmp_path):
+    """Depth first, the first base that defines the method wins and the bases after it are not read; the class's
+    own method does not count (``super()`` skips it)."""
+    from tttv2_tools.refactor.bases import base_method
+
+    source = tmp_path / "two.py"
+    source.write_text(
+        "class A:\n    def run(self):\n        pass\n\n\nclass B:\n    def run(self):\n        pass\n\n\n"
+        "class Two(A, B):\n    def run(self):\n        return super().run()\n"
+    )
+    assert base_method("Two", source, source.read_text(), "run") == ("A", source, 2)
+    assert base_method("A", source, source.read_text(), "run") is None
