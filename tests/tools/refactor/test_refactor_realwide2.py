@@ -87,3 +87,36 @@ def test_base_method_takes_the_nearest_base_that_defines_it(tmp_path):
     )
     assert base_method("Two", source, source.read_text(), "run") == ("A", source, 2)
     assert base_method("A", source, source.read_text(), "run") is None
+
+
+def test_a_name_imported_from_a_module_that_lacks_it_is_one_gap(tmp_path):
+    """tt-metal's cross attention imports ``Mode`` from a ``common.py`` of another commit, which has no ``Mode``:
+    one defect, reported once, at the import, saying where the generated code reads the name (it was two gaps:
+    that one, and a vaguer "read by the generated code but neither defined nor imported" at the generated line)."""
+    import json
+    import re
+
+    from tttv2_tools.refactor.cli import main
+
+    root = _tree(
+        tmp_path,
+        {
+            "models/tt/common.py": "def pad(x):\n    return x\n",
+            "models/tt/xattn.py": (
+                "import ttnn\nfrom models.tt.common import Mode\n\n\nclass XAttn:\n"
+                "    def __init__(self, mesh_device, norm):\n        self.norm = norm\n\n"
+                "    def forward(self, x, mode):\n        return self.norm(ttnn.add(x, x), mode=Mode.DECODE)\n"
+            ),
+        },
+    )
+    report = tmp_path / "r.json"
+    code = main(
+        [str(root / "models/tt/xattn.py"), "--out", str(tmp_path / "out"), f"--json={report}", "--quiet"]
+    )
+    gaps = json.loads(report.read_text())["gaps"]
+    assert code == 1
+    assert [(g["loc"], g["what"]) for g in gaps] == [("xattn.py:2", "Mode")]
+    assert gaps[0]["reason"].startswith(
+        "needed at run time and imported from models.tt.common, which does not"
+    )
+    assert re.search(r"; the generated code reads it at xattn_1d\.py:\d+$", gaps[0]["reason"])
