@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 from .helpers import dotted_module_of, first_party_folder
 from .imports import resolve_module
@@ -123,10 +124,19 @@ def base_attributes(klass_name: str, path: Path, source: str) -> dict[str, str]:
     return out
 
 
-def base_method(klass_name: str, path: Path, source: str, method: str) -> tuple[str, Path, int] | None:
-    """The base class of ``klass_name`` whose ``method`` ``super().method(…)`` runs: (class name, file, line of
-    the ``def``), the nearest base that defines it; None when no base the tool can find does."""
-    found: list[tuple[str, Path, int]] = []
+class BaseMethod(NamedTuple):
+    """A method of a base class: the class's name, its file, the line of the ``def`` and the definition."""
+
+    klass: str
+    file: Path
+    line: int
+    definition: ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def base_method(klass_name: str, path: Path, source: str, method: str) -> BaseMethod | None:
+    """The base class of ``klass_name`` whose ``method`` ``super().method(…)`` runs, the nearest base that
+    defines it; None when no base the tool can find does."""
+    found: list[BaseMethod] = []
 
     def enter(klass: ast.ClassDef, file: Path, own: bool) -> bool:
         if found:
@@ -134,7 +144,7 @@ def base_method(klass_name: str, path: Path, source: str, method: str) -> tuple[
         if not own:
             for node in klass.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == method:
-                    found.append((klass.name, file, node.lineno))
+                    found.append(BaseMethod(klass.name, file, node.lineno, node))
                     return False
         return True
 
@@ -181,4 +191,4 @@ def inherited(inputs) -> dict[str, str]:
     return inputs.cache["inherited"]
 
 
-__all__ = ["base_attributes", "base_method", "calls_super_init", "inherited"]
+__all__ = ["BaseMethod", "base_attributes", "base_method", "calls_super_init", "inherited"]

@@ -11,6 +11,7 @@ would otherwise emit code that runs, silently different):
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import libcst as cst
 from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
+from .names import _signature
 from .source import Inputs, methods_of
 from .walk import walk
 
@@ -77,14 +79,35 @@ def _super_reason(inputs: Inputs, call: cst.Call) -> str:
             f"no base class of {inputs.class_name} that the tool can read defines {method} (a base of an installed "
             "package, or none: AttributeError in TTTv1 too); in the generated class super() is TTModule"
         )
-    base, file, line = found
     own = inputs.module.path.resolve()
-    common = Path(os.path.commonpath([own.parent, file.resolve().parent]))
-    where = file.resolve().relative_to(common).as_posix() if file.resolve() != own else inputs.module.name
-    return (
-        f"a call of the base class's {base}.{method} ({where}:{line}): only the class's own methods are inlined, "
-        f"and in the generated class super() is TTModule"
+    common = Path(os.path.commonpath([own.parent, found.file.resolve().parent]))
+    where = (
+        found.file.resolve().relative_to(common).as_posix()
+        if found.file.resolve() != own
+        else inputs.module.name
     )
+    named = f"the base class's {found.klass}.{method} ({where}:{found.line})"
+    mismatch = _binding_error(call, found.definition)
+    if (
+        mismatch is not None
+    ):  # TTTv1 itself raises here: a subclass written against another version of its base
+        return f"the call does not match {named} ({mismatch}): TypeError when TTTv1 runs it too"
+    return f"a call of {named}: only the class's own methods are inlined, and in the generated class super() is TTModule"
+
+
+def _binding_error(call: cst.Call, definition: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """Why ``call``'s arguments do not bind to the method ``definition`` (its ``self`` aside); None when they do,
+    or when the call passes ``*args`` / ``**kwargs`` (not decidable without running it)."""
+    signature = _signature(definition.args, method=True)
+    if signature is None or any(a.star for a in call.args):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    try:
+        signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 def _reached(methods: dict[str, cst.FunctionDef], entry: str) -> set[str]:
