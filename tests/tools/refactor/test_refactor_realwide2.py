@@ -134,3 +134,42 @@ def test_a_name_imported_from_a_module_that_lacks_it_is_one_gap(tmp_path):
         "needed at run time and imported from models.tt.common, which does not"
     )
     assert re.search(r"; the generated code reads it at xattn_1d\.py:\d+$", gaps[0]["reason"])
+
+
+# Qwen2.5-VL's ``QwenVLDistributedNorm(DistributedNorm)`` / ``VisionAttention(Attention)``: the base is in
+# ``models/tt_transformers/tt``, imported by the demo's file; its forward runs the base's through ``super()``.
+_BASE_IN_ANOTHER_FILE = {
+    "models/demos/qv/tt/model_config.py": (
+        "class ModelArgs:\n    def __init__(self, mesh_device):\n        self.norm_eps = 1e-5\n"
+        '        self.model_config = {}\n        self.model_config["DECODE_NORM_MEMCFG"] = None\n\n'
+        "    def get_model_config(self):\n        return self.model_config\n"
+    ),
+    "models/tt_transformers/tt/norm_base.py": (
+        "import ttnn\n\n\nclass NormBase:\n    def __init__(self, args):\n        self.args = args\n"
+        '        self.eps = args.norm_eps\n\n    def forward(self, x, mode):\n        if mode == "decode":\n'
+        '            x = ttnn.to_memory_config(x, self.args.get_model_config()["DECODE_NORM_MEMCFG"])\n'
+        "        return ttnn.rms_norm(x, epsilon=self.eps)\n"
+    ),
+    "models/demos/qv/tt/qnorm.py": (
+        "import ttnn\nfrom models.tt_transformers.tt.norm_base import NormBase\nfrom models.gone import Traced\n\n\n"
+        "class QNorm(NormBase, Traced):\n"
+        "    def __init__(self, args, TG=False):\n        super().__init__(args)\n        self.TG = TG\n\n"
+        "    def forward(self, x, mode):\n        if self.TG:\n            return ttnn.neg(x)\n"
+        "        return super().forward(x, mode)\n"
+    ),
+}
+
+
+def test_trace_deps_follows_super_into_a_base_of_another_file(tmp_path):
+    """trace-deps reads the base's methods when the base is imported from another file of the project (it said
+    "no analysed base class defines forward(): not followed", and reported 0 config keys and 0 ModelArgs members
+    for Qwen2.5-VL's vision attention, whose whole forward is its base's)."""
+    from tttv2_tools.trace_dependencies import analyze
+
+    root = _tree(tmp_path, _BASE_IN_ANOTHER_FILE)
+    analysis = analyze(root / "models/demos/qv/tt/qnorm.py", root / "models/demos/qv/tt/model_config.py")
+    assert analysis.unknowns() == [] and analysis.skipped == []
+    assert "DECODE_NORM_MEMCFG" in analysis.keys_read()
+    assert analysis.paths["decode/non-galaxy"] == ["ttnn.rms_norm", "ttnn.to_memory_config"]
+    callees = {(c.caller.rsplit(":", 1)[1], c.callee.rsplit(":", 1)[1]) for c in analysis.calls}
+    assert {("QNorm.forward", "NormBase.forward"), ("QNorm.__init__", "NormBase.__init__")} <= callees
