@@ -52,6 +52,12 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 gaps.append(
                     Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", _super_reason(inputs, node))
                 )
+    if (
+        "__init__" in methods
+    ):  # construction runs the base's __init__ as written: only a call that cannot bind
+        for node in walk(methods["__init__"].body):
+            if _is_super_call(node) and node.func.attr.value == "__init__":
+                gaps.extend(_super_init_mismatch(inputs, node))
     readers = [methods[n] for n in reached] + _functions_called(reached, methods, functions)
     for name in sorted(globals_changed):
         for func in readers:
@@ -79,20 +85,40 @@ def _super_reason(inputs: Inputs, call: cst.Call) -> str:
             f"no base class of {inputs.class_name} that the tool can read defines {method} (a base of an installed "
             "package, or none: AttributeError in TTTv1 too); in the generated class super() is TTModule"
         )
-    own = inputs.module.path.resolve()
-    common = Path(os.path.commonpath([own.parent, found.file.resolve().parent]))
-    where = (
-        found.file.resolve().relative_to(common).as_posix()
-        if found.file.resolve() != own
-        else inputs.module.name
-    )
-    named = f"the base class's {found.klass}.{method} ({where}:{found.line})"
+    named = f"the base class's {found.klass}.{method} ({_where(inputs, found.file)}:{found.line})"
     mismatch = _binding_error(call, found.definition)
     if (
         mismatch is not None
     ):  # TTTv1 itself raises here: a subclass written against another version of its base
         return f"the call does not match {named} ({mismatch}): TypeError when TTTv1 runs it too"
     return f"a call of {named}: only the class's own methods are inlined, and in the generated class super() is TTModule"
+
+
+def _super_init_mismatch(inputs: Inputs, call: cst.Call) -> list[Gap]:
+    """``super().__init__(…)`` whose arguments do not bind to the base's ``__init__``: TTTv1 cannot be built
+    (Qwen2.5-VL's norm passes seven arguments to a ``DistributedNorm.__init__`` of another commit that takes five),
+    and ``from_model_args``, which runs the same call, raises the same ``TypeError``."""
+    found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, "__init__")
+    mismatch = None if found is None else _binding_error(call, found.definition)
+    if mismatch is None:
+        return []
+    return [
+        Gap(
+            inputs.module.loc(call),
+            "super().__init__(...)",
+            f"the call does not match the base class's {found.klass}.__init__ ({_where(inputs, found.file)}:"
+            f"{found.line}) ({mismatch}): TypeError when TTTv1 is built too",
+        )
+    ]
+
+
+def _where(inputs: Inputs, file: Path) -> str:
+    """A base's file as the gaps name it: the input's name, or its path from the folder both share."""
+    own = inputs.module.path.resolve()
+    if file.resolve() == own:
+        return inputs.module.name
+    common = Path(os.path.commonpath([own.parent, file.resolve().parent]))
+    return file.resolve().relative_to(common).as_posix()
 
 
 def _binding_error(call: cst.Call, definition: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:

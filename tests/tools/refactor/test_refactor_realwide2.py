@@ -173,3 +173,27 @@ def test_trace_deps_follows_super_into_a_base_of_another_file(tmp_path):
     assert analysis.paths["decode/non-galaxy"] == ["ttnn.rms_norm", "ttnn.to_memory_config"]
     callees = {(c.caller.rsplit(":", 1)[1], c.callee.rsplit(":", 1)[1]) for c in analysis.calls}
     assert {("QNorm.forward", "NormBase.forward"), ("QNorm.__init__", "NormBase.__init__")} <= callees
+
+
+def test_a_super_init_that_cannot_bind_is_a_gap(tmp_path):
+    """Construction runs the base's ``__init__`` as written, so only a call that cannot bind is reported: TTTv1
+    itself cannot be built (Qwen2.5-VL's ``QwenVLDistributedNorm`` passes seven arguments to the five of a
+    ``DistributedNorm.__init__`` of another commit, under ``if not TG:``). Arguments unpacked from ``*args`` /
+    ``**kwargs`` are not decided (the vision attention's)."""
+    root = _tree(tmp_path, _NAMESPACE_TREE)
+    child = root / "models/demos/qv/tt/vattn.py"
+    text = child.read_text().replace("super().forward_prefill(x)", "x")
+    child.write_text(text)
+    assert generate(child).gaps == []  # super().__init__(*args, **kwargs): not decided
+    child.write_text(
+        text.replace(
+            "super().__init__(*args, **kwargs)",
+            "if kwargs:\n            super().__init__(args[0], 1.0, False, 2)",
+        )
+    )
+    gap = next(g for g in generate(child).gaps if g.what == "super().__init__(...)")
+    assert gap.loc == "vattn.py:9"
+    assert gap.reason == (
+        "the call does not match the base class's AttnBase.__init__ (tt_transformers/tt/attn_base.py:5) "
+        "(too many positional arguments): TypeError when TTTv1 is built too"
+    )
