@@ -197,3 +197,28 @@ def test_a_super_init_that_cannot_bind_is_a_gap(tmp_path):
         "the call does not match the base class's AttnBase.__init__ (tt_transformers/tt/attn_base.py:5) "
         "(too many positional arguments): TypeError when TTTv1 is built too"
     )
+
+
+def test_a_topology_check_without_a_mesh_parameter_names_init_and_its_parameters(tmp_path):
+    """A module with galaxy code whose ``__init__`` takes no mesh, galaxy flag or ModelArgs (Qwen2.5-VL's
+    ``VisionAttention.__init__(self, *args, **kwargs)``, handing everything to its base): the gap is at the
+    ``def __init__`` line and lists what it takes (it was at line 1, naming nothing)."""
+    source = tmp_path / "wrapped.py"
+    body = (
+        "        self.mesh_device = kwargs['mesh_device']\n        self.gain = kwargs['gain']\n\n"
+        "    def forward(self, x):\n        if self.mesh_device.get_num_devices() == 32:\n"
+        "            return ttnn.neg(x)\n        return ttnn.mul(x, self.gain)\n"
+    )
+    source.write_text(
+        "import ttnn\n\n\nclass Wrapped:\n    # built by a factory\n    def __init__(self, *args, **kwargs):\n"
+        + body
+    )
+    (gap,) = generate(source).gaps
+    assert (gap.loc, gap.what) == ("wrapped.py:6", "Wrapped.__init__")
+    assert gap.reason.endswith("to check the topology with (its parameters: *args, **kwargs)")
+    source.write_text(
+        "import ttnn\n\n\nclass Wrapped:\n    def __init__(self, gain, *, kwargs):\n"
+        + body.replace("['gain']", "")
+    )
+    (gap,) = generate(source).gaps
+    assert gap.loc == "wrapped.py:5" and gap.reason.endswith("(its parameters: gain)")
