@@ -153,11 +153,22 @@ def base_method(klass_name: str, path: Path, source: str, method: str) -> BaseMe
 
 
 def calls_super_init(init: ast.FunctionDef | None) -> bool:
-    """Whether ``__init__`` calls ``super().__init__(…)`` as a statement of its own body."""
+    """Whether ``__init__`` calls ``super().__init__(…)`` as a statement of its own body, also under a test or in
+    a loop (Qwen2.5-VL's ``if not TG: super().__init__(…); return``): ``from_model_args`` replays the body, that
+    call included where TTTv1 makes it; nested functions and classes are not the body's."""
     if init is None:
         return False
-    for node in init.body:
-        call = node.value if isinstance(node, ast.Expr) else None
+    stack: list[ast.AST] = list(init.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if not isinstance(node, ast.Expr):
+            stack.extend(
+                n for n in ast.iter_child_nodes(node) if isinstance(n, (ast.stmt, ast.excepthandler))
+            )
+            continue
+        call = node.value
         if (
             isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute)

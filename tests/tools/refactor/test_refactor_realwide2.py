@@ -222,3 +222,24 @@ def test_a_topology_check_without_a_mesh_parameter_names_init_and_its_parameters
     )
     (gap,) = generate(source).gaps
     assert gap.loc == "wrapped.py:5" and gap.reason.endswith("(its parameters: gain)")
+
+
+def test_a_super_init_under_a_test_runs_the_bases_init_where_tttv1_does(tmp_path):
+    """``if not TG: super().__init__(…)`` (Qwen2.5-VL's norm): the base's ``__init__`` runs under the same test in
+    ``from_model_args``, on an uninitialised TTTv1 instance, and the attributes it sets are fields like any other
+    (only a top-level call counted before: ``self.scale`` was a gap, "__init__ does not set it")."""
+    root = _tree(tmp_path, _NAMESPACE_TREE)
+    child = root / "models/demos/qv/tt/vattn.py"
+    text = child.read_text().replace("super().forward_prefill(x)", "x")
+    child.write_text(
+        text.replace(
+            "super().__init__(*args, **kwargs)",
+            "if kwargs:\n            super().__init__(args[0], 1.0, False)",
+        )
+    )
+    result = generate(child)
+    assert result.gaps == []
+    code = result.modules[0].code
+    assert "legacy = VisionAttn.__new__(VisionAttn)" in code
+    assert "        if kwargs:\n            super(VisionAttn, legacy).__init__(args[0], 1.0, False)\n" in code
+    assert "scale=legacy.scale" in code
