@@ -51,7 +51,7 @@ from .plan import (
     setter_child_switches,
     setter_rebuild_calls,
 )
-from .source import Inputs
+from .source import Inputs, methods_of
 from .walk import hot_paths, walk
 
 LEGACY = "legacy"
@@ -404,11 +404,17 @@ class Emitter:
         if flag is None:
             flag = next((f"{n}.is_galaxy" for n in names if n in ARGS_NAMES), None)
         if flag is None:
+            init = methods_of(self.inputs.klass)["__init__"]  # a class without one is refused before this
+            params = self.plan.init_params
+            star = [f"*{params.star_arg.name.value}"] if isinstance(params.star_arg, cst.Param) else []
+            star += [f"**{params.star_kwarg.name.value}"] if params.star_kwarg is not None else []
+            shown = ", ".join([*names, *star]) or "none"  # *args / **kwargs: handed on, never read here
             self.gaps.append(
                 Gap(
-                    f"{self.inputs.module.name}:1",
+                    self.inputs.module.loc(init),
                     f"{self.tttv1_class}.__init__",
-                    "no mesh, galaxy flag or ModelArgs parameter to check the topology with",
+                    "no mesh, galaxy flag or ModelArgs parameter to check the topology with (its parameters: "
+                    f"{shown})",
                 )
             )
             return []

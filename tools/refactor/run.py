@@ -36,6 +36,25 @@ class Run:
 MISMATCH = "the call does not match the definition"
 
 
+UNDEFINED = "read by the generated code but neither defined nor imported"
+IMPORT_CAUSES = ("which does not define it", "resolves to no file")
+
+
+def _fold_into_cause(gaps: list[Gap], gap: Gap) -> bool:
+    """A name the generated code reads undefined because TTTv1 imports it from a module that lacks it (tt-metal's
+    ``from models.tt_transformers.tt.common import Mode``, of a ``common.py`` without ``Mode``) is one defect: the
+    import's gap gains where the generated code reads the name, instead of a second, vaguer gap. True when folded."""
+    if not gap.reason.startswith(UNDEFINED):
+        return False
+    for index, cause in enumerate(gaps):
+        if cause.what == gap.what and any(c in cause.reason for c in IMPORT_CAUSES):
+            gaps[index] = Gap(
+                cause.loc, cause.what, f"{cause.reason}; the generated code reads it at {gap.loc}"
+            )
+            return True
+    return False
+
+
 def explain_unspecialised(gaps: list[Gap]) -> list[Gap]:
     """A static branch left in a helper that some call of it does not bind to says so: that call is why the
     helper was copied as written instead of specialised per call site (tt-metal's ``mlp.py`` passing
@@ -141,7 +160,7 @@ def _plan_run(
     texts = {g.file_name: finish(g, g.code) for g in result.modules}
     origins = {g.file_name: definition_origins(g, inputs) for g in result.modules}
     for gap in output_gaps(texts, first_party_folder(module), origins):
-        if gap not in result.gaps:
+        if gap not in result.gaps and not _fold_into_cause(result.gaps, gap):
             result.gaps.append(gap)
     result.gaps[:] = explain_unspecialised(result.gaps)
     for generated in result.modules:

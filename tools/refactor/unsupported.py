@@ -11,10 +11,16 @@ would otherwise emit code that runs, silently different):
 
 from __future__ import annotations
 
+import ast
+import os
+from pathlib import Path
+
 import libcst as cst
 
+from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
+from .names import _signature
 from .source import Inputs, methods_of
 from .walk import walk
 
@@ -44,13 +50,14 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
         for node in walk(func.body):
             if _is_super_call(node):
                 gaps.append(
-                    Gap(
-                        parsed.loc(node),
-                        f"super().{node.func.attr.value}(...)",
-                        "a call of the base class's method: its code is not inlined, and in the generated class "
-                        "super() is TTModule",
-                    )
+                    Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", _super_reason(inputs, node))
                 )
+    if (
+        "__init__" in methods
+    ):  # construction runs the base's __init__ as written: only a call that cannot bind
+        for node in walk(methods["__init__"].body):
+            if _is_super_call(node) and node.func.attr.value == "__init__":
+                gaps.extend(_super_init_mismatch(inputs, node))
     readers = [methods[n] for n in reached] + _functions_called(reached, methods, functions)
     for name in sorted(globals_changed):
         for func in readers:
@@ -66,6 +73,67 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 )
                 break
     return gaps
+
+
+def _super_reason(inputs: Inputs, call: cst.Call) -> str:
+    """Why ``super().NAME(…)`` is a gap, naming the base method it runs (found as Python would, without running
+    anything: ``bases.py``) or saying that no base the tool can read defines it."""
+    method = call.func.attr.value
+    found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, method)
+    if found is None:
+        return (
+            f"no base class of {inputs.class_name} that the tool can read defines {method} (a base of an installed "
+            "package, or none: AttributeError in TTTv1 too); in the generated class super() is TTModule"
+        )
+    named = f"the base class's {found.klass}.{method} ({_where(inputs, found.file)}:{found.line})"
+    mismatch = _binding_error(call, found.definition)
+    if (
+        mismatch is not None
+    ):  # TTTv1 itself raises here: a subclass written against another version of its base
+        return f"the call does not match {named} ({mismatch}): TypeError when TTTv1 runs it too"
+    return f"a call of {named}: only the class's own methods are inlined, and in the generated class super() is TTModule"
+
+
+def _super_init_mismatch(inputs: Inputs, call: cst.Call) -> list[Gap]:
+    """``super().__init__(…)`` whose arguments do not bind to the base's ``__init__``: TTTv1 cannot be built
+    (Qwen2.5-VL's norm passes seven arguments to a ``DistributedNorm.__init__`` of another commit that takes five),
+    and ``from_model_args``, which runs the same call, raises the same ``TypeError``."""
+    found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, "__init__")
+    mismatch = None if found is None else _binding_error(call, found.definition)
+    if mismatch is None:
+        return []
+    return [
+        Gap(
+            inputs.module.loc(call),
+            "super().__init__(...)",
+            f"the call does not match the base class's {found.klass}.__init__ ({_where(inputs, found.file)}:"
+            f"{found.line}) ({mismatch}): TypeError when TTTv1 is built too",
+        )
+    ]
+
+
+def _where(inputs: Inputs, file: Path) -> str:
+    """A base's file as the gaps name it: the input's name, or its path from the folder both share."""
+    own = inputs.module.path.resolve()
+    if file.resolve() == own:
+        return inputs.module.name
+    common = Path(os.path.commonpath([own.parent, file.resolve().parent]))
+    return file.resolve().relative_to(common).as_posix()
+
+
+def _binding_error(call: cst.Call, definition: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """Why ``call``'s arguments do not bind to the method ``definition`` (its ``self`` aside); None when they do,
+    or when the call passes ``*args`` / ``**kwargs`` (not decidable without running it)."""
+    signature = _signature(definition.args, method=True)
+    if signature is None or any(a.star for a in call.args):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    try:
+        signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        return str(exc)
+    return None
 
 
 def _reached(methods: dict[str, cst.FunctionDef], entry: str) -> set[str]:

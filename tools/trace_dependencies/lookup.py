@@ -68,6 +68,10 @@ class Lookup(Part):
             for base in klass.bases:
                 if base in idx.classes:
                     queue.append(idx.classes[base])
+                elif base in klass.file.imports:  # a base of another project file (None: not resolvable)
+                    imported = self.imported_class(klass.file, base)
+                    if imported is not None:
+                        queue.append(imported)
         return chain
 
     def nested_info(self, parent: FuncInfo, node: ast.AST) -> FuncInfo:

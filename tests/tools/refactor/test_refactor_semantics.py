@@ -242,6 +242,7 @@ def test_a_super_call_in_forward_is_a_gap():
     gaps = _generate("supered", "Extended").gaps
     assert [(g.loc, g.what) for g in gaps] == [("supered.py:21", "super().forward(...)")]
     assert "super() is TTModule" in gaps[0].reason
+    assert "the base class's Plain.forward (supered.py:10)" in gaps[0].reason  # a base of the same file
     assert _generate("supered", "Plain").gaps == []
 
 
