@@ -25,6 +25,7 @@ import copyreg
 import enum
 import importlib.util
 import inspect
+import os
 import re
 import sys
 import threading
@@ -101,8 +102,33 @@ def check_generated(paths: list[str], target: str | None = None) -> list[Generat
             raise CollectCasesError(
                 f"--generated {given}: stale: its source {source} changed since it was generated; generate it again"
             )
-        out.append(GeneratedFile(given, source, target or f"{dotted_module_of(source)}:{label['cls']}"))
+        out.append(
+            GeneratedFile(given, source, target or f"{_module_of(source, dotted_module_of)}:{label['cls']}")
+        )
     return out
+
+
+def _module_of(source: Path, dotted_module_of) -> str:
+    """The module name of a TTTv1 file: its package path (folders with an ``__init__.py``, the toolkit's rule);
+    for a file in a namespace package (PEP 420: folders without one, as tt-metal's ``models/…`` folders), the
+    name Python gives it from the deepest folder of ``sys.path`` (or the current folder) above its own folder:
+    ``/repo/models/demos/x/tt/mlp.py`` with ``/repo`` on ``PYTHONPATH`` -> ``models.demos.x.tt.mlp``."""
+    dotted = dotted_module_of(source)
+    if "." in dotted:
+        return dotted
+    best: tuple[str, ...] | None = None
+    for entry in (os.getcwd(), *sys.path):
+        try:
+            parts = source.with_suffix("").relative_to(Path(entry or os.getcwd()).resolve()).parts
+        except (OSError, ValueError):  # not above the file (or unreadable)
+            continue
+        if (
+            len(parts) >= 2
+            and all(part.isidentifier() for part in parts)
+            and (best is None or len(parts) < len(best))
+        ):
+            best = parts
+    return ".".join(best) if best else dotted
 
 
 def parse_layers(text: str | None) -> list[int] | None:

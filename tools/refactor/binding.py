@@ -501,8 +501,41 @@ def _root(node: cst.CSTNode) -> str | None:
     return node.value if isinstance(node, cst.Name) else None
 
 
+#: ttnn ops that write into a tensor they are given (ttnn's in-place ops and preallocated outputs): op name ->
+#: the position of that argument. Falcon-7B's optimized prefill writes each slice's result into a buffer of its
+#: config with ``ttnn.sharded_to_interleaved_partial(out_data, out_tt, …)`` and returns ``out_tt[:, :, :, :h]``: a
+#: slice of that buffer made at construction would be the buffer's contents before any call.
+TTNN_WRITES_INTO = {
+    "fill_cache": 0,
+    "update_cache": 0,
+    "paged_fill_cache": 0,
+    "paged_update_cache": 0,
+    "paged_fused_update_cache": 0,
+    "fill_cache_for_user_": 0,
+    "update_cache_for_token_": 0,
+    "sharded_to_interleaved_partial": 1,
+    "copy": 1,
+}
+#: keyword arguments by which a ttnn op writes its result into a tensor it is given
+TTNN_OUTPUT_KEYWORDS = frozenset({"output_tensor", "optional_output_tensor"})
+
+
+def written_by_ttnn(call: cst.Call) -> list[cst.BaseExpression]:
+    """The arguments a ttnn op call writes into (``TTNN_WRITES_INTO``, ``TTNN_OUTPUT_KEYWORDS``)."""
+    path = dotted(call.func) or ""
+    if not path.startswith("ttnn."):
+        return []
+    out = [a.value for a in call.args if a.keyword is not None and a.keyword.value in TTNN_OUTPUT_KEYWORDS]
+    position = TTNN_WRITES_INTO.get(path.rsplit(".", 1)[1])
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if position is not None and position < len(positional):
+        out.append(positional[position].value)
+    return out
+
+
 def mutated_locals(func: cst.CSTNode) -> set[str]:
-    """Names changed in place: ``x.append(…)`` and friends, ``x[k] = …``, ``x.attr = …``, ``x += …``."""
+    """Names changed in place: ``x.append(…)`` and friends, ``x[k] = …``, ``x.attr = …``, ``x += …``, and a
+    tensor a ttnn op writes into (``ttnn.fill_cache(x, …)``, ``output_tensor=x``; ``written_by_ttnn``)."""
     out: set[str] = set()
 
     def root(node: cst.CSTNode) -> str | None:
@@ -513,6 +546,10 @@ def mutated_locals(func: cst.CSTNode) -> set[str]:
     for call in summary(func).calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in MUTATORS:
             name = root(call.func.value)
+            if name is not None:
+                out.add(name)
+        for target in written_by_ttnn(call):
+            name = root(target)
             if name is not None:
                 out.add(name)
 

@@ -15,6 +15,7 @@ from .memory import CoreCoord, CoreRangeSet
 from .types import Arch, BufferType, _NamedEnum
 
 __all__ = [
+    "Device",
     "DispatchCoreAxis",
     "DispatchCoreConfig",
     "DispatchCoreType",

@@ -443,6 +443,37 @@ def test_the_target_is_derived_from_the_header(tmp_path):
     assert forced.target == "other.place:Mod"
 
 
+def test_the_target_of_a_namespace_package_file_is_named_from_sys_path(tmp_path, monkeypatch):
+    """tt-metal's ``models/…`` folders have no ``__init__.py`` (PEP 420 namespace packages): the target is the name
+    Python gives the file from the deepest folder of ``sys.path`` above it, not the bare file name."""
+    folder = tmp_path / "repo" / "models" / "demos" / "x" / "tt"
+    folder.mkdir(parents=True)
+    source = folder / "mod.py"
+    source.write_text("class Mod:\n    def forward(self, x):\n        return x\n")
+    path = tmp_path / "mod_1d.py"
+    body = "class Mod1D:\n    @classmethod\n    def from_model_args(cls):\n        return cls()\n"
+    path.write_text(
+        with_header(body, "repo/models/demos/x/tt/mod.py (class Mod)", source_hash(source.read_bytes()))
+    )
+    monkeypatch.chdir(folder)  # the current folder is the file's own: no package path from it
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "elsewhere"), str(tmp_path / "my-root")])
+    assert check_generated([str(path)])[0].target == "mod:Mod"  # nothing above it on sys.path
+    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path / "repo"), str(folder.parent)])
+    # tmp_path gives repo.models.…, repo gives models.demos.x.tt.mod (deepest), tt's parent gives tt.mod; the
+    # deepest entry wins unless it is the file's own folder
+    assert check_generated([str(path)])[0].target == "tt.mod:Mod"
+    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path / "repo")])
+    assert check_generated([str(path)])[0].target == "models.demos.x.tt.mod:Mod"
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    (tmp_path / "repo").rename(tmp_path / "my-repo")  # a folder that is no identifier names no module
+    source = tmp_path / "my-repo" / "models" / "demos" / "x" / "tt" / "mod.py"
+    path.write_text(
+        with_header(body, "my-repo/models/demos/x/tt/mod.py (class Mod)", source_hash(source.read_bytes()))
+    )
+    monkeypatch.chdir(source.parent)
+    assert check_generated([str(path)])[0].target == "mod:Mod"
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

@@ -15,6 +15,7 @@ from . import (
     matmul,
     normalization,
     p2p,
+    pool,
     prefetch,
     reduction,
     rng,
@@ -41,6 +42,7 @@ OP_MODULES = (
     prefetch,
     rng,
     sockets,
+    pool,
 )
 
 __all__ = ["OP_MODULES"]
