@@ -320,6 +320,8 @@ def _matmul(
     mem = (
         memory_config if memory_config is not None else DRAM_MEMORY_CONFIG
     )  # ttnn's default output placement
+    if isinstance(program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig) and mem.is_sharded():
+        mem = _one_d_output_config(mem, program_config, shard_grid)
     topology = _output_topology(a, b)
     return output_like(
         op,
@@ -331,6 +333,17 @@ def _matmul(
         shard_grid=shard_grid,
         topology=topology,
     )
+
+
+def _one_d_output_config(mem: MemoryConfig, cfg, grid: CoreRangeSet) -> MemoryConfig:
+    """A 1D program config decides its sharded output's spec, as ttnn's matmul does (its output spec, of every era
+    from the tt_lib one through today's, which logs "Using computed config" when a given spec differs): one
+    ``per_core_M × per_core_N``-tile block per core of the first blocks' cores of the grid, row by row, ROW_MAJOR.
+    Falcon-40B's decode QKV output config gives a ``(32, 144)`` shard that the 8 blocks of 5 tiles replace."""
+    spec = ShardSpec(
+        grid, (cfg.per_core_M * TILE_SIZE, cfg.per_core_N * TILE_SIZE), ShardOrientation.ROW_MAJOR
+    )
+    return MemoryConfig(mem.memory_layout, mem.buffer_type, spec)
 
 
 def _output_topology(a: Tensor, b: Tensor):

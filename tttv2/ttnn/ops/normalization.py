@@ -723,6 +723,7 @@ def _softmax_mask(op: str, mask, x: Tensor, pc, is_causal_mask: bool) -> tuple[T
             f"a ROW_MAJOR padding mask {list(want)} (the row of {xp[-1]} in rows of 32), not causal",
             list(mp),
         )
+        return m, False
     for i in range(1, len(xp) - 2):
         expect(mp[i] == 1, op, "mask.padded_shape", f"1 in dim {i} for an interleaved mask", list(mp))
     expect(mp[0] in (1, xp[0]), op, "mask.padded_shape[0]", f"1 or the input's batch {xp[0]}", mp[0])
