@@ -417,3 +417,33 @@ def test_sharded_softmax_config_fields_are_checked_when_set():
         )
     assert "block_w=6" in repr(pc)
     assert ttnn.SoftmaxDefaultProgramConfig() == ttnn.SoftmaxDefaultProgramConfig()
+
+
+def test_a_chip_of_the_mesh_gives_its_worker_grid(open_mesh):
+    """Falcon-40B's decode passes ``mesh.get_devices()[0].compute_with_storage_grid_size()`` to group_attn_matmul."""
+    mesh = open_mesh((1, 2))
+    assert mesh.get_devices()[1].compute_with_storage_grid_size() == ttnn.CoreCoord(8, 8)
+    galaxy = open_mesh((8, 4), dispatch_core_config=ttnn.DispatchCoreConfig(axis=ttnn.DispatchCoreAxis.COL))
+    assert galaxy.get_devices()[0].compute_with_storage_grid_size() == galaxy.compute_with_storage_grid_size()
+    assert galaxy.get_devices()[0].compute_with_storage_grid_size() == ttnn.CoreCoord(7, 10)
+
+
+def test_transposed_keys_keep_their_per_user_shard_grid(open_mesh):
+    """Falcon-40B's decode: keys ``[32 users, 1, T, 64]`` with one (T, 64) shard per user, transposed into a
+    HEIGHT_SHARDED config without a spec, keep the 32-core grid: one (64, T) shard per user, as ttnn derives it
+    from the input's shard. A spec-less config of another layout, or an interleaved input, is placed as before."""
+    mesh = open_mesh((1, 1))
+    keys = dev(torch.randn(32, 1, 96, 64), mesh, mc=height(32, (96, 64)))
+    hs = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1)
+    kt = ttnn.transpose(keys, -2, -1, memory_config=hs)
+    assert kt.memory_config().shard_spec.grid == first_cores(32) and tuple(
+        kt.memory_config().shard_spec.shape
+    ) == (64, 96)
+    assert torch.equal(host(kt), host(keys).transpose(-2, -1))
+    flat = ttnn.transpose(dev(host(keys), mesh), -2, -1, memory_config=hs)
+    assert flat.memory_config().shard_spec.num_cores() == 64  # no input grid to follow: the device's cores
+    ws = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.WIDTH_SHARDED, ttnn.BufferType.L1)
+    wide = ttnn.transpose(keys, -2, -1, memory_config=ws)
+    assert wide.memory_config().memory_layout is ttnn.TensorMemoryLayout.WIDTH_SHARDED
+    given = ttnn.transpose(keys, -2, -1, memory_config=height(32, (64, 96)))
+    assert given.memory_config() == kt.memory_config()
