@@ -447,3 +447,160 @@ def test_transposed_keys_keep_their_per_user_shard_grid(open_mesh):
     assert wide.memory_config().memory_layout is ttnn.TensorMemoryLayout.WIDTH_SHARDED
     given = ttnn.transpose(keys, -2, -1, memory_config=height(32, (64, 96)))
     assert given.memory_config() == kt.memory_config()
+
+
+# --- the prefill MLP's slices: interleaved_to_sharded_partial / sharded_to_interleaved_partial ----------------
+
+
+def test_partial_slices_round_trip_into_a_persistent_output(open_mesh):
+    """Falcon-40B's prefill MLP: 128 rows in 2 slices of 64, each moved into 32 width shards of (64, 64) on an 8×4
+    grid, then written back into its rows of one persistent DRAM tensor."""
+    mesh = open_mesh((1, 2))
+    x = torch.randn(1, 1, 128, 2048, generator=torch.Generator().manual_seed(12))
+    tx = dev(x, mesh)
+    out = dev(torch.zeros(1, 1, 128, 2048), mesh)
+    for index in range(2):
+        part = ttnn.interleaved_to_sharded_partial(
+            tx,
+            (8, 4),
+            [64, 64],
+            2,
+            index,
+            ttnn.TensorMemoryLayout.WIDTH_SHARDED,
+            ttnn.ShardOrientation.ROW_MAJOR,
+        )
+        assert list(part.shape) == [1, 1, 64, 2048]
+        spec = part.memory_config().shard_spec
+        assert spec.num_cores() == 32 and tuple(spec.shape) == (64, 64)
+        assert part.memory_config().buffer_type is ttnn.BufferType.L1
+        assert torch.equal(host(part), host(tx)[:, :, 64 * index : 64 * (index + 1)])
+        back = ttnn.sharded_to_interleaved_partial(part, out, 2, index, memory_config=ttnn.DRAM_MEMORY_CONFIG)
+        assert back is out
+    assert torch.equal(host(out), host(tx))
+    height = ttnn.interleaved_to_sharded_partial(
+        tx,
+        ttnn.CoreCoord(8, 8),
+        [32, 2048],
+        4,
+        3,
+        ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+        ttnn.ShardOrientation.COL_MAJOR,
+    )
+    assert height.memory_config().shard_spec.grid == first_cores(1, row_wise=False)
+    block = ttnn.interleaved_to_sharded_partial(
+        tx,
+        (8, 2),
+        [32, 256],
+        2,
+        1,
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED,
+        ttnn.ShardOrientation.ROW_MAJOR,
+        output_dtype=ttnn.bfloat8_b,
+    )
+    assert block.dtype is ttnn.bfloat8_b and block.memory_config().shard_spec.num_cores() == 16
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 3, 0, *p),
+            "a divisor of",
+        ),
+        (lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 2, *p), "in [0, 2)"),
+        (lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 0, 0, *p), "at least 1"),
+        (lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2.0, 0, *p), "an int"),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (9, 4), [64, 64], 2, 0, *p),
+            "within the device",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, first_cores(4), [64, 64], 2, 0, *p),
+            "CoreRangeSet",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, "8x4", [64, 64], 2, 0, *p),
+            "a ttnn.CoreCoord",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64], 2, 0, *p),
+            "(height, width)",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (2, 2), [64, 64], 2, 0, *p),
+            "shards fitting",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 0, "WIDTH", p[1]),
+            "shard_scheme",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 0, p[0], "ROW"),
+            "shard_orientation",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(
+                x, (8, 4), [64, 64], 2, 0, *p, output_dtype="bf8"
+            ),
+            "output_dtype",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(
+                ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 0, *p), (8, 4), [64, 64], 1, 0, *p
+            ),
+            "an interleaved tensor",
+        ),
+        (
+            lambda m, x, o, p: ttnn.interleaved_to_sharded_partial(
+                dev(torch.zeros(1, 1, 20, 64), m), (8, 4), [32, 64], 1, 0, *p
+            ),
+            "fill their tiles",
+        ),
+        (lambda m, x, o, p: ttnn.sharded_to_interleaved_partial(x, o, 2, 0), "a sharded tensor"),
+        (
+            lambda m, x, o, p: ttnn.sharded_to_interleaved_partial(
+                ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 0, *p), o, 4, 0
+            ),
+            "one slice of the cache",
+        ),
+        (
+            lambda m, x, o, p: ttnn.sharded_to_interleaved_partial(
+                ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 0, *p),
+                o,
+                2,
+                0,
+                output_dtype=ttnn.float32,
+            ),
+            "None or the cache's BFLOAT16",
+        ),
+        (
+            lambda m, x, o, p: ttnn.sharded_to_interleaved_partial(
+                ttnn.interleaved_to_sharded_partial(x, (8, 4), [64, 64], 2, 0, *p),
+                o,
+                2,
+                0,
+                memory_config="DRAM",
+            ),
+            "memory_config",
+        ),
+    ],
+)
+def test_partial_slices_refuse_what_ttnn_refuses(open_mesh, call, needle):
+    mesh = open_mesh((1, 1))
+    x, o = dev(torch.randn(1, 1, 128, 2048), mesh), dev(torch.zeros(1, 1, 128, 2048), mesh)
+    plan = (ttnn.TensorMemoryLayout.WIDTH_SHARDED, ttnn.ShardOrientation.ROW_MAJOR)
+    with pytest.raises(ValidationError) as err:
+        call(mesh, x, o, plan)
+    assert needle in str(err.value)
+
+
+def test_aggregate_as_tensor_is_combine_device_tensors(open_mesh):
+    mesh = open_mesh((1, 2))
+    t = dev(torch.randn(1, 1, 32, 64), mesh, dim=3)
+    parts = ttnn.get_device_tensors(t)
+    again = ttnn.aggregate_as_tensor(parts)
+    assert torch.equal(
+        ttnn.to_torch(again, mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)),
+        ttnn.to_torch(ttnn.combine_device_tensors(parts), mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)),
+    )
+    assert again.tensor_topology() == ttnn.combine_device_tensors(parts).tensor_topology()

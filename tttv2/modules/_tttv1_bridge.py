@@ -30,7 +30,23 @@ def lazy_weight(
     """TTTv1's ttnn.as_tensor / ttnn.from_torch as a LazyWeight: the same dtype, layout, memory config and mesh
     mapping, converted on first use instead of at construction. ``preprocess`` (as_tensor's function of the host
     tensor: Falcon-40B pads its layer-norm weights to 32 rows with it) runs here, at construction, on the host;
-    ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes."""
+    ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes.
+
+    No host tensor (``tensor`` None) with a ``cache_file_name``: TTTv1 loads the weight from its own tt cache
+    (Falcon-40B's MLP does when its state dict is empty: ``state_dict.get(...) if state_dict else None``), and
+    ``ttnn.as_tensor`` never runs ``preprocess`` then. There is nothing to convert lazily, so the weight is that
+    same call's device tensor, loaded here from the same file."""
+    if tensor is None and cache_file_name is not None:
+        return ttnn.as_tensor(
+            None,
+            dtype=dtype,
+            layout=layout,
+            device=device,
+            memory_config=memory_config,
+            mesh_mapper=mesh_mapper,
+            cache_file_name=cache_file_name,
+            preprocess=preprocess,
+        )
     if preprocess is not None:
         tensor = preprocess(tensor)
     mapper_config = (

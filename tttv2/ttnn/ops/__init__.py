@@ -19,6 +19,7 @@ from . import (
     reduction,
     rng,
     sdpa,
+    sharded_partial,
     sockets,
     training,
 )
@@ -41,6 +42,7 @@ OP_MODULES = (
     prefetch,
     rng,
     sockets,
+    sharded_partial,
 )
 
 __all__ = ["OP_MODULES"]
