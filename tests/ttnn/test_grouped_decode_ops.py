@@ -604,3 +604,110 @@ def test_aggregate_as_tensor_is_combine_device_tensors(open_mesh):
         ttnn.to_torch(ttnn.combine_device_tensors(parts), mesh_composer=ttnn.ConcatMeshToTensor(mesh, dim=3)),
     )
     assert again.tensor_topology() == ttnn.combine_device_tensors(parts).tensor_topology()
+
+
+# --- bcast: Falcon-40B's prefill layer norm applies gamma and beta with it ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "dim, b_shape, pick",
+    [
+        (ttnn.BcastOpDim.H, (1, 1, 32, 96), lambda b: b[..., :1, :]),
+        (ttnn.BcastOpDim.W, (1, 1, 64, 32), lambda b: b[..., :, :1]),
+        (ttnn.BcastOpDim.HW, (1, 1, 32, 32), lambda b: b[..., :1, :1]),
+    ],
+)
+@pytest.mark.parametrize("math_op", [ttnn.BcastOpMath.ADD, ttnn.BcastOpMath.SUB, ttnn.BcastOpMath.MUL])
+def test_bcast_uses_the_first_row_column_or_value_of_each_tile(open_mesh, dim, b_shape, pick, math_op):
+    mesh = open_mesh((1, 1))
+    g = torch.Generator().manual_seed(13)
+    a, b = dev(torch.randn(2, 1, 64, 96, generator=g), mesh), dev(torch.randn(*b_shape, generator=g), mesh)
+    out = ttnn.bcast(a, b, math_op=math_op, dim=dim)
+    op = {ttnn.BcastOpMath.ADD: torch.add, ttnn.BcastOpMath.SUB: torch.sub, ttnn.BcastOpMath.MUL: torch.mul}[
+        math_op
+    ]
+    want = op(host(a), pick(host(b)))
+    assert list(out.shape) == [2, 1, 64, 96] and out.dtype is ttnn.bfloat16
+    torch.testing.assert_close(host(out), want.bfloat16().float(), rtol=0, atol=0)
+
+
+def test_bcast_of_a_sharded_input_keeps_its_shards_and_takes_per_batch_rows(open_mesh):
+    mesh = open_mesh((1, 1))
+    spec = ttnn.ShardSpec(first_cores(8), (32, 64), ttnn.ShardOrientation.ROW_MAJOR)
+    block = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec)
+    a = dev(torch.randn(2, 1, 128, 64), mesh, mc=block)
+    gamma = dev(torch.randn(2, 1, 32, 64), mesh)
+    hs = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1)
+    out = ttnn.bcast(a, gamma, math_op=ttnn.BcastOpMath.MUL, dim=ttnn.BcastOpDim.H, memory_config=hs)
+    assert out.memory_config().shard_spec == spec
+    torch.testing.assert_close(
+        host(out), (host(a) * host(gamma)[:, :, :1]).bfloat16().float(), rtol=0, atol=0
+    )
+
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda a, b, m: ttnn.bcast(a, b, math_op="MUL", dim=ttnn.BcastOpDim.H), "a ttnn.BcastOpMath"),
+        (lambda a, b, m: ttnn.bcast(a, b, math_op=ttnn.BcastOpMath.MUL, dim="H"), "a ttnn.BcastOpDim"),
+        (
+            lambda a, b, m: ttnn.bcast(a, b, ttnn.BcastOpMath.MUL, ttnn.BcastOpDim.W),
+            "padded last dims [64, 32]",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(
+                a, dev(torch.zeros(1, 1, 32, 32), m), ttnn.BcastOpMath.MUL, ttnn.BcastOpDim.H
+            ),
+            "padded last dims [32, 96]",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(
+                a, dev(torch.zeros(3, 1, 32, 96), m), ttnn.BcastOpMath.ADD, ttnn.BcastOpDim.H
+            ),
+            "leading dims of 1",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(
+                a,
+                b,
+                ttnn.BcastOpMath.ADD,
+                ttnn.BcastOpDim.H,
+                memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG,
+            ),
+            "interleaved for an interleaved one",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(
+                a,
+                b,
+                ttnn.BcastOpMath.ADD,
+                ttnn.BcastOpDim.W,
+                memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG,
+            ),
+            "interleaved input and output",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(a, b, ttnn.BcastOpMath.ADD, ttnn.BcastOpDim.H, memory_config="L1"),
+            "memory_config",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(a, b, ttnn.BcastOpMath.ADD, ttnn.BcastOpDim.H, output_tensor=a),
+            "not emulated",
+        ),
+        (
+            lambda a, b, m: ttnn.bcast(
+                dev(torch.zeros(1, 1, 64, 96), m, dtype=ttnn.int32),
+                b,
+                ttnn.BcastOpMath.ADD,
+                ttnn.BcastOpDim.H,
+            ),
+            "a float dtype",
+        ),
+    ],
+)
+def test_bcast_refuses_what_ttnn_refuses(open_mesh, call, needle):
+    mesh = open_mesh((1, 1))
+    a, b = dev(torch.randn(2, 1, 64, 96), mesh), dev(torch.randn(1, 1, 32, 96), mesh)
+    with pytest.raises(ValidationError) as err:
+        call(a, b, mesh)
+    assert needle in str(err.value) and "ttnn.bcast" in str(err.value)

@@ -1,6 +1,7 @@
 """A slice of rows moved into L1 shards and back: ``interleaved_to_sharded_partial`` and
 ``sharded_to_interleaved_partial``, which tt-metal's Falcon-40B prefill MLP uses to run a long sequence through
-sharded matmuls a slice at a time (its output slices land in one persistent DRAM tensor).
+sharded matmuls a slice at a time (its output slices land in one persistent DRAM tensor); and ``bcast``, with which
+its prefill layer norm applies gamma and beta to such slices.
 
 Rows are the tensor's 2-D view, as ttnn counts them: every dim but the last folded into the height. Slice ``i`` of
 ``n`` is rows ``[i · H / n, (i + 1) · H / n)``.
@@ -12,10 +13,18 @@ import numpy as np
 
 from ..memory import CoreCoord, CoreRangeSet, MemoryConfig, ShardSpec, num_cores_to_corerangeset
 from ..tensor import Tensor
-from ..types import BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
+from ..types import (
+    BcastOpDim,
+    BcastOpMath,
+    BufferType,
+    DataType,
+    Layout,
+    ShardOrientation,
+    TensorMemoryLayout,
+)
 from ._common import expect, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
 
-__all__ = ["interleaved_to_sharded_partial", "sharded_to_interleaved_partial"]
+__all__ = ["bcast", "interleaved_to_sharded_partial", "sharded_to_interleaved_partial"]
 __experimental__: list[str] = []
 __transformer__: list[str] = []
 
@@ -201,3 +210,88 @@ def sharded_to_interleaved_partial(
     for i, rows in enumerate(values):
         cache._writable_shard(i, op)[index] = rows
     return cache
+
+
+_BCAST_MATH = {
+    BcastOpMath.ADD: np.add,
+    BcastOpMath.SUB: np.subtract,
+    BcastOpMath.MUL: np.multiply,
+}
+
+
+@ttnn_op("ttnn.bcast")
+def bcast(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    math_op: BcastOpMath,
+    dim: BcastOpDim,
+    *,
+    memory_config: MemoryConfig | None = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """``a op b`` with b broadcast within each tile: its first row over the rows (``BcastOpDim.H``: b one tile
+    tall, a's width), its first column over the columns (``W``: b one tile wide, a's height) or its first value
+    everywhere (``HW``: b one tile). Falcon-40B's prefill layer norm applies its gamma and beta this way (each padded
+    to 32 rows, row 0 holding the values). b's leading dims are 1, or a's. Computed in float32, stored in a's dtype;
+    a sharded output keeps a's shard spec (H takes a sharded a only with a sharded output, W an interleaved one)."""
+    op = "ttnn.bcast"
+    a = expect_tensor(op, "input_tensor_a", input_tensor_a, layouts=(Layout.TILE,), rank=(2, 3, 4))
+    b = expect_tensor(op, "input_tensor_b", input_tensor_b, layouts=(Layout.TILE,), rank=(2, 3, 4))
+    same_mesh(op, input_tensor_a=a, input_tensor_b=b)
+    expect(a.dtype.is_float, op, "input_tensor_a.dtype", "a float dtype", a.dtype.name)
+    expect(isinstance(math_op, BcastOpMath), op, "math_op", "a ttnn.BcastOpMath", repr(math_op))
+    expect(isinstance(dim, BcastOpDim), op, "dim", "a ttnn.BcastOpDim", repr(dim))
+    expect(output_tensor is None, op, "output_tensor", "None (not emulated)", "a tensor")
+    expect(
+        memory_config is None or isinstance(memory_config, MemoryConfig),
+        op,
+        "memory_config",
+        "a ttnn.MemoryConfig or None",
+        repr(memory_config),
+    )
+    out_mc = a.memory_config() if memory_config is None else memory_config
+    if dim is BcastOpDim.H:
+        expect(
+            a.is_sharded() == out_mc.is_sharded(),
+            op,
+            "memory_config",
+            "sharded output for a sharded input, interleaved for an interleaved one (bcast H)",
+            out_mc.memory_layout.name,
+        )
+    elif dim is BcastOpDim.W:
+        expect(
+            not a.is_sharded() and not out_mc.is_sharded(),
+            op,
+            "memory_config",
+            "interleaved input and output (bcast W)",
+            f"{a.memory_config().memory_layout.name} → {out_mc.memory_layout.name}",
+        )
+    if out_mc.is_sharded() and a.is_sharded():
+        out_mc = MemoryConfig(out_mc.memory_layout, out_mc.buffer_type, a.shard_spec())
+    ap, bp = tuple(a.padded_shape), tuple(b.padded_shape)
+    want = {BcastOpDim.H: (32, ap[-1]), BcastOpDim.W: (ap[-2], 32), BcastOpDim.HW: (32, 32)}[dim]
+    expect(
+        bp[-2:] == want, op, "input_tensor_b", f"padded last dims {list(want)} ({dim.name})", list(bp[-2:])
+    )
+    lead_b = int(np.prod(bp[:-2]))
+    expect(
+        lead_b == 1 or (len(bp) == len(ap) and bp[:-2] == ap[:-2]),
+        op,
+        "input_tensor_b",
+        f"leading dims of 1 or a's {list(ap[:-2])}",
+        list(bp[:-2]),
+    )
+    rows, cols = a.shape[-2], a.shape[-1]
+    fn = _BCAST_MATH[math_op]
+
+    def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        y = y.reshape((1,) * (x.ndim - y.ndim) + y.shape) if lead_b == 1 else y
+        if dim is BcastOpDim.H:
+            part = y[..., :1, :cols]
+        elif dim is BcastOpDim.W:
+            part = y[..., :rows, :1]
+        else:
+            part = y[..., :1, :1]
+        return np.asarray(fn(x, part), dtype=np.float32)
+
+    return output_like(op, map_shards(run, a, b), a, memory_config=out_mc)
