@@ -131,3 +131,33 @@ def test_a_none_tensor_reads_the_weight_cache_as_tttv1_does(mesh, tmp_path):
         ttnn.ValidationError, match=r"tensor is None and the cache file .*missing.* does not exist"
     ):
         lazy_weight(None, ttnn.bfloat16, cache_file_name=tmp_path / "missing", **kwargs)
+
+
+def test_a_weight_without_host_tensor_is_loaded_from_tttv1s_cache(mesh, tmp_path):
+    """Falcon-40B's MLP, built with an empty state dict, uploads ``ttnn.as_tensor(None, ..., cache_file_name=...,
+    preprocess=...)``: the weight comes from its own tt cache, and preprocess (which would fail on None) never
+    runs. The generated module's ``lazy_weight`` makes the same call: the same device tensor, bit for bit, not a
+    LazyWeight (there is no host tensor to convert). Without the cache file, it fails as TTTv1's call does."""
+    import torch
+
+    from tttv2.testing.equivalence import assert_equivalent_outputs
+
+    arguments = dict(
+        dtype=ttnn.bfloat8_b,
+        layout=ttnn.TILE_LAYOUT,
+        device=mesh,
+        memory_config=ttnn.DRAM_MEMORY_CONFIG,
+        mesh_mapper=ttnn.ShardTensorToMesh(mesh, dim=3),
+        cache_file_name=tmp_path / "dense_h_to_4h",
+        preprocess=lambda x: torch.transpose(x.reshape(1, 1, *x.shape), -2, -1),
+    )
+    weight = torch.randn(128, 64, generator=torch.Generator().manual_seed(3))
+    ttnn.as_tensor(weight, **arguments)  # TTTv1's first run writes the cache
+    legacy = ttnn.as_tensor(None, **arguments)
+    loaded = lazy_weight(None, **arguments)
+    assert not isinstance(loaded, LazyWeight) and list(loaded.shape) == [1, 1, 64, 64]
+    assert_equivalent_outputs(legacy, on_device(loaded))
+    with pytest.raises(Exception) as missing:
+        lazy_weight(None, **{**arguments, "cache_file_name": tmp_path / "absent"})
+    with pytest.raises(type(missing.value)):
+        ttnn.as_tensor(None, **{**arguments, "cache_file_name": tmp_path / "absent"})

@@ -591,3 +591,39 @@ def test_reuse_config_deals_batched_blocks_one_per_core(open_mesh, rng):
     assert sharded.shard_spec().grid.num_cores() == 4 and sharded.shard_spec().shape == (32, 64)
     with pytest.raises(ValidationError, match=r"at most 2 output blocks of 1x2 tiles for a 4x2-tile output"):
         ttnn.matmul(a, b, program_config=ttnn.MatmulMultiCoreReuseProgramConfig((2, 1), 2, 1, 2, 1, 2))
+
+
+def test_1d_program_config_decides_the_sharded_output_spec(open_mesh, rng):
+    """Falcon-40B's decode QKV: the output config gives 8 shards of (32, 144), not whole tiles; ttnn's matmul
+    replaces the spec by its program config's blocks (per_core_N = 5 tiles on the first 8 cores, row by row), as
+    it does in every era (today with a "Using computed config" warning). The values are those of the interleaved
+    product."""
+    mesh = open_mesh((1, 1))
+    a = rng.standard_normal((1, 1, 32, 1024)).astype(np.float32)
+    w = rng.standard_normal((1, 1, 1024, 1152)).astype(np.float32) / 32
+    eight = ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 0))])
+    in_mc = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.WIDTH_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(eight, (32, 128))
+    )
+    out_mc = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.WIDTH_SHARDED, ttnn.BufferType.L1, ttnn.ShardSpec(eight, (32, 144))
+    )
+    pc = ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig(
+        compute_with_storage_grid_size=(8, 1),
+        in0_block_w=4,
+        out_subblock_h=1,
+        out_subblock_w=1,
+        per_core_M=1,
+        per_core_N=5,
+        fuse_batch=True,
+        fused_activation=None,
+        mcast_in0=True,
+    )
+    ta, tw = _put(mesh, a, memory_config=in_mc), _put(mesh, w, dtype=ttnn.bfloat8_b)
+    out = ttnn.matmul(ta, tw, program_config=pc, memory_config=out_mc, compute_kernel_config=EXACT)
+    spec = out.memory_config().shard_spec
+    assert spec.grid == eight and tuple(spec.shape) == (32, 160)
+    assert spec.orientation is ttnn.ShardOrientation.ROW_MAJOR
+    assert out.memory_config().memory_layout is ttnn.TensorMemoryLayout.WIDTH_SHARDED
+    plain = ttnn.matmul(ttnn.to_memory_config(ta, ttnn.DRAM_MEMORY_CONFIG), tw, compute_kernel_config=EXACT)
+    assert np.array_equal(_stored(out), _stored(plain))

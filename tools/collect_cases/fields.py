@@ -7,7 +7,7 @@ five roots:
 - ``self``   the module instance (``self.args.cluster_shape``);
 - ``init``   the arguments its constructor was called with (``init.configuration.model_name``: TTTv1's
              ``Attention`` keeps no ``args`` but is built from them);
-- ``arg``    the arguments of this call, defaults applied (``arg.mode``);
+- ``arg``    the arguments of this call, defaults applied (``arg.mode``, ``arg.llm_mode``);
 - ``input``  the first ``ttnn.Tensor`` argument of this call (``input.device().shape``);
 - ``outer``  the fields of the nearest enclosing recorded call (an ``RMSNorm`` inside a ``DistributedNorm``).
 
@@ -74,7 +74,15 @@ DEFAULT_RULES: tuple[FieldRule, ...] = (
         "name",
         doc="device architecture, lower case (wormhole_b0)",
     ),
-    FieldRule("mode", ("arg.mode",), "mode", doc="the call's mode argument: decode or prefill"),
+    FieldRule(
+        "mode",
+        (
+            "arg.mode",
+            "arg.llm_mode",
+        ),  # tttv2.testing.generated.MODE_PARAMETERS: the names a generated test fills
+        "mode",
+        doc="the call's mode argument (mode, or llm_mode as tt-metal's T3000 demos name it): decode or prefill",
+    ),
     FieldRule(
         "model_name",
         (*_from_args("model_name"), "outer.model_name"),

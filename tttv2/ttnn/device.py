@@ -258,6 +258,11 @@ class Device:
     def arch(self) -> Arch:
         return self.spec.arch
 
+    def compute_with_storage_grid_size(self) -> CoreCoord:
+        """This chip's worker grid (its mesh's: a Galaxy opened with column dispatch has 7×10), as ttnn's
+        ``IDevice`` gives it; tt-metal's Falcon-40B decode asks ``mesh.get_devices()[0]`` for it."""
+        return CoreCoord(*self.spec.compute_grid)
+
     def memory_used(self, buffer_type: BufferType) -> int:
         return self.allocators[buffer_type].used
 

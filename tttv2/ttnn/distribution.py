@@ -35,6 +35,7 @@ __all__ = [
     "ReplicateTensorToMesh",
     "ShardTensor2dMesh",
     "ShardTensorToMesh",
+    "aggregate_as_tensor",
     "as_tensor",
     "combine_device_tensors",
     "concat_mesh_to_tensor_composer",
@@ -671,6 +672,12 @@ def combine_device_tensors(tensors: Sequence[Tensor]) -> Tensor:
         what=op,
         quantized=True,
     )
+
+
+def aggregate_as_tensor(tensors: Sequence[Tensor]) -> Tensor:
+    """The older name of :func:`combine_device_tensors` (ttnn's distributed API of 2024), which tt-metal's
+    Falcon-40B T3000 MLP calls to hand ``reduce_scatter`` the per-device tensors of ``get_device_tensors``."""
+    return combine_device_tensors(tensors)
 
 
 def _coordinate(mesh: MeshDevice, index: int) -> tuple[int, int]:

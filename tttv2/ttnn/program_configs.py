@@ -23,6 +23,7 @@ __all__ = [
     "MatmulMultiCoreReuseProgramConfig",
     "MinimalMatmulConfig",
     "SDPAProgramConfig",
+    "SoftmaxDefaultProgramConfig",
     "SoftmaxShardedMultiCoreProgramConfig",
     "WormholeComputeKernelConfig",
     "init_device_compute_kernel_config",
@@ -217,22 +218,51 @@ class LayerNormShardedMultiCoreProgramConfig(_Config):
 
 
 @dataclass(frozen=True, repr=False)
+class SoftmaxDefaultProgramConfig(_Config):
+    """Softmax on the interleaved (or any) layout, the op choosing its blocking."""
+
+
+_SOFTMAX_SIZES = ("subblock_w", "block_h", "block_w")
+
+
+@dataclass(eq=True, repr=False)
 class SoftmaxShardedMultiCoreProgramConfig(_Config):
-    """Sharded softmax: each core holds block_h × block_w tiles and works subblock_w tiles at a time. The
-    emulator's softmax ops take no program config; models build it for the scale-mask softmax of older
-    attention code (the Llama-2-70B T3000 config makes one per mode)."""
+    """Sharded softmax: each core of the ``compute_with_storage_grid_size`` rectangle holds block_h × block_w
+    tiles. Unlike the other configs its fields can be set after construction, as ttnn binds them read-write:
+    tt-metal's Falcon-40B decode sets ``block_w`` to the KV length of each step (``progcfg.block_w = n // 32``).
+    Each assignment is checked as the constructor checks it. Compared by value; not hashable (it can change)."""
 
     compute_with_storage_grid_size: CoreCoord
     subblock_w: int
     block_h: int
     block_w: int
 
+    __hash__ = None  # type: ignore[assignment]
+
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_built", True)
+        self._check()
+
+    def __setattr__(self, name: str, value) -> None:
+        if not getattr(self, "_built", False):
+            object.__setattr__(self, name, value)
+            return
+        if name not in ("compute_with_storage_grid_size", *_SOFTMAX_SIZES):
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+        old = getattr(self, name)
+        object.__setattr__(self, name, value)
+        try:
+            self._check()
+        except ValidationError:
+            object.__setattr__(self, name, old)
+            raise
+
+    def _check(self) -> None:
         owner = type(self).__name__
         object.__setattr__(
             self, "compute_with_storage_grid_size", _grid(owner, self.compute_with_storage_grid_size)
         )
-        _positive(owner, self, "subblock_w", "block_h", "block_w")
+        _positive(owner, self, *_SOFTMAX_SIZES)
         if self.block_w % self.subblock_w:
             raise ValidationError(f"{owner}: subblock_w {self.subblock_w} must divide block_w {self.block_w}")
 

@@ -12,6 +12,8 @@ __all__ = [
     "TILE_LAYOUT",
     "TILE_SIZE",
     "Arch",
+    "BcastOpDim",
+    "BcastOpMath",
     "BufferType",
     "DataType",
     "Layout",
@@ -180,6 +182,23 @@ class ReduceType(_NamedEnum):
     Mean = 1
     Max = 2
     Min = 3
+
+
+class BcastOpMath(_NamedEnum):
+    """``ttnn.bcast``'s arithmetic."""
+
+    ADD = 0
+    SUB = 1
+    MUL = 2
+
+
+class BcastOpDim(_NamedEnum):
+    """Which dims of ``ttnn.bcast``'s second operand are broadcast: its first row (H), first column (W) or first
+    element (HW) of each 32 × 32 tile."""
+
+    H = 0
+    W = 1
+    HW = 2
 
 
 class Arch(_NamedEnum):

@@ -207,3 +207,52 @@ def test_already_imported_targets_are_patched_at_once_and_the_store_is_checked_f
         _recorder(tmp_path / "junk", toy_module, "ToyNorm")
     with CaseStore(tmp_path / "s.sqlite") as store:
         assert store.cases() == []
+
+
+FALCON_STYLE = '''
+from tttv2 import ttnn
+
+
+class TtBlock:
+    """A T3000-demo style module: the forward takes the mode as ``llm_mode`` and dispatches on it."""
+
+    def __init__(self, mesh_device, layer_num):
+        self.mesh_device = mesh_device
+        self.layer_num = layer_num
+
+    def __call__(self, hidden_states, attention_mask, llm_mode, layer_past_len=0):
+        if llm_mode == "prefill":
+            return ttnn.multiply(hidden_states, 2.0)
+        return ttnn.multiply(hidden_states, 0.5)
+'''
+
+
+def test_the_mode_of_a_forward_taking_llm_mode_is_recorded(tmp_path, mesh, monkeypatch):
+    """tt-metal's Falcon-40B modules take the mode as ``llm_mode``: their calls were recorded with the mode
+    ``forward`` (no mode); they are now decode and prefill cases, as the generated tests name the parameter."""
+    from tttv2 import ttnn
+    from tttv2.testing.generated import MODE_PARAMETERS
+    from tttv2_tools.collect_cases.fields import DEFAULT_RULES
+
+    assert {
+        s.removeprefix("arg.") for s in next(r for r in DEFAULT_RULES if r.name == "mode").sources
+    } == set(MODE_PARAMETERS)
+    (tmp_path / "cc_falcon_style.py").write_text(FALCON_STYLE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store = tmp_path / "s.sqlite"
+    try:
+        with recording(store, "cc_falcon_style", "TtBlock") as mod:
+            block = mod.TtBlock(mesh, 0)
+            x = ttnn.from_torch(
+                __import__("torch").zeros(1, 1, 32, 64),
+                dtype=ttnn.bfloat16,
+                layout=ttnn.TILE_LAYOUT,
+                device=mesh,
+            )
+            block(x, None, "prefill")
+            block(x, None, llm_mode="decode", layer_past_len=3)
+            block(x, None, "decode")
+    finally:
+        sys.modules.pop("cc_falcon_style", None)
+    cases = load_cases(store, "cc_falcon_style:TtBlock")
+    assert sorted((c.mode, c.hits) for c in cases) == [("decode", 2), ("prefill", 1)]

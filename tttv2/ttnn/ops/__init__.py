@@ -20,6 +20,7 @@ from . import (
     reduction,
     rng,
     sdpa,
+    sharded_partial,
     sockets,
     training,
 )
@@ -43,6 +44,7 @@ OP_MODULES = (
     rng,
     sockets,
     pool,
+    sharded_partial,
 )
 
 __all__ = ["OP_MODULES"]

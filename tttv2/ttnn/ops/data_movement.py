@@ -496,8 +496,30 @@ def permute(
     topology = _moved_topology(op, permuted_topology, t, t.shape, order)  # a shard dim moves with its data
     shards = _map(t, op, lambda s: np.ascontiguousarray(np.transpose(s, order)))
     return output_like(
-        op, shards, t, memory_config=memory_config if t.device() is not None else None, topology=topology
+        op,
+        shards,
+        t,
+        memory_config=memory_config if t.device() is not None else None,
+        topology=topology,
+        shard_grid=_inherited_grid(t, memory_config),
     )
+
+
+def _inherited_grid(t: Tensor, memory_config: MemoryConfig | None):
+    """ttnn's transpose/permute give a sharded output asked for without a shard spec the input's shard grid when
+    the input is sharded the same way (tt-metal's ``derive_effective_output_memory_config`` scales the input's
+    shard to the output's shape): Falcon-40B's decode transposes its per-user key shards into per-user shards."""
+    mine = t.memory_config()
+    if (
+        memory_config is None
+        or not memory_config.is_sharded()
+        or memory_config.shard_spec is not None
+        or mine is None
+        or mine.shard_spec is None
+        or mine.memory_layout is not memory_config.memory_layout
+    ):
+        return None
+    return mine.shard_spec.grid
 
 
 @ttnn_op("ttnn.transpose")

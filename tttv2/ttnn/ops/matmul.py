@@ -14,7 +14,15 @@ import numpy as np
 
 from ..device import SubDeviceId
 from ..errors import op_error
-from ..memory import DRAM_MEMORY_CONFIG, CoreGrid, CoreRangeSet, MemoryConfig, num_cores_to_corerangeset
+from ..memory import (
+    DRAM_MEMORY_CONFIG,
+    CoreCoord,
+    CoreGrid,
+    CoreRangeSet,
+    MemoryConfig,
+    ShardSpec,
+    num_cores_to_corerangeset,
+)
 from ..numerics import fidelity_bits, matmul_accumulate, matmul_stored, stored_weight_fits, truncate_mantissa
 from ..placement import PlacementReplicate, PlacementShard, TensorTopology
 from ..program_configs import (
@@ -25,7 +33,16 @@ from ..program_configs import (
     MinimalMatmulConfig,
 )
 from ..tensor import Tensor
-from ..types import TILE_SIZE, BufferType, DataType, Layout, TensorMemoryLayout, UnaryOpType, UnaryWithParam
+from ..types import (
+    TILE_SIZE,
+    BufferType,
+    DataType,
+    Layout,
+    ShardOrientation,
+    TensorMemoryLayout,
+    UnaryOpType,
+    UnaryWithParam,
+)
 from ._common import (
     activation_fn,
     default_compute_config,
@@ -41,7 +58,7 @@ from .eltwise import _write_output
 from .prefetch import GlobalCircularBuffer
 
 __all__ = ["linear", "matmul"]
-__experimental__ = ["minimal_matmul"]
+__experimental__ = ["group_attn_matmul", "minimal_matmul"]
 # the tt_lib era's ``ttnn.experimental.operations.primary`` (assembled in ``tttv2.ttnn._compat``): (name there,
 # function here)
 __primary__ = [("matmul", "primary_matmul"), ("matmul_1d", "matmul_1d")]
@@ -320,6 +337,8 @@ def _matmul(
     mem = (
         memory_config if memory_config is not None else DRAM_MEMORY_CONFIG
     )  # ttnn's default output placement
+    if isinstance(program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig) and mem.is_sharded():
+        mem = _one_d_output_config(mem, program_config, shard_grid)
     topology = _output_topology(a, b)
     return output_like(
         op,
@@ -331,6 +350,17 @@ def _matmul(
         shard_grid=shard_grid,
         topology=topology,
     )
+
+
+def _one_d_output_config(mem: MemoryConfig, cfg, grid: CoreRangeSet) -> MemoryConfig:
+    """A 1D program config decides its sharded output's spec, as ttnn's matmul does (its output spec, of every era
+    from the tt_lib one through today's, which logs "Using computed config" when a given spec differs): one
+    ``per_core_M × per_core_N``-tile block per core of the first blocks' cores of the grid, row by row, ROW_MAJOR.
+    Falcon-40B's decode QKV output config gives a ``(32, 144)`` shard that the 8 blocks of 5 tiles replace."""
+    spec = ShardSpec(
+        grid, (cfg.per_core_M * TILE_SIZE, cfg.per_core_N * TILE_SIZE), ShardOrientation.ROW_MAJOR
+    )
+    return MemoryConfig(mem.memory_layout, mem.buffer_type, spec)
 
 
 def _output_topology(a: Tensor, b: Tensor):
@@ -609,4 +639,159 @@ def minimal_matmul(
         compute_kernel_config=compute_kernel_config,
         core_grid=None,
         activation=None,
+    )
+
+
+def _grid_coord(op: str, value, device) -> CoreCoord:
+    if isinstance(value, CoreCoord):
+        grid = value
+    elif isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        grid = CoreCoord(*value)
+    else:
+        raise op_error(op, "compute_with_storage_grid_size", "a ttnn.CoreCoord", repr(value))
+    limit = device.compute_with_storage_grid_size()
+    expect(
+        1 <= grid.x <= limit.x and 1 <= grid.y <= limit.y,
+        op,
+        "compute_with_storage_grid_size",
+        f"a grid within the device's {limit.x}x{limit.y} cores",
+        f"{grid.x}x{grid.y}",
+    )
+    return grid
+
+
+def _check_height_shard(
+    op: str, arg: str, t: Tensor, orientation, cores: int, shape: tuple, what: str
+) -> None:
+    spec = t.shard_spec()
+    mem = t.memory_config()
+    expect(
+        mem.memory_layout is TensorMemoryLayout.HEIGHT_SHARDED,
+        op,
+        f"{arg}.memory_config",
+        "HEIGHT_SHARDED (or interleaved)",
+        mem.memory_layout.name,
+    )
+    expect(
+        spec.orientation is orientation,
+        op,
+        f"{arg} shard orientation",
+        f"{orientation.name}, as every sharded operand of the op",
+        spec.orientation.name,
+    )
+    expect(spec.num_cores() == cores, op, f"{arg} shard cores", f"{cores} ({what})", spec.num_cores())
+    expect(tuple(spec.shape) == shape, op, f"{arg} shard shape", str(shape), tuple(spec.shape))
+
+
+@ttnn_op("ttnn.experimental.group_attn_matmul")
+def group_attn_matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    compute_with_storage_grid_size,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+    compute_kernel_config=None,
+    optional_output_tensor: Tensor | None = None,
+) -> Tensor:
+    """Grouped-query attention's decode products: ``a`` ``[1, q_heads, batch, K]`` times ``b``
+    ``[batch, kv_heads, K, N]`` gives ``[1, q_heads, batch, N]``, query head ``h`` of user ``u`` using KV head
+    ``h // (q_heads / kv_heads)`` of that user (``torch.matmul(a.transpose(0, 2), b).transpose(0, 2)`` with the KV
+    heads repeated). Used twice per step: the query times the transposed keys, the scores times the values.
+
+    ttnn's limits: TILE operands, a query length of 1, ``q_heads`` a multiple of ``kv_heads``, batch 32 (equal in
+    both), ``max(q_heads, 32)`` cores within ``compute_with_storage_grid_size``; sharded operands HEIGHT_SHARDED with
+    one orientation (a: one ``(batch, K)`` shard per query head; b: one ``(kv_heads·K, N)`` shard per user); a
+    HEIGHT_SHARDED output gets one ``(batch, N)`` shard per query head on the grid's first cores (row by row when
+    the operands' shards are ROW_MAJOR). Each product row follows the matmul numerics (docs/numerics.md §3: the
+    fidelity of ``compute_kernel_config``, default LoFi, and the whole of K in one block); output ``dtype``
+    defaults to a's, memory to DRAM interleaved."""
+    op = "ttnn.experimental.group_attn_matmul"
+    a = expect_tensor(op, "input_tensor_a", input_tensor_a, dtypes=_FLOATS, layouts=(Layout.TILE,), rank=4)
+    b = expect_tensor(op, "input_tensor_b", input_tensor_b, dtypes=_FLOATS, layouts=(Layout.TILE,), rank=4)
+    device = same_mesh(op, input_tensor_a=a, input_tensor_b=b)
+    grid = _grid_coord(op, compute_with_storage_grid_size, device)
+    if memory_config is not None and not isinstance(memory_config, MemoryConfig):
+        raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
+    expect(dtype is None or isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType or None", repr(dtype))
+    expect(optional_output_tensor is None, op, "optional_output_tensor", "None (not emulated)", "a tensor")
+    compute = default_compute_config(compute_kernel_config, op)
+    ap, bp = tuple(a.padded_shape), tuple(b.padded_shape)
+    q_heads, users, k = ap[1], ap[2], ap[3]
+    kv_heads, n = bp[1], bp[3]
+    expect(ap[0] == 1, op, "input_tensor_a.shape[0]", "1 (the query length)", ap[0])
+    expect(
+        q_heads % kv_heads == 0, op, "input_tensor_a.shape[1]", f"a multiple of kv_heads {kv_heads}", q_heads
+    )
+    expect(users == bp[0], op, "input_tensor_b.shape[0]", f"the users of input_tensor_a ({users})", bp[0])
+    expect(
+        bp[0] == TILE_SIZE, op, "input_tensor_b.shape[0]", "32 users (the only batch ttnn supports)", bp[0]
+    )
+    expect(k == bp[2], op, "input_tensor_b.shape[2]", f"K of input_tensor_a ({k})", bp[2])
+    cores = max(q_heads, TILE_SIZE)
+    expect(
+        cores <= grid.x * grid.y,
+        op,
+        "compute_with_storage_grid_size",
+        f"at least {cores} cores (one per query head, 32 at least)",
+        f"{grid.x}x{grid.y}",
+    )
+    mem = DRAM_MEMORY_CONFIG if memory_config is None else memory_config
+    spec_source = next((t.shard_spec() for t in (a, b) if t.is_sharded()), None) or mem.shard_spec
+    orientation = spec_source.orientation if spec_source is not None else ShardOrientation.COL_MAJOR
+    row_major = orientation is ShardOrientation.ROW_MAJOR
+    if a.is_sharded():
+        _check_height_shard(op, "input_tensor_a", a, orientation, q_heads, (users, k), "one per query head")
+    if b.is_sharded():
+        _check_height_shard(op, "input_tensor_b", b, orientation, users, (kv_heads * k, n), "one per user")
+    shard_grid = None
+    if mem.is_sharded():
+        expect(
+            mem.memory_layout is TensorMemoryLayout.HEIGHT_SHARDED,
+            op,
+            "memory_config",
+            "HEIGHT_SHARDED (or interleaved)",
+            mem.memory_layout.name,
+        )
+        shard_grid = num_cores_to_corerangeset(q_heads, grid, row_major)
+        if mem.shard_spec is not None:
+            expect(
+                mem.shard_spec.grid == shard_grid
+                and mem.shard_spec.orientation is orientation
+                and tuple(mem.shard_spec.shape) == (users, n),
+                op,
+                "memory_config.shard_spec",
+                f"({users}, {n}) shards on the first {q_heads} cores of the grid, {orientation.name}",
+                mem.shard_spec,
+            )
+        else:
+            mem = MemoryConfig(
+                mem.memory_layout, mem.buffer_type, ShardSpec(shard_grid, (users, n), orientation)
+            )
+    a_bits, b_bits = fidelity_bits(compute.math_fidelity)
+    group = q_heads // kv_heads
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        x = truncate_mantissa(np.ascontiguousarray(x), a_bits)
+        w = truncate_mantissa(np.ascontiguousarray(w), b_bits)
+        rows, cols = x.shape[2], w.shape[3]
+        out = np.empty((1, x.shape[1], rows, cols), dtype=np.float32)
+        for user in range(rows):
+            for head in range(w.shape[1]):
+                heads = slice(head * group, (head + 1) * group)
+                product = matmul_accumulate(
+                    np.ascontiguousarray(x[0, heads, user, :]), w[user, head], None, compute.fp32_dest_acc_en
+                )
+                out[0, heads, user, :] = product
+        return out
+
+    shards = map_shards(run, a, b)
+    return output_like(
+        op,
+        shards,
+        a,
+        dtype=a.dtype if dtype is None else dtype,
+        layout=Layout.TILE,
+        memory_config=mem,
+        topology=_output_topology(a, b),
     )

@@ -31,11 +31,13 @@ from ..memory import CoreCoord, CoreRange, CoreRangeSet, MemoryConfig, ShardSpec
 from ..program_configs import (
     LayerNormDefaultProgramConfig,
     LayerNormShardedMultiCoreProgramConfig,
+    SoftmaxDefaultProgramConfig,
+    SoftmaxShardedMultiCoreProgramConfig,
     WormholeComputeKernelConfig,
 )
 from ..tensor import Tensor
 from ..types import TILE_SIZE, BufferType, DataType, Layout, ShardOrientation, TensorMemoryLayout
-from ._common import check_compute_config, expect, expect_tensor, output_like, same_mesh, ttnn_op
+from ._common import check_compute_config, expect, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
 from .data_movement import per_device
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "rms_norm",
     "rms_norm_post_all_gather",
     "rms_norm_pre_all_gather",
+    "scale_mask_softmax_in_place",
     "softmax",
 ]
 __experimental__: list[str] = []
@@ -671,12 +674,160 @@ def softmax(
 
     def run(s: np.ndarray) -> np.ndarray:
         a = np.moveaxis(np.asarray(s, dtype=np.float32), axis, -1)
-        if numeric_stable:
-            y = _kernels.softmax(np.ascontiguousarray(a))
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                e = np.exp(a)
-                y = e / np.sum(e, axis=-1, keepdims=True)
-        return np.ascontiguousarray(np.moveaxis(np.asarray(y, dtype=np.float32), -1, axis))
+        y = _softmax_last(a, numeric_stable)
+        return np.ascontiguousarray(np.moveaxis(y, -1, axis))
 
     return output_like(op, per_device(run, x.shards(op)), x, memory_config=memory_config)
+
+
+def _softmax_last(a: np.ndarray, numeric_stable: bool) -> np.ndarray:
+    """Softmax over the last dim in float32: the row max subtracted first (``numeric_stable``), or the raw values
+    exponentiated, as ttnn's fast kernel does (large inputs then overflow to inf/nan, as on hardware)."""
+    if numeric_stable:
+        return np.asarray(_kernels.softmax(np.ascontiguousarray(a)), dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(a)
+        return np.asarray(e / np.sum(e, axis=-1, keepdims=True), dtype=np.float32)
+
+
+def _check_sharded_softmax(op: str, x: Tensor, pc: SoftmaxShardedMultiCoreProgramConfig) -> None:
+    """ttnn's rules for the sharded softmax program: tile-aligned M and K, a block as wide as the input, one
+    block_h × block_w shard of the input per core of the grid."""
+    padded = x.padded_shape
+    k = padded[-1]
+    m = int(np.prod(padded[:-1]))
+    expect(
+        pc.block_w * TILE_SIZE == k,
+        op,
+        "program_config.block_w",
+        f"the input's width in tiles, {k // TILE_SIZE} (block_w × 32 == shape[3])",
+        pc.block_w,
+    )
+    grid = pc.compute_with_storage_grid_size
+    cores = grid.x * grid.y
+    blocks = (m // TILE_SIZE) * (k // TILE_SIZE) // (pc.block_h * pc.block_w)
+    expect(
+        blocks == cores and (m // TILE_SIZE) % pc.block_h == 0,
+        op,
+        "program_config",
+        f"one block_h × block_w block per core of the {grid.x}×{grid.y} grid ({cores} blocks)",
+        f"{m // TILE_SIZE}×{k // TILE_SIZE} tiles in blocks of {pc.block_h}×{pc.block_w}",
+    )
+    spec = x.shard_spec()
+    expect(
+        spec is not None,
+        op,
+        "input_tensor.memory_config",
+        "a sharded input for SoftmaxShardedMultiCoreProgramConfig",
+        x.memory_config(),
+    )
+    expect(
+        tuple(spec.shape) == (pc.block_h * TILE_SIZE, pc.block_w * TILE_SIZE) and spec.num_cores() == cores,
+        op,
+        "input_tensor shard spec",
+        f"{cores} shards of ({pc.block_h * TILE_SIZE}, {pc.block_w * TILE_SIZE}), one per core of the program grid",
+        f"{spec.num_cores()} shards of {tuple(spec.shape)}",
+    )
+
+
+def _softmax_mask(op: str, mask, x: Tensor, pc, is_causal_mask: bool) -> tuple[Tensor, bool]:
+    """Check the mask as ttnn does; returns it and whether it is added element for element (a causal or sharded
+    mask) rather than its first row broadcast over the rows (a padding mask)."""
+    m = expect_tensor(op, "mask", mask, dtypes=(DataType.BFLOAT16, DataType.BFLOAT8_B, DataType.FLOAT32))
+    same_mesh(op, input_tensor=x, mask=m)
+    xp, mp = tuple(x.padded_shape), tuple(m.padded_shape)
+    if m.is_sharded():
+        expect(m.layout is Layout.TILE, op, "mask.layout", "TILE for a sharded mask", m.layout.name)
+        expect(mp == xp, op, "mask.padded_shape", f"the input's {list(xp)} for a sharded mask", list(mp))
+        return m, True
+    expect(len(mp) == len(xp), op, "mask rank", f"the input's rank {len(xp)}", len(mp))
+    if m.layout is Layout.ROW_MAJOR:
+        want = (mp[0], 1, xp[-1] // TILE_SIZE, TILE_SIZE)
+        expect(
+            len(xp) == 4 and mp == want and not is_causal_mask,
+            op,
+            "mask.padded_shape",
+            f"a ROW_MAJOR padding mask {list(want)} (the row of {xp[-1]} in rows of 32), not causal",
+            list(mp),
+        )
+        return m, False
+    for i in range(1, len(xp) - 2):
+        expect(mp[i] == 1, op, "mask.padded_shape", f"1 in dim {i} for an interleaved mask", list(mp))
+    expect(mp[0] in (1, xp[0]), op, "mask.padded_shape[0]", f"1 or the input's batch {xp[0]}", mp[0])
+    if isinstance(pc, SoftmaxDefaultProgramConfig):
+        expect(mp[0] == xp[0], op, "mask.padded_shape[0]", f"the input's batch {xp[0]}", mp[0])
+    expect(mp[-1] == xp[-1], op, "mask width", f"the input's padded width {xp[-1]}", mp[-1])
+    if is_causal_mask:
+        expect(
+            mp[-2] == xp[-2], op, "mask height", f"the input's padded height {xp[-2]} (a causal mask)", mp[-2]
+        )
+    return m, is_causal_mask
+
+
+@ttnn_op("ttnn.scale_mask_softmax_in_place")
+def scale_mask_softmax_in_place(
+    input_tensor: Tensor,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    *,
+    program_config: SoftmaxDefaultProgramConfig | SoftmaxShardedMultiCoreProgramConfig | None = None,
+    is_causal_mask: bool = False,
+    compute_kernel_config: WormholeComputeKernelConfig | None = None,
+    numeric_stable: bool = False,
+) -> Tensor:
+    """``softmax(input_tensor * scale + mask)`` over the last dim, written into ``input_tensor`` (returned).
+
+    The mask (optional; ``scale`` needs it, as in ttnn) is added element for element when ``is_causal_mask`` or
+    when it is sharded (then its padded shape is the input's); otherwise it is a padding mask: its first row per
+    batch (a TILE ``[B, 1, 1, W]`` or a ROW_MAJOR ``[B, 1, W / 32, 32]``) is added to every row of every head. A
+    ``SoftmaxShardedMultiCoreProgramConfig`` needs a sharded input of one block_h × block_w block per core of
+    its grid, and block_w × 32 equal to the width. ``numeric_stable=False`` (ttnn's default here) exponentiates
+    the raw values. Computed in float32, stored in the input's dtype."""
+    op = "ttnn.scale_mask_softmax_in_place"
+    x = _input(op, input_tensor)
+    check_compute_config(op, compute_kernel_config)
+    pc = SoftmaxDefaultProgramConfig() if program_config is None else program_config
+    expect(
+        isinstance(pc, (SoftmaxDefaultProgramConfig, SoftmaxShardedMultiCoreProgramConfig)),
+        op,
+        "program_config",
+        "a ttnn.SoftmaxDefaultProgramConfig or ttnn.SoftmaxShardedMultiCoreProgramConfig",
+        repr(pc),
+    )
+    for name, flag in (("is_causal_mask", is_causal_mask), ("numeric_stable", numeric_stable)):
+        expect(isinstance(flag, bool), op, name, "a bool", repr(flag))
+    if scale is not None:
+        expect(
+            not isinstance(scale, bool)
+            and isinstance(scale, (int, float, np.floating))
+            and math.isfinite(scale),
+            op,
+            "scale",
+            "a finite float or None",
+            repr(scale),
+        )
+        expect(
+            mask is not None, op, "scale", "no scale without a mask (ttnn applies it with the mask)", scale
+        )
+    if isinstance(pc, SoftmaxShardedMultiCoreProgramConfig):
+        _check_sharded_softmax(op, x, pc)
+    whole = False
+    m = None
+    if mask is not None:
+        m, whole = _softmax_mask(op, mask, x, pc, is_causal_mask)
+    factor = None if scale is None else np.float32(scale)
+    rows = x.shape[-2]
+
+    def run(values: np.ndarray, mask_values=None) -> np.ndarray:
+        a = values if factor is None else values * factor
+        if mask_values is not None:
+            if m.layout is Layout.ROW_MAJOR:
+                mask_values = mask_values.reshape(mask_values.shape[0], 1, 1, -1)
+            add = mask_values[..., :rows, : a.shape[-1]] if whole else mask_values[..., :1, : a.shape[-1]]
+            a = a + add
+        return _softmax_last(np.asarray(a, dtype=np.float32), numeric_stable)
+
+    results = map_shards(run, x) if m is None else map_shards(run, x, m)
+    for i, values in enumerate(results):
+        x._writable_shard(i, op)[...] = values
+    return x
