@@ -395,6 +395,20 @@ def test_reports_go_to_stdout_without_file_or_with_a_dash_and_the_old_spelling_s
     assert "only one output can go to stdout" in capsys.readouterr().err
 
 
+def test_the_old_spelling_rewrites_a_report_it_wrote_with_a_relative_name(
+    small, tmp_path, monkeypatch, capsys
+):
+    """``--report r.md`` / ``--json r.json`` run twice from the report's folder: the second run rewrote the files
+    too (an existing ``r.md`` once read as the dotted module ``r.md`` and ended in "unrecognized arguments")."""
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        for flag, name in (("--report", "r.md"), ("--json", "r.json")):
+            assert run(small, "--out", "out", flag, name, "--quiet") == 0
+            assert "the old spelling" in capsys.readouterr().err
+    assert Path("r.md").read_text().startswith("# tttv2-refactor report: norm.py")
+    assert json.loads(Path("r.json").read_text())["schema"] == "tttv2-refactor-report"
+
+
 def test_version_quiet_and_debug(capsys):
     from tttv2_tools import _cli
 
