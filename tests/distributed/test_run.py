@@ -3,11 +3,13 @@ a clear error and never a hang, rank bindings, and its bad input (docs/distribut
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,6 +148,13 @@ def test_a_tt_metal_style_preamble_runs_unchanged():
         (["--np", "2", "--grace", "inf", "--", "true"], "--grace: expected a positive, finite number"),
         (["--np", "2", "--grace", "-1", "--", "true"], "--grace: expected a positive, finite number"),
         (["--np", "2", "--rank-binding", "/nonexistent.yaml", "--", "true"], "cannot read it"),
+        (["--np", "2", "--np", "3", "--", "true"], "--np given twice (2 and 3); give it once"),
+        (["--np", "2", "--timeout", "9", "--timeout", "1", "--", "true"], "--timeout given twice"),
+        (["--np", "2", "--grace", "9", "--grace", "1", "--", "true"], "--grace given twice"),
+        (
+            ["--np", "2", "--rank-binding", "a", "--rank-binding", "b", "--", "true"],
+            "--rank-binding given twice",
+        ),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
@@ -330,6 +339,53 @@ def test_interrupting_the_launcher_stops_the_ranks(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(launcher, "_supervise", interrupted)
     assert launcher.main(["--np", "1", "--", sys.executable, "-c", "import time; time.sleep(60)"]) == 130
     assert "tttv2-run: interrupted; the ranks were stopped" in capsys.readouterr().err
+
+
+def test_sigterm_to_the_launcher_stops_every_rank(tmp_path):
+    """``timeout 60 tttv2-run ...`` (SIGTERM to the launcher): the ranks run in the job's own session, so the
+    launcher stops them before it exits 128 + SIGTERM (they once ran on, orphaned)."""
+    started = tmp_path / "started"
+    started.mkdir()
+    rank = (
+        "import os, pathlib, sys, time; "
+        f"pathlib.Path({str(started)!r}, str(os.getpid())).touch(); time.sleep(HANG)"
+    ).replace("HANG", str(HANG))
+    launcher_proc = subprocess.Popen(
+        [sys.executable, "-m", "tttv2.distributed.run", "--np", "2", "--", sys.executable, "-c", rank],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + HANG
+        while (
+            len(list(started.iterdir())) < 2 and launcher_proc.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        pids = [int(p.name) for p in started.iterdir()]
+        assert len(pids) == 2, launcher_proc.stderr.read() if launcher_proc.poll() is not None else pids
+        launcher_proc.send_signal(signal.SIGTERM)
+        assert launcher_proc.wait(HANG) == 128 + signal.SIGTERM
+        assert "tttv2-run: stopped by SIGTERM; the ranks were stopped" in launcher_proc.stderr.read()
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in pids)
+    finally:  # never leave a sleeping rank behind, even when the test fails
+        for path in started.iterdir():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(path.name), signal.SIGKILL)
+        if launcher_proc.poll() is None:
+            launcher_proc.kill()
+        launcher_proc.stderr.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie waiting for its reaper counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_the_rank_wrapper_records_output_and_exit(tmp_path, monkeypatch):

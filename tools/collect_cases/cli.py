@@ -90,11 +90,11 @@ STORE_WRITERS = frozenset({"record", "verify", "import", "sweep"})  # their writ
 
 
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
-    p.add_argument("--store", required=True, metavar="FILE", help="the case store (SQLite)")
+    p.add_argument("--store", required=True, action=OnlyOnce, metavar="FILE", help="the case store (SQLite)")
     if target == "required":
-        p.add_argument("--target", required=True, metavar=TARGET, help=TARGET_HELP)
+        p.add_argument("--target", required=True, action=OnlyOnce, metavar=TARGET, help=TARGET_HELP)
     elif target == "optional":
-        p.add_argument("--target", metavar=TARGET, help="only this target")
+        p.add_argument("--target", action=OnlyOnce, metavar=TARGET, help="only this target")
 
 
 def _positive_int(text: str) -> int:
@@ -151,7 +151,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a module written by tttv2-refactor (repeatable: the 1D and 2D files, several modules)",
     )
-    v.add_argument("--target", metavar=TARGET, help="default: the class each file's header names")
+    v.add_argument(
+        "--target", action=OnlyOnce, metavar=TARGET, help="default: the class each file's header names"
+    )
     v.add_argument("--layers", metavar="N,N,...", help="only instances of these layers (default: all)")
     v.add_argument("--sample", type=_positive_int, metavar="K", help="check at most K calls per case")
     v.add_argument("--atol", type=_tolerance, default=0.0, help="absolute tolerance (default 0: bit for bit)")
@@ -182,7 +184,7 @@ def parser() -> argparse.ArgumentParser:
 
     im = sub.add_parser("import", help="add cases from a CSV (this tool's or upstream's format)")
     _common(im, target="optional")
-    im.add_argument("--csv", required=True, metavar="FILE")
+    im.add_argument("--csv", required=True, action=OnlyOnce, metavar="FILE")
 
     em = sub.add_parser("emit", help="write a target's cases into a test file as a pytest.param list")
     _common(em, target="required")

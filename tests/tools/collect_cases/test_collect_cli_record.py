@@ -107,6 +107,45 @@ def test_a_store_that_is_not_a_store_is_refused_before_the_command_runs(tmp_path
     assert "not an SQLite database" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (
+            [
+                "record",
+                "--store",
+                "a.sqlite",
+                "--store",
+                "b.sqlite",
+                "--target",
+                "m:C",
+                "--",
+                "python",
+                "x.py",
+            ],
+            "--store",
+        ),
+        (["list", "--store", "a.sqlite", "--target", "m:A", "--target", "m:B"], "--target"),
+        (["emit", "--store", "a.sqlite", "--target", "m:A", "--target", "m:B", "--into", "t.py"], "--target"),
+        (["import", "--store", "a.sqlite", "--csv", "a.csv", "--csv", "b.csv"], "--csv"),
+        (
+            ["verify", "--store", "a.sqlite", "--generated", "g.py", "--target", "m:A", "--target", "m:B"],
+            "--target",
+        ),
+    ],
+)
+def test_a_single_valued_option_given_twice_is_a_usage_error(tmp_path, monkeypatch, capsys, argv, named):
+    """``--store a --store b`` once recorded into b alone, silently: an option that names one thing is given
+    once (as ``--into`` / ``--name`` / ``export --csv`` already were), before anything is read or created."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("collect-cases: error: ") and f"{named} given twice" in err
+    assert not list(tmp_path.iterdir())
+
+
 def test_command_rewriting():
     assert bootstrapped(["python3", "-X", "dev", "-u", "-m", "pkg.mod", "-a"]) == [
         "python3", "-X", "dev", "-u", "-m", BOOTSTRAP, "-m", "pkg.mod", "-a"
