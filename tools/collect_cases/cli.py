@@ -59,7 +59,7 @@ from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
 from .errors import CollectCasesError, TargetError
 from .fields import canonical_json, parse_user_field
-from .record import exit_status, start
+from .record import exit_status, forwarding_stop_signals, start
 from .store import SCHEMA_VERSION, CaseStore
 from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
@@ -264,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(width=table_width(args.width))
     err = Console(stderr=True, soft_wrap=True, markup=False)  # messages hold paths: never read as markup
     try:
-        with deeper_recursion():  # libcst's visitors recurse per operand of a long expression in a test file
+        # libcst's visitors recurse per operand of a long expression in a test file; a SIGTERM reaches the
+        # recorded commands too (record, verify, sweep), never leaving one running on its own
+        with deeper_recursion(), forwarding_stop_signals():
             return VERBS[args.verb](args, out, err)
     except (CollectCasesError, OutputError) as exc:
         say(TOOL, str(exc))
@@ -303,12 +305,12 @@ def _finish(recording, store: Path, created: bool, command: list[str], verb: str
             _remove_empty_store(store)
         raise
     if not status.get("ready"):
-        say(
-            TOOL,
-            f"{verb}: the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?); "
-            f"nothing was {done}",
-            "warning",
+        why = (
+            f"{command[0]!r} was killed by signal {-code} before the recorder started"
+            if code < 0
+            else f"the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?)"
         )
+        say(TOOL, f"{verb}: {why}; nothing was {done}", "warning")
     return code, status
 
 
