@@ -105,7 +105,12 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed decode steps (after two untimed ones)")
     parser.add_argument("--matmul", choices=("replay", "real"), default="replay")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--quick", action="store_true", help="one timed step: a smoke test (figures mean nothing)"
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.steps = 1
     if args.steps < 1:
         parser.error("--steps must be >= 1")
 
