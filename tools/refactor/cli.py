@@ -262,10 +262,17 @@ def _main(args) -> int:
         check(reports, inputs, args.force)
     except OutputError as exc:
         raise UsageError(str(exc)) from None
+    folders = {parent for item in run.planned for parent in Path(item.path).resolve().parents}
     for report in reports:
         for item in run.planned:
             if same_file(report.path, item.path):
                 raise UsageError(f"{report.label} and a generated file would both write {item.path}")
+        if (
+            Path(report.path).resolve() in folders
+        ):  # a folder the run creates: refused before anything is written
+            raise UsageError(
+                f"{report.label} {report.path}: is a folder the generated files go to; expected a file"
+            )
     if args.diff:
         for item in run.planned:
             text = item.diff()

@@ -250,6 +250,13 @@ def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small
     assert run(small, "--out", out, f"--report={out / 'norm_1d.py'}", "--quiet") == 2
     assert "--report and a generated file would both write" in capsys.readouterr().err
     assert not out.exists()
+    # a report named as the --out / --tests-out folder the run creates: refused before anything is written (the
+    # modules were once written, then the report failed with "Is a directory", exit 2 after a partial run)
+    for folder in (out, tmp_path / "tests"):
+        argv = [small, "--out", out, "--tests-out", tmp_path / "tests", "--no-verify", "--quiet"]
+        assert run(*argv, f"--json={folder}") == 2
+        assert f"--json {folder}: is a folder the generated files go to" in capsys.readouterr().err
+        assert not out.exists() and not (tmp_path / "tests").exists()
     os.link(small, tmp_path / "hard.md")
     assert run(small, "--out", out, f"--report={tmp_path / 'hard.md'}", "--force", "--quiet") == 2
     assert "onto the input file" in capsys.readouterr().err
