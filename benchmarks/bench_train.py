@@ -595,7 +595,7 @@ def main(argv=None) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="a 2-layer, 48-wide NanoGPT (block 32), one step and one call: a smoke test (its figures mean nothing)",
+        help="a 2-layer, 192-wide NanoGPT (block 32), one step and one call: a smoke test (its figures mean nothing)",
     )
     p.add_argument(
         "--parallel",
@@ -607,11 +607,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     if args.quick:
         global LAYERS, WIDTH, BLOCK
-        LAYERS, WIDTH, BLOCK = (
-            2,
-            48,
-            32,
-        )  # 6 heads still divide the width (TP 1x6), 2 layers make 2 stages (PP)
+        # 6 heads of 32 (TP 1x6; heads move as whole tiles), 2 layers for 2 pipeline stages
+        LAYERS, WIDTH, BLOCK = 2, 192, 32
         args.steps, args.repeats = 1, 1
     if args.emulator_step_ms:
         print(json.dumps({"emulator_ms": bench_emulator_step(args.steps)[0]}))

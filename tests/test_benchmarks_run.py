@@ -45,7 +45,7 @@ QUICK = {
     "bench_scale": ["side ", "decode/token", "emulator "],
     "bench_threads": ["| kernel | shape | 1 thread | 2 threads |", "| rms_norm | 32x64 |"],
     "bench_trace": ["built-in tttv1/tt/mlp.py + model_config.py", "generated model_config (50 lines)"],
-    "bench_train": ["Thread settings", "NanoGPT training step (2 layers, 48 wide", "Fused training ops"],
+    "bench_train": ["Thread settings", "NanoGPT training step (2 layers, 192 wide", "Fused training ops"],
     "bench_verify": ["median wall: plain", "twins: 2 generated files (mlp_1d, mlp_2d)"],
 }
 
