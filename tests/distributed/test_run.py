@@ -379,6 +379,27 @@ def test_sigterm_to_the_launcher_stops_every_rank(tmp_path):
         launcher_proc.stderr.close()
 
 
+def test_the_stop_signals_are_left_alone_outside_the_main_thread():
+    """Python runs signal handlers in the main thread only: a launcher driven from another thread (an embedding
+    program) keeps the signals as they were."""
+    import threading
+
+    seen = []
+
+    def body():
+        with launcher._stop_signals():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before] and signal.getsignal(signal.SIGTERM) == before
+    with launcher._stop_signals():  # in the main thread: the launcher's own handler, then the old one back
+        assert signal.getsignal(signal.SIGTERM) is launcher._raise_stopped
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` still runs (a zombie waiting for its reaper counts as ended)."""
     try:
@@ -386,6 +407,20 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_stop_signal_to_the_launcher_stops_the_ranks_in_process(monkeypatch, capsys):
+    killed = []
+
+    def stopped(*args):
+        raise launcher._Stopped(signal.SIGHUP)
+
+    monkeypatch.setattr(launcher, "_supervise", stopped)
+    kill_group = launcher._kill_group  # the real one: the job's whole process group goes
+    monkeypatch.setattr(launcher, "_kill_group", lambda proc: killed.append(proc) or kill_group(proc))
+    argv = ["--np", "1", "--", sys.executable, "-c", "import time; time.sleep(60)"]
+    assert launcher.main(argv) == 128 + signal.SIGHUP and len(killed) == 1
+    assert "tttv2-run: stopped by SIGHUP; the ranks were stopped" in capsys.readouterr().err
 
 
 def test_the_rank_wrapper_records_output_and_exit(tmp_path, monkeypatch):

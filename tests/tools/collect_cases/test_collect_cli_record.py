@@ -209,6 +209,48 @@ def test_a_stop_signal_with_no_command_running_does_what_it_would_have_done():
     assert done.returncode == -signal.SIGTERM and "survived" not in done.stdout
 
 
+def test_stop_signals_are_forwarded_only_from_the_main_thread():
+    import threading
+
+    from tttv2_tools.collect_cases import record
+
+    seen = []
+
+    def body():
+        with record.forwarding_stop_signals():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before] and signal.getsignal(signal.SIGTERM) == before
+    with record.forwarding_stop_signals():
+        assert signal.getsignal(signal.SIGTERM) is record._forward
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_forwarding_a_stop_signal_in_process(monkeypatch):
+    """``_forward``: to every command still running; with none, the default action (here recorded, not done)."""
+    from tttv2_tools.collect_cases import record
+
+    sleeper = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
+    done = subprocess.Popen([PY, "-c", "pass"])
+    done.wait()
+    monkeypatch.setattr(record, "_LIVE", {sleeper, done})
+    try:
+        record._forward(signal.SIGTERM, None)
+        assert sleeper.wait(120) == -signal.SIGTERM
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+    calls = []
+    monkeypatch.setattr(record.signal, "signal", lambda *a: calls.append(("signal", *a)))
+    monkeypatch.setattr(record.os, "kill", lambda *a: calls.append(("kill", *a)))
+    record._forward(signal.SIGTERM, None)  # nothing running any more
+    assert calls == [("signal", signal.SIGTERM, signal.SIG_DFL), ("kill", os.getpid(), signal.SIGTERM)]
+
+
 def test_a_command_killed_before_the_recorder_started_is_said_so(tmp_path, capsys):
     from rich.console import Console
 
