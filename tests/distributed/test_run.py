@@ -167,6 +167,32 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     assert err.startswith("tttv2-run: error: ") and message in err and err.count("\n") == 1
 
 
+def test_more_ranks_than_the_memory_can_hold_are_refused_before_any_starts(capsys, monkeypatch):
+    monkeypatch.setattr(launcher, "find_mpiexec", lambda: pytest.fail("mpiexec was looked for"))
+    assert launcher.main(["--np", "100000", "--", "true"]) == 2  # the real /proc/meminfo: far too many
+    err = capsys.readouterr().err
+    assert err.startswith("tttv2-run: error: --np 100000: 100000 ranks need at least 6250.0 GiB (64 MiB each")
+    assert err.count("\n") == 1
+    monkeypatch.setattr(launcher, "_available_memory", lambda: 3 * launcher.RANK_BYTES)
+    assert launcher.main(["--np", "4", "--", "true"]) == 2
+    assert "this machine has 0.2 GiB available" in capsys.readouterr().err
+
+
+def test_available_memory_is_read_from_proc_meminfo_or_unknown(monkeypatch, tmp_path):
+    assert launcher._available_memory() > 0  # Linux
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal: 100 kB\n")
+    real_open = open
+    monkeypatch.setattr(
+        "builtins.open", lambda path, *a, **k: real_open(fake if path == "/proc/meminfo" else path, *a, **k)
+    )
+    assert launcher._available_memory() is None  # no MemAvailable line
+    fake.write_text("MemAvailable: lots kB\n")
+    assert launcher._available_memory() is None
+    fake.unlink()
+    assert launcher._available_memory() is None
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -224,6 +224,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         raise RunError("no COMMAND after `--`")
     if args.np < 1:
         raise RunError(f"--np: expected at least 1 rank, got {args.np}")
+    available = _available_memory()
+    if available is not None and args.np * RANK_BYTES > available:
+        raise RunError(
+            f"--np {args.np}: {args.np} ranks need at least {args.np * RANK_BYTES / 2**30:.1f} GiB "
+            f"({RANK_BYTES // 2**20} MiB each, before the program's own), and this machine has "
+            f"{available / 2**30:.1f} GiB available"
+        )
     for name, default in (("timeout", DEFAULT_TIMEOUT), ("grace", DEFAULT_GRACE)):
         if getattr(args, name) is None:
             setattr(args, name, default)
@@ -231,6 +238,24 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         if not (0 < seconds < math.inf):
             raise RunError(f"--{name}: expected a positive, finite number of seconds, got {seconds}")
     return args
+
+
+RANK_BYTES = (
+    64 * 2**20
+)  # the least a rank takes: its wrapper and a Python with tttv2 imported (~30-50 MiB RSS)
+
+
+def _available_memory() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes (None where there is none): a --np that cannot fit is refused
+    before mpiexec starts it (``--np 100000`` once started ranks until the machine ground to a halt)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _exit_codes(run_dir: Path, size: int) -> dict[int, int]:
