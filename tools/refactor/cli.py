@@ -321,6 +321,14 @@ def _main(args) -> int:
                 )
                 _write_reports(reports, on_stdout)
                 return EXIT_ATTENTION
+        try:  # before "wrote": a report that cannot be written (a read-only folder) leaves the run unwritten
+            _write_reports(reports, on_stdout)
+        except UsageError as exc:
+            if not written:
+                raise
+            _restore(previous, written)
+            raise UsageError(f"{exc}; nothing written (the generated files were put back)") from None
+        reports, on_stdout = [], []  # written
         if not args.quiet:
             for path in written:
                 print(f"tttv2-refactor: wrote {path}", file=sys.stderr)

@@ -245,6 +245,33 @@ def test_rerunning_with_reports_replaces_them_without_force(small, tmp_path, cap
     assert "is not a tttv2-refactor JSON report" in capsys.readouterr().err
 
 
+def test_a_report_that_cannot_be_written_puts_the_generated_files_back(small, tmp_path, capsys, monkeypatch):
+    """A report whose folder refuses the write (read-only, /sys, ...; the check cannot know): the modules were
+    written, then exit 2 with them left in place. Now the run writes nothing, and says so once."""
+    from tttv2_tools._output import OutputError
+    from tttv2_tools.refactor import cli
+
+    real = cli.write
+
+    def refusing(outputs):
+        if any(o.label == "--report" for o in outputs):
+            raise OutputError(f"cannot write --report to {outputs[0].path}: Permission denied")
+        return real(outputs)
+
+    monkeypatch.setattr(cli, "write", refusing)
+    out = tmp_path / "out"
+    assert run(small, "--out", out, f"--report={tmp_path / 'r.md'}") == 2
+    err = capsys.readouterr().err
+    assert "Permission denied; nothing written (the generated files were put back)" in err
+    assert "wrote" not in err and not out.exists() and not (tmp_path / "r.md").exists()
+    monkeypatch.setattr(cli, "write", real)
+    assert run(small, "--out", out, "--quiet") == 0  # an unchanged run writes nothing: a failing report is
+    monkeypatch.setattr(cli, "write", refusing)  # then its one error, no "put back"
+    assert run(small, "--out", out, f"--report={tmp_path / 'r.md'}") == 2
+    err = capsys.readouterr().err
+    assert err.endswith("Permission denied\n") and "put back" not in err and (out / "norm_1d.py").is_file()
+
+
 def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert run(small, "--out", out, f"--report={out / 'norm_1d.py'}", "--quiet") == 2
