@@ -240,9 +240,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-RANK_BYTES = (
-    64 * 2**20
-)  # the least a rank takes: its wrapper and a Python with tttv2 imported (~30-50 MiB RSS)
+# the least a rank takes: its wrapper and a Python with tttv2 imported (~30-50 MiB RSS each, measured)
+RANK_BYTES = 64 * 2**20
 
 
 def _available_memory() -> int | None:
