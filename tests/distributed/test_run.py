@@ -423,6 +423,10 @@ def test_the_stop_signals_are_left_alone_outside_the_main_thread():
     assert seen == [before] and signal.getsignal(signal.SIGTERM) == before
     with launcher._stop_signals():  # in the main thread: the launcher's own handler, then the old one back
         assert signal.getsignal(signal.SIGTERM) is launcher._raise_stopped
+        with pytest.raises(launcher._Stopped) as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode; never reached
+        assert stop.value.signum == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) == before
 
 
