@@ -92,7 +92,7 @@ def _forward(signum, frame) -> None:
     """SIGTERM / SIGHUP to collect-cases while commands run: passed on to them (as a wrapper does), so that none
     outlives collect-cases; their exit status (128 + N) then comes through as usual. With no command running,
     the signal does what it would have done."""
-    live = [p for p in _LIVE if p.poll() is None]
+    live = [p for p in list(_LIVE) if p.poll() is None]  # a snapshot: a sweep's threads add and remove
     if not live:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

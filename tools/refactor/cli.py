@@ -267,9 +267,8 @@ def _main(args) -> int:
         for item in run.planned:
             if same_file(report.path, item.path):
                 raise UsageError(f"{report.label} and a generated file would both write {item.path}")
-        if (
-            Path(report.path).resolve() in folders
-        ):  # a folder the run creates: refused before anything is written
+        # a folder the run creates: refused before anything is written
+        if Path(report.path).resolve() in folders:
             raise UsageError(
                 f"{report.label} {report.path}: is a folder the generated files go to; expected a file"
             )
