@@ -325,6 +325,14 @@ def module_file(text: str) -> Path:
     return path
 
 
+def config_is_module(config: Path) -> str:
+    """The note trace-deps and tttv2-refactor print when CONFIG is MODULE itself (``trace-deps mlp.py mlp.py``)."""
+    return (
+        f"CONFIG {config} is MODULE itself, so no config was analysed: ModelArgs members (is_galaxy, ...) "
+        "are not resolved and galaxy facts rest on attribute names alone"
+    )
+
+
 def names_module(word: str) -> bool:
     """Whether ``word`` is a MODULE[:CLASS] (a ``.py`` file, ``X:CLASS``, or a dotted module that exists as a
     ``.py`` file): after a bare output flag, such a word is the command's MODULE, never the old spelling's separate

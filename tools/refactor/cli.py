@@ -30,6 +30,7 @@ from tttv2_tools._cli import (
     HelpFormatter,
     add_common,
     add_output,
+    config_is_module,
     internal_error,
     missing_file,
     module_file,
@@ -376,10 +377,7 @@ def config_notes(analysis, module: Path, config: Path | None) -> list[str]:
         if s.severity == "warning" and s.what in ("model_config.py", "ModelArgs")
     ]
     if config is not None and same_file(config, module):
-        notes.append(
-            f"CONFIG {config} is MODULE itself, so no config was analysed: ModelArgs members (is_galaxy, ...) "
-            "are not resolved and galaxy facts rest on attribute names alone"
-        )
+        notes.append(config_is_module(config))
     return notes
 
 
