@@ -149,6 +149,8 @@ def test_a_tt_metal_style_preamble_runs_unchanged():
         (["--np", "2", "--grace", "-1", "--", "true"], "--grace: expected a positive, finite number"),
         (["--np", "2", "--rank-binding", "/nonexistent.yaml", "--", "true"], "cannot read it"),
         (["--np", "2", "--np", "3", "--", "true"], "--np given twice (2 and 3); give it once"),
+        (["-n", "2", "--", "true"], "-n: the number of ranks is spelled --np N"),
+        (["-np=2", "python", "x.py"], "-np=2: the number of ranks is spelled --np N"),
         (["--np", "2", "--timeout", "9", "--timeout", "1", "--", "true"], "--timeout given twice"),
         (["--np", "2", "--grace", "9", "--grace", "1", "--", "true"], "--grace given twice"),
         (

@@ -212,6 +212,9 @@ def _version() -> str:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = _parser()
+    for word in argv[: argv.index("--")] if "--" in argv else argv:
+        if word.split("=")[0] in ("-n", "-np"):  # mpirun's spellings: argparse would only say --np is missing
+            raise RunError(f"{word}: the number of ranks is spelled --np N (tttv2-run --np N -- COMMAND)")
     if "--" not in argv:
         parser.parse_args(argv)  # --help / --version print and exit 0; an unknown option is named (exit 2)
         raise RunError("expected `-- COMMAND ...` after the options (tttv2-run --np N -- python script.py)")
