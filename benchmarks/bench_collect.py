@@ -73,7 +73,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--mesh", default="T3K")
     p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--quick", action="store_true", help="one run on N150, 2 new tokens, 200 toy calls")
     args = p.parse_args()
+    if args.quick:
+        args.repeats, args.mesh, args.max_new_tokens = 1, "N150", 2
     demo = [sys.executable, "-m", "tttv1.demo.simple_text_demo", "--mesh", args.mesh,
             "--max-new-tokens", str(args.max_new_tokens)]  # fmt: skip
     plain, recorded, calls = [], [], []
@@ -95,7 +98,7 @@ def main() -> None:
     print(f"demo: {' '.join(demo[1:])}")
     print(f"targets: {len(TTTV1_TARGETS)} ({', '.join(t.split(':')[1] for t in TTTV1_TARGETS)})")
     print_ratios(plain, recorded, "recorded", "target <= 1.5x")
-    plain_us, recorded_us = per_call_cost()
+    plain_us, recorded_us = per_call_cost(200 if args.quick else 20000)
     work = statistics.median(calls) * (recorded_us - plain_us) / 1e6
     print(
         f"recorded calls per run: {statistics.median(calls):.0f}; recorder work per run at the per-call cost "

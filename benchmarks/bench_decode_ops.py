@@ -105,12 +105,21 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed decode steps (after two untimed ones)")
     parser.add_argument("--matmul", choices=("replay", "real"), default="replay")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one timed step of a quarter-width layer: a smoke test (figures mean nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.steps = 1
     if args.steps < 1:
         parser.error("--steps must be >= 1")
 
     _title, base, mesh_shape = bench_scale.LAYER_ROWS[args.row]
     config = dict(base, num_hidden_layers=1, vocab_size=bench_scale.LAYER_BENCH_VOCAB)
+    if args.quick:  # the layer's structure at a quarter of its width (head_dim 128 kept, one head per device)
+        config.update(hidden_size=1024, intermediate_size=3584, num_attention_heads=8, num_key_value_heads=8)
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(*mesh_shape))
     model = ModelFactory.from_config(config, mesh, max_seq_len=2 * PROMPT, max_batch_size=1)
     decoder, layer = model.decoder, model.layers[0]

@@ -142,7 +142,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--model", default="Llama-3.1-8B-tiny")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one call per side of Llama-3.2-1B-tiny, 1x8 only: a smoke test (figures mean nothing)",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.model = 1, "Llama-3.2-1B-tiny"
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} logical cores, Python {platform.python_version()}"
     )
@@ -151,7 +158,7 @@ def main(argv=None) -> None:
     )
     rows = [
         *factory_vs_tttv1(args.model, (1, 8), args.repeats),
-        *factory_vs_tttv1(args.model, (8, 4), args.repeats),
+        *([] if args.quick else factory_vs_tttv1(args.model, (8, 4), args.repeats)),
         recorder_overhead(args.repeats),
         safetensors_read(args.model, args.repeats),
     ]

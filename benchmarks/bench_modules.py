@@ -386,7 +386,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per module, mode and side")
     parser.add_argument("--only", nargs="*", help="row names to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="--repeats 1 --only MLP1D: a smoke test")
     opts = parser.parse_args(argv)
+    if opts.quick:
+        opts.repeats, opts.only = 1, opts.only or ["MLP1D"]
     if opts.repeats < 1:
         parser.error("--repeats must be >= 1")
     rows = [r for r in ROWS if not opts.only or r.name in opts.only]

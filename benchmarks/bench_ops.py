@@ -260,7 +260,14 @@ def main() -> None:
     parser.add_argument(
         "--shapes", type=parse_shapes, default=SHAPES, help="ROWSxCOLS,... (default: all of SHAPES)"
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the smallest shape, one run per block, docs left alone: a smoke test (its figures mean nothing)",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.budget, args.max_repeats, args.shapes, args.no_doc = 0.0, 1, SHAPES[:1], True
 
     if torch is not None:
         torch.set_num_threads(TORCH_THREADS)

@@ -44,7 +44,12 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-new-tokens", type=int, default=8)
     p.add_argument("--model", default="Llama-3.2-1B-tiny")
+    p.add_argument("--quick", action="store_true", help="one run of one process and of 2 ranks, 2 new tokens")
     args = p.parse_args()
+    if args.quick:
+        args.repeats, args.max_new_tokens = 1, 2
+    if args.max_new_tokens < 2:  # one new token is prefill alone: no decode step to time
+        p.error(f"--max-new-tokens: expected at least 2 (one decode step), got {args.max_new_tokens}")
     demo = [
         *(sys.executable, "-m", "tttv1.demo.simple_text_demo", "--mesh", "TG", "--model", args.model),
         *("--max-new-tokens", str(args.max_new_tokens)),
@@ -55,6 +60,8 @@ def main() -> None:
         "2 ranks": [*launcher, "--np", "2", "--", *demo],
         "4 ranks": [*launcher, "--np", "4", "--", *demo],
     }
+    if args.quick:
+        del settings["4 ranks"]
     times: dict[str, list] = {name: [] for name in settings}
     for i in range(args.repeats):
         for name, argv in settings.items():

@@ -80,17 +80,21 @@ def peak_mib(expression: str) -> float:
     return (after - before) / 1024  # KiB → MiB: what the creation added to the peak
 
 
+GPT = dict(block_size=128, n_layer=6, n_head=6, n_embd=384)  # bench_train.py's NanoGPT
+
+
 def training_step_ms(steps: int) -> tuple[float, float]:
     """Median step time with the version checks and with them disabled, interleaved."""
     ttnn.nn.manual_seed(0)
     mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 1))
     ttnn.SetDefaultDevice(mesh)
-    config = ttnn.nn.GPTConfig(vocab_size=65, block_size=128, n_layer=6, n_head=6, n_embd=384, dropout=0.2)
+    config = ttnn.nn.GPTConfig(vocab_size=65, dropout=0.2, **GPT)
     model = ttnn.nn.GPT(config)
     opt = ttnn.optim.AdamW(model.named_parameters(), lr=1e-4)
     rng = np.random.default_rng(0)
-    ids = ttnn.from_numpy(rng.integers(0, 65, (2, 128)).astype(np.uint32), dtype=ttnn.uint32, device=mesh)
-    targets = ttnn.from_numpy(rng.integers(0, 65, (2, 128)).astype(np.uint32), dtype=ttnn.uint32, device=mesh)
+    batch = (2, GPT["block_size"])
+    ids = ttnn.from_numpy(rng.integers(0, 65, batch).astype(np.uint32), dtype=ttnn.uint32, device=mesh)
+    targets = ttnn.from_numpy(rng.integers(0, 65, batch).astype(np.uint32), dtype=ttnn.uint32, device=mesh)
 
     def step() -> float:
         start = time.perf_counter()
@@ -255,6 +259,11 @@ def demo_counts() -> tuple[float, int, int]:
     return cpu, counts["ops"], counts["bytes"]
 
 
+def _mib(shape: tuple[int, ...], itemsize: int) -> float:
+    """The size of a tensor of ``shape`` in MiB (256 at the default shapes)."""
+    return float(np.prod(shape)) * itemsize / 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
@@ -264,21 +273,32 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="cache loads per side")
     parser.add_argument("--calls", type=int, default=200, help="matmuls per timed block")
     parser.add_argument("--demo", action="store_true", help="also run the T3K demo once (minutes)")
+    parser.add_argument(
+        "--quick", action="store_true", help="the smallest size, for a smoke test (its figures mean nothing)"
+    )
     args = parser.parse_args()
+    if args.quick:  # one step of a one-layer NanoGPT, one load, a few calls, tensors of 2-4 MiB (not 256)
+        global SHAPE, CACHE_SHAPE, GPT
+        SHAPE, CACHE_SHAPE = (1, 1, 1024, 2048), (1, 1, 512, 1024)
+        GPT = dict(block_size=32, n_layer=1, n_head=2, n_embd=64)
+        args.steps, args.repeats, args.calls = 1, 1, 2
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
     if args.only is None or "creation" in args.only:
-        print(f"\n1. creation of a {SHAPE} bfloat16 tensor (256 MiB on the device): host peak added, MiB")
+        print(
+            f"\n1. creation of a {SHAPE} bfloat16 tensor ({_mib(SHAPE, 2):g} MiB on the device): host peak added, MiB"
+        )
         figures = {name: peak_mib(expr) for name, expr in CREATION.items()}
         for name, mib in figures.items():
             print(f"   {name:24s} {mib:8.0f}")
         for op in ("ones", "rand"):
             now, before = figures[f"ttnn.{op} (now)"], figures[f"{op}, former method"]
-            print(f"   {op}: former / now = {before / now:.2f}")
+            ratio = f"{before / now:.2f}" if now > 0 else "n/a (nothing added to the peak)"
+            print(f"   {op}: former / now = {ratio}")
     if args.only is None or "autograd" in args.only:
         checked, unchecked = training_step_ms(args.steps)
-        print(f"\n2. NanoGPT training step (batch 2), median of {args.steps}, ms")
+        print(f"\n2. NanoGPT training step (batch 2, {GPT}), median of {args.steps}, ms")
         print(f"   with version checks {checked:8.1f}\n   checks disabled     {unchecked:8.1f}")
         print(f"   overhead: {100 * (checked / unchecked - 1):+.1f} %")
     per_byte_ns = per_op_us = None
@@ -287,8 +307,10 @@ def main() -> None:
 
         with tempfile.TemporaryDirectory(dir=ROOT) as folder:
             verified, former = cache_load_ms(args.repeats, Path(folder))
-        per_byte_ns = 1e6 * (verified - former) / (256 * 2**20)
-        print(f"\n3. load_tensor of a {CACHE_SHAPE} float32 file (256 MiB), median of {args.repeats}, ms")
+        per_byte_ns = 1e6 * (verified - former) / (_mib(CACHE_SHAPE, 4) * 2**20)
+        print(
+            f"\n3. load_tensor of a {CACHE_SHAPE} float32 file ({_mib(CACHE_SHAPE, 4):g} MiB), median of {args.repeats}, ms"
+        )
         print(f"   verified (header + CRC)  {verified:8.1f}\n   former reader            {former:8.1f}")
         print(f"   verified / former = {verified / former:.2f} ({per_byte_ns:+.2f} ns per byte)")
     if args.only is None or "pinning" in args.only:

@@ -459,9 +459,16 @@ def main(argv=None) -> int:
         default=7,
         help="rows b, c: alternated decode steps (default 7; the first is not counted)",
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="row a with 1 quarter-width layer, a 512-token vocab, 32 prompt tokens and 2 new ones: a smoke test",
+    )
     parser.add_argument("--side", choices=["emulator", "torch"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve", choices=["emulator", "torch"], default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.row, args.layers, args.prompt_len, args.new_tokens = "a", 1, 32, 2
     if args.serve == "emulator":
         return serve_emulator_layer(args.row, args.prompt_len)
     if args.serve == "torch":
@@ -477,6 +484,9 @@ def main(argv=None) -> int:
     if layers < 1 or args.new_tokens < 2 or args.prompt_len < 1:
         parser.error("--layers and --prompt-len must be >= 1, --new-tokens >= 2")
     config = dict(base, num_hidden_layers=layers)
+    if args.quick:  # a quarter of the width too: 8 heads of the model's 64, one per device
+        config.update(vocab_size=LAYER_BENCH_VOCAB, hidden_size=512, intermediate_size=2048)
+        config.update(num_attention_heads=8, num_key_value_heads=8)
 
     if args.side == "emulator":
         print(json.dumps(run_emulator(config, args.prompt_len, args.new_tokens, (1, 8), name)))
@@ -499,6 +509,7 @@ def main(argv=None) -> int:
             continue
         cmd = [sys.executable, __file__, "--side", side, "--layers", str(layers), "--model", args.model]
         cmd += ["--prompt-len", str(args.prompt_len), "--new-tokens", str(args.new_tokens)]
+        cmd += ["--quick"] if args.quick else []
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0:
             print(f"{side} side failed (exit {done.returncode}):\n{done.stderr[-2000:]}", file=sys.stderr)

@@ -63,7 +63,14 @@ def main() -> None:
     parser.add_argument(
         "--pairs", type=int, default=4, help="processes per thread count, alternating (default 4)"
     )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one 32x64 shape, one process each: a smoke test (figures mean nothing)",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.shapes, args.pairs = parse_shapes("32x64"), 1
     load = os.getloadavg()[0]
     print(f"command: python {' '.join(sys.argv)}; load average at start: {load:.2f}", flush=True)
     runs: dict[int, list[dict[str, float]]] = {1: [], 2: []}

@@ -444,7 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-config", type=Path, metavar="FILE", help="CONFIG for the peer pairing")
     parser.add_argument("--peer-only", action="store_true", help="only the peer pairing (needs --peer)")
     parser.add_argument("--doc", type=Path, help="replace the '## Benchmark' section of this markdown file")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a 50-line config, one round, one process pair, one module in the all-modules row: a smoke test",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.lines, args.repeat, args.process_repeat = 50, 1, 1
     rows = []
     builtin = ROOT / "tttv1" / "tt"
     trace = trace_command(args.script)
@@ -488,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
                     measure(builtin / name, builtin / "model_config.py", args.repeat),
                 )
             )
-    modules = builtin_modules(builtin)
+    modules = (
+        builtin_modules(builtin)[:1] if args.quick else builtin_modules(builtin)
+    )  # --quick: one analysis
     rows.append(
         (
             f"every built-in tttv1/tt module with forward() ({len(modules)} analyses: "

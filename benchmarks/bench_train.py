@@ -466,7 +466,8 @@ def bench_thread_settings(steps: int) -> tuple[float, float]:
     times = []
     for env in (clean, {**clean, "OPENBLAS_NUM_THREADS": "1"}):
         out = subprocess.run(
-            [sys.executable, __file__, "--emulator-step-ms", "--steps", str(steps)],
+            [sys.executable, __file__, "--emulator-step-ms", "--steps", str(steps)]
+            + (["--quick"] if LAYERS != 6 else []),
             capture_output=True,
             text=True,
             env=env,
@@ -592,6 +593,11 @@ def main(argv=None) -> None:
     )
     p.add_argument("--emulator-step-ms", action="store_true", help=argparse.SUPPRESS)  # a child of (3.)
     p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a 2-layer, 192-wide NanoGPT (block 32), one step and one call: a smoke test (its figures mean nothing)",
+    )
+    p.add_argument(
         "--parallel",
         nargs="?",
         const="ddp,tp,pp,ddp+tp",
@@ -599,6 +605,11 @@ def main(argv=None) -> None:
         help="only the parallel-strategy table, for these strategies (comma-separated; default all)",
     )
     args = p.parse_args(argv)
+    if args.quick:
+        global LAYERS, WIDTH, BLOCK
+        # 6 heads of 32 (TP 1x6; heads move as whole tiles), 2 layers for 2 pipeline stages
+        LAYERS, WIDTH, BLOCK = 2, 192, 32
+        args.steps, args.repeats = 1, 1
     if args.emulator_step_ms:
         print(json.dumps({"emulator_ms": bench_emulator_step(args.steps)[0]}))
         return

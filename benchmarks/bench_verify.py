@@ -23,10 +23,10 @@ from tttv2_tools.collect_cases.store import CaseStore
 MODULES = ("mlp", "mlp_legacy", "rmsnorm", "distributed_norm", "embedding", "lm_head", "attention", "decoder")
 
 
-def _twins(out: Path) -> list[Path]:
+def _twins(out: Path, modules: tuple[str, ...] = MODULES) -> list[Path]:
     code = (
         "from tttv2_tools.refactor.cli import main\n"
-        f"for m in {MODULES!r}:\n"
+        f"for m in {modules!r}:\n"
         f"    assert main([f'tttv1/tt/{{m}}.py', '--out', {str(out)!r}, '--quiet']) == 0, m\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
@@ -39,12 +39,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--mesh", default="T3K")
     p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--quick", action="store_true", help="one run on N150, 2 new tokens, the MLP's twins only")
     args = p.parse_args()
+    if args.quick:
+        args.repeats, args.mesh, args.max_new_tokens = 1, "N150", 2
     demo = [sys.executable, "-m", "tttv1.demo.simple_text_demo", "--mesh", args.mesh,
             "--max-new-tokens", str(args.max_new_tokens)]  # fmt: skip
     plain, verified, checked = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        twins = _twins(Path(tmp) / "twins")
+        twins = _twins(Path(tmp) / "twins", ("mlp",) if args.quick else MODULES)
         for i in range(args.repeats):
             store = Path(tmp) / f"run{i}.sqlite"
             plain.append(timed(demo))

@@ -325,16 +325,28 @@ def module_file(text: str) -> Path:
     return path
 
 
+def config_is_module(config: Path) -> str:
+    """The note trace-deps and tttv2-refactor print when CONFIG is MODULE itself (``trace-deps mlp.py mlp.py``)."""
+    return (
+        f"CONFIG {config} is MODULE itself, so no config was analysed: ModelArgs members (is_galaxy, ...) "
+        "are not resolved and galaxy facts rest on attribute names alone"
+    )
+
+
 def names_module(word: str) -> bool:
-    """Whether ``word`` is a MODULE[:CLASS] (a ``.py`` file, ``X:CLASS``, or a dotted module that exists): after
-    a bare output flag, such a word is the command's MODULE, never the old spelling's separate FILE."""
+    """Whether ``word`` is a MODULE[:CLASS] (a ``.py`` file, ``X:CLASS``, or a dotted module that exists as a
+    ``.py`` file): after a bare output flag, such a word is the command's MODULE, never the old spelling's separate
+    FILE. An existing ``r.json`` or ``notes.md`` is a file (the report an earlier run wrote), not a module."""
     try:
         text, name = split_target(word)
     except ValueError:
         return False
-    return (
-        text.endswith(".py") or name is not None or (is_dotted_module(text) and module_file(text).is_file())
-    )
+    if text.endswith(".py") or name is not None:
+        return True
+    if not is_dotted_module(text):
+        return False
+    found = module_file(text)  # an existing r.json or notes.md is that file, not a module
+    return found.is_file() and found.suffix == ".py"
 
 
 def dotted_module(path: os.PathLike | str) -> str:

@@ -333,13 +333,19 @@ def _text(data: bytes) -> str:
 
 def write(outputs: list[Output]) -> list[Path]:
     """Write ``outputs`` (already ``check``-ed): all temporary files first, then every rename, so a failure
-    leaves every target as it was. Returns the paths written."""
+    leaves every target as it was (and the folders made for them are removed again). Returns the paths written."""
     staged: list[tuple[str, Path, Output]] = []
+    created: list[Path] = []  # folders this call made: removed again, when empty, if the write fails
+    done = False
     try:
         for item in outputs:
             if _is_device(item.path):
                 continue
             if item.make_folders:
+                folder = item.path.parent.absolute()
+                while not folder.exists() and folder not in created:
+                    created.append(folder)
+                    folder = folder.parent
                 _guard(item, lambda item=item: item.path.parent.mkdir(parents=True, exist_ok=True))
             target = item.path.resolve()  # a symlink stays a symlink: the file it points to is replaced
             staged.append(
@@ -357,14 +363,19 @@ def write(outputs: list[Output]) -> list[Path]:
             for folder in dict.fromkeys(target.parent for _, target, _ in staged):
                 remove_stale_temps(folder)  # litter of killed runs; the files just written are in place
         except KeyboardInterrupt:  # a temporary file that is gone was renamed: that target is replaced
-            done = [item.path for tmp, _, item in staged if not os.path.lexists(tmp)] + devices
-            if done:
-                raise WriteInterrupted(done) from None
+            replaced = [item.path for tmp, _, item in staged if not os.path.lexists(tmp)] + devices
+            if replaced:
+                raise WriteInterrupted(replaced) from None
             raise
+        done = True
     finally:
         for tmp, _, _ in staged:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        if not done:  # deepest first; a folder that holds anything (a file already replaced) stays
+            for folder in sorted(created, key=lambda f: len(f.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
     return [item.path for item in outputs]
 
 

@@ -3,11 +3,13 @@ a clear error and never a hang, rank bindings, and its bad input (docs/distribut
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,6 +148,15 @@ def test_a_tt_metal_style_preamble_runs_unchanged():
         (["--np", "2", "--grace", "inf", "--", "true"], "--grace: expected a positive, finite number"),
         (["--np", "2", "--grace", "-1", "--", "true"], "--grace: expected a positive, finite number"),
         (["--np", "2", "--rank-binding", "/nonexistent.yaml", "--", "true"], "cannot read it"),
+        (["--np", "2", "--np", "3", "--", "true"], "--np given twice (2 and 3); give it once"),
+        (["-n", "2", "--", "true"], "-n: the number of ranks is spelled --np N"),
+        (["-np=2", "python", "x.py"], "-np=2: the number of ranks is spelled --np N"),
+        (["--np", "2", "--timeout", "9", "--timeout", "1", "--", "true"], "--timeout given twice"),
+        (["--np", "2", "--grace", "9", "--grace", "1", "--", "true"], "--grace given twice"),
+        (
+            ["--np", "2", "--rank-binding", "a", "--rank-binding", "b", "--", "true"],
+            "--rank-binding given twice",
+        ),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
@@ -156,6 +167,32 @@ def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("tttv2-run: error: ") and message in err and err.count("\n") == 1
+
+
+def test_more_ranks_than_the_memory_can_hold_are_refused_before_any_starts(capsys, monkeypatch):
+    monkeypatch.setattr(launcher, "find_mpiexec", lambda: pytest.fail("mpiexec was looked for"))
+    assert launcher.main(["--np", "100000", "--", "true"]) == 2  # the real /proc/meminfo: far too many
+    err = capsys.readouterr().err
+    assert err.startswith("tttv2-run: error: --np 100000: 100000 ranks need at least 6250.0 GiB (64 MiB each")
+    assert err.count("\n") == 1
+    monkeypatch.setattr(launcher, "_available_memory", lambda: 3 * launcher.RANK_BYTES)
+    assert launcher.main(["--np", "4", "--", "true"]) == 2
+    assert "this machine has 0.2 GiB available" in capsys.readouterr().err
+
+
+def test_available_memory_is_read_from_proc_meminfo_or_unknown(monkeypatch, tmp_path):
+    assert launcher._available_memory() > 0  # Linux
+    fake = tmp_path / "meminfo"
+    fake.write_text("MemTotal: 100 kB\n")
+    real_open = open
+    monkeypatch.setattr(
+        "builtins.open", lambda path, *a, **k: real_open(fake if path == "/proc/meminfo" else path, *a, **k)
+    )
+    assert launcher._available_memory() is None  # no MemAvailable line
+    fake.write_text("MemAvailable: lots kB\n")
+    assert launcher._available_memory() is None
+    fake.unlink()
+    assert launcher._available_memory() is None
 
 
 @pytest.mark.parametrize(
@@ -330,6 +367,92 @@ def test_interrupting_the_launcher_stops_the_ranks(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(launcher, "_supervise", interrupted)
     assert launcher.main(["--np", "1", "--", sys.executable, "-c", "import time; time.sleep(60)"]) == 130
     assert "tttv2-run: interrupted; the ranks were stopped" in capsys.readouterr().err
+
+
+def test_sigterm_to_the_launcher_stops_every_rank(tmp_path):
+    """``timeout 60 tttv2-run ...`` (SIGTERM to the launcher): the ranks run in the job's own session, so the
+    launcher stops them before it exits 128 + SIGTERM (they once ran on, orphaned)."""
+    started = tmp_path / "started"
+    started.mkdir()
+    rank = (
+        "import os, pathlib, sys, time; "
+        f"pathlib.Path({str(started)!r}, str(os.getpid())).touch(); time.sleep(HANG)"
+    ).replace("HANG", str(HANG))
+    launcher_proc = subprocess.Popen(
+        [sys.executable, "-m", "tttv2.distributed.run", "--np", "2", "--", sys.executable, "-c", rank],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + HANG
+        while (
+            len(list(started.iterdir())) < 2 and launcher_proc.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        pids = [int(p.name) for p in started.iterdir()]
+        assert len(pids) == 2, launcher_proc.stderr.read() if launcher_proc.poll() is not None else pids
+        launcher_proc.send_signal(signal.SIGTERM)
+        assert launcher_proc.wait(HANG) == 128 + signal.SIGTERM
+        assert "tttv2-run: stopped by SIGTERM; the ranks were stopped" in launcher_proc.stderr.read()
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in pids)
+    finally:  # never leave a sleeping rank behind, even when the test fails
+        for path in started.iterdir():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(path.name), signal.SIGKILL)
+        if launcher_proc.poll() is None:
+            launcher_proc.kill()
+        launcher_proc.stderr.close()
+
+
+def test_the_stop_signals_are_left_alone_outside_the_main_thread():
+    """Python runs signal handlers in the main thread only: a launcher driven from another thread (an embedding
+    program) keeps the signals as they were."""
+    import threading
+
+    seen = []
+
+    def body():
+        with launcher._stop_signals():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before] and signal.getsignal(signal.SIGTERM) == before
+    with launcher._stop_signals():  # in the main thread: the launcher's own handler, then the old one back
+        assert signal.getsignal(signal.SIGTERM) is launcher._raise_stopped
+        with pytest.raises(launcher._Stopped) as stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler runs at the next bytecode; never reached
+        assert stop.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie waiting for its reaper counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_stop_signal_to_the_launcher_stops_the_ranks_in_process(monkeypatch, capsys):
+    killed = []
+
+    def stopped(*args):
+        raise launcher._Stopped(signal.SIGHUP)
+
+    monkeypatch.setattr(launcher, "_supervise", stopped)
+    kill_group = launcher._kill_group  # the real one: the job's whole process group goes
+    monkeypatch.setattr(launcher, "_kill_group", lambda proc: killed.append(proc) or kill_group(proc))
+    argv = ["--np", "1", "--", sys.executable, "-c", "import time; time.sleep(60)"]
+    assert launcher.main(argv) == 128 + signal.SIGHUP and len(killed) == 1
+    assert "tttv2-run: stopped by SIGHUP; the ranks were stopped" in capsys.readouterr().err
 
 
 def test_the_rank_wrapper_records_output_and_exit(tmp_path, monkeypatch):

@@ -470,3 +470,17 @@ def test_a_later_write_into_the_folder_removes_only_stale_temporary_files_of_its
 
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted(p.name for p in [live, remote, legacy_new, *user_files, tmp_path / "other.txt"])
+
+
+def test_a_failed_write_removes_the_folders_it_made(tmp_path):
+    """The second output cannot be written (its folder would be a file): nothing is written, and the folders the
+    call made for the first one are gone again (an empty ``out/new/`` was once left behind)."""
+    kind = Kind("t", "x", lambda text: True)
+    (tmp_path / "a_file").write_text("mine")
+    (tmp_path / "kept").mkdir()
+    first = Output(tmp_path / "kept" / "new" / "deeper" / "x.txt", "x", kind, "first", True)
+    second = Output(tmp_path / "a_file" / "y.txt", "y", kind, "second", True)
+    with pytest.raises(OutputError, match="cannot write second to"):
+        write([first, second])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "kept"]
+    assert not any((tmp_path / "kept").iterdir()) and (tmp_path / "a_file").read_text() == "mine"

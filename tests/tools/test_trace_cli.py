@@ -445,3 +445,17 @@ def test_a_large_json_looking_file_is_judged_after_the_analysis(capsys, tmp_path
     assert code == 2 and "refusing" not in err and "mlp.py" in err and large.read_text().startswith('{"my"')
     code, _, err = run(capsys, MLP, CFG, f"--json={large}")
     assert code == 2 and "refusing to overwrite" in err and large.read_text().startswith('{"my"')
+
+
+def test_config_that_is_the_module_itself_is_said(capsys):
+    """``trace-deps mlp.py mlp.py``: analysed as asked, with the note tttv2-refactor prints for the same mistake
+    (it once ran silently, with no ModelArgs resolved); ``-q`` drops it."""
+    code, out, err = run(capsys, MLP, MLP)
+    assert code == 0 and out
+    assert (
+        err
+        == f"trace-deps: note: CONFIG {MLP} is MODULE itself, so no config was analysed: ModelArgs "
+        + ("members (is_galaxy, ...) are not resolved and galaxy facts rest on attribute names alone\n")
+    )
+    code, out, err = run(capsys, MLP, MLP, "-q")
+    assert code == 0 and err == ""

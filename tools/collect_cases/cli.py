@@ -59,7 +59,7 @@ from .csvio import CSV_KIND, export_csv, import_csv
 from .emit import DEFAULT_LINE_LENGTH, emit
 from .errors import CollectCasesError, TargetError
 from .fields import canonical_json, parse_user_field
-from .record import exit_status, start
+from .record import exit_status, forwarding_stop_signals, start
 from .store import SCHEMA_VERSION, CaseStore
 from .sweep import parse_meshes, parse_models, summary_table, sweep
 from .targets import TTTV1_TARGETS, parse_target
@@ -90,11 +90,11 @@ STORE_WRITERS = frozenset({"record", "verify", "import", "sweep"})  # their writ
 
 
 def _common(p: argparse.ArgumentParser, *, target: str | None) -> None:
-    p.add_argument("--store", required=True, metavar="FILE", help="the case store (SQLite)")
+    p.add_argument("--store", required=True, action=OnlyOnce, metavar="FILE", help="the case store (SQLite)")
     if target == "required":
-        p.add_argument("--target", required=True, metavar=TARGET, help=TARGET_HELP)
+        p.add_argument("--target", required=True, action=OnlyOnce, metavar=TARGET, help=TARGET_HELP)
     elif target == "optional":
-        p.add_argument("--target", metavar=TARGET, help="only this target")
+        p.add_argument("--target", action=OnlyOnce, metavar=TARGET, help="only this target")
 
 
 def _positive_int(text: str) -> int:
@@ -151,7 +151,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a module written by tttv2-refactor (repeatable: the 1D and 2D files, several modules)",
     )
-    v.add_argument("--target", metavar=TARGET, help="default: the class each file's header names")
+    v.add_argument(
+        "--target", action=OnlyOnce, metavar=TARGET, help="default: the class each file's header names"
+    )
     v.add_argument("--layers", metavar="N,N,...", help="only instances of these layers (default: all)")
     v.add_argument("--sample", type=_positive_int, metavar="K", help="check at most K calls per case")
     v.add_argument("--atol", type=_tolerance, default=0.0, help="absolute tolerance (default 0: bit for bit)")
@@ -182,7 +184,7 @@ def parser() -> argparse.ArgumentParser:
 
     im = sub.add_parser("import", help="add cases from a CSV (this tool's or upstream's format)")
     _common(im, target="optional")
-    im.add_argument("--csv", required=True, metavar="FILE")
+    im.add_argument("--csv", required=True, action=OnlyOnce, metavar="FILE")
 
     em = sub.add_parser("emit", help="write a target's cases into a test file as a pytest.param list")
     _common(em, target="required")
@@ -262,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(width=table_width(args.width))
     err = Console(stderr=True, soft_wrap=True, markup=False)  # messages hold paths: never read as markup
     try:
-        with deeper_recursion():  # libcst's visitors recurse per operand of a long expression in a test file
+        # libcst's visitors recurse per operand of a long expression in a test file; a SIGTERM reaches the
+        # recorded commands too (record, verify, sweep), never leaving one running on its own
+        with deeper_recursion(), forwarding_stop_signals():
             return VERBS[args.verb](args, out, err)
     except (CollectCasesError, OutputError) as exc:
         say(TOOL, str(exc))
@@ -301,12 +305,12 @@ def _finish(recording, store: Path, created: bool, command: list[str], verb: str
             _remove_empty_store(store)
         raise
     if not status.get("ready"):
-        say(
-            TOOL,
-            f"{verb}: the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?); "
-            f"nothing was {done}",
-            "warning",
+        why = (
+            f"{command[0]!r} was killed by signal {-code} before the recorder started"
+            if code < 0
+            else f"the recorder did not start in {command[0]!r} (is tttv2 installed for that interpreter?)"
         )
+        say(TOOL, f"{verb}: {why}; nothing was {done}", "warning")
     return code, status
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +39,7 @@ class Recording:
     def finish(self) -> tuple[int, dict]:
         """Wait; ``(exit code, status)``. A target error becomes a TargetError (the command never ran)."""
         code = self.process.wait()
+        _LIVE.discard(self.process)
         status = self.status()
         self._tmpdir.cleanup()
         if not status.get("ready", True) and code == TARGET_ERROR_EXIT:
@@ -76,7 +80,43 @@ def start(
     child_env = dict(os.environ if env is None else env)
     child_env[CONFIG_ENV] = json.dumps(config)
     process = subprocess.Popen(argv, env=child_env, stdout=stdout, stderr=stderr, cwd=cwd)
+    _LIVE.add(process)
     return Recording(process, status_path, text, tmpdir)
+
+
+_LIVE: set[subprocess.Popen] = set()  # the recorded commands started and not yet waited for
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _forward(signum, frame) -> None:
+    """SIGTERM / SIGHUP to collect-cases while commands run: passed on to them (as a wrapper does), so that none
+    outlives collect-cases; their exit status (128 + N) then comes through as usual. With no command running,
+    the signal does what it would have done."""
+    live = [p for p in list(_LIVE) if p.poll() is None]  # a snapshot: a sweep's threads add and remove
+    if not live:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    for process in live:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signum)
+
+
+@contextlib.contextmanager
+def forwarding_stop_signals():
+    """While a verb runs, SIGTERM and SIGHUP reach the commands it started (see ``_forward``; Ctrl-C reaches them
+    through the terminal's process group). Python runs signal handlers in the main thread only: elsewhere nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, _forward) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def exit_status(code: int) -> int:

@@ -30,6 +30,7 @@ from tttv2_tools._cli import (
     HelpFormatter,
     add_common,
     add_output,
+    config_is_module,
     internal_error,
     missing_file,
     module_file,
@@ -262,10 +263,16 @@ def _main(args) -> int:
         check(reports, inputs, args.force)
     except OutputError as exc:
         raise UsageError(str(exc)) from None
+    folders = {parent for item in run.planned for parent in Path(item.path).resolve().parents}
     for report in reports:
         for item in run.planned:
             if same_file(report.path, item.path):
                 raise UsageError(f"{report.label} and a generated file would both write {item.path}")
+        # a folder the run creates: refused before anything is written
+        if Path(report.path).resolve() in folders:
+            raise UsageError(
+                f"{report.label} {report.path}: is a folder the generated files go to; expected a file"
+            )
     if args.diff:
         for item in run.planned:
             text = item.diff()
@@ -314,6 +321,14 @@ def _main(args) -> int:
                 )
                 _write_reports(reports, on_stdout)
                 return EXIT_ATTENTION
+        try:  # before "wrote": a report that cannot be written (a read-only folder) leaves the run unwritten
+            _write_reports(reports, on_stdout)
+        except UsageError as exc:
+            if not written:
+                raise
+            _restore(previous, written)
+            raise UsageError(f"{exc}; nothing written (the generated files were put back)") from None
+        reports, on_stdout = [], []  # written
         if not args.quiet:
             for path in written:
                 print(f"tttv2-refactor: wrote {path}", file=sys.stderr)
@@ -362,10 +377,7 @@ def config_notes(analysis, module: Path, config: Path | None) -> list[str]:
         if s.severity == "warning" and s.what in ("model_config.py", "ModelArgs")
     ]
     if config is not None and same_file(config, module):
-        notes.append(
-            f"CONFIG {config} is MODULE itself, so no config was analysed: ModelArgs members (is_galaxy, ...) "
-            "are not resolved and galaxy facts rest on attribute names alone"
-        )
+        notes.append(config_is_module(config))
     return notes
 
 

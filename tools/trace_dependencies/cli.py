@@ -31,6 +31,7 @@ from tttv2_tools._cli import (
     HelpFormatter,
     add_common,
     add_output,
+    config_is_module,
     internal_error,
     module_file,
     names_module,
@@ -47,6 +48,7 @@ from tttv2_tools._output import (
     check,
     file_argument,
     interrupted,
+    same_file,
     write,
 )
 from tttv2_tools._recursion import deeper_recursion, too_deep
@@ -361,6 +363,8 @@ def _run(args: argparse.Namespace, err, written: list[Path]) -> int:
     progress(f"analysed {analysis.stats.get('lines')} lines in {analysis.seconds}s")
     if analysis.class_choice and not args.quiet:
         say("trace-deps", analysis.class_choice, "note")
+    if config is not None and not args.quiet and same_file(config, module):
+        say("trace-deps", config_is_module(config), "note")
     view = analysis.restrict(mode=args.mode, topology=args.topology)
     graph_view = view
     if args.focus:

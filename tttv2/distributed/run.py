@@ -9,12 +9,14 @@ manager ends the others, and if some are still running ``--grace`` seconds later
 Collectives wait at most ``--timeout`` seconds (``TTTV2_DISTRIBUTED_TIMEOUT`` in every rank).
 
 Exit codes: 0 every rank succeeded; 2 bad arguments, a bad rank binding or MPI not installed; otherwise the
-exit code of the first rank that failed (128 + N for a rank killed by signal N), or 1.
+exit code of the first rank that failed (128 + N for a rank killed by signal N), or 1; 130 on Ctrl-C and
+128 + N when the launcher itself gets SIGTERM or SIGHUP (N): in both cases it stops every rank before it exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -25,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +36,8 @@ from ._mpi import DEFAULT_TIMEOUT, INSTALL_HINT
 __all__ = ["RunError", "find_mpiexec", "load_rank_binding", "main"]
 
 _LOG_TAIL = 40  # lines of a failed rank's output shown
+DEFAULT_GRACE = 5.0  # seconds the other ranks get after one failed
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP")  # `timeout`, `kill`, a closed terminal: the ranks are stopped too
 
 
 class RunError(Exception):
@@ -162,29 +167,35 @@ def load_rank_binding(path: str, size: int) -> list[dict[str, str]]:
 
 def _parser() -> argparse.ArgumentParser:
     from tttv2_tools._cli import ArgumentParser  # the toolkit's one-line usage errors (docs/cli.md)
+    from tttv2_tools._output import OnlyOnce  # an option given twice is an error, never "the last one wins"
 
     p = ArgumentParser(
         prog="tttv2-run",
         description="Start N ranks of COMMAND through MPI (the mpich wheel's mpiexec); see docs/distributed.md.",
         usage="tttv2-run --np N [--rank-binding FILE] [--all-output] [--timeout S] [--grace S] -- COMMAND ...",
     )
-    p.add_argument("--np", type=int, required=True, help="number of ranks")
+    p.add_argument("--np", type=int, required=True, action=OnlyOnce, help="number of ranks")
     p.add_argument(
         "--version", action="version", version=f"tttv2-run {_version()}", help="print the version and exit"
     )
     p.add_argument(
         "--debug", action="store_true", help="a traceback instead of one line on an internal error"
     )
-    p.add_argument("--rank-binding", metavar="FILE", help="tt-run style YAML: environment per rank")
+    p.add_argument(
+        "--rank-binding", action=OnlyOnce, metavar="FILE", help="tt-run style YAML: environment per rank"
+    )
     p.add_argument("--all-output", action="store_true", help="show every rank's output (prefixed by rank)")
     p.add_argument(
         "--timeout",
         type=float,
-        default=DEFAULT_TIMEOUT,
+        action=OnlyOnce,
         help=f"seconds a collective waits for the other ranks (default {DEFAULT_TIMEOUT:g})",
     )
     p.add_argument(
-        "--grace", type=float, default=5.0, help="seconds after a rank fails before the rest are killed (5)"
+        "--grace",
+        type=float,
+        action=OnlyOnce,
+        help=f"seconds after a rank fails before the rest are killed ({DEFAULT_GRACE:g})",
     )
     p.add_argument("command", nargs=argparse.REMAINDER)
     return p
@@ -201,6 +212,9 @@ def _version() -> str:
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = _parser()
+    for word in argv[: argv.index("--")] if "--" in argv else argv:
+        if word.split("=")[0] in ("-n", "-np"):  # mpirun's spellings: argparse would only say --np is missing
+            raise RunError(f"{word}: the number of ranks is spelled --np N (tttv2-run --np N -- COMMAND)")
     if "--" not in argv:
         parser.parse_args(argv)  # --help / --version print and exit 0; an unknown option is named (exit 2)
         raise RunError("expected `-- COMMAND ...` after the options (tttv2-run --np N -- python script.py)")
@@ -213,11 +227,37 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         raise RunError("no COMMAND after `--`")
     if args.np < 1:
         raise RunError(f"--np: expected at least 1 rank, got {args.np}")
-    for name in ("timeout", "grace"):
+    available = _available_memory()
+    if available is not None and args.np * RANK_BYTES > available:
+        raise RunError(
+            f"--np {args.np}: {args.np} ranks need at least {args.np * RANK_BYTES / 2**30:.1f} GiB "
+            f"({RANK_BYTES // 2**20} MiB each, before the program's own), and this machine has "
+            f"{available / 2**30:.1f} GiB available"
+        )
+    for name, default in (("timeout", DEFAULT_TIMEOUT), ("grace", DEFAULT_GRACE)):
+        if getattr(args, name) is None:
+            setattr(args, name, default)
         seconds = getattr(args, name)
         if not (0 < seconds < math.inf):
             raise RunError(f"--{name}: expected a positive, finite number of seconds, got {seconds}")
     return args
+
+
+# the least a rank takes: its wrapper and a Python with tttv2 imported (~30-50 MiB RSS each, measured)
+RANK_BYTES = 64 * 2**20
+
+
+def _available_memory() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes (None where there is none): a --np that cannot fit is refused
+    before mpiexec starts it (``--np 100000`` once started ranks until the machine ground to a halt)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _exit_codes(run_dir: Path, size: int) -> dict[int, int]:
@@ -335,16 +375,51 @@ def run(args: argparse.Namespace) -> int:
         plan.write_text(json.dumps({"env": envs, "all_output": args.all_output}))
         cmd = [mpiexec, "-n", str(args.np), sys.executable, "-m", "tttv2.distributed._rank", str(run_dir)]
         cmd += args.command
-        proc = subprocess.Popen(cmd, start_new_session=True)
-        try:
-            code, killed = _supervise(proc, run_dir, args.np, args.grace)
-        except KeyboardInterrupt:
-            _kill_group(proc)
-            print("tttv2-run: interrupted; the ranks were stopped", file=sys.stderr)
-            return 130
+        with _stop_signals():
+            proc = subprocess.Popen(cmd, start_new_session=True)
+            try:
+                code, killed = _supervise(proc, run_dir, args.np, args.grace)
+            except KeyboardInterrupt:
+                _kill_group(proc)
+                print("tttv2-run: interrupted; the ranks were stopped", file=sys.stderr)
+                return 130
+            except _Stopped as stop:
+                _kill_group(proc)
+                name = signal.Signals(stop.signum).name
+                print(f"tttv2-run: stopped by {name}; the ranks were stopped", file=sys.stderr)
+                return 128 + stop.signum
         return _report(run_dir, args.np, code, killed, args.all_output)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+class _Stopped(Exception):
+    """The launcher got SIGTERM or SIGHUP: the job runs in its own session (so that Ctrl-C reaches the launcher
+    first), so the launcher must stop it, or the ranks would outlive it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals():
+    """While the job runs, SIGTERM / SIGHUP raise :class:`_Stopped` in the launcher (main thread only: Python
+    runs signal handlers there; elsewhere the default action stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = [getattr(signal, name) for name in _STOP_SIGNALS if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, _raise_stopped) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def main(argv: list[str] | None = None) -> int:

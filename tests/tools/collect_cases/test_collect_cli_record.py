@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -105,6 +108,163 @@ def test_a_store_that_is_not_a_store_is_refused_before_the_command_runs(tmp_path
     assert _record(junk, PY, str(run_script), "1", str(marker), "0") == 2
     assert not marker.exists() and junk.read_text() == "my notes"
     assert "not an SQLite database" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (
+            [
+                "record",
+                "--store",
+                "a.sqlite",
+                "--store",
+                "b.sqlite",
+                "--target",
+                "m:C",
+                "--",
+                "python",
+                "x.py",
+            ],
+            "--store",
+        ),
+        (["list", "--store", "a.sqlite", "--target", "m:A", "--target", "m:B"], "--target"),
+        (["emit", "--store", "a.sqlite", "--target", "m:A", "--target", "m:B", "--into", "t.py"], "--target"),
+        (["import", "--store", "a.sqlite", "--csv", "a.csv", "--csv", "b.csv"], "--csv"),
+        (
+            ["verify", "--store", "a.sqlite", "--generated", "g.py", "--target", "m:A", "--target", "m:B"],
+            "--target",
+        ),
+    ],
+)
+def test_a_single_valued_option_given_twice_is_a_usage_error(tmp_path, monkeypatch, capsys, argv, named):
+    """``--store a --store b`` once recorded into b alone, silently: an option that names one thing is given
+    once (as ``--into`` / ``--name`` / ``export --csv`` already were), before anything is read or created."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("collect-cases: error: ") and f"{named} given twice" in err
+    assert not list(tmp_path.iterdir())
+
+
+SLEEPER = textwrap.dedent(
+    """
+    import os, sys, time
+    from plain_layers import Plain  # the recorder is active: the target was imported before this script ran
+
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    time.sleep(120)
+    """
+)
+
+
+def test_sigterm_to_record_reaches_the_recorded_command(plain_module):
+    """``timeout 600 collect-cases record ... -- python long.py`` (SIGTERM to collect-cases): the command gets the
+    signal too, as from any wrapper, and its status comes through (it once ran on, orphaned)."""
+    (plain_module / "sleeper.py").write_text(SLEEPER)
+    pid_file = plain_module / "pid"
+    argv = [PY, "-m", "tttv2_tools.collect_cases.cli", "record", "--store", str(plain_module / "s.sqlite")]
+    argv += ["--target", "plain_layers:Plain", "--", PY, str(plain_module / "sleeper.py"), str(pid_file)]
+    proc = subprocess.Popen(argv, cwd=plain_module, stderr=subprocess.PIPE, text=True)
+    child = None
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.is_file() or not pid_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 128 + signal.SIGTERM
+        assert "the command exited with 143" in proc.stderr.read()
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:  # never leave the sleeper behind, even when the test fails
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_stop_signal_with_no_command_running_does_what_it_would_have_done():
+    code = (
+        "import os, signal\n"
+        "from tttv2_tools.collect_cases.record import forwarding_stop_signals\n"
+        "with forwarding_stop_signals():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "print('survived')\n"
+    )
+    done = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGTERM and "survived" not in done.stdout
+
+
+def test_stop_signals_are_forwarded_only_from_the_main_thread():
+    import threading
+
+    from tttv2_tools.collect_cases import record
+
+    seen = []
+
+    def body():
+        with record.forwarding_stop_signals():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    before = signal.getsignal(signal.SIGTERM)
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before] and signal.getsignal(signal.SIGTERM) == before
+    with record.forwarding_stop_signals():
+        assert signal.getsignal(signal.SIGTERM) is record._forward
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_forwarding_a_stop_signal_in_process(monkeypatch):
+    """``_forward``: to every command still running; with none, the default action (here recorded, not done)."""
+    from tttv2_tools.collect_cases import record
+
+    sleeper = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"])
+    done = subprocess.Popen([PY, "-c", "pass"])
+    done.wait()
+    monkeypatch.setattr(record, "_LIVE", {sleeper, done})
+    try:
+        record._forward(signal.SIGTERM, None)
+        assert sleeper.wait(120) == -signal.SIGTERM
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+    calls = []
+    monkeypatch.setattr(record.signal, "signal", lambda *a: calls.append(("signal", *a)))
+    monkeypatch.setattr(record.os, "kill", lambda *a: calls.append(("kill", *a)))
+    record._forward(signal.SIGTERM, None)  # nothing running any more
+    assert calls == [("signal", signal.SIGTERM, signal.SIG_DFL), ("kill", os.getpid(), signal.SIGTERM)]
+
+
+def test_a_command_killed_before_the_recorder_started_is_said_so(tmp_path, capsys):
+    from rich.console import Console
+
+    from tttv2_tools.collect_cases import cli
+
+    class Killed:  # a recording whose command a signal ended before the bootstrap reported
+        def finish(self):
+            return -signal.SIGTERM, {"ready": False}
+
+    code, _ = cli._finish(Killed(), tmp_path / "s.sqlite", False, ["python"], "record", "recorded", Console())
+    err = capsys.readouterr().err
+    assert code == -signal.SIGTERM
+    assert "'python' was killed by signal 15 before the recorder started; nothing was recorded" in err
+    assert "is tttv2 installed" not in err
 
 
 def test_command_rewriting():

@@ -245,11 +245,45 @@ def test_rerunning_with_reports_replaces_them_without_force(small, tmp_path, cap
     assert "is not a tttv2-refactor JSON report" in capsys.readouterr().err
 
 
+def test_a_report_that_cannot_be_written_puts_the_generated_files_back(small, tmp_path, capsys, monkeypatch):
+    """A report whose folder refuses the write (read-only, /sys, ...; the check cannot know): the modules were
+    written, then exit 2 with them left in place. Now the run writes nothing, and says so once."""
+    from tttv2_tools._output import OutputError
+    from tttv2_tools.refactor import cli
+
+    real = cli.write
+
+    def refusing(outputs):
+        if any(o.label == "--report" for o in outputs):
+            raise OutputError(f"cannot write --report to {outputs[0].path}: Permission denied")
+        return real(outputs)
+
+    monkeypatch.setattr(cli, "write", refusing)
+    out = tmp_path / "out"
+    assert run(small, "--out", out, f"--report={tmp_path / 'r.md'}") == 2
+    err = capsys.readouterr().err
+    assert "Permission denied; nothing written (the generated files were put back)" in err
+    assert "wrote" not in err and not out.exists() and not (tmp_path / "r.md").exists()
+    monkeypatch.setattr(cli, "write", real)
+    assert run(small, "--out", out, "--quiet") == 0  # an unchanged run writes nothing: a failing report is
+    monkeypatch.setattr(cli, "write", refusing)  # then its one error, no "put back"
+    assert run(small, "--out", out, f"--report={tmp_path / 'r.md'}") == 2
+    err = capsys.readouterr().err
+    assert err.endswith("Permission denied\n") and "put back" not in err and (out / "norm_1d.py").is_file()
+
+
 def test_a_report_onto_a_generated_module_or_a_link_to_an_input_is_refused(small, tmp_path, capsys):
     out = tmp_path / "out"
     assert run(small, "--out", out, f"--report={out / 'norm_1d.py'}", "--quiet") == 2
     assert "--report and a generated file would both write" in capsys.readouterr().err
     assert not out.exists()
+    # a report named as the --out / --tests-out folder the run creates: refused before anything is written (the
+    # modules were once written, then the report failed with "Is a directory", exit 2 after a partial run)
+    for folder in (out, tmp_path / "tests"):
+        argv = [small, "--out", out, "--tests-out", tmp_path / "tests", "--no-verify", "--quiet"]
+        assert run(*argv, f"--json={folder}") == 2
+        assert f"--json {folder}: is a folder the generated files go to" in capsys.readouterr().err
+        assert not out.exists() and not (tmp_path / "tests").exists()
     os.link(small, tmp_path / "hard.md")
     assert run(small, "--out", out, f"--report={tmp_path / 'hard.md'}", "--force", "--quiet") == 2
     assert "onto the input file" in capsys.readouterr().err
@@ -393,6 +427,20 @@ def test_reports_go_to_stdout_without_file_or_with_a_dash_and_the_old_spelling_s
     assert json.loads((tmp_path / "old.json").read_text())["schema"] == "tttv2-refactor-report"
     assert run(small, "--out", out, "--diff", "--json") == 2  # two outputs on stdout
     assert "only one output can go to stdout" in capsys.readouterr().err
+
+
+def test_the_old_spelling_rewrites_a_report_it_wrote_with_a_relative_name(
+    small, tmp_path, monkeypatch, capsys
+):
+    """``--report r.md`` / ``--json r.json`` run twice from the report's folder: the second run rewrote the files
+    too (an existing ``r.md`` once read as the dotted module ``r.md`` and ended in "unrecognized arguments")."""
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        for flag, name in (("--report", "r.md"), ("--json", "r.json")):
+            assert run(small, "--out", "out", flag, name, "--quiet") == 0
+            assert "the old spelling" in capsys.readouterr().err
+    assert Path("r.md").read_text().startswith("# tttv2-refactor report: norm.py")
+    assert json.loads(Path("r.json").read_text())["schema"] == "tttv2-refactor-report"
 
 
 def test_version_quiet_and_debug(capsys):
