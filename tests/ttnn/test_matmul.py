@@ -674,6 +674,8 @@ def test_2d_program_config_decides_the_sharded_output_spec(
     assert mc.shard_spec == ttnn.ShardSpec(cores, (64, 64), orientation)
     plain = ttnn.matmul(a, w, compute_kernel_config=EXACT)
     assert np.array_equal(_stored(out), _stored(plain))
+    with pytest.raises(ValidationError, match=r"memory_config.*BLOCK_SHARDED.*2D multicast.*HEIGHT_SHARDED"):
+        ttnn.matmul(a, w, program_config=pc, memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
 
 
 def test_reuse_program_config_decides_the_sharded_output_spec(open_mesh, rng):
@@ -709,3 +711,5 @@ def test_reuse_program_config_decides_the_sharded_output_spec(open_mesh, rng):
             ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec
         )
         assert np.array_equal(_stored(out), plain)
+    with pytest.raises(ValidationError, match=r"memory_config.*not WIDTH_SHARDED.*reuse.*WIDTH_SHARDED"):
+        ttnn.matmul(a, b, program_config=pc, memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG)

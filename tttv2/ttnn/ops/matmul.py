@@ -344,7 +344,7 @@ def _matmul(
         elif isinstance(
             program_config, (MatmulMultiCoreReuseMultiCastProgramConfig, MatmulMultiCoreReuseProgramConfig)
         ):
-            mem = _blocked_output_config(mem, program_config, a, b, _tiles(m_rows) * batch, _tiles(n))
+            mem = _blocked_output_config(op, mem, program_config, a, b, _tiles(m_rows) * batch, _tiles(n))
     topology = _output_topology(a, b)
     return output_like(
         op,
@@ -369,17 +369,36 @@ def _one_d_output_config(mem: MemoryConfig, cfg, grid: CoreRangeSet) -> MemoryCo
     return MemoryConfig(mem.memory_layout, mem.buffer_type, spec)
 
 
-def _blocked_output_config(mem: MemoryConfig, cfg, a: Tensor, b: Tensor, mt: int, nt: int) -> MemoryConfig:
+def _blocked_output_config(
+    op: str, mem: MemoryConfig, cfg, a: Tensor, b: Tensor, mt: int, nt: int
+) -> MemoryConfig:
     """The 2D multicast and the reuse program configs decide a sharded output's spec too, as ttnn's matmul does
     (its output spec; "Using computed config" when a given spec differs): shards of ``per_core_M × per_core_N``
     tiles, one per output block of the whole (batch-fused, ``mt × nt``-tile) output. The 2D config lays its
     blocks on the rectangle of cores they fill, ``blocks_n × blocks_m`` (``blocks_m × blocks_n``, COL_MAJOR, with
     ``transpose_mcast``), ROW_MAJOR; the reuse config takes the first ``blocks_m × blocks_n`` cores of its grid in
     the orientation of the sharded input (``a`` first, then ``b``; COL_MAJOR, column by column, if neither is
-    sharded). The memory layout and buffer type stay the caller's."""
+    sharded). The memory layout and buffer type stay the caller's; as in ttnn, the 2D config's must be
+    BLOCK_SHARDED and the reuse config's not WIDTH_SHARDED."""
+    two_d = isinstance(cfg, MatmulMultiCoreReuseMultiCastProgramConfig)
+    layout = mem.memory_layout
+    if two_d and layout is not TensorMemoryLayout.BLOCK_SHARDED:
+        raise op_error(
+            op,
+            "memory_config",
+            "BLOCK_SHARDED (or interleaved) for a 2D multicast program config",
+            layout.name,
+        )
+    if not two_d and layout is TensorMemoryLayout.WIDTH_SHARDED:
+        raise op_error(
+            op,
+            "memory_config",
+            "not WIDTH_SHARDED for a reuse program config",
+            layout.name,
+        )
     blocks_m, blocks_n = -(-mt // cfg.per_core_M), -(-nt // cfg.per_core_N)
     shape = (cfg.per_core_M * TILE_SIZE, cfg.per_core_N * TILE_SIZE)
-    if isinstance(cfg, MatmulMultiCoreReuseMultiCastProgramConfig):
+    if two_d:
         cols, rows = (blocks_m, blocks_n) if cfg.transpose_mcast else (blocks_n, blocks_m)
         grid = CoreRangeSet([CoreRange(CoreCoord(0, 0), CoreCoord(cols - 1, rows - 1))])
         orientation = ShardOrientation.COL_MAJOR if cfg.transpose_mcast else ShardOrientation.ROW_MAJOR
