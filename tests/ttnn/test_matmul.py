@@ -627,3 +627,89 @@ def test_1d_program_config_decides_the_sharded_output_spec(open_mesh, rng):
     assert out.memory_config().memory_layout is ttnn.TensorMemoryLayout.WIDTH_SHARDED
     plain = ttnn.matmul(ttnn.to_memory_config(ta, ttnn.DRAM_MEMORY_CONFIG), tw, compute_kernel_config=EXACT)
     assert np.array_equal(_stored(out), _stored(plain))
+
+
+def _cores(x0, y0, x1, y1):
+    return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(x0, y0), ttnn.CoreCoord(x1, y1))])
+
+
+@pytest.mark.parametrize(
+    ("transpose_mcast", "grid", "cores", "orientation"),
+    [
+        (False, (8, 4), _cores(0, 0, 3, 1), ttnn.ShardOrientation.ROW_MAJOR),
+        (True, (2, 4), _cores(0, 0, 1, 3), ttnn.ShardOrientation.COL_MAJOR),
+    ],
+)
+def test_2d_program_config_decides_the_sharded_output_spec(
+    open_mesh, rng, transpose_mcast, grid, cores, orientation
+):
+    """A prefill matmul in Falcon-40B's style (``matmul_2d_config``, a block-sharded output): the caller's spec
+    (one tile per core of the full 8x4 grid) differs from the program config's blocks, and ttnn's matmul replaces
+    it ("Using computed config"): 2 batches of 64 rows fused are 4 M tiles, 2 blocks of per_core_M = 2 tiles, and 8
+    N tiles are 4 blocks of per_core_N = 2, on the 4x2 rectangle of cores from (0, 0) (2x4, COL_MAJOR, with
+    ``transpose_mcast``), even though the config's ``fuse_batch`` is False. The values are those of the
+    interleaved product."""
+    mesh = open_mesh((1, 1))
+    a = _put(mesh, _data(rng, 1, 2, 64, 256))
+    w = _put(mesh, _data(rng, 1, 1, 256, 256, scale=1 / 16), dtype=ttnn.bfloat8_b)
+    given = ttnn.MemoryConfig(
+        ttnn.TensorMemoryLayout.BLOCK_SHARDED,
+        ttnn.BufferType.L1,
+        ttnn.ShardSpec(_cores(0, 0, 7, 3), (32, 32)),
+    )
+    pc = ttnn.MatmulMultiCoreReuseMultiCastProgramConfig(
+        compute_with_storage_grid_size=grid,
+        in0_block_w=2,
+        out_subblock_h=1,
+        out_subblock_w=2,
+        per_core_M=2,
+        per_core_N=2,
+        transpose_mcast=transpose_mcast,
+        fused_activation=None,
+        fuse_batch=False,
+    )
+    out = ttnn.matmul(a, w, program_config=pc, memory_config=given, compute_kernel_config=EXACT)
+    mc = out.memory_config()
+    assert mc.memory_layout is ttnn.TensorMemoryLayout.BLOCK_SHARDED and mc.buffer_type is ttnn.BufferType.L1
+    assert mc.shard_spec == ttnn.ShardSpec(cores, (64, 64), orientation)
+    plain = ttnn.matmul(a, w, compute_kernel_config=EXACT)
+    assert np.array_equal(_stored(out), _stored(plain))
+    with pytest.raises(ValidationError, match=r"memory_config.*BLOCK_SHARDED.*2D multicast.*HEIGHT_SHARDED"):
+        ttnn.matmul(a, w, program_config=pc, memory_config=ttnn.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
+
+
+def test_reuse_program_config_decides_the_sharded_output_spec(open_mesh, rng):
+    """The Llama-2-70B T3000 rotation in small (``MatmulMultiCoreReuseProgramConfig``, one user's 1x2-tile block
+    per core, a height-sharded output): ttnn's matmul replaces the caller's spec by its blocks' (32, 64) shards on
+    the first 4 cores of the config's 4x2 grid, in the orientation of the sharded input: a's ROW_MAJOR (row by
+    row), else b's, else COL_MAJOR (column by column) when neither is sharded. The values are those of the
+    interleaved product."""
+    mesh = open_mesh((1, 1))
+    x, r = _data(rng, 1, 4, 32, 64), _data(rng, 1, 4, 64, 64, scale=1 / 8)
+    users = _cores(0, 0, 3, 0)
+
+    def height(grid, shape, orientation=ttnn.ShardOrientation.ROW_MAJOR):
+        return ttnn.MemoryConfig(
+            ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+            ttnn.BufferType.L1,
+            ttnn.ShardSpec(grid, shape, orientation),
+        )
+
+    given = height(_cores(0, 0, 0, 7), (16, 64))  # a spec of the caller's that the config's blocks replace
+    pc = ttnn.MatmulMultiCoreReuseProgramConfig((4, 2), 2, 1, 2, 1, 2)
+    plain = _stored(ttnn.matmul(_put(mesh, x), _put(mesh, r), compute_kernel_config=EXACT))
+    cases = [
+        (height(users, (32, 64)), None, ttnn.ShardSpec(users, (32, 64), ttnn.ShardOrientation.ROW_MAJOR)),
+        (None, height(users, (64, 64)), ttnn.ShardSpec(users, (32, 64), ttnn.ShardOrientation.ROW_MAJOR)),
+        (None, None, ttnn.ShardSpec(_cores(0, 0, 1, 1), (32, 64), ttnn.ShardOrientation.COL_MAJOR)),
+    ]
+    for a_mc, b_mc, spec in cases:
+        a = _put(mesh, x, **({"memory_config": a_mc} if a_mc else {}))
+        b = _put(mesh, r, **({"memory_config": b_mc} if b_mc else {}))
+        out = ttnn.matmul(a, b, program_config=pc, memory_config=given, compute_kernel_config=EXACT)
+        assert out.memory_config() == ttnn.MemoryConfig(
+            ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1, spec
+        )
+        assert np.array_equal(_stored(out), plain)
+    with pytest.raises(ValidationError, match=r"memory_config.*not WIDTH_SHARDED.*reuse.*WIDTH_SHARDED"):
+        ttnn.matmul(a, b, program_config=pc, memory_config=ttnn.L1_WIDTH_SHARDED_MEMORY_CONFIG)

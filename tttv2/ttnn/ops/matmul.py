@@ -18,6 +18,7 @@ from ..memory import (
     DRAM_MEMORY_CONFIG,
     CoreCoord,
     CoreGrid,
+    CoreRange,
     CoreRangeSet,
     MemoryConfig,
     ShardSpec,
@@ -337,8 +338,13 @@ def _matmul(
     mem = (
         memory_config if memory_config is not None else DRAM_MEMORY_CONFIG
     )  # ttnn's default output placement
-    if isinstance(program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig) and mem.is_sharded():
-        mem = _one_d_output_config(mem, program_config, shard_grid)
+    if isinstance(mem, MemoryConfig) and mem.is_sharded():  # a bad config is refused by output_like
+        if isinstance(program_config, MatmulMultiCoreReuseMultiCast1DProgramConfig):
+            mem = _one_d_output_config(mem, program_config, shard_grid)
+        elif isinstance(
+            program_config, (MatmulMultiCoreReuseMultiCastProgramConfig, MatmulMultiCoreReuseProgramConfig)
+        ):
+            mem = _blocked_output_config(op, mem, program_config, a, b, _tiles(m_rows) * batch, _tiles(n))
     topology = _output_topology(a, b)
     return output_like(
         op,
@@ -361,6 +367,52 @@ def _one_d_output_config(mem: MemoryConfig, cfg, grid: CoreRangeSet) -> MemoryCo
         grid, (cfg.per_core_M * TILE_SIZE, cfg.per_core_N * TILE_SIZE), ShardOrientation.ROW_MAJOR
     )
     return MemoryConfig(mem.memory_layout, mem.buffer_type, spec)
+
+
+def _blocked_output_config(
+    op: str, mem: MemoryConfig, cfg, a: Tensor, b: Tensor, mt: int, nt: int
+) -> MemoryConfig:
+    """The 2D multicast and the reuse program configs decide a sharded output's spec too, as ttnn's matmul does
+    (its output spec; "Using computed config" when a given spec differs): shards of ``per_core_M × per_core_N``
+    tiles, one per output block of the whole (batch-fused, ``mt × nt``-tile) output. The 2D config lays its
+    blocks on the rectangle of cores they fill, ``blocks_n × blocks_m`` (``blocks_m × blocks_n``, COL_MAJOR, with
+    ``transpose_mcast``), ROW_MAJOR; the reuse config takes the first ``blocks_m × blocks_n`` cores of its grid in
+    the orientation of the sharded input (``a`` first, then ``b``; COL_MAJOR, column by column, if neither is
+    sharded). The memory layout and buffer type stay the caller's; as in ttnn, the 2D config's must be
+    BLOCK_SHARDED and the reuse config's not WIDTH_SHARDED."""
+    two_d = isinstance(cfg, MatmulMultiCoreReuseMultiCastProgramConfig)
+    layout = mem.memory_layout
+    if two_d and layout is not TensorMemoryLayout.BLOCK_SHARDED:
+        raise op_error(
+            op,
+            "memory_config",
+            "BLOCK_SHARDED (or interleaved) for a 2D multicast program config",
+            layout.name,
+        )
+    if not two_d and layout is TensorMemoryLayout.WIDTH_SHARDED:
+        raise op_error(
+            op,
+            "memory_config",
+            "not WIDTH_SHARDED for a reuse program config",
+            layout.name,
+        )
+    blocks_m, blocks_n = -(-mt // cfg.per_core_M), -(-nt // cfg.per_core_N)
+    shape = (cfg.per_core_M * TILE_SIZE, cfg.per_core_N * TILE_SIZE)
+    if two_d:
+        cols, rows = (blocks_m, blocks_n) if cfg.transpose_mcast else (blocks_n, blocks_m)
+        grid = CoreRangeSet([CoreRange(CoreCoord(0, 0), CoreCoord(cols - 1, rows - 1))])
+        orientation = ShardOrientation.COL_MAJOR if cfg.transpose_mcast else ShardOrientation.ROW_MAJOR
+    else:
+        specs = [
+            mc.shard_spec for mc in (a.memory_config(), b.memory_config()) if mc is not None and mc.shard_spec
+        ]
+        orientation = specs[0].orientation if specs else ShardOrientation.COL_MAJOR
+        grid = num_cores_to_corerangeset(
+            blocks_m * blocks_n,
+            cfg.compute_with_storage_grid_size,
+            row_wise=orientation is ShardOrientation.ROW_MAJOR,
+        )
+    return MemoryConfig(mem.memory_layout, mem.buffer_type, ShardSpec(grid, shape, orientation))
 
 
 def _output_topology(a: Tensor, b: Tensor):
@@ -745,7 +797,7 @@ def group_attn_matmul(
     if b.is_sharded():
         _check_height_shard(op, "input_tensor_b", b, orientation, users, (kv_heads * k, n), "one per user")
     shard_grid = None
-    if mem.is_sharded():
+    if isinstance(mem, MemoryConfig) and mem.is_sharded():  # a bad config is refused by output_like
         expect(
             mem.memory_layout is TensorMemoryLayout.HEIGHT_SHARDED,
             op,
