@@ -52,7 +52,7 @@ from .plan import (
     setter_rebuild_calls,
 )
 from .source import Inputs
-from .walk import hot_paths, walk
+from .walk import children, hot_paths, walk
 
 LEGACY = "legacy"
 _TIGHT_EQUAL = cst.AssignEqual(
@@ -998,7 +998,7 @@ def _own_returns(node: cst.CSTNode) -> list[cst.Return]:
         return [node]
     if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
         return []
-    return [r for child in node.children for r in _own_returns(child)]
+    return [r for child in children(node) for r in _own_returns(child)]
 
 
 def _trailing(text: str) -> cst.TrailingWhitespace:
