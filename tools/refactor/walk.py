@@ -30,6 +30,8 @@ _VISIT_HELPERS = frozenset(
 )
 
 _DEFAULT = cst.MaybeSentinel.DEFAULT
+#: node classes without children (whitespace, newlines, ...), filled as their children functions are made
+_LEAVES: set[type] = set()
 _SEQUENCES = (tuple, list)
 
 #: node class -> a function giving its children as a new list, in LibCST's visit order
@@ -43,6 +45,8 @@ def _children_of(cls: type):
     found = _CHILDREN.get(cls)
     if found is None:
         fields = _child_fields(cls)
+        if not fields:
+            _LEAVES.add(cls)
         if all(kind != "any" for _, kind in fields):
             items = ", ".join(f"node.{n}" if kind == "node" else f"*node.{n}" for n, kind in fields)
             body = [f"    return [{items}]"]
@@ -212,7 +216,20 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
         if enter is None or enter(node):
             kind = type(node)
             for child in (known.get(kind) or _children_of(kind))(node):
-                if mark(child, inside_shared):
+                if type(child) in _LEAVES:  # no children: marked here, without a call of its own
+                    ident_child = id(child)
+                    inside = inside_shared
+                    if ident_child in seen:
+                        shared.add(ident_child)
+                        inside = True
+                    else:
+                        add_seen(ident_child)
+                        if shared and ident_child in shared:
+                            inside = True
+                    if inside or hit(child):
+                        add_hot(ident_child)
+                        found = True
+                elif mark(child, inside_shared):
                     found = True
         if found:
             add_hot(ident)

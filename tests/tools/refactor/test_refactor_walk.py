@@ -236,3 +236,18 @@ def test_attribute_uses_are_dropped_past_the_limit(monkeypatch):
     assert [n.attr.value for n in _attribute_reads(two, "self")] == ["b"]
     assert set(members._USES) == {id(two)}
     clear_memos()
+
+
+def test_hot_paths_mark_leaves_like_other_nodes():
+    """Nodes without children (whitespace) are marked without a call of their own: hit, shared, or neither."""
+    space, a, b = cst.SimpleWhitespace("  "), cst.Name("a"), cst.Name("b")
+    first, second = cst.Comma(whitespace_after=space), cst.Comma(whitespace_after=space)  # one leaf, twice
+    tree = cst.Tuple([cst.Element(a, comma=first), cst.Element(b, comma=second)])
+    hot = hot_paths(tree, lambda n: False)
+    path = {id(tree), id(tree.elements[0]), id(tree.elements[1]), id(first), id(second), id(space)}
+    assert hot == path  # the shared leaf is entered everywhere, with the paths to it; a and b are not
+    lone = cst.SimpleWhitespace(" ")
+    single = cst.Tuple([cst.Element(a, comma=cst.Comma(whitespace_after=lone)), cst.Element(b)])
+    hot = hot_paths(single, lambda n: n is lone)
+    assert hot == {id(single), id(single.elements[0]), id(single.elements[0].comma), id(lone)}
+    assert hot_paths(single, lambda n: n is lone, lambda n: type(n) is not cst.Comma) == set()  # not entered
