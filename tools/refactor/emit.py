@@ -17,6 +17,7 @@ from .cleanup import lint_after_specialising, remove_dead_code, unused_imports
 from .cstutil import (
     assigned_names,
     block_statements,
+    children,
     code,
     dotted,
     is_staticmethod,
@@ -52,7 +53,7 @@ from .plan import (
     setter_rebuild_calls,
 )
 from .source import Inputs
-from .walk import children, hot_paths, walk
+from .walk import hot_paths, walk
 
 LEGACY = "legacy"
 _TIGHT_EQUAL = cst.AssignEqual(
