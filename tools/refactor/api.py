@@ -31,9 +31,15 @@ class Generated:
     plan: ClassPlan
     rendered: Rendered
 
+    _code: tuple[cst.Module, str] | None = field(default=None, init=False, repr=False, compare=False)
+
     @property
     def code(self) -> str:
-        return self.rendered.module.code
+        """The module's text, rendered once per module object (the run, the Zen check and the markers ask)."""
+        module = self.rendered.module
+        if self._code is None or self._code[0] is not module:
+            self._code = (module, module.code)
+        return self._code[1]
 
 
 @dataclass

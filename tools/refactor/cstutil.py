@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .walk import children
+from .walk import children, clear_run_memos
 
 _EMPTY = cst.parse_module("")
 
@@ -179,10 +179,11 @@ _MEMO_LIMIT = 400_000
 
 
 def clear_memos() -> None:
-    """Forget the memoised texts and summaries: each run starts, and ends, with none (a run never gains from
-    an earlier one, and the nodes are freed)."""
+    """Forget the memoised texts and summaries, and the passes' run memos: each run starts, and ends, with none
+    (a run never gains from an earlier one, and the nodes are freed)."""
     _MEMO.clear()
     _CODE.clear()
+    clear_run_memos()
 
 
 _OUTERMOST = [True]  # the next summary() call is not inside another one

@@ -17,6 +17,7 @@ from .cleanup import lint_after_specialising, remove_dead_code, unused_imports
 from .cstutil import (
     assigned_names,
     block_statements,
+    children,
     code,
     dotted,
     is_staticmethod,
@@ -1004,7 +1005,7 @@ def _own_returns(node: cst.CSTNode) -> list[cst.Return]:
         return [node]
     if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
         return []
-    return [r for child in node.children for r in _own_returns(child)]
+    return [r for child in children(node) for r in _own_returns(child)]
 
 
 def _trailing(text: str) -> cst.TrailingWhitespace:

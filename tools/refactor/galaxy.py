@@ -16,6 +16,7 @@ import libcst as cst
 
 from .cstutil import code, names_read, names_written
 from .source import Inputs, methods_of
+from .walk import walk
 
 _DEPTH = 8
 _BUILTINS = frozenset(dir(builtins))
@@ -29,7 +30,14 @@ class GalaxyTest:
 
 
 def galaxy_tests(inputs: Inputs) -> list[GalaxyTest]:
-    """The distinct galaxy tests of the class that can be written with the constructor's parameters alone."""
+    """The distinct galaxy tests of the class that can be written with the constructor's parameters alone
+    (found once per run: each generated module's topology check asks)."""
+    if "galaxy_tests" not in inputs.cache:
+        inputs.cache["galaxy_tests"] = tuple(_galaxy_tests(inputs))
+    return list(inputs.cache["galaxy_tests"])
+
+
+def _galaxy_tests(inputs: Inputs) -> list[GalaxyTest]:
     methods = methods_of(inputs.klass)
     init = methods.get("__init__")
     if init is None:
@@ -70,7 +78,7 @@ def _single_values(
     ``__init__``'s own body (not under a test or a loop)."""
     counts: dict[str, int] = {}
     for func in methods.values():
-        for node in _walk(func):
+        for node in walk(func):
             for target in _self_targets(node):
                 counts[target] = counts.get(target, 0) + 1
     values: dict[str, cst.BaseExpression] = {}
@@ -88,12 +96,6 @@ def _single_values(
             ):
                 values[attrs[0]] = small.value
     return values
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
 
 
 def _self_targets(node: cst.CSTNode) -> list[str]:

@@ -24,7 +24,7 @@ from .bases import inherited
 from .cstutil import block_statements, is_atom, names_read, small_statement
 from .errors import Gap
 from .source import Inputs
-from .walk import walk
+from .walk import run_memo, walk
 
 LEGACY = "legacy"
 _LITERAL_NAMES = {"True", "False", "None"}
@@ -81,63 +81,85 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
     return isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString))
 
 
-def _is_setattr_on(node: cst.CSTNode, owner: str) -> bool:
-    return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Name)
-        and node.func.value == "setattr"
-        and bool(node.args)
-        and isinstance(node.args[0].value, cst.Name)
-        and node.args[0].value.value == owner
-    )
+@dataclass(frozen=True)
+class _AttributeUses:
+    """What one walk of a tree finds about ``OWNER.X`` attributes: the reads, the names written, and the owners
+    also set by name (``setattr(OWNER, …)``, a read of ``OWNER.__dict__``)."""
+
+    #: owner -> the OWNER.X nodes that are not assignment targets, in walk order
+    reads: dict[str, list[cst.Attribute]]
+    written: dict[str, set[str]]  # owner -> X of every OWNER.X assigned
+    dynamic: frozenset[str]  # owners set by name
 
 
-def _written_ids(tree: cst.CSTNode) -> set[int]:
-    """Ids of the attribute nodes that are assignment targets (``legacy.x = …``, ``for self.i in …``)."""
-    out: set[int] = set()
+#: tree id -> (tree, its attribute uses): the run-time check asks three questions of each statement, and the
+#: construction rounds ask two of each version of ``from_model_args``; one walk answers them (until the run ends)
+_USES: dict = run_memo()
+
+
+def _attribute_uses(tree: cst.CSTNode) -> _AttributeUses:
+    hit = _USES.get(id(tree))
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    # ids of the nodes that are assignment targets (``legacy.x = …``, ``for self.i in …``)
+    targets: set[int] = set()
 
     def mark(target: cst.CSTNode) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        kind = type(target)
+        if kind is cst.Tuple or kind is cst.List:
             for element in target.elements:
                 mark(element.value)
-        elif isinstance(target, cst.StarredElement):
+        elif kind is cst.StarredElement:
             mark(target.value)
         else:
-            out.add(id(target))
+            targets.add(id(target))
 
+    attributes: list[cst.Attribute] = []
+    setattr_owners: set[str] = set()
     for node in walk(tree):
-        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.For)):
+        kind = type(node)
+        if kind is cst.Attribute:
+            if type(node.value) is cst.Name:
+                attributes.append(node)
+        elif kind is cst.AssignTarget or kind is cst.AnnAssign or kind is cst.For:
             mark(node.target)
-        elif isinstance(node, cst.AsName):
+        elif kind is cst.AsName:
             mark(node.name)
-    return out
+        elif kind is cst.Call and type(node.func) is cst.Name and node.func.value == "setattr" and node.args:
+            first = node.args[0].value
+            if type(first) is cst.Name:
+                setattr_owners.add(first.value)
+    reads: dict[str, list[cst.Attribute]] = {}
+    written: dict[str, set[str]] = {}
+    for node in attributes:  # after the walk: a target is known whatever the order its nodes were met in
+        owner = node.value.value
+        if id(node) in targets:
+            written.setdefault(owner, set()).add(node.attr.value)
+        else:
+            reads.setdefault(owner, []).append(node)
+            if node.attr.value == "__dict__":
+                setattr_owners.add(owner)
+    uses = _AttributeUses(reads, written, frozenset(setattr_owners))
+    if len(_USES) > _USES_LIMIT:
+        _USES.clear()
+    _USES[id(tree)] = (tree, uses)
+    return uses
+
+
+_USES_LIMIT = 100_000
 
 
 def _attribute_reads(tree: cst.CSTNode, owner: str) -> list[cst.Attribute]:
-    written = _written_ids(tree)
-    return [
-        node
-        for node in walk(tree)
-        if isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == owner
-        and id(node) not in written
-    ]
+    """The ``owner.X`` nodes of ``tree`` that are read (not assigned), in LibCST's visit order."""
+    return list(_attribute_uses(tree).reads.get(owner, ()))
 
 
 def _attributes_written(tree: cst.CSTNode, owner: str) -> set[str] | None:
     """Names assigned as ``owner.X``; None when ``owner`` is also set by name (``setattr``, ``__dict__``)."""
-    out: set[str] = set()
-    written = _written_ids(tree)
-    for node in walk(tree):
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == owner:
-            if id(node) in written:
-                out.add(node.attr.value)
-            elif node.attr.value == "__dict__":
-                return None
-        elif _is_setattr_on(node, owner):
-            return None
-    return out
+    uses = _attribute_uses(tree)
+    if owner in uses.dynamic:
+        return None
+    return set(uses.written.get(owner, ()))
 
 
 class _Replace(cst.CSTTransformer):

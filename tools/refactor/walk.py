@@ -30,6 +30,8 @@ _VISIT_HELPERS = frozenset(
 )
 
 _DEFAULT = cst.MaybeSentinel.DEFAULT
+#: node classes without children (whitespace, newlines, ...), filled as their children functions are made
+_LEAVES: set[type] = set()
 _SEQUENCES = (tuple, list)
 
 #: node class -> a function giving its children as a new list, in LibCST's visit order
@@ -43,6 +45,8 @@ def _children_of(cls: type):
     found = _CHILDREN.get(cls)
     if found is None:
         fields = _child_fields(cls)
+        if not fields:
+            _LEAVES.add(cls)
         if all(kind != "any" for _, kind in fields):
             items = ", ".join(f"node.{n}" if kind == "node" else f"*node.{n}" for n, kind in fields)
             body = [f"    return [{items}]"]
@@ -124,15 +128,67 @@ def visit_read_only(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
 
 def walk(node: cst.CSTNode, enter=None) -> Iterator[cst.CSTNode]:
     """Every node of the subtree, ``node`` first, in LibCST's (pre-order) visit order; with ``enter``, the
-    children of a node only when ``enter(node)`` is true (the node itself is always yielded)."""
+    children of a node only when ``enter(node)`` is true (the node itself is always yielded).
+
+    Nodes never change, so the order of a whole subtree (no ``enter``) is kept once a walk of it has finished,
+    and a later walk of the same node reads it back (the passes walk the same methods again and again); kept
+    until :func:`clear_run_memos`, with the node, so an id is never reused while its entry lives."""
+    if enter is None:
+        hit = _ORDERS.get(id(node))
+        if hit is not None and hit[0] is node:
+            return iter(hit[1])
+        return _walk_kept(node)
+    return _walk(node, enter)
+
+
+def _walk(node: cst.CSTNode, enter) -> Iterator[cst.CSTNode]:
     stack = [node]
     known = _CHILDREN
     while stack:
         current = stack.pop()
         yield current
-        if enter is None or enter(current):
+        if enter(current):
             kind = type(current)
             stack.extend(reversed((known.get(kind) or _children_of(kind))(current)))
+
+
+def _walk_kept(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """:func:`walk` without ``enter``, keeping the order when the caller reads it to the end."""
+    order: list[cst.CSTNode] = []
+    add = order.append
+    stack = [node]
+    known = _CHILDREN
+    while stack:
+        current = stack.pop()
+        add(current)
+        yield current
+        kind = type(current)
+        stack.extend(reversed((known.get(kind) or _children_of(kind))(current)))
+    if len(_ORDERS) > _ORDERS_LIMIT:
+        _ORDERS.clear()
+    _ORDERS[id(node)] = (node, order)
+
+
+_RUN_MEMOS: list[dict] = []
+
+
+def run_memo() -> dict:
+    """A memo keyed by node identity (each entry holding its node) that :func:`clear_run_memos` empties."""
+    memo: dict = {}
+    _RUN_MEMOS.append(memo)
+    return memo
+
+
+def clear_run_memos() -> None:
+    """Empty every :func:`run_memo` (a run starts, and ends, with none: it never gains from an earlier one, and
+    the nodes are freed)."""
+    for memo in _RUN_MEMOS:
+        memo.clear()
+
+
+#: id of a walked node -> (the node, its subtree in walk order)
+_ORDERS: dict = run_memo()
+_ORDERS_LIMIT = 50_000
 
 
 def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
@@ -160,7 +216,20 @@ def hot_paths(tree: cst.CSTNode, hit, enter=None) -> set[int]:
         if enter is None or enter(node):
             kind = type(node)
             for child in (known.get(kind) or _children_of(kind))(node):
-                if mark(child, inside_shared):
+                if type(child) in _LEAVES:  # no children: marked here, without a call of its own
+                    ident_child = id(child)
+                    inside = inside_shared
+                    if ident_child in seen:
+                        shared.add(ident_child)
+                        inside = True
+                    else:
+                        add_seen(ident_child)
+                        if shared and ident_child in shared:
+                            inside = True
+                    if inside or hit(child):
+                        add_hot(ident_child)
+                        found = True
+                elif mark(child, inside_shared):
                     found = True
         if found:
             add_hot(ident)

@@ -27,14 +27,13 @@ SCAFFOLDING = frozenset({"forward", "load_device_weights", "_tttv2_zen_entry"})
 ENTRY = "_tttv2_zen_entry"
 
 
-def _with_entry(code: str, class_name: str) -> tuple[str, int, int] | None:
+def _with_entry(code: str, class_name: str, tree: ast.Module) -> tuple[str, int, int] | None:
     """``code`` with one more method at the end of ``class_name``: it calls ``forward`` and every method that
     ``_bind`` binds (``self._x = self._x_true if … else self._x_false``: the forwards call them through the
     attribute, which trace-deps does not follow), each with parameters of its own names, run-time inputs. One
     analysis from it covers the whole forward path. Also returns the last line of the class and the number of
     lines added (to map the analysis's lines back). None: no such class or no ``forward``. (``ast``, not
-    LibCST: only names and lines are needed, and this runs on every output.)"""
-    tree = ast.parse(code)
+    LibCST: only names and lines are needed, and this runs on every output; ``tree`` is ``code`` parsed.)"""
     klass = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
     if klass is None:
         return None
@@ -69,14 +68,14 @@ def _lines(code: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
-def _loop_variables(code: str) -> dict[str, set[str]]:
+def _loop_variables(tree: ast.Module) -> dict[str, set[str]]:
     """{function name: names that take one value per iteration} over the module's functions: what its ``for``
     loops and comprehensions bind, and a local every assignment of which reads such a name and no parameter of
     the function (tt_transformers' ``activation_dtype = opts.get_tensor_dtype(decoder_id=i, …)`` inside
     ``for i, layer in enumerate(self.layers)``: a per-layer value, known at construction for each layer but
-    not once for the module). ``x = layer(x)`` reads a parameter: not one of them."""
+    not once for the module). ``x = layer(x)`` reads a parameter: not one of them. ``tree``: the module parsed."""
     out: dict[str, set[str]] = {}
-    for func in ast.walk(ast.parse(code)):
+    for func in ast.walk(tree):
         if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = out.setdefault(func.name, set())
             arguments = func.args
@@ -129,12 +128,19 @@ def _in_assert(asserts: list[tuple[int, int]], line: int) -> bool:
 def static_branches(code: str, file_name: str, class_name: str) -> list[tuple[str, str, str, str]]:
     """(generated file:line, function, test, classification) of every non-runtime branch on the forward path
     of ``class_name`` in ``code`` (the text of the generated module ``file_name``): one trace-deps analysis."""
-    made = _with_entry(code, class_name)
+    tree = ast.parse(code)  # once for the three questions below
+    made = _with_entry(code, class_name, tree)
     if made is None:
         return []
     text, last, added = made
-    loops = _loop_variables(code)
-    asserts = [(n.lineno, n.end_lineno) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Assert)]
+    loops = _loop_variables(tree)
+    # the lines of the asserts in the analysed text: the added method has none, and the lines after the class
+    # moved down by what was added
+    asserts = [
+        tuple(line + added if line > last else line for line in (n.lineno, n.end_lineno))
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assert)
+    ]
     found: dict[str, tuple[str, str, str, str]] = {}
     with tempfile.TemporaryDirectory(prefix="tttv2-zen-") as folder:
         path = Path(folder) / file_name

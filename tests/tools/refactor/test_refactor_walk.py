@@ -10,7 +10,10 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from tttv2_tools.refactor import walk as walk_module
+from tttv2_tools.refactor.cstutil import clear_memos
 from tttv2_tools.refactor.lines import method_lines, positions, start_lines
+from tttv2_tools.refactor.members import _attribute_reads, _attributes_written
 from tttv2_tools.refactor.walk import children, hot_paths, visit_read_only, walk
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -153,3 +156,98 @@ def test_hot_paths_lead_to_hits_and_through_every_shared_subtree():
     twice = cst.Tuple([cst.Element(shared), cst.Element(shared), cst.Element(y), cst.Element(z)])
     hot = hot_paths(twice, is_y)
     assert {id(n) for n in walk(shared)} <= hot and id(z) not in hot and id(twice.elements[0]) in hot
+
+
+def _libcst_order(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Pre-order through LibCST's own ``children``."""
+    out = [node]
+    for child in node.children:
+        out += _libcst_order(child)
+    return out
+
+
+def _same(ours, theirs) -> bool:
+    ours, theirs = list(ours), list(theirs)
+    return len(ours) == len(theirs) and all(a is b for a, b in zip(ours, theirs))
+
+
+def test_a_finished_walk_is_kept_and_read_back_in_the_same_order():
+    clear_memos()
+    module = cst.parse_module(ODD)
+    function = module.body[-1]
+    started = walk(function)
+    next(started)  # a walk left half-way keeps nothing
+    assert id(function) not in walk_module._ORDERS
+    expected = _libcst_order(module)
+    assert _same(walk(module), expected) and id(module) in walk_module._ORDERS
+    assert _same(walk(module), expected)  # read back
+    assert _same(walk(function), _libcst_order(function))  # a node inside a kept walk: its own walk
+    pruned = list(walk(module, lambda n: not isinstance(n, cst.FunctionDef)))  # with ``enter``: never kept
+    assert pruned[-1] is function and _same(walk(module), expected)
+    clear_memos()  # a run ends: nothing kept
+    assert not walk_module._ORDERS
+
+
+def test_kept_walks_are_dropped_past_the_limit(monkeypatch):
+    clear_memos()
+    monkeypatch.setattr(walk_module, "_ORDERS_LIMIT", 1)
+    first, second, third = (cst.parse_expression(t) for t in ("a + b", "c", "d.e"))
+    for node in (first, second, third):
+        assert _same(walk(node), _libcst_order(node))
+    assert set(walk_module._ORDERS) == {id(third)}  # the memo was full (two entries) when the third came
+    clear_memos()
+
+
+MEMBER_USES = """
+def f(self, legacy, cls):
+    self.a = 1
+    (self.b, [self.c, *self.d]) = t
+    for self.e in x:
+        pass
+    with g() as self.f:
+        pass
+    self.h: int = legacy.k
+    print(self.r, cls.q, self.a, legacy.m.n, other.p)
+    setattr(legacy, "x", 1)
+    print(cls.__dict__)
+"""
+
+
+def test_attribute_uses_of_a_tree():
+    clear_memos()
+    func = cst.parse_module(MEMBER_USES).body[0]
+    assert _attributes_written(func, "self") == {"a", "b", "c", "d", "e", "f", "h"}
+    assert [n.attr.value for n in _attribute_reads(func, "self")] == ["r", "a"]
+    assert [n.attr.value for n in _attribute_reads(func, "legacy")] == ["k", "m"]
+    assert [n.attr.value for n in _attribute_reads(func, "cls")] == ["q", "__dict__"]
+    assert _attributes_written(func, "legacy") is None  # setattr(legacy, ...)
+    assert _attributes_written(func, "cls") is None  # cls.__dict__ read
+    assert _attributes_written(func, "other") == set() and _attribute_reads(func, "nobody") == []
+    clear_memos()
+
+
+def test_attribute_uses_are_dropped_past_the_limit(monkeypatch):
+    from tttv2_tools.refactor import members
+
+    clear_memos()
+    monkeypatch.setattr(members, "_USES_LIMIT", 0)
+    one, two = cst.parse_expression("self.a"), cst.parse_expression("self.b")
+    assert [n.attr.value for n in _attribute_reads(one, "self")] == ["a"]
+    assert [n.attr.value for n in _attribute_reads(two, "self")] == ["b"]
+    assert set(members._USES) == {id(two)}
+    clear_memos()
+
+
+def test_hot_paths_mark_leaves_like_other_nodes():
+    """Nodes without children (whitespace) are marked without a call of their own: hit, shared, or neither."""
+    space, a, b = cst.SimpleWhitespace("  "), cst.Name("a"), cst.Name("b")
+    first, second = cst.Comma(whitespace_after=space), cst.Comma(whitespace_after=space)  # one leaf, twice
+    tree = cst.Tuple([cst.Element(a, comma=first), cst.Element(b, comma=second)])
+    hot = hot_paths(tree, lambda n: False)
+    path = {id(tree), id(tree.elements[0]), id(tree.elements[1]), id(first), id(second), id(space)}
+    assert hot == path  # the shared leaf is entered everywhere, with the paths to it; a and b are not
+    lone = cst.SimpleWhitespace(" ")
+    single = cst.Tuple([cst.Element(a, comma=cst.Comma(whitespace_after=lone)), cst.Element(b)])
+    hot = hot_paths(single, lambda n: n is lone)
+    assert hot == {id(single), id(single.elements[0]), id(single.elements[0].comma), id(lone)}
+    assert hot_paths(single, lambda n: n is lone, lambda n: type(n) is not cst.Comma) == set()  # not entered
