@@ -61,6 +61,8 @@ class ClassFacts:
     config_objects: set[str] = field(default_factory=set)
     # set by a forward for its own later use: locals of the generated method (cached.py)
     cached: set[str] = field(default_factory=set)
+    # device weights a forward converts in place by an idempotent conversion: converted once, at loading (relaid.py)
+    relaid: dict[str, cst.Call] = field(default_factory=dict)
     # the attribute holding the constructor's device argument (``self.mesh_device = mesh_device``): a forward's
     # ``x.device()`` is read as it (inputdevice.py); None when the constructor takes no device
     mesh: str | None = None

@@ -1,0 +1,143 @@
+"""A forward that converts a device weight in place on every call (issue 21, item 3; tt-metal's Gemma-3
+multi-modal projector re-tiles its projection weight before the matmul): a constant, idempotent conversion is
+made once, where the generated module loads its weights, and the forward only reads the weight. A conversion to
+a run-time value, or a weight read before its conversion, stays a gap."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import libcst as cst
+import pytest
+import torch
+
+from tests.tools.refactor.conftest import (
+    assert_identical,
+    generated_class,
+    importable_inputs,
+    input_rows,
+    replicated,
+)
+from tttv2 import ttnn
+from tttv2_tools.refactor import generate
+from tttv2_tools.refactor.relaid import drop_conversions, relaid_weights
+from tttv2_tools.refactor.source import methods_of
+
+INPUTS = Path(__file__).parent / "inputs"
+FIXTURE = INPUTS / "rzen" / "relaid_proj.py"
+
+inputs_importable = importable_inputs("rzen")
+
+
+def _state_dict():
+    generator = torch.Generator().manual_seed(3)
+    return {
+        "mm.proj.weight": torch.randn(64, 96, generator=generator) / 8,
+        "mm.proj.bias": torch.randn(1, 1, 1, 96, generator=generator),
+    }
+
+
+def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
+    result = generate(FIXTURE, class_name="RelaidProjector")
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    code = result.modules[0].code
+    load, forward = code.split("def load_device_weights")[1].split("def forward")
+    assert "self.proj_weight = ttnn.to_layout(_on_device(self.config.proj_weight), ttnn.TILE_LAYOUT)" in load
+    assert "self.proj_bias = ttnn.typecast(_on_device(self.config.proj_bias), dtype=ttnn.bfloat16)" in load
+    assert "self.proj_weight =" not in forward and "self.proj_bias =" not in forward
+    assert "ttnn.matmul(normed, self.proj_weight)" in forward
+    tttv1 = importlib.import_module("rzen.relaid_proj").RelaidProjector
+    new_class = generated_class(result, "1d", tmp_path)
+    for shape in ((1, 1), (1, 2), (1, 8)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        old = tttv1(mesh, _state_dict(), "mm.")
+        new = new_class.from_model_args(mesh, _state_dict(), "mm.")
+        for call, rows in enumerate(
+            (32, 32, 64)
+        ):  # the first call converts in TTTv1, the later ones find it done
+            expected = old.forward(replicated(input_rows(rows), mesh))
+            got = new.forward(replicated(input_rows(rows), mesh))
+            assert_identical(expected, got, f"{shape} call {call}")
+        assert old.proj_weight.layout == ttnn.TILE_LAYOUT and new.proj_weight.layout == ttnn.TILE_LAYOUT
+        assert new.proj_bias.dtype == ttnn.bfloat16
+        ttnn.close_mesh_device(mesh)
+
+
+@pytest.mark.parametrize(
+    ("class_name", "lines"),
+    [
+        ("FollowingProjector", {50, 51}),  # converted to each input's memory config: a run-time value
+        ("PeekingProjector", {65, 66, 67}),  # its layout is read before the conversion, which changes it
+    ],
+)
+def test_a_conversion_that_is_not_constant_stays_a_gap(class_name, lines):
+    gaps = generate(FIXTURE, class_name=class_name).gaps
+    assert {(g.loc, g.what, g.reason) for g in gaps} == {
+        (f"relaid_proj.py:{line}", "self.proj_weight", "forward changes module state") for line in lines
+    }
+
+
+_OTHER = "\n    def other(self):\n        return self.b\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "extra", "relaid"),
+    [
+        ("self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n        return self.w", "", {"w"}),
+        ("self.w = ttnn.to_memory_config(self.w, memory_config=ttnn.L1_MEMORY_CONFIG)", "", {"w"}),
+        ("self.h = ttnn.to_layout(self.h, ttnn.TILE_LAYOUT)", "", set()),  # not a device tensor of __init__
+        ("self.w = ttnn.reshape(self.w, (1, 64))", "", set()),  # not a conversion
+        ("self.w = ttnn.to_layout(self.b, ttnn.TILE_LAYOUT)", "", set()),  # converts another tensor
+        ("self.w = ttnn.to_layout(x, ttnn.TILE_LAYOUT)", "", set()),  # an input
+        ("self.w = ttnn.to_layout(layout=ttnn.TILE_LAYOUT, input_tensor=self.w)", "", set()),  # by keyword
+        ("self.w = ttnn.typecast(self.w, self.dtype)", "", set()),  # reads self
+        ("self.w = ttnn.typecast(self.w, *kinds)", "", set()),  # starred
+        (
+            "self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n        self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)",
+            "",
+            set(),
+        ),
+        (
+            "self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n        if x:\n            self.w = None",
+            "",
+            set(),
+        ),
+        (
+            "self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n        self.w += 1",
+            "",
+            set(),
+        ),  # changed in place
+        ("self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n        ttnn.deallocate(self.w)", "", set()),
+        (
+            "self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)",
+            "\n    def later(self):\n        return self.w\n",
+            set(),
+        ),
+        (
+            "self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)",
+            "\n    def later(self):\n        self.w = ttnn.to_layout(self.w, ttnn.ROW_MAJOR_LAYOUT)\n",
+            set(),
+        ),
+        (
+            "self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)",
+            "\n    def later(self):\n        self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n        return self.w\n",
+            {"w"},
+        ),
+    ],
+)
+def test_which_weights_are_converted_once(body, extra, relaid):
+    source = f"class C:\n    def forward(self, x):\n        {body}\n{_OTHER}{extra}"
+    methods = methods_of(cst.parse_module(source).body[0])
+    forwards = ["forward", "later"] if extra else ["forward"]
+    mutated = {"forward": {"w"}} if "+=" in body else {}
+    assert set(relaid_weights(methods, forwards, ["__init__"], {"w", "b"}, mutated)) == relaid
+
+
+def test_dropping_the_only_statement_leaves_a_valid_body():
+    source = "class C:\n    def forward(self):\n        self.w = ttnn.to_layout(self.w, ttnn.TILE_LAYOUT)\n"
+    methods = methods_of(cst.parse_module(source).body[0])
+    relaid = relaid_weights(methods, ["forward"], ["__init__"], {"w"}, {})
+    out = drop_conversions(methods["forward"], relaid, None)
+    assert cst.Module(body=[out]).code.strip().endswith("pass")
+    assert drop_conversions(methods["forward"], {}, None) is methods["forward"]
