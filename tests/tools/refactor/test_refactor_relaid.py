@@ -47,6 +47,14 @@ def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
     assert "self.proj_bias = ttnn.typecast(_on_device(self.config.proj_bias), dtype=ttnn.bfloat16)" in load
     assert "self.proj_weight =" not in forward and "self.proj_bias =" not in forward
     assert "ttnn.matmul(normed, self.proj_weight)" in forward
+    assert result.notes == [
+        "relaid_proj.py:32: self.proj_weight: the forward converts it in place on every call "
+        "(`ttnn.to_layout(self.proj_weight, ttnn.TILE_LAYOUT)`); the generated module converts it once, in "
+        "load_device_weights()",
+        "relaid_proj.py:33: self.proj_bias: the forward converts it in place on every call "
+        "(`ttnn.typecast(self.proj_bias, dtype=ttnn.bfloat16)`); the generated module converts it once, in "
+        "load_device_weights()",
+    ]
     tttv1 = importlib.import_module("rzen.relaid_proj").RelaidProjector
     new_class = generated_class(result, "1d", tmp_path)
     for shape in ((1, 1), (1, 2), (1, 8)):
