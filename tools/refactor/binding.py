@@ -135,6 +135,8 @@ class Scope:
     def self_attr_static(self, attr: str, *, device_static: bool = False) -> bool:
         if attr in self.facts.holders or attr in self.facts.resources or attr in self.facts.config_objects:
             return True
+        if attr in self.facts.relaid:  # read as the forwards see it: once loaded and converted (relaid.py)
+            return False
         if attr in self.facts.device:
             return device_static
         if attr in self.facts.assigned_in_forward:

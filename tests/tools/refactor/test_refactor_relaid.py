@@ -47,6 +47,9 @@ def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
     assert "self.proj_bias = ttnn.typecast(_on_device(self.config.proj_bias), dtype=ttnn.bfloat16)" in load
     assert "self.proj_weight =" not in forward and "self.proj_bias =" not in forward
     assert "ttnn.matmul(normed, self.proj_weight)" in forward
+    # a test on the converted weight is made at run time, on the weight the forward reads (at construction it
+    # would see the unconverted one)
+    assert "if self.proj_bias.dtype == ttnn.bfloat16:" in forward
     assert result.notes == [
         "relaid_proj.py:32: self.proj_weight: the forward converts it in place on every call "
         "(`ttnn.to_layout(self.proj_weight, ttnn.TILE_LAYOUT)`); the generated module converts it once, in "
@@ -75,8 +78,8 @@ def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
 @pytest.mark.parametrize(
     ("class_name", "lines"),
     [
-        ("FollowingProjector", {50, 51}),  # converted to each input's memory config: a run-time value
-        ("PeekingProjector", {65, 66, 67}),  # its layout is read before the conversion, which changes it
+        ("FollowingProjector", {52, 53}),  # converted to each input's memory config: a run-time value
+        ("PeekingProjector", {67, 68, 69}),  # its layout is read before the conversion, which changes it
     ],
 )
 def test_a_conversion_that_is_not_constant_stays_a_gap(class_name, lines):

@@ -32,6 +32,8 @@ class RelaidProjector:
         self.proj_weight = ttnn.to_layout(self.proj_weight, ttnn.TILE_LAYOUT)
         self.proj_bias = ttnn.typecast(self.proj_bias, dtype=ttnn.bfloat16)
         projected = ttnn.matmul(normed, self.proj_weight)
+        if self.proj_bias.dtype == ttnn.bfloat16:
+            projected = ttnn.mul(projected, 0.5)
         ttnn.deallocate(normed)
         return ttnn.add(projected, self.proj_bias)
 
