@@ -196,10 +196,12 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
             elif isinstance(value, cst.Call) and (dotted(value.func) or "").endswith(".get_model_config"):
                 facts.holders.add(attr)
     mutated: dict[str, set[str]] = {}
+    assigned: set[str] = set()
     for name in forward_methods:
         func = methods.get(name)
         if func is not None:
             mutated[name] = _self_mutations(func)
+            assigned |= {attr for attr, _ in _self_assignments(func)}
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
             facts.assigned_in_forward |= mutated[name]
     facts.resources -= facts.holders
@@ -209,6 +211,9 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     facts.assigned_in_forward -= facts.cached
     facts.relaid = relaid_weights(methods, forward_methods, init_names, facts.device, mutated)
     facts.assigned_in_forward -= set(facts.relaid)
+    # a device tensor a forward only rebinds (never changes in place): the generated module holds it as self.<attr>
+    # too (load_device_weights), so the forward's writes stay what they are in TTTv1, per-instance state
+    facts.kept_state = (assigned & facts.device) - set().union(*mutated.values()) - set(facts.relaid)
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -1083,7 +1088,7 @@ class Planner:
                         )
                     )
             for attr in _self_attr_nodes(method.func):
-                if attr.attr.value in self.facts.assigned_in_forward:
+                if attr.attr.value in self.facts.assigned_in_forward - self.facts.kept_state:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )

@@ -1,7 +1,8 @@
 """A forward that converts a device weight in place on every call (issue 21, item 3; tt-metal's Gemma-3
 multi-modal projector re-tiles its projection weight before the matmul): a constant, idempotent conversion is
-made once, where the generated module loads its weights, and the forward only reads the weight. A conversion to
-a run-time value, or a weight read before its conversion, stays a gap."""
+made once, where the generated module loads its weights, and the forward only reads the weight. A weight the
+forward replaces with a run-time value, or reads before its conversion, is kept as the generated module's own
+per-instance state; one the forward also changes in place stays a gap."""
 
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
     # would see the unconverted one)
     assert "if self.proj_bias.dtype == ttnn.bfloat16:" in forward
     assert result.notes == [
-        "relaid_proj.py:32: self.proj_weight: the forward converts it in place on every call "
+        "relaid_proj.py:33: self.proj_weight: the forward converts it in place on every call "
         "(`ttnn.to_layout(self.proj_weight, ttnn.TILE_LAYOUT)`); the generated module converts it once, in "
         "load_device_weights()",
-        "relaid_proj.py:33: self.proj_bias: the forward converts it in place on every call "
+        "relaid_proj.py:34: self.proj_bias: the forward converts it in place on every call "
         "(`ttnn.typecast(self.proj_bias, dtype=ttnn.bfloat16)`); the generated module converts it once, in "
         "load_device_weights()",
     ]
@@ -75,17 +76,57 @@ def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
         ttnn.close_mesh_device(mesh)
 
 
-@pytest.mark.parametrize(
-    ("class_name", "lines"),
-    [
-        ("FollowingProjector", {52, 53}),  # converted to each input's memory config: a run-time value
-        ("PeekingProjector", {67, 68, 69}),  # its layout is read before the conversion, which changes it
-    ],
-)
-def test_a_conversion_that_is_not_constant_stays_a_gap(class_name, lines):
-    gaps = generate(FIXTURE, class_name=class_name).gaps
+def _run_both(result, tmp_path, class_name, calls):
+    """TTTv1's ``class_name`` and its generated module, on the same calls (each an input and its memory config):
+    equal bit for bit, call after call, and so is the weight each keeps."""
+    tttv1 = getattr(importlib.import_module("rzen.relaid_proj"), class_name)
+    new_class = generated_class(result, "1d", tmp_path)
+    for shape in ((1, 1), (1, 2)):
+        mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
+        old = tttv1(mesh, _state_dict(), "mm.")
+        new = new_class.from_model_args(mesh, _state_dict(), "mm.")
+        for call, memory_config in enumerate(calls):
+            x = [ttnn.to_memory_config(replicated(input_rows(32), mesh), memory_config) for _ in range(2)]
+            assert_identical(old.forward(x[0]), new.forward(x[1]), f"{shape} call {call}")
+            assert_identical(old.proj_weight, new.proj_weight, f"{shape} weight after call {call}")
+        ttnn.close_mesh_device(mesh)
+
+
+def test_a_weight_the_forward_replaces_per_call_is_kept_as_instance_state(tmp_path):
+    """Converted to each input's memory config (a run-time value): the forward keeps writing ``self.proj_weight``,
+    an attribute of the generated module, as TTTv1 writes its own."""
+    result = generate(FIXTURE, class_name="FollowingProjector")
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    forward = result.modules[0].code.split("def forward")[1]
+    assert "self.proj_weight = ttnn.to_memory_config(self.proj_weight, features.memory_config())" in forward
+    assert result.notes == [
+        "self.proj_weight: a device tensor of __init__ that the forward replaces with a value of the call: kept "
+        "as the generated module's own per-instance state, written by the forward as TTTv1 writes it"
+    ]
+    _run_both(result, tmp_path, "FollowingProjector", [ttnn.L1_MEMORY_CONFIG, ttnn.DRAM_MEMORY_CONFIG] * 2)
+
+
+def test_a_weight_read_before_its_conversion_is_kept_as_instance_state(tmp_path):
+    """The first call sees the weight row-major, the later ones tiled (their output doubled): the test stays in
+    the forward, on the state, and each call gives what TTTv1's gives."""
+    result = generate(FIXTURE, class_name="PeekingProjector")
+    assert result.gaps == [], [g.describe() for g in result.gaps]
+    forward = result.modules[0].code.split("def forward")[1]
+    assert "tiled = self.proj_weight.layout == ttnn.TILE_LAYOUT" in forward
+    _run_both(result, tmp_path, "PeekingProjector", [ttnn.DRAM_MEMORY_CONFIG] * 3)
+
+
+def test_a_weight_a_forward_also_changes_in_place_stays_a_gap(tmp_path):
+    source = FIXTURE.read_text().replace(
+        "        return ttnn.matmul(features, self.proj_weight)",
+        "        self.proj_weight += 1\n        return ttnn.matmul(features, self.proj_weight)",
+    )
+    changed = tmp_path / "relaid_proj.py"
+    changed.write_text(source)
+    gaps = generate(changed, class_name="FollowingProjector").gaps
     assert {(g.loc, g.what, g.reason) for g in gaps} == {
-        (f"relaid_proj.py:{line}", "self.proj_weight", "forward changes module state") for line in lines
+        (f"relaid_proj.py:{line}", "self.proj_weight", "forward changes module state")
+        for line in (53, 54, 55)
     }
 
 

@@ -2,7 +2,8 @@
 with its projection weight before the matmul. ``RelaidProjector`` uploads its weight row-major and its bias as
 float32, then tiles the one and casts the other to bfloat16 in every forward: constant conversions, converted
 once by the generated module. ``FollowingProjector`` converts its weight to the memory config of each input (a
-run-time value) and ``PeekingProjector`` reads its weight's layout before converting it: both stay gaps."""
+run-time value) and ``PeekingProjector`` reads its weight's layout before converting it: in both the weight is
+state that lives across calls, which the generated module keeps on its instance as TTTv1 does."""
 
 import ttnn
 
