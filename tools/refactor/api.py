@@ -7,7 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from .cstutil import clear_memos
+from .cstutil import clear_memos, one_line
 from .emit import Emitter, Rendered
 from .errors import Gap
 from .galaxy import galaxy_assert
@@ -150,6 +150,17 @@ def generate(
         for gap in gaps:
             if gap not in result.gaps:
                 result.gaps.append(gap)
+    # a weight the forward converts in place: once, at loading (relaid.py; the same facts for each topology)
+    for attr, call in result.modules[0].plan.facts.relaid.items():
+        result.notes.append(
+            f"{inputs.loc(call)}: self.{attr}: the forward converts it in place on every call "
+            f"(`{one_line(call, 90)}`); the generated module converts it once, in load_device_weights()"
+        )
+    for attr in sorted(result.modules[0].plan.facts.kept_state):
+        result.notes.append(
+            f"self.{attr}: a device tensor of __init__ that the forward replaces with a value of the call: kept as "
+            "the generated module's own per-instance state, written by the forward as TTTv1 writes it"
+        )
     # the Zen, checked on the output itself: no static branch left on the forward path (zencheck)
     result.gaps.extend(static_branch_gaps(result.modules))
     return result

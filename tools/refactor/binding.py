@@ -61,6 +61,11 @@ class ClassFacts:
     config_objects: set[str] = field(default_factory=set)
     # set by a forward for its own later use: locals of the generated method (cached.py)
     cached: set[str] = field(default_factory=set)
+    # device weights a forward converts in place by an idempotent conversion: converted once, at loading (relaid.py)
+    relaid: dict[str, cst.Call] = field(default_factory=dict)
+    # device tensors of __init__ that a forward replaces with a value of the call (``self.w = ttnn.to_memory_config(
+    # self.w, x.memory_config())``): kept as the generated module's own per-instance state, written as TTTv1 does
+    kept_state: set[str] = field(default_factory=set)
     # the attribute holding the constructor's device argument (``self.mesh_device = mesh_device``): a forward's
     # ``x.device()`` is read as it (inputdevice.py); None when the constructor takes no device
     mesh: str | None = None
@@ -133,10 +138,12 @@ class Scope:
     def self_attr_static(self, attr: str, *, device_static: bool = False) -> bool:
         if attr in self.facts.holders or attr in self.facts.resources or attr in self.facts.config_objects:
             return True
+        if attr in self.facts.relaid:  # read as the forwards see it: once loaded and converted (relaid.py)
+            return False
+        if attr in self.facts.assigned_in_forward:
+            return False  # a forward changes it: what it holds is known only at run time
         if attr in self.facts.device:
             return device_static
-        if attr in self.facts.assigned_in_forward:
-            return False
         if self.bound_method(attr):
             return False  # a bound method used as a value: the generated class's own copy, never a field
         kinds = self.kinds.get(f"self:{self.self_file}:{self.class_name}.{attr}")

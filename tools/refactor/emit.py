@@ -52,6 +52,7 @@ from .plan import (
     setter_child_switches,
     setter_rebuild_calls,
 )
+from .relaid import loaded_conversion
 from .source import Inputs, methods_of
 from .walk import hot_paths, walk
 
@@ -540,8 +541,12 @@ class Emitter:
         return []
 
     def _load_weights(self) -> list[cst.BaseStatement]:
+        relaid = self.plan.facts.relaid  # converted as the forwards convert them, once (relaid.py)
         lines = [
-            cst.parse_statement(f"self.{a} = _on_device(self.config.{a})") for a in self.plan.device_attrs
+            cst.parse_statement(
+                loaded_conversion(a, relaid[a]) if a in relaid else f"self.{a} = _on_device(self.config.{a})"
+            )
+            for a in self.plan.device_attrs
         ]
         return list(
             _fill(

@@ -48,6 +48,7 @@ from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
 from .inputdevice import input_device_to_mesh
 from .members import members_of
+from .relaid import drop_conversions, relaid_weights
 from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
 from .specialise import Decisions, enum_spelling, fact_replacements, specialise
@@ -194,16 +195,25 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
                         facts.mesh = attr
             elif isinstance(value, cst.Call) and (dotted(value.func) or "").endswith(".get_model_config"):
                 facts.holders.add(attr)
+    mutated: dict[str, set[str]] = {}
+    assigned: set[str] = set()
     for name in forward_methods:
         func = methods.get(name)
         if func is not None:
+            mutated[name] = _self_mutations(func)
+            assigned |= {attr for attr, _ in _self_assignments(func)}
             facts.assigned_in_forward |= {attr for attr, _ in _self_assignments(func)}
-            facts.assigned_in_forward |= _self_mutations(func)
+            facts.assigned_in_forward |= mutated[name]
     facts.resources -= facts.holders
     facts.config_objects = _config_objects(methods, init_names, forward_methods, facts.holders)
     facts.properties = set(members_of(inputs.klass).properties)
     facts.cached = cached_attributes(methods, forward_methods, init_names)
     facts.assigned_in_forward -= facts.cached
+    facts.relaid = relaid_weights(methods, forward_methods, init_names, facts.device, mutated)
+    facts.assigned_in_forward -= set(facts.relaid)
+    # a device tensor a forward only rebinds (never changes in place): the generated module holds it as self.<attr>
+    # too (load_device_weights), so the forward's writes stay what they are in TTTv1, per-instance state
+    facts.kept_state = (assigned & facts.device) - set().union(*mutated.values()) - set(facts.relaid)
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -723,6 +733,9 @@ class Planner:
             out = input_device_to_mesh(out, self.facts.mesh, self.prov)
         if self.facts.cached and mode is not None:  # a forward's own attribute: a local (cached.py)
             out = localise_cached(out, self.facts.cached, self.prov)
+        # a weight a forward converts in place: converted once, at loading (relaid.py)
+        if self.facts.relaid and mode is not None and own:
+            out = drop_conversions(out, self.facts.relaid, self.prov)
         pure = self._scope(out, f"{self.inputs.class_name}.{func.name.value}").pure_call
         return remove_dead_code(out, pure, prov=self.prov)
 
@@ -1075,7 +1088,7 @@ class Planner:
                         )
                     )
             for attr in _self_attr_nodes(method.func):
-                if attr.attr.value in self.facts.assigned_in_forward:
+                if attr.attr.value in self.facts.assigned_in_forward - self.facts.kept_state:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )
