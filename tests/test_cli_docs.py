@@ -478,3 +478,20 @@ def test_every_fixture_line_the_docs_cite_starts_a_statement():
                 )
     assert not stale, stale
     assert "ring_mlp.py:10" in cited
+
+
+def test_the_verify_examples_sample_header_is_todays(tmp_path, monkeypatch):
+    """examples/verify/README.md quotes the first line of a generated MLP, "copied from real runs": its source and
+    sha256 hashes are those tttv2-refactor writes today (the sha256 covers the generated text below the header, so
+    it changes with the codemod's output; it had drifted once)."""
+    text = (ROOT / "examples" / "verify" / "README.md").read_text(encoding="utf-8")
+    quoted = re.search(
+        r"^# tttv2-refactor: generated from ../tttv1/tt/mlp.py \(class MLP\); (source=\S+; sha256=\S+)$",
+        text,
+        re.M,
+    )
+    assert quoted, "examples/verify/README.md no longer quotes the generated MLP's header"
+    monkeypatch.chdir(ROOT)
+    assert refactor_cli.main(["tttv1/tt/mlp.py", "--out", str(tmp_path), "--quiet"]) == 0
+    header = (tmp_path / "mlp_1d.py").read_text(encoding="utf-8").splitlines()[0]
+    assert header.endswith(quoted[1]), (header, quoted[1])
