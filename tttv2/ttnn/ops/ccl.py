@@ -1045,7 +1045,20 @@ def all_gather_matmul_async(
         memory_config_ag,
     )
     gathered = _all_gather(op, tensor, 3, None, memory_config_ag, output)
-    out = _gathered_linear(gathered, weight, tensor, locals())
+    out = _gathered_linear(
+        gathered,
+        weight,
+        tensor,
+        bias=bias,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        memory_config_mm=memory_config_mm,
+        dtype=dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=core_grid,
+        activation=activation,
+    )
     return gathered, out
 
 
@@ -1098,27 +1111,15 @@ def _check_gather_matmul_configs(
     )
 
 
-_LINEAR_ARGS = (
-    "bias",
-    "transpose_a",
-    "transpose_b",
-    "program_config",
-    "compute_kernel_config",
-    "core_grid",
-    "activation",
-)
-
-
-def _gathered_linear(gathered: Tensor, weight: Tensor, tensor: Tensor, call: dict) -> Tensor:
-    """The fused ops' matmul: ``ttnn.linear`` of the gathered activation with the fused op's own arguments ``call``
-    (its parameters, as ``locals()`` holds them: neither op rebinds them), in the input's memory config and dtype
-    unless ``memory_config_mm`` / ``dtype`` say otherwise."""
+def _gathered_linear(gathered: Tensor, weight: Tensor, tensor: Tensor, *, memory_config_mm, dtype, **matmul):
+    """The fused ops' matmul: ``ttnn.linear`` of the gathered activation with the fused op's matmul arguments
+    ``matmul``, in the input's memory config and dtype unless ``memory_config_mm`` / ``dtype`` say otherwise."""
     return linear(
         gathered,
         weight,
-        memory_config=call["memory_config_mm"] or tensor.memory_config(),
-        dtype=call["dtype"] or tensor.dtype,
-        **{name: call[name] for name in _LINEAR_ARGS},
+        memory_config=memory_config_mm or tensor.memory_config(),
+        dtype=dtype or tensor.dtype,
+        **matmul,
     )
 
 
@@ -1159,7 +1160,20 @@ def all_gather_matmul(
     )
     gathered = _all_gather(op, tensor, 3, None, memory_config_ag, None)
     datacopy = clone(gathered)  # ttnn's second output: the same gathered values in a buffer of its own
-    out = _gathered_linear(gathered, weight, tensor, locals())
+    out = _gathered_linear(
+        gathered,
+        weight,
+        tensor,
+        bias=bias,
+        transpose_a=transpose_a,
+        transpose_b=transpose_b,
+        memory_config_mm=memory_config_mm,
+        dtype=dtype,
+        program_config=program_config,
+        compute_kernel_config=compute_kernel_config,
+        core_grid=core_grid,
+        activation=activation,
+    )
     return [gathered, out, datacopy]
 
 
