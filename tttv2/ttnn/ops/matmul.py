@@ -46,6 +46,7 @@ from ..types import (
 )
 from ._common import (
     activation_fn,
+    check_memory_config,
     default_compute_config,
     expect,
     expect_tensor,
@@ -763,8 +764,7 @@ def group_attn_matmul(
     b = expect_tensor(op, "input_tensor_b", input_tensor_b, dtypes=_FLOATS, layouts=(Layout.TILE,), rank=4)
     device = same_mesh(op, input_tensor_a=a, input_tensor_b=b)
     grid = _grid_coord(op, compute_with_storage_grid_size, device)
-    if memory_config is not None and not isinstance(memory_config, MemoryConfig):
-        raise op_error(op, "memory_config", "a ttnn.MemoryConfig", repr(memory_config))
+    check_memory_config(op, memory_config)
     expect(dtype is None or isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType or None", repr(dtype))
     expect(optional_output_tensor is None, op, "optional_output_tensor", "None (not emulated)", "a tensor")
     compute = default_compute_config(compute_kernel_config, op)

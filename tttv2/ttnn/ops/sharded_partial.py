@@ -22,7 +22,7 @@ from ..types import (
     ShardOrientation,
     TensorMemoryLayout,
 )
-from ._common import expect, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
+from ._common import check_memory_config, expect, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
 
 __all__ = ["bcast", "interleaved_to_sharded_partial", "sharded_to_interleaved_partial"]
 __experimental__: list[str] = []
@@ -181,13 +181,7 @@ def sharded_to_interleaved_partial(
     cache = expect_tensor(op, "cache_tensor", cache_tensor, layouts=(Layout.TILE,))
     same_mesh(op, input_tensor=t, cache_tensor=cache)
     expect(t.is_sharded(), op, "input_tensor", "a sharded tensor", t.memory_config().memory_layout.name)
-    expect(
-        memory_config is None or isinstance(memory_config, MemoryConfig),
-        op,
-        "memory_config",
-        "a ttnn.MemoryConfig or None",
-        repr(memory_config),
-    )
+    check_memory_config(op, memory_config)
     expect(
         output_dtype is None or output_dtype is cache.dtype,
         op,
@@ -242,13 +236,7 @@ def bcast(
     expect(isinstance(math_op, BcastOpMath), op, "math_op", "a ttnn.BcastOpMath", repr(math_op))
     expect(isinstance(dim, BcastOpDim), op, "dim", "a ttnn.BcastOpDim", repr(dim))
     expect(output_tensor is None, op, "output_tensor", "None (not emulated)", "a tensor")
-    expect(
-        memory_config is None or isinstance(memory_config, MemoryConfig),
-        op,
-        "memory_config",
-        "a ttnn.MemoryConfig or None",
-        repr(memory_config),
-    )
+    check_memory_config(op, memory_config)
     out_mc = a.memory_config() if memory_config is None else memory_config
     if dim is BcastOpDim.H:
         expect(
