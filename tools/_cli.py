@@ -11,7 +11,8 @@ What every command shares, written once:
 - one phrasing for a missing input file (:func:`missing_file`);
 - a usage error is one line too, ``<tool>: error: <what> (see <tool> --help)`` (:class:`ArgumentParser`);
 - one way to name what a command works on, ``MODULE[:CLASS]`` (:func:`split_target`): MODULE a file
-  (``tttv1/tt/mlp.py``) or a dotted module (``tttv1.tt.mlp``, :func:`module_file` / :func:`dotted_module`).
+  (``tttv1/tt/mlp.py``) or a dotted module (``tttv1.tt.mlp``, :func:`module_file` / :func:`dotted_module`);
+- one way for a command that starts processes to catch SIGTERM / SIGHUP while they run (:func:`on_stop_signals`).
 
 Kept light: trace-deps imports it on every start (no rich, no shutil, no importlib.metadata until
 ``--version``).
@@ -20,9 +21,12 @@ Kept light: trace-deps imports it on every start (no rich, no shutil, no importl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -37,6 +41,10 @@ EXIT_INTERRUPTED = INTERRUPTED  # Ctrl-C: 128 + SIGINT, as a shell reports it (t
 STDOUT = "-"
 PIPE_WIDTH = 140  # the width of tables and reports when stdout is not a terminal (and no --width)
 MIN_WIDTH = 20
+STOP_SIGNALS = (
+    "SIGTERM",
+    "SIGHUP",
+)  # `timeout`, `kill`, a closed terminal: what a command started must stop too
 
 
 def message(tool: str, text: str, kind: str = "error") -> str:
@@ -359,3 +367,20 @@ def dotted_module(path: os.PathLike | str) -> str:
         parts.append(folder.name)
         folder = folder.parent
     return ".".join(reversed(parts))
+
+
+@contextlib.contextmanager
+def on_stop_signals(handler: Callable):
+    """While the block runs, SIGTERM and SIGHUP call ``handler`` (tttv2-run stops its ranks, collect-cases passes
+    the signal on to the commands it recorded); the previous handlers are put back after it. Python runs signal
+    handlers in the main thread only: in any other thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, previous_handler in previous.items():
+            signal.signal(signum, previous_handler)

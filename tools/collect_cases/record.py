@@ -9,9 +9,10 @@ import shlex
 import signal
 import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tttv2_tools._cli import on_stop_signals
 
 from .bootstrap import CONFIG_ENV, TARGET_ERROR_EXIT
 from .command import checked
@@ -85,7 +86,6 @@ def start(
 
 
 _LIVE: set[subprocess.Popen] = set()  # the recorded commands started and not yet waited for
-STOP_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
 def _forward(signum, frame) -> None:
@@ -102,21 +102,10 @@ def _forward(signum, frame) -> None:
             process.send_signal(signum)
 
 
-@contextlib.contextmanager
 def forwarding_stop_signals():
     """While a verb runs, SIGTERM and SIGHUP reach the commands it started (see ``_forward``; Ctrl-C reaches them
-    through the terminal's process group). Python runs signal handlers in the main thread only: elsewhere nothing
-    changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signums = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
-    previous = {signum: signal.signal(signum, _forward) for signum in signums}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    through the terminal's process group); in a thread other than the main one nothing changes."""
+    return on_stop_signals(_forward)
 
 
 def exit_status(code: int) -> int:

@@ -16,7 +16,6 @@ exit code of the first rank that failed (128 + N for a rank killed by signal N),
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -27,7 +26,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -37,7 +35,6 @@ __all__ = ["RunError", "find_mpiexec", "load_rank_binding", "main"]
 
 _LOG_TAIL = 40  # lines of a failed rank's output shown
 DEFAULT_GRACE = 5.0  # seconds the other ranks get after one failed
-_STOP_SIGNALS = ("SIGTERM", "SIGHUP")  # `timeout`, `kill`, a closed terminal: the ranks are stopped too
 
 
 class RunError(Exception):
@@ -406,20 +403,14 @@ def _raise_stopped(signum, frame):
     raise _Stopped(signum)
 
 
-@contextlib.contextmanager
 def _stop_signals():
     """While the job runs, SIGTERM / SIGHUP raise :class:`_Stopped` in the launcher (main thread only: Python
     runs signal handlers there; elsewhere the default action stays)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signums = [getattr(signal, name) for name in _STOP_SIGNALS if hasattr(signal, name)]
-    previous = {signum: signal.signal(signum, _raise_stopped) for signum in signums}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    from tttv2_tools._cli import (
+        on_stop_signals,  # the tools' one stop-signal scope (tttv2 loads without them)
+    )
+
+    return on_stop_signals(_raise_stopped)
 
 
 def main(argv: list[str] | None = None) -> int:
