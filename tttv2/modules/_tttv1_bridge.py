@@ -33,8 +33,9 @@ def lazy_weight(
     ``use_device_tilizer`` only says where as_tensor tilizes, not what it makes.
 
     A ``None`` tensor is TTTv1 reading its weight cache (``if not self.read_cache: ...`` left the host tensor
-    None; Falcon-40B's MLP with an empty state dict, ``state_dict.get(...) if state_dict else None``): there is nothing to convert lazily, so the call is ``ttnn.as_tensor`` itself, which loads that cache
-    file now (the file TTTv1 reads, by the same name) or raises as it does for TTTv1 when the file is missing."""
+    None; Falcon-40B's MLP with an empty state dict, ``state_dict.get(...) if state_dict else None``): there is
+    nothing to convert lazily, so the call is ``ttnn.as_tensor`` itself, which loads that cache file now (the
+    file TTTv1 reads, by the same name) or raises as it does for TTTv1 when the file is missing."""
     if tensor is None:
         return ttnn.as_tensor(
             None,
