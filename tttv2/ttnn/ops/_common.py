@@ -23,7 +23,7 @@ from .._threads import single_threaded_blas
 from ..autograd.engine import record as _autograd_record
 from ..device import MeshDevice
 from ..errors import ValidationError, op_error
-from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
+from ..memory import DRAM_MEMORY_CONFIG, CoreCoord, MemoryConfig
 from ..numerics import map_row_blocks
 from ..placement import TensorTopology
 from ..program_configs import WormholeComputeKernelConfig
@@ -136,6 +136,23 @@ def check_memory_config(op: str, value, arg: str = "memory_config") -> MemoryCon
 def check_compute_config(op: str, value) -> WormholeComputeKernelConfig | None:
     """An op's optional ``compute_kernel_config``, returned as given."""
     return expect_optional(op, "compute_kernel_config", value, WormholeComputeKernelConfig)
+
+
+def device_grid(op: str, arg: str, value, device) -> CoreCoord:
+    """A grid of cores, given as a ``CoreCoord`` or an ``(x, y)`` pair of ints, within ``device``'s compute grid
+    (``compute_with_storage_grid_size()``)."""
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        value = CoreCoord(*value)
+    expect(isinstance(value, CoreCoord), op, arg, "a ttnn.CoreCoord or an (x, y) pair of ints", repr(value))
+    limit = device.compute_with_storage_grid_size()
+    expect(
+        1 <= value.x <= limit.x and 1 <= value.y <= limit.y,
+        op,
+        arg,
+        f"a grid within the device's {limit.x}x{limit.y} cores",
+        f"{value.x}x{value.y}",
+    )
+    return value
 
 
 def expect_tensor(

@@ -48,6 +48,7 @@ from ._common import (
     activation_fn,
     check_memory_config,
     default_compute_config,
+    device_grid,
     expect,
     expect_tensor,
     map_shards,
@@ -695,24 +696,6 @@ def minimal_matmul(
     )
 
 
-def _grid_coord(op: str, value, device) -> CoreCoord:
-    if isinstance(value, CoreCoord):
-        grid = value
-    elif isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        grid = CoreCoord(*value)
-    else:
-        raise op_error(op, "compute_with_storage_grid_size", "a ttnn.CoreCoord", repr(value))
-    limit = device.compute_with_storage_grid_size()
-    expect(
-        1 <= grid.x <= limit.x and 1 <= grid.y <= limit.y,
-        op,
-        "compute_with_storage_grid_size",
-        f"a grid within the device's {limit.x}x{limit.y} cores",
-        f"{grid.x}x{grid.y}",
-    )
-    return grid
-
-
 def _check_height_shard(
     op: str, arg: str, t: Tensor, orientation, cores: int, shape: tuple, what: str
 ) -> None:
@@ -763,7 +746,7 @@ def group_attn_matmul(
     a = expect_tensor(op, "input_tensor_a", input_tensor_a, dtypes=_FLOATS, layouts=(Layout.TILE,), rank=4)
     b = expect_tensor(op, "input_tensor_b", input_tensor_b, dtypes=_FLOATS, layouts=(Layout.TILE,), rank=4)
     device = same_mesh(op, input_tensor_a=a, input_tensor_b=b)
-    grid = _grid_coord(op, compute_with_storage_grid_size, device)
+    grid = device_grid(op, "compute_with_storage_grid_size", compute_with_storage_grid_size, device)
     check_memory_config(op, memory_config)
     expect(dtype is None or isinstance(dtype, DataType), op, "dtype", "a ttnn.DataType or None", repr(dtype))
     expect(optional_output_tensor is None, op, "optional_output_tensor", "None (not emulated)", "a tensor")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory import CoreCoord, CoreRangeSet, MemoryConfig, ShardSpec, num_cores_to_corerangeset
+from ..memory import CoreRangeSet, MemoryConfig, ShardSpec, num_cores_to_corerangeset
 from ..tensor import Tensor
 from ..types import (
     BcastOpDim,
@@ -22,7 +22,16 @@ from ..types import (
     ShardOrientation,
     TensorMemoryLayout,
 )
-from ._common import check_memory_config, expect, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
+from ._common import (
+    check_memory_config,
+    device_grid,
+    expect,
+    expect_tensor,
+    map_shards,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
 
 __all__ = ["bcast", "interleaved_to_sharded_partial", "sharded_to_interleaved_partial"]
 __experimental__: list[str] = []
@@ -104,17 +113,7 @@ def interleaved_to_sharded_partial(
         "a ttnn.CoreCoord (ttnn does not take a CoreRangeSet here)",
         "a CoreRangeSet",
     )
-    if isinstance(grid, (tuple, list)) and len(grid) == 2 and all(isinstance(v, int) for v in grid):
-        grid = CoreCoord(*grid)
-    expect(isinstance(grid, CoreCoord), op, "grid", "a ttnn.CoreCoord or (x, y)", repr(grid))
-    limit = t.device().compute_with_storage_grid_size()
-    expect(
-        1 <= grid.x <= limit.x and 1 <= grid.y <= limit.y,
-        op,
-        "grid",
-        f"a grid within the device's {limit.x}x{limit.y} cores",
-        f"{grid.x}x{grid.y}",
-    )
+    grid = device_grid(op, "grid", grid, t.device())
     expect(shard_scheme in _SHARDED, op, "shard_scheme", "HEIGHT, WIDTH or BLOCK_SHARDED", repr(shard_scheme))
     expect(
         isinstance(shard_orientation, ShardOrientation),
