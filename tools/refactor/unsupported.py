@@ -52,9 +52,8 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 gaps.append(
                     Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", _super_reason(inputs, node))
                 )
-    if (
-        "__init__" in methods
-    ):  # construction runs the base's __init__ as written: only a call that cannot bind
+    # construction runs the base's __init__ as written: only a call that cannot bind is a gap
+    if "__init__" in methods:
         for node in walk(methods["__init__"].body):
             if _is_super_call(node) and node.func.attr.value == "__init__":
                 gaps.extend(_super_init_mismatch(inputs, node))
@@ -87,9 +86,8 @@ def _super_reason(inputs: Inputs, call: cst.Call) -> str:
         )
     named = f"the base class's {found.klass}.{method} ({_where(inputs, found.file)}:{found.line})"
     mismatch = _binding_error(call, found.definition)
-    if (
-        mismatch is not None
-    ):  # TTTv1 itself raises here: a subclass written against another version of its base
+    # TTTv1 itself raises here: a subclass written against another version of its base
+    if mismatch is not None:
         return f"the call does not match {named} ({mismatch}): TypeError when TTTv1 runs it too"
     return f"a call of {named}: only the class's own methods are inlined, and in the generated class super() is TTModule"
 

@@ -421,9 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         print(f"tttv2-run: error: {exc}", file=sys.stderr)
         return 2
-    except (
-        Exception
-    ) as exc:  # the other tools' promise (docs/cli.md): one line, exit 3; --debug: the traceback
+    # the other tools' promise (docs/cli.md): one line, exit 3; --debug: the traceback
+    except Exception as exc:
         from tttv2_tools._cli import internal_error
 
         return internal_error("tttv2-run", exc, "--debug" in options)

@@ -65,9 +65,8 @@ def test_a_weight_converted_in_place_is_converted_once_at_loading(tmp_path):
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
         old = tttv1(mesh, _state_dict(), "mm.")
         new = new_class.from_model_args(mesh, _state_dict(), "mm.")
-        for call, rows in enumerate(
-            (32, 32, 64)
-        ):  # the first call converts in TTTv1, the later ones find it done
+        # the first call converts in TTTv1, the later ones find it done
+        for call, rows in enumerate((32, 32, 64)):
             expected = old.forward(replicated(input_rows(rows), mesh))
             got = new.forward(replicated(input_rows(rows), mesh))
             assert_identical(expected, got, f"{shape} call {call}")
