@@ -35,6 +35,8 @@ __all__ = ["RunError", "find_mpiexec", "load_rank_binding", "main"]
 
 _LOG_TAIL = 40  # lines of a failed rank's output shown
 DEFAULT_GRACE = 5.0  # seconds the other ranks get after one failed
+# the least a rank takes: its wrapper and a Python with tttv2 imported (~30-50 MiB RSS each, measured)
+RANK_BYTES = 64 * 2**20
 
 
 class RunError(Exception):
@@ -238,10 +240,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         if not (0 < seconds < math.inf):
             raise RunError(f"--{name}: expected a positive, finite number of seconds, got {seconds}")
     return args
-
-
-# the least a rank takes: its wrapper and a Python with tttv2 imported (~30-50 MiB RSS each, measured)
-RANK_BYTES = 64 * 2**20
 
 
 def _available_memory() -> int | None:
