@@ -76,10 +76,8 @@ DEFAULT_RULES: tuple[FieldRule, ...] = (
     ),
     FieldRule(
         "mode",
-        (
-            "arg.mode",
-            "arg.llm_mode",
-        ),  # tttv2.testing.generated.MODE_PARAMETERS: the names a generated test fills
+        # the names a generated test fills, tttv2.testing.generated.MODE_PARAMETERS (not imported: it loads ttnn)
+        ("arg.mode", "arg.llm_mode"),
         "mode",
         doc="the call's mode argument (mode, or llm_mode as tt-metal's T3000 demos name it): decode or prefill",
     ),
