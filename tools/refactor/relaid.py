@@ -16,8 +16,10 @@ forward only reads it. The conditions, each checked:
   conversion, no other method other than the construction ones reads it, nothing changes it in place
   (``self.A[...] = …``) and nothing deallocates it.
 
-Anything else a forward writes stays a gap (``forward changes module state``): a conversion whose arguments are
-run-time values (``x.memory_config()``) or read ``self``, a weight read before its conversion, or other state."""
+A device weight a forward rebinds otherwise (a conversion whose arguments are run-time values,
+``x.memory_config()``, or read ``self``; a weight read before its conversion) is kept as the generated module's
+own per-instance state (``plan.py``'s ``kept_state``); one a forward also changes in place, and any other state a
+forward writes, stays a gap (``forward changes module state``)."""
 
 from __future__ import annotations
 
