@@ -356,7 +356,7 @@ def call_mismatches(
     origins = origins or {}
     definitions = {n.name: n for n in nodes if isinstance(n, ast.FunctionDef) and not n.decorator_list}
     functions = {
-        n.name: _signature(n.args, method=False)
+        n.name: signature_of(n.args, method=False)
         for n in tree.body
         if isinstance(n, ast.FunctionDef) and not n.decorator_list and n.name not in rebound
     }
@@ -372,7 +372,7 @@ def call_mismatches(
         scopes = [(functions, None)]
         if isinstance(node, ast.ClassDef):
             methods = {
-                m.name: _signature(m.args, method=True)
+                m.name: signature_of(m.args, method=True)
                 for m in node.body
                 if isinstance(m, ast.FunctionDef) and not m.decorator_list and m.name not in rebound
             }
@@ -465,7 +465,7 @@ def _first_party_init(module: str, class_name: str, root: Path, trees: dict) -> 
     inits = [m for m in classes[0].body if isinstance(m, ast.FunctionDef) and m.name == "__init__"]
     if len(inits) != 1 or inits[0].decorator_list:
         return None  # no __init__ of its own (a base class's), or one a decorator may change
-    return _signature(inits[0].args, method=True)
+    return signature_of(inits[0].args, method=True)
 
 
 def _parsed(path: Path, trees: dict) -> ast.Module | None:
@@ -510,7 +510,7 @@ def _rebound(nodes: list[ast.AST]) -> set[str]:
     return out
 
 
-def _signature(args: ast.arguments, method: bool) -> inspect.Signature | None:
+def signature_of(args: ast.arguments, method: bool) -> inspect.Signature | None:
     """The parameters of a definition as an ``inspect.Signature`` (defaults are placeholders), without ``self``
     for a method; None when a method has no first parameter."""
     kind = inspect.Parameter
@@ -721,6 +721,7 @@ __all__ = [
     "call_mismatches",
     "import_errors",
     "output_gaps",
+    "signature_of",
     "unbound_locals",
     "undefined_names",
 ]

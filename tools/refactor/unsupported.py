@@ -20,7 +20,7 @@ import libcst as cst
 from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
-from .names import _signature
+from .names import signature_of
 from .source import Inputs, methods_of
 from .walk import walk
 
@@ -122,7 +122,7 @@ def _where(inputs: Inputs, file: Path) -> str:
 def _binding_error(call: cst.Call, definition: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """Why ``call``'s arguments do not bind to the method ``definition`` (its ``self`` aside); None when they do,
     or when the call passes ``*args`` / ``**kwargs`` (not decidable without running it)."""
-    signature = _signature(definition.args, method=True)
+    signature = signature_of(definition.args, method=True)
     if signature is None or any(a.star for a in call.args):
         return None
     positional = [a.value for a in call.args if a.keyword is None]

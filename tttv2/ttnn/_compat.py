@@ -164,8 +164,9 @@ _TT_LIB_NAMES = {
 
 def build_tt_lib_namespaces(experimental: types.ModuleType, op_modules) -> None:
     """Give ``experimental`` the tt_lib era's ``tensor`` and ``operations`` sub-namespaces (names above, and the
-    ops that the op modules list in ``__primary__`` and ``__tt_lib_tensor__``), each registered in ``sys.modules`` under
-    ``experimental``'s name so ``import ttnn.experimental.operations.primary`` finds it too."""
+    ops that the op modules list in ``__primary__`` and ``__tt_lib_tensor__``), each registered in
+    ``sys.modules`` under ``experimental``'s name so ``import ttnn.experimental.operations.primary`` finds it
+    too. The one builder of these namespaces: each keeps its ``__all__``."""
     package = sys.modules[__name__.rpartition(".")[0]]
     for dotted, names in _TT_LIB_NAMES.items():
         parent = experimental
