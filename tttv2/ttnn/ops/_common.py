@@ -133,6 +133,13 @@ def check_memory_config(op: str, value, arg: str = "memory_config") -> MemoryCon
     return expect_optional(op, arg, value, MemoryConfig)
 
 
+def check_output_mem_config(op: str, value) -> MemoryConfig:
+    """The tt_lib era's ``output_mem_config`` (``tensor.mul``, ``operations.primary.matmul`` / ``matmul_1d``): a
+    ``MemoryConfig``, never None (that API's default is DRAM interleaved, not the input's placement)."""
+    expect(isinstance(value, MemoryConfig), op, "output_mem_config", "a ttnn.MemoryConfig", repr(value))
+    return value
+
+
 def check_compute_config(op: str, value) -> WormholeComputeKernelConfig | None:
     """An op's optional ``compute_kernel_config``, returned as given."""
     return expect_optional(op, "compute_kernel_config", value, WormholeComputeKernelConfig)

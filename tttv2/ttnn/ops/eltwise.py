@@ -11,7 +11,15 @@ from ..errors import op_error
 from ..memory import DRAM_MEMORY_CONFIG, MemoryConfig
 from ..tensor import Tensor
 from ..types import DataType, UnaryOpType, UnaryWithParam
-from ._common import activation_fn, expect_tensor, map_shards, output_like, same_mesh, ttnn_op
+from ._common import (
+    activation_fn,
+    check_output_mem_config,
+    expect_tensor,
+    map_shards,
+    output_like,
+    same_mesh,
+    ttnn_op,
+)
 
 __all__ = [
     "abs",
@@ -265,8 +273,7 @@ def tt_lib_mul(
             f"the shape of input_a, {list(input_a.shape)} (tt_lib's binary ops do not broadcast)",
             list(input_b.shape),
         )
-    if not isinstance(output_mem_config, MemoryConfig):
-        raise op_error(op, "output_mem_config", "a ttnn.MemoryConfig", repr(output_mem_config))
+    check_output_mem_config(op, output_mem_config)
     return _binary(
         op,
         np.multiply,

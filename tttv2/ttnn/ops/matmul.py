@@ -47,6 +47,7 @@ from ..types import (
 from ._common import (
     activation_fn,
     check_memory_config,
+    check_output_mem_config,
     default_compute_config,
     device_grid,
     expect,
@@ -559,13 +560,7 @@ def _tt_lib_matmul(
 ) -> Tensor:
     """The tt_lib era's matmuls: :func:`linear`'s math and program config checks under that era's keywords
     (``output_mem_config``, default DRAM interleaved, tt_lib's default output memory config; ``output_dtype``)."""
-    expect(
-        isinstance(output_mem_config, MemoryConfig),
-        op,
-        "output_mem_config",
-        "a ttnn.MemoryConfig",
-        repr(output_mem_config),
-    )
+    check_output_mem_config(op, output_mem_config)
     return _matmul(
         op,
         input_tensor_a,
