@@ -48,6 +48,7 @@ from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
 from .inputdevice import input_device_to_mesh
 from .members import members_of
+from .instate import instance_state
 from .relaid import drop_conversions, relaid_weights
 from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of
@@ -214,6 +215,8 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     # a device tensor a forward only rebinds (never changes in place): the generated module holds it as self.<attr>
     # too (load_device_weights), so the forward's writes stay what they are in TTTv1, per-instance state
     facts.kept_state = (assigned & facts.device) - set().union(*mutated.values()) - set(facts.relaid)
+    # plain state (``self.calls += 1``, a value cached on the first call): started as TTTv1's __init__ starts it
+    facts.instance_state = instance_state(methods, facts.assigned_in_forward - facts.device - facts.holders)
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -1088,7 +1091,8 @@ class Planner:
                         )
                     )
             for attr in _self_attr_nodes(method.func):
-                if attr.attr.value in self.facts.assigned_in_forward - self.facts.kept_state:
+                kept = self.facts.kept_state | set(self.facts.instance_state)
+                if attr.attr.value in self.facts.assigned_in_forward - kept:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )
