@@ -568,7 +568,11 @@ class Emitter:
         for attr, start in sorted(self.plan.facts.instance_state.items()):
             # per-instance state the forwards change: started as TTTv1's __init__ starts it (instate.py)
             line = cst.parse_statement(f"self.{attr} = {code(start)}")
-            lines.append(_with_comment(line, "per-instance state the forward changes, started as TTTv1's __init__ starts it"))
+            lines.append(
+                _with_comment(
+                    line, "per-instance state the forward changes, started as TTTv1's __init__ starts it"
+                )
+            )
         for binding, test in bindings:
             test = _device_attrs_from_config(test, set(self.plan.device_attrs))
             line = cst.parse_statement(

@@ -42,9 +42,9 @@ def _is_literal(value: cst.BaseExpression) -> bool:
 
 def _writes(node: cst.CSTNode, attr: str) -> bool:
     for n in walk(node):
-        if type(n) is cst.AssignTarget or type(n) is cst.AugAssign or type(n) is cst.AnnAssign:
-            if any(_self_attr(t) == attr for t in walk(n.target)):
-                return True
+        is_target = type(n) is cst.AssignTarget or type(n) is cst.AugAssign or type(n) is cst.AnnAssign
+        if is_target and any(_self_attr(t) == attr for t in walk(n.target)):
+            return True
     return False
 
 
@@ -66,7 +66,8 @@ def _starting_value(
             last = small.value
             continue
         calls_writer = any(
-            type(n) is cst.Call and (dotted(n.func) or "").split(".")[:1] == ["self"]
+            type(n) is cst.Call
+            and (dotted(n.func) or "").split(".")[:1] == ["self"]
             and (dotted(n.func) or "").split(".")[-1] in writers
             for n in walk(statement)
         )

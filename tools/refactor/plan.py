@@ -47,8 +47,8 @@ from .hoist import (
 from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
 from .inputdevice import input_device_to_mesh
-from .members import members_of
 from .instate import instance_state
+from .members import members_of
 from .relaid import drop_conversions, relaid_weights
 from .semicolons import has_semicolons, one_statement_per_line
 from .source import Inputs, ParsedFile, methods_of

@@ -5,7 +5,6 @@ longer, when a longer sequence than any before arrives (as tt_transformers' rota
 cache); ``__init__`` leaves the cache empty, so the first call builds it."""
 
 import torch
-
 import ttnn
 
 
