@@ -8,8 +8,9 @@ config field when it is static (computed at construction), computed per call oth
 class" means: one method sets it, once, at the top level of its body, before any read there; no other method
 sets it or reads it, and ``__init__`` does not. Code outside the class that reads the attribute after a call
 (``lm_head.lm_head_output_memory_config``) would not find it on the generated module (docs/refactor.md,
-Limits); a device weight the forward converts in place is converted once at loading (``relaid.py``); any other
-attribute a forward sets stays a gap (``forward changes module state``)."""
+Limits); a device weight the forward converts in place is converted once at loading (``relaid.py``); plain state
+``__init__`` starts with a literal is kept on the instance (``instate.py``); any other attribute a forward sets
+stays a gap (``forward changes module state``)."""
 
 from __future__ import annotations
 
