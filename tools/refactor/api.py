@@ -164,7 +164,7 @@ def generate(
     for attr, start in sorted(result.modules[0].plan.facts.instance_state.items()):
         result.notes.append(
             f"self.{attr}: plain state the forward changes: kept as the generated module's own per-instance state, "
-            f"started in _bind() as TTTv1's __init__ starts it (`{one_line(start, 60)}`)"
+            f"started in _bind() as TTTv1's __init__ starts it (`{start.source}`)"
         )
     # the Zen, checked on the output itself: no static branch left on the forward path (zencheck)
     result.gaps.extend(static_branch_gaps(result.modules))

@@ -18,9 +18,11 @@ last, and an attribute ``__init__`` never starts."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
-from .cstutil import dotted, names_read
+from .cstutil import code, dotted, names_read
 from .walk import walk
 
 _LITERAL_NAMES = frozenset({"None", "True", "False", "ttnn"})
@@ -48,22 +50,33 @@ def _writes(node: cst.CSTNode, attr: str) -> bool:
     return False
 
 
-def _starting_value(
-    init: cst.FunctionDef, attr: str, methods: dict[str, cst.FunctionDef]
-) -> cst.BaseExpression | None:
+@dataclass(frozen=True)
+class Start:
+    """How the generated module starts one attribute: ``literal`` (evaluated again in ``_bind()`` for each
+    instance), or None: the value TTTv1's ``__init__`` leaves in it, computed in ``from_model_args`` and carried
+    by the config field ``field``."""
+
+    literal: cst.BaseExpression | None
+    field: str
+
+    @property
+    def source(self) -> str:
+        return code(self.literal) if self.literal is not None else f"self.config.{self.field}"
+
+
+def _starting_value(init: cst.FunctionDef, attr: str, methods: dict[str, cst.FunctionDef]) -> Start | None:
     if not isinstance(init.body, cst.IndentedBlock):
         return None
     writers = {name for name, func in methods.items() if _writes(func, attr)}
-    last: cst.BaseExpression | None = None
+    last: Start | None = None
     for statement in init.body.body:
         small = statement.body[0] if type(statement) is cst.SimpleStatementLine and statement.body else None
         if (
             type(small) is cst.Assign
             and len(small.targets) == 1
             and _self_attr(small.targets[0].target) == attr
-            and _is_literal(small.value)
         ):
-            last = small.value
+            last = Start(small.value if _is_literal(small.value) else None, f"{attr}_start")
             continue
         calls_writer = any(
             type(n) is cst.Call
@@ -72,24 +85,26 @@ def _starting_value(
             for n in walk(statement)
         )
         if _writes(statement, attr) or calls_writer:
-            last = None  # something after the literal changes it
+            last = None  # something after that statement changes it
     return last
 
 
 def instance_state(
-    methods: dict[str, cst.FunctionDef], candidates: set[str]
-) -> dict[str, cst.BaseExpression]:
+    methods: dict[str, cst.FunctionDef], candidates: set[str], changed_in_place: set[str] = frozenset()
+) -> dict[str, Start]:
     """The attributes of ``candidates`` (non-tensor attributes a forward changes) that the generated module can
-    keep as per-instance state, each with the literal TTTv1's ``__init__`` starts it with."""
+    keep as per-instance state, each with how it starts. ``changed_in_place``: those a forward changes in place
+    (``self.d[k] = v``, ``self.l.append(…)``, ``self.n += …``): only a literal start serves them (a config
+    field's object would be shared by every module built from the config)."""
     init = methods.get("__init__")
     if init is None:
         return {}
-    out: dict[str, cst.BaseExpression] = {}
+    out: dict[str, Start] = {}
     for attr in sorted(candidates):
         start = _starting_value(init, attr, methods)
-        if start is not None:
+        if start is not None and (start.literal is not None or attr not in changed_in_place):
             out[attr] = start
     return out
 
 
-__all__ = ["instance_state"]
+__all__ = ["Start", "instance_state"]

@@ -216,7 +216,11 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     # too (load_device_weights), so the forward's writes stay what they are in TTTv1, per-instance state
     facts.kept_state = (assigned & facts.device) - set().union(*mutated.values()) - set(facts.relaid)
     # plain state (``self.calls += 1``, a value cached on the first call): started as TTTv1's __init__ starts it
-    facts.instance_state = instance_state(methods, facts.assigned_in_forward - facts.device - facts.holders)
+    # (not the mesh, nor an object whose methods give config values: those stay gaps)
+    plain = facts.assigned_in_forward - facts.device - facts.holders - facts.config_objects - {facts.mesh}
+    facts.instance_state = instance_state(methods, plain, set().union(*mutated.values()))
+    # a constructor argument stored as is (``self.pos = start_pos``) is then state, not a fixed resource
+    facts.resources -= set(facts.instance_state)
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }

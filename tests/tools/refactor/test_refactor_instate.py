@@ -100,7 +100,8 @@ def _state(init_body: str, forward_body: str = "self.n = self.n + 1", extra: str
         f"    def forward(self, x):\n        {forward_body}\n{extra}"
     )
     methods = methods_of(cst.parse_module(source).body[0])
-    return {a: cst.Module(body=[]).code_for_node(v) for a, v in instance_state(methods, {"n"}).items()}
+    changed = {"n"} if "+=" in forward_body or ".append" in forward_body else set()
+    return {a: v.source for a, v in instance_state(methods, {"n"}, changed).items()}
 
 
 _RESET = "\n    def reset(self):\n        self.n = 3\n"
@@ -112,10 +113,10 @@ _RESET = "\n    def reset(self):\n        self.n = 3\n"
         ("self.n = 0", "", {"n": "0"}),
         ("self.n = ttnn.DRAM_MEMORY_CONFIG", "", {"n": "ttnn.DRAM_MEMORY_CONFIG"}),
         ("self.n = (None, [1, 2])", "", {"n": "(None, [1, 2])"}),
-        ("self.n = args.first", "", {}),  # computed at construction
-        ("self.n = len([])", "", {}),  # a call
-        ("self.n = other.DRAM", "", {}),  # not a ttnn constant
-        ("self.n = x", "", {}),  # a name
+        ("self.n = args.first", "", {"n": "self.config.n_start"}),  # computed at construction: a field
+        ("self.n = len([])", "", {"n": "self.config.n_start"}),  # a call
+        ("self.n = other.DRAM", "", {"n": "self.config.n_start"}),  # not a ttnn constant
+        ("self.n = x", "", {"n": "self.config.n_start"}),  # a name
         ("pass", "", {}),  # never started
         ("self.n = 0\n        self.n = None", "", {"n": "None"}),  # the last one
         ("self.n = 0\n        if args:\n            self.n = 1", "", {}),  # then set under a test
@@ -129,12 +130,27 @@ def test_which_starting_values_are_taken(init_body, extra, expected):
     assert _state(init_body, extra=extra) == expected
 
 
+@pytest.mark.parametrize(
+    ("init_body", "forward_body", "expected"),
+    [
+        ("self.n = []", "self.n.append(x)", {"n": "[]"}),  # a fresh literal per instance
+        ("self.n = list(args.rows)", "self.n.append(x)", {}),  # a field's object would be shared
+        ("self.n = args.first", "self.n += 1", {}),  # += may change it in place
+        ("self.n = 0", "self.n += 1", {"n": "0"}),
+    ],
+)
+def test_state_changed_in_place_needs_a_literal_start(init_body, forward_body, expected):
+    assert _state(init_body, forward_body) == expected
+
+
 def test_no_init_means_no_instance_state():
     methods = methods_of(cst.parse_module("class C:\n    def forward(self):\n        self.n = 1\n").body[0])
     assert instance_state(methods, {"n"}) == {}
 
 
-def test_a_start_computed_at_construction_stays_a_gap(tmp_path):
+def test_a_start_computed_at_construction_and_changed_by_augmented_assignment_stays_a_gap(tmp_path):
+    """``self.calls += 1`` on a value of a config field: ``+=`` may change the object in place (a list would be
+    shared by every module built from that config), so it stays a gap."""
     source = FIXTURE.read_text().replace(
         "        self.calls = 0\n", "        self.calls = len(state_dict) * 0\n"
     )
@@ -142,3 +158,30 @@ def test_a_start_computed_at_construction_stays_a_gap(tmp_path):
     changed.write_text(source)
     gaps = generate(changed, class_name="CountingHead").gaps
     assert {(g.what, g.reason) for g in gaps} == {("self.calls", "forward changes module state")}
+
+
+def test_a_start_computed_at_construction_is_a_config_field(tmp_path):
+    result = generate(FIXTURE, class_name="WarmupScale")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    assert "current_pos_start: Any  # starting value of self.current_pos" in code
+    assert "current_pos_start=legacy.current_pos" in code
+    assert "self.current_pos = self.config.current_pos_start" in code.split("def _bind")[1]
+    assert "if self.current_pos >= self.config.warmup_rows:" in code.split("def forward")[1]
+    tttv1 = importlib.import_module("rzen.instate").WarmupScale
+    new_class = generated_class(result, "1d", tmp_path)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    for start in (0, 64):
+        old, new = (
+            tttv1(mesh, start, warmup_rows=160),
+            new_class.from_model_args(mesh, start, warmup_rows=160),
+        )
+        for call in range(4):  # scaled while below 160 rows, passed through after
+            expected = old.forward(replicated(input_rows(32), mesh))
+            assert_identical(
+                expected, new.forward(replicated(input_rows(32), mesh)), f"start {start} call {call}"
+            )
+            assert new.current_pos == old.current_pos
+        # another module of the same config starts where TTTv1's __init__ started, not where this one is
+        assert new_class.from_config(new.config).current_pos == start
+    ttnn.close_mesh_device(mesh)

@@ -2,7 +2,9 @@
 calls and picks the memory config of its output on the first call (from that call's rows), then reuses it;
 after two calls it halves its output. ``GrowingPositions`` keeps a table of position offsets and makes it again,
 longer, when a longer sequence than any before arrives (as tt_transformers' rotary embedding grows its cos/sin
-cache); ``__init__`` leaves the cache empty, so the first call builds it."""
+cache); ``__init__`` leaves the cache empty, so the first call builds it. ``WarmupScale`` starts its position
+from a constructor argument and advances it by each call's rows, scaling its input down until it passes the
+warm-up length."""
 
 import torch
 import ttnn
@@ -63,3 +65,16 @@ class GrowingPositions:
             mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device),
         )
         return ttnn.add(x, offsets)
+
+
+class WarmupScale:
+    def __init__(self, mesh_device, start_pos, warmup_rows=128):
+        self.mesh_device = mesh_device
+        self.warmup_rows = warmup_rows
+        self.current_pos = start_pos
+
+    def forward(self, x):
+        self.current_pos = self.current_pos + x.shape[-2]
+        if self.current_pos >= self.warmup_rows:
+            return x
+        return ttnn.mul(x, self.current_pos / self.warmup_rows)
