@@ -143,8 +143,15 @@ def test_state_changed_in_place_needs_a_literal_start(init_body, forward_body, e
     assert _state(init_body, forward_body) == expected
 
 
-def test_no_init_means_no_instance_state():
-    methods = methods_of(cst.parse_module("class C:\n    def forward(self):\n        self.n = 1\n").body[0])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "class C:\n    def forward(self):\n        self.n = 1\n",  # no __init__
+        "class C:\n    def __init__(self): self.n = 0\n    def forward(self):\n        self.n = 1\n",  # one line
+    ],
+)
+def test_no_init_block_means_no_instance_state(source):
+    methods = methods_of(cst.parse_module(source).body[0])
     assert instance_state(methods, {"n"}) == {}
 
 
