@@ -128,7 +128,8 @@ class Emitter:
 
     # ------------------------------------------------------------------------------------------ fields
     def _reserved(self) -> set[str]:
-        return set(self.plan.device_attrs) | {"config", "forward", "mesh_device"} - {"mesh_device"}
+        starts = {s.field for s in self.plan.facts.instance_state.values() if s.literal is None}  # instate.py
+        return set(self.plan.device_attrs) | starts | {"config", "forward", "mesh_device"} - {"mesh_device"}
 
     def _defined_at(self, value: cst.BaseExpression) -> str | None:
         """Where TTTv1 defines the config value an expression reads (first config read in it)."""

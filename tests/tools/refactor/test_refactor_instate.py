@@ -192,3 +192,23 @@ def test_a_start_computed_at_construction_is_a_config_field(tmp_path):
         # another module of the same config starts where TTTv1's __init__ started, not where this one is
         assert new_class.from_config(new.config).current_pos == start
     ttnn.close_mesh_device(mesh)
+
+
+def test_a_value_named_like_a_start_field_takes_another_name(tmp_path):
+    """TTTv1's own ``self.current_pos_start``, read by the forward, is a field too: it yields the name to the
+    starting value of ``self.current_pos``, and both are what TTTv1 computes."""
+    source = (
+        FIXTURE.read_text()
+        .replace(
+            "        self.current_pos = start_pos\n",
+            "        self.current_pos = start_pos\n        self.current_pos_start = start_pos + 1\n",
+        )
+        .replace("return x\n", "return ttnn.mul(x, float(self.current_pos_start))\n")
+    )
+    changed = tmp_path / "rzen_named.py"
+    changed.write_text(source)
+    result = generate(changed, class_name="WarmupScale")
+    assert_no_static_branch(result)
+    code = result.modules[0].code
+    assert "current_pos_start=legacy.current_pos," in code
+    assert code.count("current_pos_start: Any") == 1 and "self.config.current_pos_start)" not in code
