@@ -161,6 +161,11 @@ def generate(
             f"self.{attr}: a device tensor of __init__ that the forward replaces with a value of the call: kept as "
             "the generated module's own per-instance state, written by the forward as TTTv1 writes it"
         )
+    for attr, start in sorted(result.modules[0].plan.facts.instance_state.items()):
+        result.notes.append(
+            f"self.{attr}: plain state the forward changes: kept as the generated module's own per-instance state, "
+            f"started in _bind() as TTTv1's __init__ starts it (`{start.source}`)"
+        )
     # the Zen, checked on the output itself: no static branch left on the forward path (zencheck)
     result.gaps.extend(static_branch_gaps(result.modules))
     return result

@@ -66,6 +66,9 @@ class ClassFacts:
     # device tensors of __init__ that a forward replaces with a value of the call (``self.w = ttnn.to_memory_config(
     # self.w, x.memory_config())``): kept as the generated module's own per-instance state, written as TTTv1 does
     kept_state: set[str] = field(default_factory=set)
+    # plain attributes a forward changes that __init__ starts (``self.calls = 0``): kept as the generated module's
+    # own per-instance state, started in _bind() by the literal or from a config field (instate.Start)
+    instance_state: dict = field(default_factory=dict)
     # the attribute holding the constructor's device argument (``self.mesh_device = mesh_device``): a forward's
     # ``x.device()`` is read as it (inputdevice.py); None when the constructor takes no device
     mesh: str | None = None

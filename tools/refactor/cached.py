@@ -9,7 +9,9 @@ class" means: one method sets it, once, at the top level of its body, before any
 sets it or reads it, and ``__init__`` does not. Code outside the class that reads the attribute after a call
 (``lm_head.lm_head_output_memory_config``) would not find it on the generated module (docs/refactor.md,
 Limits); a device weight the forward converts in place is converted once at loading (``relaid.py``), one it
-rebinds otherwise is kept as per-instance state (``plan.py``'s ``kept_state``); any other attribute a forward sets
+rebinds otherwise is kept as per-instance state (``plan.py``'s ``kept_state``); plain state ``__init__`` starts
+(a literal, or a value carried by a config field) is kept on the instance (``instate.py``); any other attribute a
+forward sets
 stays a gap (``forward changes module state``)."""
 
 from __future__ import annotations

@@ -128,7 +128,8 @@ class Emitter:
 
     # ------------------------------------------------------------------------------------------ fields
     def _reserved(self) -> set[str]:
-        return set(self.plan.device_attrs) | {"config", "forward", "mesh_device"} - {"mesh_device"}
+        starts = {s.field for s in self.plan.facts.instance_state.values() if s.literal is None}  # instate.py
+        return set(self.plan.device_attrs) | starts | {"config", "forward", "mesh_device"} - {"mesh_device"}
 
     def _defined_at(self, value: cst.BaseExpression) -> str | None:
         """Where TTTv1 defines the config value an expression reads (first config read in it)."""
@@ -485,6 +486,13 @@ class Emitter:
             out.append(
                 line.with_changes(trailing_whitespace=_trailing(f"device tensor self.{attr} of TTTv1"))
             )
+        for attr, start in sorted(self.plan.facts.instance_state.items()):
+            if start.literal is None:
+                line = cst.parse_statement(f"{start.field}: Any")
+                note = (
+                    f"starting value of self.{attr}, per-instance state: what TTTv1's __init__ leaves in it"
+                )
+                out.append(line.with_changes(trailing_whitespace=_trailing(note)))
         for f in table.fields:
             line = cst.parse_statement(f"{f.name}: Any")
             note = f.source if len(f.source) < 70 else f.source[:69] + "…"
@@ -565,6 +573,14 @@ class Emitter:
 
     def _bind(self, bindings) -> list[cst.BaseStatement]:
         lines = []
+        for attr, start in sorted(self.plan.facts.instance_state.items()):
+            # per-instance state the forwards change: started as TTTv1's __init__ starts it (instate.py)
+            line = cst.parse_statement(f"self.{attr} = {start.source}")
+            lines.append(
+                _with_comment(
+                    line, "per-instance state the forward changes, started as TTTv1's __init__ starts it"
+                )
+            )
         for binding, test in bindings:
             test = _device_attrs_from_config(test, set(self.plan.device_attrs))
             line = cst.parse_statement(
@@ -687,6 +703,13 @@ class Emitter:
                 mode_blocks.append((fn_name, fn))
                 block_modes[fn_name] = mode
         device = ", ".join(f'{a}=getattr({LEGACY}, "{a}", None)' for a in plan.device_attrs)
+        # the starting values of per-instance state that __init__ computes (instate.py): what it leaves there
+        starts = [
+            f"{s.field}={LEGACY}.{a}"
+            for a, s in sorted(plan.facts.instance_state.items())
+            if s.literal is None
+        ]
+        device = ", ".join(x for x in (device, *starts) if x)
         per_mode = config_per_mode(self.inputs) and bool(
             mode_blocks
         )  # a mode parameter: every block is a mode's

@@ -47,6 +47,7 @@ from .hoist import (
 from .ifexp import static_ifexps_as_ifs
 from .inline import MAX_DEPTH, Inliner
 from .inputdevice import input_device_to_mesh
+from .instate import instance_state
 from .members import members_of
 from .relaid import drop_conversions, relaid_weights
 from .semicolons import has_semicolons, one_statement_per_line
@@ -214,6 +215,12 @@ def _class_facts(inputs: Inputs, forward_methods: list[str]) -> ClassFacts:
     # a device tensor a forward only rebinds (never changes in place): the generated module holds it as self.<attr>
     # too (load_device_weights), so the forward's writes stay what they are in TTTv1, per-instance state
     facts.kept_state = (assigned & facts.device) - set().union(*mutated.values()) - set(facts.relaid)
+    # plain state (``self.calls += 1``, a value cached on the first call): started as TTTv1's __init__ starts it
+    # (not the mesh, nor an object whose methods give config values: those stay gaps)
+    plain = facts.assigned_in_forward - facts.device - facts.holders - facts.config_objects - {facts.mesh}
+    facts.instance_state = instance_state(methods, plain, set().union(*mutated.values()))
+    # a constructor argument stored as is (``self.pos = start_pos``) is then state, not a fixed resource
+    facts.resources -= set(facts.instance_state)
     facts.guarded_keys = {
         key for key, defs in inputs.analysis.definitions.items() if _missing_on_a_topology(defs)
     }
@@ -1088,7 +1095,8 @@ class Planner:
                         )
                     )
             for attr in _self_attr_nodes(method.func):
-                if attr.attr.value in self.facts.assigned_in_forward - self.facts.kept_state:
+                kept = self.facts.kept_state | set(self.facts.instance_state)
+                if attr.attr.value in self.facts.assigned_in_forward - kept:
                     self.gaps.append(
                         Gap(self.loc_of(attr), f"self.{attr.attr.value}", "forward changes module state")
                     )

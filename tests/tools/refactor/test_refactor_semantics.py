@@ -114,8 +114,20 @@ def test_a_list_forward_grows_is_built_per_call(tmp_path):
     _equivalent("mutables", "Grown", tmp_path, calls=(("prefill", 64), ("prefill", 64), ("decode", 32)))
 
 
-def test_module_state_changed_through_an_alias_is_a_gap():
-    gaps = _generate("mutables", "Aliased").gaps
+def test_module_state_changed_through_an_alias_is_instance_state(tmp_path):
+    """A dict ``__init__`` starts with a literal and prefill changes through an alias: the generated module's own
+    per-instance state (a fresh dict per instance, instate.py), so each call sees what the calls before it left."""
+    calls = (("prefill", 64), ("prefill", 64), ("decode", 32), ("prefill", 64))
+    _equivalent("mutables", "Aliased", tmp_path, calls=calls)
+
+
+def test_module_state_started_from_the_config_and_changed_in_place_is_a_gap(tmp_path):
+    """Started from ModelArgs, the dict would be a config field shared by every module built from that config:
+    changed in place, it stays a gap."""
+    source = (INPUTS / "rsem" / "mutables.py").read_text()
+    changed = tmp_path / "mutables.py"
+    changed.write_text(source.replace('self.opts = {"scale": 2.0}', 'self.opts = {"scale": args.dim / 32}'))
+    gaps = generate(changed, class_name="Aliased").gaps
     assert [(g.loc, g.what, g.reason) for g in gaps] == [
         ("mutables.py:24", "self.opts", "forward changes module state")
     ]

@@ -1,6 +1,6 @@
 """Forwards that keep a value on the instance for their own later use, as tt-metal's lm_head does with
 ``self.lm_head_output_memory_config``: one static (a config value chosen by the mode), one per call (the
-rows of the input). ``Counted`` keeps a count across calls (``__init__`` starts it): real state."""
+rows of the input). ``Counted`` keeps a count across calls (``__init__`` starts it): state of the instance."""
 
 import ttnn
 
