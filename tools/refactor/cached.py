@@ -11,8 +11,7 @@ sets it or reads it, and ``__init__`` does not. Code outside the class that read
 Limits); a device weight the forward converts in place is converted once at loading (``relaid.py``), one it
 rebinds otherwise is kept as per-instance state (``plan.py``'s ``kept_state``); plain state ``__init__`` starts
 (a literal, or a value carried by a config field) is kept on the instance (``instate.py``); any other attribute a
-forward sets
-stays a gap (``forward changes module state``)."""
+forward sets stays a gap (``forward changes module state``)."""
 
 from __future__ import annotations
 
