@@ -3,8 +3,9 @@ would otherwise emit code that runs, silently different):
 
 - a decorator on ``forward`` or on a method forward reaches (other than ``staticmethod`` / ``classmethod`` /
   properties): specialising and inlining work on the undecorated body;
-- ``super().method(...)``: the base class's code is not inlined, and in the generated class ``super()`` is
-  ``TTModule`` (``super().forward`` would call the generated ``forward`` again);
+- ``super().method(...)`` that the codemod cannot copy (in the generated class ``super()`` is ``TTModule``):
+  no readable base defines it, the call does not bind to the base's method, it passes unpacked arguments, or
+  the base's method itself calls ``super()``; any other is copied like the class's own methods (inline.py);
 - a module global that a ``global`` statement changes: TTTv1 reads its current value on every call, the
   generated module would use the value it had when it was generated (or at construction).
 """
@@ -20,6 +21,7 @@ import libcst as cst
 from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
+from .inline import inherited_method
 from .names import _signature
 from .source import Inputs, methods_of
 from .walk import walk
@@ -49,9 +51,9 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 )
         for node in walk(func.body):
             if _is_super_call(node):
-                gaps.append(
-                    Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", _super_reason(inputs, node))
-                )
+                reason = _super_reason(inputs, node)
+                if reason is not None:
+                    gaps.append(Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", reason))
     if (
         "__init__" in methods
     ):  # construction runs the base's __init__ as written: only a call that cannot bind
@@ -75,9 +77,10 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
     return gaps
 
 
-def _super_reason(inputs: Inputs, call: cst.Call) -> str:
+def _super_reason(inputs: Inputs, call: cst.Call) -> str | None:
     """Why ``super().NAME(…)`` is a gap, naming the base method it runs (found as Python would, without running
-    anything: ``bases.py``) or saying that no base the tool can read defines it."""
+    anything: ``bases.py``) or saying that no base the tool can read defines it; None when it is no gap: the
+    base's method is copied into the generated class (``inline.inherited_method``)."""
     method = call.func.attr.value
     found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, method)
     if found is None:
@@ -91,7 +94,14 @@ def _super_reason(inputs: Inputs, call: cst.Call) -> str:
         mismatch is not None
     ):  # TTTv1 itself raises here: a subclass written against another version of its base
         return f"the call does not match {named} ({mismatch}): TypeError when TTTv1 runs it too"
-    return f"a call of {named}: only the class's own methods are inlined, and in the generated class super() is TTModule"
+    if any(a.star for a in call.args):
+        return f"a call of {named} with unpacked arguments (*args / **kwargs): not copied into the generated class"
+    if inherited_method(inputs, method) is None:
+        return (
+            f"a call of {named}, which itself calls super() (relative to {found.klass}, not copied) or lies in a "
+            "file the analysis did not read"
+        )
+    return None  # copied into the generated class and specialised like the class's own methods (inline.py)
 
 
 def _super_init_mismatch(inputs: Inputs, call: cst.Call) -> list[Gap]:
