@@ -5,6 +5,7 @@ generated class and specialised like the class's own methods, with the helpers a
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from tests.tools.refactor.conftest import (
     replicated,
 )
 from tttv2 import ttnn
+from tttv2.modules._topology import TopologyError
 from tttv2_tools.refactor import generate
 
 INPUTS = Path(__file__).parent / "inputs"
@@ -36,16 +38,13 @@ def test_the_base_methods_are_copied_and_specialised():
     mode)`` (and the ``self.project(x, "prefill")`` the first makes) are private methods of the generated class,
     their mode tests folded, the base file's ``padded_rows`` and ``TILE`` copied along."""
     result = generate(VISION, CONFIG)
-    # the base's galaxy test (self.args.is_galaxy, set by the base's __init__) is not yet written for
-    # from_model_args: the one gap left
-    assert [g.what for g in result.gaps] == ["TtVisionProjection: the galaxy test"]
-    result.gaps.clear()
     assert_no_static_branch(result)
     code = result.modules[0].code
     assert "super()" not in code.split("def load_device_weights")[1]
     assert "# copied from common/projection.py:12\ndef padded_rows(rows):" in code
     assert "def _forward_prefill(self, x):" in code and "def _project(self, x):" in code
     assert 'mode == "decode"' not in code.split("def decode_forward")[1]
+    assert "to_memory_config" not in code and "ttnn.to_memory_config(out" in result.modules[1].code
 
 
 @pytest.mark.parametrize("fuse_bias", [True, False])
@@ -54,10 +53,12 @@ def test_the_vision_projection_matches_tttv1_bit_for_bit(fuse_bias, tmp_path):
     from rsuper.model_config import ModelArgs
     from rsuper.vision.vision_projection import TtVisionProjection
 
-    generated = generated_class(generate(VISION, CONFIG), "1d", tmp_path)
+    result = generate(VISION, CONFIG)
     torch.manual_seed(0)
     state_dict = {"visual.proj.weight": torch.randn(64, 64) / 8, "visual.proj.bias": torch.randn(64)}
-    for shape in ((1, 1), (1, 2)):
+    # 1x1 and 1x2: the 1D module; 8x4, a galaxy: the 2D module (the base's galaxy branch kept)
+    for shape in ((1, 1), (1, 2), (8, 4)):
+        generated = generated_class(result, "2d" if shape == (8, 4) else "1d", tmp_path)
         mesh = ttnn.open_mesh_device(ttnn.MeshShape(*shape))
         args = ModelArgs(mesh, fuse_bias=fuse_bias)
         old = TtVisionProjection(mesh, args, state_dict)
@@ -67,3 +68,44 @@ def test_the_vision_projection_matches_tttv1_bit_for_bit(fuse_bias, tmp_path):
             got = new.forward(replicated(_rows(rows), mesh), mode)
             assert_identical(expected, got, f"{shape} {mode} {rows}")
         ttnn.close_mesh_device(mesh)
+
+
+def test_the_bases_galaxy_test_is_checked_in_the_constructors_terms(tmp_path):
+    """The base's ``if self.args.is_galaxy:`` (its ``self.args = args``, given ``args`` by the class's
+    ``super().__init__(mesh_device, args, …)``) is checked by ``from_model_args`` as ``args.is_galaxy``; it was
+    the gap "no galaxy test of the class can be written with the constructor's arguments alone"."""
+    from rsuper.model_config import ModelArgs
+
+    result = generate(VISION, CONFIG)
+    assert [g.topology for g in result.modules] == ["1d", "2d"]
+    code = result.modules[0].code
+    assert "galaxy_test = args.is_galaxy\n" in code
+    generated = generated_class(result, "1d", tmp_path)
+    mesh = ttnn.open_mesh_device(ttnn.MeshShape(1, 2))
+    args = ModelArgs(mesh)
+    args.is_galaxy = True  # TTTv1 would take its galaxy code
+    with pytest.raises(TopologyError, match=r"`args\.is_galaxy`"):
+        generated.from_model_args(mesh, args, {})
+    ttnn.close_mesh_device(mesh)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        (
+            "        super().__init__(mesh_device, args, state_dict, prefix)\n",
+            "        super().__init__(*[mesh_device, args, state_dict, prefix])\n",
+        ),
+        ("        self.scale = scale\n", "        self.scale = scale\n        self.args = args\n"),
+    ],
+    ids=["unpacked", "reassigned"],
+)
+def test_a_base_galaxy_test_the_class_cannot_write_stays_a_gap(edit, tmp_path):
+    """Not written when the constructor's call of the base's ``__init__`` unpacks its arguments, or when the class
+    sets the attribute itself (its value is then the class's, not the base's)."""
+    folder = tmp_path / "rsuper"
+    shutil.copytree(INPUTS / "rsuper", folder)
+    child = folder / "vision" / "vision_projection.py"
+    child.write_text(child.read_text().replace(*edit))
+    result = generate(child, folder / "model_config.py")
+    assert "TtVisionProjection: the galaxy test" in [g.what for g in result.gaps]
