@@ -45,6 +45,26 @@ def test_the_base_methods_are_copied_and_specialised():
     assert "def _forward_prefill(self, x):" in code and "def _project(self, x):" in code
     assert 'mode == "decode"' not in code.split("def decode_forward")[1]
     assert "to_memory_config" not in code and "ttnn.to_memory_config(out" in result.modules[1].code
+    # ``bounds=None`` substituted: the base's ``if bounds:`` is ``if None:``, folded (it was a bound branch
+    # ``_prefill_none_true`` running ``None[0]``)
+    assert "None[0]" not in code and "def _prefill_none_true" not in code
+    assert "return ttnn.clamp(out, min=self.config.low, max=self.config.high)" in code
+
+
+def test_a_tuple_field_value_keeps_its_parentheses():
+    """A field whose value is a bare tuple (``self.layer_past[0], self.layer_past[1]`` in tt_transformers'
+    ``Attention.forward_prefill``, copied for Qwen2.5-VL's vision attention) is a keyword argument of the
+    fields' ``dict(…)`` and an arm of a conditional: without parentheses the generated file did not parse."""
+    import libcst as cst
+
+    from tttv2_tools.refactor.emit import _grouped
+
+    value = cst.parse_expression("legacy.layer_past[0], legacy.layer_past[1]")
+    expression = cst.IfExp(test=cst.Name("t"), body=cst.Name("None"), orelse=_grouped(value))
+    assert (
+        cst.Module([]).code_for_node(expression)
+        == "None if t else (legacy.layer_past[0], legacy.layer_past[1])"
+    )
 
 
 @pytest.mark.parametrize("fuse_bias", [True, False])

@@ -35,6 +35,7 @@ class TtProjection(LightweightModule):
             memory_config=ttnn.DRAM_MEMORY_CONFIG,
             mesh_mapper=ttnn.ReplicateTensorToMesh(mesh_device),
         )
+        self.bounds = [-args.clip, args.clip]
 
     def project(self, x, mode):
         if mode == "decode":
@@ -46,7 +47,7 @@ class TtProjection(LightweightModule):
         out = ttnn.matmul(x, self.weight, memory_config=memory_config)
         return ttnn.add(out, self.bias)
 
-    def forward_prefill(self, x, scale=None):
+    def forward_prefill(self, x, scale=None, bounds=None):
         seq_len = x.shape[-2]
         chunk = self.model_config["PREFILL_CHUNK"]
         if seq_len > chunk:
@@ -58,7 +59,11 @@ class TtProjection(LightweightModule):
             out = ttnn.to_memory_config(out, ttnn.DRAM_MEMORY_CONFIG)
         if scale is not None:
             out = ttnn.mul(out, scale)
-        return out
+        if bounds:
+            low, high = bounds[0], bounds[1]
+        else:
+            low, high = self.bounds[0], self.bounds[1]
+        return ttnn.clamp(out, min=low, max=high)
 
     def forward_decode(self, x):
         return self.project(x, "decode")

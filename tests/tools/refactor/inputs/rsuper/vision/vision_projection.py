@@ -1,5 +1,5 @@
 """The vision tower's projection: the text model's ``TtProjection`` with a GELU after it, its prefill run through
-``super().forward_prefill`` with a scale, its decode through the base's ``super().project``."""
+``super().forward_prefill`` with a scale and no bounds of its own, its decode through the base's ``super().project``."""
 
 import ttnn
 
@@ -13,7 +13,7 @@ class TtVisionProjection(TtProjection):
 
     def forward(self, x, mode):
         if mode == "prefill":
-            out = super().forward_prefill(x, scale=self.scale)
+            out = super().forward_prefill(x, scale=self.scale, bounds=None)
         else:
             out = super().project(x, mode)
         return ttnn.gelu(out)
