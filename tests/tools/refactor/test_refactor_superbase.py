@@ -129,3 +129,27 @@ def test_a_base_galaxy_test_the_class_cannot_write_stays_a_gap(edit, tmp_path):
     child.write_text(child.read_text().replace(*edit))
     result = generate(child, folder / "model_config.py")
     assert "TtVisionProjection: the galaxy test" in [g.what for g in result.gaps]
+
+
+def test_a_base_galaxy_test_through_keyword_arguments_and_defaults(tmp_path):
+    """``super().__init__(mesh_device, args=args, …)`` by keyword, to a base ``__init__`` with a default the class
+    does not pass: the base's ``self.args.is_galaxy`` is still ``args.is_galaxy`` for ``from_model_args``."""
+    folder = tmp_path / "rsuper"
+    shutil.copytree(INPUTS / "rsuper", folder)
+    child = folder / "vision" / "vision_projection.py"
+    child.write_text(
+        child.read_text().replace(
+            "super().__init__(mesh_device, args, state_dict, prefix)",
+            "super().__init__(mesh_device, args=args, state_dict=state_dict, prefix=prefix)",
+        )
+    )
+    base = folder / "common" / "projection.py"
+    base.write_text(
+        base.read_text().replace(
+            "def __init__(self, mesh_device, args, state_dict, prefix):",
+            "def __init__(self, mesh_device, args, state_dict, prefix, dtype=ttnn.bfloat16):",
+        )
+    )
+    result = generate(child, folder / "model_config.py")
+    assert result.gaps == []
+    assert "galaxy_test = args.is_galaxy\n" in result.modules[0].code
