@@ -153,3 +153,19 @@ def test_a_base_galaxy_test_through_keyword_arguments_and_defaults(tmp_path):
     result = generate(child, folder / "model_config.py")
     assert result.gaps == []
     assert "galaxy_test = args.is_galaxy\n" in result.modules[0].code
+
+
+def test_a_super_call_left_in_a_generated_module_is_a_gap():
+    """The output itself is checked: a zero-argument ``super().m(…)`` left in a generated class would run
+    ``TTModule``'s; ``from_model_args``'s ``super(Class, legacy).__init__(…)`` is TTTv1's construction."""
+    from types import SimpleNamespace
+
+    from tttv2_tools.refactor.unsupported import leftover_super_gaps
+
+    code = (
+        "class A:\n    def f(self, legacy):\n        super(A, legacy).__init__()\n"
+        "        return super().forward_prefill(1)\n"
+    )
+    (gap,) = leftover_super_gaps([SimpleNamespace(code=code, file_name="a_1d.py")])
+    assert (gap.loc, gap.what) == ("a_1d.py:4", "super().forward_prefill(...)")
+    assert generate(VISION, CONFIG).gaps == []  # every super() of the fixture was copied
