@@ -51,24 +51,38 @@ def inherited_method(inputs: Inputs, name: str) -> Callee | None:
     """The method ``name`` of a base class of the analysed class (the nearest that defines it, as Python's method
     resolution finds it: ``bases.py``) when its file is one the analysis read (trace-deps follows ``super()`` and
     the inherited ``self.m`` into the base): copied into the generated class like the class's own methods, and
-    specialised with the facts of its own file. None when no readable base defines it, or when the method
-    itself calls ``super()`` (its ``super()`` is relative to the base; kept as a gap)."""
+    specialised with the facts of its own file. None when it cannot be copied (:func:`not_copied` says why)."""
+    return _inherited(inputs, name)[0]
+
+
+def not_copied(inputs: Inputs, name: str) -> str | None:
+    """Why the base's method ``name`` is not copied (None: it is, or no base defines it)."""
+    return _inherited(inputs, name)[1]
+
+
+def _inherited(inputs: Inputs, name: str) -> tuple[Callee | None, str | None]:
     key = ("inherited", name)
     if key not in inputs.cache:
         inputs.cache[key] = _inherited_method(inputs, name)
     return inputs.cache[key]
 
 
-def _inherited_method(inputs: Inputs, name: str) -> Callee | None:
+def _inherited_method(inputs: Inputs, name: str) -> tuple[Callee | None, str | None]:
     found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, name)
     if found is None:
-        return None
+        return None, None
     parsed = next((p for p in inputs.files.values() if p.path.resolve() == found.file.resolve()), None)
     klass = None if parsed is None else parsed.classes().get(found.klass)
     method = None if klass is None else methods_of(klass).get(name)
-    if method is None or any(is_super_call(n) for n in walk(method.body)):
-        return None
-    return Callee(parsed, method, f"{found.klass}.{name}", not is_staticmethod(method), inherited=True)
+    if method is None:
+        return None, "its file is not one the analysis read"
+    if any(is_super_call(n) for n in walk(method.body)):
+        return None, f"it calls super() itself (relative to {found.klass}, not copied)"
+    decorators = [code(d.decorator) for d in method.decorators if code(d.decorator) != "staticmethod"]
+    if decorators:
+        # the copy would run the undecorated body (a classmethod's cls would be the generated class)
+        return None, f"it is decorated (@{decorators[0]}): the copy would run the undecorated body"
+    return Callee(parsed, method, f"{found.klass}.{name}", not is_staticmethod(method), inherited=True), None
 
 
 @dataclass

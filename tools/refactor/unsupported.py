@@ -21,7 +21,7 @@ import libcst as cst
 from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
-from .inline import inherited_method
+from .inline import not_copied
 from .names import _signature
 from .source import Inputs, methods_of
 from .walk import walk
@@ -98,11 +98,9 @@ def _super_reason(inputs: Inputs, call: cst.Call) -> str | None:
         return f"a call of {named} with unpacked arguments (*args / **kwargs): not copied into the generated class"
     if found.definition.args.vararg is not None or found.definition.args.kwarg is not None:
         return f"a call of {named}, which takes *args / **kwargs: not copied into the generated class"
-    if inherited_method(inputs, method) is None:
-        return (
-            f"a call of {named}, which itself calls super() (relative to {found.klass}, not copied) or lies in a "
-            "file the analysis did not read"
-        )
+    why = not_copied(inputs, method)
+    if why is not None:
+        return f"a call of {named}, not copied into the generated class: {why}"
     return None  # copied into the generated class and specialised like the class's own methods (inline.py)
 
 

@@ -110,8 +110,16 @@ def test_a_super_call_gap_names_the_base_method_it_runs(tmp_path):
     (gap,) = generate(child).gaps
     assert gap.what == "super().forward_prefill(...)"
     assert gap.reason == (
-        "a call of the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10), which itself "
-        "calls super() (relative to AttnBase, not copied) or lies in a file the analysis did not read"
+        "a call of the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10), not copied into "
+        "the generated class: it calls super() itself (relative to AttnBase, not copied)"
+    )
+    base.write_text(
+        before.replace("    def forward_prefill", "    @functools.cache\n    def forward_prefill")
+    )
+    (gap,) = generate(child).gaps
+    assert gap.reason.endswith(
+        "not copied into the generated class: it is decorated (@functools.cache): the copy would run the "
+        "undecorated body"
     )
 
 
