@@ -15,7 +15,7 @@ from .members import MemberCheck
 from .modeparam import mode_parameter_gaps
 from .plan import ClassPlan, Planner, per_mode_config
 from .source import Inputs, load_inputs
-from .unsupported import unsupported_gaps
+from .unsupported import leftover_super_gaps, unsupported_gaps
 from .zencheck import static_branch_gaps
 
 TOPOLOGIES = ("1d", "2d")
@@ -168,6 +168,8 @@ def generate(
         )
     # the Zen, checked on the output itself: no static branch left on the forward path (zencheck)
     result.gaps.extend(static_branch_gaps(result.modules))
+    if not any(g.what.startswith("super().") for g in result.gaps):  # one report per super() call
+        result.gaps.extend(leftover_super_gaps(result.modules))
     return result
 
 

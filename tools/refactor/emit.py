@@ -962,7 +962,10 @@ class Emitter:
                 )
         elif f.guards:
             value = cst.IfExp(test=_disjunction(f.guards), body=_grouped(value), orelse=cst.Name("None"))
-        return value.visit(_SameArms(value, lambda node: type(node) is cst.IfExp))
+        value = value.visit(_SameArms(value, lambda node: type(node) is cst.IfExp))
+        # a keyword argument of dict(…): a bare tuple (``self.layer_past[0], self.layer_past[1]``) gets its
+        # parentheses
+        return _grouped(value) if isinstance(value, cst.Tuple) else value
 
     def _construction_imports(self, statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         reads: set[str] = set()
@@ -1336,8 +1339,9 @@ def _is_import_line(statement) -> bool:
 
 def _grouped(node: cst.BaseExpression) -> cst.BaseExpression:
     """A conditional expression or lambda as an arm of another conditional keeps its own extent (libcst does not
-    add the parentheses: ``a if t else None if u else None`` would read as ``a if t else (None if u ...)``)."""
-    if isinstance(node, (cst.IfExp, cst.Lambda)) and not node.lpar:
+    add the parentheses: ``a if t else None if u else None`` would read as ``a if t else (None if u ...)``); a
+    bare tuple too (``None if t else a, b`` is a tuple of two)."""
+    if isinstance(node, (cst.IfExp, cst.Lambda, cst.Tuple)) and not node.lpar:
         return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return node
 

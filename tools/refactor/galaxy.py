@@ -46,7 +46,13 @@ def _galaxy_tests(inputs: Inputs) -> list[GalaxyTest]:
     safe = params - names_written(init.body)  # a parameter __init__ rebinds is not the caller's argument
     values = _single_values(init, methods)
     out: dict[str, GalaxyTest] = {}
+    inherited = _inherited_values(inputs, init, methods, safe)
     for site in inputs.analysis.fact_sites:
+        if site.fact == "galaxy" and inherited is not None and site.file == inherited.file:
+            test = _inherited_test(site, inherited, safe)
+            if test is not None:
+                out.setdefault(test.text, test)
+            continue
         if site.fact != "galaxy" or site.file != inputs.module.name:
             continue
         owner, _, method = site.function.partition(".")
@@ -65,6 +71,81 @@ def _galaxy_tests(inputs: Inputs) -> list[GalaxyTest]:
         text = code(expression)
         out.setdefault(text, GalaxyTest(text, f"{site.file}:{site.span.start_line}", site.polarity))
     return list(out.values())
+
+
+@dataclass(frozen=True)
+class _Inherited:
+    """The base class whose ``__init__`` the class's ``super().__init__(…)`` runs: its file, its name, the
+    attributes that ``__init__`` gives one value (the class itself assigns none of them), and each of its
+    parameters as an expression of the class's own constructor parameters."""
+
+    file: str
+    parsed: object
+    klass: str
+    methods: frozenset[str]
+    values: dict
+    params: dict
+
+
+def _inherited_values(inputs: Inputs, init, methods, safe: set[str]) -> _Inherited | None:
+    """How a galaxy test of a base class's method (``self.args.is_galaxy`` in the base's ``forward_prefill``,
+    copied into the generated class by ``super().forward_prefill(…)``) reads in the class's constructor
+    parameters: through the base's ``__init__`` (``self.args = args``) and the class's ``super().__init__(mesh,
+    args, …)``, a plain statement of its ``__init__``. None when there is no such call or base."""
+    from .bases import base_method
+    from .inline import is_super_call
+
+    call = None
+    for statement in init.body.body if isinstance(init.body, cst.IndentedBlock) else []:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+        if (
+            isinstance(small, cst.Expr)
+            and is_super_call(small.value)
+            and small.value.func.attr.value == "__init__"
+        ):
+            call = small.value
+    found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, "__init__")
+    if call is None or found is None or any(a.star for a in call.args):
+        return None
+    parsed = next((p for p in inputs.files.values() if p.path.resolve() == found.file.resolve()), None)
+    klass = None if parsed is None else parsed.classes().get(found.klass)
+    if klass is None:
+        return None
+    base_methods = methods_of(klass)
+    base_init = base_methods["__init__"]
+    params = [*base_init.params.params[1:], *base_init.params.kwonly_params]
+    given: dict[str, cst.BaseExpression] = {}
+    positional = [a.value for a in call.args if a.keyword is None]
+    for param, value in zip(base_init.params.params[1:], positional):
+        given[param.name.value] = value
+    for arg in call.args:
+        if arg.keyword is not None:
+            given[arg.keyword.value] = arg.value
+    for param in params:
+        if param.name.value not in given and param.default is not None:
+            given[param.name.value] = param.default
+    # an argument of the class's own constructor parameters, not rebound before the call
+    given = {k: v for k, v in given.items() if names_read(v) <= safe | _BUILTINS}
+    own = {t for func in methods.values() for node in walk(func) for t in _self_targets(node)}
+    values = {k: v for k, v in _single_values(base_init, base_methods).items() if k not in own}
+    return _Inherited(parsed.name, parsed, found.klass, frozenset(base_methods), values, given)
+
+
+def _inherited_test(site, inherited: _Inherited, safe: set[str]) -> GalaxyTest | None:
+    """A galaxy test of the base's method as an expression of the class's constructor parameters, or None."""
+    from .inline import replace_names
+
+    owner, _, method = site.function.partition(".")
+    if owner != inherited.klass or method not in inherited.methods or method == "__init__":
+        return None
+    node = inherited.parsed.node_for_span(site.span)
+    if not isinstance(node, cst.BaseExpression) or not names_read(node) <= {"self"} | _BUILTINS:
+        return None
+    expression = _resolve(node, inherited.values, set(inherited.params), _DEPTH)
+    if expression is None or not names_read(expression) <= set(inherited.params) | _BUILTINS:
+        return None
+    text = code(replace_names(expression, inherited.params))
+    return GalaxyTest(text, f"{site.file}:{site.span.start_line}", site.polarity)
 
 
 def has_galaxy_sites(inputs: Inputs) -> bool:

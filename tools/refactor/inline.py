@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from .bases import base_method
 from .cstutil import PURE_BUILTINS, code, is_pure, is_staticmethod, summary
 from .fstrings import compatible_fstring
 from .helpers import ModuleNames
 from .literals import decide_straight_literals, with_prelude
-from .source import Inputs, ParsedFile
+from .source import Inputs, ParsedFile, methods_of
 from .track import Provenance, TrackingTransformer
-from .walk import hot_paths
+from .walk import hot_paths, walk
 
 #: How deep helpers calling helpers are followed.
 MAX_DEPTH = 6
@@ -29,6 +30,59 @@ class Callee:
     qualname: str  # "tt_all_reduce" or "Class.method"
     is_method: bool
     has_ops: bool = True  # a helper without device ops is copied only where it runs on run-time values
+    inherited: bool = (
+        False  # a base class's method (``super().m(…)``, or ``self.m`` the class does not define)
+    )
+
+
+def is_super_call(node: cst.CSTNode) -> bool:
+    """``super().m(…)`` (the zero-argument form)."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and isinstance(node.func.value, cst.Call)
+        and isinstance(node.func.value.func, cst.Name)
+        and node.func.value.func.value == "super"
+        and not node.func.value.args
+    )
+
+
+def inherited_method(inputs: Inputs, name: str) -> Callee | None:
+    """The method ``name`` of a base class of the analysed class (the nearest that defines it, as Python's method
+    resolution finds it: ``bases.py``) when its file is one the analysis read (trace-deps follows ``super()`` and
+    the inherited ``self.m`` into the base): copied into the generated class like the class's own methods, and
+    specialised with the facts of its own file. None when it cannot be copied (:func:`not_copied` says why)."""
+    return _inherited(inputs, name)[0]
+
+
+def not_copied(inputs: Inputs, name: str) -> str | None:
+    """Why the base's method ``name`` is not copied (None: it is, or no base defines it)."""
+    return _inherited(inputs, name)[1]
+
+
+def _inherited(inputs: Inputs, name: str) -> tuple[Callee | None, str | None]:
+    key = ("inherited", name)
+    if key not in inputs.cache:
+        inputs.cache[key] = _inherited_method(inputs, name)
+    return inputs.cache[key]
+
+
+def _inherited_method(inputs: Inputs, name: str) -> tuple[Callee | None, str | None]:
+    found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, name)
+    if found is None:
+        return None, None
+    parsed = next((p for p in inputs.files.values() if p.path.resolve() == found.file.resolve()), None)
+    klass = None if parsed is None else parsed.classes().get(found.klass)
+    method = None if klass is None else methods_of(klass).get(name)
+    if method is None:
+        return None, "its file is not one the analysis read"
+    if any(is_super_call(n) for n in walk(method.body)):
+        return None, f"it calls super() itself (relative to {found.klass}, not copied)"
+    decorators = [code(d.decorator) for d in method.decorators if code(d.decorator) != "staticmethod"]
+    if decorators:
+        # the copy would run the undecorated body (a classmethod's cls would be the generated class)
+        return None, f"it is decorated (@{decorators[0]}): the copy would run the undecorated body"
+    return Callee(parsed, method, f"{found.klass}.{name}", not is_staticmethod(method), inherited=True), None
 
 
 @dataclass
@@ -63,12 +117,16 @@ class Inliner:
         ):
             name = func.attr.value
             method = self.methods.get(name)
+            if method is None and name not in self.skip_methods:
+                return inherited_method(self.inputs, name)  # a method of a base class, in another file
             if method is None or name in self.skip_methods:
                 return None
             # a @staticmethod takes no instance: it binds and is copied like a function of the module
             return Callee(
                 self.inputs.module, method, f"{self.inputs.class_name}.{name}", not is_staticmethod(method)
             )
+        if is_super_call(call):
+            return inherited_method(self.inputs, func.attr.value)
         if not isinstance(func, cst.Name):
             return None
         return self._function(func.value, file, 0)
@@ -261,7 +319,7 @@ class Inliner:
                 substitute[name] = value
             else:
                 kept.append(name)
-        if not substitute and not prelude:
+        if not substitute and not prelude and not callee.inherited:  # a base's method is always copied
             return None
         key = (  # the specialised body too: a method specialised for another mode is another copy
             callee.file.name,

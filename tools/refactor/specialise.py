@@ -202,7 +202,7 @@ class Specialiser(TrackingTransformer):
         return self._keep_part(adopt_parens(updated_node, result), result)
 
     def leave_IfExp(self, original_node, updated_node):
-        value = const_bool(updated_node.test)
+        value = _test_value(updated_node.test)
         if value is None:
             return updated_node
         self.decisions.record(self.prov.origin(original_node), value)
@@ -212,7 +212,7 @@ class Specialiser(TrackingTransformer):
     # -- statements ------------------------------------------------------------------------------
     def leave_If(self, original_node, updated_node):
         updated_node = updated_node.with_changes(orelse=self._resolve_orelse(updated_node.orelse))
-        value = const_bool(updated_node.test)
+        value = _test_value(updated_node.test)
         if value is not None:
             self.decisions.record(self.prov.origin(original_node), value)
         if id(original_node) in self.elif_nodes or value is None:
@@ -229,7 +229,7 @@ class Specialiser(TrackingTransformer):
     def _resolve_orelse(self, orelse):
         """An ``elif`` whose test became constant: its body becomes the ``else``, or it disappears."""
         while isinstance(orelse, cst.If):
-            value = const_bool(orelse.test)
+            value = _test_value(orelse.test)
             if value is None:
                 return orelse
             if value:
@@ -311,6 +311,14 @@ def _constant(node: cst.BaseExpression):
     return NotImplemented
 
 
+def _test_value(test: cst.BaseExpression) -> bool | None:
+    """The truth of an ``if`` test that is a literal: ``True`` / ``False``, and ``None`` (a base's ``if kv_cache:``
+    copied for a call passing ``kv_cache=None``: Qwen2.5-VL's ``super().forward_prefill(…)``)."""
+    if isinstance(test, cst.Name) and test.value == "None":
+        return False
+    return const_bool(test)
+
+
 def _fold_comparison(node: cst.Comparison) -> bool | None:
     left = _constant(node.left)
     if left is NotImplemented:
@@ -364,7 +372,7 @@ def specialise(
         kind = type(node)
         return (
             kind is cst.Comparison
-            or (kind is cst.Name and node.value in ("True", "False"))
+            or (kind is cst.Name and node.value in ("True", "False", "None"))
             or id(node) in replacements
         )
 

@@ -3,8 +3,9 @@ would otherwise emit code that runs, silently different):
 
 - a decorator on ``forward`` or on a method forward reaches (other than ``staticmethod`` / ``classmethod`` /
   properties): specialising and inlining work on the undecorated body;
-- ``super().method(...)``: the base class's code is not inlined, and in the generated class ``super()`` is
-  ``TTModule`` (``super().forward`` would call the generated ``forward`` again);
+- ``super().method(...)`` that the codemod cannot copy (in the generated class ``super()`` is ``TTModule``):
+  no readable base defines it, the call does not bind to the base's method, it passes unpacked arguments, or
+  the base's method itself calls ``super()``; any other is copied like the class's own methods (inline.py);
 - a module global that a ``global`` statement changes: TTTv1 reads its current value on every call, the
   generated module would use the value it had when it was generated (or at construction).
 """
@@ -20,6 +21,7 @@ import libcst as cst
 from .bases import base_method
 from .cstutil import names_written
 from .errors import Gap
+from .inline import not_copied
 from .names import signature_of
 from .source import Inputs, methods_of
 from .walk import walk
@@ -49,9 +51,9 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
                 )
         for node in walk(func.body):
             if _is_super_call(node):
-                gaps.append(
-                    Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", _super_reason(inputs, node))
-                )
+                reason = _super_reason(inputs, node)
+                if reason is not None:
+                    gaps.append(Gap(parsed.loc(node), f"super().{node.func.attr.value}(...)", reason))
     # construction runs the base's __init__ as written: only a call that cannot bind is a gap
     if "__init__" in methods:
         for node in walk(methods["__init__"].body):
@@ -74,9 +76,10 @@ def unsupported_gaps(inputs: Inputs) -> list[Gap]:
     return gaps
 
 
-def _super_reason(inputs: Inputs, call: cst.Call) -> str:
+def _super_reason(inputs: Inputs, call: cst.Call) -> str | None:
     """Why ``super().NAME(…)`` is a gap, naming the base method it runs (found as Python would, without running
-    anything: ``bases.py``) or saying that no base the tool can read defines it."""
+    anything: ``bases.py``) or saying that no base the tool can read defines it; None when it is no gap: the
+    base's method is copied into the generated class (``inline.inherited_method``)."""
     method = call.func.attr.value
     found = base_method(inputs.class_name, inputs.module.path, inputs.module.text, method)
     if found is None:
@@ -89,7 +92,39 @@ def _super_reason(inputs: Inputs, call: cst.Call) -> str:
     # TTTv1 itself raises here: a subclass written against another version of its base
     if mismatch is not None:
         return f"the call does not match {named} ({mismatch}): TypeError when TTTv1 runs it too"
-    return f"a call of {named}: only the class's own methods are inlined, and in the generated class super() is TTModule"
+    if any(a.star for a in call.args):
+        return f"a call of {named} with unpacked arguments (*args / **kwargs): not copied into the generated class"
+    if found.definition.args.vararg is not None or found.definition.args.kwarg is not None:
+        return f"a call of {named}, which takes *args / **kwargs: not copied into the generated class"
+    why = not_copied(inputs, method)
+    if why is not None:
+        return f"a call of {named}, not copied into the generated class: {why}"
+    return None  # copied into the generated class and specialised like the class's own methods (inline.py)
+
+
+def leftover_super_gaps(modules) -> list[Gap]:
+    """A ``super().m(…)`` left in a generated module (a call the copy pass did not reach, e.g. past its depth
+    limit): in the generated class ``super()`` is ``TTModule``, so it would run something else. ``from_model_args``'s
+    ``super(Class, legacy).__init__(…)`` names its class and is TTTv1's own construction."""
+    gaps: list[Gap] = []
+    for generated in modules:
+        for node in ast.walk(ast.parse(generated.code)):
+            func = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Call)
+                and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super"
+                and not func.value.args
+            ):
+                gaps.append(
+                    Gap(
+                        f"{generated.file_name}:{node.lineno}",
+                        f"super().{func.attr}(...)",
+                        "left in the generated class, where super() is TTModule: not copied from the base",
+                    )
+                )
+    return gaps
 
 
 def _super_init_mismatch(inputs: Inputs, call: cst.Call) -> list[Gap]:
@@ -216,4 +251,4 @@ def _is_super_call(node: cst.CSTNode) -> bool:
     )
 
 
-__all__ = ["unsupported_gaps"]
+__all__ = ["leftover_super_gaps", "unsupported_gaps"]

@@ -57,18 +57,19 @@ def test_a_base_in_another_folder_of_a_namespace_tree_is_read_not_a_crash(tmp_pa
         "tile": "root.py:3",
     }
     result = generate(child)
-    assert [(g.loc, g.what) for g in result.gaps] == [("vattn.py:11", "super().forward_prefill(...)")]
+    assert result.gaps == []  # the base's forward_prefill is copied (branch superbase; it was a gap)
+    assert "super()" not in result.modules[0].code.split("def load_device_weights")[1]
 
 
 def test_a_super_call_gap_names_the_base_method_it_runs(tmp_path):
-    """``super().forward_prefill(x)`` is still a gap (the base's code is not inlined), but it says which method it
-    runs and where, found through the imports as Python would (Qwen2.5-VL's vision attention: ``Attention`` of
-    ``tt_transformers/tt/attention.py``; its distributed norm: ``DistributedNorm.forward``); a method no readable
-    base defines is said so (an installed base, or an ``AttributeError`` in TTTv1 too)."""
+    """``super().forward_prefill(x)`` that binds is copied (``test_refactor_superbase.py``); one the tool cannot
+    copy is a gap that says which method it runs and where, found through the imports as Python would
+    (Qwen2.5-VL's vision attention: ``Attention`` of ``tt_transformers/tt/attention.py``; its distributed norm:
+    ``DistributedNorm.forward``); a method no readable base defines is said so (an installed base, or an
+    ``AttributeError`` in TTTv1 too)."""
     root = _tree(tmp_path, _NAMESPACE_TREE)
     child = root / "models/demos/qv/tt/vattn.py"
-    (gap,) = generate(child).gaps
-    assert "the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10)" in gap.reason
+    assert generate(child).gaps == []
     text = child.read_text()
     child.write_text(text.replace("super().forward_prefill(x)", "super().forward_cached(x)"))
     (gap,) = generate(child).gaps
@@ -86,7 +87,40 @@ def test_a_super_call_gap_names_the_base_method_it_runs(tmp_path):
     )
     child.write_text(text.replace("super().forward_prefill(x)", "super().forward_prefill(*[x, None])"))
     (gap,) = generate(child).gaps  # arguments unpacked: not decided without running them
-    assert gap.reason.startswith("a call of the base class's AttnBase.forward_prefill")
+    assert gap.reason == (
+        "a call of the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10) with unpacked "
+        "arguments (*args / **kwargs): not copied into the generated class"
+    )
+    # the base's method runs super() itself: relative to the base, so not copied
+    child.write_text(text)
+    base = root / "models/tt_transformers/tt/attn_base.py"
+    before = base.read_text()
+    base.write_text(
+        before.replace("def forward_prefill(self, x, mask=None):", "def forward_prefill(self, x, **opts):")
+    )
+    (gap,) = generate(child).gaps  # the copy binds parameters by name: a catch-all is not copied
+    assert gap.reason == (
+        "a call of the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10), which takes "
+        "*args / **kwargs: not copied into the generated class"
+    )
+    base.write_text(before)
+    base.write_text(
+        base.read_text().replace("        return x\n", "        return super().forward_prefill(x)\n")
+    )
+    (gap,) = generate(child).gaps
+    assert gap.what == "super().forward_prefill(...)"
+    assert gap.reason == (
+        "a call of the base class's AttnBase.forward_prefill (tt_transformers/tt/attn_base.py:10), not copied into "
+        "the generated class: it calls super() itself (relative to AttnBase, not copied)"
+    )
+    base.write_text(
+        before.replace("    def forward_prefill", "    @functools.cache\n    def forward_prefill")
+    )
+    (gap,) = generate(child).gaps
+    assert gap.reason.endswith(
+        "not copied into the generated class: it is decorated (@functools.cache): the copy would run the "
+        "undecorated body"
+    )
 
 
 def test_base_method_takes_the_nearest_base_that_defines_it(tmp_path):
