@@ -88,6 +88,19 @@ def _largest_divisor(n: int, limit: int) -> int:
     return 1
 
 
+def _one_block_per_core(op, cfg, blocks_m, blocks_n, cores, mt, nt, grid) -> CoreRangeSet:
+    """The cores of a config that deals its output blocks one per core, in row order (1-D multicast and reuse):
+    refused when there are more blocks than cores."""
+    expect(
+        blocks_m * blocks_n <= cores,
+        op,
+        "program_config",
+        f"at most {cores} output blocks of {cfg.per_core_M}x{cfg.per_core_N} tiles for a {mt}x{nt}-tile output",
+        f"{blocks_m * blocks_n} blocks",
+    )
+    return num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
+
+
 def _validate_program_config(
     op: str, cfg, a: Tensor, m_rows: int, k: int, n: int, batch: int, device
 ) -> tuple[int, object]:
@@ -163,27 +176,13 @@ def _validate_program_config(
                 f">= {nt} (N in tiles; mcast_in1 keeps all of N on every core)",
                 cfg.per_core_N,
             )
-        expect(
-            blocks_m * blocks_n <= cores,
-            op,
-            "program_config",
-            f"at most {cores} output blocks of {cfg.per_core_M}x{cfg.per_core_N} tiles for a {mt}x{nt}-tile output",
-            f"{blocks_m * blocks_n} blocks",
-        )
-        return cfg.in0_block_w, num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
+        return cfg.in0_block_w, _one_block_per_core(op, cfg, blocks_m, blocks_n, cores, mt, nt, grid)
     if isinstance(cfg, MatmulMultiCoreReuseProgramConfig):
         # the batched reuse matmul (no multicast) deals its (B * Mt / per_core_M) * (Nt / per_core_N) output blocks
         # to the grid's cores one each, in row order (tt-metal's bmm "reuse optimized" program); the Llama-2-70B
         # T3000 attention rotates 32 users' heads so, one user per core of an 8x4 grid
         cores = grid.x * grid.y
-        expect(
-            blocks_m * blocks_n <= cores,
-            op,
-            "program_config",
-            f"at most {cores} output blocks of {cfg.per_core_M}x{cfg.per_core_N} tiles for a {mt}x{nt}-tile output",
-            f"{blocks_m * blocks_n} blocks",
-        )
-        return cfg.in0_block_w, num_cores_to_corerangeset(max(blocks_m * blocks_n, 1), grid, row_wise=True)
+        return cfg.in0_block_w, _one_block_per_core(op, cfg, blocks_m, blocks_n, cores, mt, nt, grid)
     rows, cols = (grid.x, grid.y) if getattr(cfg, "transpose_mcast", False) else (grid.y, grid.x)
     expect(
         blocks_m <= rows and blocks_n <= cols,
