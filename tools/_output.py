@@ -333,7 +333,9 @@ def _text(data: bytes) -> str:
 
 def write(outputs: list[Output]) -> list[Path]:
     """Write ``outputs`` (already ``check``-ed): all temporary files first, then every rename, so a failure
-    leaves every target as it was (and the folders made for them are removed again). Returns the paths written."""
+    leaves every target as it was (and the folders made for them are removed again). A file that already holds
+    exactly its text is left alone (a rerun keeps its modification time: build tools and editors see no change).
+    Returns the paths of ``outputs``, each now holding its text."""
     staged: list[tuple[str, Path, Output]] = []
     created: list[Path] = []  # folders this call made: removed again, when empty, if the write fails
     done = False
@@ -348,6 +350,8 @@ def write(outputs: list[Output]) -> list[Path]:
                     folder = folder.parent
                 _guard(item, lambda item=item: item.path.parent.mkdir(parents=True, exist_ok=True))
             target = item.path.resolve()  # a symlink stays a symlink: the file it points to is replaced
+            if target.is_file() and _holds(target, item.text):
+                continue
             staged.append(
                 (_guard(item, lambda target=target, item=item: _stage(target, item.text)), target, item)
             )

@@ -495,3 +495,17 @@ def test_a_failed_write_removes_the_folders_it_made(tmp_path):
         write([first, second])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "kept"]
     assert not any((tmp_path / "kept").iterdir()) and (tmp_path / "a_file").read_text() == "mine"
+
+
+def test_a_file_that_already_holds_its_text_is_left_alone(tmp_path):
+    """A rerun that would write the same bytes leaves the file as it is (inode and modification time: build tools
+    and editors see no change); a file whose text differs is replaced, in the same call."""
+    same, other = tmp_path / "a.dot", tmp_path / "b.dot"
+    write([out(same, "kept\n"), out(other, "old\n")])
+    os.utime(same, ns=(1_000_000_000, 1_000_000_000))
+    before = same.stat()
+    assert write([out(same, "kept\n"), out(other, "new\n")]) == [same, other]
+    after = same.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert same.read_text() == "kept\n" and other.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.dot", "b.dot"]
